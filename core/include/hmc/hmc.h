@@ -1,0 +1,246 @@
+/*
+ * hmc: Heterogeneous Memory Communication. The public C API.
+ *
+ * Conventions
+ *  - Every function returns an hmc_status_t. On failure, hmc_last_error() returns a message for
+ *    the calling thread that says what was wrong and where; outputs are set only on success.
+ *  - Handles are opaque pointers. A handle used after it was closed, freed or destroyed is
+ *    detected where possible (HMC_ERR_INVALID_HANDLE) but must not be relied on.
+ *  - Sizes are bytes; timeouts are milliseconds, where -1 means HMC_TIMEOUT_MS (the context's
+ *    default) and 0 means "do not wait".
+ *  - Thread-safety: all functions may be called from any thread. A request handle is used by one
+ *    thread at a time.
+ *  - Tags: user tags are 64-bit values below HMC_TAG_MAX; the values above are reserved.
+ */
+#ifndef HMC_HMC_H
+#define HMC_HMC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HMC_API_VERSION_MAJOR 0
+#define HMC_API_VERSION_MINOR 1
+#define HMC_TAG_MAX ((uint64_t)1 << 60)
+
+#if defined(__GNUC__)
+#define HMC_API __attribute__((visibility("default")))
+#else
+#define HMC_API
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status                                                                                     */
+
+typedef enum hmc_status {
+  HMC_SUCCESS = 0,
+  HMC_IN_PROGRESS = 1,            /* a non-blocking request has not finished yet */
+  HMC_ERR_INVALID_ARGUMENT = -1,  /* NULL pointer, zero or overflowing size, bad flag */
+  HMC_ERR_INVALID_HANDLE = -2,    /* a freed, closed, unregistered or foreign handle */
+  HMC_ERR_OUT_OF_BOUNDS = -3,     /* an offset/size outside a region */
+  HMC_ERR_NOT_SUPPORTED = -4,     /* no plugin or path offers this operation */
+  HMC_ERR_NOT_FOUND = -5,         /* no such device or plugin name */
+  HMC_ERR_NO_MEMORY = -6,         /* allocation or registration failed */
+  HMC_ERR_TIMEOUT = -7,           /* the wait ended before the operation did */
+  HMC_ERR_PEER_LOST = -8,         /* the peer died or disconnected */
+  HMC_ERR_REMOTE = -9,            /* the peer refused (bounds, unknown key, access rights) */
+  HMC_ERR_TRUNCATED = -10,        /* the message was larger than the receive buffer */
+  HMC_ERR_CANCELLED = -11,        /* the request was cancelled */
+  HMC_ERR_AUTH = -12,             /* the peer failed (or we failed) the HMC_AUTH_TOKEN challenge */
+  HMC_ERR_VERSION = -13,          /* protocol or ABI version mismatch */
+  HMC_ERR_CONFIG = -14,           /* an HMC_ environment variable has an invalid value */
+  HMC_ERR_NO_PATH = -15,          /* no data path reaches this peer for these memories */
+  HMC_ERR_SYSTEM = -16,           /* a system call failed; the message has the errno text */
+  HMC_ERR_PLUGIN = -17,           /* a plugin failed unexpectedly */
+  HMC_ERR_PROTOCOL = -18,         /* a malformed message arrived from the peer */
+  HMC_ERR_INTERNAL = -19          /* a bug in hmc */
+} hmc_status_t;
+
+/* Fixed name of a status ("HMC_ERR_TIMEOUT"); never NULL. */
+HMC_API const char* hmc_status_string(hmc_status_t status);
+/* The message of the calling thread's last failed call; "" when none. Valid until the thread's
+ * next hmc call. */
+HMC_API const char* hmc_last_error(void);
+/* Library version text, "0.1.0". */
+HMC_API const char* hmc_version(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Context                                                                                    */
+
+typedef struct hmc_context* hmc_context_t;
+typedef struct hmc_peer* hmc_peer_t;
+typedef struct hmc_region* hmc_region_t;
+typedef struct hmc_remote* hmc_remote_t;
+typedef struct hmc_request* hmc_request_t;
+
+typedef struct hmc_context_options {
+  uint32_t struct_size;      /* sizeof(hmc_context_options_t); lets the struct grow */
+  int32_t progress_thread;   /* 1 on, 0 off, -1 from HMC_PROGRESS_THREAD (default on) */
+  const char* listen_host;   /* control-plane TCP address, NULL: HMC_LISTEN_HOST (127.0.0.1) */
+  uint16_t listen_port;      /* 0: HMC_LISTEN_PORT (0 = any free port) */
+} hmc_context_options_t;
+
+/* Creates a context: reads the HMC_ environment (invalid values are HMC_ERR_CONFIG, misspelled
+ * names a warning), loads plugins, starts the control plane and, unless disabled, the progress
+ * thread. opts may be NULL. */
+HMC_API hmc_status_t hmc_context_create(const hmc_context_options_t* opts, hmc_context_t* ctx);
+/* Closes every peer (their pending requests end with HMC_ERR_PEER_LOST or HMC_ERR_CANCELLED),
+ * frees registrations, finalizes plugins. The handle is invalid afterwards. */
+HMC_API hmc_status_t hmc_context_destroy(hmc_context_t ctx);
+/* Drives progress once from the calling thread (needed only without the progress thread). */
+HMC_API hmc_status_t hmc_progress(hmc_context_t ctx);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Plugins and devices                                                                        */
+
+typedef enum hmc_plugin_kind { HMC_PLUGIN_KIND_DEVICE = 1, HMC_PLUGIN_KIND_NET = 2 } hmc_plugin_kind_t;
+
+typedef struct hmc_plugin_info {
+  uint32_t struct_size;
+  hmc_plugin_kind_t kind;
+  char name[64];         /* "hoststage"; the file name when the table could not be read */
+  char path[512];        /* the shared object */
+  uint32_t abi_version;  /* 0 when unknown */
+  int32_t loaded;        /* 1 loaded and initialised, 0 skipped */
+  char reason[256];      /* why it was skipped, or a note ("excluded by HMC_NET_PLUGINS") */
+} hmc_plugin_info_t;
+
+/* Every plugin found, loaded or not, in search order. */
+HMC_API hmc_status_t hmc_plugin_count(hmc_context_t ctx, int* count);
+HMC_API hmc_status_t hmc_plugin_info(hmc_context_t ctx, int index, hmc_plugin_info_t* info);
+
+typedef struct hmc_device_info {
+  uint32_t struct_size;
+  char name[32];        /* "host", "cuda:0" */
+  char plugin[64];      /* "builtin" for host */
+  char model[128];      /* device model */
+  char pci_bus_id[32];  /* "" when unknown */
+  uint8_t uuid[16];
+  int32_t numa_node;
+  uint64_t mem_bytes;
+  uint32_t caps;        /* HMC_DEVICE_CAP_* of sdk/include/hmc/plugin/device.h */
+  int32_t is_host;      /* 1 for host memory */
+} hmc_device_info_t;
+
+HMC_API hmc_status_t hmc_device_count(hmc_context_t ctx, int* count);
+HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_info_t* info);
+
+typedef struct hmc_net_device_info {
+  uint32_t struct_size;
+  char plugin[64];       /* "hoststage" */
+  char name[64];         /* "tcp", "shm" */
+  char pci_path[256];
+  uint64_t bandwidth_MBps;
+  uint32_t latency_ns;
+  uint32_t mem_kinds;    /* HMC_NET_MEM_* of sdk/include/hmc/plugin/net.h */
+  uint32_t flags;        /* HMC_NET_FLAG_* */
+  uint32_t max_inflight;
+  uint64_t max_msg_size;
+} hmc_net_device_info_t;
+
+/* Net devices of every loaded net plugin. */
+HMC_API hmc_status_t hmc_net_device_count(hmc_context_t ctx, int* count);
+HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_device_info_t* info);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Memory                                                                                     */
+
+/* Allocates size bytes on the named device ("host", "cuda:0"). Free with hmc_mem_free. */
+HMC_API hmc_status_t hmc_mem_alloc(hmc_context_t ctx, const char* device, size_t size, void** ptr);
+/* Frees memory from hmc_mem_alloc. HMC_ERR_INVALID_HANDLE for a pointer it did not return. */
+HMC_API hmc_status_t hmc_mem_free(hmc_context_t ctx, void* ptr);
+/* Copies size bytes between any two local memories; blocks until done. */
+HMC_API hmc_status_t hmc_mem_copy(hmc_context_t ctx, void* dst, const void* src, size_t size);
+
+#define HMC_ACCESS_REMOTE_READ (1u << 1)  /* peers may hmc_get from the region */
+#define HMC_ACCESS_REMOTE_WRITE (1u << 2) /* peers may hmc_put into the region */
+
+/* Registers [addr, addr+size) for one-sided access by peers. The memory stays owned by the
+ * caller and must outlive the registration. */
+HMC_API hmc_status_t hmc_mem_register(hmc_context_t ctx, void* addr, size_t size, uint32_t access,
+                                      hmc_region_t* region);
+/* Ends the registration; later remote accesses with its descriptor are refused. */
+HMC_API hmc_status_t hmc_mem_deregister(hmc_region_t region);
+/* Packs the region's remote descriptor, to be given to peers by any means. *len is the capacity
+ * of buf on input and the bytes written (or needed, with HMC_ERR_INVALID_ARGUMENT when buf is
+ * too small) on output. */
+HMC_API hmc_status_t hmc_region_pack(hmc_region_t region, void* buf, size_t* len);
+/* Turns a peer's packed descriptor into a handle for hmc_put/hmc_get towards that peer. */
+HMC_API hmc_status_t hmc_remote_import(hmc_peer_t peer, const void* desc, size_t len,
+                                       hmc_remote_t* remote);
+HMC_API hmc_status_t hmc_remote_release(hmc_remote_t remote);
+/* The size of the remote region. */
+HMC_API hmc_status_t hmc_remote_size(hmc_remote_t remote, uint64_t* size);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Peers                                                                                      */
+
+/* Writes this context's address blob (at most HMC_ADDRESS_MAX bytes). *len: capacity in,
+ * length out. */
+#define HMC_ADDRESS_MAX 512u
+HMC_API hmc_status_t hmc_address(hmc_context_t ctx, void* buf, size_t* len);
+/* Connects to the context whose address blob is given; blocks up to timeout_ms. Runs the hello
+ * (and token challenge), the capability exchange and path choice. */
+HMC_API hmc_status_t hmc_connect(hmc_context_t ctx, const void* addr, size_t len, int timeout_ms,
+                                 hmc_peer_t* peer);
+/* Waits up to timeout_ms for the next incoming peer. */
+HMC_API hmc_status_t hmc_accept(hmc_context_t ctx, int timeout_ms, hmc_peer_t* peer);
+/* Closes the peer: its pending requests end with HMC_ERR_CANCELLED. */
+HMC_API hmc_status_t hmc_peer_close(hmc_peer_t peer);
+
+typedef struct hmc_peer_info {
+  uint32_t struct_size;
+  char path[128];        /* "hoststage/shm", with the reason in path_reason */
+  char path_reason[256];
+  char remote_host[64];
+  int32_t same_host;
+  int32_t remote_pid;
+  double est_bandwidth_MBps;
+  double est_latency_us;
+  int32_t alive;         /* 0 once the peer was lost */
+} hmc_peer_info_t;
+HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Transfers. All are non-blocking: they post a request and return it in *req. buf must stay
+ * valid until the request ends.                                                              */
+
+HMC_API hmc_status_t hmc_send(hmc_peer_t peer, const void* buf, size_t size, uint64_t tag,
+                              hmc_request_t* req);
+HMC_API hmc_status_t hmc_recv(hmc_peer_t peer, void* buf, size_t size, uint64_t tag,
+                              hmc_request_t* req);
+
+#define HMC_PUT_NOTIFY (1u << 0) /* deliver notify_value to the target after the data landed */
+
+/* Writes size bytes from buf into the remote region at remote_offset. With HMC_PUT_NOTIFY the
+ * target receives notify_value through hmc_notify_wait once the data is in place. */
+HMC_API hmc_status_t hmc_put(hmc_peer_t peer, const void* buf, size_t size, hmc_remote_t remote,
+                             uint64_t remote_offset, uint32_t flags, uint64_t notify_value,
+                             hmc_request_t* req);
+/* Reads size bytes from the remote region at remote_offset into buf. */
+HMC_API hmc_status_t hmc_get(hmc_peer_t peer, void* buf, size_t size, hmc_remote_t remote,
+                             uint64_t remote_offset, hmc_request_t* req);
+
+typedef struct hmc_notification {
+  hmc_peer_t peer;
+  uint64_t value;
+} hmc_notification_t;
+/* Takes the oldest notification delivered to this context; waits up to timeout_ms. */
+HMC_API hmc_status_t hmc_notify_wait(hmc_context_t ctx, int timeout_ms, hmc_notification_t* out);
+
+/* Requests. test and wait return HMC_IN_PROGRESS / HMC_ERR_TIMEOUT while the request runs
+ * (the handle stays valid); any other status is final and releases the request. *bytes (may be
+ * NULL) receives the bytes received or moved. */
+HMC_API hmc_status_t hmc_request_test(hmc_request_t req, size_t* bytes);
+HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms, size_t* bytes);
+/* Asks to cancel. HMC_SUCCESS: the request will end with HMC_ERR_CANCELLED; HMC_ERR_NOT_SUPPORTED:
+ * it is too late and it will end normally. Either way, test/wait it to release it. */
+HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HMC_HMC_H */

@@ -1,0 +1,221 @@
+#include "util/config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "util/log.h"
+#include "util/status.h"
+
+extern char** environ;
+
+namespace hmc {
+
+const std::vector<ConfigVar>& core_config_vars() {
+  static const std::vector<ConfigVar> vars = {
+      {"HMC_PLUGIN_PATH", ConfigType::String, "",
+       "colon-separated directories or .so files searched for plugins before lib/hmc/ beside libhmc.so", "core"},
+      {"HMC_DEVICE_PLUGINS", ConfigType::List, "",
+       "comma-separated device plugin names in order of preference; ^name excludes; unset: all found", "core"},
+      {"HMC_NET_PLUGINS", ConfigType::List, "",
+       "comma-separated net plugin names in order of preference; ^name excludes; unset: all found", "core"},
+      {"HMC_LOG_LEVEL", ConfigType::LogLevel, "warn", "error, warn, info, debug or trace", "core"},
+      {"HMC_LOG_FILE", ConfigType::String, "stderr", "log destination; %p is replaced by the pid", "core"},
+      {"HMC_TIMEOUT_MS", ConfigType::Int, "30000",
+       "default timeout of blocking calls, and how long a silent peer is waited for before it is declared lost", "core"},
+      {"HMC_AUTH_TOKEN", ConfigType::String, "",
+       "shared secret; when set, peers must prove they know it (HMAC-SHA256 challenge) at hello", "core"},
+      {"HMC_PROGRESS_THREAD", ConfigType::Bool, "1", "run a background progress thread per context", "core"},
+      {"HMC_LISTEN_HOST", ConfigType::String, "127.0.0.1",
+       "address the control plane's TCP listener binds to (0.0.0.0 for all interfaces)", "core"},
+      {"HMC_LISTEN_PORT", ConfigType::Int, "0", "control-plane TCP port; 0 picks a free one", "core"},
+      {"HMC_PATH", ConfigType::String, "",
+       "force the data path for every peer, as plugin/device (hoststage/tcp); fails when unusable", "core"},
+      {"HMC_HEARTBEAT_MS", ConfigType::Int, "1000", "interval of control-plane heartbeats to idle peers", "core"},
+  };
+  return vars;
+}
+
+bool parse_size(const std::string& text, uint64_t* out) {
+  if (text.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = strtoull(text.c_str(), &end, 10);
+  if (errno || end == text.c_str() || text[0] == '-') return false;
+  uint64_t mult = 1;
+  std::string suffix(end);
+  if (suffix == "" || suffix == "B" || suffix == "b") mult = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
+  else return false;
+  if (v > UINT64_MAX / mult) return false;
+  *out = v * mult;
+  return true;
+}
+
+bool parse_bool(const std::string& text, bool* out) {
+  static const char* yes[] = {"1", "y", "yes", "on", "true"};
+  static const char* no[] = {"0", "n", "no", "off", "false"};
+  for (auto* s : yes)
+    if (strcasecmp(text.c_str(), s) == 0) return *out = true, true;
+  for (auto* s : no)
+    if (strcasecmp(text.c_str(), s) == 0) return *out = false, true;
+  return false;
+}
+
+bool parse_int(const std::string& text, int64_t* out) {
+  if (text.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = strtoll(text.c_str(), &end, 10);
+  if (errno || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+hmc_status_t Config::load_from_environment() {
+  env_.clear();
+  for (char** e = environ; e && *e; ++e) {
+    const char* eq = strchr(*e, '=');
+    if (!eq || strncmp(*e, "HMC_", 4) != 0) continue;
+    env_[std::string(*e, eq - *e)] = eq + 1;
+  }
+  declared_.clear();
+  for (const auto& v : core_config_vars()) {
+    hmc_status_t st = declare(v);
+    if (st != HMC_SUCCESS) return st;
+  }
+  return HMC_SUCCESS;
+}
+
+hmc_status_t Config::declare(const ConfigVar& var) {
+  for (const auto& d : declared_)
+    if (d.name == var.name) return HMC_SUCCESS;
+  declared_.push_back(var);
+  return validate(var);
+}
+
+hmc_status_t Config::validate(const ConfigVar& var) const {
+  auto it = env_.find(var.name);
+  if (it == env_.end()) return HMC_SUCCESS;
+  const std::string& v = it->second;
+  bool ok = true;
+  const char* want = "";
+  switch (var.type) {
+    case ConfigType::String:
+    case ConfigType::List: break;
+    case ConfigType::Bool: {
+      bool b;
+      ok = parse_bool(v, &b);
+      want = "a boolean (1/0, yes/no, on/off, true/false)";
+      break;
+    }
+    case ConfigType::Int: {
+      int64_t i;
+      ok = parse_int(v, &i) && i >= 0;
+      want = "a non-negative integer";
+      break;
+    }
+    case ConfigType::Size: {
+      uint64_t s;
+      ok = parse_size(v, &s);
+      want = "a size in bytes, optionally with K, M or G";
+      break;
+    }
+    case ConfigType::LogLevel: {
+      int l;
+      ok = log::parse_level(v, &l);
+      want = "one of error, warn, info, debug, trace";
+      break;
+    }
+  }
+  if (!ok) return fail(HMC_ERR_CONFIG, "{}='{}' is invalid: expected {}", var.name, v, want);
+  return HMC_SUCCESS;
+}
+
+namespace {
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+}  // namespace
+
+void Config::warn_unknown() const {
+  for (const auto& [name, value] : env_) {
+    bool known = std::any_of(declared_.begin(), declared_.end(),
+                             [&](const ConfigVar& v) { return v.name == name; });
+    if (known) continue;
+    std::string best;
+    size_t best_d = SIZE_MAX;
+    for (const auto& v : declared_) {
+      size_t d = edit_distance(name, v.name);
+      if (d < best_d) best_d = d, best = v.name;
+    }
+    if (best_d <= 3)
+      HMC_LOG_W("{} is not an hmc setting (did you mean {}?); it is ignored", name, best);
+    else
+      HMC_LOG_W("{} is not an hmc setting; it is ignored (hmc-info --config lists them)", name);
+  }
+}
+
+std::optional<std::string> Config::raw(const std::string& name) const {
+  auto it = env_.find(name);
+  if (it == env_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Config::get(const std::string& name) const {
+  if (auto v = raw(name)) return *v;
+  for (const auto& d : declared_)
+    if (d.name == name) return d.default_value;
+  return "";
+}
+
+int64_t Config::get_int(const std::string& name) const {
+  int64_t v = 0;
+  parse_int(get(name), &v);
+  return v;
+}
+
+uint64_t Config::get_size(const std::string& name) const {
+  uint64_t v = 0;
+  parse_size(get(name), &v);
+  return v;
+}
+
+bool Config::get_bool(const std::string& name) const {
+  bool v = false;
+  parse_bool(get(name), &v);
+  return v;
+}
+
+std::vector<std::string> Config::get_list(const std::string& name, char sep) const {
+  std::vector<std::string> out;
+  std::string s = get(name), item;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == sep) {
+      size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+      if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+      item.clear();
+    } else {
+      item += s[i];
+    }
+  }
+  return out;
+}
+
+const char* Config::c_str(const std::string& name) const {
+  auto it = env_.find(name);
+  return it == env_.end() ? nullptr : it->second.c_str();
+}
+
+}  // namespace hmc

@@ -1,0 +1,190 @@
+/*
+ * hmc net plugin ABI, version 1.
+ *
+ * A net plugin moves bytes between two processes: tagged two-sided messages and one-sided
+ * put/get against memory the peer registered. Its shape follows NCCL's net plugin (devices,
+ * properties, listen/connect/accept with an opaque handle carried by the core's control plane,
+ * registration, non-blocking requests completed by test) plus one-sided operations.
+ *
+ * Entry point: a plugin exports exactly one symbol,
+ *     HMC_PLUGIN_EXPORT const hmc_net_plugin_v1_t* hmc_net_plugin_v1(void);
+ * returning a table with static storage duration.
+ *
+ * Threading: the core serialises every call into one plugin context (the hmc_net_ctx_t and every
+ * object made from it); no two slots run concurrently on the same context. A plugin needs no
+ * locks of its own unless it runs threads of its own. No slot blocks longer than a bounded
+ * system call: waits are the core's job (it polls test/progress, or sleeps on wait_fd).
+ *
+ * Ordering and semantics every plugin must provide:
+ *  - Tags: exact 64-bit match per endpoint; messages with the same tag on the same endpoint
+ *    match receives in the order they were sent. A message longer than the receive buffer
+ *    completes the receive with HMC_PLUGIN_ERR_TRUNCATED (and the send still succeeds).
+ *    Zero-byte messages are valid.
+ *  - Put/get completion means the data is in place at the target (put) or locally (get).
+ *  - One-sided access is checked by the owner of the memory before any byte is touched: an
+ *    address range outside the registered region, an unknown or deregistered key, or an access
+ *    the registration did not allow completes with HMC_PLUGIN_ERR_REMOTE.
+ *  - When the connection breaks, every pending request on the endpoint completes with
+ *    HMC_PLUGIN_ERR_PEER_LOST, and later posts fail with it.
+ */
+#ifndef HMC_PLUGIN_NET_H
+#define HMC_PLUGIN_NET_H
+
+#include "hmc/plugin/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bounds on opaque blobs the core carries between peers. */
+#define HMC_NET_HANDLE_MAX 256u /* connection handle from listen */
+#define HMC_NET_RKEY_MAX 256u   /* packed remote key from reg_mr */
+
+/* Memory kinds a net device can read and write directly (hmc_net_device_props_t.mem_kinds). */
+#define HMC_NET_MEM_HOST (1u << 0)   /* ordinary host memory */
+#define HMC_NET_MEM_DMABUF (1u << 1) /* device memory exported as a dma-buf fd */
+#define HMC_NET_MEM_CUDA (1u << 2)   /* CUDA device pointers, natively */
+#define HMC_NET_MEM_ROCM (1u << 3)   /* ROCm/HIP device pointers, natively */
+
+/* hmc_net_device_props_t.flags */
+#define HMC_NET_FLAG_RMA (1u << 0)        /* iput/iget are offered */
+#define HMC_NET_FLAG_TAGGED (1u << 1)     /* isend/irecv are offered */
+#define HMC_NET_FLAG_SAME_HOST (1u << 2)  /* reaches only processes on the same host */
+#define HMC_NET_FLAG_NEEDS_REG (1u << 3)  /* local buffers must be registered (mr != NULL) */
+
+/* Opaque plugin objects. */
+typedef struct hmc_net_ctx hmc_net_ctx_t;
+typedef struct hmc_net_listener hmc_net_listener_t;
+typedef struct hmc_net_ep hmc_net_ep_t;
+typedef struct hmc_net_mr hmc_net_mr_t;
+typedef struct hmc_net_rkey hmc_net_rkey_t;
+typedef struct hmc_net_request hmc_net_request_t;
+
+/* Properties of one net device (NIC, rail, or transport flavour). The caller sets hdr; the
+ * plugin fills every field that fits in hdr.struct_size. Strings are owned by the plugin and
+ * live until finalize. A value of 0 for bandwidth or latency means "unknown": the core then
+ * calibrates. */
+typedef struct hmc_net_device_props {
+  hmc_abi_header_t hdr;
+  const char* name;       /* "tcp", "shm", "mlx5_0:1" */
+  const char* pci_path;   /* sysfs PCI path, or NULL */
+  uint64_t bandwidth_MBps; /* expected bandwidth, 10^6 bytes/s, 0 = unknown */
+  uint32_t latency_ns;    /* expected one-way small-message latency, 0 = unknown */
+  uint32_t mem_kinds;     /* HMC_NET_MEM_* */
+  uint32_t flags;         /* HMC_NET_FLAG_* */
+  uint32_t max_inflight;  /* requests per endpoint the plugin handles well, 0 = no limit */
+  uint64_t max_msg_size;  /* largest single message or put/get, 0 = no limit */
+} hmc_net_device_props_t;
+
+/* Memory to register. addr/len always describe the virtual range the core will pass to
+ * operations; for HMC_NET_MEM_DMABUF the fd/offset describe the same bytes. */
+typedef struct hmc_net_mem_desc {
+  hmc_abi_header_t hdr;
+  void* addr;
+  size_t len;
+  uint32_t mem_kind;       /* one HMC_NET_MEM_* bit */
+  uint32_t access;         /* HMC_NET_ACCESS_* */
+  int dmabuf_fd;           /* -1 unless mem_kind is HMC_NET_MEM_DMABUF */
+  uint64_t dmabuf_offset;
+  int device_ordinal;      /* vendor device index for native device memory, else -1 */
+} hmc_net_mem_desc_t;
+
+#define HMC_NET_ACCESS_LOCAL (1u << 0)        /* used as a local buffer */
+#define HMC_NET_ACCESS_REMOTE_READ (1u << 1)  /* peers may iget from it */
+#define HMC_NET_ACCESS_REMOTE_WRITE (1u << 2) /* peers may iput into it */
+
+typedef struct hmc_net_plugin_v1 {
+  hmc_abi_header_t hdr;
+  const char* name;                    /* short lowercase name: "hoststage", "ucx" */
+  const char* version;                 /* the plugin's own version text */
+  const hmc_config_var_t* config_vars; /* NULL-terminated, or NULL when none */
+
+  /* --- required slots ------------------------------------------------------------------ */
+
+  /* Creates a plugin context. host stays valid until finalize. Returns HMC_PLUGIN_ERR_NO_DEVICE
+   * (with a logged reason) when the plugin has nothing to drive here; the core then skips it. */
+  hmc_plugin_status_t (*init)(const hmc_host_services_t* host, hmc_net_ctx_t** ctx);
+  /* Destroys the context. Every endpoint, listener, registration and request still open is
+   * released. */
+  hmc_plugin_status_t (*finalize)(hmc_net_ctx_t* ctx);
+
+  hmc_plugin_status_t (*device_count)(hmc_net_ctx_t* ctx, int* count);
+  hmc_plugin_status_t (*device_props)(hmc_net_ctx_t* ctx, int dev, hmc_net_device_props_t* props);
+
+  /* Starts listening on device dev for one incoming connection. Writes at most
+   * HMC_NET_HANDLE_MAX bytes of connection handle to handle and its length to *handle_len; the
+   * core carries them to the peer, which passes them to connect. */
+  hmc_plugin_status_t (*listen)(hmc_net_ctx_t* ctx, int dev, void* handle, size_t* handle_len,
+                                hmc_net_listener_t** listener);
+  /* Non-blocking accept: HMC_PLUGIN_SUCCESS with *ep set once the peer connected,
+   * HMC_PLUGIN_IN_PROGRESS (and *ep untouched) while it has not. */
+  hmc_plugin_status_t (*accept)(hmc_net_listener_t* listener, hmc_net_ep_t** ep);
+  hmc_plugin_status_t (*close_listener)(hmc_net_listener_t* listener);
+
+  /* Starts connecting to the peer that produced handle. Returns an endpoint at once; it becomes
+   * usable when ep_ready returns SUCCESS. */
+  hmc_plugin_status_t (*connect)(hmc_net_ctx_t* ctx, int dev, const void* handle,
+                                 size_t handle_len, hmc_net_ep_t** ep);
+  /* SUCCESS once the endpoint is established (either side), IN_PROGRESS before, an error when
+   * establishing failed. Operations may be posted only after SUCCESS. */
+  hmc_plugin_status_t (*ep_ready)(hmc_net_ep_t* ep);
+  /* Closes the endpoint. Every request still pending on it is released by the plugin; the core
+   * must not test them afterwards. */
+  hmc_plugin_status_t (*close_ep)(hmc_net_ep_t* ep);
+
+  /* Tests a request. Returns SUCCESS with *done = 0 while it is pending. With *done = 1 the
+   * request has ended, its result is the return value, *bytes (may be NULL) holds the bytes
+   * received or moved, and the request is released. */
+  hmc_plugin_status_t (*test)(hmc_net_request_t* req, int* done, size_t* bytes);
+
+  /* --- optional slots (NULL, or beyond hdr.struct_size, means not supported) ------------ */
+
+  /* Registers memory. Writes a packed remote key (at most HMC_NET_RKEY_MAX bytes) for peers.
+   * Required when any device sets HMC_NET_FLAG_RMA or HMC_NET_FLAG_NEEDS_REG. */
+  hmc_plugin_status_t (*reg_mr)(hmc_net_ctx_t* ctx, const hmc_net_mem_desc_t* mem,
+                                hmc_net_mr_t** mr, void* rkey, size_t* rkey_len);
+  hmc_plugin_status_t (*dereg_mr)(hmc_net_ctx_t* ctx, hmc_net_mr_t* mr);
+
+  /* Two-sided tagged messages (devices with HMC_NET_FLAG_TAGGED). buf must stay valid until the
+   * request ends. mr may be NULL unless the device sets HMC_NET_FLAG_NEEDS_REG. */
+  hmc_plugin_status_t (*isend)(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_net_mr_t* mr,
+                               uint64_t tag, hmc_net_request_t** req);
+  hmc_plugin_status_t (*irecv)(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_t* mr,
+                               uint64_t tag, hmc_net_request_t** req);
+
+  /* One-sided (devices with HMC_NET_FLAG_RMA). rkey_unpack turns a peer's packed key into a
+   * handle valid on this endpoint; remote_addr is an address inside the peer's region. */
+  hmc_plugin_status_t (*rkey_unpack)(hmc_net_ep_t* ep, const void* rkey, size_t rkey_len,
+                                     hmc_net_rkey_t** out);
+  hmc_plugin_status_t (*rkey_release)(hmc_net_rkey_t* rkey);
+  hmc_plugin_status_t (*iput)(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_net_mr_t* mr,
+                              uint64_t remote_addr, hmc_net_rkey_t* rkey, hmc_net_request_t** req);
+  hmc_plugin_status_t (*iget)(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_t* mr,
+                              uint64_t remote_addr, hmc_net_rkey_t* rkey, hmc_net_request_t** req);
+
+  /* Cancels a pending request. SUCCESS: test will end it with HMC_PLUGIN_ERR_CANCELLED.
+   * NOT_SUPPORTED: it can no longer be cancelled and will end normally. Receives not yet
+   * matched must be cancellable. */
+  hmc_plugin_status_t (*cancel)(hmc_net_request_t* req);
+
+  /* Advances every endpoint of the context. Without it, test is the only progress. */
+  hmc_plugin_status_t (*progress)(hmc_net_ctx_t* ctx);
+
+  /* A file descriptor that becomes readable when progress has something to do, so that an idle
+   * core can sleep in poll(2). The plugin owns it. Without it the core polls periodically. */
+  hmc_plugin_status_t (*wait_fd)(hmc_net_ctx_t* ctx, int* fd);
+  /* Called before the core sleeps on wait_fd. SUCCESS: nothing is pending that would not wake
+   * the fd, sleeping is safe (a plugin whose peers write into shared memory asks them to signal
+   * the fd from now on). IN_PROGRESS: there is work already; the core calls progress instead of
+   * sleeping. Without this slot the core bounds its sleeps to a short interval. */
+  hmc_plugin_status_t (*arm)(hmc_net_ctx_t* ctx);
+} hmc_net_plugin_v1_t;
+
+/* The entry symbol's type and name. */
+typedef const hmc_net_plugin_v1_t* (*hmc_net_plugin_v1_entry_t)(void);
+#define HMC_NET_PLUGIN_ENTRY_V1 "hmc_net_plugin_v1"
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HMC_PLUGIN_NET_H */
