@@ -145,6 +145,19 @@ typedef struct hmc_net_device_info {
 HMC_API hmc_status_t hmc_net_device_count(hmc_context_t ctx, int* count);
 HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_device_info_t* info);
 
+/* Every HMC_ variable the context knows (the core's and the loaded plugins'), with its value. */
+typedef struct hmc_config_entry {
+  uint32_t struct_size;
+  char name[64];
+  char value[256];         /* the value in effect: the environment's, else the default */
+  char default_value[128];
+  char help[256];
+  char owner[64];          /* "core" or a plugin name */
+  int32_t is_set;          /* 1 when set in the environment */
+} hmc_config_entry_t;
+HMC_API hmc_status_t hmc_config_count(hmc_context_t ctx, int* count);
+HMC_API hmc_status_t hmc_config_entry(hmc_context_t ctx, int index, hmc_config_entry_t* out);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Memory                                                                                     */
 
@@ -182,6 +195,9 @@ HMC_API hmc_status_t hmc_remote_size(hmc_remote_t remote, uint64_t* size);
  * length out. */
 #define HMC_ADDRESS_MAX 512u
 HMC_API hmc_status_t hmc_address(hmc_context_t ctx, void* buf, size_t* len);
+/* Makes an address blob from "host:port", reaching the context whose control plane listens
+ * there (HMC_LISTEN_HOST/HMC_LISTEN_PORT). *len: capacity in, length out. */
+HMC_API hmc_status_t hmc_address_from_host(const char* host_port, void* buf, size_t* len);
 /* Connects to the context whose address blob is given; blocks up to timeout_ms. Runs the hello
  * (and token challenge), the capability exchange and path choice. */
 HMC_API hmc_status_t hmc_connect(hmc_context_t ctx, const void* addr, size_t len, int timeout_ms,

@@ -28,7 +28,7 @@ extern "C" {
 
 #define HMC_DEVICE_IPC_HANDLE_MAX 128u
 
-/* hmc_device_info_t.caps */
+/* hmc_device_props_t.caps */
 #define HMC_DEVICE_CAP_IPC (1u << 0)           /* ipc_export/ipc_open work for this device */
 #define HMC_DEVICE_CAP_DMABUF (1u << 1)        /* dmabuf_export works for this device */
 #define HMC_DEVICE_CAP_PEER_ACCESS (1u << 2)   /* direct copies to other devices of the plugin */
@@ -48,7 +48,7 @@ typedef struct hmc_device_stream hmc_device_stream_t;
 typedef struct hmc_device_event hmc_device_event_t;
 
 /* One device. The caller sets hdr; the plugin fills what fits. Strings live until finalize. */
-typedef struct hmc_device_info {
+typedef struct hmc_device_props {
   hmc_abi_header_t hdr;
   const char* name;       /* marketing name, "NVIDIA H100 80GB HBM3" */
   const char* pci_bus_id; /* "0000:3b:00.0", or NULL */
@@ -58,7 +58,7 @@ typedef struct hmc_device_info {
   uint32_t caps;          /* HMC_DEVICE_CAP_* */
   uint32_t ipc_handle_size;
   uint64_t copy_bandwidth_MBps; /* declared host<->device copy bandwidth, 0 = unknown */
-} hmc_device_info_t;
+} hmc_device_props_t;
 
 /* Answer of ptr_query. */
 typedef struct hmc_device_ptr_info {
@@ -83,7 +83,7 @@ typedef struct hmc_device_plugin_v1 {
   hmc_plugin_status_t (*finalize)(hmc_device_ctx_t* ctx);
   /* Number of usable devices (0 is valid). */
   hmc_plugin_status_t (*device_count)(hmc_device_ctx_t* ctx, int* count);
-  hmc_plugin_status_t (*device_info)(hmc_device_ctx_t* ctx, int dev, hmc_device_info_t* info);
+  hmc_plugin_status_t (*device_info)(hmc_device_ctx_t* ctx, int dev, hmc_device_props_t* info);
   /* Why device_count is 0 ("libcuda.so.1 not found"), or NULL. Lives until finalize. */
   const char* (*unavailable_reason)(hmc_device_ctx_t* ctx);
   /* Runtime version text ("CUDA driver 13.0"), or NULL when no runtime was found. */

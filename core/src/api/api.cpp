@@ -1,0 +1,553 @@
+// The C boundary: validate, convert handles, call the core, catch everything.
+#include <cstring>
+#include <new>
+#include <type_traits>
+
+#include "context/context.h"
+#include "hmc/hmc.h"
+#include "util/handles.h"
+#include "util/status.h"
+
+using namespace hmc;
+
+namespace {
+
+#define HMC_TRY try {
+#define HMC_CATCH                                                                      \
+  }                                                                                    \
+  catch (const std::bad_alloc&) {                                                      \
+    return fail(HMC_ERR_NO_MEMORY, "{}: out of memory", __func__);                    \
+  }                                                                                    \
+  catch (const std::exception& e) {                                                    \
+    return fail(HMC_ERR_INTERNAL, "{}: unexpected exception: {}", __func__, e.what()); \
+  }                                                                                    \
+  catch (...) {                                                                        \
+    return fail(HMC_ERR_INTERNAL, "{}: unexpected exception", __func__);              \
+  }
+
+#define CHECK_NOT_NULL(p)                                                                     \
+  do {                                                                                        \
+    if (!(p)) return fail(HMC_ERR_INVALID_ARGUMENT, "{}: argument '{}' is NULL", __func__, #p); \
+  } while (0)
+
+#define CHECK_HANDLE(h, kind)                                                                 \
+  do {                                                                                        \
+    if (!(h)) return fail(HMC_ERR_INVALID_ARGUMENT, "{}: argument '{}' is NULL", __func__, #h); \
+    if (!Handles::valid((h), HandleKind::kind))                                               \
+      return fail(HMC_ERR_INVALID_HANDLE, "{}: '{}' is not a live {} handle (closed, freed or " \
+                  "never created)", __func__, #h, #kind);                                     \
+  } while (0)
+
+#define CHECK_TIMEOUT(t)                                                                    \
+  do {                                                                                      \
+    if ((t) < -1)                                                                           \
+      return fail(HMC_ERR_INVALID_ARGUMENT, "{}: timeout {} ms is invalid (-1 for the "     \
+                  "default, 0 for none, or a positive number)", __func__, (t));             \
+  } while (0)
+
+Context* ctx_of(hmc_context_t c) { return reinterpret_cast<Context*>(c); }
+Peer* peer_of(hmc_peer_t p) { return reinterpret_cast<Peer*>(p); }
+Region* region_of(hmc_region_t r) { return reinterpret_cast<Region*>(r); }
+Remote* remote_of(hmc_remote_t r) { return reinterpret_cast<Remote*>(r); }
+Request* request_of(hmc_request_t r) { return reinterpret_cast<Request*>(r); }
+
+// Copies text into a fixed-size output field, always terminated.
+template <size_t N>
+void copy_str(char (&dst)[N], const std::string& src) {
+  size_t n = std::min(src.size(), N - 1);
+  memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+
+template <typename T>
+const T& deref(const T& v) { return v; }
+template <typename T>
+const T& deref(const std::unique_ptr<T>& v) { return *v; }
+template <typename T>
+const T& deref(T* v) { return *v; }
+
+hmc_status_t check_struct(uint32_t size, size_t min, const char* func, const char* what) {
+  if (size < min)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: {}->struct_size is {}, expected at least {}",
+                func, what, size, min);
+  return HMC_SUCCESS;
+}
+
+hmc_status_t check_buffer(const void* buf, size_t size, const char* func) {
+  if (!buf && size)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: buf is NULL but size is {}", func, size);
+  if (reinterpret_cast<uintptr_t>(buf) + size < reinterpret_cast<uintptr_t>(buf))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: buf {} + size {} wraps around the address space",
+                func, buf, size);
+  return HMC_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+HMC_API hmc_status_t hmc_context_create(const hmc_context_options_t* opts, hmc_context_t* out) {
+  HMC_TRY
+  CHECK_NOT_NULL(out);
+  std::unique_ptr<Context> ctx;
+  hmc_status_t st = Context::create(opts, &ctx);
+  if (st != HMC_SUCCESS) return st;
+  Handles::add(ctx.get(), HandleKind::Context);
+  *out = reinterpret_cast<hmc_context_t>(ctx.release());
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_context_destroy(hmc_context_t ctx) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  Handles::remove(ctx);
+  delete ctx_of(ctx);
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_progress(hmc_context_t ctx) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  ctx_of(ctx)->progress(true);
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_plugin_count(hmc_context_t ctx, int* count) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(count);
+  *count = static_cast<int>(ctx_of(ctx)->loader().records().size());
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_plugin_info(hmc_context_t ctx, int index, hmc_plugin_info_t* info) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(info);
+  hmc_status_t st = check_struct(info->struct_size, sizeof(hmc_plugin_info_t), __func__, "info");
+  if (st != HMC_SUCCESS) return st;
+  const auto& recs = ctx_of(ctx)->loader().records();
+  if (index < 0 || static_cast<size_t>(index) >= recs.size())
+    return fail(HMC_ERR_NOT_FOUND, "hmc_plugin_info: index {} outside 0..{}", index, recs.size());
+  const auto& r = deref(recs[index]);
+  info->kind = r.kind == plugin::Kind::Device ? HMC_PLUGIN_KIND_DEVICE : HMC_PLUGIN_KIND_NET;
+  copy_str(info->name, r.name);
+  copy_str(info->path, r.path);
+  info->abi_version = r.abi_version;
+  info->loaded = r.loaded ? 1 : 0;
+  copy_str(info->reason, r.reason);
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_device_count(hmc_context_t ctx, int* count) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(count);
+  *count = static_cast<int>(ctx_of(ctx)->devices().devices().size());
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_info_t* info) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(info);
+  hmc_status_t st = check_struct(info->struct_size, sizeof(hmc_device_info_t), __func__, "info");
+  if (st != HMC_SUCCESS) return st;
+  const auto& devs = ctx_of(ctx)->devices().devices();
+  if (index < 0 || static_cast<size_t>(index) >= devs.size())
+    return fail(HMC_ERR_NOT_FOUND, "hmc_device_info: index {} outside 0..{}", index, devs.size());
+  const Device& d = devs[index];
+  copy_str(info->name, d.name);
+  copy_str(info->plugin, d.plugin_name);
+  copy_str(info->model, d.model);
+  copy_str(info->pci_bus_id, d.pci_bus_id);
+  memcpy(info->uuid, d.uuid, sizeof info->uuid);
+  info->numa_node = d.numa_node;
+  info->mem_bytes = d.mem_bytes;
+  info->caps = d.caps;
+  info->is_host = d.is_host() ? 1 : 0;
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_net_device_count(hmc_context_t ctx, int* count) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(count);
+  *count = static_cast<int>(ctx_of(ctx)->net_devices().size());
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_device_info_t* info) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(info);
+  hmc_status_t st = check_struct(info->struct_size, sizeof(hmc_net_device_info_t), __func__, "info");
+  if (st != HMC_SUCCESS) return st;
+  auto devs = ctx_of(ctx)->net_devices();
+  if (index < 0 || static_cast<size_t>(index) >= devs.size())
+    return fail(HMC_ERR_NOT_FOUND, "hmc_net_device_info: index {} outside 0..{}", index, devs.size());
+  const NetDevice& d = *devs[index];
+  copy_str(info->plugin, d.plugin->name());
+  copy_str(info->name, d.name);
+  copy_str(info->pci_path, d.pci_path);
+  info->bandwidth_MBps = d.props.bandwidth_MBps;
+  info->latency_ns = d.props.latency_ns;
+  info->mem_kinds = d.props.mem_kinds;
+  info->flags = d.props.flags;
+  info->max_inflight = d.props.max_inflight;
+  info->max_msg_size = d.props.max_msg_size;
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_config_count(hmc_context_t ctx, int* count) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(count);
+  *count = static_cast<int>(ctx_of(ctx)->config().declared().size());
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_config_entry(hmc_context_t ctx, int index, hmc_config_entry_t* out) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(out);
+  hmc_status_t st = check_struct(out->struct_size, sizeof(hmc_config_entry_t), __func__, "out");
+  if (st != HMC_SUCCESS) return st;
+  const Config& cfg = ctx_of(ctx)->config();
+  const auto& vars = cfg.declared();
+  if (index < 0 || static_cast<size_t>(index) >= vars.size())
+    return fail(HMC_ERR_NOT_FOUND, "hmc_config_entry: index {} outside 0..{}", index, vars.size());
+  const ConfigVar& v = vars[index];
+  copy_str(out->name, v.name);
+  copy_str(out->value, cfg.get(v.name));
+  copy_str(out->default_value, v.default_value);
+  copy_str(out->help, v.help);
+  copy_str(out->owner, v.owner);
+  out->is_set = cfg.raw(v.name) ? 1 : 0;
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_mem_alloc(hmc_context_t ctx, const char* device, size_t size, void** ptr) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(device);
+  CHECK_NOT_NULL(ptr);
+  if (size == 0) return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_mem_alloc: size is 0");
+  return ctx_of(ctx)->devices().alloc(device, size, ptr);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_mem_free(hmc_context_t ctx, void* ptr) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(ptr);
+  return ctx_of(ctx)->devices().free(ptr);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_mem_copy(hmc_context_t ctx, void* dst, const void* src, size_t size) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  hmc_status_t st;
+  if ((st = check_buffer(dst, size, __func__)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(src, size, __func__)) != HMC_SUCCESS) return st;
+  if (size == 0) return HMC_SUCCESS;
+  return ctx_of(ctx)->devices().copy(dst, src, size);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_mem_register(hmc_context_t ctx, void* addr, size_t size, uint32_t access,
+                                      hmc_region_t* region) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(addr);
+  CHECK_NOT_NULL(region);
+  if (size == 0) return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_mem_register: size is 0");
+  hmc_status_t st = check_buffer(addr, size, __func__);
+  if (st != HMC_SUCCESS) return st;
+  if (access & ~(HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_mem_register: unknown access bits {:#x}",
+                access & ~(HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE));
+  Region* r = nullptr;
+  st = ctx_of(ctx)->register_memory(addr, size, access, &r);
+  if (st == HMC_SUCCESS) *region = reinterpret_cast<hmc_region_t>(r);
+  return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_mem_deregister(hmc_region_t region) {
+  HMC_TRY
+  CHECK_HANDLE(region, Region);
+  Region* r = region_of(region);
+  return r->ctx->deregister_memory(r);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_region_pack(hmc_region_t region, void* buf, size_t* len) {
+  HMC_TRY
+  CHECK_HANDLE(region, Region);
+  CHECK_NOT_NULL(len);
+  std::vector<uint8_t> packed = pack_region(*region_of(region));
+  if (!buf || *len < packed.size()) {
+    size_t have = *len;
+    *len = packed.size();
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_region_pack: the descriptor needs {} bytes, the "
+                "buffer has {}", packed.size(), buf ? have : 0);
+  }
+  memcpy(buf, packed.data(), packed.size());
+  *len = packed.size();
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_remote_import(hmc_peer_t peer, const void* desc, size_t len,
+                                       hmc_remote_t* remote) {
+  HMC_TRY
+  CHECK_HANDLE(peer, Peer);
+  CHECK_NOT_NULL(desc);
+  CHECK_NOT_NULL(remote);
+  Peer* p = peer_of(peer);
+  Remote* r = nullptr;
+  hmc_status_t st = p->ctx->import_remote(p->shared_from_this(), desc, len, &r);
+  if (st == HMC_SUCCESS) *remote = reinterpret_cast<hmc_remote_t>(r);
+  return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_remote_release(hmc_remote_t remote) {
+  HMC_TRY
+  CHECK_HANDLE(remote, Remote);
+  Remote* r = remote_of(remote);
+  return r->peer->ctx->release_remote(r);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_remote_size(hmc_remote_t remote, uint64_t* size) {
+  HMC_TRY
+  CHECK_HANDLE(remote, Remote);
+  CHECK_NOT_NULL(size);
+  *size = remote_of(remote)->size;
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_address(hmc_context_t ctx, void* buf, size_t* len) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(len);
+  std::vector<uint8_t> a = ctx_of(ctx)->address();
+  if (!buf || *len < a.size()) {
+    size_t have = *len;
+    *len = a.size();
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_address: the address needs {} bytes, the buffer "
+                "has {}", a.size(), buf ? have : 0);
+  }
+  memcpy(buf, a.data(), a.size());
+  *len = a.size();
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_address_from_host(const char* host_port, void* buf, size_t* len) {
+  HMC_TRY
+  CHECK_NOT_NULL(host_port);
+  CHECK_NOT_NULL(len);
+  Address addr;
+  hmc_status_t st = parse_host_port(host_port, &addr);
+  if (st != HMC_SUCCESS) return st;
+  std::vector<uint8_t> a = encode_address(addr);
+  if (!buf || *len < a.size()) {
+    *len = a.size();
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_address_from_host: the address needs {} bytes",
+                a.size());
+  }
+  memcpy(buf, a.data(), a.size());
+  *len = a.size();
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_connect(hmc_context_t ctx, const void* addr, size_t len, int timeout_ms,
+                                 hmc_peer_t* peer) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(addr);
+  CHECK_NOT_NULL(peer);
+  CHECK_TIMEOUT(timeout_ms);
+  Address a;
+  hmc_status_t st = decode_address(addr, len, &a);
+  if (st != HMC_SUCCESS) return st;
+  Context* c = ctx_of(ctx);
+  std::shared_ptr<Peer> p;
+  st = c->connect(a, c->resolve_timeout(timeout_ms), &p);
+  if (st == HMC_SUCCESS) *peer = reinterpret_cast<hmc_peer_t>(p.get());
+  return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_accept(hmc_context_t ctx, int timeout_ms, hmc_peer_t* peer) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(peer);
+  CHECK_TIMEOUT(timeout_ms);
+  Context* c = ctx_of(ctx);
+  std::shared_ptr<Peer> p;
+  hmc_status_t st = c->accept(c->resolve_timeout(timeout_ms), &p);
+  if (st == HMC_SUCCESS) *peer = reinterpret_cast<hmc_peer_t>(p.get());
+  return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_peer_close(hmc_peer_t peer) {
+  HMC_TRY
+  CHECK_HANDLE(peer, Peer);
+  Peer* p = peer_of(peer);
+  return p->ctx->close_peer(p->shared_from_this());
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info) {
+  HMC_TRY
+  CHECK_HANDLE(peer, Peer);
+  CHECK_NOT_NULL(info);
+  hmc_status_t st = check_struct(info->struct_size, sizeof(hmc_peer_info_t), __func__, "info");
+  if (st != HMC_SUCCESS) return st;
+  Peer* p = peer_of(peer);
+  copy_str(info->path, p->choice.key());
+  copy_str(info->path_reason, p->choice.reason);
+  copy_str(info->remote_host, p->remote.hostname);
+  info->same_host = p->same_host ? 1 : 0;
+  info->remote_pid = p->remote.pid;
+  info->est_bandwidth_MBps = p->choice.bandwidth_MBps;
+  info->est_latency_us = p->choice.latency_us;
+  info->alive = p->lost ? 0 : 1;
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+namespace {
+hmc_status_t check_tag(uint64_t tag, const char* func) {
+  if (tag >= HMC_TAG_MAX)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: tag {:#x} is reserved (tags must be below "
+                "HMC_TAG_MAX)", func, tag);
+  return HMC_SUCCESS;
+}
+}  // namespace
+
+HMC_API hmc_status_t hmc_send(hmc_peer_t peer, const void* buf, size_t size, uint64_t tag,
+                              hmc_request_t* req) {
+  HMC_TRY
+  CHECK_HANDLE(peer, Peer);
+  CHECK_NOT_NULL(req);
+  hmc_status_t st;
+  if ((st = check_buffer(buf, size, __func__)) != HMC_SUCCESS) return st;
+  if ((st = check_tag(tag, __func__)) != HMC_SUCCESS) return st;
+  Peer* p = peer_of(peer);
+  Request* r = nullptr;
+  st = p->ctx->post_send(p->shared_from_this(), buf, size, tag, &r);
+  if (st == HMC_SUCCESS) *req = reinterpret_cast<hmc_request_t>(r);
+  return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_recv(hmc_peer_t peer, void* buf, size_t size, uint64_t tag,
+                              hmc_request_t* req) {
+  HMC_TRY
+  CHECK_HANDLE(peer, Peer);
+  CHECK_NOT_NULL(req);
+  hmc_status_t st;
+  if ((st = check_buffer(buf, size, __func__)) != HMC_SUCCESS) return st;
+  if ((st = check_tag(tag, __func__)) != HMC_SUCCESS) return st;
+  Peer* p = peer_of(peer);
+  Request* r = nullptr;
+  st = p->ctx->post_recv(p->shared_from_this(), buf, size, tag, &r);
+  if (st == HMC_SUCCESS) *req = reinterpret_cast<hmc_request_t>(r);
+  return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_put(hmc_peer_t peer, const void* buf, size_t size, hmc_remote_t remote,
+                             uint64_t remote_offset, uint32_t flags, uint64_t notify_value,
+                             hmc_request_t* req) {
+  HMC_TRY
+  CHECK_HANDLE(peer, Peer);
+  CHECK_HANDLE(remote, Remote);
+  CHECK_NOT_NULL(req);
+  hmc_status_t st = check_buffer(buf, size, __func__);
+  if (st != HMC_SUCCESS) return st;
+  if (flags & ~HMC_PUT_NOTIFY)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_put: unknown flag bits {:#x}", flags & ~HMC_PUT_NOTIFY);
+  Remote* rm = remote_of(remote);
+  if (rm->peer.get() != peer_of(peer))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_put: the remote handle was imported for another peer");
+  Request* r = nullptr;
+  st = rm->peer->ctx->post_put(rm, buf, size, remote_offset, flags, notify_value, &r);
+  if (st == HMC_SUCCESS) *req = reinterpret_cast<hmc_request_t>(r);
+  return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_get(hmc_peer_t peer, void* buf, size_t size, hmc_remote_t remote,
+                             uint64_t remote_offset, hmc_request_t* req) {
+  HMC_TRY
+  CHECK_HANDLE(peer, Peer);
+  CHECK_HANDLE(remote, Remote);
+  CHECK_NOT_NULL(req);
+  hmc_status_t st = check_buffer(buf, size, __func__);
+  if (st != HMC_SUCCESS) return st;
+  Remote* rm = remote_of(remote);
+  if (rm->peer.get() != peer_of(peer))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_get: the remote handle was imported for another peer");
+  Request* r = nullptr;
+  st = rm->peer->ctx->post_get(rm, buf, size, remote_offset, &r);
+  if (st == HMC_SUCCESS) *req = reinterpret_cast<hmc_request_t>(r);
+  return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_notify_wait(hmc_context_t ctx, int timeout_ms, hmc_notification_t* out) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(out);
+  CHECK_TIMEOUT(timeout_ms);
+  return ctx_of(ctx)->notify_wait(timeout_ms, out);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_request_test(hmc_request_t req, size_t* bytes) {
+  HMC_TRY
+  CHECK_HANDLE(req, Request);
+  Request* r = request_of(req);
+  return r->peer->ctx->test(r, bytes);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms, size_t* bytes) {
+  HMC_TRY
+  CHECK_HANDLE(req, Request);
+  CHECK_TIMEOUT(timeout_ms);
+  Request* r = request_of(req);
+  return r->peer->ctx->wait(r, timeout_ms, bytes);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req) {
+  HMC_TRY
+  CHECK_HANDLE(req, Request);
+  Request* r = request_of(req);
+  return r->peer->ctx->cancel(r);
+  HMC_CATCH
+}
+
+}  // extern "C"

@@ -1,0 +1,531 @@
+#include "context/context.h"
+
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include "control/frame.h"
+#include "control/socket.h"
+#include "peer/messages.h"
+#include "util/handles.h"
+#include "util/log.h"
+#include "util/status.h"
+
+namespace hmc {
+
+namespace {
+uint64_t random_u64() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+// The address peers on other hosts should dial when we listen on every interface.
+std::string first_external_ipv4() {
+  struct ifaddrs* list = nullptr;
+  std::string found = "127.0.0.1";
+  if (getifaddrs(&list) != 0) return found;
+  for (auto* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    auto* sin = reinterpret_cast<struct sockaddr_in*>(i->ifa_addr);
+    if (!inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof buf)) continue;
+    if (strncmp(buf, "127.", 4) == 0) continue;
+    found = buf;
+    break;
+  }
+  freeifaddrs(list);
+  return found;
+}
+}  // namespace
+
+hmc_status_t Context::create(const hmc_context_options_t* opts, std::unique_ptr<Context>* out) {
+  std::unique_ptr<Context> ctx(new Context());
+  hmc_status_t st = ctx->init(opts);
+  if (st != HMC_SUCCESS) return st;
+  *out = std::move(ctx);
+  return HMC_SUCCESS;
+}
+
+hmc_status_t Context::init(const hmc_context_options_t* opts) {
+  hmc_status_t st = config_.load_from_environment();
+  if (st != HMC_SUCCESS) return st;
+  int level = HMC_LOG_WARN;
+  log::parse_level(config_.get("HMC_LOG_LEVEL"), &level);
+  std::string err;
+  if (!log::configure(level, config_.get("HMC_LOG_FILE"), &err)) return set_error(HMC_ERR_CONFIG, err);
+
+  timeout_ms_ = static_cast<int>(std::min<int64_t>(config_.get_int("HMC_TIMEOUT_MS"), INT32_MAX));
+  if (timeout_ms_ <= 0) return fail(HMC_ERR_CONFIG, "HMC_TIMEOUT_MS must be at least 1");
+  heartbeat_ms_ = static_cast<int>(std::min<int64_t>(config_.get_int("HMC_HEARTBEAT_MS"), INT32_MAX));
+  if (heartbeat_ms_ <= 0) return fail(HMC_ERR_CONFIG, "HMC_HEARTBEAT_MS must be at least 1");
+  auth_token_ = config_.get("HMC_AUTH_TOKEN");
+  forced_path_ = config_.get("HMC_PATH");
+  use_progress_thread_ = config_.get_bool("HMC_PROGRESS_THREAD");
+  std::string host = config_.get("HMC_LISTEN_HOST");
+  int64_t port = config_.get_int("HMC_LISTEN_PORT");
+  if (port > 65535) return fail(HMC_ERR_CONFIG, "HMC_LISTEN_PORT={} is not a port (0..65535)", port);
+  if (opts) {
+    if (opts->struct_size < sizeof(uint32_t))
+      return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_context_create: opts->struct_size is {}",
+                  opts->struct_size);
+    auto has = [&](size_t end) { return opts->struct_size >= end; };
+    if (has(offsetof(hmc_context_options_t, progress_thread) + sizeof(int32_t)) &&
+        opts->progress_thread >= 0)
+      use_progress_thread_ = opts->progress_thread != 0;
+    if (has(offsetof(hmc_context_options_t, listen_host) + sizeof(char*)) && opts->listen_host)
+      host = opts->listen_host;
+    if (has(offsetof(hmc_context_options_t, listen_port) + sizeof(uint16_t)) && opts->listen_port)
+      port = opts->listen_port;
+  }
+  id_ = random_u64();
+
+  st = loader_.load(config_);
+  if (st != HMC_SUCCESS) return st;
+  config_.warn_unknown();
+
+  for (plugin::Record* rec : loader_.loaded(plugin::Kind::Device))
+    devices_.add_plugin(rec->device, rec->device_ctx);
+  for (plugin::Record* rec : loader_.loaded(plugin::Kind::Net)) {
+    auto net = std::make_unique<NetPlugin>(rec->net, rec->net_ctx, rec->name);
+    if (net->query_devices() != HMC_SUCCESS) {
+      HMC_LOG_W("{}; the plugin is not used", last_error());
+      continue;
+    }
+    nets_.push_back(std::move(net));
+  }
+  if (nets_.empty())
+    HMC_LOG_W("no net plugin loaded: this context can allocate and copy memory but reach no peer "
+              "(hmc-info shows why plugins were skipped)");
+  build_capabilities();
+
+  st = start_control_plane(host, static_cast<uint16_t>(port));
+  if (st != HMC_SUCCESS) return st;
+
+  int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (efd < 0) return fail(HMC_ERR_SYSTEM, "eventfd: {}", strerror(errno));
+  wake_fd_.reset(efd);
+  if (use_progress_thread_) progress_thread_ = std::thread([this] { progress_thread_main(); });
+  HMC_LOG_I("context {:016x} ready: control plane unix:@{} tcp:{}:{}, progress thread {}", id_,
+            address_.unix_name, address_.tcp_host, address_.tcp_port,
+            use_progress_thread_ ? "on" : "off");
+  return HMC_SUCCESS;
+}
+
+hmc_status_t Context::start_control_plane(const std::string& host, uint16_t port) {
+  address_.host_id = caps_.host_id;
+  address_.hostname = caps_.hostname;
+  address_.pid = getpid();
+  address_.context_id = id_;
+  address_.unix_name = fmt::format("hmc-{}-{:016x}", getpid(), id_);
+  hmc_status_t st = control::listen_unix(address_.unix_name, &unix_listener_);
+  if (st != HMC_SUCCESS) return st;
+  uint16_t bound = 0;
+  st = control::listen_tcp(host, port, &tcp_listener_, &bound);
+  if (st != HMC_SUCCESS) return st;
+  address_.tcp_host = (host == "0.0.0.0" || host == "::") ? first_external_ipv4() : host;
+  address_.tcp_port = bound;
+  return HMC_SUCCESS;
+}
+
+void Context::build_capabilities() {
+  caps_.host_id = control::host_identity();
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  caps_.hostname = name;
+  caps_.pid = getpid();
+  caps_.context_id = id_;
+  // An explicit HMC_NET_PLUGINS order is a preference that path choice honours.
+  std::vector<std::string> order;
+  for (const auto& n : config_.get_list("HMC_NET_PLUGINS"))
+    if (!n.empty() && n[0] != '^') order.push_back(n);
+  for (const auto& net : nets_) {
+    uint32_t pref = 0;
+    for (size_t i = 0; i < order.size(); ++i)
+      if (order[i] == net->name()) pref = static_cast<uint32_t>(i + 1);
+    for (const auto& d : net->devices()) {
+      path::NetRecord r;
+      r.plugin = net->name();
+      r.device = d.name;
+      r.bandwidth_MBps = d.props.bandwidth_MBps;
+      r.latency_ns = d.props.latency_ns;
+      r.mem_kinds = d.props.mem_kinds;
+      r.flags = d.props.flags;
+      r.preference = pref;
+      caps_.net.push_back(r);
+    }
+  }
+}
+
+std::vector<NetDevice*> Context::net_devices() const {
+  std::vector<NetDevice*> out;
+  for (const auto& net : nets_)
+    for (auto& d : net->devices()) out.push_back(&d);
+  return out;
+}
+
+std::vector<uint8_t> Context::address() const { return encode_address(address_); }
+
+Context::~Context() {
+  stopping_ = true;
+  wake_progress_thread();
+  thread_cv_.notify_all();
+  if (progress_thread_.joinable()) progress_thread_.join();
+
+  std::vector<std::shared_ptr<Peer>> peers;
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    peers.swap(peers_);
+  }
+  for (auto& p : peers) {
+    {
+      std::lock_guard<std::mutex> lock(p->ctrl_mutex);
+      if (p->ctrl && !p->lost) {
+        control::Writer w;
+        msg::encode_bye("context destroyed", &w);
+        p->ctrl->send(control::MsgType::Bye, w);
+      }
+    }
+    fail_peer(*p, HMC_ERR_CANCELLED, "the context was destroyed");
+    Handles::remove(p.get());
+  }
+  for (auto& p : closed_peers_) Handles::remove(p.get());
+  {
+    std::lock_guard<std::mutex> lock(regions_mutex_);
+    for (Remote* r : remotes_) {  // their keys went with their peers, above
+      Handles::remove(r);
+      delete r;
+    }
+    remotes_.clear();
+    for (Region* r : regions_) {  // no other thread runs any more: no plugin lock needed
+      for (auto& reg : r->registrations) reg.net->table()->dereg_mr(reg.net->ctx(), reg.mr);
+      Handles::remove(r);
+      delete r;
+    }
+    regions_.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(requests_mutex_);
+    for (Request* r : requests_) {
+      Handles::remove(r);
+      delete r;
+    }
+    requests_.clear();
+  }
+  peers.clear();
+  closed_peers_.clear();
+  devices_.release_all();
+  nets_.clear();
+  loader_.finalize_all();
+}
+
+// --- progress -------------------------------------------------------------------------------
+
+void Context::finish_request_locked(Request* req, hmc_plugin_status_t result, size_t bytes) {
+  Peer& peer = *req->peer;
+  req->net = nullptr;
+  if (req->temp_mr) {
+    peer.net->table()->dereg_mr(peer.net->ctx(), req->temp_mr);
+    req->temp_mr = nullptr;
+  }
+  req->bytes = bytes;
+  req->status = from_plugin_status(result);
+  if (result == HMC_PLUGIN_SUCCESS && req->notify) {
+    std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
+    control::Writer w;
+    msg::encode_notify(req->notify_value, &w);
+    hmc_status_t st = peer.ctrl ? peer.ctrl->send(control::MsgType::Notify, w) : HMC_ERR_PEER_LOST;
+    if (st != HMC_SUCCESS) {
+      req->status = HMC_ERR_PEER_LOST;
+      req->error = fmt::format("hmc_put to {}: the data landed but the notification could not be "
+                               "sent: {}", peer.name, last_error());
+    }
+  } else if (result != HMC_PLUGIN_SUCCESS) {
+    const char* what = op_name(req->op);
+    if (result == HMC_PLUGIN_ERR_PEER_LOST)
+      req->error = fmt::format("hmc_{} with {}: peer lost ({})", what, peer.name,
+                               peer.lost_reason.empty() ? "connection broken" : peer.lost_reason);
+    else if (result == HMC_PLUGIN_ERR_REMOTE)
+      req->error = fmt::format("hmc_{} with {}: refused by the peer (outside the region, unknown "
+                               "or deregistered key, or access not granted)", what, peer.name);
+    else if (result == HMC_PLUGIN_ERR_TRUNCATED)
+      req->error = fmt::format("hmc_recv from {} (tag {}): the message was larger than the "
+                               "{}-byte buffer", peer.name, req->tag, req->size);
+    else if (result == HMC_PLUGIN_ERR_CANCELLED)
+      req->error = fmt::format("hmc_{} with {}: cancelled", what, peer.name);
+    else
+      req->error = fmt::format("hmc_{} with {} via {}: {}", what, peer.name, peer.choice.key(),
+                               plugin_status_string(result));
+  }
+  peer.last_heard_ns = control::now_ns();
+  peer.pending_count.fetch_sub(1, std::memory_order_relaxed);
+  req->done.store(true, std::memory_order_release);
+}
+
+void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) {
+  if (!peer.lost.exchange(true)) {
+    peer.lost_reason = reason;
+    if (status == HMC_ERR_PEER_LOST) HMC_LOG_W("peer {} lost: {}", peer.name, reason);
+    else HMC_LOG_I("peer {} closed: {}", peer.name, reason);
+  }
+  {
+    // Keys unpacked on the endpoint go before it.
+    std::lock_guard<std::mutex> lock(regions_mutex_);
+    for (Remote* r : remotes_) {
+      if (r->peer.get() == &peer && r->rkey) {
+        if (HMC_NET_SLOT(peer.net->table(), rkey_release)) peer.net->table()->rkey_release(r->rkey);
+        r->rkey = nullptr;
+      }
+    }
+  }
+  if (peer.ep) {
+    peer.net->table()->close_ep(peer.ep);  // releases the plugin's side of every pending request
+    peer.ep = nullptr;
+  }
+  for (Request* req : peer.pending) {
+    req->net = nullptr;
+    if (req->temp_mr) {
+      peer.net->table()->dereg_mr(peer.net->ctx(), req->temp_mr);
+      req->temp_mr = nullptr;
+    }
+    req->status = status;
+    req->error = fmt::format("hmc_{} with {}: {}", op_name(req->op), peer.name,
+                             status == HMC_ERR_PEER_LOST ? "peer lost (" + reason + ")" : reason);
+    peer.pending_count.fetch_sub(1, std::memory_order_relaxed);
+    req->done.store(true, std::memory_order_release);
+  }
+  peer.pending.clear();
+}
+
+void Context::fail_peer(Peer& peer, hmc_status_t status, const std::string& reason) {
+  if (!peer.net) {
+    peer.lost = true;
+    return;
+  }
+  std::lock_guard<std::mutex> lock(peer.net->mutex());
+  fail_peer_locked(peer, status, reason);
+}
+
+std::string Context::dispatch_control(const std::shared_ptr<Peer>& peer,
+                                      const control::Channel::Message& m) {
+  control::Reader r(m.payload.data(), m.payload.size());
+  switch (m.type) {
+    case control::MsgType::Notify: {
+      uint64_t value = 0;
+      if (!msg::decode_notify(r, &value)) return "malformed notification";
+      {
+        std::lock_guard<std::mutex> lock(notify_mutex_);
+        notifications_.push_back({reinterpret_cast<hmc_peer_t>(peer.get()), value});
+      }
+      notify_cv_.notify_all();
+      return "";
+    }
+    case control::MsgType::Heartbeat: return "";
+    case control::MsgType::Bye: {
+      std::string reason;
+      msg::decode_bye(r, &reason);
+      return "the peer closed the connection (" + reason + ")";
+    }
+    default:
+      HMC_LOG_W("peer {}: unexpected control message type {} ignored", peer->name,
+                static_cast<int>(m.type));
+      return "";
+  }
+}
+
+bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
+  bool busy = false;
+  std::string lost;
+  {
+    std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
+    if (!peer->ctrl || peer->lost) return false;
+    std::vector<control::Channel::Message> msgs;
+    hmc_status_t st = peer->ctrl->receive(&msgs);
+    for (auto& m : msgs) {
+      busy = true;
+      peer->last_heard_ns = now;
+      std::string why = dispatch_control(peer, m);
+      if (lost.empty()) lost = why;
+    }
+    if (lost.empty() && st != HMC_SUCCESS) lost = "control connection: " + last_error();
+    if (lost.empty() && now - peer->last_sent_ns > uint64_t(heartbeat_ms_) * 1000000) {
+      control::Writer w;
+      if (peer->ctrl->send(control::MsgType::Heartbeat, w) == HMC_SUCCESS) peer->last_sent_ns = now;
+      else lost = "control connection: " + last_error();
+    } else if (lost.empty() && peer->ctrl->want_write()) {
+      if (peer->ctrl->flush() != HMC_SUCCESS) lost = "control connection: " + last_error();
+    }
+  }
+  // A silent peer with work outstanding is declared lost after the timeout.
+  if (lost.empty() && peer->pending_count.load(std::memory_order_relaxed) > 0 &&
+      now - peer->last_heard_ns.load() > uint64_t(timeout_ms_) * 1000000)
+    lost = fmt::format("nothing heard for {} ms (HMC_TIMEOUT_MS)", timeout_ms_);
+  if (!lost.empty()) {
+    fail_peer(*peer, HMC_ERR_PEER_LOST, lost);
+    busy = true;
+  }
+  return busy;
+}
+
+void Context::progress_request(Request* req) {
+  Peer& peer = *req->peer;
+  std::lock_guard<std::mutex> lock(peer.net->mutex());
+  if (req->done.load(std::memory_order_acquire) || !req->net) return;
+  int done = 0;
+  size_t bytes = 0;
+  hmc_plugin_status_t st = peer.net->table()->test(req->net, &done, &bytes);
+  if (!done && st == HMC_PLUGIN_SUCCESS) return;
+  if (!done) {
+    // test failed without ending the request: the plugin lost track of it; end it ourselves.
+    HMC_LOG_W("net plugin {}: test failed ({}) without ending the request", peer.net->name(),
+              plugin_status_string(st));
+  }
+  auto& pend = peer.pending;
+  for (size_t i = 0; i < pend.size(); ++i) {
+    if (pend[i] == req) {
+      pend[i] = pend.back();
+      pend.pop_back();
+      break;
+    }
+  }
+  finish_request_locked(req, st, bytes);
+  if (st == HMC_PLUGIN_ERR_PEER_LOST) fail_peer_locked(peer, HMC_ERR_PEER_LOST, "connection broken");
+}
+
+bool Context::progress(bool control) {
+  bool busy = false;
+  std::lock_guard<std::mutex> plock(peers_mutex_);
+  for (auto& net : nets_) {
+    std::lock_guard<std::mutex> lock(net->mutex());
+    if (HMC_NET_SLOT(net->table(), progress)) net->table()->progress(net->ctx());
+    for (auto& peer : peers_) {
+      if (peer->net != net.get() || peer->pending.empty()) continue;
+      auto& pend = peer->pending;
+      bool broken = false;
+      for (size_t i = 0; i < pend.size();) {
+        Request* req = pend[i];
+        int done = 0;
+        size_t bytes = 0;
+        hmc_plugin_status_t st = net->table()->test(req->net, &done, &bytes);
+        if (!done && st == HMC_PLUGIN_SUCCESS) {
+          ++i;
+          continue;
+        }
+        pend[i] = pend.back();
+        pend.pop_back();
+        finish_request_locked(req, st, bytes);
+        broken |= st == HMC_PLUGIN_ERR_PEER_LOST;
+        busy = true;
+      }
+      if (broken) fail_peer_locked(*peer, HMC_ERR_PEER_LOST, "connection broken");
+    }
+  }
+  if (control) {
+    uint64_t now = control::now_ns();
+    last_control_ns_ = now;
+    for (auto& peer : peers_) busy |= service_control(peer, now);
+  }
+  return busy;
+}
+
+void Context::wake_progress_thread() {
+  if (!wake_fd_.valid()) return;
+  uint64_t one = 1;
+  ssize_t rc = write(wake_fd_.get(), &one, sizeof one);
+  (void)rc;
+}
+
+void Context::progress_thread_main() {
+  std::vector<struct pollfd> fds;
+  while (!stopping_) {
+    if (active_pollers_.load() > 0) {
+      // An application thread is driving progress itself; stay out of its way.
+      std::unique_lock<std::mutex> lock(thread_mutex_);
+      thread_cv_.wait_for(lock, std::chrono::milliseconds(2));
+      continue;
+    }
+    if (progress(true)) continue;
+
+    // Nothing to do: sleep until a socket or plugin has something, or the next heartbeat.
+    fds.clear();
+    fds.push_back({wake_fd_.get(), POLLIN, 0});
+    int timeout = std::max(1, heartbeat_ms_ / 2);
+    bool any_pending = false;
+    {
+      std::lock_guard<std::mutex> plock(peers_mutex_);
+      for (auto& peer : peers_) {
+        any_pending |= peer->pending_count.load() > 0;
+        std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
+        if (peer->ctrl && !peer->lost)
+          fds.push_back({peer->ctrl->fd(), short(POLLIN | (peer->ctrl->want_write() ? POLLOUT : 0)), 0});
+      }
+    }
+    bool must_spin = false;
+    for (auto& net : nets_) {
+      int fd = net->wait_fd();
+      if (fd < 0 || !net->can_arm()) {
+        if (any_pending) timeout = 1;  // no way to sleep on this plugin: poll it often
+        if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(net->mutex());
+      if (net->table()->arm(net->ctx()) != HMC_PLUGIN_SUCCESS) {
+        must_spin = true;
+        break;
+      }
+      fds.push_back({fd, POLLIN, 0});
+    }
+    if (must_spin) continue;
+    thread_sleeping_ = true;
+    int rc = poll(fds.data(), fds.size(), timeout);
+    thread_sleeping_ = false;
+    if (rc > 0 && (fds[0].revents & POLLIN)) {
+      uint64_t v;
+      ssize_t n = read(wake_fd_.get(), &v, sizeof v);
+      (void)n;
+    }
+  }
+}
+
+void Context::register_peer(const std::shared_ptr<Peer>& peer) {
+  peer->last_heard_ns = control::now_ns();
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    peers_.push_back(peer);
+  }
+  Handles::add(peer.get(), HandleKind::Peer);
+  wake_progress_thread();
+}
+
+hmc_status_t Context::close_peer(const std::shared_ptr<Peer>& peer) {
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      if (peers_[i] == peer) {
+        peers_.erase(peers_.begin() + i);
+        break;
+      }
+    }
+    closed_peers_.push_back(peer);
+  }
+  Handles::remove(peer.get());
+  peer->closed = true;
+  {
+    std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
+    if (peer->ctrl && !peer->lost) {
+      control::Writer w;
+      msg::encode_bye("hmc_peer_close", &w);
+      peer->ctrl->send(control::MsgType::Bye, w);
+    }
+    peer->ctrl.reset();
+  }
+  fail_peer(*peer, HMC_ERR_CANCELLED, "the peer was closed with hmc_peer_close");
+  return HMC_SUCCESS;
+}
+
+}  // namespace hmc

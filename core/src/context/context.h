@@ -1,0 +1,154 @@
+// The context: what hmc_context_create builds and every other handle hangs off. It owns the
+// configuration, the plugins, the devices, the control-plane listeners, the peers and the
+// progress thread. Its methods are spread over the folders of their concern:
+//   context/context.cpp   creation, teardown, the progress engine and its thread
+//   peer/establish.cpp    connect and accept (hello, capabilities, path, data endpoint)
+//   xfer/transfer.cpp     send/recv/put/get, request test/wait/cancel, notifications
+//   net/registration.cpp  memory registration and remote descriptors
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "control/fd.h"
+#include "device/registry.h"
+#include "hmc/hmc.h"
+#include "net/net_plugin.h"
+#include "net/region.h"
+#include "path/path.h"
+#include "peer/address.h"
+#include "peer/peer.h"
+#include "plugin/loader.h"
+#include "util/config.h"
+#include "xfer/request.h"
+
+namespace hmc {
+
+class Context {
+ public:
+  // Builds a context; on failure returns the status with the thread's error message set.
+  static hmc_status_t create(const hmc_context_options_t* opts, std::unique_ptr<Context>* out);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // --- inventory -------------------------------------------------------------------------
+  const Config& config() const { return config_; }
+  const plugin::Loader& loader() const { return loader_; }
+  DeviceRegistry& devices() { return devices_; }
+  std::vector<NetDevice*> net_devices() const;
+  int timeout_ms() const { return timeout_ms_; }
+  // -1 -> HMC_TIMEOUT_MS; other negatives are rejected by the API layer.
+  int resolve_timeout(int timeout_ms) const { return timeout_ms < 0 ? timeout_ms_ : timeout_ms; }
+
+  // --- peers (peer/establish.cpp) ----------------------------------------------------------
+  std::vector<uint8_t> address() const;
+  hmc_status_t connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out);
+  hmc_status_t accept(int timeout_ms, std::shared_ptr<Peer>* out);
+  hmc_status_t close_peer(const std::shared_ptr<Peer>& peer);
+
+  // --- transfers (xfer/transfer.cpp) -------------------------------------------------------
+  hmc_status_t post_send(const std::shared_ptr<Peer>& peer, const void* buf, size_t size,
+                         uint64_t tag, Request** out);
+  hmc_status_t post_recv(const std::shared_ptr<Peer>& peer, void* buf, size_t size, uint64_t tag,
+                         Request** out);
+  hmc_status_t post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
+                        uint32_t flags, uint64_t notify_value, Request** out);
+  hmc_status_t post_get(Remote* remote, void* buf, size_t size, uint64_t offset, Request** out);
+  // Final status releases the request (deletes it); HMC_IN_PROGRESS / HMC_ERR_TIMEOUT keep it.
+  hmc_status_t test(Request* req, size_t* bytes);
+  hmc_status_t wait(Request* req, int timeout_ms, size_t* bytes);
+  hmc_status_t cancel(Request* req);
+  hmc_status_t notify_wait(int timeout_ms, hmc_notification_t* out);
+
+  // --- registration (net/registration.cpp) -------------------------------------------------
+  hmc_status_t register_memory(void* addr, size_t size, uint32_t access, Region** out);
+  hmc_status_t deregister_memory(Region* region);
+  hmc_status_t import_remote(const std::shared_ptr<Peer>& peer, const void* desc, size_t len,
+                             Remote** out);
+  hmc_status_t release_remote(Remote* remote);
+
+  // --- progress (context/context.cpp) ------------------------------------------------------
+  // One pass over every plugin, pending request and control channel. Returns true when
+  // something happened. `control` also services the control channels (costs a syscall each).
+  bool progress(bool control);
+  // Tests just this request's net operation (the fast path of a wait).
+  void progress_request(Request* req);
+
+ private:
+  Context() = default;
+  hmc_status_t init(const hmc_context_options_t* opts);
+  hmc_status_t start_control_plane(const std::string& host, uint16_t port);
+  void build_capabilities();
+  void progress_thread_main();
+  void wake_progress_thread();
+
+  // Ends req (net mutex held): records the plugin's result, sends a put's notification.
+  void finish_request_locked(Request* req, hmc_plugin_status_t result, size_t bytes);
+  // Marks the peer lost (net mutex held): closes its endpoint, fails every pending request.
+  void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason);
+  void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason);
+  // Reads and handles the peer's control messages, sends heartbeats, checks liveness.
+  bool service_control(const std::shared_ptr<Peer>& peer, uint64_t now);
+  // Handles one control message of a registered peer; returns why the peer is gone, or "".
+  std::string dispatch_control(const std::shared_ptr<Peer>& peer,
+                               const control::Channel::Message& m);
+  void register_peer(const std::shared_ptr<Peer>& peer);
+  hmc_status_t add_request(Request* req);
+  void release_request(Request* req);
+  // Spins on progress until pred() holds or the deadline passes.
+  template <typename Pred>
+  bool poll_until(Pred pred, uint64_t deadline_ns, Request* fast = nullptr);
+
+  friend struct PeerSetup;
+
+  Config config_;
+  plugin::Loader loader_;
+  DeviceRegistry devices_;
+  std::vector<std::unique_ptr<NetPlugin>> nets_;
+  int timeout_ms_ = 30000;
+  int heartbeat_ms_ = 1000;
+  std::string auth_token_;
+  std::string forced_path_;
+  uint64_t id_ = 0;
+  path::Capabilities caps_;
+
+  control::Fd unix_listener_;
+  control::Fd tcp_listener_;
+  Address address_;
+  std::mutex accept_mutex_;  // one hmc_accept at a time
+
+  std::mutex peers_mutex_;
+  std::vector<std::shared_ptr<Peer>> peers_;         // live peers
+  std::vector<std::shared_ptr<Peer>> closed_peers_;  // kept until destroy (requests may point at them)
+
+  std::mutex requests_mutex_;
+  std::unordered_set<Request*> requests_;  // every request not yet released
+
+  std::mutex regions_mutex_;
+  std::unordered_set<Region*> regions_;
+  std::unordered_set<Remote*> remotes_;
+
+  std::mutex notify_mutex_;
+  std::condition_variable notify_cv_;
+  std::deque<hmc_notification_t> notifications_;
+
+  bool use_progress_thread_ = true;
+  std::thread progress_thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> active_pollers_{0};
+  std::atomic<bool> thread_sleeping_{false};
+  control::Fd wake_fd_;  // eventfd
+  std::mutex thread_mutex_;
+  std::condition_variable thread_cv_;
+  std::atomic<uint64_t> last_control_ns_{0};
+};
+
+}  // namespace hmc

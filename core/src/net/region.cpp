@@ -1,0 +1,54 @@
+#include "net/region.h"
+
+#include "control/wire.h"
+#include "util/status.h"
+
+namespace hmc {
+namespace {
+constexpr uint32_t kRegionMagic = 0x52434d48;  // "HMCR"
+constexpr uint16_t kRegionVersion = 1;
+}  // namespace
+
+std::vector<uint8_t> pack_region(const Region& r) {
+  control::Writer w;
+  w.u32(kRegionMagic);
+  w.u16(kRegionVersion);
+  w.u64(reinterpret_cast<uint64_t>(r.addr));
+  w.u64(r.size);
+  w.u32(r.access);
+  w.u32(static_cast<uint32_t>(r.registrations.size()));
+  for (const auto& reg : r.registrations) {
+    w.str(reg.net->name());
+    w.blob(reg.rkey);
+  }
+  return w.data();
+}
+
+hmc_status_t unpack_region(const void* data, size_t len, PackedRegion* out) {
+  control::Reader r(static_cast<const uint8_t*>(data), len);
+  uint32_t magic = 0, n = 0;
+  uint16_t version = 0;
+  if (!r.u32(&magic) || magic != kRegionMagic)
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_remote_import: the {}-byte blob is not a region descriptor from hmc_region_pack",
+                len);
+  if (!r.u16(&version) || version != kRegionVersion)
+    return fail(HMC_ERR_VERSION, "hmc_remote_import: descriptor version {}, this library reads {}",
+                version, kRegionVersion);
+  PackedRegion p;
+  if (!r.u64(&p.base) || !r.u64(&p.size) || !r.u32(&p.access) || !r.u32(&n) || n > 64)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
+  for (uint32_t i = 0; i < n; ++i) {
+    std::string name;
+    std::vector<uint8_t> key;
+    if (!r.str(&name, 256) || !r.blob(&key, HMC_NET_RKEY_MAX))
+      return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
+    p.rkeys.emplace_back(std::move(name), std::move(key));
+  }
+  if (p.base + p.size < p.base)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor region wraps around");
+  *out = std::move(p);
+  return HMC_SUCCESS;
+}
+
+}  // namespace hmc

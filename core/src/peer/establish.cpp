@@ -1,0 +1,354 @@
+// Connecting two contexts: control connection, hello (version, token challenge), capability
+// exchange, path choice by the acceptor, then the data endpoint on the chosen net plugin.
+//
+//   initiator                          acceptor
+//   connect (unix same host, else tcp) accept
+//   Hello ... Welcome (control/handshake)
+//   Caps                        ->
+//                               <-     Caps
+//                               <-     NetHandle {chosen plugin/device, plugin handle | error}
+//   plugin connect, ep_ready           plugin accept
+//   NetReady {status}           ->
+#include <poll.h>
+#include <unistd.h>
+
+#include "context/context.h"
+#include "control/handshake.h"
+#include "control/socket.h"
+#include "peer/messages.h"
+#include "util/log.h"
+#include "util/status.h"
+
+namespace hmc {
+
+namespace {
+
+int remaining_ms(uint64_t deadline) {
+  uint64_t now = control::now_ns();
+  return now >= deadline ? 0 : static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, INT32_MAX));
+}
+
+uint64_t deadline_after(int timeout_ms) { return control::now_ns() + uint64_t(timeout_ms) * 1000000; }
+
+// Waits a little for the plugin to have something to do.
+void idle_wait(NetPlugin& net) {
+  int fd = net.wait_fd();
+  if (fd >= 0) {
+    struct pollfd p = {fd, POLLIN, 0};
+    poll(&p, 1, 1);
+  } else {
+    usleep(100);
+  }
+}
+
+// Receives the next message, expecting `type`; an Error message becomes its status.
+hmc_status_t expect(control::Channel& ch, control::MsgType type, uint64_t deadline,
+                    control::Channel::Message* out, const char* what) {
+  hmc_status_t st = ch.receive_one(out, deadline);
+  if (st != HMC_SUCCESS) return st;
+  if (out->type == control::MsgType::Error) {
+    control::ErrorMsg e;
+    if (!control::decode_error(out->payload.data(), out->payload.size(), &e))
+      return fail(HMC_ERR_PROTOCOL, "{}: malformed error message from {}", what, ch.peer_name());
+    return fail(control::status_from_remote(e.status), "{}: {} says: {}", what, ch.peer_name(),
+                e.text);
+  }
+  if (out->type != type)
+    return fail(HMC_ERR_PROTOCOL, "{}: expected message {} from {}, got {}", what,
+                static_cast<int>(type), ch.peer_name(), static_cast<int>(out->type));
+  return HMC_SUCCESS;
+}
+
+std::string peer_name(const control::HelloInfo& h) {
+  return fmt::format("pid {} on {}", h.pid, h.hostname);
+}
+
+}  // namespace
+
+// Shared by connect and accept: finds the local net device the path names.
+struct PeerSetup {
+  static NetDevice* find_device(Context& ctx, const std::string& plugin, const std::string& dev) {
+    for (auto& net : ctx.nets_)
+      if (net->name() == plugin)
+        for (auto& d : net->devices())
+          if (d.name == dev) return &d;
+    return nullptr;
+  }
+  static std::shared_ptr<Peer> make_peer(Context& ctx, std::unique_ptr<control::Channel> ch,
+                                         const control::HelloInfo& hello,
+                                         const path::Capabilities& remote,
+                                         const path::Choice& choice, NetDevice* dev,
+                                         hmc_net_ep_t* ep) {
+    auto peer = std::make_shared<Peer>();
+    peer->ctx = &ctx;
+    peer->name = peer_name(hello);
+    peer->remote = remote;
+    peer->choice = choice;
+    peer->same_host = !remote.host_id.empty() && remote.host_id == ctx.caps_.host_id;
+    peer->net = dev->plugin;
+    peer->net_device = dev;
+    peer->ep = ep;
+    peer->ctrl = std::move(ch);
+    peer->last_sent_ns = control::now_ns();
+    HMC_LOG_I("peer {}: path {} ({})", peer->name, choice.key(), choice.reason);
+    return peer;
+  }
+};
+
+hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out) {
+  uint64_t deadline = deadline_after(timeout_ms);
+  control::Fd fd;
+  bool local = !addr.unix_name.empty() && (addr.tcp_port == 0 || addr.host_id == caps_.host_id);
+  std::string where = local ? "unix:@" + addr.unix_name
+                            : fmt::format("{}:{}", addr.tcp_host, addr.tcp_port);
+  hmc_status_t st = local ? control::connect_unix(addr.unix_name, remaining_ms(deadline), &fd)
+                          : control::connect_tcp(addr.tcp_host, addr.tcp_port, remaining_ms(deadline), &fd);
+  if (st != HMC_SUCCESS) return st;
+  auto ch = std::make_unique<control::Channel>(std::move(fd));
+  ch->set_peer_name(where);
+
+  control::HelloInfo mine{control::kProtocolVersion, caps_.host_id, caps_.hostname, caps_.pid, id_};
+  control::HelloInfo theirs;
+  st = control::handshake_initiator(*ch, mine, auth_token_, deadline, &theirs);
+  if (st != HMC_SUCCESS) return st;
+  ch->set_peer_name(peer_name(theirs));
+
+  control::Writer w;
+  msg::encode_caps(caps_, &w);
+  if ((st = ch->send_wait(control::MsgType::Caps, w, deadline)) != HMC_SUCCESS) return st;
+  control::Channel::Message m;
+  if ((st = expect(*ch, control::MsgType::Caps, deadline, &m, "hmc_connect")) != HMC_SUCCESS)
+    return st;
+  path::Capabilities remote;
+  control::Reader r(m.payload.data(), m.payload.size());
+  if (!msg::decode_caps(r, &remote))
+    return fail(HMC_ERR_PROTOCOL, "hmc_connect: malformed capabilities from {}", ch->peer_name());
+
+  if ((st = expect(*ch, control::MsgType::NetHandle, deadline, &m, "hmc_connect")) != HMC_SUCCESS)
+    return st;
+  msg::NetHandle nh;
+  control::Reader r2(m.payload.data(), m.payload.size());
+  if (!msg::decode_net_handle(r2, &nh))
+    return fail(HMC_ERR_PROTOCOL, "hmc_connect: malformed path message from {}", ch->peer_name());
+  if (nh.status != HMC_SUCCESS)
+    return fail(control::status_from_remote(nh.status), "hmc_connect to {}: {}", ch->peer_name(), nh.text);
+
+  auto report = [&](hmc_status_t status, const std::string& text) {
+    control::Writer rw;
+    msg::encode_net_ready({status, text}, &rw);
+    ch->send_wait(control::MsgType::NetReady, rw, deadline);
+  };
+  NetDevice* dev = PeerSetup::find_device(*this, nh.plugin, nh.device);
+  if (!dev) {
+    std::string text = fmt::format("the peer chose path {}/{}, which this side does not have",
+                                   nh.plugin, nh.device);
+    report(HMC_ERR_NO_PATH, text);
+    return fail(HMC_ERR_NO_PATH, "hmc_connect to {}: {}", ch->peer_name(), text);
+  }
+  NetPlugin& net = *dev->plugin;
+  hmc_net_ep_t* ep = nullptr;
+  hmc_plugin_status_t ps;
+  {
+    std::lock_guard<std::mutex> lock(net.mutex());
+    ps = net.table()->connect(net.ctx(), dev->index, nh.handle.data(), nh.handle.size(), &ep);
+  }
+  if (ps != HMC_PLUGIN_SUCCESS || !ep) {
+    std::string text = fmt::format("{} connect failed: {}", dev->key(), plugin_status_string(ps));
+    report(HMC_ERR_PLUGIN, text);
+    return fail(from_plugin_status(ps), "hmc_connect to {}: {}", ch->peer_name(), text);
+  }
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(net.mutex());
+      if (HMC_NET_SLOT(net.table(), progress)) net.table()->progress(net.ctx());
+      ps = net.table()->ep_ready(ep);
+      if (ps != HMC_PLUGIN_SUCCESS && ps != HMC_PLUGIN_IN_PROGRESS) net.table()->close_ep(ep);
+    }
+    if (ps == HMC_PLUGIN_SUCCESS) break;
+    std::string text;
+    if (ps != HMC_PLUGIN_IN_PROGRESS)
+      text = fmt::format("{} endpoint failed: {}", dev->key(), plugin_status_string(ps));
+    else if (control::now_ns() >= deadline)
+      text = fmt::format("{} endpoint not established within {} ms", dev->key(), timeout_ms);
+    if (!text.empty()) {
+      if (ps == HMC_PLUGIN_IN_PROGRESS) {
+        std::lock_guard<std::mutex> lock(net.mutex());
+        net.table()->close_ep(ep);
+      }
+      report(HMC_ERR_PEER_LOST, text);
+      return fail(ps == HMC_PLUGIN_IN_PROGRESS ? HMC_ERR_TIMEOUT : from_plugin_status(ps),
+                  "hmc_connect to {}: {}", ch->peer_name(), text);
+    }
+    idle_wait(net);
+  }
+  control::Writer rw;
+  msg::encode_net_ready({HMC_SUCCESS, ""}, &rw);
+  if ((st = ch->send_wait(control::MsgType::NetReady, rw, deadline)) != HMC_SUCCESS) {
+    std::lock_guard<std::mutex> lock(net.mutex());
+    net.table()->close_ep(ep);
+    return st;
+  }
+  path::Choice choice;
+  choice.plugin = nh.plugin;
+  choice.device = nh.device;
+  choice.reason = nh.text;
+  for (const auto& c : path::rank(caps_, remote))
+    if (c.key() == choice.key()) {
+      choice.bandwidth_MBps = c.bandwidth_MBps;
+      choice.latency_us = c.latency_us;
+    }
+  auto peer = PeerSetup::make_peer(*this, std::move(ch), theirs, remote, choice, dev, ep);
+  register_peer(peer);
+  *out = peer;
+  return HMC_SUCCESS;
+}
+
+hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
+  std::lock_guard<std::mutex> accept_lock(accept_mutex_);
+  uint64_t deadline = deadline_after(timeout_ms);
+  control::Fd fd;
+  std::string where;
+  for (;;) {
+    struct pollfd fds[2] = {{unix_listener_.get(), POLLIN, 0}, {tcp_listener_.get(), POLLIN, 0}};
+    int rc = poll(fds, 2, remaining_ms(deadline));
+    if (rc < 0 && errno != EINTR) return fail(HMC_ERR_SYSTEM, "hmc_accept: poll: {}", strerror(errno));
+    hmc_status_t st = HMC_IN_PROGRESS;
+    for (int i = 0; i < 2 && st == HMC_IN_PROGRESS; ++i) {
+      if (rc > 0 && (fds[i].revents & POLLIN)) {
+        st = control::accept_one(fds[i].fd, &fd);
+        where = i == 0 ? "a local peer (unix socket)" : "a peer over tcp";
+      }
+    }
+    if (st == HMC_SUCCESS) break;
+    if (st != HMC_IN_PROGRESS) return st;
+    if (control::now_ns() >= deadline)
+      return fail(HMC_ERR_TIMEOUT, "hmc_accept: no peer connected within {} ms", timeout_ms);
+  }
+  auto ch = std::make_unique<control::Channel>(std::move(fd));
+  ch->set_peer_name(where);
+  control::HelloInfo mine{control::kProtocolVersion, caps_.host_id, caps_.hostname, caps_.pid, id_};
+  control::HelloInfo theirs;
+  hmc_status_t st = control::handshake_acceptor(*ch, mine, auth_token_, deadline, &theirs);
+  if (st != HMC_SUCCESS) return st;
+  ch->set_peer_name(peer_name(theirs));
+
+  control::Channel::Message m;
+  if ((st = expect(*ch, control::MsgType::Caps, deadline, &m, "hmc_accept")) != HMC_SUCCESS) return st;
+  path::Capabilities remote;
+  control::Reader r(m.payload.data(), m.payload.size());
+  if (!msg::decode_caps(r, &remote))
+    return fail(HMC_ERR_PROTOCOL, "hmc_accept: malformed capabilities from {}", ch->peer_name());
+  control::Writer w;
+  msg::encode_caps(caps_, &w);
+  if ((st = ch->send_wait(control::MsgType::Caps, w, deadline)) != HMC_SUCCESS) return st;
+
+  // Path choice is ours to make; the initiator follows it.
+  path::Choice choice;
+  msg::NetHandle nh;
+  st = path::choose(caps_, remote, forced_path_, &choice);
+  NetDevice* dev = st == HMC_SUCCESS ? PeerSetup::find_device(*this, choice.plugin, choice.device) : nullptr;
+  if (st == HMC_SUCCESS && !dev) st = fail(HMC_ERR_INTERNAL, "hmc_accept: chosen path {} vanished", choice.key());
+  hmc_net_listener_t* listener = nullptr;
+  if (st == HMC_SUCCESS) {
+    nh.handle.resize(HMC_NET_HANDLE_MAX);
+    size_t len = nh.handle.size();
+    hmc_plugin_status_t ps;
+    {
+      std::lock_guard<std::mutex> lock(dev->plugin->mutex());
+      ps = dev->plugin->table()->listen(dev->plugin->ctx(), dev->index, nh.handle.data(), &len, &listener);
+    }
+    if (ps != HMC_PLUGIN_SUCCESS || len > HMC_NET_HANDLE_MAX)
+      st = fail(from_plugin_status(ps), "hmc_accept: {} listen failed: {}", choice.key(),
+                plugin_status_string(ps));
+    nh.handle.resize(len);
+  }
+  nh.status = st;
+  nh.text = st == HMC_SUCCESS ? choice.reason : last_error();
+  nh.plugin = choice.plugin;
+  nh.device = choice.device;
+  std::string saved_error = last_error();
+  control::Writer hw;
+  msg::encode_net_handle(nh, &hw);
+  hmc_status_t sent = ch->send_wait(control::MsgType::NetHandle, hw, deadline);
+  if (st != HMC_SUCCESS) return set_error(st, saved_error);
+  NetPlugin& net = *dev->plugin;
+  auto close_listener = [&] {
+    std::lock_guard<std::mutex> lock(net.mutex());
+    if (listener) net.table()->close_listener(listener);
+    listener = nullptr;
+  };
+  if (sent != HMC_SUCCESS) {
+    close_listener();
+    return sent;
+  }
+
+  // Wait for both: the plugin's accept, and the initiator's NetReady.
+  hmc_net_ep_t* ep = nullptr;
+  bool ready = false;
+  std::vector<control::Channel::Message> extra;
+  for (;;) {
+    if (!ep) {
+      std::lock_guard<std::mutex> lock(net.mutex());
+      if (HMC_NET_SLOT(net.table(), progress)) net.table()->progress(net.ctx());
+      hmc_plugin_status_t ps = net.table()->accept(listener, &ep);
+      if (ps != HMC_PLUGIN_SUCCESS && ps != HMC_PLUGIN_IN_PROGRESS) {
+        net.table()->close_listener(listener);
+        listener = nullptr;
+        return fail(from_plugin_status(ps), "hmc_accept from {}: {} accept failed: {}",
+                    ch->peer_name(), choice.key(), plugin_status_string(ps));
+      }
+    }
+    if (!ready) {
+      std::vector<control::Channel::Message> msgs;
+      hmc_status_t rs = ch->receive(&msgs);
+      for (auto& msg : msgs) {
+        if (!ready && msg.type == control::MsgType::NetReady) {
+          msg::NetReady nr;
+          control::Reader rr(msg.payload.data(), msg.payload.size());
+          if (!msg::decode_net_ready(rr, &nr)) rs = fail(HMC_ERR_PROTOCOL, "malformed NetReady");
+          else if (nr.status != HMC_SUCCESS)
+            rs = fail(control::status_from_remote(nr.status), "hmc_accept from {}: the peer could "
+                      "not connect {}: {}", ch->peer_name(), choice.key(), nr.text);
+          ready = true;
+        } else if (ready) {
+          extra.push_back(std::move(msg));  // sent after NetReady: handled once registered
+        } else {
+          rs = fail(HMC_ERR_PROTOCOL, "hmc_accept from {}: unexpected message {} during setup",
+                    ch->peer_name(), static_cast<int>(msg.type));
+        }
+      }
+      if (rs != HMC_SUCCESS) {
+        std::string e = last_error();
+        close_listener();
+        if (ep) {
+          std::lock_guard<std::mutex> lock(net.mutex());
+          net.table()->close_ep(ep);
+        }
+        return set_error(rs, e);
+      }
+    }
+    if (ep && ready) break;
+    if (control::now_ns() >= deadline) {
+      close_listener();
+      if (ep) {
+        std::lock_guard<std::mutex> lock(net.mutex());
+        net.table()->close_ep(ep);
+      }
+      return fail(HMC_ERR_TIMEOUT, "hmc_accept from {}: the {} data connection was not "
+                  "established within {} ms", ch->peer_name(), choice.key(), timeout_ms);
+    }
+    if (ready) idle_wait(net);
+    else {
+      struct pollfd p = {ch->fd(), POLLIN, 0};
+      poll(&p, 1, 1);
+    }
+  }
+  close_listener();
+  auto peer = PeerSetup::make_peer(*this, std::move(ch), theirs, remote, choice, dev, ep);
+  register_peer(peer);
+  for (auto& msg : extra) dispatch_control(peer, msg);
+  *out = peer;
+  return HMC_SUCCESS;
+}
+
+}  // namespace hmc

@@ -1,0 +1,110 @@
+#include "peer/messages.h"
+
+#include "hmc/plugin/net.h"
+
+namespace hmc::msg {
+namespace {
+constexpr size_t kMaxName = 256;
+constexpr size_t kMaxText = 4096;
+constexpr uint32_t kMaxNetRecords = 256;
+}  // namespace
+
+void encode_caps(const path::Capabilities& caps, control::Writer* w) {
+  w->str(caps.host_id);
+  w->str(caps.hostname);
+  w->i32(caps.pid);
+  w->u64(caps.context_id);
+  w->u32(static_cast<uint32_t>(caps.net.size()));
+  for (const auto& n : caps.net) {
+    w->str(n.plugin);
+    w->str(n.device);
+    w->u64(n.bandwidth_MBps);
+    w->u32(n.latency_ns);
+    w->u32(n.mem_kinds);
+    w->u32(n.flags);
+    w->u32(n.preference);
+  }
+}
+
+bool decode_caps(control::Reader& r, path::Capabilities* caps) {
+  path::Capabilities c;
+  uint32_t n = 0;
+  if (!r.str(&c.host_id, kMaxName) || !r.str(&c.hostname, kMaxName) || !r.i32(&c.pid) ||
+      !r.u64(&c.context_id) || !r.u32(&n) || n > kMaxNetRecords)
+    return false;
+  for (uint32_t i = 0; i < n; ++i) {
+    path::NetRecord rec;
+    if (!r.str(&rec.plugin, kMaxName) || !r.str(&rec.device, kMaxName) ||
+        !r.u64(&rec.bandwidth_MBps) || !r.u32(&rec.latency_ns) || !r.u32(&rec.mem_kinds) ||
+        !r.u32(&rec.flags) || !r.u32(&rec.preference))
+      return false;
+    c.net.push_back(std::move(rec));
+  }
+  *caps = std::move(c);
+  return true;
+}
+
+void encode_net_handle(const NetHandle& m, control::Writer* w) {
+  w->i32(m.status);
+  w->str(m.text);
+  w->str(m.plugin);
+  w->str(m.device);
+  w->blob(m.handle);
+}
+
+bool decode_net_handle(control::Reader& r, NetHandle* m) {
+  NetHandle h;
+  if (!r.i32(&h.status) || !r.str(&h.text, kMaxText) || !r.str(&h.plugin, kMaxName) ||
+      !r.str(&h.device, kMaxName) || !r.blob(&h.handle, HMC_NET_HANDLE_MAX))
+    return false;
+  *m = std::move(h);
+  return true;
+}
+
+void encode_net_ready(const NetReady& m, control::Writer* w) {
+  w->i32(m.status);
+  w->str(m.text);
+}
+
+bool decode_net_ready(control::Reader& r, NetReady* m) {
+  NetReady x;
+  if (!r.i32(&x.status) || !r.str(&x.text, kMaxText)) return false;
+  *m = std::move(x);
+  return true;
+}
+
+void encode_notify(uint64_t value, control::Writer* w) { w->u64(value); }
+bool decode_notify(control::Reader& r, uint64_t* value) { return r.u64(value); }
+
+void encode_bye(const std::string& reason, control::Writer* w) { w->str(reason); }
+bool decode_bye(control::Reader& r, std::string* reason) { return r.str(reason, kMaxText); }
+
+void fuzz_decoders(const uint8_t* data, size_t len) {
+  {
+    control::Reader r(data, len);
+    path::Capabilities c;
+    decode_caps(r, &c);
+  }
+  {
+    control::Reader r(data, len);
+    NetHandle h;
+    decode_net_handle(r, &h);
+  }
+  {
+    control::Reader r(data, len);
+    NetReady x;
+    decode_net_ready(r, &x);
+  }
+  {
+    control::Reader r(data, len);
+    uint64_t v;
+    decode_notify(r, &v);
+  }
+  {
+    control::Reader r(data, len);
+    std::string s;
+    decode_bye(r, &s);
+  }
+}
+
+}  // namespace hmc::msg

@@ -1,0 +1,49 @@
+// Payloads of the control-plane messages that follow the hello: capability records, the data
+// path's connection handle, notifications, teardown. Framing, hello and auth are in control/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "control/wire.h"
+#include "path/path.h"
+
+namespace hmc::msg {
+
+// Caps: everything path choice needs to know about one side.
+void encode_caps(const path::Capabilities& caps, control::Writer* w);
+bool decode_caps(control::Reader& r, path::Capabilities* caps);
+
+// NetHandle (acceptor -> initiator): the chosen path and the plugin's connection handle, or the
+// reason no path could be chosen.
+struct NetHandle {
+  int32_t status = 0;  // hmc_status_t
+  std::string text;    // error text when status != 0, else the choice's reason
+  std::string plugin;
+  std::string device;
+  std::vector<uint8_t> handle;
+};
+void encode_net_handle(const NetHandle& m, control::Writer* w);
+bool decode_net_handle(control::Reader& r, NetHandle* m);
+
+// NetReady (initiator -> acceptor): whether connecting the data path worked.
+struct NetReady {
+  int32_t status = 0;
+  std::string text;
+};
+void encode_net_ready(const NetReady& m, control::Writer* w);
+bool decode_net_ready(control::Reader& r, NetReady* m);
+
+// Notify: the value of a put with HMC_PUT_NOTIFY, sent after the data is in place.
+void encode_notify(uint64_t value, control::Writer* w);
+bool decode_notify(control::Reader& r, uint64_t* value);
+
+// Bye: orderly close, with a reason.
+void encode_bye(const std::string& reason, control::Writer* w);
+bool decode_bye(control::Reader& r, std::string* reason);
+
+// Feeds arbitrary bytes to every decoder above (for the fuzz target).
+void fuzz_decoders(const uint8_t* data, size_t len);
+
+}  // namespace hmc::msg

@@ -1,0 +1,46 @@
+// One connected peer: its control channel, its capability record, the path chosen for it and
+// the data endpoint on that path, and the requests pending on it.
+//
+// Locking: `net->mutex()` guards ep, pending and lost_reason (everything touching the plugin);
+// ctrl_mutex guards the control channel. Lock order: Context::peers_mutex_ -> net->mutex() ->
+// Context::regions_mutex_ -> ctrl_mutex.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "control/channel.h"
+#include "net/net_plugin.h"
+#include "path/path.h"
+
+namespace hmc {
+
+class Context;
+struct Request;
+
+struct Peer : std::enable_shared_from_this<Peer> {
+  Context* ctx = nullptr;
+  std::string name;  // "pid 123 on host"
+  path::Capabilities remote;
+  path::Choice choice;
+  bool same_host = false;
+
+  NetPlugin* net = nullptr;
+  NetDevice* net_device = nullptr;
+  hmc_net_ep_t* ep = nullptr;       // guarded by net->mutex()
+  std::vector<Request*> pending;    // guarded by net->mutex()
+  std::string lost_reason;          // guarded by net->mutex()
+  std::atomic<bool> lost{false};    // set once the peer is gone; posts fail from then on
+  std::atomic<bool> closed{false};  // hmc_peer_close was called
+  std::atomic<uint32_t> pending_count{0};
+
+  std::mutex ctrl_mutex;
+  std::unique_ptr<control::Channel> ctrl;  // guarded by ctrl_mutex
+  std::atomic<uint64_t> last_heard_ns{0};  // last sign of life: a message or a completion
+  uint64_t last_sent_ns = 0;               // guarded by ctrl_mutex
+};
+
+}  // namespace hmc

@@ -1,0 +1,289 @@
+// Posting transfers on a peer's data path, and completing them: test, wait (busy-polling the
+// request's own plugin, with a full progress pass now and then), cancel, notifications.
+#include <sched.h>
+
+#include "context/context.h"
+#include "control/socket.h"
+#include "util/handles.h"
+#include "util/log.h"
+#include "util/status.h"
+
+namespace hmc {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Send: return "send";
+    case Op::Recv: return "recv";
+    case Op::Put: return "put";
+    case Op::Get: return "get";
+  }
+  return "?";
+}
+
+namespace {
+// How often a waiting thread services the control plane (heartbeats, notifications, liveness).
+constexpr uint64_t kControlIntervalNs = 200 * 1000;
+
+// Keeps the progress thread parked while an application thread drives progress itself.
+class PollerScope {
+ public:
+  PollerScope(std::atomic<int>& n, std::condition_variable& cv) : n_(n), cv_(cv) { ++n_; }
+  ~PollerScope() {
+    if (--n_ == 0) cv_.notify_all();
+  }
+
+ private:
+  std::atomic<int>& n_;
+  std::condition_variable& cv_;
+};
+}  // namespace
+
+hmc_status_t Context::add_request(Request* req) {
+  {
+    std::lock_guard<std::mutex> lock(requests_mutex_);
+    requests_.insert(req);
+  }
+  Handles::add(req, HandleKind::Request);
+  return HMC_SUCCESS;
+}
+
+void Context::release_request(Request* req) {
+  Handles::remove(req);
+  {
+    std::lock_guard<std::mutex> lock(requests_mutex_);
+    requests_.erase(req);
+  }
+  delete req;
+}
+
+namespace {
+// Validates what every post needs; net mutex not held.
+hmc_status_t check_peer(const Peer& peer, const char* what) {
+  if (peer.closed) return fail(HMC_ERR_INVALID_HANDLE, "hmc_{}: the peer was closed", what);
+  if (peer.lost) return fail(HMC_ERR_PEER_LOST, "hmc_{}: peer {} is lost", what, peer.name);
+  return HMC_SUCCESS;
+}
+}  // namespace
+
+// Posts req through `post` (called with the net mutex held and the endpoint live).
+template <typename PostFn>
+static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
+  Peer& peer = *req->peer;
+  NetPlugin& net = *peer.net;
+  const Op op = req->op;
+  hmc_plugin_status_t ps;
+  {
+    std::lock_guard<std::mutex> lock(net.mutex());
+    if (peer.lost || !peer.ep) {
+      std::string reason = peer.lost_reason;
+      delete req;
+      return fail(peer.closed ? HMC_ERR_INVALID_HANDLE : HMC_ERR_PEER_LOST, "hmc_{}: peer {} is {}",
+                  op_name(op), peer.name, peer.closed ? "closed" : "lost (" + reason + ")");
+    }
+    ps = post(net, peer.ep, &req->net);
+    if (ps == HMC_PLUGIN_SUCCESS) {
+      peer.pending.push_back(req);
+      peer.pending_count.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (ps != HMC_PLUGIN_SUCCESS) {
+    delete req;
+    if (ps == HMC_PLUGIN_ERR_PEER_LOST) ctx.progress(true);
+    return fail(from_plugin_status(ps), "hmc_{} with {} via {}: {}", op_name(op), peer.name,
+                peer.choice.key(), plugin_status_string(ps));
+  }
+  return HMC_SUCCESS;
+}
+
+hmc_status_t Context::post_send(const std::shared_ptr<Peer>& peer, const void* buf, size_t size,
+                                uint64_t tag, Request** out) {
+  hmc_status_t st = check_peer(*peer, "send");
+  if (st != HMC_SUCCESS) return st;
+  auto* req = new Request();
+  req->op = Op::Send;
+  req->peer = peer;
+  req->size = size;
+  req->tag = tag;
+  st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
+    return net.table()->isend(ep, buf, size, nullptr, tag, nr);
+  });
+  if (st != HMC_SUCCESS) return st;
+  add_request(req);
+  *out = req;
+  return HMC_SUCCESS;
+}
+
+hmc_status_t Context::post_recv(const std::shared_ptr<Peer>& peer, void* buf, size_t size,
+                                uint64_t tag, Request** out) {
+  hmc_status_t st = check_peer(*peer, "recv");
+  if (st != HMC_SUCCESS) return st;
+  auto* req = new Request();
+  req->op = Op::Recv;
+  req->peer = peer;
+  req->size = size;
+  req->tag = tag;
+  st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
+    return net.table()->irecv(ep, buf, size, nullptr, tag, nr);
+  });
+  if (st != HMC_SUCCESS) return st;
+  add_request(req);
+  *out = req;
+  return HMC_SUCCESS;
+}
+
+namespace {
+hmc_status_t check_remote_range(const Remote& remote, uint64_t offset, size_t size,
+                                const char* what) {
+  if (offset > remote.size || size > remote.size - offset)
+    return fail(HMC_ERR_OUT_OF_BOUNDS,
+                "hmc_{}: {} bytes at offset {} fall outside the peer's {}-byte region", what, size,
+                offset, remote.size);
+  return HMC_SUCCESS;
+}
+}  // namespace
+
+hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
+                               uint32_t flags, uint64_t notify_value, Request** out) {
+  const auto& peer = remote->peer;
+  hmc_status_t st = check_peer(*peer, "put");
+  if (st != HMC_SUCCESS) return st;
+  if ((st = check_remote_range(*remote, offset, size, "put")) != HMC_SUCCESS) return st;
+  if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
+    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
+                peer->choice.key(), peer->name);
+  auto* req = new Request();
+  req->op = Op::Put;
+  req->peer = peer;
+  req->size = size;
+  req->notify = flags & HMC_PUT_NOTIFY;
+  req->notify_value = notify_value;
+  uint64_t addr = remote->base + offset;
+  st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
+    if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
+    return net.table()->iput(ep, buf, size, nullptr, addr, remote->rkey, nr);
+  });
+  if (st != HMC_SUCCESS) return st;
+  add_request(req);
+  *out = req;
+  return HMC_SUCCESS;
+}
+
+hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t offset,
+                               Request** out) {
+  const auto& peer = remote->peer;
+  hmc_status_t st = check_peer(*peer, "get");
+  if (st != HMC_SUCCESS) return st;
+  if ((st = check_remote_range(*remote, offset, size, "get")) != HMC_SUCCESS) return st;
+  if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
+    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
+                peer->choice.key(), peer->name);
+  auto* req = new Request();
+  req->op = Op::Get;
+  req->peer = peer;
+  req->size = size;
+  uint64_t addr = remote->base + offset;
+  st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
+    if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
+    return net.table()->iget(ep, buf, size, nullptr, addr, remote->rkey, nr);
+  });
+  if (st != HMC_SUCCESS) return st;
+  add_request(req);
+  *out = req;
+  return HMC_SUCCESS;
+}
+
+namespace {
+hmc_status_t finish(Request* req, size_t* bytes) {
+  hmc_status_t st = req->status;
+  if (st == HMC_SUCCESS) {
+    if (bytes) *bytes = req->bytes;
+  } else {
+    set_error(st, req->error);
+  }
+  return st;
+}
+}  // namespace
+
+hmc_status_t Context::test(Request* req, size_t* bytes) {
+  if (!req->done.load(std::memory_order_acquire)) {
+    progress_request(req);
+    if (!use_progress_thread_ || control::now_ns() - last_control_ns_ > kControlIntervalNs)
+      progress(true);
+  }
+  if (!req->done.load(std::memory_order_acquire)) return HMC_IN_PROGRESS;
+  hmc_status_t st = finish(req, bytes);
+  release_request(req);
+  return st;
+}
+
+template <typename Pred>
+bool Context::poll_until(Pred pred, uint64_t deadline_ns, Request* fast) {
+  PollerScope scope(active_pollers_, thread_cv_);
+  uint64_t last_event = control::now_ns();
+  for (uint32_t i = 0;; ++i) {
+    if (pred()) return true;
+    if (fast) progress_request(fast);
+    uint64_t now = control::now_ns();
+    // The request's own plugin is tested every turn; everything else (other plugins, the control
+    // plane, heartbeats, liveness) every kControlIntervalNs.
+    if (!fast || now - last_control_ns_ > kControlIntervalNs) {
+      if (progress(now - last_control_ns_ > kControlIntervalNs)) last_event = now;
+    }
+    if (pred()) return true;
+    if (now >= deadline_ns) return false;
+    // Spin while things move; after a quiet millisecond give the core to others now and then.
+    if (now - last_event > 1000000 && (i & 15) == 0) sched_yield();
+  }
+}
+
+hmc_status_t Context::wait(Request* req, int timeout_ms, size_t* bytes) {
+  uint64_t deadline = control::now_ns() + uint64_t(resolve_timeout(timeout_ms)) * 1000000;
+  bool done = poll_until([&] { return req->done.load(std::memory_order_acquire); }, deadline, req);
+  if (!done)
+    return fail(HMC_ERR_TIMEOUT, "hmc_request_wait: {} of {} bytes with {} still running after "
+                "{} ms", op_name(req->op), req->size, req->peer->name, resolve_timeout(timeout_ms));
+  hmc_status_t st = finish(req, bytes);
+  release_request(req);
+  return st;
+}
+
+hmc_status_t Context::cancel(Request* req) {
+  Peer& peer = *req->peer;
+  std::lock_guard<std::mutex> lock(peer.net->mutex());
+  if (req->done.load(std::memory_order_acquire) || !req->net)
+    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the {} has already ended", op_name(req->op));
+  if (!HMC_NET_SLOT(peer.net->table(), cancel))
+    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: net plugin {} cannot cancel",
+                peer.net->name());
+  hmc_plugin_status_t ps = peer.net->table()->cancel(req->net);
+  if (ps == HMC_PLUGIN_SUCCESS) return HMC_SUCCESS;
+  if (ps == HMC_PLUGIN_ERR_NOT_SUPPORTED)
+    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the {} is too far along to cancel; "
+                "it will end normally", op_name(req->op));
+  return fail(from_plugin_status(ps), "hmc_request_cancel: {}", plugin_status_string(ps));
+}
+
+hmc_status_t Context::notify_wait(int timeout_ms, hmc_notification_t* out) {
+  uint64_t deadline = control::now_ns() + uint64_t(resolve_timeout(timeout_ms)) * 1000000;
+  auto take = [&] {
+    std::lock_guard<std::mutex> lock(notify_mutex_);
+    if (notifications_.empty()) return false;
+    *out = notifications_.front();
+    notifications_.pop_front();
+    return true;
+  };
+  if (take()) return HMC_SUCCESS;
+  // Notifications arrive on the control plane: service it on every turn.
+  last_control_ns_ = 0;
+  bool got = poll_until([&] {
+    if (take()) return true;
+    last_control_ns_ = 0;
+    return false;
+  }, deadline);
+  if (!got)
+    return fail(HMC_ERR_TIMEOUT, "hmc_notify_wait: no notification within {} ms",
+                resolve_timeout(timeout_ms));
+  return HMC_SUCCESS;
+}
+
+}  // namespace hmc
