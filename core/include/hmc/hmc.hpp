@@ -68,9 +68,13 @@ T sized() {
 }  // namespace detail
 
 // Library version text ("0.1.0").
-inline std::string version() { return hmc_version(); }
+inline std::string version() {
+  return hmc_version();
+}
 // Fixed name of a status ("HMC_ERR_TIMEOUT").
-inline std::string status_string(hmc_status_t status) { return hmc_status_string(status); }
+inline std::string status_string(hmc_status_t status) {
+  return hmc_status_string(status);
+}
 
 // A non-blocking operation in flight (send, recv, put, get). wait()/test() end it; once ended
 // (successfully or not) the object is empty. Destroying a pending Request cancels it and waits
@@ -119,7 +123,8 @@ class Request {
   // Checks without waiting: the bytes when the request ended successfully, nullopt while it
   // runs. Throws Error when it ended with an error.
   std::optional<size_t> test() {
-    if (req_ == nullptr) throw Error(HMC_ERR_INVALID_HANDLE, "hmc_request_test", "empty hmc::Request");
+    if (req_ == nullptr)
+      throw Error(HMC_ERR_INVALID_HANDLE, "hmc_request_test", "empty hmc::Request");
     size_t bytes = 0;
     hmc_status_t s = hmc_request_test(req_, &bytes);
     if (s == HMC_IN_PROGRESS || s == HMC_ERR_TIMEOUT) return std::nullopt;
@@ -130,7 +135,8 @@ class Request {
   // Asks to cancel: true when the request will end with HMC_ERR_CANCELLED, false when it is too
   // late and it will end normally. Either way wait()/test() must still end it.
   bool cancel() {
-    if (req_ == nullptr) throw Error(HMC_ERR_INVALID_HANDLE, "hmc_request_cancel", "empty hmc::Request");
+    if (req_ == nullptr)
+      throw Error(HMC_ERR_INVALID_HANDLE, "hmc_request_cancel", "empty hmc::Request");
     hmc_status_t s = hmc_request_cancel(req_);
     if (s == HMC_ERR_NOT_SUPPORTED) return false;
     detail::check(s, "hmc_request_cancel");
@@ -310,7 +316,8 @@ class Memory {
     detail::check(hmc_mem_alloc(ctx, device.c_str(), size, &ptr_), "hmc_mem_alloc");
   }
   Memory(Memory&& o) noexcept
-      : ctx_(std::exchange(o.ctx_, nullptr)), ptr_(std::exchange(o.ptr_, nullptr)),
+      : ctx_(std::exchange(o.ctx_, nullptr)),
+        ptr_(std::exchange(o.ptr_, nullptr)),
         size_(std::exchange(o.size_, 0)) {}
   Memory& operator=(Memory&& o) noexcept {
     if (this != &o) {
@@ -383,18 +390,21 @@ class Context {
 
   // Every plugin found, loaded or skipped, in search order.
   std::vector<hmc_plugin_info_t> plugins() const {
-    return list<hmc_plugin_info_t>(hmc_plugin_count, hmc_plugin_info, "hmc_plugin_info");
+    return list<hmc_plugin_info_t>(hmc_plugin_count, "hmc_plugin_count", hmc_plugin_info,
+                                   "hmc_plugin_info");
   }
   std::vector<hmc_device_info_t> devices() const {
-    return list<hmc_device_info_t>(hmc_device_count, hmc_device_info, "hmc_device_info");
+    return list<hmc_device_info_t>(hmc_device_count, "hmc_device_count", hmc_device_info,
+                                   "hmc_device_info");
   }
   std::vector<hmc_net_device_info_t> net_devices() const {
-    return list<hmc_net_device_info_t>(hmc_net_device_count, hmc_net_device_info,
-                                       "hmc_net_device_info");
+    return list<hmc_net_device_info_t>(hmc_net_device_count, "hmc_net_device_count",
+                                       hmc_net_device_info, "hmc_net_device_info");
   }
   // Every HMC_ variable known to the core and the loaded plugins, with value and default.
   std::vector<hmc_config_entry_t> config() const {
-    return list<hmc_config_entry_t>(hmc_config_count, hmc_config_entry, "hmc_config_entry");
+    return list<hmc_config_entry_t>(hmc_config_count, "hmc_config_count", hmc_config_entry,
+                                    "hmc_config_entry");
   }
 
   // This context's address blob, for peers to connect to.
@@ -451,14 +461,15 @@ class Context {
 
  private:
   template <typename T, typename CountFn, typename InfoFn>
-  std::vector<T> list(CountFn count_fn, InfoFn info_fn, const char* call) const {
+  std::vector<T> list(CountFn count_fn, const char* count_call, InfoFn info_fn,
+                      const char* info_call) const {
     int n = 0;
-    detail::check(count_fn(ctx_, &n), call);
+    detail::check(count_fn(ctx_, &n), count_call);
     std::vector<T> out;
     out.reserve(n > 0 ? static_cast<size_t>(n) : 0);
     for (int i = 0; i < n; ++i) {
       auto v = detail::sized<T>();
-      detail::check(info_fn(ctx_, i, &v), call);
+      detail::check(info_fn(ctx_, i, &v), info_call);
       out.push_back(v);
     }
     return out;

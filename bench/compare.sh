@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# hmc-perf side by side with the peer tools (ucx_perftest, fi_pingpong), on loopback, in one go.
+#
+#   bench/compare.sh [--quick] [--reps N]
+#
+# Prints one row per case: metric, hmc value, peer value, ratio (hmc / peer), goal, pass/fail.
+# Rounds are interleaved (every hmc case, then every peer measurement, then again) and the best
+# of the rounds is kept on both sides (highest bandwidth, lowest latency), so a noisy moment
+# does not decide. Compare ratios from one run, never absolute numbers across machines.
+#
+# hmc-perf is taken from $HMC_BUILD/bin (default ./build/bin under the repository root). The peer
+# figures come from ../shared/bench/peers.sh next to the repository when it exists, else from
+# ucx_perftest run here the same way.
+#
+# Exit status: 0 every case passed, 1 a case failed or could not be measured, 2 bad arguments.
+set -u
+
+# ---- cases: one line each ------------------------------------------------------------------
+# metric | kind (bw: higher is better, lat: lower) | peer metric | goal on hmc/peer |
+# environment for hmc-perf | hmc-perf arguments (the test and size; --iters scale with --quick)
+CASES=(
+  "hoststage.tcp.send_bw.4M|bw|ucx.tcp.tag_bw|>=0.80|HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --size 4M --iters 200"
+  "hoststage.shm.send_bw.4M|bw|ucx.shm.tag_bw|>=0.80|HMC_PATH=hoststage/shm|--test bw --op send --size 4M --iters 300"
+  "hoststage.tcp.send_lat.8|lat|ucx.tcp.tag_lat|<=1.25|HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test lat --op send --size 8 --iters 20000"
+  "hoststage.shm.send_lat.8|lat|ucx.shm.tag_lat|<=1.25|HMC_PATH=hoststage/shm|--test lat --op send --size 8 --iters 20000"
+)
+# ---------------------------------------------------------------------------------------------
+
+usage() {
+  cat <<'EOF'
+usage: bench/compare.sh [--quick] [--reps N] [--help]
+
+Runs hmc-perf --loopback and the peer tools on this machine and prints, per case:
+metric, hmc value, peer value, ratio (hmc/peer), goal and pass/fail.
+
+  --quick    one round with fewer iterations (a smoke run; the verdicts are indicative)
+  --reps N   rounds, best of N kept on each side                         [3]
+  --help     this text
+
+Environment: HMC_BUILD  build directory holding bin/hmc-perf               [./build]
+EOF
+}
+
+REPS=3
+QUICK=0
+while (($#)); do
+  case $1 in
+    --quick) QUICK=1; REPS=1 ;;
+    --reps)
+      [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --reps wants a count >= 1" >&2; usage >&2; exit 2; }
+      REPS=$2; shift ;;
+    --help|-h) usage; exit 0 ;;
+    *) echo "compare.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${HMC_BUILD:-$ROOT/build}
+PERF=$BUILD/bin/hmc-perf
+PEERS_SH=$ROOT/../shared/bench/peers.sh
+if [[ ! -x $PERF ]]; then
+  echo "compare.sh: $PERF not found: build first (scripts/hmc-dev build) or set HMC_BUILD" >&2
+  exit 1
+fi
+command -v python3 >/dev/null || { echo "compare.sh: needs python3 (to read hmc-perf's JSON)" >&2; exit 1; }
+
+declare -A HMC PEER HMC_PATH_OF
+ERR=$(mktemp)
+trap 'rm -f "$ERR"' EXIT
+log() { echo "compare.sh: $*" >&2; }
+
+# best <kind> <old> <new>: the better of two values ("" = none).
+best() {
+  local kind=$1 old=$2 new=$3
+  [[ -z $new ]] && { echo "$old"; return; }
+  [[ -z $old ]] && { echo "$new"; return; }
+  if [[ $kind == bw ]]; then awk -v a="$old" -v b="$new" 'BEGIN{print (b > a) ? b : a}'
+  else awk -v a="$old" -v b="$new" 'BEGIN{print (b < a) ? b : a}'; fi
+}
+
+# Fewer iterations with --quick: a quarter, at least 50.
+scale_args() {
+  local args=$1 n q
+  if ((QUICK)) && [[ $args =~ --iters\ ([0-9]+) ]]; then
+    n=${BASH_REMATCH[1]}
+    q=$((n / 4 > 50 ? n / 4 : 50))
+    args=${args/--iters $n/--iters $q}
+  fi
+  echo "$args"
+}
+
+run_hmc_case() { # line
+  local metric kind peer goal envs args out value path
+  IFS='|' read -r metric kind peer goal envs args <<<"$1"
+  args=$(scale_args "$args")
+  # shellcheck disable=SC2086  # envs and args are word lists by design
+  out=$(env $envs timeout 120 "$PERF" --loopback $args --format json --quiet 2>"$ERR")
+  local rc=$?
+  if ((rc != 0)) || [[ -z $out ]]; then
+    log "$metric: hmc-perf failed (exit $rc): $(tail -3 "$ERR" | tr '\n' ' ')"
+    return
+  fi
+  read -r value path < <(python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read().strip().splitlines()[-1])
+v = r["bw_MBps"] if sys.argv[1] == "bw" else r["lat_us_avg"]
+print(v, r["path"] or "-")' "$kind" <<<"$out")
+  log "round $round: $metric = $value (path $path)"
+  HMC[$metric]=$(best "$kind" "${HMC[$metric]:-}" "$value")
+  HMC_PATH_OF[$metric]=$path
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# The peer tool measured here when peers.sh is not around: ucx_perftest, as peers.sh runs it.
+ucx_one() { # name tls test size iters
+  local name=$1 tls=$2 test=$3 size=$4 iters=$5 port srv line
+  port=$(free_port)
+  UCX_TLS=$tls ucx_perftest -p "$port" >/dev/null 2>&1 &
+  srv=$!
+  sleep 0.5  # ucx_perftest's server has no readiness signal; peers.sh waits the same way
+  line=$(UCX_TLS=$tls timeout 60 ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" 2>/dev/null | grep Final)
+  kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+  [[ -z $line ]] && return
+  if [[ $test == *lat ]]; then echo "$name $(awk '{print $4}' <<<"$line") usec"
+  else echo "$name $(awk '{print $6}' <<<"$line") MB/s"; fi
+}
+
+measure_peers() {
+  if [[ -x $PEERS_SH ]]; then
+    "$PEERS_SH" 4194304 8 2>/dev/null
+  elif command -v ucx_perftest >/dev/null; then
+    ucx_one ucx.tcp.tag_bw "tcp,self" tag_bw 4194304 300
+    ucx_one ucx.shm.tag_bw "posix,cma,self" tag_bw 4194304 300
+    ucx_one ucx.tcp.tag_lat "tcp,self" tag_lat 8 20000
+    ucx_one ucx.shm.tag_lat "posix,cma,self" tag_lat 8 20000
+  else
+    log "neither $PEERS_SH nor ucx_perftest (Debian package ucx-utils) is available"
+  fi
+}
+
+# Which way a peer metric goes, from the cases that use it.
+peer_kind() {
+  local line
+  for line in "${CASES[@]}"; do
+    IFS='|' read -r _ kind peer _ <<<"$line"
+    [[ $peer == "$1" ]] && { echo "$kind"; return; }
+  done
+}
+
+for ((round = 1; round <= REPS; round++)); do
+  for line in "${CASES[@]}"; do run_hmc_case "$line"; done
+  while read -r name value _; do
+    [[ -z ${name:-} || -z ${value:-} ]] && continue
+    kind=$(peer_kind "$name")
+    [[ -z $kind ]] && continue
+    log "round $round: $name = $value"
+    PEER[$name]=$(best "$kind" "${PEER[$name]:-}" "$value")
+  done < <(measure_peers)
+done
+
+# ---- the table -------------------------------------------------------------------------------
+failed=0
+printf '%-26s %12s %-16s %12s %7s %7s  %-6s %s\n' metric hmc peer "peer value" ratio goal result "hmc path"
+for line in "${CASES[@]}"; do
+  IFS='|' read -r metric kind peer goal _ _ <<<"$line"
+  unit=$([[ $kind == bw ]] && echo "MB/s" || echo "us")
+  h=${HMC[$metric]:-}
+  p=${PEER[$peer]:-}
+  if [[ -z $h || -z $p ]]; then
+    printf '%-26s %12s %-16s %12s %7s %7s  %-6s %s\n' "$metric" "${h:--}" "$peer" "${p:--}" - "$goal" error "${HMC_PATH_OF[$metric]:--}"
+    failed=1
+    continue
+  fi
+  ratio=$(awk -v a="$h" -v b="$p" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "inf" }')
+  op=${goal:0:2}
+  limit=${goal:2}
+  verdict=$(awk -v r="$ratio" -v l="$limit" -v op="$op" 'BEGIN{ ok = (op == ">=") ? (r >= l) : (r <= l); print ok ? "pass" : "FAIL" }')
+  [[ $verdict == pass ]] || failed=1
+  printf '%-26s %12s %-16s %12s %7s %7s  %-6s %s\n' "$metric" "$(printf '%.2f %s' "$h" "$unit")" "$peer" \
+    "$(printf '%.2f %s' "$p" "$unit")" "$ratio" "$goal" "$verdict" "${HMC_PATH_OF[$metric]}"
+done
+echo "(best of $REPS round(s); ratio = hmc / peer; bw goals want >=, latency goals <=)"
+exit $failed

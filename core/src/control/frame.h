@@ -1,0 +1,88 @@
+// Framing of every control-plane message.
+//
+//   offset 0  u32 magic          0x31434D48 ("HMC1" as little-endian bytes)
+//          4  u16 frame version  kFrameVersion
+//          6  u16 type           MsgType
+//          8  u32 payload length <= kMaxFramePayload
+//         12  payload
+//
+// All integers little-endian. The frame version covers this header only; the protocol version
+// negotiated by the handshake covers the payloads. A frame with a wrong magic, another frame
+// version, an unknown type or an oversized length is an error, never skipped: the stream has
+// lost sync or the peer is not an hmc peer of this generation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hmc::control {
+
+constexpr uint32_t kFrameMagic = 0x31434D48u;  // "HMC1"
+constexpr uint16_t kFrameVersion = 1;
+constexpr size_t kFrameHeaderSize = 12;
+constexpr size_t kMaxFramePayload = 1 << 20;
+
+// Every message type of the control plane. New types are added here (and to is_known_type and
+// msg_type_name in frame.cpp), never renumbered.
+enum class MsgType : uint16_t {
+  Hello = 1,
+  HelloAck = 2,
+  Auth = 3,
+  Welcome = 4,
+  Error = 5,
+  Caps = 16,
+  NetHandle = 17,
+  NetReady = 18,
+  Notify = 19,
+  Heartbeat = 20,
+  Bye = 21,
+  RegionRequest = 22,
+  RegionReply = 23,
+  User = 24,
+};
+
+bool is_known_type(uint16_t type);
+// "Hello", "Caps" ...; "type <n>" text for unknown values is built by the callers.
+const char* msg_type_name(MsgType type);
+std::string msg_type_name(uint16_t type);
+
+// Appends header + payload to *out. len must be <= kMaxFramePayload (the caller checks; larger
+// payloads abort in debug builds and are a bug).
+void encode_frame(MsgType type, const uint8_t* payload, size_t len, std::vector<uint8_t>* out);
+
+enum class Decode { NeedMore, Ok, Error };
+
+// Decodes the frame at the start of data[0..len).
+//   Ok:       *type, *payload (points into data), *payload_len, *consumed (header + payload) set.
+//   NeedMore: the bytes so far are a valid prefix of a frame; outputs untouched.
+//   Error:    *err (may be NULL) says what is wrong. Checks are made as soon as the bytes
+//             concerned arrived, so a bad magic is reported after 4 bytes, not after 12.
+Decode decode_frame(const uint8_t* data, size_t len, uint16_t* type, const uint8_t** payload,
+                    size_t* payload_len, size_t* consumed, std::string* err);
+
+// One decoded control message.
+struct Message {
+  MsgType type = MsgType::Error;
+  std::vector<uint8_t> payload;
+};
+
+// Reassembles frames from a byte stream arriving in arbitrary pieces (what Channel uses; kept
+// separate so that it can be tested and fuzzed without sockets). Memory held is the bytes
+// appended and not yet consumed, so at most one partial frame plus what the caller appended.
+class FrameParser {
+ public:
+  void append(const uint8_t* p, size_t n);
+  // Ok: *out holds the next complete message. NeedMore: wait for more bytes. Error: *err set;
+  // the stream is unusable (later calls return Error again with the same text).
+  Decode next(Message* out, std::string* err);
+  size_t buffered() const { return buf_.size() - head_; }
+
+ private:
+  std::vector<uint8_t> buf_;
+  size_t head_ = 0;
+  std::string error_;
+};
+
+}  // namespace hmc::control

@@ -1,0 +1,218 @@
+#include "control/fuzz.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "control/frame.h"
+#include "control/handshake.h"
+#include "control/wire.h"
+
+namespace hmc::control {
+namespace {
+
+[[noreturn]] void fuzz_abort(const char* what, const char* file, int line) {
+  fprintf(stderr, "fuzz check failed at %s:%d: %s\n", file, line, what);
+  abort();
+}
+#define HMC_FUZZ_CHECK(cond)                            \
+  do {                                                  \
+    if (!(cond)) fuzz_abort(#cond, __FILE__, __LINE__); \
+  } while (0)
+
+// decode -> encode -> decode -> encode must reach a fixed point after the first encode
+// (decoders may ignore trailing bytes, so the first encoding can differ from the input).
+template <typename T, bool (*Decode)(const uint8_t*, size_t, T*), void (*Encode)(const T&, Writer*)>
+void round_trip(const uint8_t* p, size_t n) {
+  T a;
+  if (!Decode(p, n, &a)) return;
+  Writer w1;
+  Encode(a, &w1);
+  T b;
+  HMC_FUZZ_CHECK(Decode(w1.data().data(), w1.size(), &b));
+  Writer w2;
+  Encode(b, &w2);
+  HMC_FUZZ_CHECK(w1.data() == w2.data());
+}
+
+using PayloadDecoder = void (*)(const uint8_t*, size_t);
+struct DecoderEntry {
+  MsgType type;
+  PayloadDecoder decode;
+};
+
+// Every payload decoder of the control plane: one line per message type.
+const DecoderEntry kDecoders[] = {
+    {MsgType::Hello, round_trip<HelloMsg, decode_hello, encode_hello>},
+    {MsgType::HelloAck, round_trip<HelloAckMsg, decode_hello_ack, encode_hello_ack>},
+    {MsgType::Auth, round_trip<AuthMsg, decode_auth, encode_auth>},
+    {MsgType::Welcome, round_trip<WelcomeMsg, decode_welcome, encode_welcome>},
+    {MsgType::Error, round_trip<ErrorMsg, decode_error, encode_error>},
+};
+constexpr size_t kNumDecoders = sizeof(kDecoders) / sizeof(kDecoders[0]);
+
+void dispatch(uint16_t type, const uint8_t* p, size_t n) {
+  for (const DecoderEntry& e : kDecoders)
+    if (static_cast<uint16_t>(e.type) == type) e.decode(p, n);
+}
+
+struct Frame {
+  uint16_t type;
+  size_t offset;  // of the payload in the input
+  size_t len;
+};
+
+// Step 1: the input as one stream. Returns the final state (NeedMore or Error).
+Decode decode_stream(const uint8_t* data, size_t len, std::vector<Frame>* frames) {
+  size_t pos = 0;
+  for (;;) {
+    uint16_t type = 0;
+    const uint8_t* payload = nullptr;
+    size_t plen = 0, consumed = 0;
+    std::string err;
+    Decode d = decode_frame(data + pos, len - pos, &type, &payload, &plen, &consumed, &err);
+    if (d == Decode::Error) {
+      HMC_FUZZ_CHECK(!err.empty());
+      return d;
+    }
+    if (d == Decode::NeedMore) return d;
+    HMC_FUZZ_CHECK(consumed == kFrameHeaderSize + plen && consumed <= len - pos);
+    HMC_FUZZ_CHECK(payload == data + pos + kFrameHeaderSize);
+    HMC_FUZZ_CHECK(plen <= kMaxFramePayload && is_known_type(type));
+    std::vector<uint8_t> again;
+    encode_frame(static_cast<MsgType>(type), payload, plen, &again);
+    HMC_FUZZ_CHECK(again.size() == consumed && memcmp(again.data(), data + pos, consumed) == 0);
+    frames->push_back(Frame{type, pos + kFrameHeaderSize, plen});
+    dispatch(type, payload, plen);
+    pos += consumed;
+  }
+}
+
+// Step 2: the same bytes through FrameParser in pieces whose sizes come from the data itself.
+void check_parser(const uint8_t* data, size_t len, const std::vector<Frame>& frames,
+                  Decode final_state) {
+  FrameParser parser;
+  size_t pos = 0, next_frame = 0;
+  uint32_t h = 2166136261u;  // FNV-1a of the input picks the piece sizes
+  for (size_t i = 0; i < len && i < 64; ++i) h = (h ^ data[i]) * 16777619u;
+  Decode d = Decode::NeedMore;
+  while (d != Decode::Error) {
+    if (pos < len) {
+      h = h * 1103515245u + 12345u;
+      size_t piece = 1 + (h >> 16) % (((h >> 8) & 1) ? 7 : 4096);
+      if (piece > len - pos) piece = len - pos;
+      parser.append(data + pos, piece);
+      pos += piece;
+    }
+    for (;;) {
+      Message m;
+      std::string err;
+      d = parser.next(&m, &err);
+      if (d != Decode::Ok) {
+        if (d == Decode::Error) HMC_FUZZ_CHECK(!err.empty());
+        break;
+      }
+      HMC_FUZZ_CHECK(next_frame < frames.size());
+      const Frame& f = frames[next_frame++];
+      HMC_FUZZ_CHECK(static_cast<uint16_t>(m.type) == f.type && m.payload.size() == f.len);
+      HMC_FUZZ_CHECK(f.len == 0 || memcmp(m.payload.data(), data + f.offset, f.len) == 0);
+    }
+    if (pos == len && d == Decode::NeedMore) break;
+  }
+  HMC_FUZZ_CHECK(next_frame == frames.size());
+  HMC_FUZZ_CHECK(d == final_state);
+  if (d == Decode::Error) {
+    // Sticky: the parser stays failed.
+    Message m;
+    std::string err;
+    HMC_FUZZ_CHECK(parser.next(&m, &err) == Decode::Error && !err.empty());
+  }
+}
+
+// Seeds helpers.
+std::vector<uint8_t> frame_of(MsgType type, const Writer& w) {
+  std::vector<uint8_t> out;
+  encode_frame(type, w.data().data(), w.size(), &out);
+  return out;
+}
+
+std::vector<uint8_t> selector_input(MsgType type, const Writer& w) {
+  for (size_t i = 0; i < kNumDecoders; ++i) {
+    if (kDecoders[i].type == type) {
+      std::vector<uint8_t> out{static_cast<uint8_t>(i)};
+      out.insert(out.end(), w.data().begin(), w.data().end());
+      return out;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+void fuzz_one(const uint8_t* data, size_t len) {
+  if (!data) len = 0;
+  std::vector<Frame> frames;
+  Decode final_state = decode_stream(data, len, &frames);
+  check_parser(data, len, frames, final_state);
+  if (len >= 1) kDecoders[data[0] % kNumDecoders].decode(data + 1, len - 1);
+}
+
+std::vector<FuzzSeed> fuzz_seeds() {
+  HelloInfo info;
+  info.host_id = "node-a/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0";
+  info.hostname = "node-a";
+  info.pid = 4242;
+  info.context_id = 0x1122334455667788ull;
+
+  HelloMsg hello;
+  hello.info = info;
+  for (size_t i = 0; i < hello.nonce.size(); ++i) hello.nonce[i] = static_cast<uint8_t>(i);
+  HelloMsg hello_token = hello;
+  hello_token.flags = kHelloFlagToken;
+  HelloAckMsg ack;
+  ack.info = info;
+  ack.info.hostname = "node-b";
+  ack.nonce.fill(0xA5);
+  HelloAckMsg ack_token = ack;
+  ack_token.flags = kHelloAckFlagToken | kHelloAckFlagProof;
+  ack_token.proof.fill(0x5A);
+  AuthMsg auth;
+  auth.proof.fill(0x3C);
+  ErrorMsg error{HMC_ERR_AUTH, "the accepting side requires HMC_AUTH_TOKEN"};
+
+  Writer w_hello, w_hello_token, w_ack, w_ack_token, w_auth, w_welcome, w_error;
+  encode_hello(hello, &w_hello);
+  encode_hello(hello_token, &w_hello_token);
+  encode_hello_ack(ack, &w_ack);
+  encode_hello_ack(ack_token, &w_ack_token);
+  encode_auth(auth, &w_auth);
+  encode_welcome(WelcomeMsg{}, &w_welcome);
+  encode_error(error, &w_error);
+
+  auto concat = [](std::initializer_list<std::vector<uint8_t>> parts) {
+    std::vector<uint8_t> out;
+    for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+
+  std::vector<FuzzSeed> seeds;
+  seeds.push_back({"stream-handshake-plain",
+                   concat({frame_of(MsgType::Hello, w_hello), frame_of(MsgType::HelloAck, w_ack),
+                           frame_of(MsgType::Welcome, w_welcome)})});
+  seeds.push_back(
+      {"stream-handshake-token",
+       concat({frame_of(MsgType::Hello, w_hello_token), frame_of(MsgType::HelloAck, w_ack_token),
+               frame_of(MsgType::Auth, w_auth), frame_of(MsgType::Welcome, w_welcome)})});
+  seeds.push_back({"stream-error", frame_of(MsgType::Error, w_error)});
+  Writer empty;
+  seeds.push_back({"stream-heartbeat-bye",
+                   concat({frame_of(MsgType::Heartbeat, empty), frame_of(MsgType::Bye, empty)})});
+  seeds.push_back({"select-hello", selector_input(MsgType::Hello, w_hello_token)});
+  seeds.push_back({"select-hello-ack", selector_input(MsgType::HelloAck, w_ack_token)});
+  seeds.push_back({"select-auth", selector_input(MsgType::Auth, w_auth)});
+  seeds.push_back({"select-welcome", selector_input(MsgType::Welcome, w_welcome)});
+  seeds.push_back({"select-error", selector_input(MsgType::Error, w_error)});
+  return seeds;
+}
+
+}  // namespace hmc::control

@@ -1,0 +1,15 @@
+// The two plugin kinds, and the names the loader, the log and the selection variables use for them.
+#pragma once
+
+namespace hmc::plugin {
+
+// Unknown only for a broken file whose kind could not be told: neither its file name follows
+// libhmc-<kind>-<name>.so nor does it export an entry symbol.
+enum class Kind { Device, Net, Unknown };
+
+// "device", "net", "unknown".
+const char* kind_name(Kind kind);
+// The selection variable of a kind: "HMC_DEVICE_PLUGINS", "HMC_NET_PLUGINS".
+const char* selection_var(Kind kind);
+
+}  // namespace hmc::plugin

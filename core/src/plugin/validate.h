@@ -1,0 +1,40 @@
+// What makes a plugin table acceptable: the checks the loader runs on a table before init, and on
+// the devices a plugin reports after init. Each returns "" when the table passes, else the reason
+// in words that name the offending field or slot (these texts reach the log and hmc-info, and the
+// loader tests match them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "hmc/plugin/device.h"
+#include "hmc/plugin/net.h"
+
+namespace hmc::plugin {
+
+// The plugin ABI versions this core accepts.
+constexpr uint32_t kCoreAbiMin = 1;
+constexpr uint32_t kCoreAbiMax = 1;
+
+// Bytes of a v1 table up to and including its last required slot.
+size_t net_table_min_size();
+size_t device_table_min_size();
+
+// Header, name and required slots of a table as the plugin returned it.
+std::string check_net_table(const hmc_net_plugin_v1_t* table);
+std::string check_device_table(const hmc_device_plugin_v1_t* table);
+// A plugin name: non-empty, [a-z0-9_]+.
+std::string check_name(const char* name);
+
+// After a successful init. `table` is the loader's zero-extended copy, so an optional slot is
+// "offered" exactly when it is non-NULL. Fills *count with the number of devices, and for device
+// plugins with 0 devices *unavailable with the plugin's reason (may stay empty).
+std::string check_net_devices(const hmc_net_plugin_v1_t* table, hmc_net_ctx_t* ctx, int* count);
+std::string check_device_devices(const hmc_device_plugin_v1_t* table, hmc_device_ctx_t* ctx,
+                                 int* count, std::string* unavailable);
+
+// "internal error (-10)".
+std::string status_text(int status);
+
+}  // namespace hmc::plugin

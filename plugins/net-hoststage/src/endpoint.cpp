@@ -1,0 +1,721 @@
+// Endpoint lifetime, requests, tag matching, the control channel, and the protocol handlers.
+// Establishment lives in connect.cpp, cross-memory copies in cma.cpp.
+#include "endpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "context.h"
+#include "status.h"
+
+namespace hmc::hoststage {
+
+Endpoint::Endpoint(Context& ctx, DevKind dev) : ctx_(ctx), dev_(dev) {
+  name_ = dev == DevKind::kTcp ? "tcp peer" : "shm peer";
+  ctx_.add_endpoint(this);
+}
+
+Endpoint::~Endpoint() {
+  teardown();
+  for (Request* r = reqs_; r != nullptr;) {
+    Request* next = r->next;
+    delete r;
+    r = next;
+  }
+  ctx_.remove_endpoint(this);
+}
+
+void Endpoint::teardown() {
+  teardown_pending_ = false;
+  if (torn_down_) return;
+  torn_down_ = true;
+  for (auto& s : streams_) s->shutdown();
+  for (DialSock& d : dial_) ctx_.unwatch(d.fd.get(), d.token);
+  dial_.clear();
+  while (posted_head_ != nullptr) unlink_posted(posted_head_);
+  unexpected_.clear();
+  unexpected_count_ = 0;
+  tracked_.clear();
+  sinks_.clear();
+  bulk_.clear();
+  cma_.clear();
+  ring_backlog_.clear();
+  peer_event_.reset();
+  pending_memfd_.reset();
+  pending_segment_.reset();
+  // The shared segment stays mapped until the endpoint is destroyed: a ring is never touched
+  // after failure, and unmapping here would race nothing, but keeping it is simpler to reason
+  // about while handlers unwind.
+}
+
+void Endpoint::fail(hmc_plugin_status_t st, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(st, fmt, ap);
+  va_end(ap);
+}
+
+void Endpoint::vfail(hmc_plugin_status_t st, const char* fmt, va_list ap) {
+  if (state_ == State::kFailed) return;
+  char msg[512];
+  std::vsnprintf(msg, sizeof(msg), fmt, ap);
+  bool connecting = state_ == State::kConnecting;
+  state_ = State::kFailed;
+  fail_status_ = st;
+  size_t pending = 0;
+  for (Request* r = reqs_; r != nullptr; r = r->next) {
+    if (r->done) continue;
+    if (r->posted) unlink_posted(r);
+    r->done = true;
+    r->result = st;
+    r->bytes = 0;
+    ++pending;
+  }
+  HS_WARN(ctx_.log(), "%s: %s%s; %zu pending request(s) end with %s", name_.c_str(),
+          connecting ? "connection failed: " : "", msg, pending, status_name(st));
+  teardown_pending_ = true;
+  if (busy_ == 0) teardown();
+}
+
+void Endpoint::protocol_error(const char* fmt, ...) {
+  char msg[384];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  fail(HMC_PLUGIN_ERR_PEER_LOST, "protocol error: %s", msg);
+}
+
+void Endpoint::on_stream_eof(const Stream& s) {
+  // Messages the peer put in the ring before closing are still delivered.
+  if (dev_ == DevKind::kShm && ready()) poll_ring();
+  fail(HMC_PLUGIN_ERR_PEER_LOST, "peer closed the connection (stream %d)", s.index());
+}
+
+void Endpoint::on_stream_error(const Stream& s, int err) {
+  if (dev_ == DevKind::kShm && ready()) poll_ring();
+  fail(HMC_PLUGIN_ERR_PEER_LOST, "stream %d: %s", s.index(), errno_text(err).c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests and tag matching
+
+Request* Endpoint::new_request(ReqKind kind, const void* buf, size_t len, uint64_t tag) {
+  Request* r = new Request;
+  r->ep = this;
+  r->kind = kind;
+  r->buf = const_cast<uint8_t*>(static_cast<const uint8_t*>(buf));
+  r->len = len;
+  r->tag = tag;
+  r->next = reqs_;
+  if (reqs_ != nullptr) reqs_->prev = r;
+  reqs_ = r;
+  return r;
+}
+
+void Endpoint::release(Request* r) {
+  if (r->posted) unlink_posted(r);
+  if (r->tracked) tracked_.erase(r->id);
+  if (r->has_sink) sinks_.erase(r->id);
+  if (r->prev != nullptr) r->prev->next = r->next;
+  else reqs_ = r->next;
+  if (r->next != nullptr) r->next->prev = r->prev;
+  delete r;
+}
+
+void Endpoint::track(Request* r) {
+  tracked_[r->id] = r;
+  r->tracked = true;
+}
+
+Request* Endpoint::find_tracked(uint64_t id, ReqKind kind) {
+  auto it = tracked_.find(id);
+  if (it == tracked_.end() || it->second->kind != kind) return nullptr;
+  return it->second;
+}
+
+void Endpoint::complete(Request* r, hmc_plugin_status_t st, size_t bytes) {
+  if (r->done) return;
+  r->done = true;
+  r->result = st;
+  r->bytes = bytes;
+  if (r->posted) unlink_posted(r);
+  if (r->tracked) {
+    tracked_.erase(r->id);
+    r->tracked = false;
+  }
+  if (r->has_sink) {
+    sinks_.erase(r->id);
+    r->has_sink = false;
+  }
+}
+
+void Endpoint::link_posted(Request* r) {
+  r->posted = true;
+  r->pnext = nullptr;
+  r->pprev = posted_tail_;
+  if (posted_tail_ != nullptr) posted_tail_->pnext = r;
+  else posted_head_ = r;
+  posted_tail_ = r;
+}
+
+void Endpoint::unlink_posted(Request* r) {
+  if (r->pprev != nullptr) r->pprev->pnext = r->pnext;
+  else posted_head_ = r->pnext;
+  if (r->pnext != nullptr) r->pnext->pprev = r->pprev;
+  else posted_tail_ = r->pprev;
+  r->pprev = r->pnext = nullptr;
+  r->posted = false;
+}
+
+Request* Endpoint::match_posted(uint64_t tag) {
+  for (Request* r = posted_head_; r != nullptr; r = r->pnext) {
+    if (r->tag == tag) {
+      unlink_posted(r);
+      return r;
+    }
+  }
+  return nullptr;
+}
+
+hmc_plugin_status_t Endpoint::check_postable() const {
+  if (state_ == State::kReady) return HMC_PLUGIN_SUCCESS;
+  if (state_ == State::kFailed) return fail_status_;
+  HS_ERROR(ctx_.log(), "%s: operation posted before ep_ready reported success", name_.c_str());
+  return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+}
+
+hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, uint64_t tag,
+                                        Request** out) {
+  hmc_plugin_status_t st = check_postable();
+  if (st != HMC_PLUGIN_SUCCESS) return st;
+  Busy busy(*this);
+  Request* r = new_request(ReqKind::kSend, buf, len, tag);
+  *out = r;
+  WireHdr h{};
+  h.tag = tag;
+  h.len = len;
+  if (len <= inline_limit_) {
+    h.type = kMsgEager;
+    h.flags = kFlagPayload;
+    send_ctrl(h, buf, len, r);
+  } else {
+    r->id = next_id_++;
+    track(r);
+    h.type = kMsgRts;
+    h.id = r->id;
+    h.aux = reinterpret_cast<uintptr_t>(buf);
+    send_ctrl(h, nullptr, 0, nullptr);
+  }
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, uint64_t tag, Request** out) {
+  hmc_plugin_status_t st = check_postable();
+  if (st != HMC_PLUGIN_SUCCESS) return st;
+  Busy busy(*this);
+  Request* r = new_request(ReqKind::kRecv, buf, len, tag);
+  *out = r;
+  if (unexpected_count_ > 0) {
+    auto it = unexpected_.find(tag);
+    if (it != unexpected_.end()) {
+      Unexpected u = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) unexpected_.erase(it);
+      --unexpected_count_;
+      if (u.rts) {
+        start_rndv_recv(r, u.size, u.sender_id, u.src);
+      } else {
+        size_t n = std::min<size_t>(len, u.data.size());
+        if (n > 0) std::memcpy(buf, u.data.data(), n);
+        r->msg_len = u.size;
+        complete(r, u.size > len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, n);
+      }
+      return HMC_PLUGIN_SUCCESS;
+    }
+  }
+  link_posted(r);
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t Endpoint::post_put(const void* buf, size_t len, uint64_t raddr, uint64_t key,
+                                       Request** out) {
+  hmc_plugin_status_t st = check_postable();
+  if (st != HMC_PLUGIN_SUCCESS) return st;
+  Busy busy(*this);
+  Request* r = new_request(ReqKind::kPut, buf, len, 0);
+  *out = r;
+  r->id = next_id_++;
+  track(r);
+  WireHdr h{};
+  h.type = kMsgPut;
+  h.tag = key;
+  h.id = r->id;
+  h.addr = raddr;
+  h.len = len;
+  if (len <= inline_limit_) {
+    h.flags = kFlagPayload;
+    send_ctrl(h, buf, len, nullptr);
+  } else {
+    h.aux = reinterpret_cast<uintptr_t>(buf);
+    send_ctrl(h, nullptr, 0, nullptr);
+  }
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t Endpoint::post_get(void* buf, size_t len, uint64_t raddr, uint64_t key,
+                                       Request** out) {
+  hmc_plugin_status_t st = check_postable();
+  if (st != HMC_PLUGIN_SUCCESS) return st;
+  Busy busy(*this);
+  Request* r = new_request(ReqKind::kGet, buf, len, 0);
+  *out = r;
+  r->id = next_id_++;
+  track(r);
+  if (len > inline_limit_) {
+    // The owner may stream the data back as DATA chunks for a sink named by the request id.
+    sinks_[r->id] = Sink{SinkKind::kGet, r->buf, len, 0, r, 0, 0, true};
+    r->has_sink = true;
+  }
+  WireHdr h{};
+  h.type = kMsgGet;
+  h.tag = key;
+  h.id = r->id;
+  h.addr = raddr;
+  h.len = len;
+  h.aux = reinterpret_cast<uintptr_t>(buf);
+  send_ctrl(h, nullptr, 0, nullptr);
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t Endpoint::cancel(Request* r) {
+  if (r->done || r->kind != ReqKind::kRecv || !r->posted) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+  complete(r, HMC_PLUGIN_ERR_CANCELLED, 0);
+  return HMC_PLUGIN_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Control channel: tcp stream 0, or the shm ring (with a backlog while the ring is full)
+
+void Endpoint::send_ctrl(const WireHdr& h, const void* payload, size_t len, Request* done_req) {
+  if (failed()) return;
+  if (dev_ == DevKind::kTcp) {
+    OutFrame f;
+    f.hdr = h;
+    f.data = static_cast<const uint8_t*>(payload);
+    f.len = len;
+    f.req = done_req;
+    f.on_written = done_req != nullptr ? OutFrame::kCompleteReq : OutFrame::kNothing;
+    streams_[0]->queue(f);
+    return;
+  }
+  if (ring_backlog_.empty() && tx_.push(h, payload, len)) {
+    if (tx_.consumer_wants_wake()) signal_peer();
+    if (done_req != nullptr) complete(done_req, HMC_PLUGIN_SUCCESS, done_req->len);
+    return;
+  }
+  OutFrame f;
+  f.hdr = h;
+  f.data = static_cast<const uint8_t*>(payload);
+  f.len = len;
+  f.req = done_req;
+  f.on_written = done_req != nullptr ? OutFrame::kCompleteReq : OutFrame::kNothing;
+  ring_backlog_.push_back(f);
+}
+
+void Endpoint::flush_ring_backlog() {
+  bool pushed = false;
+  while (!ring_backlog_.empty()) {
+    const OutFrame& f = ring_backlog_.front();
+    if (!tx_.push(f.hdr, f.data, f.len)) break;
+    Request* r = f.on_written == OutFrame::kCompleteReq ? f.req : nullptr;
+    ring_backlog_.pop_front();
+    pushed = true;
+    if (r != nullptr) complete(r, HMC_PLUGIN_SUCCESS, r->len);
+  }
+  if (pushed && tx_.consumer_wants_wake()) signal_peer();
+}
+
+void Endpoint::signal_peer() {
+  uint64_t one = 1;
+  // A full eventfd counter (EAGAIN) still wakes the peer; any other failure means the peer is
+  // gone, which its socket reports.
+  ssize_t n = ::write(peer_event_.get(), &one, sizeof(one));
+  (void)n;
+}
+
+void Endpoint::poll_ring() {
+  WireHdr h;
+  const uint8_t* payload = nullptr;
+  int handled = 0;
+  while (!failed()) {
+    int r = rx_.next(&h, &payload);
+    if (r == 0) break;
+    if (r < 0) {
+      protocol_error("shared ring corrupt");
+      return;
+    }
+    on_msg(h, payload);
+    rx_.advance();
+    if (++handled >= 256) {
+      ctx_.note_more_work();
+      break;
+    }
+  }
+  if (handled > 0 && !failed()) {
+    rx_.publish();
+    if (rx_.producer_wants_wake()) signal_peer();
+  }
+}
+
+void Endpoint::progress_shm() {
+  Busy busy(*this);
+  if (!ready()) return;
+  poll_ring();
+  if (!cma_.empty() && ready()) run_cma();
+  if (!ring_backlog_.empty() && ready()) flush_ring_backlog();
+}
+
+bool Endpoint::socket_busy() const {
+  if (!sinks_.empty() || !bulk_.empty()) return true;
+  for (const auto& s : streams_) {
+    if (!s->out_idle() || s->mid_data()) return true;
+  }
+  return false;
+}
+
+void Endpoint::arm_flags() {
+  rx_.set_sleeping(true);
+  if (!ring_backlog_.empty()) tx_.set_waiting(true);
+}
+
+void Endpoint::disarm_flags() {
+  rx_.set_sleeping(false);
+  tx_.set_waiting(false);
+}
+
+bool Endpoint::has_unsignalled_work() {
+  if (!ready()) return false;
+  if (!cma_.empty()) return true;
+  if (dev_ == DevKind::kShm) {
+    if (rx_.has_data()) return true;
+    if (!ring_backlog_.empty() && tx_.fits(ring_backlog_.front().len)) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bulk data: chunks this side streams, and sinks that receive them
+
+void Endpoint::kick_bulk() {
+  for (auto& s : streams_) {
+    if (failed()) return;
+    if (!s->blocked()) s->pump_out();
+  }
+}
+
+void Endpoint::add_bulk(const BulkJob& j) {
+  bulk_.push_back(j);
+  kick_bulk();
+}
+
+bool Endpoint::next_chunk(OutFrame* f) {
+  while (!bulk_.empty() && !failed()) {
+    BulkJob& j = bulk_.front();
+    uint64_t n = std::min<uint64_t>(ctx_.cfg().chunk, j.total - j.next);
+    if (j.key != 0 &&
+        ctx_.regions().check(j.key, reinterpret_cast<uintptr_t>(j.base + j.next), n,
+                             HMC_NET_ACCESS_REMOTE_READ) == nullptr) {
+      // The region went away while answering a get: stop reading it, and end the get.
+      uint64_t id = j.get_id;
+      bulk_.pop_front();
+      reply(kMsgGetResp, id, HMC_PLUGIN_ERR_REMOTE);
+      continue;
+    }
+    *f = OutFrame{};
+    f->hdr.type = kMsgData;
+    f->hdr.sink = j.sink;
+    f->hdr.addr = j.next;
+    f->hdr.len = n;
+    f->data = j.base + j.next;
+    f->len = static_cast<size_t>(n);
+    f->req = j.req;
+    f->on_written = j.req != nullptr ? OutFrame::kBulkBytes : OutFrame::kNothing;
+    j.next += n;
+    if (j.next >= j.total) bulk_.pop_front();
+    return true;
+  }
+  return false;
+}
+
+void Endpoint::on_frame_written(const OutFrame& f) {
+  Request* r = f.req;
+  switch (f.on_written) {
+    case OutFrame::kCompleteReq: complete(r, HMC_PLUGIN_SUCCESS, r->len); break;
+    case OutFrame::kBulkBytes:
+      r->bulk_written += f.len;
+      if (r->bulk_completes && r->bulk_written >= r->bulk_total)
+        complete(r, HMC_PLUGIN_SUCCESS, r->len);
+      break;
+    case OutFrame::kNothing: break;
+  }
+}
+
+bool Endpoint::data_begin(const WireHdr& h) {
+  auto it = sinks_.find(h.sink);
+  if (it == sinks_.end()) return true;  // aborted transfer: the bytes are discarded
+  const Sink& s = it->second;
+  if (h.addr > s.len || h.len > s.len - h.addr) {
+    protocol_error("data chunk [%llu, +%llu) outside its %llu-byte transfer",
+                   static_cast<unsigned long long>(h.addr), static_cast<unsigned long long>(h.len),
+                   static_cast<unsigned long long>(s.len));
+    return false;
+  }
+  return true;
+}
+
+uint8_t* Endpoint::data_dst(uint64_t sink, uint64_t off, uint64_t len) {
+  auto it = sinks_.find(sink);
+  if (it == sinks_.end()) return nullptr;
+  Sink& s = it->second;
+  if (s.kind == SinkKind::kPutTarget) {
+    // The owner re-checks its region before every write: a deregistration mid-transfer stops it.
+    if (!s.valid) return nullptr;
+    if (ctx_.regions().check(s.key, reinterpret_cast<uintptr_t>(s.dst + off), len,
+                             HMC_NET_ACCESS_REMOTE_WRITE) == nullptr) {
+      s.valid = false;
+      return nullptr;
+    }
+  }
+  return s.dst + off;
+}
+
+void Endpoint::data_end(uint64_t sink, uint64_t len) {
+  auto it = sinks_.find(sink);
+  if (it == sinks_.end()) return;
+  it->second.got += len;
+  if (it->second.got >= it->second.len) finish_sink(sink);
+}
+
+void Endpoint::finish_sink(uint64_t id) {
+  auto it = sinks_.find(id);
+  if (it == sinks_.end()) return;
+  Sink s = it->second;
+  sinks_.erase(it);
+  switch (s.kind) {
+    case SinkKind::kRecv:
+      complete(s.req, s.req->msg_len > s.req->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS,
+               static_cast<size_t>(s.len));
+      break;
+    case SinkKind::kGet:
+      s.req->has_sink = false;
+      complete(s.req, HMC_PLUGIN_SUCCESS, static_cast<size_t>(s.len));
+      break;
+    case SinkKind::kPutTarget:
+      reply(kMsgPutAck, s.put_id, s.valid ? HMC_PLUGIN_SUCCESS : HMC_PLUGIN_ERR_REMOTE);
+      break;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Protocol handlers
+
+void Endpoint::reply(uint8_t type, uint64_t id, hmc_plugin_status_t st) {
+  WireHdr h{};
+  h.type = type;
+  h.id = id;
+  h.status = static_cast<int16_t>(st);
+  send_ctrl(h, nullptr, 0, nullptr);
+}
+
+void Endpoint::on_msg(const WireHdr& h, const uint8_t* payload) {
+  switch (h.type) {
+    case kMsgEager: on_eager(h, payload); break;
+    case kMsgRts: on_rts(h); break;
+    case kMsgCts: on_cts(h); break;
+    case kMsgFin: on_fin(h); break;
+    case kMsgPut: on_put(h, payload); break;
+    case kMsgPutCts: on_put_cts(h); break;
+    case kMsgPutAck: on_put_ack(h); break;
+    case kMsgGet: on_get(h); break;
+    case kMsgGetResp: on_get_resp(h, payload); break;
+    default: protocol_error("unknown message type %u", h.type); break;
+  }
+}
+
+void Endpoint::on_eager(const WireHdr& h, const uint8_t* payload) {
+  if ((h.flags & kFlagPayload) == 0) {
+    protocol_error("eager message without payload");
+    return;
+  }
+  Request* r = match_posted(h.tag);
+  if (r != nullptr) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(h.len, r->len));
+    if (n > 0) std::memcpy(r->buf, payload, n);
+    r->msg_len = h.len;
+    complete(r, h.len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, n);
+    return;
+  }
+  Unexpected u;
+  u.size = h.len;
+  u.data.assign(payload, payload + h.len);
+  unexpected_[h.tag].push_back(std::move(u));
+  ++unexpected_count_;
+}
+
+void Endpoint::on_rts(const WireHdr& h) {
+  Request* r = match_posted(h.tag);
+  if (r != nullptr) {
+    start_rndv_recv(r, h.len, h.id, h.aux);
+    return;
+  }
+  Unexpected u;
+  u.rts = true;
+  u.size = h.len;
+  u.sender_id = h.id;
+  u.src = h.aux;
+  unexpected_[h.tag].push_back(std::move(u));
+  ++unexpected_count_;
+}
+
+void Endpoint::start_rndv_recv(Request* r, uint64_t size, uint64_t sender_id, uint64_t src) {
+  r->msg_len = size;
+  uint64_t accept = std::min<uint64_t>(size, r->len);
+  WireHdr h{};
+  h.type = kMsgCts;
+  h.id = sender_id;
+  if (accept == 0) {
+    send_ctrl(h, nullptr, 0, nullptr);  // the sender ends at once
+    complete(r, size > 0 ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, 0);
+    return;
+  }
+  if (dev_ == DevKind::kShm && cma_ok_) {
+    cma_.push_back(CmaJob{CmaJob::kRecvPull, r, r->buf, src, accept, 0, sender_id, 0});
+    return;
+  }
+  uint64_t sid = next_id_++;
+  sinks_[sid] = Sink{SinkKind::kRecv, r->buf, accept, 0, r, 0, 0, true};
+  h.sink = sid;
+  h.len = accept;
+  send_ctrl(h, nullptr, 0, nullptr);
+}
+
+void Endpoint::on_cts(const WireHdr& h) {
+  Request* s = find_tracked(h.id, ReqKind::kSend);
+  if (s == nullptr || h.len > s->len) {
+    protocol_error("clear-to-send for unknown send %llu or too many bytes",
+                   static_cast<unsigned long long>(h.id));
+    return;
+  }
+  if (h.len == 0) {
+    complete(s, HMC_PLUGIN_SUCCESS, s->len);
+    return;
+  }
+  s->bulk_total = h.len;
+  s->bulk_written = 0;
+  s->bulk_completes = true;
+  add_bulk(BulkJob{s, h.sink, s->buf, h.len, 0, 0, 0});
+}
+
+void Endpoint::on_fin(const WireHdr& h) {
+  Request* s = find_tracked(h.id, ReqKind::kSend);
+  if (s == nullptr) {
+    protocol_error("finish for unknown send %llu", static_cast<unsigned long long>(h.id));
+    return;
+  }
+  hmc_plugin_status_t st = status_from_wire(h.status);
+  complete(s, st, st == HMC_PLUGIN_SUCCESS ? s->len : 0);
+}
+
+void Endpoint::on_put(const WireHdr& h, const uint8_t* payload) {
+  // Checked before any byte is written: key, bounds and access of a live region.
+  uint8_t* dst = ctx_.regions().check(h.tag, h.addr, h.len, HMC_NET_ACCESS_REMOTE_WRITE);
+  if ((h.flags & kFlagPayload) != 0) {
+    if (dst != nullptr && h.len > 0) std::memcpy(dst, payload, static_cast<size_t>(h.len));
+    reply(kMsgPutAck, h.id, dst != nullptr ? HMC_PLUGIN_SUCCESS : HMC_PLUGIN_ERR_REMOTE);
+    return;
+  }
+  if (dst == nullptr) {
+    reply(kMsgPutAck, h.id, HMC_PLUGIN_ERR_REMOTE);
+    return;
+  }
+  if (dev_ == DevKind::kShm && cma_ok_) {
+    cma_.push_back(CmaJob{CmaJob::kPutPull, nullptr, dst, h.aux, h.len, 0, h.id, h.tag});
+    return;
+  }
+  uint64_t sid = next_id_++;
+  sinks_[sid] = Sink{SinkKind::kPutTarget, dst, h.len, 0, nullptr, h.tag, h.id, true};
+  WireHdr c{};
+  c.type = kMsgPutCts;
+  c.id = h.id;
+  c.sink = sid;
+  send_ctrl(c, nullptr, 0, nullptr);
+}
+
+void Endpoint::on_put_cts(const WireHdr& h) {
+  Request* r = find_tracked(h.id, ReqKind::kPut);
+  if (r == nullptr) {
+    protocol_error("put clear-to-send for unknown put %llu", static_cast<unsigned long long>(h.id));
+    return;
+  }
+  r->bulk_total = r->len;
+  r->bulk_written = 0;
+  r->bulk_completes = false;  // ends with the owner's ack
+  add_bulk(BulkJob{r, h.sink, r->buf, r->len, 0, 0, 0});
+}
+
+void Endpoint::on_put_ack(const WireHdr& h) {
+  Request* r = find_tracked(h.id, ReqKind::kPut);
+  if (r == nullptr) {
+    protocol_error("put ack for unknown put %llu", static_cast<unsigned long long>(h.id));
+    return;
+  }
+  hmc_plugin_status_t st = status_from_wire(h.status);
+  complete(r, st, st == HMC_PLUGIN_SUCCESS ? r->len : 0);
+}
+
+void Endpoint::on_get(const WireHdr& h) {
+  uint8_t* src = ctx_.regions().check(h.tag, h.addr, h.len, HMC_NET_ACCESS_REMOTE_READ);
+  if (src == nullptr) {
+    reply(kMsgGetResp, h.id, HMC_PLUGIN_ERR_REMOTE);
+    return;
+  }
+  if (h.len <= inline_limit_) {
+    WireHdr r{};
+    r.type = kMsgGetResp;
+    r.flags = kFlagPayload;
+    r.id = h.id;
+    r.len = h.len;
+    send_ctrl(r, src, static_cast<size_t>(h.len), nullptr);
+    return;
+  }
+  if (dev_ == DevKind::kShm && cma_ok_) {
+    cma_.push_back(CmaJob{CmaJob::kGetPush, nullptr, src, h.aux, h.len, 0, h.id, h.tag});
+    return;
+  }
+  add_bulk(BulkJob{nullptr, h.id, src, h.len, 0, h.tag, h.id});
+}
+
+void Endpoint::on_get_resp(const WireHdr& h, const uint8_t* payload) {
+  Request* r = find_tracked(h.id, ReqKind::kGet);
+  if (r == nullptr) return;  // already ended (an aborted get may answer twice)
+  hmc_plugin_status_t st = status_from_wire(h.status);
+  if (st != HMC_PLUGIN_SUCCESS) {
+    complete(r, st, 0);
+    return;
+  }
+  if ((h.flags & kFlagPayload) != 0) {
+    if (h.len != r->len) {
+      protocol_error("get response of %llu bytes for a %zu-byte get",
+                     static_cast<unsigned long long>(h.len), r->len);
+      return;
+    }
+    if (h.len > 0) std::memcpy(r->buf, payload, static_cast<size_t>(h.len));
+  }
+  complete(r, HMC_PLUGIN_SUCCESS, r->len);
+}
+
+}  // namespace hmc::hoststage

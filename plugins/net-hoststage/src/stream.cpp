@@ -1,0 +1,250 @@
+#include "stream.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "context.h"
+#include "endpoint.h"
+
+namespace hmc::hoststage {
+
+namespace {
+
+constexpr int kMaxIov = 64;
+// Bytes one call moves per direction before yielding (keeps every slot bounded).
+constexpr size_t kWriteBudget = size_t{32} << 20;
+constexpr size_t kReadBudget = size_t{32} << 20;
+// DATA payloads at least this large are read straight into their destination.
+constexpr size_t kDirectRead = size_t{16} << 10;
+constexpr size_t kMinRxBuffer = size_t{256} << 10;
+
+}  // namespace
+
+Stream::Stream(Endpoint& ep, Fd fd, int index, size_t rx_inline_max)
+    : ep_(ep),
+      ctx_(ep.ctx()),
+      fd_(std::move(fd)),
+      index_(index),
+      rx_inline_max_(rx_inline_max),
+      max_frame_(sizeof(WireHdr) + rx_inline_max),
+      rxcap_(std::max(kMinRxBuffer, 2 * (sizeof(WireHdr) + rx_inline_max))),
+      rx_(new uint8_t[rxcap_]) {}
+
+Stream::~Stream() { shutdown(); }
+
+void Stream::start() {
+  token_ = ctx_.watch(fd_.get(), EPOLLIN, PollKind::kStream, this);
+  if (token_ == 0) ep_.fail(HMC_PLUGIN_ERR_SYSTEM, "epoll_ctl(stream %d) failed: %s", index_,
+                            errno_text(errno).c_str());
+}
+
+void Stream::shutdown() {
+  if (!fd_.valid()) return;
+  ctx_.unwatch(fd_.get(), token_);
+  token_ = 0;
+  fd_.reset();
+  outq_.clear();
+  in_data_ = false;
+}
+
+void Stream::set_want_out(bool on) {
+  if (on == want_out_ || token_ == 0) return;
+  want_out_ = on;
+  ctx_.modify(fd_.get(), token_, EPOLLIN | (on ? EPOLLOUT : 0u));
+}
+
+void Stream::queue(const OutFrame& f) {
+  outq_.push_back(f);
+  if (!want_out_ && !in_pump_) pump_out();
+}
+
+void Stream::on_event(uint32_t events) {
+  if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) != 0) on_readable();
+  if ((events & EPOLLOUT) != 0 && fd_.valid() && !ep_.failed()) pump_out();
+}
+
+void Stream::pump_out() {
+  if (!fd_.valid() || in_pump_) return;
+  Endpoint::Busy busy(ep_);
+  in_pump_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{in_pump_};
+
+  size_t budget = kWriteBudget;
+  for (;;) {
+    if (ep_.failed()) return;
+    if (outq_.empty()) {
+      OutFrame f;
+      if (!ep_.next_chunk(&f)) break;
+      if (ep_.failed()) return;
+      outq_.push_back(f);
+    }
+    iovec iov[kMaxIov];
+    int cnt = 0;
+    size_t want = 0;
+    for (const OutFrame& f : outq_) {
+      if (cnt + 2 > kMaxIov || want >= budget) break;
+      if (f.done < sizeof(WireHdr)) {
+        iov[cnt].iov_base = const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(&f.hdr)) + f.done;
+        iov[cnt].iov_len = sizeof(WireHdr) - f.done;
+        want += iov[cnt].iov_len;
+        ++cnt;
+      }
+      size_t pdone = f.done > sizeof(WireHdr) ? f.done - sizeof(WireHdr) : 0;
+      if (f.len > pdone) {
+        iov[cnt].iov_base = const_cast<uint8_t*>(f.data) + pdone;
+        iov[cnt].iov_len = f.len - pdone;
+        want += iov[cnt].iov_len;
+        ++cnt;
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(cnt);
+    ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        set_want_out(true);
+        return;
+      }
+      ep_.on_stream_error(*this, errno);
+      return;
+    }
+    size_t left = static_cast<size_t>(n);
+    while (left > 0) {
+      OutFrame& f = outq_.front();
+      size_t take = std::min(left, f.total() - f.done);
+      f.done += take;
+      left -= take;
+      if (f.done == f.total()) {
+        OutFrame fin = f;
+        outq_.pop_front();
+        ep_.on_frame_written(fin);
+        if (ep_.failed()) return;
+      }
+    }
+    if (static_cast<size_t>(n) < want) {  // the socket is full: wait for EPOLLOUT
+      set_want_out(true);
+      return;
+    }
+    if (static_cast<size_t>(n) >= budget) {
+      ctx_.note_more_work();
+      set_want_out(false);
+      return;
+    }
+    budget -= static_cast<size_t>(n);
+  }
+  set_want_out(false);
+}
+
+void Stream::on_readable() {
+  if (!fd_.valid()) return;
+  Endpoint::Busy busy(ep_);
+  size_t budget = kReadBudget;
+  while (!ep_.failed() && fd_.valid()) {
+    ssize_t n;
+    size_t asked;
+    uint8_t* direct = nullptr;
+    if (in_data_ && rd_ == wr_ && data_left_ >= kDirectRead)
+      direct = ep_.data_dst(data_sink_, data_off_, data_left_);
+    if (direct != nullptr) {
+      asked = static_cast<size_t>(std::min<uint64_t>(data_left_, budget));
+      n = ::recv(fd_.get(), direct, asked, MSG_DONTWAIT);
+      if (n > 0) {
+        data_off_ += static_cast<uint64_t>(n);
+        data_left_ -= static_cast<uint64_t>(n);
+        if (data_left_ == 0) finish_data();
+      }
+    } else {
+      if (rd_ == wr_) {
+        rd_ = wr_ = 0;
+      } else if (rxcap_ - wr_ < max_frame_) {
+        std::memmove(rx_.get(), rx_.get() + rd_, wr_ - rd_);
+        wr_ -= rd_;
+        rd_ = 0;
+      }
+      asked = rxcap_ - wr_;
+      n = ::recv(fd_.get(), rx_.get() + wr_, asked, MSG_DONTWAIT);
+      if (n > 0) {
+        wr_ += static_cast<size_t>(n);
+        parse();
+      }
+    }
+    if (n == 0) {
+      ep_.on_stream_eof(*this);
+      return;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      ep_.on_stream_error(*this, errno);
+      return;
+    }
+    if (static_cast<size_t>(n) < asked) return;  // drained; epoll reports more
+    if (static_cast<size_t>(n) >= budget) {
+      ctx_.note_more_work();
+      return;
+    }
+    budget -= static_cast<size_t>(n);
+  }
+}
+
+void Stream::parse() {
+  while (!ep_.failed() && fd_.valid()) {
+    size_t avail = wr_ - rd_;
+    if (in_data_) {
+      if (avail == 0) return;
+      size_t take = static_cast<size_t>(std::min<uint64_t>(avail, data_left_));
+      const uint8_t* src = rx_.get() + rd_;
+      rd_ += take;
+      consume_data(src, take);
+      continue;
+    }
+    if (avail < sizeof(WireHdr)) return;
+    WireHdr h;
+    std::memcpy(&h, rx_.get() + rd_, sizeof(h));
+    if (h.type == kMsgData) {
+      rd_ += sizeof(WireHdr);
+      if (!ep_.data_begin(h)) return;
+      data_sink_ = h.sink;
+      data_off_ = h.addr;
+      data_left_ = h.len;
+      data_len_ = h.len;
+      in_data_ = true;
+      if (data_left_ == 0) finish_data();
+      continue;
+    }
+    uint64_t plen = (h.flags & kFlagPayload) != 0 ? h.len : 0;
+    if (plen > rx_inline_max_) {
+      ep_.protocol_error("stream %d: inline payload of %llu bytes exceeds the limit %zu", index_,
+                         static_cast<unsigned long long>(plen), rx_inline_max_);
+      return;
+    }
+    if (avail < sizeof(WireHdr) + plen) return;  // the rest arrives later
+    const uint8_t* payload = rx_.get() + rd_ + sizeof(WireHdr);
+    rd_ += sizeof(WireHdr) + static_cast<size_t>(plen);
+    ep_.on_msg(h, payload);
+  }
+}
+
+void Stream::consume_data(const uint8_t* src, size_t n) {
+  uint8_t* dst = ep_.data_dst(data_sink_, data_off_, n);
+  if (dst != nullptr) std::memcpy(dst, src, n);
+  data_off_ += n;
+  data_left_ -= n;
+  if (data_left_ == 0) finish_data();
+}
+
+void Stream::finish_data() {
+  in_data_ = false;
+  ep_.data_end(data_sink_, data_len_);
+}
+
+}  // namespace hmc::hoststage

@@ -1,0 +1,90 @@
+// One byte stream of an endpoint (a TCP connection, or the Unix socket of an shm endpoint):
+// frames out of a queue with gathered writes, frames in through a receive buffer, and bulk DATA
+// payloads read straight into their destination.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+
+#include "util.h"
+#include "wire.h"
+
+namespace hmc::hoststage {
+
+class Context;
+class Endpoint;
+struct Request;
+
+// A header plus an optional payload that stays owned by someone else (the caller's buffer, a
+// registered region) until the frame is written.
+struct OutFrame {
+  enum OnWritten : uint8_t { kNothing, kCompleteReq, kBulkBytes };
+  WireHdr hdr{};
+  const uint8_t* data = nullptr;
+  size_t len = 0;                 // payload bytes
+  size_t done = 0;                // bytes of header + payload written so far
+  Request* req = nullptr;
+  OnWritten on_written = kNothing;
+  size_t total() const { return sizeof(WireHdr) + len; }
+};
+
+class Stream {
+ public:
+  // rx_inline_max: the largest inline payload this side accepts (sizes the receive buffer).
+  Stream(Endpoint& ep, Fd fd, int index, size_t rx_inline_max);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Registers the socket with the context's epoll set (readable; writable while blocked).
+  void start();
+  // Unregisters and closes the socket. Queued frames are dropped.
+  void shutdown();
+
+  // Appends a frame and writes what the socket takes now.
+  void queue(const OutFrame& f);
+  // Writes queued frames, pulling bulk chunks from the endpoint when the queue runs dry.
+  void pump_out();
+  void on_event(uint32_t events);
+
+  bool out_idle() const { return outq_.empty(); }
+  bool blocked() const { return want_out_; }
+  bool mid_data() const { return in_data_; }
+  int index() const { return index_; }
+  int fd() const { return fd_.get(); }
+
+ private:
+  void on_readable();
+  void parse();
+  void consume_data(const uint8_t* src, size_t n);
+  void finish_data();
+  void set_want_out(bool on);
+
+  Endpoint& ep_;
+  Context& ctx_;
+  Fd fd_;
+  int index_;
+  uint64_t token_ = 0;
+
+  std::deque<OutFrame> outq_;
+  bool want_out_ = false;
+  bool in_pump_ = false;
+
+  size_t rx_inline_max_;
+  size_t max_frame_;
+  size_t rxcap_;
+  std::unique_ptr<uint8_t[]> rx_;
+  size_t rd_ = 0;
+  size_t wr_ = 0;
+
+  // DATA payload being received.
+  bool in_data_ = false;
+  uint64_t data_sink_ = 0;
+  uint64_t data_off_ = 0;
+  uint64_t data_left_ = 0;
+  uint64_t data_len_ = 0;
+};
+
+}  // namespace hmc::hoststage

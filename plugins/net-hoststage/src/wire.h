@@ -1,0 +1,71 @@
+// What travels between two hoststage endpoints: the 64-byte hello that opens every stream, and
+// the 56-byte header of every protocol message (on a TCP stream, or in a shared-memory ring).
+//
+// Integers are in the sender's byte order; the hello carries an endianness mark and a peer with
+// the other order is refused at connect time, so headers need no conversion.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hmc::hoststage {
+
+// Bumped on any incompatible change of the handle, hello or headers. Checked at connect.
+constexpr uint8_t kProtocolVersion = 1;
+constexpr uint32_t kHelloMagic = 0x53484d48u;  // "HMHS" in memory order on little-endian hosts
+constexpr uint32_t kEndianMark = 0x01020304u;
+
+enum HelloKind : uint8_t { kHelloConnect = 1, kHelloAccept = 2 };
+
+// First bytes on every stream. Connector -> acceptor: kHelloConnect on each stream (for shm with
+// SCM_RIGHTS {ring memfd, connector's wake eventfd}). Acceptor -> connector: one kHelloAccept on
+// stream 0 once all streams arrived (for shm with SCM_RIGHTS {acceptor's wake eventfd}).
+struct Hello {
+  uint32_t magic;
+  uint8_t version;
+  uint8_t kind;           // HelloKind
+  uint16_t stream;        // index of this stream, 0..nstreams-1
+  uint16_t nstreams;      // streams the connector opens
+  uint16_t reserved0;
+  uint32_t endian;        // kEndianMark as the sender stores it
+  uint64_t nonce;         // from the listener's handle; echoed in the accept
+  uint64_t eager_limit;   // largest inline payload the sender accepts (both sides use the min)
+  uint64_t ring_bytes;    // shm: bytes per ring direction in the connector's memfd
+  uint32_t pid;           // informational; shm uses SO_PEERCRED
+  uint8_t reserved[20];
+};
+static_assert(sizeof(Hello) == 64, "hello is 64 bytes on the wire");
+
+enum MsgType : uint8_t {
+  kMsgEager = 1,  // tag, len [+ payload]: a whole message up to the eager limit
+  kMsgRts,        // tag, id (sender's request), len (message size), aux (sender's buffer, shm)
+  kMsgCts,        // id (sender's request), sink, len (bytes the receiver accepts): stream DATA
+  kMsgFin,        // id (sender's request), status: the receiver pulled the data itself (shm)
+  kMsgData,       // sink, addr (offset in the sink), len + payload: one chunk of a bulk transfer
+  kMsgPut,        // tag (region key), id, addr, len [+ payload], aux (initiator's buffer, shm)
+  kMsgPutCts,     // id, sink: the owner accepted a large put; stream DATA into sink
+  kMsgPutAck,     // id, status: the put is in place (or was refused)
+  kMsgGet,        // tag (region key), id, addr, len, aux (initiator's buffer, shm)
+  kMsgGetResp,    // id, status, len [+ payload]; without payload on success: data was written
+  kMsgTypeEnd
+};
+
+// WireHdr.flags: a payload of len bytes follows the header (not used by kMsgData, whose payload
+// always follows).
+constexpr uint8_t kFlagPayload = 1;
+
+struct WireHdr {
+  uint8_t type;      // MsgType
+  uint8_t flags;
+  int16_t status;    // hmc_plugin_status_t for acks/responses
+  uint32_t reserved;
+  uint64_t tag;      // message tag, or region key for put/get
+  uint64_t id;       // initiator's request id
+  uint64_t sink;     // receiver-side sink id for bulk data
+  uint64_t addr;     // remote address (put/get) or offset (data)
+  uint64_t len;      // payload, message, or transfer length
+  uint64_t aux;      // shm: the initiator's buffer address, for cross-memory attach
+};
+static_assert(sizeof(WireHdr) == 56, "header is 56 bytes on the wire");
+
+}  // namespace hmc::hoststage

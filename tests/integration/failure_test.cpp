@@ -1,0 +1,144 @@
+// Failures between processes, over every data path: a peer that dies in the middle of a large
+// transfer (every pending request ends with HMC_ERR_PEER_LOST in time, we survive, other peers
+// keep working) and the HMC_AUTH_TOKEN challenge.
+#include "fixture.h"
+
+namespace hmc_test {
+namespace {
+
+class PeerDeath : public LoopbackTest {};
+HMC_INSTANTIATE_OVER_PATHS(PeerDeath);
+
+constexpr int kDeathTimeoutMs = 3000;  // HMC_TIMEOUT_MS of both processes in this test
+
+TEST_P(PeerDeath, PendingRequestsEndWithPeerLostAndOtherPeersKeepWorking) {
+  ASSERT_NO_FATAL_FAILURE(open({{"HMC_TIMEOUT_MS", std::to_string(kDeathTimeoutMs)}}));
+  struct sigaction pipe_action {};
+  sigaction(SIGPIPE, nullptr, &pipe_action);
+  if (pipe_action.sa_handler != SIG_DFL)
+    std::cerr << "[ NOTE     ] SIGPIPE is not at its default disposition after "
+                 "hmc_context_create; this test cannot see a stray SIGPIPE\n";
+  // The survivor connects first, so that it is in place while the other one dies.
+  Child survivor, victim;
+  ASSERT_NO_FATAL_FAILURE(start(&survivor, scenario::kEcho));
+  // 1 GiB (256 MiB under ASan): the peer kills itself 20 ms into sending it.
+  const size_t big = HMC_TEST_ASAN ? 256 * kMiB : kGiB;
+  ASSERT_NO_FATAL_FAILURE(start(&victim, scenario::kDieMidSend, {"size=" + std::to_string(big)}));
+
+  // malloc: only the pages the transfer reaches are ever touched.
+  HostBuffer in(big), other(64);
+  ASSERT_TRUE(in) << "malloc of " << big << " bytes";
+  Requests rq;
+  size_t r_big = rq.post([&](hmc_request_t* posted) {
+    return hmc_recv(victim.peer, in.data(), big, kTagData, posted);
+  });
+  size_t r_other = rq.post([&](hmc_request_t* posted) {
+    return hmc_recv(victim.peer, other.data(), 64, kTagData + 1, posted);
+  });
+  ASSERT_NO_FATAL_FAILURE(send_ctrl(victim.peer, kTagCtrl, kCtrlGo));
+
+  ExitInfo e = victim.proc.wait(kPeerExitTimeoutMs);
+  auto t_dead = Clock::now();
+  ASSERT_TRUE(!e.exited && e.signal == SIGKILL)
+      << "the peer was to kill itself mid-transfer; it " << e.describe();
+
+  const auto& big_end = rq.wait(r_big, kDeathTimeoutMs + 5000);
+  int64_t ms = ms_since(t_dead);
+  EXPECT_EQ(big_end.status, HMC_ERR_PEER_LOST)
+      << "the receive of the interrupted " << big << "-byte message: " << big_end.error;
+  EXPECT_LE(ms, kDeathTimeoutMs + 1000)
+      << "the interrupted receive ended " << ms << " ms after the peer died; HMC_TIMEOUT_MS is "
+      << kDeathTimeoutMs;
+  EXPECT_EQ(big_end.error.find(kNoMessage), std::string::npos) << big_end.error;
+  const auto& other_end = rq.wait(r_other, kDeathTimeoutMs + 5000);
+  EXPECT_EQ(other_end.status, HMC_ERR_PEER_LOST) << "another pending receive: " << other_end.error;
+
+  // Later operations on the dead peer fail the same way (at post or at wait) and do not kill
+  // us with SIGPIPE (we leave SIGPIPE at its default: it would end this test process).
+  {
+    uint64_t v = 7;
+    hmc_status_t st = send_wait(victim.peer, &v, sizeof v, kTagData + 2, kDeathTimeoutMs + 5000);
+    EXPECT_EQ(st, HMC_ERR_PEER_LOST) << "send to the dead peer: " << describe(st);
+    size_t got = 0;
+    st = recv_wait(victim.peer, &v, sizeof v, kTagData + 3, kDeathTimeoutMs + 5000, &got);
+    EXPECT_EQ(st, HMC_ERR_PEER_LOST) << "receive from the dead peer: " << describe(st);
+  }
+  hmc_peer_info_t info{};
+  info.struct_size = sizeof info;
+  hmc_status_t st = hmc_peer_info(victim.peer, &info);
+  EXPECT_EQ(st, HMC_SUCCESS) << describe(st);
+  EXPECT_EQ(info.alive, 0) << "hmc_peer_info of the dead peer";
+
+  // The survivor is untouched: a value and a 1 MiB + 3 message there and back.
+  ASSERT_NO_FATAL_FAILURE(send_ctrl(survivor.peer, kTagCtrl, 99));
+  uint64_t v = 0;
+  ASSERT_NO_FATAL_FAILURE(recv_ctrl(survivor.peer, kTagCtrl + 1, &v));
+  EXPECT_EQ(v, 100u);
+  HostBuffer out(kMiB + 3), back(kMiB + 3);
+  pattern_fill(out.data(), out.size(), kSeedParent);
+  std::string err;
+  ASSERT_EQ(send_wait(survivor.peer, out.data(), out.size(), kTagData, kOpTimeoutMs, &err),
+            HMC_SUCCESS)
+      << err;
+  size_t got = 0;
+  ASSERT_EQ(recv_wait(survivor.peer, back.data(), back.size(), kTagReply, kOpTimeoutMs, &got, &err),
+            HMC_SUCCESS)
+      << err;
+  EXPECT_EQ(got, back.size());
+  EXPECT_EQ(pattern_check(back.data(), back.size(), kSeedChild), "");
+  expect_exit_ok(&survivor);
+}
+
+// HMC_AUTH_TOKEN: the same on both sides connects; any difference, including a token on one
+// side only, fails hmc_connect (in the peer) and hmc_accept (here) with HMC_ERR_AUTH.
+struct AuthCase {
+  const char* name;
+  std::optional<std::string> ours, theirs;
+};
+
+class Auth : public LoopbackTest {
+ protected:
+  void run(const AuthCase& a) {
+    SCOPED_TRACE(a.name);
+    ASSERT_NO_FATAL_FAILURE(open({{"HMC_AUTH_TOKEN", a.ours}}));
+    const bool same = a.ours == a.theirs;
+    const hmc_status_t want = same ? HMC_SUCCESS : HMC_ERR_AUTH;
+    Child c;
+    ASSERT_NO_FATAL_FAILURE(spawn(&c, scenario::kConnectExpect,
+                                  {"status=" + std::to_string(static_cast<int>(want))},
+                                  {{"HMC_AUTH_TOKEN", a.theirs}}));
+    if (same) {
+      ASSERT_NO_FATAL_FAILURE(accept(&c));
+      ASSERT_NO_FATAL_FAILURE(send_ctrl(c.peer, kTagCtrl, 1));
+      uint64_t v = 0;
+      ASSERT_NO_FATAL_FAILURE(recv_ctrl(c.peer, kTagCtrl + 1, &v));
+      EXPECT_EQ(v, 2u);
+    } else {
+      hmc_peer_t peer = nullptr;
+      hmc_status_t st = hmc_accept(ctx(), kConnectTimeoutMs, &peer);
+      std::string msg = hmc_last_error();
+      EXPECT_EQ(st, HMC_ERR_AUTH) << "hmc_accept of a peer with the wrong token: " << describe(st);
+      EXPECT_NE(msg, "");
+      EXPECT_EQ(msg.find(a.ours.value_or("\x01")), std::string::npos)
+          << "the error message shows our token";
+    }
+    expect_exit_ok(&c);
+  }
+};
+HMC_INSTANTIATE_OVER_PATHS(Auth);
+
+TEST_P(Auth, SameTokenConnects) {
+  run({"same", "s3cret-token", "s3cret-token"});
+}
+TEST_P(Auth, DifferentTokensAreRefused) {
+  run({"different", "s3cret-token", "other-token"});
+}
+TEST_P(Auth, TokenOnlyOnTheAcceptorIsRefused) {
+  run({"acceptor only", "s3cret-token", {}});
+}
+TEST_P(Auth, TokenOnlyOnTheConnectorIsRefused) {
+  run({"connector only", {}, "s3cret-token"});
+}
+
+}  // namespace
+}  // namespace hmc_test

@@ -1,0 +1,226 @@
+// gtest side of the integration tests: the list of data paths every scenario runs over, and a
+// fixture that owns the test's context and its hmc-test-peer children.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "scenarios.h"
+
+#ifndef HMC_TEST_PEER_EXE
+#error "HMC_TEST_PEER_EXE (path of hmc-test-peer) must be defined by the build"
+#endif
+
+// Statuses print by name in assertion messages.
+inline void PrintTo(hmc_status_t st, std::ostream* os) {
+  *os << hmc_status_string(st) << " (" << static_cast<int>(st) << ")";
+}
+
+// Asserts that an hmc call succeeded, showing the status and message otherwise.
+#define ASSERT_HMC_OK(expr)                                                  \
+  do {                                                                       \
+    hmc_status_t st_ = (expr);                                               \
+    ASSERT_EQ(st_, HMC_SUCCESS) << #expr << ": " << hmc_test::describe(st_); \
+  } while (0)
+
+namespace hmc_test {
+
+// One data path: the value of HMC_PATH and the environment both processes get for it.
+struct DataPath {
+  std::string name;  // HMC_PATH value, "plugin/device"
+  EnvOverrides env;
+};
+
+// Every scenario runs once per entry. A new net plugin is one more entry, e.g.
+//   {"ucx/tcp", {{"HMC_PATH", "ucx/tcp"}}},
+inline const std::vector<DataPath>& data_paths() {
+  static const std::vector<DataPath> paths{
+      {"hoststage/tcp", {{"HMC_PATH", "hoststage/tcp"}, {"HMC_HOSTSTAGE_SHM", "0"}}},
+      {"hoststage/shm", {{"HMC_PATH", "hoststage/shm"}, {"HMC_HOSTSTAGE_SHM", std::nullopt}}},
+  };
+  return paths;
+}
+
+inline std::string data_path_test_name(const testing::TestParamInfo<DataPath>& info) {
+  std::string n = info.param.name;
+  for (char& c : n)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
+inline void PrintTo(const DataPath& p, std::ostream* os) {
+  *os << p.name;
+}
+
+// The environment every test process and peer starts from: plugins from the build tree, no
+// ambient token or timeout override from the developer's shell.
+inline EnvOverrides base_environment() {
+  return {{"HMC_PLUGIN_PATH", std::string(HMC_TEST_PLUGIN_DIR)},
+          {"HMC_AUTH_TOKEN", std::nullopt},
+          {"HMC_TIMEOUT_MS", std::nullopt},
+          {"HMC_PROGRESS_THREAD", std::nullopt}};
+}
+
+// A spawned hmc-test-peer and the peer handle the test accepted from it. When the test has
+// failed, its end shows what the peer said (the peer usually knows why).
+struct Child {
+  PeerProcess proc;
+  hmc_peer_t peer = nullptr;
+  bool reported = false;
+
+  Child() = default;
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (reported || proc.pid() <= 0 || !testing::Test::HasFailure()) return;
+    ExitInfo e = proc.wait(2000);
+    std::cerr << "[ PEER     ] hmc-test-peer (pid " << proc.pid() << ") " << e.describe() << "\n";
+  }
+};
+
+class LoopbackTest : public testing::TestWithParam<DataPath> {
+ protected:
+  // Sets the environment (data path, plugins, extra) and creates the test's context.
+  void open(const EnvOverrides& extra = {}) {
+    env_.apply(base_environment());
+    env_.apply(GetParam().env);
+    env_.apply(extra);
+    hmc_status_t st = ctx_.create();
+    ASSERT_EQ(st, HMC_SUCCESS) << "hmc_context_create: " << describe(st);
+  }
+  hmc_context_t ctx() const { return ctx_.get(); }
+
+  // Spawns `hmc-test-peer scenario <our address> args...` with `env` on top of ours.
+  void spawn(Child* c, const std::string& scenario, const std::vector<std::string>& args = {},
+             const EnvOverrides& env = {}) {
+    uint8_t addr[HMC_ADDRESS_MAX];
+    size_t len = sizeof addr;
+    hmc_status_t st = hmc_address(ctx(), addr, &len);
+    ASSERT_EQ(st, HMC_SUCCESS) << "hmc_address: " << describe(st);
+    std::vector<std::string> argv{scenario, hex_encode(addr, len),
+                                  "parent-pid=" + std::to_string(getpid())};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string err = c->proc.spawn(HMC_TEST_PEER_EXE, argv, env);
+    ASSERT_EQ(err, "");
+  }
+
+  // Accepts the connection of child c (spawned last), failing with the child's output if it
+  // exits first. Notes (without failing) when the forced path was not the one chosen.
+  void accept(Child* c) {
+    auto t0 = Clock::now();
+    hmc_status_t st = HMC_ERR_TIMEOUT;
+    while (ms_since(t0) < kConnectTimeoutMs) {
+      st = hmc_accept(ctx(), 200, &c->peer);
+      if (st == HMC_SUCCESS) break;
+      if (st != HMC_ERR_TIMEOUT) {
+        std::string why = describe(st);
+        c->reported = true;
+        FAIL() << "hmc_accept: " << why << "\nthe peer " << c->proc.wait(5000).describe();
+      }
+      if (!c->proc.running()) {
+        st = hmc_accept(ctx(), 1000, &c->peer);  // it may have connected, then ended
+        ASSERT_EQ(st, HMC_SUCCESS) << "the peer ended before it was accepted (" << describe(st)
+                                   << "); the peer " << c->proc.wait(0).describe();
+        break;
+      }
+    }
+    ASSERT_EQ(st, HMC_SUCCESS) << "hmc_accept: nothing connected in " << kConnectTimeoutMs
+                               << " ms; the peer " << c->proc.wait(0).describe();
+    hmc_peer_info_t info{};
+    info.struct_size = sizeof info;
+    st = hmc_peer_info(c->peer, &info);
+    ASSERT_EQ(st, HMC_SUCCESS) << "hmc_peer_info: " << describe(st);
+    if (GetParam().name != info.path) {
+      std::cerr << "[ NOTE     ] HMC_PATH=" << GetParam().name << " not honoured: the peer got '"
+                << info.path << "' (" << info.path_reason << ")\n";
+      RecordProperty("path_not_honoured", info.path);
+    }
+  }
+
+  void start(Child* c, const std::string& scenario, const std::vector<std::string>& args = {},
+             const EnvOverrides& env = {}) {
+    ASSERT_NO_FATAL_FAILURE(spawn(c, scenario, args, env));
+    ASSERT_NO_FATAL_FAILURE(accept(c));
+  }
+
+  // Says the last word to a connected child (see kTagBye); it must then exit 0 (within the
+  // bound); its output is shown otherwise.
+  void expect_exit_ok(Child* c) {
+    if (c->peer) {
+      std::string err;
+      EXPECT_EQ(send_u64(c->peer, kTagBye, kCtrlBye, kOpTimeoutMs, &err), HMC_SUCCESS)
+          << "the final message to the peer: " << err;
+    }
+    ExitInfo e = c->proc.wait(kPeerExitTimeoutMs);
+    c->reported = true;
+    EXPECT_TRUE(e.ok()) << "hmc-test-peer " << e.describe();
+  }
+
+  // Control values with the peer, failing the test with the status on error.
+  void send_ctrl(hmc_peer_t peer, uint64_t tag, uint64_t v) {
+    std::string err;
+    ASSERT_EQ(send_u64(peer, tag, v, kOpTimeoutMs, &err), HMC_SUCCESS)
+        << "control send on tag " << tag << ": " << err;
+  }
+  void recv_ctrl(hmc_peer_t peer, uint64_t tag, uint64_t* v) {
+    std::string err;
+    ASSERT_EQ(recv_u64(peer, tag, v, kOpTimeoutMs, &err), HMC_SUCCESS)
+        << "control receive on tag " << tag << ": " << err;
+  }
+
+  // The parent side of scenario::kEchoSizes: for each size, post the receive of the reply,
+  // send pattern data, and check the reply byte for byte. use_hmc_alloc: buffers from
+  // hmc_mem_alloc(ctx, "host") instead of malloc.
+  void echo_sizes(Child* c, const std::vector<size_t>& sizes, bool use_hmc_alloc) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      SCOPED_TRACE("message " + std::to_string(i) + " of " + std::to_string(sizes[i]) + " bytes");
+      HostBuffer out, in;
+      if (use_hmc_alloc) {
+        hmc_status_t st = out.alloc_hmc(ctx(), sizes[i]);
+        ASSERT_EQ(st, HMC_SUCCESS) << "hmc_mem_alloc(host, " << sizes[i] << "): " << describe(st);
+        st = in.alloc_hmc(ctx(), sizes[i]);
+        ASSERT_EQ(st, HMC_SUCCESS) << "hmc_mem_alloc(host, " << sizes[i] << "): " << describe(st);
+      } else {
+        out = HostBuffer(sizes[i]);
+        in = HostBuffer(sizes[i]);
+      }
+      ASSERT_TRUE(out && in) << "out of memory";
+      pattern_fill(out.data(), sizes[i], kSeedParent + i);
+      auto t0 = Clock::now();
+      Requests rq;
+      size_t r = rq.post([&](hmc_request_t* posted) {
+        return hmc_recv(c->peer, in.data(), sizes[i], kTagReply + i, posted);
+      });
+      size_t s = rq.post([&](hmc_request_t* posted) {
+        return hmc_send(c->peer, out.data(), sizes[i], kTagData + i, posted);
+      });
+      const auto& sent = rq.wait(s, kOpTimeoutMs);
+      EXPECT_EQ(sent.status, HMC_SUCCESS) << "send: " << sent.error;
+      EXPECT_EQ(sent.bytes, sizes[i]) << "bytes reported by the send";
+      const auto& got = rq.wait(r, kOpTimeoutMs);
+      ASSERT_EQ(got.status, HMC_SUCCESS) << "receive of the reply: " << got.error;
+      int64_t ms = ms_since(t0);
+      ASSERT_EQ(got.bytes, sizes[i]) << "bytes reported by the receive";
+      ASSERT_EQ(pattern_check(in.data(), sizes[i], kSeedChild + i), "") << "the reply";
+      if (sizes[i] >= 64 * kMiB)
+        std::cerr << "[ INFO     ] " << GetParam().name << ": " << sizes[i]
+                  << " bytes there and back in " << ms << " ms ("
+                  << (ms ? 2.0 * sizes[i] / 1e6 / (ms / 1e3) : 0.0)
+                  << " MB/s incl. the peer's check)\n";
+    }
+  }
+
+ private:
+  // Declared before ctx_: the context is destroyed before the environment is restored.
+  ScopedEnv env_;
+  Context ctx_;
+};
+
+#define HMC_INSTANTIATE_OVER_PATHS(Suite)                                           \
+  INSTANTIATE_TEST_SUITE_P(Paths, Suite, testing::ValuesIn(hmc_test::data_paths()), \
+                           hmc_test::data_path_test_name)
+
+}  // namespace hmc_test

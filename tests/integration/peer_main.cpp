@@ -1,0 +1,464 @@
+// hmc-test-peer: the other process of the integration tests.
+//
+//   hmc-test-peer <scenario> <parent address blob, hex> [key=value ...]
+//
+// Creates its own context (from the environment the test gave it), connects to the parent,
+// plays the scenario (see scenarios.h) and exits 0 on success. On any failure it prints one
+// line naming the step, the status and hmc_last_error() to stderr and exits 1; the test shows
+// that output. Keys: parent-pid=N (die with the parent; refuse to start if it is already gone),
+// plus the scenario's own (sizes=, count=, size=, status=, expect-path=).
+#include <sys/prctl.h>
+
+#include <cinttypes>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "scenarios.h"
+
+namespace {
+
+using namespace hmc_test;
+
+std::string g_scenario = "?";
+
+[[noreturn]] void die(const std::string& msg) {
+  fprintf(stderr, "hmc-test-peer[%s, pid %d]: %s\n", g_scenario.c_str(), getpid(), msg.c_str());
+  fflush(stdout);
+  // _exit: the context's threads are still running; static destructors must not race them.
+  _exit(1);
+}
+
+void check(bool cond, const std::string& what) {
+  if (!cond) die(what);
+}
+
+void check_ok(hmc_status_t st, const std::string& what) {
+  if (st != HMC_SUCCESS) die(what + ": " + describe(st));
+}
+
+void check_pattern(const void* buf, size_t size, uint64_t seed, uint64_t logical,
+                   const std::string& what) {
+  std::string bad = pattern_check(buf, size, seed, logical);
+  if (!bad.empty()) die(what + ": " + bad);
+}
+
+struct Peer {
+  hmc_context_t ctx;
+  hmc_peer_t peer;
+  std::map<std::string, std::string> args;
+
+  const std::string& arg(const std::string& key) const {
+    auto it = args.find(key);
+    if (it == args.end()) die("missing argument " + key + "=");
+    return it->second;
+  }
+  uint64_t arg_u64(const std::string& key) const { return strtoull(arg(key).c_str(), nullptr, 0); }
+
+  void send_ctrl(uint64_t tag, uint64_t v) const {
+    std::string err;
+    if (send_u64(peer, tag, v, kOpTimeoutMs, &err) != HMC_SUCCESS)
+      die("control send on tag " + std::to_string(tag) + ": " + err);
+  }
+  uint64_t recv_ctrl(uint64_t tag) const {
+    uint64_t v = 0;
+    std::string err;
+    if (recv_u64(peer, tag, &v, kOpTimeoutMs, &err) != HMC_SUCCESS)
+      die("control receive on tag " + std::to_string(tag) + ": " + err);
+    return v;
+  }
+  void expect_ctrl(uint64_t tag, uint64_t want) const {
+    uint64_t v = recv_ctrl(tag);
+    check(v == want, "control value " + std::to_string(v) + " on tag " + std::to_string(tag) +
+                         ", expected " + std::to_string(want));
+  }
+  void send_buf(const void* buf, size_t size, uint64_t tag) const {
+    std::string err;
+    if (send_wait(peer, buf, size, tag, kOpTimeoutMs, &err) != HMC_SUCCESS)
+      die("send of " + std::to_string(size) + " bytes, tag " + std::to_string(tag) + ": " + err);
+  }
+  // Receives exactly `size` bytes on `tag` and checks them against the pattern.
+  void recv_pattern(void* buf, size_t size, uint64_t tag, uint64_t seed) const {
+    size_t got = 0;
+    std::string err;
+    if (recv_wait(peer, buf, size, tag, kOpTimeoutMs, &got, &err) != HMC_SUCCESS)
+      die("receive of " + std::to_string(size) + " bytes, tag " + std::to_string(tag) + ": " + err);
+    check(got == size, "receive on tag " + std::to_string(tag) + " got " + std::to_string(got) +
+                           " bytes, expected " + std::to_string(size));
+    check_pattern(buf, size, seed, 0, "data on tag " + std::to_string(tag));
+  }
+};
+
+std::vector<size_t> parse_sizes(const std::string& text) {
+  std::vector<size_t> v;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    v.push_back(strtoull(text.substr(pos, comma - pos).c_str(), nullptr, 0));
+    pos = comma + 1;
+  }
+  return v;
+}
+
+// --- scenarios ------------------------------------------------------------------------------
+
+void run_hello(const Peer& p) {
+  hmc_peer_info_t info{};
+  info.struct_size = sizeof info;
+  check_ok(hmc_peer_info(p.peer, &info), "hmc_peer_info");
+  printf("connected: path=%s (%s), remote_pid=%d, same_host=%d\n", info.path, info.path_reason,
+         info.remote_pid, info.same_host);
+  auto it = p.args.find("expect-path");
+  if (it != p.args.end())
+    check(it->second == info.path, "the forced path is " + it->second + " but the peer got '" +
+                                       info.path + "' (" + info.path_reason + ")");
+  check(info.remote_pid == getppid(), "hmc_peer_info remote_pid " +
+                                          std::to_string(info.remote_pid) + ", the parent is " +
+                                          std::to_string(getppid()));
+  check(info.alive == 1, "hmc_peer_info alive is " + std::to_string(info.alive));
+  uint64_t v = p.recv_ctrl(kTagCtrl);
+  p.send_ctrl(kTagCtrl + 1, v + 1);
+}
+
+void run_echo_sizes(const Peer& p) {
+  std::vector<size_t> sizes = parse_sizes(p.arg("sizes"));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    HostBuffer b(sizes[i]);
+    check(static_cast<bool>(b), "malloc of " + std::to_string(sizes[i]) + " bytes");
+    p.recv_pattern(b.data(), sizes[i], kTagData + i, kSeedParent + i);
+    pattern_fill(b.data(), sizes[i], kSeedChild + i);
+    p.send_buf(b.data(), sizes[i], kTagReply + i);
+  }
+}
+
+void run_ordering(const Peer& p) {
+  // A: the receive is posted before the parent sends (the parent waits for "ready").
+  const auto& early = ordering_early_sizes();
+  for (size_t i = 0; i < early.size(); ++i) {
+    HostBuffer b(early[i]);
+    hmc_request_t req = nullptr;
+    check_ok(hmc_recv(p.peer, b.data(), early[i], kTagData + i, &req), "hmc_recv (early)");
+    p.send_ctrl(kTagCtrl, i);
+    size_t got = 0;
+    check_ok(finish(req, kOpTimeoutMs, &got),
+             "receive posted before the send, tag " + std::to_string(kTagData + i));
+    check(got == early[i], "early receive got " + std::to_string(got) + " bytes");
+    check_pattern(b.data(), early[i], kSeedParent + i, 0, "early receive");
+  }
+  // B: the parent sent every late message, then told us so; receive in another order.
+  const auto& late = ordering_late_messages();
+  p.expect_ctrl(kTagCtrl + 1, late.size());
+  for (size_t idx : ordering_late_recv_order()) {
+    HostBuffer b(late[idx].size);
+    p.recv_pattern(b.data(), late[idx].size, late[idx].tag, kSeedParent + 100 + idx);
+  }
+  // C: the same the other way: send all, then tell the parent.
+  std::vector<HostBuffer> bufs;
+  for (size_t i = 0; i < late.size(); ++i) {
+    bufs.emplace_back(late[i].size);
+    pattern_fill(bufs[i].data(), late[i].size, kSeedChild + 100 + i);
+  }
+  Requests rq;
+  for (size_t i = 0; i < late.size(); ++i) {
+    rq.post([&](hmc_request_t* posted) {
+      return hmc_send(p.peer, bufs[i].data(), late[i].size, late[i].tag, posted);
+    });
+  }
+  p.send_ctrl(kTagCtrl + 2, late.size());
+  for (size_t i = 0; i < rq.size(); ++i) {
+    const auto& r = rq.wait(i, kOpTimeoutMs);
+    check(r.status == HMC_SUCCESS, "late send " + std::to_string(i) + ": " + r.error);
+  }
+  p.expect_ctrl(kTagCtrl + 3, kCtrlDone);
+}
+
+void run_truncate(const Peer& p) {
+  for (const auto& c : truncate_to_child()) {
+    std::vector<uint8_t> b(c.posted + kGuard, kGuardByte);
+    size_t got = 0;
+    hmc_status_t st = recv_wait(p.peer, b.data(), c.posted, c.tag, kOpTimeoutMs, &got);
+    check(st == HMC_ERR_TRUNCATED, "receiving " + std::to_string(c.sent) + " bytes into " +
+                                       std::to_string(c.posted) +
+                                       ": expected HMC_ERR_TRUNCATED, got " + describe(st));
+    check(*hmc_last_error() != '\0', "HMC_ERR_TRUNCATED without a message");
+    for (size_t i = c.posted; i < b.size(); ++i)
+      check(b[i] == kGuardByte, "a truncated receive wrote past its buffer, at offset " +
+                                    std::to_string(i) + " of a " + std::to_string(c.posted) +
+                                    "-byte buffer");
+  }
+  p.send_ctrl(kTagCtrl, kCtrlAck);
+  for (const auto& c : truncate_to_parent()) {
+    HostBuffer b(c.sent);
+    pattern_fill(b.data(), c.sent, kSeedChild);
+    // The sender of a message that truncates at the receiver still succeeds (net.h).
+    p.send_buf(b.data(), c.sent, c.tag);
+  }
+  // The connection still works.
+  HostBuffer b(4096);
+  p.recv_pattern(b.data(), 4096, kTagData + 10, kSeedParent + 10);
+  p.send_ctrl(kTagCtrl + 1, kCtrlAck);
+}
+
+void run_concurrent(const Peer& p) {
+  size_t n = p.arg_u64("count");
+  std::vector<size_t> off(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) off[i + 1] = off[i] + concurrent_size(i);
+  HostBuffer in(off[n]), out(off[n]);
+  for (size_t i = 0; i < n; ++i)
+    pattern_fill(out.data() + off[i], concurrent_size(i), kSeedChild + i);
+  Requests rq;
+  for (size_t i = 0; i < n; ++i) {
+    rq.post([&](hmc_request_t* posted) {
+      return hmc_recv(p.peer, in.data() + off[i], concurrent_size(i), kTagData + i, posted);
+    });
+  }
+  for (size_t i = 0; i < n; ++i) {
+    rq.post([&](hmc_request_t* posted) {
+      return hmc_send(p.peer, out.data() + off[i], concurrent_size(i), kTagReply + i, posted);
+    });
+  }
+  for (size_t i = 0; i < rq.size(); ++i) {
+    const auto& r = rq.wait(i, kOpTimeoutMs);
+    std::string what = (i < n ? "receive " : "send ") + std::to_string(i % n);
+    check(r.status == HMC_SUCCESS, what + ": " + r.error);
+    if (i < n) {
+      check(r.bytes == concurrent_size(i), what + " got " + std::to_string(r.bytes) + " bytes");
+      check_pattern(in.data() + off[i], concurrent_size(i), kSeedParent + i, 0, what);
+    }
+  }
+  p.expect_ctrl(kTagCtrl, kCtrlDone);
+}
+
+std::vector<uint8_t> pack_region(const Region& r, const std::string& what) {
+  hmc_status_t st;
+  std::vector<uint8_t> d = r.pack(&st);
+  check_ok(st, "hmc_region_pack of " + what);
+  return d;
+}
+
+void run_rma_target(const Peer& p) {
+  GuardedMem g(kRmaRegionSize, kRmaInitSeed);
+  Region r;
+  check_ok(r.register_mem(p.ctx, g.region(), kRmaRegionSize,
+                          HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE),
+           "hmc_mem_register");
+  std::vector<uint8_t> desc = pack_region(r, "the region");
+  p.send_buf(desc.data(), desc.size(), kTagDesc);
+
+  std::vector<uint8_t> image = GuardedMem::initial_image(kRmaRegionSize, kRmaInitSeed);
+  for (const auto& op : rma_puts()) apply_op(&image, op);
+  const auto& nputs = rma_notify_puts();
+  // Each notification carries one of the values, once, and its put's data is in place when it
+  // is seen. (Their order is the concern of the notify-initiator scenario.)
+  std::vector<bool> seen(nputs.size(), false);
+  for (size_t i = 0; i < nputs.size(); ++i) {
+    hmc_notification_t n{};
+    check_ok(hmc_notify_wait(p.ctx, kOpTimeoutMs, &n), "hmc_notify_wait #" + std::to_string(i));
+    uint64_t k = n.value - kNotifyBase;
+    check(k < nputs.size() && !seen[k], "notification #" + std::to_string(i) + " has value " +
+                                            std::to_string(n.value) + ", not a new one of " +
+                                            std::to_string(kNotifyBase) + " + [0, " +
+                                            std::to_string(nputs.size()) + ")");
+    seen[k] = true;
+    check(n.peer == p.peer, "notification #" + std::to_string(i) + " names another peer");
+    const Op& op = nputs[k];
+    check_pattern(g.region() + op.offset, op.size, op.seed, op.offset,
+                  "data of notified put #" + std::to_string(k) + " when its notification came");
+    apply_op(&image, op);
+  }
+  hmc_notification_t extra{};
+  hmc_status_t st = hmc_notify_wait(p.ctx, 0, &extra);
+  check(st == HMC_ERR_TIMEOUT,
+        "a notification nobody sent (value " + std::to_string(extra.value) + "): " + describe(st));
+  p.expect_ctrl(kTagCtrl, kCtrlDone);
+  std::string bad = bytes_check(g.mem.data(), image.data(), image.size());
+  check(bad.empty(), "region memory after the puts (region starts at offset " +
+                         std::to_string(kGuard) + "): " + bad);
+  check_ok(r.deregister(), "hmc_mem_deregister");
+  p.send_ctrl(kTagCtrl + 1, kCtrlAck);
+}
+
+void run_notify_initiator(const Peer& p) {
+  std::vector<uint8_t> desc;
+  std::string err;
+  if (recv_blob(p.peer, kTagDesc, &desc, kOpTimeoutMs, &err) != HMC_SUCCESS)
+    die("receiving the parent's descriptor: " + err);
+  Remote rem;
+  check_ok(rem.import(p.peer, desc), "hmc_remote_import");
+  uint64_t size = 0;
+  check_ok(hmc_remote_size(rem.get(), &size), "hmc_remote_size");
+  check(size == notify_region_size(), "hmc_remote_size is " + std::to_string(size) +
+                                          ", the parent registered " +
+                                          std::to_string(notify_region_size()));
+  HostBuffer src(size);
+  for (size_t k = 0; k < kNotifySlots; ++k)
+    pattern_fill(src.data() + notify_slot_offset(k), notify_slot_size(k), kNotifySeed + k,
+                 notify_slot_offset(k));
+  Requests rq;
+  for (size_t k = 0; k < kNotifySlots; ++k) {
+    uint64_t off = notify_slot_offset(k);
+    rq.post([&](hmc_request_t* posted) {
+      return hmc_put(p.peer, src.data() + off, notify_slot_size(k), rem.get(), off, HMC_PUT_NOTIFY,
+                     kNotifyBase + k, posted);
+    });
+  }
+  for (size_t k = 0; k < rq.size(); ++k) {
+    const auto& r = rq.wait(k, kOpTimeoutMs);
+    check(r.status == HMC_SUCCESS, "put with notify #" + std::to_string(k) + ": " + r.error);
+  }
+  p.expect_ctrl(kTagCtrl, kCtrlDone);
+}
+
+void run_bounds_target(const Peer& p) {
+  std::vector<GuardedMem> mem;
+  Region regs[kBoundsRegions];
+  for (int r = 0; r < kBoundsRegions; ++r) mem.emplace_back(bounds_size(r), bounds_seed(r));
+  for (int r = 0; r < kBoundsRegions; ++r) {
+    check_ok(regs[r].register_mem(p.ctx, mem[r].region(), bounds_size(r), bounds_access(r)),
+             "hmc_mem_register of region " + std::to_string(r));
+    std::vector<uint8_t> desc = pack_region(regs[r], "region " + std::to_string(r));
+    p.send_buf(desc.data(), desc.size(), kTagDesc + r);
+  }
+  for (;;) {
+    uint64_t v = p.recv_ctrl(kTagCtrl);
+    if (v == kCtrlDone) break;
+    check(v == kCtrlDeregister, "unexpected control value " + std::to_string(v));
+    check_ok(regs[kDereg].deregister(), "hmc_mem_deregister");
+    p.send_ctrl(kTagCtrl + 1, kCtrlAck);
+  }
+  // Every byte around and inside every region: only the good puts may have changed anything.
+  for (int r = 0; r < kBoundsRegions; ++r) {
+    std::vector<uint8_t> image = GuardedMem::initial_image(bounds_size(r), bounds_seed(r));
+    for (const auto& gp : bounds_good_puts())
+      if (gp.first == r) apply_op(&image, gp.second);
+    std::string bad = bytes_check(mem[r].mem.data(), image.data(), image.size());
+    check(bad.empty(), "memory of region " + std::to_string(r) + " (region bytes are offsets " +
+                           std::to_string(kGuard) + ".." +
+                           std::to_string(kGuard + bounds_size(r) - 1) + "): " + bad);
+  }
+  p.send_ctrl(kTagCtrl + 1, kCtrlAck);
+}
+
+[[noreturn]] void run_die_mid_send(const Peer& p) {
+  size_t size = p.arg_u64("size");
+  p.expect_ctrl(kTagCtrl, kCtrlGo);
+  // calloc: untouched zero pages, so a 1 GiB message costs no time to prepare.
+  void* buf = calloc(size, 1);
+  check(buf != nullptr, "calloc of " + std::to_string(size) + " bytes");
+  hmc_request_t req = nullptr;
+  check_ok(hmc_send(p.peer, buf, size, kTagData, &req), "hmc_send of the large message");
+  // Die while the transfer runs: 20 ms in, a fraction of what 1 GiB takes on loopback.
+  auto t0 = Clock::now();
+  for (;;) {
+    hmc_status_t st = hmc_request_test(req, nullptr);
+    if (st != HMC_IN_PROGRESS)
+      die("the large send ended (" + describe(st) + ") before the kill point; make it larger");
+    if (ms_since(t0) >= 20) {
+      fprintf(stderr, "hmc-test-peer: SIGKILL to self in the middle of a %zu-byte send\n", size);
+      raise(SIGKILL);
+    }
+  }
+}
+
+void run_echo(const Peer& p) {
+  uint64_t v = p.recv_ctrl(kTagCtrl);
+  p.send_ctrl(kTagCtrl + 1, v + 1);
+  HostBuffer b(kMiB + 3);
+  p.recv_pattern(b.data(), b.size(), kTagData, kSeedParent);
+  pattern_fill(b.data(), b.size(), kSeedChild);
+  p.send_buf(b.data(), b.size(), kTagReply);
+}
+
+// Sends everything, waits for the sends to complete, and returns to main, which closes the
+// peer and destroys the context at once.
+void run_send_then_close(const Peer& p) {
+  const auto& sizes = send_then_close_sizes();
+  std::vector<HostBuffer> bufs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    bufs.emplace_back(sizes[i]);
+    pattern_fill(bufs[i].data(), sizes[i], kSeedChild + i);
+  }
+  Requests rq;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    rq.post([&](hmc_request_t* posted) {
+      return hmc_send(p.peer, bufs[i].data(), sizes[i], kTagReply + i, posted);
+    });
+  for (size_t i = 0; i < rq.size(); ++i) {
+    const auto& r = rq.wait(i, kOpTimeoutMs);
+    check(r.status == HMC_SUCCESS, "send " + std::to_string(i) + ": " + r.error);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s <scenario> <address hex> [key=value ...]\n", argv[0]);
+    return 2;
+  }
+  g_scenario = argv[1];
+  Peer p{};
+  for (int i = 3; i < argc; ++i) {
+    const char* eq = strchr(argv[i], '=');
+    if (!eq) die(std::string("bad argument '") + argv[i] + "', expected key=value");
+    p.args[std::string(argv[i], eq - argv[i])] = eq + 1;
+  }
+  // Never outlive the test: die with it, and refuse to start if it is already gone.
+  auto ppid = p.args.find("parent-pid");
+  if (ppid != p.args.end()) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != static_cast<pid_t>(strtol(ppid->second.c_str(), nullptr, 10)))
+      die("the test process is gone");
+  }
+  alarm(kPeerAlarmSeconds);
+
+  std::vector<uint8_t> addr;
+  if (!hex_decode(argv[2], &addr)) die("the address argument is not hex");
+  Context ctx;
+  check_ok(ctx.create(), "hmc_context_create");
+  p.ctx = ctx.get();
+  hmc_status_t st = hmc_connect(p.ctx, addr.data(), addr.size(), kConnectTimeoutMs, &p.peer);
+
+  if (g_scenario == scenario::kConnectExpect) {
+    auto want = static_cast<hmc_status_t>(strtol(p.arg("status").c_str(), nullptr, 10));
+    check(st == want, std::string("hmc_connect returned ") + describe(st) + ", expected " +
+                          hmc_status_string(want));
+    if (st != HMC_SUCCESS) {
+      check(*hmc_last_error() != '\0', "hmc_connect failed without a message");
+      printf("hmc_connect failed as expected: %s\n", describe(st).c_str());
+      return ctx.reset() == HMC_SUCCESS ? 0 : 1;
+    }
+    run_hello(p);
+  } else {
+    check_ok(st, "hmc_connect");
+    const std::string& s = g_scenario;
+    if (s == scenario::kHello)
+      run_hello(p);
+    else if (s == scenario::kEchoSizes)
+      run_echo_sizes(p);
+    else if (s == scenario::kOrdering)
+      run_ordering(p);
+    else if (s == scenario::kTruncate)
+      run_truncate(p);
+    else if (s == scenario::kConcurrent)
+      run_concurrent(p);
+    else if (s == scenario::kRmaTarget)
+      run_rma_target(p);
+    else if (s == scenario::kNotifyInitiator)
+      run_notify_initiator(p);
+    else if (s == scenario::kBoundsTarget)
+      run_bounds_target(p);
+    else if (s == scenario::kDieMidSend)
+      run_die_mid_send(p);
+    else if (s == scenario::kEcho)
+      run_echo(p);
+    else
+      die("unknown scenario");
+  }
+  if (g_scenario != scenario::kSendThenClose) p.expect_ctrl(kTagBye, kCtrlBye);
+  check_ok(hmc_peer_close(p.peer), "hmc_peer_close");
+  check_ok(ctx.reset(), "hmc_context_destroy");
+  return 0;
+}

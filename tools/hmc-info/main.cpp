@@ -1,0 +1,406 @@
+// hmc-info: what hmc found on this machine, and why not. Lists the plugins (loaded, or skipped
+// with the reason), the devices, the net devices with all their properties, and with --config
+// every HMC_ variable with its value, default and meaning. --json gives the same as one JSON
+// object. It creates a context without a progress thread and never connects anywhere.
+#include <hmc/hmc.h>
+#include <hmc/plugin/device.h>
+#include <hmc/plugin/net.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* kUsage = R"(usage: hmc-info [--config] [--json]
+
+Shows what hmc found: its version, the plugins (loaded, or skipped and why), the devices and
+the net devices with their properties.
+
+  --config   list every HMC_ variable instead: its value, default, who reads it and its meaning
+  --json     print one JSON object instead of text
+  --help     this text
+
+exit status: 0 success, 1 hmc failed (the message says why), 2 bad arguments
+)";
+
+struct Args {
+  bool config = false;
+  bool json = false;
+  bool help = false;
+};
+
+// Names of set bits; unknown bits as hex so nothing is silently dropped.
+struct BitName {
+  uint32_t bit;
+  const char* name;
+};
+
+std::vector<std::string> bit_names(uint32_t v, const std::vector<BitName>& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names)
+    if (v & n.bit) {
+      out.push_back(n.name);
+      v &= ~n.bit;
+    }
+  if (v != 0) {
+    char b[32];
+    std::snprintf(b, sizeof b, "0x%x", v);
+    out.push_back(b);
+  }
+  return out;
+}
+
+const std::vector<BitName> kDeviceCaps = {
+    {HMC_DEVICE_CAP_IPC, "ipc"},
+    {HMC_DEVICE_CAP_DMABUF, "dma-buf"},
+    {HMC_DEVICE_CAP_PEER_ACCESS, "peer-access"},
+    {HMC_DEVICE_CAP_HOST_REGISTER, "host-register"},
+    {HMC_DEVICE_CAP_GPUDIRECT_RDMA, "gpudirect-rdma"},
+};
+const std::vector<BitName> kNetMemKinds = {
+    {HMC_NET_MEM_HOST, "host"},
+    {HMC_NET_MEM_DMABUF, "dma-buf"},
+    {HMC_NET_MEM_CUDA, "cuda"},
+    {HMC_NET_MEM_ROCM, "rocm"},
+};
+const std::vector<BitName> kNetFlags = {
+    {HMC_NET_FLAG_RMA, "rma (put/get)"},
+    {HMC_NET_FLAG_TAGGED, "tagged (send/recv)"},
+    {HMC_NET_FLAG_SAME_HOST, "same-host only"},
+    {HMC_NET_FLAG_NEEDS_REG, "needs registered buffers"},
+};
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (const auto& x : v) {
+    if (!s.empty()) s += sep;
+    s += x;
+  }
+  return s;
+}
+
+std::string bytes_text(uint64_t n) {
+  char b[64];
+  if (n >= (1ull << 30))
+    std::snprintf(b, sizeof b, "%.1f GiB", static_cast<double>(n) / (1ull << 30));
+  else if (n >= (1ull << 20))
+    std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(n) / (1ull << 20));
+  else if (n >= (1ull << 10))
+    std::snprintf(b, sizeof b, "%.1f KiB", static_cast<double>(n) / (1ull << 10));
+  else
+    std::snprintf(b, sizeof b, "%" PRIu64 " B", n);
+  return b;
+}
+
+std::string uuid_text(const uint8_t u[16]) {
+  bool zero = true;
+  for (int i = 0; i < 16; ++i) zero = zero && u[i] == 0;
+  if (zero) return "";
+  char b[40];
+  std::snprintf(b, sizeof b, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+                u[13], u[14], u[15]);
+  return b;
+}
+
+// Fixed-size C strings from the API are NUL-terminated by contract; bound the read anyway.
+template <size_t N>
+std::string str(const char (&a)[N]) {
+  return std::string(a, strnlen(a, N));
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    if (c == '"')
+      o += "\\\"";
+    else if (c == '\\')
+      o += "\\\\";
+    else if (c == '\n')
+      o += "\\n";
+    else if (c == '\t')
+      o += "\\t";
+    else if (c < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else {
+      o.push_back(static_cast<char>(c));
+    }
+  }
+  return o + "\"";
+}
+
+std::string json_list(const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + json_escape(v[i]);
+  return s + "]";
+}
+
+// The error of the call that just failed, as one line.
+std::string failure(const char* call, hmc_status_t s) {
+  std::string m = std::string(call) + ": " + hmc_status_string(s);
+  const char* e = hmc_last_error();
+  if (e != nullptr && *e != '\0') m += std::string(": ") + e;
+  return m;
+}
+
+struct Inventory {
+  std::vector<hmc_plugin_info_t> plugins;
+  std::vector<hmc_device_info_t> devices;
+  std::vector<hmc_net_device_info_t> nets;
+  std::vector<std::string> errors;  // a list that could not be read does not hide the others
+};
+
+template <typename T, typename CountFn, typename InfoFn>
+void read_list(hmc_context_t ctx, CountFn count_fn, InfoFn info_fn, const char* what,
+               std::vector<T>* out, std::vector<std::string>* errors) {
+  int n = 0;
+  hmc_status_t s = count_fn(ctx, &n);
+  if (s != HMC_SUCCESS) {
+    errors->push_back(failure(what, s));
+    return;
+  }
+  for (int i = 0; i < n; ++i) {
+    T v{};
+    v.struct_size = sizeof(T);
+    s = info_fn(ctx, i, &v);
+    if (s != HMC_SUCCESS) {
+      errors->push_back(failure(what, s));
+      continue;
+    }
+    out->push_back(v);
+  }
+}
+
+const char* kind_text(hmc_plugin_kind_t k) {
+  return k == HMC_PLUGIN_KIND_DEVICE ? "device" : k == HMC_PLUGIN_KIND_NET ? "net" : "?";
+}
+
+void print_text(const Inventory& inv) {
+  std::printf("hmc %s (API %d.%d)\n", hmc_version(), HMC_API_VERSION_MAJOR, HMC_API_VERSION_MINOR);
+
+  std::printf("\nplugins (%zu found, in search order):\n", inv.plugins.size());
+  if (inv.plugins.empty()) std::printf("  none (see HMC_PLUGIN_PATH in hmc-info --config)\n");
+  for (const auto& p : inv.plugins) {
+    std::string abi = p.abi_version ? std::to_string(p.abi_version) : "?";
+    std::printf("  %-7s %-6s %-12s abi %-3s %s\n", p.loaded ? "loaded" : "skipped",
+                kind_text(p.kind), p.name, abi.c_str(), p.path);
+    if (p.reason[0] != '\0')
+      std::printf("          %s: %s\n", p.loaded ? "note" : "reason", p.reason);
+  }
+
+  std::printf("\ndevices (%zu):\n", inv.devices.size());
+  for (const auto& d : inv.devices) {
+    std::printf("  %s\n", d.name);
+    std::printf("    plugin        %s%s\n", d.plugin, d.is_host ? " (host memory)" : "");
+    if (d.model[0] != '\0') std::printf("    model         %s\n", d.model);
+    std::printf("    memory        %s\n",
+                d.mem_bytes ? bytes_text(d.mem_bytes).c_str() : "unknown");
+    if (d.pci_bus_id[0] != '\0') std::printf("    pci bus id    %s\n", d.pci_bus_id);
+    std::string uuid = uuid_text(d.uuid);
+    if (!uuid.empty()) std::printf("    uuid          %s\n", uuid.c_str());
+    if (d.numa_node >= 0) std::printf("    numa node     %d\n", d.numa_node);
+    auto caps = bit_names(d.caps, kDeviceCaps);
+    std::printf("    caps          %s\n", caps.empty() ? "none" : join(caps, ", ").c_str());
+  }
+
+  std::printf("\nnet devices (%zu):\n", inv.nets.size());
+  for (const auto& n : inv.nets) {
+    std::printf("  %s/%s\n", n.plugin, n.name);
+    if (n.bandwidth_MBps)
+      std::printf("    bandwidth     %" PRIu64 " MB/s\n", n.bandwidth_MBps);
+    else
+      std::printf("    bandwidth     unknown (calibrated by the core)\n");
+    if (n.latency_ns)
+      std::printf("    latency       %u ns\n", n.latency_ns);
+    else
+      std::printf("    latency       unknown (calibrated by the core)\n");
+    auto kinds = bit_names(n.mem_kinds, kNetMemKinds);
+    std::printf("    memory        %s\n", kinds.empty() ? "none" : join(kinds, ", ").c_str());
+    auto flags = bit_names(n.flags, kNetFlags);
+    std::printf("    flags         %s\n", flags.empty() ? "none" : join(flags, ", ").c_str());
+    if (n.max_inflight)
+      std::printf("    max in-flight %u per endpoint\n", n.max_inflight);
+    else
+      std::printf("    max in-flight no limit\n");
+    if (n.max_msg_size)
+      std::printf("    max message   %s\n", bytes_text(n.max_msg_size).c_str());
+    else
+      std::printf("    max message   no limit\n");
+    if (n.pci_path[0] != '\0') std::printf("    pci path      %s\n", n.pci_path);
+  }
+  for (const auto& e : inv.errors) std::printf("\nerror: %s\n", e.c_str());
+}
+
+void print_json(const Inventory& inv) {
+  std::string s = "{\"version\":" + json_escape(hmc_version());
+  s += ",\"api_version\":" + json_escape(std::to_string(HMC_API_VERSION_MAJOR) + "." +
+                                         std::to_string(HMC_API_VERSION_MINOR));
+  s += ",\"plugins\":[";
+  for (size_t i = 0; i < inv.plugins.size(); ++i) {
+    const auto& p = inv.plugins[i];
+    s += i ? "," : "";
+    s += "{\"name\":" + json_escape(str(p.name)) + ",\"kind\":" + json_escape(kind_text(p.kind)) +
+         ",\"path\":" + json_escape(str(p.path)) +
+         ",\"abi_version\":" + std::to_string(p.abi_version) +
+         ",\"loaded\":" + (p.loaded ? "true" : "false") +
+         ",\"reason\":" + json_escape(str(p.reason)) + "}";
+  }
+  s += "],\"devices\":[";
+  for (size_t i = 0; i < inv.devices.size(); ++i) {
+    const auto& d = inv.devices[i];
+    s += i ? "," : "";
+    s += "{\"name\":" + json_escape(str(d.name)) + ",\"plugin\":" + json_escape(str(d.plugin)) +
+         ",\"model\":" + json_escape(str(d.model)) +
+         ",\"pci_bus_id\":" + json_escape(str(d.pci_bus_id)) +
+         ",\"uuid\":" + json_escape(uuid_text(d.uuid)) +
+         ",\"numa_node\":" + std::to_string(d.numa_node) +
+         ",\"mem_bytes\":" + std::to_string(d.mem_bytes) +
+         ",\"is_host\":" + (d.is_host ? "true" : "false") +
+         ",\"caps\":" + json_list(bit_names(d.caps, kDeviceCaps)) + "}";
+  }
+  s += "],\"net_devices\":[";
+  for (size_t i = 0; i < inv.nets.size(); ++i) {
+    const auto& n = inv.nets[i];
+    s += i ? "," : "";
+    s += "{\"plugin\":" + json_escape(str(n.plugin)) + ",\"name\":" + json_escape(str(n.name)) +
+         ",\"pci_path\":" + json_escape(str(n.pci_path)) +
+         ",\"bandwidth_MBps\":" + std::to_string(n.bandwidth_MBps) +
+         ",\"latency_ns\":" + std::to_string(n.latency_ns) +
+         ",\"mem_kinds\":" + json_list(bit_names(n.mem_kinds, kNetMemKinds)) +
+         ",\"flags\":" + json_list(bit_names(n.flags, kNetFlags)) +
+         ",\"max_inflight\":" + std::to_string(n.max_inflight) +
+         ",\"max_msg_size\":" + std::to_string(n.max_msg_size) + "}";
+  }
+  s += "],\"errors\":" + json_list(inv.errors) + "}";
+  std::printf("%s\n", s.c_str());
+}
+
+// Reads the configuration table; ctx may be NULL (the core's variables only, see the report).
+bool read_config(hmc_context_t ctx, std::vector<hmc_config_entry_t>* out, std::string* err) {
+  int n = 0;
+  hmc_status_t s = hmc_config_count(ctx, &n);
+  if (s != HMC_SUCCESS) {
+    *err = failure("hmc_config_count", s);
+    return false;
+  }
+  for (int i = 0; i < n; ++i) {
+    hmc_config_entry_t e{};
+    e.struct_size = sizeof e;
+    s = hmc_config_entry(ctx, i, &e);
+    if (s != HMC_SUCCESS) {
+      *err = failure("hmc_config_entry", s);
+      return false;
+    }
+    out->push_back(e);
+  }
+  return true;
+}
+
+// Secrets (HMC_AUTH_TOKEN) are not printed: hmc-info output ends up in bug reports.
+bool is_secret(const std::string& name) {
+  for (const char* w : {"TOKEN", "SECRET", "PASSWORD"})
+    if (name.find(w) != std::string::npos) return true;
+  return false;
+}
+
+std::string shown_value(const hmc_config_entry_t& e) {
+  if (is_secret(str(e.name)) && e.is_set) return "(set, hidden)";
+  return str(e.value);
+}
+
+void print_config_text(const std::vector<hmc_config_entry_t>& entries) {
+  std::printf("HMC_ variables (%zu; * = set in the environment):\n", entries.size());
+  for (const auto& e : entries) {
+    std::printf("\n%s %s=%s\n", e.is_set ? "*" : " ", e.name, shown_value(e).c_str());
+    std::printf("    default %s, read by %s\n",
+                e.default_value[0] ? ("\"" + str(e.default_value) + "\"").c_str() : "empty",
+                e.owner[0] ? e.owner : "core");
+    std::printf("    %s\n", e.help);
+  }
+}
+
+void print_config_json(const std::vector<hmc_config_entry_t>& entries) {
+  std::string s = "{\"version\":" + json_escape(hmc_version()) + ",\"config\":[";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    s += i ? "," : "";
+    s += "{\"name\":" + json_escape(str(e.name)) + ",\"value\":" + json_escape(shown_value(e)) +
+         ",\"default\":" + json_escape(str(e.default_value)) +
+         ",\"set\":" + (e.is_set ? "true" : "false") + ",\"owner\":" + json_escape(str(e.owner)) +
+         ",\"help\":" + json_escape(str(e.help)) + "}";
+  }
+  s += "]}";
+  std::printf("%s\n", s.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--config")
+      a.config = true;
+    else if (arg == "--json")
+      a.json = true;
+    else if (arg == "--help" || arg == "-h")
+      a.help = true;
+    else {
+      std::fprintf(stderr, "hmc-info: unknown argument '%s'\n\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (a.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+
+  // No progress thread: hmc-info only asks questions.
+  hmc_context_options_t opts{};
+  opts.struct_size = sizeof opts;
+  opts.progress_thread = 0;
+  hmc_context_t ctx = nullptr;
+  hmc_status_t s = hmc_context_create(&opts, &ctx);
+  std::string create_error;
+  if (s != HMC_SUCCESS) create_error = failure("hmc_context_create", s);
+
+  if (a.config) {
+    // An invalid HMC_ variable makes context creation fail: that is when --config is needed
+    // most, so fall back to the core's table without a context.
+    if (ctx == nullptr) std::fprintf(stderr, "hmc-info: %s\n", create_error.c_str());
+    std::vector<hmc_config_entry_t> entries;
+    std::string err;
+    bool ok = read_config(ctx, &entries, &err);
+    if (ctx != nullptr) hmc_context_destroy(ctx);
+    if (!ok) {
+      std::fprintf(stderr, "hmc-info: %s\n", err.c_str());
+      return 1;
+    }
+    if (a.json)
+      print_config_json(entries);
+    else
+      print_config_text(entries);
+    return create_error.empty() ? 0 : 1;
+  }
+
+  if (ctx == nullptr) {
+    std::fprintf(stderr, "hmc-info: %s\n", create_error.c_str());
+    return 1;
+  }
+  Inventory inv;
+  read_list(ctx, hmc_plugin_count, hmc_plugin_info, "hmc_plugin_info", &inv.plugins, &inv.errors);
+  read_list(ctx, hmc_device_count, hmc_device_info, "hmc_device_info", &inv.devices, &inv.errors);
+  read_list(ctx, hmc_net_device_count, hmc_net_device_info, "hmc_net_device_info", &inv.nets,
+            &inv.errors);
+  if (a.json)
+    print_json(inv);
+  else
+    print_text(inv);
+  hmc_context_destroy(ctx);
+  return inv.errors.empty() ? 0 : 1;
+}

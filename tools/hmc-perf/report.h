@@ -1,0 +1,113 @@
+// hmc-perf results: statistics over per-iteration latencies and the two output formats (a
+// ucx_perftest-like table, or one JSON object per size per line). Pure code.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "options.h"
+
+namespace hmc::perf {
+
+struct Result {
+  Test test = Test::Bw;
+  Op op = Op::Send;
+  uint64_t size = 0;
+  int64_t iters = 0;
+  int64_t window = 1;
+  double bw_MBps = 0;  // 10^6 bytes/s
+  double lat_us_avg =
+      0;  // lat: one way (half a round trip; get: the whole get); bw: time per message
+  double lat_us_p50 = -1;  // < 0: not measured (bw)
+  double lat_us_p99 = -1;
+  std::string path;
+  std::string mem;
+  std::string peer_mem;
+  bool check = false;
+};
+
+// Nearest-rank percentile (q in [0,1]) of unsorted samples; -1 for none.
+inline double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return -1;
+  size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  k = std::clamp<size_t>(k, 1, v.size()) - 1;
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
+}
+
+inline std::string json_escape(const std::string& s) {
+  std::string o;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\r': o += "\\r"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          o += b;
+        } else {
+          o.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  return o;
+}
+
+inline std::string json_number(double v, int decimals) {
+  if (v < 0 || !std::isfinite(v)) return "null";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  return b;
+}
+
+inline std::string to_json(const Result& r) {
+  std::string s = "{";
+  s += "\"test\":\"" + std::string(to_string(r.test)) + "\"";
+  s += ",\"op\":\"" + std::string(to_string(r.op)) + "\"";
+  s += ",\"size\":" + std::to_string(r.size);
+  s += ",\"iters\":" + std::to_string(r.iters);
+  s += ",\"window\":" + std::to_string(r.window);
+  s += ",\"bw_MBps\":" + json_number(r.bw_MBps, 2);
+  s += ",\"lat_us_avg\":" + json_number(r.lat_us_avg, 3);
+  s += ",\"lat_us_p50\":" + json_number(r.lat_us_p50, 3);
+  s += ",\"lat_us_p99\":" + json_number(r.lat_us_p99, 3);
+  s += ",\"path\":\"" + json_escape(r.path) + "\"";
+  s += ",\"mem\":\"" + json_escape(r.mem) + "\"";
+  s += ",\"peer_mem\":\"" + json_escape(r.peer_mem) + "\"";
+  s += std::string(",\"check\":") + (r.check ? "true" : "false");
+  s += "}";
+  return s;
+}
+
+inline std::string table_header() {
+  char b[256];
+  std::snprintf(b, sizeof b, "%12s %10s %6s %12s %12s %12s %12s  %s\n", "size", "iters", "window",
+                "bw MB/s", "lat avg us", "lat p50 us", "lat p99 us", "path");
+  return std::string("#") + (b + 1);
+}
+
+inline std::string table_cell(double v, int decimals) {
+  if (v < 0 || !std::isfinite(v)) return "-";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  return b;
+}
+
+inline std::string table_row(const Result& r) {
+  char b[512];
+  std::snprintf(b, sizeof b, "%12s %10lld %6lld %12s %12s %12s %12s  %s\n",
+                size_text(r.size).c_str(), static_cast<long long>(r.iters),
+                static_cast<long long>(r.window), table_cell(r.bw_MBps, 2).c_str(),
+                table_cell(r.lat_us_avg, 3).c_str(), table_cell(r.lat_us_p50, 3).c_str(),
+                table_cell(r.lat_us_p99, 3).c_str(), r.path.c_str());
+  return b;
+}
+
+}  // namespace hmc::perf
