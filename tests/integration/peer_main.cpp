@@ -374,7 +374,8 @@ void run_echo(const Peer& p) {
 // Sends everything, waits for the sends to complete, and returns to main, which closes the
 // peer and destroys the context at once.
 void run_send_then_close(const Peer& p) {
-  const auto& sizes = send_then_close_sizes();
+  p.expect_ctrl(kTagCtrl, kCtrlGo);
+  const auto& sizes = send_then_close_sizes(p.arg("set") == "small");
   std::vector<HostBuffer> bufs;
   for (size_t i = 0; i < sizes.size(); ++i) {
     bufs.emplace_back(sizes[i]);
@@ -433,29 +434,22 @@ int main(int argc, char** argv) {
     run_hello(p);
   } else {
     check_ok(st, "hmc_connect");
-    const std::string& s = g_scenario;
-    if (s == scenario::kHello)
-      run_hello(p);
-    else if (s == scenario::kEchoSizes)
-      run_echo_sizes(p);
-    else if (s == scenario::kOrdering)
-      run_ordering(p);
-    else if (s == scenario::kTruncate)
-      run_truncate(p);
-    else if (s == scenario::kConcurrent)
-      run_concurrent(p);
-    else if (s == scenario::kRmaTarget)
-      run_rma_target(p);
-    else if (s == scenario::kNotifyInitiator)
-      run_notify_initiator(p);
-    else if (s == scenario::kBoundsTarget)
-      run_bounds_target(p);
-    else if (s == scenario::kDieMidSend)
-      run_die_mid_send(p);
-    else if (s == scenario::kEcho)
-      run_echo(p);
-    else
-      die("unknown scenario");
+    static const std::map<std::string, void (*)(const Peer&)> scenarios{
+        {scenario::kHello, run_hello},
+        {scenario::kEchoSizes, run_echo_sizes},
+        {scenario::kOrdering, run_ordering},
+        {scenario::kTruncate, run_truncate},
+        {scenario::kConcurrent, run_concurrent},
+        {scenario::kRmaTarget, run_rma_target},
+        {scenario::kNotifyInitiator, run_notify_initiator},
+        {scenario::kBoundsTarget, run_bounds_target},
+        {scenario::kDieMidSend, run_die_mid_send},
+        {scenario::kEcho, run_echo},
+        {scenario::kSendThenClose, run_send_then_close},
+    };
+    auto it = scenarios.find(g_scenario);
+    if (it == scenarios.end()) die("unknown scenario");
+    it->second(p);
   }
   if (g_scenario != scenario::kSendThenClose) p.expect_ctrl(kTagBye, kCtrlBye);
   check_ok(hmc_peer_close(p.peer), "hmc_peer_close");

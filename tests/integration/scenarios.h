@@ -29,7 +29,8 @@ constexpr const char* kBoundsTarget = "bounds-target";        // registers regio
 constexpr const char* kDieMidSend = "die-mid-send";           // size=N: SIGKILLs itself mid-send
 constexpr const char* kEcho = "echo";                         // echoes one value and one message
 constexpr const char* kConnectExpect = "connect-expect";      // status=N: hmc_connect must return N
-constexpr const char* kSendThenClose = "send-then-close";     // sends, then closes at once
+constexpr const char* kSendThenClose =
+    "send-then-close";  // set=small|mixed:     // sends, then closes at once
 }  // namespace scenario
 
 // Timeouts (ms). Generous: loaded CI machines with 2 cores; every wait is still bounded.
@@ -85,11 +86,14 @@ inline size_t concurrent_size(size_t i) {
 }
 constexpr size_t kConcurrentCount = 1000;
 
-// send-then-close: the child sends these (tag kTagReply + i, seed kSeedChild + i) and closes
-// the peer and its context as soon as the sends complete; all must arrive.
-inline const std::vector<size_t>& send_then_close_sizes() {
-  static const std::vector<size_t> v{8, 4096, kMiB + 3, 0, 8};
-  return v;
+// send-then-close: on kCtrlGo the child sends these (tag kTagReply + i, seed kSeedChild + i)
+// and closes the peer and its context as soon as the sends complete; all must arrive. The
+// small set completes without a posted receive (eager), so the parent may receive it after the
+// child has exited; the mixed set has a rendezvous-sized message.
+inline const std::vector<size_t>& send_then_close_sizes(bool small) {
+  static const std::vector<size_t> mixed{8, 4096, kMiB + 3, 0, 8};
+  static const std::vector<size_t> eager{8, 0, 64};
+  return small ? eager : mixed;
 }
 
 // --- truncation ----------------------------------------------------------------------------

@@ -196,12 +196,13 @@ TEST_P(SendRecv, ThousandConcurrentRequestsOfMixedSizes) {
 }
 
 // Messages whose sends completed just before the sender closed the peer and destroyed its
-// context are still delivered: an orderly close must not drop what was already sent.
+// context are still delivered: an orderly close must not drop what was already sent. Our
+// receives are posted first; the peer sends once told to, then closes at once.
 TEST_P(SendRecv, MessagesSentRightBeforeCloseAreDelivered) {
   ASSERT_NO_FATAL_FAILURE(open());
   Child c;
-  ASSERT_NO_FATAL_FAILURE(start(&c, scenario::kSendThenClose));
-  const auto& sizes = send_then_close_sizes();
+  ASSERT_NO_FATAL_FAILURE(start(&c, scenario::kSendThenClose, {"set=mixed"}));
+  const auto& sizes = send_then_close_sizes(false);
   std::vector<HostBuffer> bufs;
   for (size_t s : sizes) bufs.emplace_back(s);
   {
@@ -210,6 +211,8 @@ TEST_P(SendRecv, MessagesSentRightBeforeCloseAreDelivered) {
       rq.post([&](hmc_request_t* posted) {
         return hmc_recv(c.peer, bufs[i].data(), sizes[i], kTagReply + i, posted);
       });
+    // Our receives are posted before the peer sends (it waits for this).
+    ASSERT_NO_FATAL_FAILURE(send_ctrl(c.peer, kTagCtrl, kCtrlGo));
     for (size_t i = 0; i < sizes.size(); ++i) {
       const auto& r = rq.wait(i, kOpTimeoutMs);
       EXPECT_EQ(r.status, HMC_SUCCESS)
@@ -222,6 +225,31 @@ TEST_P(SendRecv, MessagesSentRightBeforeCloseAreDelivered) {
   }
   c.peer = nullptr;  // it closed: no last word
   expect_exit_ok(&c);
+}
+
+// The same with small (eager) messages, our receives posted only after the peer has exited:
+// messages that arrived before the close are still there to be received (a reply followed by
+// a close is the common request/response pattern).
+TEST_P(SendRecv, MessagesSentBeforeCloseCanBeReceivedAfterIt) {
+  ASSERT_NO_FATAL_FAILURE(open());
+  Child c;
+  ASSERT_NO_FATAL_FAILURE(start(&c, scenario::kSendThenClose, {"set=small"}));
+  ASSERT_NO_FATAL_FAILURE(send_ctrl(c.peer, kTagCtrl, kCtrlGo));
+  hmc_peer_t peer = c.peer;
+  c.peer = nullptr;  // it closes: no last word
+  expect_exit_ok(&c);
+  const auto& sizes = send_then_close_sizes(true);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    HostBuffer b(sizes[i]);
+    size_t got = 0;
+    std::string err;
+    hmc_status_t st = recv_wait(peer, b.data(), sizes[i], kTagReply + i, kOpTimeoutMs, &got, &err);
+    EXPECT_EQ(st, HMC_SUCCESS) << "message " << i << " of " << sizes.size() << " (" << sizes[i]
+                               << " bytes), sent before the peer closed, received after: " << err;
+    if (st != HMC_SUCCESS) continue;
+    EXPECT_EQ(got, sizes[i]) << "message " << i;
+    EXPECT_EQ(pattern_check(b.data(), sizes[i], kSeedChild + i), "") << "message " << i;
+  }
 }
 
 }  // namespace

@@ -184,7 +184,7 @@ TEST(ToolsPerfOptions, PlanScalesWithSize) {
   ASSERT_TRUE(parse({"--loopback", "--sizes", "1:64M"}, &o, &err)) << err;
   auto plan = make_plan(o);
   ASSERT_EQ(plan.size(), o.sizes.size());
-  EXPECT_EQ(plan.front().iters, 20000);
+  EXPECT_EQ(plan.front().iters, 10000);
   EXPECT_EQ(plan.front().window, 16);
   const SizePlan& four_m = plan[22];
   ASSERT_EQ(four_m.size, 4u << 20);

@@ -181,6 +181,7 @@ int run_parent(const Args& a) {
   long rss_before = status_kb("VmRSS");
   hmc::Context ctx;
   long rss_context = status_kb("VmRSS");
+  long vm_context = status_kb("VmSize");
   auto addr = ctx.address();
 
   // Children read the pipe's read end as stdin; the write end is close-on-exec so that only the
@@ -252,6 +253,8 @@ int run_parent(const Args& a) {
   long hwm = status_kb("VmHWM");
   std::string path = peers.empty() ? "" : peers[0].info().path;
 
+  long vm_used = status_kb("VmSize");
+  long shm_used = status_kb("RssShmem");
   write_end.reset();  // tells the children to exit
   int failed = 0;
   for (auto& c : children) {
@@ -269,10 +272,11 @@ int run_parent(const Args& a) {
         "{\"peers\":%d,\"path\":\"%s\",\"rss_before_MiB\":%.2f,\"rss_context_MiB\":%.2f,"
         "\"rss_idle_MiB\":%.2f,\"rss_after_message_MiB\":%.2f,\"hwm_MiB\":%.2f,"
         "\"per_peer_idle_MiB\":%.4f,\"per_peer_after_message_MiB\":%.4f,"
+        "\"rss_shmem_MiB\":%.2f,\"virtual_growth_MiB\":%.2f,"
         "\"threads\":%ld,\"fds\":%d,\"goal_MiB_per_peer\":%.2f,\"pass\":%s}\n",
         a.peers, path.c_str(), mib(rss_before), mib(rss_context), mib(rss_idle), mib(rss_used),
-        mib(hwm), per_peer_idle, per_peer_used, threads_idle, fds_idle, kGoalMiBPerPeer,
-        pass ? "true" : "false");
+        mib(hwm), per_peer_idle, per_peer_used, mib(shm_used), mib(vm_used - vm_context),
+        threads_idle, fds_idle, kGoalMiBPerPeer, pass ? "true" : "false");
   } else {
     std::printf("hmc-idle-peers: %d peers, path %s\n", a.peers, path.c_str());
     std::printf("  %-34s %9.2f MiB\n", "rss before the context", mib(rss_before));
@@ -284,6 +288,10 @@ int run_parent(const Args& a) {
                 "rss after one message per peer", mib(rss_used), mib(rss_used - rss_context),
                 per_peer_used);
     std::printf("  %-34s %9.2f MiB\n", "peak rss (VmHWM)", mib(hwm));
+    std::printf("  %-34s %9.2f MiB  (of the rss after the messages)\n", "shared memory resident",
+                mib(shm_used));
+    std::printf("  %-34s %9.2f MiB  (mapped, mostly not resident)\n",
+                "virtual growth beyond the context", mib(vm_used - vm_context));
     std::printf("  %-34s %9ld\n", "threads with the peers idle", threads_idle);
     std::printf("  %-34s %9d\n", "open fds with the peers idle", fds_idle);
     std::printf("  goal: under %.2f MiB per peer beyond the context: %s\n", kGoalMiBPerPeer,

@@ -71,10 +71,17 @@ int run_loopback(const Options& o) {
   // Destroyed (killed and reaped if still running) on every way out of this function.
   auto child = hmc::tools::ChildProcess::spawn(args);
   int rc = 0;
-  {
-    hmc::Peer peer = accept_peer(ctx, o.timeout_ms, &child);
+  hmc::Peer peer;
+  try {
+    peer = accept_peer(ctx, o.timeout_ms, &child);
     rc = run_client(o, ctx, peer);
+  } catch (...) {
+    // Stop the child before the peer closes, so that only our error is printed, not the child's
+    // "peer lost" that our exit would cause.
+    child.kill_and_reap();
+    throw;
   }
+  peer.close();
   if (!child.wait_for(o.timeout_ms))
     throw RunError("the peer process did not exit within " + std::to_string(o.timeout_ms) + " ms");
   if (child.exit_code() != 0) throw RunError("the peer process " + child.describe_exit());

@@ -129,10 +129,11 @@ inline bool parse_size_range(const std::string& text, std::vector<uint64_t>* out
 }
 
 // Iterations when --iters is not given: enough for a stable figure, few enough that
-// --sizes 1:4M takes seconds. bw moves about 256 MiB per size; lat caps at 10000 round trips.
+// --sizes 1:4M takes seconds. bw moves about 256 MiB per size, at most 10000 messages; lat
+// makes at most 10000 round trips.
 inline int64_t default_iters(Test test, uint64_t size) {
   if (test == Test::Bw)
-    return std::clamp<int64_t>(static_cast<int64_t>((256ull << 20) / size), 16, 20000);
+    return std::clamp<int64_t>(static_cast<int64_t>((256ull << 20) / size), 16, 10000);
   return std::clamp<int64_t>(static_cast<int64_t>((64ull << 20) / size), 16, 10000);
 }
 inline int64_t default_warmup(int64_t iters) {
@@ -181,7 +182,7 @@ test options (client or --loopback; the server follows the client):
   --sizes A:B          every power of two from A to B (A, 2A, 4A ...)
   --iters N            measured iterations per size           [by size: seconds per run]
   --warmup N           unmeasured iterations before them                   [iters/10]
-  --window N           bw: requests in flight                      [16, fewer >= 4M]
+  --window N           bw: requests in flight                 [16; 64 MiB / size from 8M]
   --mem DEV            this side's buffers, a device name of hmc_mem_alloc  [host]
   --peer-mem DEV       the peer's buffers                                   [host]
   --check              fill a pattern per iteration and offset, verify every byte on

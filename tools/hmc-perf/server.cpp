@@ -61,7 +61,11 @@ class Server {
       reply.error = e.what();
     }
     ch_.send(encode(reply), "the setup reply");
-    if (reply.status != 0) throw RunError("refused the client's run: " + reply.error);
+    if (reply.status != 0) {
+      // The loopback child's parent prints the reason; a --listen server says it itself.
+      if (o_.mode == Mode::Peer) return 1;
+      throw RunError("refused the client's run: " + reply.error);
+    }
 
     for (;;) {
       auto msg = ch_.recv("the client's next step");

@@ -33,7 +33,8 @@ inline size_t wait_for(hmc::Request& r, int timeout_ms, const std::string& what)
   if (s == HMC_SUCCESS) return bytes;
   hmc::Error e(s, "hmc_request_wait");  // captures hmc_last_error() now
   if (s == HMC_ERR_TIMEOUT)
-    throw RunError("timed out after " + std::to_string(timeout_ms) + " ms " + what);
+    throw RunError("timed out after " + std::to_string(timeout_ms) + " ms " + what + " (" +
+                   e.what() + ")");
   throw RunError(what + ": " + e.what());
 }
 
@@ -44,7 +45,8 @@ inline hmc_notification_t wait_notification(hmc::Context& ctx, int timeout_ms,
   if (s == HMC_SUCCESS) return n;
   hmc::Error e(s, "hmc_notify_wait");
   if (s == HMC_ERR_TIMEOUT)
-    throw RunError("timed out after " + std::to_string(timeout_ms) + " ms " + what);
+    throw RunError("timed out after " + std::to_string(timeout_ms) + " ms " + what + " (" +
+                   e.what() + ")");
   throw RunError(what + ": " + e.what());
 }
 

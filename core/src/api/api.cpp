@@ -134,7 +134,9 @@ HMC_API hmc_status_t hmc_plugin_info(hmc_context_t ctx, int index, hmc_plugin_in
   if (index < 0 || static_cast<size_t>(index) >= recs.size())
     return fail(HMC_ERR_NOT_FOUND, "hmc_plugin_info: index {} outside 0..{}", index, recs.size());
   const auto& r = deref(recs[index]);
-  info->kind = r.kind == plugin::Kind::Device ? HMC_PLUGIN_KIND_DEVICE : HMC_PLUGIN_KIND_NET;
+  info->kind = r.kind == plugin::Kind::Device ? HMC_PLUGIN_KIND_DEVICE
+               : r.kind == plugin::Kind::Net    ? HMC_PLUGIN_KIND_NET
+                                                : HMC_PLUGIN_KIND_UNKNOWN;
   copy_str(info->name, r.name);
   copy_str(info->path, r.path);
   info->abi_version = r.abi_version;

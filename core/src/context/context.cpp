@@ -313,11 +313,12 @@ void Context::fail_peer(Peer& peer, hmc_status_t status, const std::string& reas
 
 std::string Context::dispatch_control(const std::shared_ptr<Peer>& peer,
                                       const control::Channel::Message& m) {
-  control::Reader r(m.payload.data(), m.payload.size());
+  const uint8_t* p = m.payload.data();
+  size_t n = m.payload.size();
   switch (m.type) {
     case control::MsgType::Notify: {
       uint64_t value = 0;
-      if (!msg::decode_notify(r, &value)) return "malformed notification";
+      if (!msg::decode_notify(p, n, &value)) return "malformed notification";
       {
         std::lock_guard<std::mutex> lock(notify_mutex_);
         notifications_.push_back({reinterpret_cast<hmc_peer_t>(peer.get()), value});
@@ -328,7 +329,7 @@ std::string Context::dispatch_control(const std::shared_ptr<Peer>& peer,
     case control::MsgType::Heartbeat: return "";
     case control::MsgType::Bye: {
       std::string reason;
-      msg::decode_bye(r, &reason);
+      if (!msg::decode_bye(p, n, &reason)) reason = "no reason given";
       return "the peer closed the connection (" + reason + ")";
     }
     default:

@@ -120,15 +120,13 @@ hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_p
   if ((st = expect(*ch, control::MsgType::Caps, deadline, &m, "hmc_connect")) != HMC_SUCCESS)
     return st;
   path::Capabilities remote;
-  control::Reader r(m.payload.data(), m.payload.size());
-  if (!msg::decode_caps(r, &remote))
+  if (!msg::decode_caps(m.payload.data(), m.payload.size(), &remote))
     return fail(HMC_ERR_PROTOCOL, "hmc_connect: malformed capabilities from {}", ch->peer_name());
 
   if ((st = expect(*ch, control::MsgType::NetHandle, deadline, &m, "hmc_connect")) != HMC_SUCCESS)
     return st;
   msg::NetHandle nh;
-  control::Reader r2(m.payload.data(), m.payload.size());
-  if (!msg::decode_net_handle(r2, &nh))
+  if (!msg::decode_net_handle(m.payload.data(), m.payload.size(), &nh))
     return fail(HMC_ERR_PROTOCOL, "hmc_connect: malformed path message from {}", ch->peer_name());
   if (nh.status != HMC_SUCCESS)
     return fail(control::status_from_remote(nh.status), "hmc_connect to {}: {}", ch->peer_name(), nh.text);
@@ -235,8 +233,7 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
   control::Channel::Message m;
   if ((st = expect(*ch, control::MsgType::Caps, deadline, &m, "hmc_accept")) != HMC_SUCCESS) return st;
   path::Capabilities remote;
-  control::Reader r(m.payload.data(), m.payload.size());
-  if (!msg::decode_caps(r, &remote))
+  if (!msg::decode_caps(m.payload.data(), m.payload.size(), &remote))
     return fail(HMC_ERR_PROTOCOL, "hmc_accept: malformed capabilities from {}", ch->peer_name());
   control::Writer w;
   msg::encode_caps(caps_, &w);
@@ -304,8 +301,7 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
       for (auto& msg : msgs) {
         if (!ready && msg.type == control::MsgType::NetReady) {
           msg::NetReady nr;
-          control::Reader rr(msg.payload.data(), msg.payload.size());
-          if (!msg::decode_net_ready(rr, &nr)) rs = fail(HMC_ERR_PROTOCOL, "malformed NetReady");
+          if (!msg::decode_net_ready(msg.payload.data(), msg.payload.size(), &nr)) rs = fail(HMC_ERR_PROTOCOL, "malformed NetReady");
           else if (nr.status != HMC_SUCCESS)
             rs = fail(control::status_from_remote(nr.status), "hmc_accept from {}: the peer could "
                       "not connect {}: {}", ch->peer_name(), choice.key(), nr.text);

@@ -26,7 +26,8 @@ void encode_caps(const path::Capabilities& caps, control::Writer* w) {
   }
 }
 
-bool decode_caps(control::Reader& r, path::Capabilities* caps) {
+bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
+  control::Reader r(p, n_bytes);
   path::Capabilities c;
   uint32_t n = 0;
   if (!r.str(&c.host_id, kMaxName) || !r.str(&c.hostname, kMaxName) || !r.i32(&c.pid) ||
@@ -52,7 +53,8 @@ void encode_net_handle(const NetHandle& m, control::Writer* w) {
   w->blob(m.handle);
 }
 
-bool decode_net_handle(control::Reader& r, NetHandle* m) {
+bool decode_net_handle(const uint8_t* p, size_t n, NetHandle* m) {
+  control::Reader r(p, n);
   NetHandle h;
   if (!r.i32(&h.status) || !r.str(&h.text, kMaxText) || !r.str(&h.plugin, kMaxName) ||
       !r.str(&h.device, kMaxName) || !r.blob(&h.handle, HMC_NET_HANDLE_MAX))
@@ -66,45 +68,24 @@ void encode_net_ready(const NetReady& m, control::Writer* w) {
   w->str(m.text);
 }
 
-bool decode_net_ready(control::Reader& r, NetReady* m) {
+bool decode_net_ready(const uint8_t* p, size_t n, NetReady* m) {
+  control::Reader r(p, n);
   NetReady x;
   if (!r.i32(&x.status) || !r.str(&x.text, kMaxText)) return false;
   *m = std::move(x);
   return true;
 }
 
-void encode_notify(uint64_t value, control::Writer* w) { w->u64(value); }
-bool decode_notify(control::Reader& r, uint64_t* value) { return r.u64(value); }
+void encode_notify(const uint64_t& value, control::Writer* w) { w->u64(value); }
+bool decode_notify(const uint8_t* p, size_t n, uint64_t* value) {
+  control::Reader r(p, n);
+  return r.u64(value);
+}
 
 void encode_bye(const std::string& reason, control::Writer* w) { w->str(reason); }
-bool decode_bye(control::Reader& r, std::string* reason) { return r.str(reason, kMaxText); }
-
-void fuzz_decoders(const uint8_t* data, size_t len) {
-  {
-    control::Reader r(data, len);
-    path::Capabilities c;
-    decode_caps(r, &c);
-  }
-  {
-    control::Reader r(data, len);
-    NetHandle h;
-    decode_net_handle(r, &h);
-  }
-  {
-    control::Reader r(data, len);
-    NetReady x;
-    decode_net_ready(r, &x);
-  }
-  {
-    control::Reader r(data, len);
-    uint64_t v;
-    decode_notify(r, &v);
-  }
-  {
-    control::Reader r(data, len);
-    std::string s;
-    decode_bye(r, &s);
-  }
+bool decode_bye(const uint8_t* p, size_t n, std::string* reason) {
+  control::Reader r(p, n);
+  return r.str(reason, kMaxText);
 }
 
 }  // namespace hmc::msg

@@ -150,7 +150,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }  // namespace
 
 void Config::warn_unknown() const {
-  for (const auto& [name, value] : env_) {
+  for (const auto& entry : env_) {
+    const std::string& name = entry.first;
     bool known = std::any_of(declared_.begin(), declared_.end(),
                              [&](const ConfigVar& v) { return v.name == name; });
     if (known) continue;

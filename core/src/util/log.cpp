@@ -40,7 +40,11 @@ bool parse_level(const std::string& text, int* level) {
 bool configure(int level, const std::string& file, std::string* err) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_level = level;
-  if (file.empty() || file == "stderr") return true;
+  if (file.empty() || file == "stderr") {
+    if (g_file) fclose(g_file);
+    g_file = nullptr;
+    return true;
+  }
   std::string path = file;
   for (size_t pos; (pos = path.find("%p")) != std::string::npos;)
     path.replace(pos, 2, std::to_string(getpid()));

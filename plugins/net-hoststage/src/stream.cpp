@@ -135,8 +135,9 @@ void Stream::pump_out() {
       return;
     }
     if (static_cast<size_t>(n) >= budget) {
+      // Yield; the socket is still writable, so EPOLLOUT brings us back on the next progress.
       ctx_.note_more_work();
-      set_want_out(false);
+      set_want_out(true);
       return;
     }
     budget -= static_cast<size_t>(n);

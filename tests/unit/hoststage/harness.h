@@ -224,10 +224,30 @@ class Side {
   }
   hmc_plugin_status_t last_post() const { return last_; }
 
+  // Waiting style: spin on test/progress only (benchmarks), or spin a little and then sleep on
+  // wait_fd after arm, as the core does (tests: this also exercises arm/wait_fd everywhere and
+  // leaves the CPU to the peer process on a busy machine).
+  void set_spin_only(bool on) { spin_only_ = on; }
+
+  // Called in wait loops: after enough fruitless spins, arms and sleeps on wait_fd (and
+  // extra_fd, when >= 0) for at most 20 ms. A lost wake-up therefore costs time, not a hang; the
+  // wake-up test checks them strictly.
+  void idle(int* spins, int extra_fd = -1) {
+    if (spin_only_ || ++*spins < 200) return;
+    *spins = 0;
+    if (t_->arm(ctx_) != HMC_PLUGIN_SUCCESS) return;
+    int fd = -1;
+    t_->wait_fd(ctx_, &fd);
+    pollfd p[2] = {{fd, POLLIN, 0}, {extra_fd, POLLIN, 0}};
+    ::poll(p, extra_fd >= 0 ? 2 : 1, 20);
+  }
+
   // Tests r until it ends (returns its status) or the timeout passes (returns IN_PROGRESS and
   // leaves r pending).
   hmc_plugin_status_t wait(hmc_net_request_t* r, size_t* bytes = nullptr, double timeout_s = 30) {
     uint64_t deadline = mono_ns() + static_cast<uint64_t>(timeout_s * 1e9);
+    int spins = 0;
+    unsigned polls = 0;
     for (;;) {
       int done = 0;
       size_t b = 0;
@@ -236,7 +256,8 @@ class Side {
         if (bytes != nullptr) *bytes = b;
         return st;
       }
-      if (mono_ns() > deadline) return HMC_PLUGIN_IN_PROGRESS;
+      if ((++polls & 255) == 0 && mono_ns() > deadline) return HMC_PLUGIN_IN_PROGRESS;
+      idle(&spins);
     }
   }
   // Waits for all; statuses in the same order. Requests still pending at the timeout report
@@ -249,7 +270,9 @@ class Side {
     if (bytes != nullptr) bytes->assign(reqs.size(), 0);
     size_t left = reqs.size();
     uint64_t deadline = mono_ns() + static_cast<uint64_t>(timeout_s * 1e9);
+    int spins = 0;
     while (left > 0 && mono_ns() < deadline) {
+      size_t before = left;
       for (size_t i = 0; i < reqs.size(); ++i) {
         if (done[i]) continue;
         int d = 0;
@@ -262,6 +285,7 @@ class Side {
           --left;
         }
       }
+      if (left == before) idle(&spins);
     }
     return st;
   }
@@ -311,8 +335,9 @@ class Side {
   bool read_all(void* data, size_t len, double timeout_s) {
     auto* p = static_cast<uint8_t*>(data);
     uint64_t deadline = mono_ns() + static_cast<uint64_t>(timeout_s * 1e9);
+    int spins = 0;
     while (len > 0) {
-      if (ctx_ != nullptr && t_->progress != nullptr) t_->progress(ctx_);
+      if (ctx_ != nullptr) t_->progress(ctx_);
       pollfd pfd{ctl_, POLLIN, 0};
       int timeout_ms = ctx_ != nullptr ? 0 : 10;
       if (::poll(&pfd, 1, timeout_ms) > 0) {
@@ -321,8 +346,10 @@ class Side {
         if (n <= 0) return false;
         p += n;
         len -= static_cast<size_t>(n);
+        continue;
       }
-      if (len > 0 && mono_ns() > deadline) return false;
+      if (mono_ns() > deadline) return false;
+      if (ctx_ != nullptr) idle(&spins, ctl_);
     }
     return true;
   }
@@ -335,6 +362,7 @@ class Side {
   hmc_net_listener_t* listener_ = nullptr;
   hmc_net_ep_t* ep_ = nullptr;
   hmc_plugin_status_t last_ = HMC_PLUGIN_SUCCESS;
+  bool spin_only_ = false;
 };
 
 // Forks; the child runs `child(side)` as the connector and exits with `child_exit()` (0 = ok);
