@@ -8,7 +8,7 @@
 # of the rounds is kept on both sides (highest bandwidth, lowest latency), so a noisy moment
 # does not decide. Compare ratios from one run, never absolute numbers across machines.
 #
-# hmc-perf is taken from $HMC_BUILD/bin (default ./build/bin under the repository root). The peer
+# hmc-perf is taken from $BUILD_DIR/bin (default ./build/bin under the repository root). The peer
 # figures come from ../shared/bench/peers.sh next to the repository when it exists, else from
 # ucx_perftest run here the same way.
 #
@@ -19,8 +19,8 @@ set -u
 # metric | kind (bw: higher is better, lat: lower) | peer metric | goal on hmc/peer |
 # environment for hmc-perf | hmc-perf arguments (the test and size; --iters scale with --quick)
 CASES=(
-  "hoststage.tcp.send_bw.4M|bw|ucx.tcp.tag_bw|>=0.80|HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --size 4M --iters 200"
-  "hoststage.shm.send_bw.4M|bw|ucx.shm.tag_bw|>=0.80|HMC_PATH=hoststage/shm|--test bw --op send --size 4M --iters 300"
+  "hoststage.tcp.send_bw.4M|bw|ucx.tcp.tag_bw|>=1.00|HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --size 4M --iters 200"
+  "hoststage.shm.send_bw.4M|bw|ucx.shm.tag_bw|>=1.00|HMC_PATH=hoststage/shm|--test bw --op send --size 4M --iters 300"
   "hoststage.tcp.send_lat.8|lat|ucx.tcp.tag_lat|<=1.25|HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test lat --op send --size 8 --iters 20000"
   "hoststage.shm.send_lat.8|lat|ucx.shm.tag_lat|<=1.25|HMC_PATH=hoststage/shm|--test lat --op send --size 8 --iters 20000"
 )
@@ -37,7 +37,7 @@ metric, hmc value, peer value, ratio (hmc/peer), goal and pass/fail.
   --reps N   rounds, best of N kept on each side                         [3]
   --help     this text
 
-Environment: HMC_BUILD  build directory holding bin/hmc-perf               [./build]
+Environment: BUILD_DIR  build directory holding bin/hmc-perf               [./build]
 EOF
 }
 
@@ -56,11 +56,11 @@ while (($#)); do
 done
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${HMC_BUILD:-$ROOT/build}
+BUILD=${BUILD_DIR:-$ROOT/build}
 PERF=$BUILD/bin/hmc-perf
 PEERS_SH=$ROOT/../shared/bench/peers.sh
 if [[ ! -x $PERF ]]; then
-  echo "compare.sh: $PERF not found: build first (scripts/hmc-dev build) or set HMC_BUILD" >&2
+  echo "compare.sh: $PERF not found: build first (scripts/hmc-dev build) or set BUILD_DIR" >&2
   exit 1
 fi
 command -v python3 >/dev/null || { echo "compare.sh: needs python3 (to read hmc-perf's JSON)" >&2; exit 1; }

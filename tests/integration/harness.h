@@ -439,14 +439,16 @@ class Context {
 class HostBuffer {
  public:
   HostBuffer() = default;
-  explicit HostBuffer(size_t size) {
-    p_ = static_cast<uint8_t*>(malloc(size ? size : 1)), n_ = size;
-  }
+  // malloc'd; data() is NULL when the allocation failed. A 0-byte buffer still has an address.
+  explicit HostBuffer(size_t size)
+      : p_(static_cast<uint8_t*>(malloc(size ? size : 1))), n_(p_ ? size : 0) {}
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
   HostBuffer(HostBuffer&& o) noexcept { *this = std::move(o); }
   HostBuffer& operator=(HostBuffer&& o) noexcept {
-    std::swap(p_, o.p_), std::swap(n_, o.n_), std::swap(ctx_, o.ctx_);
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    std::swap(ctx_, o.ctx_);
     return *this;
   }
   ~HostBuffer() {
@@ -461,7 +463,9 @@ class HostBuffer {
     hmc_status_t st = hmc_mem_alloc(ctx, "host", size, &p);
     if (st != HMC_SUCCESS) return st;
     *this = HostBuffer();
-    p_ = static_cast<uint8_t*>(p), n_ = size, ctx_ = ctx;
+    p_ = static_cast<uint8_t*>(p);
+    n_ = size;
+    ctx_ = ctx;
     return st;
   }
   uint8_t* data() const { return p_; }

@@ -266,8 +266,10 @@ TEST_P(PutGet, AccessOutsideTheRegistrationIsRefusedAndChangesNothing) {
           std::cerr << "[ NOTE     ] the forged descriptor claims " << claimed
                     << " bytes, not the patched " << rw_size * 4 << "\n";
         const Range past[] = {{rw_size, 16}, {rw_size - 8, 16}, {rw_size + kGuard, 1}};
+        int tried = 0;
         for (const auto& x : past) {
           if (x.offset + x.size > claimed) continue;
+          ++tried;
           Outcome o = put(c.peer, fake.get(), x.offset, scratch.data(), x.size);
           EXPECT_EQ(o.status, HMC_ERR_REMOTE)
               << "put of " << x.size << " bytes at " << x.offset << " through a descriptor "
@@ -277,6 +279,7 @@ TEST_P(PutGet, AccessOutsideTheRegistrationIsRefusedAndChangesNothing) {
               << "get of " << x.size << " bytes at " << x.offset << " through a descriptor "
               << "claiming " << claimed << " of " << rw_size << " bytes: " << g.detail;
         }
+        EXPECT_GT(tried, 0) << "the forged descriptor claims only " << claimed << " bytes";
       }
     }
   }

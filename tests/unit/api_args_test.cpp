@@ -121,3 +121,37 @@ TEST(ApiConfig, InvalidValueFailsCreateNamingTheVariable) {
 }
 
 }  // namespace
+
+namespace {
+TEST(ApiConfig, TableWithoutContextAndSecretsHidden) {
+  setenv("HMC_TIMEOUT_MS", "soon", 1);
+  setenv("HMC_AUTH_TOKEN", "s3cret", 1);
+  int n = 0;
+  ASSERT_EQ(hmc_config_count(nullptr, &n), HMC_SUCCESS);
+  bool saw_timeout = false, saw_token = false;
+  for (int i = 0; i < n; ++i) {
+    hmc_config_entry_t e{};
+    e.struct_size = sizeof e;
+    ASSERT_EQ(hmc_config_entry(nullptr, i, &e), HMC_SUCCESS);
+    if (std::string(e.name) == "HMC_TIMEOUT_MS") {
+      saw_timeout = true;
+      EXPECT_STREQ(e.value, "soon");  // shown as set, even though it is invalid
+      EXPECT_EQ(e.is_set, 1);
+      EXPECT_STREQ(e.default_value, "30000");
+    }
+    if (std::string(e.name) == "HMC_AUTH_TOKEN") {
+      saw_token = true;
+      EXPECT_STREQ(e.value, "(set)");
+    }
+  }
+  EXPECT_TRUE(saw_timeout);
+  EXPECT_TRUE(saw_token);
+  hmc_config_entry_t e{};
+  e.struct_size = sizeof e;
+  EXPECT_EQ(hmc_config_entry(nullptr, n, &e), HMC_ERR_NOT_FOUND);
+  e.struct_size = 4;
+  EXPECT_EQ(hmc_config_entry(nullptr, 0, &e), HMC_ERR_INVALID_ARGUMENT);
+  unsetenv("HMC_TIMEOUT_MS");
+  unsetenv("HMC_AUTH_TOKEN");
+}
+}  // namespace

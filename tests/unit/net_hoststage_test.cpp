@@ -889,6 +889,7 @@ TEST_P(HoststageLocal, ArmAndWaitFdWakeUps) {
   for (int i = 0; i < 1000 && !done; ++i) ASSERT_EQ(T()->test(s, &done, nullptr), HMC_PLUGIN_SUCCESS);
   ASSERT_TRUE(done);
   EXPECT_TRUE(readable_within(fd_a, 5000)) << "the message did not wake the sleeping side";
+  EXPECT_EQ(T()->arm(p.a), HMC_PLUGIN_IN_PROGRESS) << "arm must report the waiting message";
   size_t n = 0;
   EXPECT_EQ(p.wait(r, &n), HMC_PLUGIN_SUCCESS);
   EXPECT_EQ(first_mismatch(rbuf.data(), 8, 5), -1);

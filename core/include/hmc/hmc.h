@@ -159,6 +159,8 @@ typedef struct hmc_config_entry {
   char owner[64];          /* "core" or a plugin name */
   int32_t is_set;          /* 1 when set in the environment */
 } hmc_config_entry_t;
+/* With ctx NULL: the core's own variables, read from the environment (works when an invalid value
+ * keeps hmc_context_create from succeeding). The value of HMC_AUTH_TOKEN reads "(set)". */
 HMC_API hmc_status_t hmc_config_count(hmc_context_t ctx, int* count);
 HMC_API hmc_status_t hmc_config_entry(hmc_context_t ctx, int index, hmc_config_entry_t* out);
 
@@ -206,7 +208,8 @@ HMC_API hmc_status_t hmc_address_from_host(const char* host_port, void* buf, siz
  * (and token challenge), the capability exchange and path choice. */
 HMC_API hmc_status_t hmc_connect(hmc_context_t ctx, const void* addr, size_t len, int timeout_ms,
                                  hmc_peer_t* peer);
-/* Waits up to timeout_ms for the next incoming peer. */
+/* Waits up to timeout_ms for the next incoming peer to connect; the hello, capability exchange
+ * and data-path setup of a peer that did connect then get HMC_TIMEOUT_MS of their own. */
 HMC_API hmc_status_t hmc_accept(hmc_context_t ctx, int timeout_ms, hmc_peer_t* peer);
 /* Closes the peer: its pending requests end with HMC_ERR_CANCELLED. */
 HMC_API hmc_status_t hmc_peer_close(hmc_peer_t peer);
@@ -235,8 +238,10 @@ HMC_API hmc_status_t hmc_recv(hmc_peer_t peer, void* buf, size_t size, uint64_t 
 
 #define HMC_PUT_NOTIFY (1u << 0) /* deliver notify_value to the target after the data landed */
 
-/* Writes size bytes from buf into the remote region at remote_offset. With HMC_PUT_NOTIFY the
- * target receives notify_value through hmc_notify_wait once the data is in place. */
+/* Writes size bytes from buf into the remote region at remote_offset. The request ends when the
+ * data is in place at the target. With HMC_PUT_NOTIFY the target receives notify_value through
+ * hmc_notify_wait once this put's data is in place; it says nothing of other puts still in
+ * flight (wait for those to end before posting the notifying put to cover them too). */
 HMC_API hmc_status_t hmc_put(hmc_peer_t peer, const void* buf, size_t size, hmc_remote_t remote,
                              uint64_t remote_offset, uint32_t flags, uint64_t notify_value,
                              hmc_request_t* req);

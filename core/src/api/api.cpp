@@ -210,28 +210,53 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
   HMC_CATCH
 }
 
+namespace {
+// The configuration a call reports: the context's, or with ctx NULL the core's own variables read
+// straight from the environment (so that hmc-info --config works when a value is invalid).
+hmc_status_t config_of(hmc_context_t ctx, const char* func, std::unique_ptr<Config>* own,
+                       const Config** out) {
+  if (!ctx) {
+    *own = std::make_unique<Config>();
+    (*own)->load_from_environment();  // an invalid value still leaves every variable declared
+    *out = own->get();
+    return HMC_SUCCESS;
+  }
+  if (!Handles::valid(ctx, HandleKind::Context))
+    return fail(HMC_ERR_INVALID_HANDLE, "{}: 'ctx' is not a live Context handle", func);
+  *out = &ctx_of(ctx)->config();
+  return HMC_SUCCESS;
+}
+}  // namespace
+
 HMC_API hmc_status_t hmc_config_count(hmc_context_t ctx, int* count) {
   HMC_TRY
-  CHECK_HANDLE(ctx, Context);
   CHECK_NOT_NULL(count);
-  *count = static_cast<int>(ctx_of(ctx)->config().declared().size());
+  std::unique_ptr<Config> own;
+  const Config* cfg = nullptr;
+  hmc_status_t st = config_of(ctx, __func__, &own, &cfg);
+  if (st != HMC_SUCCESS) return st;
+  *count = static_cast<int>(cfg->declared().size());
   return HMC_SUCCESS;
   HMC_CATCH
 }
 
 HMC_API hmc_status_t hmc_config_entry(hmc_context_t ctx, int index, hmc_config_entry_t* out) {
   HMC_TRY
-  CHECK_HANDLE(ctx, Context);
   CHECK_NOT_NULL(out);
   hmc_status_t st = check_struct(out->struct_size, sizeof(hmc_config_entry_t), __func__, "out");
   if (st != HMC_SUCCESS) return st;
-  const Config& cfg = ctx_of(ctx)->config();
+  std::unique_ptr<Config> own;
+  const Config* cfgp = nullptr;
+  if ((st = config_of(ctx, __func__, &own, &cfgp)) != HMC_SUCCESS) return st;
+  const Config& cfg = *cfgp;
   const auto& vars = cfg.declared();
   if (index < 0 || static_cast<size_t>(index) >= vars.size())
     return fail(HMC_ERR_NOT_FOUND, "hmc_config_entry: index {} outside 0..{}", index, vars.size());
   const ConfigVar& v = vars[index];
   copy_str(out->name, v.name);
-  copy_str(out->value, cfg.get(v.name));
+  // Secrets are never handed out, only whether they are set.
+  bool secret = v.name == "HMC_AUTH_TOKEN";
+  copy_str(out->value, secret ? (cfg.raw(v.name) ? "(set)" : "") : cfg.get(v.name));
   copy_str(out->default_value, v.default_value);
   copy_str(out->help, v.help);
   copy_str(out->owner, v.owner);

@@ -20,6 +20,9 @@
 namespace hmc {
 
 namespace {
+// How a Bye reads in a lost peer's reason: an orderly close, logged as information.
+constexpr const char* kPeerClosed = "the peer closed the connection";
+
 uint64_t random_u64() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -270,8 +273,9 @@ void Context::finish_request_locked(Request* req, hmc_plugin_status_t result, si
 void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) {
   if (!peer.lost.exchange(true)) {
     peer.lost_reason = reason;
-    if (status == HMC_ERR_PEER_LOST) HMC_LOG_W("peer {} lost: {}", peer.name, reason);
-    else HMC_LOG_I("peer {} closed: {}", peer.name, reason);
+    bool orderly = status != HMC_ERR_PEER_LOST || reason.rfind(kPeerClosed, 0) == 0;
+    if (orderly) HMC_LOG_I("peer {} closed: {}", peer.name, reason);
+    else HMC_LOG_W("peer {} lost: {}", peer.name, reason);
   }
   {
     // Keys unpacked on the endpoint go before it.
@@ -330,7 +334,7 @@ std::string Context::dispatch_control(const std::shared_ptr<Peer>& peer,
     case control::MsgType::Bye: {
       std::string reason;
       if (!msg::decode_bye(p, n, &reason)) reason = "no reason given";
-      return "the peer closed the connection (" + reason + ")";
+      return std::string(kPeerClosed) + " (" + reason + ")";
     }
     default:
       HMC_LOG_W("peer {}: unexpected control message type {} ignored", peer->name,

@@ -222,6 +222,10 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
     if (control::now_ns() >= deadline)
       return fail(HMC_ERR_TIMEOUT, "hmc_accept: no peer connected within {} ms", timeout_ms);
   }
+  // A peer has connected: its setup gets the full default timeout, whatever was left of the
+  // wait, so that polling hmc_accept with short timeouts cannot cut a handshake off.
+  deadline = deadline_after(timeout_ms_);
+  timeout_ms = timeout_ms_;
   auto ch = std::make_unique<control::Channel>(std::move(fd));
   ch->set_peer_name(where);
   control::HelloInfo mine{control::kProtocolVersion, caps_.host_id, caps_.hostname, caps_.pid, id_};

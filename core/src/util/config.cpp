@@ -83,11 +83,15 @@ hmc_status_t Config::load_from_environment() {
     env_[std::string(*e, eq - *e)] = eq + 1;
   }
   declared_.clear();
+  // Everything is declared even past an invalid value, so the table stays complete for
+  // hmc-info --config; the first invalid value is reported.
+  hmc_status_t first = HMC_SUCCESS;
+  std::string first_error;
   for (const auto& v : core_config_vars()) {
     hmc_status_t st = declare(v);
-    if (st != HMC_SUCCESS) return st;
+    if (st != HMC_SUCCESS && first == HMC_SUCCESS) first = st, first_error = last_error();
   }
-  return HMC_SUCCESS;
+  return first == HMC_SUCCESS ? first : set_error(first, first_error);
 }
 
 hmc_status_t Config::declare(const ConfigVar& var) {

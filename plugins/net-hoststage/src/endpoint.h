@@ -91,6 +91,7 @@ class Endpoint {
   // --- used by streams ---
   void on_msg(const WireHdr& h, const uint8_t* payload);
   bool next_chunk(OutFrame* f);
+  bool expecting_bulk() const { return !sinks_.empty(); }
   bool data_begin(const WireHdr& h);
   uint8_t* data_dst(uint64_t sink, uint64_t off, uint64_t len);
   void data_end(uint64_t sink, uint64_t len);

@@ -19,8 +19,9 @@ constexpr int kMaxIov = 64;
 constexpr size_t kWriteBudget = size_t{32} << 20;
 constexpr size_t kReadBudget = size_t{32} << 20;
 // DATA payloads at least this large are read straight into their destination.
-constexpr size_t kDirectRead = size_t{16} << 10;
+constexpr size_t kDirectRead = size_t{4} << 10;
 constexpr size_t kMinRxBuffer = size_t{256} << 10;
+constexpr size_t kSmallRead = size_t{4} << 10;
 
 }  // namespace
 
@@ -172,6 +173,9 @@ void Stream::on_readable() {
         rd_ = 0;
       }
       asked = rxcap_ - wr_;
+      // While bulk data is expected, read little into the buffer: a DATA header is followed by
+      // payload that should land in its destination directly, not be copied out of here.
+      if (ep_.expecting_bulk()) asked = std::min(asked, kSmallRead);
       n = ::recv(fd_.get(), rx_.get() + wr_, asked, MSG_DONTWAIT);
       if (n > 0) {
         wr_ += static_cast<size_t>(n);
