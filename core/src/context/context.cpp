@@ -229,6 +229,32 @@ Context::~Context() {
 
 // --- progress -------------------------------------------------------------------------------
 
+void Context::complete_locked(Request* req, hmc_status_t status, std::string error) {
+  req->status = status;
+  req->error = std::move(error);
+  req->peer->pending_count.fetch_sub(1, std::memory_order_relaxed);
+  req->done.store(true, std::memory_order_release);
+}
+
+void Context::flush_notifications_locked(Peer& peer) {
+  while (!peer.notify_queue.empty() && peer.notify_queue.front()->landed) {
+    Request* req = peer.notify_queue.front();
+    peer.notify_queue.pop_front();
+    hmc_status_t st;
+    {
+      std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
+      control::Writer w;
+      msg::encode_notify(req->notify_value, &w);
+      st = peer.ctrl ? peer.ctrl->send(control::MsgType::Notify, w) : HMC_ERR_PEER_LOST;
+    }
+    if (st == HMC_SUCCESS) complete_locked(req, HMC_SUCCESS, "");
+    else
+      complete_locked(req, HMC_ERR_PEER_LOST,
+                      fmt::format("hmc_put to {}: the data landed but the notification could not "
+                                  "be sent: {}", peer.name, last_error()));
+  }
+}
+
 void Context::finish_request_locked(Request* req, hmc_plugin_status_t result, size_t bytes) {
   Peer& peer = *req->peer;
   req->net = nullptr;
@@ -237,37 +263,40 @@ void Context::finish_request_locked(Request* req, hmc_plugin_status_t result, si
     req->temp_mr = nullptr;
   }
   req->bytes = bytes;
-  req->status = from_plugin_status(result);
-  if (result == HMC_PLUGIN_SUCCESS && req->notify) {
-    std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
-    control::Writer w;
-    msg::encode_notify(req->notify_value, &w);
-    hmc_status_t st = peer.ctrl ? peer.ctrl->send(control::MsgType::Notify, w) : HMC_ERR_PEER_LOST;
-    if (st != HMC_SUCCESS) {
-      req->status = HMC_ERR_PEER_LOST;
-      req->error = fmt::format("hmc_put to {}: the data landed but the notification could not be "
-                               "sent: {}", peer.name, last_error());
-    }
-  } else if (result != HMC_PLUGIN_SUCCESS) {
-    const char* what = op_name(req->op);
-    if (result == HMC_PLUGIN_ERR_PEER_LOST)
-      req->error = fmt::format("hmc_{} with {}: peer lost ({})", what, peer.name,
-                               peer.lost_reason.empty() ? "connection broken" : peer.lost_reason);
-    else if (result == HMC_PLUGIN_ERR_REMOTE)
-      req->error = fmt::format("hmc_{} with {}: refused by the peer (outside the region, unknown "
-                               "or deregistered key, or access not granted)", what, peer.name);
-    else if (result == HMC_PLUGIN_ERR_TRUNCATED)
-      req->error = fmt::format("hmc_recv from {} (tag {}): the message was larger than the "
-                               "{}-byte buffer", peer.name, req->tag, req->size);
-    else if (result == HMC_PLUGIN_ERR_CANCELLED)
-      req->error = fmt::format("hmc_{} with {}: cancelled", what, peer.name);
-    else
-      req->error = fmt::format("hmc_{} with {} via {}: {}", what, peer.name, peer.choice.key(),
-                               plugin_status_string(result));
-  }
   peer.last_heard_ns = control::now_ns();
-  peer.pending_count.fetch_sub(1, std::memory_order_relaxed);
-  req->done.store(true, std::memory_order_release);
+  if (req->notify) {
+    if (result == HMC_PLUGIN_SUCCESS) {
+      req->landed = true;
+      flush_notifications_locked(peer);
+      return;
+    }
+    auto& q = peer.notify_queue;
+    for (auto it = q.begin(); it != q.end(); ++it)
+      if (*it == req) {
+        q.erase(it);
+        break;
+      }
+  }
+  std::string error;
+  const char* what = op_name(req->op);
+  if (result == HMC_PLUGIN_SUCCESS)
+    ;
+  else if (result == HMC_PLUGIN_ERR_PEER_LOST)
+    error = fmt::format("hmc_{} with {}: peer lost ({})", what, peer.name,
+                        peer.lost_reason.empty() ? "connection broken" : peer.lost_reason);
+  else if (result == HMC_PLUGIN_ERR_REMOTE)
+    error = fmt::format("hmc_{} with {}: refused by the peer (outside the region, unknown or "
+                        "deregistered key, or access not granted)", what, peer.name);
+  else if (result == HMC_PLUGIN_ERR_TRUNCATED)
+    error = fmt::format("hmc_recv from {} (tag {}): the message was larger than the {}-byte "
+                        "buffer", peer.name, req->tag, req->size);
+  else if (result == HMC_PLUGIN_ERR_CANCELLED)
+    error = fmt::format("hmc_{} with {}: cancelled", what, peer.name);
+  else
+    error = fmt::format("hmc_{} with {} via {}: {}", what, peer.name, peer.choice.key(),
+                        plugin_status_string(result));
+  complete_locked(req, from_plugin_status(result), std::move(error));
+  if (req->notify) flush_notifications_locked(peer);  // a failed head may unblock later ones
 }
 
 void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) {
@@ -291,19 +320,22 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
     peer.net->table()->close_ep(peer.ep);  // releases the plugin's side of every pending request
     peer.ep = nullptr;
   }
-  for (Request* req : peer.pending) {
+  auto fail_one = [&](Request* req) {
     req->net = nullptr;
     if (req->temp_mr) {
       peer.net->table()->dereg_mr(peer.net->ctx(), req->temp_mr);
       req->temp_mr = nullptr;
     }
-    req->status = status;
-    req->error = fmt::format("hmc_{} with {}: {}", op_name(req->op), peer.name,
-                             status == HMC_ERR_PEER_LOST ? "peer lost (" + reason + ")" : reason);
-    peer.pending_count.fetch_sub(1, std::memory_order_relaxed);
-    req->done.store(true, std::memory_order_release);
-  }
+    complete_locked(req, status,
+                    fmt::format("hmc_{} with {}: {}", op_name(req->op), peer.name,
+                                status == HMC_ERR_PEER_LOST ? "peer lost (" + peer.lost_reason + ")"
+                                                            : reason));
+  };
+  for (Request* req : peer.pending) fail_one(req);
   peer.pending.clear();
+  for (Request* req : peer.notify_queue)
+    if (req->landed) fail_one(req);  // the others were just failed as pending
+  peer.notify_queue.clear();
 }
 
 void Context::fail_peer(Peer& peer, hmc_status_t status, const std::string& reason) {
@@ -334,7 +366,11 @@ std::string Context::dispatch_control(const std::shared_ptr<Peer>& peer,
     case control::MsgType::Bye: {
       std::string reason;
       if (!msg::decode_bye(p, n, &reason)) reason = "no reason given";
-      return std::string(kPeerClosed) + " (" + reason + ")";
+      // Not lost yet: messages it sent before closing may still be arriving on the data path,
+      // and its end of that path breaking is what ends the receives waiting for more.
+      if (!peer->remote_closed.exchange(true))
+        HMC_LOG_I("peer {}: {} ({})", peer->name, kPeerClosed, reason);
+      return "";
     }
     default:
       HMC_LOG_W("peer {}: unexpected control message type {} ignored", peer->name,
@@ -357,8 +393,15 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
       std::string why = dispatch_control(peer, m);
       if (lost.empty()) lost = why;
     }
-    if (lost.empty() && st != HMC_SUCCESS) lost = "control connection: " + last_error();
-    if (lost.empty() && now - peer->last_sent_ns > uint64_t(heartbeat_ms_) * 1000000) {
+    if (lost.empty() && st != HMC_SUCCESS) {
+      if (peer->remote_closed) {
+        peer->ctrl.reset();  // its end went away after Bye, as it should
+        return busy;
+      }
+      lost = "control connection: " + last_error();
+    }
+    if (lost.empty() && !peer->remote_closed &&
+        now - peer->last_sent_ns > uint64_t(heartbeat_ms_) * 1000000) {
       control::Writer w;
       if (peer->ctrl->send(control::MsgType::Heartbeat, w) == HMC_SUCCESS) peer->last_sent_ns = now;
       else lost = "control connection: " + last_error();

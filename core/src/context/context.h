@@ -92,6 +92,10 @@ class Context {
 
   // Ends req (net mutex held): records the plugin's result, sends a put's notification.
   void finish_request_locked(Request* req, hmc_plugin_status_t result, size_t bytes);
+  // Marks req ended with status (net mutex held).
+  void complete_locked(Request* req, hmc_status_t status, std::string error);
+  // Sends the notifications of landed puts at the head of the peer's queue (net mutex held).
+  void flush_notifications_locked(Peer& peer);
   // Marks the peer lost (net mutex held): closes its endpoint, fails every pending request.
   void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason);
   void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason);

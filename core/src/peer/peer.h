@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,9 +33,14 @@ struct Peer : std::enable_shared_from_this<Peer> {
   NetDevice* net_device = nullptr;
   hmc_net_ep_t* ep = nullptr;       // guarded by net->mutex()
   std::vector<Request*> pending;    // guarded by net->mutex()
+  // Puts with HMC_PUT_NOTIFY in the order they were posted; a put's notification is sent only
+  // after those of every earlier one, so the target sees them in order. Guarded by net->mutex().
+  std::deque<Request*> notify_queue;
   std::string lost_reason;          // guarded by net->mutex()
   std::atomic<bool> lost{false};    // set once the peer is gone; posts fail from then on
   std::atomic<bool> closed{false};  // hmc_peer_close was called
+  // The peer said Bye: nothing new goes to it, but what it sent before can still be received.
+  std::atomic<bool> remote_closed{false};
   std::atomic<uint32_t> pending_count{0};
 
   std::mutex ctrl_mutex;

@@ -23,6 +23,7 @@ struct Request {
   uint64_t tag = 0;
   bool notify = false;
   uint64_t notify_value = 0;
+  bool landed = false;  // a notifying put whose data is in place, waiting to notify in order
 
   hmc_net_request_t* net = nullptr;  // guarded by peer->net->mutex(); nullptr once ended
   hmc_net_mr_t* temp_mr = nullptr;   // a registration made for this request only

@@ -58,9 +58,12 @@ void Context::release_request(Request* req) {
 
 namespace {
 // Validates what every post needs; net mutex not held.
-hmc_status_t check_peer(const Peer& peer, const char* what) {
+hmc_status_t check_peer(const Peer& peer, const char* what, bool receiving = false) {
   if (peer.closed) return fail(HMC_ERR_INVALID_HANDLE, "hmc_{}: the peer was closed", what);
   if (peer.lost) return fail(HMC_ERR_PEER_LOST, "hmc_{}: peer {} is lost", what, peer.name);
+  // A peer that closed can still be received from (what it sent before), not sent to.
+  if (peer.remote_closed && !receiving)
+    return fail(HMC_ERR_PEER_LOST, "hmc_{}: peer {} closed the connection", what, peer.name);
   return HMC_SUCCESS;
 }
 }  // namespace
@@ -83,6 +86,7 @@ static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
     ps = post(net, peer.ep, &req->net);
     if (ps == HMC_PLUGIN_SUCCESS) {
       peer.pending.push_back(req);
+      if (req->notify) peer.notify_queue.push_back(req);
       peer.pending_count.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -115,7 +119,7 @@ hmc_status_t Context::post_send(const std::shared_ptr<Peer>& peer, const void* b
 
 hmc_status_t Context::post_recv(const std::shared_ptr<Peer>& peer, void* buf, size_t size,
                                 uint64_t tag, Request** out) {
-  hmc_status_t st = check_peer(*peer, "recv");
+  hmc_status_t st = check_peer(*peer, "recv", true);
   if (st != HMC_SUCCESS) return st;
   auto* req = new Request();
   req->op = Op::Recv;

@@ -25,7 +25,10 @@
  *    address range outside the registered region, an unknown or deregistered key, or an access
  *    the registration did not allow completes with HMC_PLUGIN_ERR_REMOTE.
  *  - When the connection breaks, every pending request on the endpoint completes with
- *    HMC_PLUGIN_ERR_PEER_LOST, and later posts fail with it.
+ *    HMC_PLUGIN_ERR_PEER_LOST, and later posts fail with it -- except receives: messages that
+ *    arrived whole before the break stay matchable, so a receive posted afterwards that matches
+ *    one completes normally (a reply followed by a close is a common pattern), and only a
+ *    receive matching nothing already arrived fails with HMC_PLUGIN_ERR_PEER_LOST.
  */
 #ifndef HMC_PLUGIN_NET_H
 #define HMC_PLUGIN_NET_H
