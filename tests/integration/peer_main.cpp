@@ -8,6 +8,7 @@
 // that output. Keys: parent-pid=N (die with the parent; refuse to start if it is already gone),
 // plus the scenario's own (sizes=, count=, size=, status=, expect-path=).
 #include <sys/prctl.h>
+#include <sys/time.h>
 
 #include <cinttypes>
 #include <map>
@@ -341,25 +342,30 @@ void run_bounds_target(const Peer& p) {
   p.send_ctrl(kTagCtrl + 1, kCtrlAck);
 }
 
+void kill_self(int) {
+  raise(SIGKILL);
+}  // async-signal-safe
+
 [[noreturn]] void run_die_mid_send(const Peer& p) {
   size_t size = p.arg_u64("size");
   p.expect_ctrl(kTagCtrl, kCtrlGo);
   // calloc: untouched zero pages, so a 1 GiB message costs no time to prepare.
   void* buf = calloc(size, 1);
   check(buf != nullptr, "calloc of " + std::to_string(size) + " bytes");
+  // Die while the transfer runs: 20 ms after posting, a fraction of what the message takes on
+  // loopback. A timer signal, so that it strikes wherever the thread is, inside hmc calls too.
+  // (It replaces the alarm() backstop, which is moot from here on.)
+  fprintf(stderr, "hmc-test-peer: SIGKILL to self 20 ms into a %zu-byte send\n", size);
+  struct sigaction sa {};
+  sa.sa_handler = kill_self;
+  sigaction(SIGALRM, &sa, nullptr);
+  itimerval t{};
+  t.it_value.tv_usec = 20000;
+  setitimer(ITIMER_REAL, &t, nullptr);
   hmc_request_t req = nullptr;
   check_ok(hmc_send(p.peer, buf, size, kTagData, &req), "hmc_send of the large message");
-  // Die while the transfer runs: 20 ms in, a fraction of what 1 GiB takes on loopback.
-  auto t0 = Clock::now();
-  for (;;) {
-    hmc_status_t st = hmc_request_test(req, nullptr);
-    if (st != HMC_IN_PROGRESS)
-      die("the large send ended (" + describe(st) + ") before the kill point; make it larger");
-    if (ms_since(t0) >= 20) {
-      fprintf(stderr, "hmc-test-peer: SIGKILL to self in the middle of a %zu-byte send\n", size);
-      raise(SIGKILL);
-    }
-  }
+  hmc_status_t st = hmc_request_wait(req, kOpTimeoutMs, nullptr);
+  die("the large send ended (" + describe(st) + ") before the kill point; make it larger");
 }
 
 void run_echo(const Peer& p) {

@@ -729,6 +729,69 @@ TEST_P(HoststagePair, CloseWithPendingRequests) {
       });
 }
 
+// A peer that sends and then closes at once: everything it sent is still delivered (the EOF of
+// one stream must not overtake data queued on another), and only then do requests fail. The
+// receiver does not progress until the peer is gone, so all of it is pending at once. Messages
+// that arrived whole before the end can even be received after it.
+TEST_P(HoststagePair, SendThenCloseDeliversEverything) {
+  constexpr int kN = 64;
+  constexpr int kLate = 8;  // messages kN..kN+kLate-1 are received only after the peer is gone
+  auto size_of = [](int i) -> size_t { return static_cast<size_t>(i) * 37; };  // all eager
+  run(
+      [&](Side& s) {
+        std::vector<std::vector<uint8_t>> bufs(kN + kLate + 1);
+        std::vector<hmc_net_request_t*> reqs;
+        for (int i = 0; i <= kN; ++i) {
+          const int tag = i < kN ? i : 1000;  // tag 1000 is never sent
+          bufs[i].resize(std::max<size_t>(size_of(i), 1));
+          reqs.push_back(s.irecv(bufs[i].data(), size_of(i), static_cast<uint64_t>(tag)));
+          ASSERT_NE(reqs.back(), nullptr);
+        }
+        ASSERT_TRUE(s.signal());
+        // Block on the control socket without progressing the plugin until the peer closed.
+        uint8_t buf[5];
+        size_t got = 0;
+        while (got < sizeof(buf)) {
+          ssize_t n = recv(s.ctl(), buf + got, sizeof(buf) - got, 0);
+          ASSERT_GT(n, 0);
+          got += static_cast<size_t>(n);
+        }
+        std::vector<size_t> bytes;
+        auto st = s.wait_all(reqs, &bytes);
+        for (int i = 0; i < kN; ++i) {
+          EXPECT_EQ(st[i], HMC_PLUGIN_SUCCESS) << "message " << i;
+          EXPECT_EQ(bytes[i], size_of(i));
+          EXPECT_EQ(first_mismatch(bufs[i].data(), size_of(i), 40 + i), -1) << "message " << i;
+        }
+        EXPECT_EQ(st[kN], HMC_PLUGIN_ERR_PEER_LOST) << "the receive the peer never matched";
+        for (int i = kN; i < kN + kLate; ++i) {
+          std::vector<uint8_t> b(size_of(i));
+          size_t n = 0;
+          EXPECT_EQ(s.wait(s.irecv(b.data(), b.size(), static_cast<uint64_t>(i)), &n),
+                    HMC_PLUGIN_SUCCESS) << "buffered message " << i;
+          EXPECT_EQ(n, size_of(i));
+          EXPECT_EQ(first_mismatch(b.data(), size_of(i), 40 + i), -1);
+        }
+        std::vector<uint8_t> b(8);
+        EXPECT_EQ(s.irecv(b.data(), 8, kN), nullptr) << "nothing buffered: the post must fail";
+        EXPECT_EQ(s.last_post(), HMC_PLUGIN_ERR_PEER_LOST);
+      },
+      [&](Side& s) {
+        std::vector<std::vector<uint8_t>> bufs(kN + kLate);
+        std::vector<hmc_net_request_t*> reqs;
+        ASSERT_TRUE(s.await());
+        for (int i = 0; i < kN + kLate; ++i) {
+          bufs[i].resize(std::max<size_t>(size_of(i), 1));
+          fill(bufs[i].data(), size_of(i), 40 + i);
+          reqs.push_back(s.isend(bufs[i].data(), size_of(i), static_cast<uint64_t>(i)));
+          ASSERT_NE(reqs.back(), nullptr);
+        }
+        for (auto st : s.wait_all(reqs)) EXPECT_EQ(st, HMC_PLUGIN_SUCCESS);
+        s.close_ep();
+        ASSERT_TRUE(s.signal());
+      });
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, HoststagePair, ::testing::ValuesIn(all_variants()), variant_name);
 
 // A 1 GiB message, byte-exact, over the default tcp and shm configurations.

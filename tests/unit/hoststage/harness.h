@@ -245,6 +245,8 @@ class Side {
   // Tests r until it ends (returns its status) or the timeout passes (returns IN_PROGRESS and
   // leaves r pending).
   hmc_plugin_status_t wait(hmc_net_request_t* r, size_t* bytes = nullptr, double timeout_s = 30) {
+    if (r == nullptr)  // the post failed: report why instead of waiting on nothing
+      return last_ != HMC_PLUGIN_SUCCESS ? last_ : HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     uint64_t deadline = mono_ns() + static_cast<uint64_t>(timeout_s * 1e9);
     int spins = 0;
     unsigned polls = 0;
