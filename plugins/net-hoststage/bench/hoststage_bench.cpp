@@ -4,7 +4,9 @@
 // Two processes (fork) on this host. HMC_* variables in the environment are passed to the
 // plugin as its configuration (e.g. HMC_HOSTSTAGE_STREAMS=4). Prints one line:
 //   "<dev> lat <size> <usec one-way>"  or  "<dev> bw <size> <MB/s>"   (MB = 10^6 bytes)
-// Latency is half the ping-pong round trip, as ucx_perftest tag_lat reports it.
+// Latency is half the ping-pong round trip, as ucx_perftest tag_lat reports it (average over
+// the measured iterations, plus the median, after iters/2 warm-up iterations).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,19 +29,25 @@ bool wait_ok(Side& s, hmc_net_request_t* r) {
   return st == HMC_PLUGIN_SUCCESS;
 }
 
-// Returns one-way microseconds (initiator) or -1.
+double g_median_usec = 0;
+
+// Returns the average one-way microseconds (initiator) or -1; the median goes to g_median_usec.
 double latency(Side& s, bool initiator, size_t size, int iters) {
   s.set_spin_only(true);
   std::vector<uint8_t> sbuf(size + 1, 1), rbuf(size + 1);
-  const int warmup = iters / 10 + 100;
+  const int warmup = iters / 2 + 100;
+  std::vector<uint64_t> rtt;
+  rtt.reserve(static_cast<size_t>(iters));
   if (!s.signal() || !s.await()) return -1;
   uint64_t t0 = 0;
   hmc_net_request_t* r = s.irecv(rbuf.data(), size, initiator ? 1 : 0);
   for (int i = 0; i < warmup + iters; ++i) {
     if (i == warmup) t0 = mono_ns();
     if (initiator) {
+      uint64_t a = mono_ns();
       if (!wait_ok(s, s.isend(sbuf.data(), size, 0))) return -1;
       if (!wait_ok(s, r)) return -1;
+      if (i >= warmup) rtt.push_back(mono_ns() - a);
       r = s.irecv(rbuf.data(), size, 1);
     } else {
       if (!wait_ok(s, r)) return -1;
@@ -48,6 +56,10 @@ double latency(Side& s, bool initiator, size_t size, int iters) {
     }
   }
   double total = static_cast<double>(mono_ns() - t0);
+  if (!rtt.empty()) {
+    std::sort(rtt.begin(), rtt.end());
+    g_median_usec = static_cast<double>(rtt[rtt.size() / 2]) / 2e3;
+  }
   s.t()->cancel(r);
   s.wait(r, nullptr, 1);
   return total / 1e3 / (2.0 * iters);
@@ -68,8 +80,7 @@ double bandwidth(Side& s, bool sender, size_t size, int iters, int window) {
     int posted = 0, done = 0;
     while (done < n) {
       while (posted < n && static_cast<int>(inflight.size()) < window) {
-        hmc_net_request_t* r =
-            sender ? s.isend(buf.data(), size, 5) : s.irecv(buf.data(), size, 5);
+        hmc_net_request_t* r = sender ? s.isend(buf.data(), size, 5) : s.irecv(buf.data(), size, 5);
         if (r == nullptr) return -1;
         inflight.push_back(r);
         ++posted;
@@ -115,17 +126,20 @@ int main(int argc, char** argv) {
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
     size_t eq = kv.find('=');
-    if (kv.rfind("HMC_", 0) == 0 && eq != std::string::npos) cfg[kv.substr(0, eq)] = kv.substr(eq + 1);
+    if (kv.rfind("HMC_", 0) == 0 && eq != std::string::npos)
+      cfg[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   double child_result = 0;
   double parent_result = 0;
   hs_test::PairResult r = hs_test::run_pair(
       cfg, dev,
       [&](Side& s) {
-        parent_result = lat ? latency(s, true, size, iters) : bandwidth(s, true, size, iters, window);
+        parent_result =
+            lat ? latency(s, true, size, iters) : bandwidth(s, true, size, iters, window);
       },
       [&](Side& s) {
-        child_result = lat ? latency(s, false, size, iters) : bandwidth(s, false, size, iters, window);
+        child_result =
+            lat ? latency(s, false, size, iters) : bandwidth(s, false, size, iters, window);
       },
       [&] { return child_result < 0 ? 1 : 0; }, 300);
   if (!r.parent_setup_error.empty() || r.child_status != 0 || parent_result < 0) {
@@ -133,7 +147,10 @@ int main(int argc, char** argv) {
                  r.child_status);
     return 1;
   }
-  std::printf("%s %s %zu %.3f %s\n", dev ? "shm" : "tcp", lat ? "lat" : "bw", size, parent_result,
-              lat ? "usec" : "MB/s");
+  if (lat)
+    std::printf("%s lat %zu %.3f usec (average; median %.3f)\n", dev ? "shm" : "tcp", size,
+                parent_result, g_median_usec);
+  else
+    std::printf("%s bw %zu %.3f MB/s\n", dev ? "shm" : "tcp", size, parent_result);
   return 0;
 }

@@ -18,16 +18,16 @@
 namespace hmc::hoststage {
 
 void Endpoint::run_cma() {
-  const size_t chunk = ctx_.cfg().chunk;
-  size_t budget = 4 * chunk;
+  const size_t chunk = ctx_.cfg().shm_chunk;
+  size_t budget = 2 * chunk;  // per progress call
   while (!cma_.empty() && !failed()) {
     CmaJob& j = cma_.front();
     size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, j.len - j.done));
     uint8_t* local = j.local + j.done;
     if (j.key != 0) {
       // The owner re-checks its region before every step: a deregistration stops the copy.
-      uint32_t need = j.kind == CmaJob::kPutPull ? HMC_NET_ACCESS_REMOTE_WRITE
-                                                 : HMC_NET_ACCESS_REMOTE_READ;
+      uint32_t need =
+          j.kind == CmaJob::kPutPull ? HMC_NET_ACCESS_REMOTE_WRITE : HMC_NET_ACCESS_REMOTE_READ;
       if (ctx_.regions().check(j.key, reinterpret_cast<uintptr_t>(local), n, need) == nullptr) {
         CmaJob done = j;
         cma_.pop_front();
@@ -37,9 +37,8 @@ void Endpoint::run_cma() {
     }
     iovec liov{local, n};
     iovec riov{reinterpret_cast<void*>(static_cast<uintptr_t>(j.remote + j.done)), n};
-    ssize_t got = j.kind == CmaJob::kGetPush
-                      ? ::process_vm_writev(peer_pid_, &liov, 1, &riov, 1, 0)
-                      : ::process_vm_readv(peer_pid_, &liov, 1, &riov, 1, 0);
+    ssize_t got = j.kind == CmaJob::kGetPush ? ::process_vm_writev(peer_pid_, &liov, 1, &riov, 1, 0)
+                                             : ::process_vm_readv(peer_pid_, &liov, 1, &riov, 1, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       int err = got < 0 ? errno : EFAULT;

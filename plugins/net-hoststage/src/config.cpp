@@ -22,7 +22,9 @@ const hmc_config_var_t kConfigVars[] = {
     {"HMC_HOSTSTAGE_SHM_RING", "512K",
      "shm: bytes of each direction's shared ring (power of two, 64K-64M)"},
     {"HMC_HOSTSTAGE_CHUNK", "1M",
-     "bulk transfers move in chunks of this size (striping unit on tcp, copy step on shm)"},
+     "tcp: large messages move in chunks of this size, spread over the streams"},
+    {"HMC_HOSTSTAGE_SHM_CHUNK", "4M",
+     "shm: bytes per cross-memory-attach copy (and per chunk when streaming over the socket)"},
     {"HMC_HOSTSTAGE_SOCKBUF", "4M",
      "tcp SO_SNDBUF/SO_RCVBUF in bytes; 0 leaves the kernel's autotuning on"},
     {"HMC_LISTEN_HOST", "127.0.0.1",
@@ -40,9 +42,21 @@ bool parse_size(const char* text, size_t* out) {
   unsigned shift = 0;
   switch (*end) {
     case '\0': break;
-    case 'k': case 'K': shift = 10; ++end; break;
-    case 'm': case 'M': shift = 20; ++end; break;
-    case 'g': case 'G': shift = 30; ++end; break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      ++end;
+      break;
     default: return false;
   }
   if (*end != '\0') return false;
@@ -82,7 +96,8 @@ bool parse_list(const char* text, std::vector<std::string>* out) {
   size_t pos = 0;
   for (;;) {
     size_t comma = all.find(',', pos);
-    std::string item = all.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        all.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     size_t b = item.find_first_not_of(" \t");
     if (b == std::string::npos) return false;
     size_t e = item.find_last_not_of(" \t");
@@ -92,7 +107,9 @@ bool parse_list(const char* text, std::vector<std::string>* out) {
   }
 }
 
-bool is_pow2(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+bool is_pow2(size_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
 
 }  // namespace
 
@@ -154,7 +171,9 @@ hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log,
               c.shm_eager_limit, c.shm_ring);
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   }
-  if (!size_var("HMC_HOSTSTAGE_CHUNK", 4 << 10, size_t{1} << 30, &c.chunk,
+  if (!size_var("HMC_HOSTSTAGE_CHUNK", 4 << 10, size_t{1} << 30, &c.chunk, "a size from 4K to 1G"))
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  if (!size_var("HMC_HOSTSTAGE_SHM_CHUNK", 4 << 10, size_t{1} << 30, &c.shm_chunk,
                 "a size from 4K to 1G"))
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   if (!size_var("HMC_HOSTSTAGE_SOCKBUF", 0, size_t{1} << 30, &c.sockbuf,

@@ -117,8 +117,8 @@ hmc_plugin_status_t Endpoint::dial(const ConnHandle& h) {
     size_t seg_len = ring_segment_bytes(cfg.shm_ring);
     Fd memfd(::memfd_create("hmc-hoststage-ring", MFD_CLOEXEC));
     if (!memfd.valid() || ::ftruncate(memfd.get(), static_cast<off_t>(seg_len)) != 0) {
-      log.write(HMC_LOG_ERROR, "%s: creating the %zu-byte ring segment failed: %s",
-                name_.c_str(), seg_len, errno_text(errno).c_str());
+      log.write(HMC_LOG_ERROR, "%s: creating the %zu-byte ring segment failed: %s", name_.c_str(),
+                seg_len, errno_text(errno).c_str());
       return HMC_PLUGIN_ERR_SYSTEM;
     }
     void* p = ::mmap(nullptr, seg_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd.get(), 0);
@@ -194,8 +194,7 @@ void Endpoint::advance_dial() {
       if (::connect(d.fd.get(), sa, static_cast<socklen_t>(dial_target_.size())) == 0 ||
           errno == EISCONN) {
         d.connected = true;
-      } else if (errno == EAGAIN || errno == EINPROGRESS || errno == EALREADY ||
-                 errno == EINTR) {
+      } else if (errno == EAGAIN || errno == EINPROGRESS || errno == EALREADY || errno == EINTR) {
         all = false;
         continue;
       } else {
@@ -303,8 +302,7 @@ void Endpoint::become_ready() {
   }
   dial_.clear();
   if (dev_ == DevKind::kShm) {
-    attach_shm(std::move(pending_segment_), ctx_.cfg().shm_ring, true, std::move(peer_event),
-               pid);
+    attach_shm(std::move(pending_segment_), ctx_.cfg().shm_ring, true, std::move(peer_event), pid);
     pending_memfd_.reset();
     if (pid != 0) name_ = "shm peer pid " + std::to_string(pid);
   }
@@ -339,7 +337,8 @@ void Endpoint::start_accepted_tcp(std::vector<Fd> socks, const Hello& peer) {
   sockaddr_in pa{};
   socklen_t pl = sizeof(pa);
   if (::getpeername(socks[0].get(), reinterpret_cast<sockaddr*>(&pa), &pl) == 0)
-    name_ = "tcp peer " + ip_to_string(pa.sin_addr.s_addr) + ":" + std::to_string(ntohs(pa.sin_port));
+    name_ =
+        "tcp peer " + ip_to_string(pa.sin_addr.s_addr) + ":" + std::to_string(ntohs(pa.sin_port));
   set_limits(peer);
   for (size_t i = 0; i < socks.size(); ++i)
     streams_.push_back(
@@ -368,8 +367,8 @@ void Endpoint::start_accepted_shm(Fd sock, Mapping segment, Fd peer_event, pid_t
   name_ = "shm peer pid " + std::to_string(peer_pid);
   set_limits(peer);
   streams_.push_back(std::make_unique<Stream>(*this, std::move(sock), 0, rx_inline_max_));
-  attach_shm(std::move(segment), static_cast<size_t>(peer.ring_bytes), false,
-             std::move(peer_event), peer_pid);
+  attach_shm(std::move(segment), static_cast<size_t>(peer.ring_bytes), false, std::move(peer_event),
+             peer_pid);
   state_ = State::kReady;
   Hello ack = make_hello(kHelloAccept, 0, 1, nonce_, ctx_.cfg().shm_eager_limit, peer.ring_bytes);
   int wake = ctx_.wake_event_fd();

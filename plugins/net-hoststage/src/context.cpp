@@ -68,10 +68,10 @@ hmc_plugin_status_t Context::create(const hmc_host_services_t* host, Context** o
     if (c->cfg_.shm_cma) allow_cma_peers(c->log_);
   }
   HS_DEBUG(c->log_,
-           "context ready: devices %d, streams %d, eager %zu (shm %zu), chunk %zu, sockbuf %zu, "
-           "cma %d",
+           "context ready: devices %d, streams %d, eager %zu (shm %zu), chunk %zu (shm %zu), "
+           "sockbuf %zu, cma %d",
            c->device_count(), c->cfg_.streams, c->cfg_.eager_limit, c->cfg_.shm_eager_limit,
-           c->cfg_.chunk, c->cfg_.sockbuf, c->cfg_.shm_cma ? 1 : 0);
+           c->cfg_.chunk, c->cfg_.shm_chunk, c->cfg_.sockbuf, c->cfg_.shm_cma ? 1 : 0);
   *out = c.release();
   return HMC_PLUGIN_SUCCESS;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "context.h"
 #include "status.h"
@@ -36,8 +37,15 @@ void Endpoint::teardown() {
   for (DialSock& d : dial_) ctx_.unwatch(d.fd.get(), d.token);
   dial_.clear();
   while (posted_head_ != nullptr) unlink_posted(posted_head_);
-  unexpected_.clear();
-  unexpected_count_ = 0;
+  // Eager messages that arrived whole stay deliverable (post_recv); rendezvous announcements
+  // cannot be served any more. FIFO order per tag is kept: a tag's queue is cut at its first RTS.
+  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+    std::deque<Unexpected>& q = it->second;
+    auto rts = std::find_if(q.begin(), q.end(), [](const Unexpected& u) { return u.rts; });
+    unexpected_count_ -= static_cast<size_t>(q.end() - rts);
+    q.erase(rts, q.end());
+    it = q.empty() ? unexpected_.erase(it) : std::next(it);
+  }
   tracked_.clear();
   sinks_.clear();
   bulk_.clear();
@@ -75,8 +83,8 @@ void Endpoint::vfail(hmc_plugin_status_t st, const char* fmt, va_list ap) {
     ++pending;
   }
   // A peer closing an idle connection is ordinary; losing work or failing to connect is not.
-  int level = (pending > 0 || connecting || st != HMC_PLUGIN_ERR_PEER_LOST) ? HMC_LOG_WARN
-                                                                             : HMC_LOG_INFO;
+  int level =
+      (pending > 0 || connecting || st != HMC_PLUGIN_ERR_PEER_LOST) ? HMC_LOG_WARN : HMC_LOG_INFO;
   HS_LOG(ctx_.log(), level, "%s: %s%s; %zu pending request(s) end with %s", name_.c_str(),
          connecting ? "connection failed: " : "", msg, pending, status_name(st));
   teardown_pending_ = true;
@@ -92,9 +100,24 @@ void Endpoint::protocol_error(const char* fmt, ...) {
   fail(HMC_PLUGIN_ERR_PEER_LOST, "protocol error: %s", msg);
 }
 
-void Endpoint::on_stream_eof(const Stream& s) {
-  // Messages the peer put in the ring before closing are still delivered.
+void Endpoint::on_stream_eof(Stream& s) {
+  // A peer that sends and then closes must not lose what it sent: EOF on one stream can be seen
+  // before data still queued on another. A data stream closing between frames only retires that
+  // stream; the control stream (0) closing ends the endpoint, after the other streams and the
+  // ring have been drained. The peer closes every stream, so stream 0 always follows.
+  if (s.index() != 0 && !s.mid_data() && s.out_idle() && ready()) {
+    HS_DEBUG(ctx_.log(), "%s: peer closed stream %d", name_.c_str(), s.index());
+    s.shutdown();
+    return;
+  }
+  if (closing_) return;  // reached while draining below: the outer call fails the endpoint
+  closing_ = true;
+  for (auto& other : streams_) {
+    if (failed()) break;
+    if (other.get() != &s) other->drain();
+  }
   if (dev_ == DevKind::kShm && ready()) poll_ring();
+  closing_ = false;
   fail(HMC_PLUGIN_ERR_PEER_LOST, "peer closed the connection (stream %d)", s.index());
 }
 
@@ -123,8 +146,10 @@ void Endpoint::release(Request* r) {
   if (r->posted) unlink_posted(r);
   if (r->tracked) tracked_.erase(r->id);
   if (r->has_sink) sinks_.erase(r->id);
-  if (r->prev != nullptr) r->prev->next = r->next;
-  else reqs_ = r->next;
+  if (r->prev != nullptr)
+    r->prev->next = r->next;
+  else
+    reqs_ = r->next;
   if (r->next != nullptr) r->next->prev = r->prev;
   delete r;
 }
@@ -160,16 +185,22 @@ void Endpoint::link_posted(Request* r) {
   r->posted = true;
   r->pnext = nullptr;
   r->pprev = posted_tail_;
-  if (posted_tail_ != nullptr) posted_tail_->pnext = r;
-  else posted_head_ = r;
+  if (posted_tail_ != nullptr)
+    posted_tail_->pnext = r;
+  else
+    posted_head_ = r;
   posted_tail_ = r;
 }
 
 void Endpoint::unlink_posted(Request* r) {
-  if (r->pprev != nullptr) r->pprev->pnext = r->pnext;
-  else posted_head_ = r->pnext;
-  if (r->pnext != nullptr) r->pnext->pprev = r->pprev;
-  else posted_tail_ = r->pprev;
+  if (r->pprev != nullptr)
+    r->pprev->pnext = r->pnext;
+  else
+    posted_head_ = r->pnext;
+  if (r->pnext != nullptr)
+    r->pnext->pprev = r->pprev;
+  else
+    posted_tail_ = r->pprev;
   r->pprev = r->pnext = nullptr;
   r->posted = false;
 }
@@ -191,8 +222,7 @@ hmc_plugin_status_t Endpoint::check_postable() const {
   return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
 }
 
-hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, uint64_t tag,
-                                        Request** out) {
+hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, uint64_t tag, Request** out) {
   hmc_plugin_status_t st = check_postable();
   if (st != HMC_PLUGIN_SUCCESS) return st;
   Busy busy(*this);
@@ -218,7 +248,13 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, uint64_t ta
 
 hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, uint64_t tag, Request** out) {
   hmc_plugin_status_t st = check_postable();
-  if (st != HMC_PLUGIN_SUCCESS) return st;
+  if (st != HMC_PLUGIN_SUCCESS) {
+    // A message that fully arrived before the connection ended is still delivered (its sender
+    // saw success); only receives that would have to wait for the dead peer fail.
+    if (!failed() || unexpected_count_ == 0) return st;
+    auto it = unexpected_.find(tag);
+    if (it == unexpected_.end() || it->second.front().rts) return st;
+  }
   Busy busy(*this);
   Request* r = new_request(ReqKind::kRecv, buf, len, tag);
   *out = r;
@@ -428,10 +464,10 @@ void Endpoint::add_bulk(const BulkJob& j) {
 bool Endpoint::next_chunk(OutFrame* f) {
   while (!bulk_.empty() && !failed()) {
     BulkJob& j = bulk_.front();
-    uint64_t n = std::min<uint64_t>(ctx_.cfg().chunk, j.total - j.next);
-    if (j.key != 0 &&
-        ctx_.regions().check(j.key, reinterpret_cast<uintptr_t>(j.base + j.next), n,
-                             HMC_NET_ACCESS_REMOTE_READ) == nullptr) {
+    const size_t chunk = dev_ == DevKind::kTcp ? ctx_.cfg().chunk : ctx_.cfg().shm_chunk;
+    uint64_t n = std::min<uint64_t>(chunk, j.total - j.next);
+    if (j.key != 0 && ctx_.regions().check(j.key, reinterpret_cast<uintptr_t>(j.base + j.next), n,
+                                           HMC_NET_ACCESS_REMOTE_READ) == nullptr) {
       // The region went away while answering a get: stop reading it, and end the get.
       uint64_t id = j.get_id;
       bulk_.pop_front();

@@ -76,15 +76,14 @@ class Endpoint {
   hmc_plugin_status_t post_recv(void* buf, size_t len, uint64_t tag, Request** out);
   hmc_plugin_status_t post_put(const void* buf, size_t len, uint64_t raddr, uint64_t key,
                                Request** out);
-  hmc_plugin_status_t post_get(void* buf, size_t len, uint64_t raddr, uint64_t key,
-                               Request** out);
+  hmc_plugin_status_t post_get(void* buf, size_t len, uint64_t raddr, uint64_t key, Request** out);
   hmc_plugin_status_t cancel(Request* r);
   void release(Request* r);  // test reported r done
 
   // --- driven by the context ---
-  void progress_shm();        // ring, cross-memory copies, ring backlog
-  bool socket_busy() const;   // sockets need polling on every progress call
-  void arm_flags();           // shm: ask the peer to signal before the core sleeps
+  void progress_shm();       // ring, cross-memory copies, ring backlog
+  bool socket_busy() const;  // sockets need polling on every progress call
+  void arm_flags();          // shm: ask the peer to signal before the core sleeps
   void disarm_flags();
   bool has_unsignalled_work();
 
@@ -96,7 +95,7 @@ class Endpoint {
   uint8_t* data_dst(uint64_t sink, uint64_t off, uint64_t len);
   void data_end(uint64_t sink, uint64_t len);
   void on_frame_written(const OutFrame& f);
-  void on_stream_eof(const Stream& s);
+  void on_stream_eof(Stream& s);
   void on_stream_error(const Stream& s, int err);
   void protocol_error(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -131,24 +130,24 @@ class Endpoint {
   };
   // Chunks this side still has to stream.
   struct BulkJob {
-    Request* req;      // send or put being streamed; nullptr when answering a get
+    Request* req;  // send or put being streamed; nullptr when answering a get
     uint64_t sink;
     const uint8_t* base;
     uint64_t total;
     uint64_t next;
-    uint64_t key;      // answering a get: region re-checked before every chunk
+    uint64_t key;  // answering a get: region re-checked before every chunk
     uint64_t get_id;
   };
   // A cross-memory copy this side performs (shm).
   struct CmaJob {
     enum Kind : uint8_t { kRecvPull, kPutPull, kGetPush } kind;
-    Request* req;     // kRecvPull
+    Request* req;  // kRecvPull
     uint8_t* local;
     uint64_t remote;
     uint64_t len;
     uint64_t done;
-    uint64_t peer_id; // sender's request (recv) or initiator's request (put/get)
-    uint64_t key;     // put/get: owner's region, re-checked before every step
+    uint64_t peer_id;  // sender's request (recv) or initiator's request (put/get)
+    uint64_t key;      // put/get: owner's region, re-checked before every step
   };
 
   friend class Busy;
@@ -204,10 +203,11 @@ class Endpoint {
   DevKind dev_;
   State state_ = State::kConnecting;
   hmc_plugin_status_t fail_status_ = HMC_PLUGIN_SUCCESS;
-  std::string name_;        // for log messages: "tcp peer 127.0.0.1:4242"
+  std::string name_;  // for log messages: "tcp peer 127.0.0.1:4242"
   int busy_ = 0;
   bool teardown_pending_ = false;
   bool torn_down_ = false;
+  bool closing_ = false;  // draining the other streams after the peer closed one
 
   // establishment (connector)
   struct DialSock {
@@ -224,12 +224,12 @@ class Endpoint {
   uint16_t dial_nstreams_ = 0;
   uint64_t nonce_ = 0;
   uint64_t deadline_ns_ = 0;
-  Mapping pending_segment_;           // connector's shm segment until ready
+  Mapping pending_segment_;  // connector's shm segment until ready
   Fd pending_memfd_;
 
   std::vector<std::unique_ptr<Stream>> streams_;
-  size_t inline_limit_ = 0;    // largest payload sent inline (min of both sides' limits)
-  size_t rx_inline_max_ = 0;   // largest inline payload accepted
+  size_t inline_limit_ = 0;   // largest payload sent inline (min of both sides' limits)
+  size_t rx_inline_max_ = 0;  // largest inline payload accepted
 
   // shm
   Mapping segment_;

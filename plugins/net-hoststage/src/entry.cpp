@@ -25,10 +25,18 @@ hmc_plugin_status_t guarded(F&& f) noexcept {
   }
 }
 
-Context* as_ctx(hmc_net_ctx_t* c) { return reinterpret_cast<Context*>(c); }
-Endpoint* as_ep(hmc_net_ep_t* e) { return reinterpret_cast<Endpoint*>(e); }
-Listener* as_listener(hmc_net_listener_t* l) { return reinterpret_cast<Listener*>(l); }
-Request* as_req(hmc_net_request_t* r) { return reinterpret_cast<Request*>(r); }
+Context* as_ctx(hmc_net_ctx_t* c) {
+  return reinterpret_cast<Context*>(c);
+}
+Endpoint* as_ep(hmc_net_ep_t* e) {
+  return reinterpret_cast<Endpoint*>(e);
+}
+Listener* as_listener(hmc_net_listener_t* l) {
+  return reinterpret_cast<Listener*>(l);
+}
+Request* as_req(hmc_net_request_t* r) {
+  return reinterpret_cast<Request*>(r);
+}
 
 constexpr char kDevNames[2][4] = {"tcp", "shm"};
 
@@ -38,7 +46,8 @@ hmc_plugin_status_t hs_init(const hmc_host_services_t* host, hmc_net_ctx_t** ctx
     if (!HMC_ABI_HAS_FIELD(host, hmc_host_services_t, timeout_ms) || host->log == nullptr ||
         host->log_enabled == nullptr || host->config_get == nullptr || host->now_ns == nullptr)
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-    if (host->core_abi_min > HMC_PLUGIN_ABI_VERSION || host->core_abi_max < HMC_PLUGIN_ABI_VERSION) {
+    if (host->core_abi_min > HMC_PLUGIN_ABI_VERSION ||
+        host->core_abi_max < HMC_PLUGIN_ABI_VERSION) {
       host->log(host->host_ctx, HMC_LOG_ERROR,
                 "hoststage: the core accepts plugin ABI versions outside this plugin's (1)");
       return HMC_PLUGIN_ERR_VERSION;
@@ -159,7 +168,7 @@ hmc_plugin_status_t hs_test(hmc_net_request_t* req, int* done, size_t* bytes) {
   return guarded([&] {
     if (req == nullptr || done == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     Request* r = as_req(req);
-    if (!r->done) r->ep->ctx().progress();
+    if (!r->done) r->ep->ctx().test_tick();
     if (!r->done) {
       *done = 0;
       return HMC_PLUGIN_SUCCESS;
@@ -172,8 +181,8 @@ hmc_plugin_status_t hs_test(hmc_net_request_t* req, int* done, size_t* bytes) {
   });
 }
 
-hmc_plugin_status_t hs_reg_mr(hmc_net_ctx_t* ctx, const hmc_net_mem_desc_t* mem,
-                              hmc_net_mr_t** mr, void* rkey, size_t* rkey_len) {
+hmc_plugin_status_t hs_reg_mr(hmc_net_ctx_t* ctx, const hmc_net_mem_desc_t* mem, hmc_net_mr_t** mr,
+                              void* rkey, size_t* rkey_len) {
   return guarded([&] {
     if (ctx == nullptr || mem == nullptr || mr == nullptr || rkey == nullptr ||
         rkey_len == nullptr || !HMC_ABI_HAS_FIELD(mem, hmc_net_mem_desc_t, access))
@@ -239,8 +248,10 @@ hmc_plugin_status_t hs_rkey_unpack(hmc_net_ep_t* ep, const void* rkey, size_t rk
     if (ep == nullptr || rkey == nullptr || out == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     RemoteKey k{};
     if (!unpack_rkey(rkey, rkey_len, &k)) {
-      as_ep(ep)->ctx().log().write(HMC_LOG_ERROR, "rkey_unpack: not a hoststage remote key "
-                                                  "(%zu bytes)", rkey_len);
+      as_ep(ep)->ctx().log().write(HMC_LOG_ERROR,
+                                   "rkey_unpack: not a hoststage remote key "
+                                   "(%zu bytes)",
+                                   rkey_len);
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     }
     k.ctx = &as_ep(ep)->ctx();
@@ -267,8 +278,8 @@ hmc_plugin_status_t hs_iput(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_n
     if (ep == nullptr || rkey == nullptr || req == nullptr || (buf == nullptr && len > 0))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     Request* r = nullptr;
-    hmc_plugin_status_t st = as_ep(ep)->post_put(
-        buf, len, remote_addr, reinterpret_cast<RemoteKey*>(rkey)->key, &r);
+    hmc_plugin_status_t st =
+        as_ep(ep)->post_put(buf, len, remote_addr, reinterpret_cast<RemoteKey*>(rkey)->key, &r);
     if (st == HMC_PLUGIN_SUCCESS) *req = reinterpret_cast<hmc_net_request_t*>(r);
     return st;
   });
@@ -280,8 +291,8 @@ hmc_plugin_status_t hs_iget(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_
     if (ep == nullptr || rkey == nullptr || req == nullptr || (buf == nullptr && len > 0))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     Request* r = nullptr;
-    hmc_plugin_status_t st = as_ep(ep)->post_get(
-        buf, len, remote_addr, reinterpret_cast<RemoteKey*>(rkey)->key, &r);
+    hmc_plugin_status_t st =
+        as_ep(ep)->post_get(buf, len, remote_addr, reinterpret_cast<RemoteKey*>(rkey)->key, &r);
     if (st == HMC_PLUGIN_SUCCESS) *req = reinterpret_cast<hmc_net_request_t*>(r);
     return st;
   });
@@ -297,7 +308,7 @@ hmc_plugin_status_t hs_cancel(hmc_net_request_t* req) {
 hmc_plugin_status_t hs_progress(hmc_net_ctx_t* ctx) {
   return guarded([&] {
     if (ctx == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-    as_ctx(ctx)->progress();
+    as_ctx(ctx)->progress_from_core();
     return HMC_PLUGIN_SUCCESS;
   });
 }

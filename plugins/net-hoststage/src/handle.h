@@ -16,16 +16,16 @@ namespace hmc::hoststage {
 enum class DevKind : uint8_t { kTcp = 0, kShm = 1 };
 
 struct TcpAddr {
-  uint32_t ip_be;    // network order
-  uint16_t port;     // host order
+  uint32_t ip_be;  // network order
+  uint16_t port;   // host order
 };
 
 struct ConnHandle {
   DevKind dev = DevKind::kTcp;
   uint64_t nonce = 0;
-  std::vector<TcpAddr> addrs;   // tcp, 1..kMaxHandleAddrs
-  uint32_t pid = 0;             // shm
-  std::string unix_name;        // shm, 1..kMaxUnixName bytes
+  std::vector<TcpAddr> addrs;  // tcp, 1..kMaxHandleAddrs
+  uint32_t pid = 0;            // shm
+  std::string unix_name;       // shm, 1..kMaxUnixName bytes
 };
 
 constexpr size_t kMaxHandleAddrs = 16;

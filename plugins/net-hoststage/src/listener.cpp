@@ -62,8 +62,8 @@ hmc_plugin_status_t Listener::open_tcp(ConnHandle* h) {
                 ip_to_string(addrs.listen[i]).c_str(), errno_text(errno).c_str());
       return HMC_PLUGIN_ERR_SYSTEM;
     }
-    s.token = ctx_.watch(s.fd.get(), EPOLLIN, PollKind::kListen, this, nullptr,
-                         static_cast<int>(i));
+    s.token =
+        ctx_.watch(s.fd.get(), EPOLLIN, PollKind::kListen, this, nullptr, static_cast<int>(i));
     if (s.token == 0) {
       log.write(HMC_LOG_ERROR, "tcp: epoll_ctl failed: %s", errno_text(errno).c_str());
       return HMC_PLUGIN_ERR_SYSTEM;

@@ -23,8 +23,8 @@ class Log {
 }  // namespace hmc::hoststage
 
 // Format only when the level passes the core's filter.
-#define HS_LOG(log, level, ...)                          \
-  do {                                                   \
+#define HS_LOG(log, level, ...)                                \
+  do {                                                         \
     if ((log).enabled(level)) (log).write(level, __VA_ARGS__); \
   } while (0)
 #define HS_ERROR(log, ...) HS_LOG(log, HMC_LOG_ERROR, __VA_ARGS__)

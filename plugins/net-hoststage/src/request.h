@@ -15,7 +15,7 @@ enum class ReqKind : uint8_t { kSend, kRecv, kPut, kGet };
 
 struct Request {
   Endpoint* ep = nullptr;
-  Request* prev = nullptr;   // the endpoint's list of live requests
+  Request* prev = nullptr;  // the endpoint's list of live requests
   Request* next = nullptr;
   Request* pprev = nullptr;  // the endpoint's posted-receive list (unmatched receives)
   Request* pnext = nullptr;
@@ -28,11 +28,11 @@ struct Request {
   hmc_plugin_status_t result = HMC_PLUGIN_SUCCESS;
   uint64_t id = 0;
   uint64_t tag = 0;
-  uint8_t* buf = nullptr;       // the caller's buffer (read-only for send/put)
+  uint8_t* buf = nullptr;  // the caller's buffer (read-only for send/put)
   size_t len = 0;
-  size_t bytes = 0;             // reported by test
-  uint64_t msg_len = 0;         // receive: size of the matched message
-  uint64_t bulk_total = 0;      // bytes this side streams as DATA chunks
+  size_t bytes = 0;         // reported by test
+  uint64_t msg_len = 0;     // receive: size of the matched message
+  uint64_t bulk_total = 0;  // bytes this side streams as DATA chunks
   uint64_t bulk_written = 0;
 };
 

@@ -23,10 +23,10 @@
 namespace hmc::hoststage {
 
 struct RingCtl {
-  alignas(64) std::atomic<uint64_t> head;                 // written by the producer
-  alignas(64) std::atomic<uint64_t> tail;                 // written by the consumer
-  alignas(64) std::atomic<uint32_t> consumer_sleeping;    // set by the consumer before sleeping
-  alignas(64) std::atomic<uint32_t> producer_waiting;     // set by a producer blocked on space
+  alignas(64) std::atomic<uint64_t> head;               // written by the producer
+  alignas(64) std::atomic<uint64_t> tail;               // written by the consumer
+  alignas(64) std::atomic<uint32_t> consumer_sleeping;  // set by the consumer before sleeping
+  alignas(64) std::atomic<uint32_t> producer_waiting;   // set by a producer blocked on space
 };
 static_assert(sizeof(RingCtl) == 256, "ring control block layout");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "ring counters must be lock-free");
@@ -36,7 +36,9 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "ring counters must be
 constexpr size_t kRingHeaderBytes = 4096;
 constexpr size_t kRecordAlign = 64;
 constexpr size_t kRecordHeader = 64;  // prefix + WireHdr
-inline size_t ring_segment_bytes(size_t ring_bytes) { return kRingHeaderBytes + 2 * ring_bytes; }
+inline size_t ring_segment_bytes(size_t ring_bytes) {
+  return kRingHeaderBytes + 2 * ring_bytes;
+}
 
 struct RecordPrefix {
   uint32_t size;

@@ -26,7 +26,8 @@ namespace {
 uint32_t interface_ipv4(const ifaddrs* list, const std::string& name) {
   for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    if (name == i->ifa_name) return reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+    if (name == i->ifa_name)
+      return reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
   }
   return 0;
 }
@@ -79,7 +80,8 @@ hmc_plugin_status_t resolve_tcp_addresses(const Config& cfg, const Log& log, Tcp
     // Only something shaped like a host name goes to the resolver.
     bool name_like = !host.empty() && host.size() < 254;
     for (char ch : host)
-      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.') name_like = false;
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.')
+        name_like = false;
     if (!name_like) {
       log.write(HMC_LOG_ERROR, "invalid HMC_LISTEN_HOST=\"%s\": not an IPv4 address or host name",
                 host.c_str());

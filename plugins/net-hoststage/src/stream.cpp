@@ -35,12 +35,15 @@ Stream::Stream(Endpoint& ep, Fd fd, int index, size_t rx_inline_max)
       rxcap_(std::max(kMinRxBuffer, 2 * (sizeof(WireHdr) + rx_inline_max))),
       rx_(new uint8_t[rxcap_]) {}
 
-Stream::~Stream() { shutdown(); }
+Stream::~Stream() {
+  shutdown();
+}
 
 void Stream::start() {
   token_ = ctx_.watch(fd_.get(), EPOLLIN, PollKind::kStream, this);
-  if (token_ == 0) ep_.fail(HMC_PLUGIN_ERR_SYSTEM, "epoll_ctl(stream %d) failed: %s", index_,
-                            errno_text(errno).c_str());
+  if (token_ == 0)
+    ep_.fail(HMC_PLUGIN_ERR_SYSTEM, "epoll_ctl(stream %d) failed: %s", index_,
+             errno_text(errno).c_str());
 }
 
 void Stream::shutdown() {
@@ -147,8 +150,13 @@ void Stream::pump_out() {
 }
 
 void Stream::on_readable() {
-  if (!fd_.valid()) return;
+  if (!fd_.valid() || in_read_) return;  // in_read_: reached again through drain()
   Endpoint::Busy busy(ep_);
+  in_read_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{in_read_};
   size_t budget = kReadBudget;
   while (!ep_.failed() && fd_.valid()) {
     ssize_t n;
@@ -174,8 +182,9 @@ void Stream::on_readable() {
       }
       asked = rxcap_ - wr_;
       // While bulk data is expected, read little into the buffer: a DATA header is followed by
-      // payload that should land in its destination directly, not be copied out of here.
-      if (ep_.expecting_bulk()) asked = std::min(asked, kSmallRead);
+      // payload that should land in its destination directly, not be copied out of here. A
+      // partly buffered inline frame still gets all its missing bytes in one read.
+      if (ep_.expecting_bulk()) asked = std::min(asked, std::max(kSmallRead, partial_frame_left()));
       n = ::recv(fd_.get(), rx_.get() + wr_, asked, MSG_DONTWAIT);
       if (n > 0) {
         wr_ += static_cast<size_t>(n);
@@ -199,6 +208,16 @@ void Stream::on_readable() {
     }
     budget -= static_cast<size_t>(n);
   }
+}
+
+size_t Stream::partial_frame_left() const {
+  size_t avail = wr_ - rd_;
+  if (in_data_ || avail < sizeof(WireHdr)) return 0;
+  WireHdr h;
+  std::memcpy(&h, rx_.get() + rd_, sizeof(h));
+  if (h.type == kMsgData || (h.flags & kFlagPayload) == 0 || h.len > rx_inline_max_) return 0;
+  size_t frame = sizeof(WireHdr) + static_cast<size_t>(h.len);
+  return frame > avail ? frame - avail : 0;
 }
 
 void Stream::parse() {

@@ -23,8 +23,8 @@ struct OutFrame {
   enum OnWritten : uint8_t { kNothing, kCompleteReq, kBulkBytes };
   WireHdr hdr{};
   const uint8_t* data = nullptr;
-  size_t len = 0;                 // payload bytes
-  size_t done = 0;                // bytes of header + payload written so far
+  size_t len = 0;   // payload bytes
+  size_t done = 0;  // bytes of header + payload written so far
   Request* req = nullptr;
   OnWritten on_written = kNothing;
   size_t total() const { return sizeof(WireHdr) + len; }
@@ -48,6 +48,8 @@ class Stream {
   // Writes queued frames, pulling bulk chunks from the endpoint when the queue runs dry.
   void pump_out();
   void on_event(uint32_t events);
+  // Reads whatever the socket holds now (used when another stream of the endpoint hit EOF).
+  void drain() { on_readable(); }
 
   bool out_idle() const { return outq_.empty(); }
   bool blocked() const { return want_out_; }
@@ -58,6 +60,7 @@ class Stream {
  private:
   void on_readable();
   void parse();
+  size_t partial_frame_left() const;  // bytes still missing of a buffered inline frame
   void consume_data(const uint8_t* src, size_t n);
   void finish_data();
   void set_want_out(bool on);
@@ -71,6 +74,7 @@ class Stream {
   std::deque<OutFrame> outq_;
   bool want_out_ = false;
   bool in_pump_ = false;
+  bool in_read_ = false;
 
   size_t rx_inline_max_;
   size_t max_frame_;

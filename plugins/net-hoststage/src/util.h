@@ -80,6 +80,8 @@ class Mapping {
 // and socket names: values a peer must not be able to guess.
 uint64_t random_u64();
 
-inline size_t align_up(size_t v, size_t a) { return (v + a - 1) & ~(a - 1); }
+inline size_t align_up(size_t v, size_t a) {
+  return (v + a - 1) & ~(a - 1);
+}
 
 }  // namespace hmc::hoststage

@@ -23,15 +23,15 @@ enum HelloKind : uint8_t { kHelloConnect = 1, kHelloAccept = 2 };
 struct Hello {
   uint32_t magic;
   uint8_t version;
-  uint8_t kind;           // HelloKind
-  uint16_t stream;        // index of this stream, 0..nstreams-1
-  uint16_t nstreams;      // streams the connector opens
+  uint8_t kind;       // HelloKind
+  uint16_t stream;    // index of this stream, 0..nstreams-1
+  uint16_t nstreams;  // streams the connector opens
   uint16_t reserved0;
-  uint32_t endian;        // kEndianMark as the sender stores it
-  uint64_t nonce;         // from the listener's handle; echoed in the accept
-  uint64_t eager_limit;   // largest inline payload the sender accepts (both sides use the min)
-  uint64_t ring_bytes;    // shm: bytes per ring direction in the connector's memfd
-  uint32_t pid;           // informational; shm uses SO_PEERCRED
+  uint32_t endian;       // kEndianMark as the sender stores it
+  uint64_t nonce;        // from the listener's handle; echoed in the accept
+  uint64_t eager_limit;  // largest inline payload the sender accepts (both sides use the min)
+  uint64_t ring_bytes;   // shm: bytes per ring direction in the connector's memfd
+  uint32_t pid;          // informational; shm uses SO_PEERCRED
   uint8_t reserved[20];
 };
 static_assert(sizeof(Hello) == 64, "hello is 64 bytes on the wire");
@@ -55,16 +55,16 @@ enum MsgType : uint8_t {
 constexpr uint8_t kFlagPayload = 1;
 
 struct WireHdr {
-  uint8_t type;      // MsgType
+  uint8_t type;  // MsgType
   uint8_t flags;
-  int16_t status;    // hmc_plugin_status_t for acks/responses
+  int16_t status;  // hmc_plugin_status_t for acks/responses
   uint32_t reserved;
-  uint64_t tag;      // message tag, or region key for put/get
-  uint64_t id;       // initiator's request id
-  uint64_t sink;     // receiver-side sink id for bulk data
-  uint64_t addr;     // remote address (put/get) or offset (data)
-  uint64_t len;      // payload, message, or transfer length
-  uint64_t aux;      // shm: the initiator's buffer address, for cross-memory attach
+  uint64_t tag;   // message tag, or region key for put/get
+  uint64_t id;    // initiator's request id
+  uint64_t sink;  // receiver-side sink id for bulk data
+  uint64_t addr;  // remote address (put/get) or offset (data)
+  uint64_t len;   // payload, message, or transfer length
+  uint64_t aux;   // shm: the initiator's buffer address, for cross-memory attach
 };
 static_assert(sizeof(WireHdr) == 56, "header is 56 bytes on the wire");
 

@@ -49,7 +49,9 @@ size_t page_size() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
 }
-size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t round_up(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
 
 // One device allocation or IPC import: a memfd mapped PROT_NONE at the device address and
 // read-write at the emulator's view. Unmapped when the last holder (the table, or a queued copy)
@@ -145,7 +147,8 @@ class EmulatorImpl {
   }
 
   long setting(const char* name, long def) const {
-    std::string specific = "FAKEGPU_" + upper_ + "_" + name, generic = std::string("FAKEGPU_") + name;
+    std::string specific = "FAKEGPU_" + upper_ + "_" + name,
+                generic = std::string("FAKEGPU_") + name;
     const char* v = std::getenv(specific.c_str());
     if (v == nullptr) v = std::getenv(generic.c_str());
     if (v == nullptr || *v == '\0') return def;
@@ -653,11 +656,21 @@ Emulator& Emulator::get(const char* vendor) {
   return *e;
 }
 
-long Emulator::setting(const char* name, long def) const { return impl_->setting(name, def); }
-Config Emulator::config() const { return impl_->config(); }
-int Emulator::device_count() const { return impl_->config().devices; }
-Err Emulator::check_device(int dev) { return impl_->check_device(dev); }
-bool Emulator::lost() const { return impl_->lost(); }
+long Emulator::setting(const char* name, long def) const {
+  return impl_->setting(name, def);
+}
+Config Emulator::config() const {
+  return impl_->config();
+}
+int Emulator::device_count() const {
+  return impl_->config().devices;
+}
+Err Emulator::check_device(int dev) {
+  return impl_->check_device(dev);
+}
+bool Emulator::lost() const {
+  return impl_->lost();
+}
 
 std::string Emulator::device_name(int dev) const {
   return "FakeGPU " + impl_->upper() + " " + std::to_string(dev);
@@ -679,18 +692,42 @@ std::string Emulator::pci_bus_id(int dev) const {
   return buf;
 }
 
-Err Emulator::mem_info(int dev, size_t* f, size_t* t) { return impl_->mem_info(dev, f, t); }
-Err Emulator::alloc(int dev, size_t size, void** ptr) { return impl_->alloc(dev, size, ptr); }
-Err Emulator::free(const void* ptr) { return impl_->free(ptr); }
-Err Emulator::host_alloc(size_t size, void** ptr) { return impl_->host_alloc(size, ptr); }
-Err Emulator::host_free(void* ptr) { return impl_->host_free(ptr); }
-Err Emulator::host_register(void* ptr, size_t size) { return impl_->host_register(ptr, size); }
-Err Emulator::host_unregister(void* ptr) { return impl_->host_unregister(ptr); }
-Err Emulator::query(const void* ptr, PtrInfo* out) { return impl_->query(ptr, out); }
-Err Emulator::stream_create(int dev, Stream** out) { return impl_->stream_create(dev, out); }
-Err Emulator::stream_destroy(Stream* s) { return impl_->stream_destroy(s); }
-Err Emulator::stream_query(Stream* s) { return impl_->stream_query(s); }
-Err Emulator::stream_sync(Stream* s) { return impl_->stream_sync(s); }
+Err Emulator::mem_info(int dev, size_t* f, size_t* t) {
+  return impl_->mem_info(dev, f, t);
+}
+Err Emulator::alloc(int dev, size_t size, void** ptr) {
+  return impl_->alloc(dev, size, ptr);
+}
+Err Emulator::free(const void* ptr) {
+  return impl_->free(ptr);
+}
+Err Emulator::host_alloc(size_t size, void** ptr) {
+  return impl_->host_alloc(size, ptr);
+}
+Err Emulator::host_free(void* ptr) {
+  return impl_->host_free(ptr);
+}
+Err Emulator::host_register(void* ptr, size_t size) {
+  return impl_->host_register(ptr, size);
+}
+Err Emulator::host_unregister(void* ptr) {
+  return impl_->host_unregister(ptr);
+}
+Err Emulator::query(const void* ptr, PtrInfo* out) {
+  return impl_->query(ptr, out);
+}
+Err Emulator::stream_create(int dev, Stream** out) {
+  return impl_->stream_create(dev, out);
+}
+Err Emulator::stream_destroy(Stream* s) {
+  return impl_->stream_destroy(s);
+}
+Err Emulator::stream_query(Stream* s) {
+  return impl_->stream_query(s);
+}
+Err Emulator::stream_sync(Stream* s) {
+  return impl_->stream_sync(s);
+}
 Err Emulator::copy_async(int dev, Stream* s, void* dst, const void* src, size_t size, Dir dir) {
   return impl_->copy_async(dev, s, dst, src, size, dir);
 }
@@ -709,23 +746,33 @@ Err Emulator::event_destroy(Event* e) {
   delete e;
   return Err::Ok;
 }
-Err Emulator::event_record(Event* e, Stream* s) { return impl_->event_record(e, s); }
+Err Emulator::event_record(Event* e, Stream* s) {
+  return impl_->event_record(e, s);
+}
 Err Emulator::event_query(Event* e) {
   return e == nullptr ? Err::InvalidHandle : impl_->event_query(e);
 }
-Err Emulator::event_sync(Event* e) { return e == nullptr ? Err::InvalidHandle : impl_->event_sync(e); }
-int Emulator::stream_device(const Stream* s) const { return s == nullptr ? -1 : s->dev; }
+Err Emulator::event_sync(Event* e) {
+  return e == nullptr ? Err::InvalidHandle : impl_->event_sync(e);
+}
+int Emulator::stream_device(const Stream* s) const {
+  return s == nullptr ? -1 : s->dev;
+}
 Err Emulator::ipc_get(const void* ptr, void* handle, size_t len) {
   return impl_->ipc_get(ptr, handle, len);
 }
 Err Emulator::ipc_open(int dev, const void* handle, size_t len, void** ptr) {
   return impl_->ipc_open(dev, handle, len, ptr);
 }
-Err Emulator::ipc_close(const void* ptr) { return impl_->ipc_close(ptr); }
+Err Emulator::ipc_close(const void* ptr) {
+  return impl_->ipc_close(ptr);
+}
 Err Emulator::dmabuf_export(const void* ptr, size_t size, int* fd) {
   return impl_->dmabuf_export(ptr, size, fd);
 }
-void Emulator::reset() { impl_->load_config(); }
+void Emulator::reset() {
+  impl_->load_config();
+}
 
 }  // namespace fakegpu
 

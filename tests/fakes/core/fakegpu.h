@@ -25,8 +25,9 @@
 //   FAKEGPU_FAIL_ALLOC_NTH     the Nth allocation (1-based) fails: out of memory (0 = never)
 //   FAKEGPU_FAIL_COPY_NTH      the Nth asynchronous copy fails with a copy error (0 = never)
 //   FAKEGPU_LOSE_DEVICE_AFTER  after N operations every device is lost (0 = never)
-// and per vendor layer (read through setting()): FAKEGPU_CUDA_DRIVER_VERSION,
-// FAKEGPU_HIP_VERSION, FAKEGPU_MLU_VERSION, FAKEGPU_MUSA_VERSION (see each layer).
+// and per vendor layer (read through setting(); see each layer): FAKEGPU_CUDA_DRIVER_VERSION,
+// FAKEGPU_HIP_VERSION, FAKEGPU_MLU_VERSION_MAJOR/_MINOR/_PATCH, FAKEGPU_MUSA_VERSION, and
+// FAKEGPU_MLU_DRIVER_INIT_FAILS / FAKEGPU_MUSA_DRIVER_INIT_FAILS.
 #pragma once
 
 #include <cstddef>
@@ -50,9 +51,9 @@ enum class Err {
   AlreadyRegistered,
   NotRegistered,
   NotSupported,
-  DeviceLost,   // the devices disappeared (FAKEGPU_LOSE_DEVICE_AFTER)
-  CopyFailed,   // an injected copy failure (FAKEGPU_FAIL_COPY_NTH)
-  Timeout,      // a synchronisation waited more than a minute
+  DeviceLost,  // the devices disappeared (FAKEGPU_LOSE_DEVICE_AFTER)
+  CopyFailed,  // an injected copy failure (FAKEGPU_FAIL_COPY_NTH)
+  Timeout,     // a synchronisation waited more than a minute
 };
 FAKEGPU_API const char* err_name(Err e);
 
@@ -98,7 +99,7 @@ class FAKEGPU_API Emulator {
   // Identity: deterministic per vendor and index.
   std::string device_name(int dev) const;  // "<Vendor> FakeGPU <dev>"
   void device_uuid(int dev, unsigned char out[16]) const;
-  std::string pci_bus_id(int dev) const;   // "0000:1A:00.0" (upper case, as drivers answer)
+  std::string pci_bus_id(int dev) const;  // "0000:1A:00.0" (upper case, as drivers answer)
   Err mem_info(int dev, size_t* free_bytes, size_t* total_bytes);
 
   // Memory.

@@ -16,6 +16,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -44,8 +45,10 @@ inline const hmc_net_plugin_v1_t* plugin(std::string* err = nullptr) {
       error = std::string("dlopen: ") + dlerror();
     } else {
       auto entry = reinterpret_cast<hmc_net_plugin_v1_entry_t>(dlsym(dl, HMC_NET_PLUGIN_ENTRY_V1));
-      if (entry == nullptr) error = "no hmc_net_plugin_v1 symbol";
-      else table = entry();
+      if (entry == nullptr)
+        error = "no hmc_net_plugin_v1 symbol";
+      else
+        table = entry();
     }
   }
   if (err != nullptr) *err = error;
@@ -85,7 +88,8 @@ class Host {
  private:
   static void log_cb(void* h, int level, const char* msg) {
     auto* self = static_cast<Host*>(h);
-    if (level <= self->print_level_) std::fprintf(stderr, "[pid %d L%d] %s\n", getpid(), level, msg);
+    if (level <= self->print_level_)
+      std::fprintf(stderr, "[pid %d L%d] %s\n", getpid(), level, msg);
     std::lock_guard<std::mutex> g(self->mu_);
     self->logs_.push_back(msg);
   }
@@ -364,7 +368,7 @@ class Side {
   hmc_net_listener_t* listener_ = nullptr;
   hmc_net_ep_t* ep_ = nullptr;
   hmc_plugin_status_t last_ = HMC_PLUGIN_SUCCESS;
-  bool spin_only_ = false;
+  bool spin_only_ = std::getenv("HS_TEST_SPIN") != nullptr;
 };
 
 // Forks; the child runs `child(side)` as the connector and exits with `child_exit()` (0 = ok);
@@ -373,7 +377,7 @@ class Side {
 // *parent_err / the child's exit code 100.
 struct PairResult {
   std::string parent_setup_error;
-  int child_status = -1;       // raw waitpid status
+  int child_status = -1;  // raw waitpid status
   bool child_timed_out = false;
 };
 

@@ -1,0 +1,108 @@
+// The device plugins as an application gets them: found in lib/hmc by the core's loader
+// (HMC_PLUGIN_PATH), configured through HMC_<VENDOR>_LIBRARY pointing at the emulated runtimes,
+// and their devices added to the core's device registry.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "device/registry.h"
+#include "plugin/loader.h"
+#include "util/config.h"
+
+namespace {
+
+using hmc::plugin::Kind;
+using hmc::plugin::Loader;
+using hmc::plugin::LoaderOptions;
+using hmc::plugin::State;
+
+struct Case {
+  const char* name;
+  const char* var;
+  const char* fake;
+};
+const Case kCases[] = {{"cuda", "HMC_CUDA_LIBRARY", "cuda/libcuda.so.1"},
+                       {"hip", "HMC_HIP_LIBRARY", "hip7/libamdhip64.so.7"},
+                       {"mlu", "HMC_MLU_LIBRARY", "mlu/libcnrt.so"},
+                       {"musa", "HMC_MUSA_LIBRARY", "musa/libmusart.so"}};
+
+bool built(const char* name) {
+  std::string p = std::string(HMC_TEST_PLUGIN_DIR "/libhmc-device-") + name + ".so";
+  return access(p.c_str(), R_OK) == 0;
+}
+
+class DeviceLoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("HMC_PLUGIN_PATH", HMC_TEST_PLUGIN_DIR, 1);
+    unsetenv("HMC_DEVICE_PLUGINS");
+    unsetenv("FAKEGPU_DEVICES");
+    for (const Case& c : kCases) setenv(c.var, (std::string(FAKEGPU_DIR "/") + c.fake).c_str(), 1);
+  }
+  void TearDown() override {
+    for (const Case& c : kCases) unsetenv(c.var);
+    unsetenv("HMC_PLUGIN_PATH");
+  }
+
+  Loader& load() {
+    EXPECT_EQ(cfg_.load_from_environment(), HMC_SUCCESS);
+    LoaderOptions opts;
+    opts.search_default_dirs = false;
+    loader_ = std::make_unique<Loader>(opts);
+    EXPECT_EQ(loader_->load(cfg_), HMC_SUCCESS);
+    return *loader_;
+  }
+
+  hmc::Config cfg_;
+  std::unique_ptr<Loader> loader_;
+};
+
+TEST_F(DeviceLoaderTest, EveryDevicePluginLoadsOverItsEmulatedRuntime) {
+  Loader& loader = load();
+  int checked = 0;
+  hmc::DeviceRegistry registry;
+  for (const Case& c : kCases) {
+    if (!built(c.name)) continue;
+    SCOPED_TRACE(c.name);
+    const hmc::plugin::Record* r = loader.find(Kind::Device, c.name);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->state, State::Loaded) << r->reason;
+    EXPECT_TRUE(r->loaded);
+    EXPECT_EQ(r->device_count, 2) << r->reason;
+    EXPECT_EQ(r->reason, "");
+    EXPECT_EQ(r->version, "0.1.0");
+    ASSERT_NE(r->device, nullptr);
+    // Its declared variable is known to the configuration (no "unknown variable" warning).
+    bool declared = false;
+    for (const auto& var : cfg_.declared()) declared |= var.name == c.var;
+    EXPECT_TRUE(declared) << c.var;
+
+    registry.add_plugin(r->device, r->device_ctx);
+    std::string dev1 = std::string(c.name) + ":1";
+    ASSERT_NE(registry.find(dev1), nullptr);
+    void* p = nullptr;
+    ASSERT_EQ(registry.alloc(dev1, 1 << 16, &p), HMC_SUCCESS);
+    EXPECT_EQ(registry.locate(p).device, registry.find(dev1));
+    EXPECT_EQ(registry.free(p), HMC_SUCCESS);
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no device plugin was built";
+}
+
+TEST_F(DeviceLoaderTest, MissingRuntimeLoadsWithNoDevicesAndSaysWhy) {
+  if (!built("cuda")) GTEST_SKIP() << "the cuda plugin was not built";
+  setenv("HMC_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+  Loader& loader = load();
+  const hmc::plugin::Record* r = loader.find(Kind::Device, "cuda");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->state, State::Loaded);
+  EXPECT_EQ(r->device_count, 0);
+  EXPECT_EQ(r->reason,
+            "0 devices: /nonexistent/libcuda.so.1: cannot open shared object file: No such file or "
+            "directory");
+}
+
+}  // namespace
