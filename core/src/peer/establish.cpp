@@ -288,10 +288,12 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
   bool ready = false;
   std::vector<control::Channel::Message> extra;
   for (;;) {
-    if (!ep) {
+    // The plugin is progressed until both halves are done: some (UCX over tcp) need the
+    // accepting side to keep going after accept returned for the connector to finish.
+    {
       std::lock_guard<std::mutex> lock(net.mutex());
       if (HMC_NET_SLOT(net.table(), progress)) net.table()->progress(net.ctx());
-      hmc_plugin_status_t ps = net.table()->accept(listener, &ep);
+      hmc_plugin_status_t ps = ep ? HMC_PLUGIN_SUCCESS : net.table()->accept(listener, &ep);
       if (ps != HMC_PLUGIN_SUCCESS && ps != HMC_PLUGIN_IN_PROGRESS) {
         net.table()->close_listener(listener);
         listener = nullptr;

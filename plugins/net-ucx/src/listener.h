@@ -1,0 +1,45 @@
+// A listener (hmc_net_listener_t): one connection handle, one expected connector. The handle
+// names the worker address, an rx id reserved for the coming endpoint, and a random nonce; the
+// hello receive is posted under that id until a connector presents the nonce.
+#pragma once
+
+#include <cstdint>
+
+#include "hmc/plugin/net.h"
+#include "request.h"
+
+namespace hmc::ucx {
+
+class Context;
+class Endpoint;
+
+class Listener {
+ public:
+  static hmc_plugin_status_t create(Context& ctx, void* handle, size_t* handle_len,
+                                    Listener** out);
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  // SUCCESS with *out once a connector's valid hello arrived and the answer to it left (so the
+  // connector completes its setup without further progress on this side), IN_PROGRESS before,
+  // PEER_LOST when the answer could not be sent, INVALID_ARGUMENT after the endpoint was
+  // already handed out.
+  hmc_plugin_status_t accept(Endpoint** out);
+
+ private:
+  explicit Listener(Context& ctx) : ctx_(ctx) {}
+  bool post_hello();
+  hmc_plugin_status_t finish_accept(Endpoint** out);
+
+  Context& ctx_;
+  uint16_t id_ = 0;
+  uint64_t nonce_ = 0;
+  Request* hello_ = nullptr;
+  Endpoint* pending_ = nullptr;  // made from a valid hello, answer not sent yet
+  Request* welcome_ = nullptr;   // that answer's send
+  uint64_t deadline_ns_ = 0;     // for sending it
+  bool handed_out_ = false;      // the rx id now belongs to an endpoint
+};
+
+}  // namespace hmc::ucx
