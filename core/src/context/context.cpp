@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <random>
 
 #include "control/frame.h"
+#include "control/random.h"
 #include "control/socket.h"
 #include "peer/messages.h"
 #include "util/handles.h"
@@ -23,10 +23,6 @@ namespace {
 // How a Bye reads in a lost peer's reason: an orderly close, logged as information.
 constexpr const char* kPeerClosed = "the peer closed the connection";
 
-uint64_t random_u64() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-}
 
 // The address peers on other hosts should dial when we listen on every interface.
 std::string first_external_ipv4() {
@@ -86,7 +82,7 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
     if (has(offsetof(hmc_context_options_t, listen_port) + sizeof(uint16_t)) && opts->listen_port)
       port = opts->listen_port;
   }
-  id_ = random_u64();
+  if (control::random_bytes(&id_, sizeof id_) != HMC_SUCCESS) return HMC_ERR_SYSTEM;
 
   st = loader_.load(config_);
   if (st != HMC_SUCCESS) return st;
@@ -138,9 +134,7 @@ hmc_status_t Context::start_control_plane(const std::string& host, uint16_t port
 
 void Context::build_capabilities() {
   caps_.host_id = control::host_identity();
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  caps_.hostname = name;
+  caps_.hostname = control::local_hostname();
   caps_.pid = getpid();
   caps_.context_id = id_;
   // An explicit HMC_NET_PLUGINS order is a preference that path choice honours.
