@@ -395,7 +395,7 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
       lost = "control connection: " + last_error();
     }
     if (lost.empty() && !peer->remote_closed &&
-        now - peer->last_sent_ns > uint64_t(heartbeat_ms_) * 1000000) {
+        control::elapsed_ns(now, peer->last_sent_ns) > uint64_t(heartbeat_ms_) * 1000000) {
       control::Writer w;
       if (peer->ctrl->send(control::MsgType::Heartbeat, w) == HMC_SUCCESS) peer->last_sent_ns = now;
       else lost = "control connection: " + last_error();
@@ -405,7 +405,7 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
   }
   // A silent peer with work outstanding is declared lost after the timeout.
   if (lost.empty() && peer->pending_count.load(std::memory_order_relaxed) > 0 &&
-      now - peer->last_heard_ns.load() > uint64_t(timeout_ms_) * 1000000)
+      control::elapsed_ns(now, peer->last_heard_ns.load()) > uint64_t(timeout_ms_) * 1000000)
     lost = fmt::format("nothing heard for {} ms (HMC_TIMEOUT_MS)", timeout_ms_);
   if (!lost.empty()) {
     fail_peer(*peer, HMC_ERR_PEER_LOST, lost);

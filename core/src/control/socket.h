@@ -46,6 +46,9 @@ hmc_status_t connect_unix(const std::string& name, int timeout_ms, Fd* out);
 
 // Monotonic clock (CLOCK_MONOTONIC) in nanoseconds: the base of every deadline in control/.
 uint64_t now_ns();
+// Nanoseconds from `since` to `now`; 0 when `since` is later (another thread may have stamped it
+// after `now` was read), so that elapsed-time checks never see an unsigned wrap-around.
+inline uint64_t elapsed_ns(uint64_t now, uint64_t since) { return now > since ? now - since : 0; }
 // A deadline timeout_ms from now (timeout_ms < 0 is treated as 0).
 uint64_t deadline_after_ms(int64_t timeout_ms);
 

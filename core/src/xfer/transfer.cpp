@@ -211,7 +211,7 @@ hmc_status_t finish(Request* req, size_t* bytes) {
 hmc_status_t Context::test(Request* req, size_t* bytes) {
   if (!req->done.load(std::memory_order_acquire)) {
     progress_request(req);
-    if (!use_progress_thread_ || control::now_ns() - last_control_ns_ > kControlIntervalNs)
+    if (!use_progress_thread_ || control::elapsed_ns(control::now_ns(), last_control_ns_) > kControlIntervalNs)
       progress(true);
   }
   if (!req->done.load(std::memory_order_acquire)) return HMC_IN_PROGRESS;
@@ -230,13 +230,14 @@ bool Context::poll_until(Pred pred, uint64_t deadline_ns, Request* fast) {
     uint64_t now = control::now_ns();
     // The request's own plugin is tested every turn; everything else (other plugins, the control
     // plane, heartbeats, liveness) every kControlIntervalNs.
-    if (!fast || now - last_control_ns_ > kControlIntervalNs) {
-      if (progress(now - last_control_ns_ > kControlIntervalNs)) last_event = now;
+    bool control_due = control::elapsed_ns(now, last_control_ns_) > kControlIntervalNs;
+    if (!fast || control_due) {
+      if (progress(control_due)) last_event = now;
     }
     if (pred()) return true;
     if (now >= deadline_ns) return false;
     // Spin while things move; after a quiet millisecond give the core to others now and then.
-    if (now - last_event > 1000000 && (i & 15) == 0) sched_yield();
+    if (control::elapsed_ns(now, last_event) > 1000000 && (i & 15) == 0) sched_yield();
   }
 }
 
