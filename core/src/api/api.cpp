@@ -38,6 +38,14 @@ namespace {
                   "never created)", __func__, #h, #kind);                                     \
   } while (0)
 
+// Resolves a request handle into `var`.
+#define CHECK_REQUEST(h, var)                                                                 \
+  if (!(h)) return fail(HMC_ERR_INVALID_ARGUMENT, "{}: argument '{}' is NULL", __func__, #h);  \
+  Request* var = RequestTable::lookup(h);                                                    \
+  if (!var)                                                                                   \
+    return fail(HMC_ERR_INVALID_HANDLE, "{}: '{}' is not a live request handle (it ended, "  \
+                "or it was never one)", __func__, #h)
+
 #define CHECK_TIMEOUT(t)                                                                    \
   do {                                                                                      \
     if ((t) < -1)                                                                           \
@@ -49,7 +57,6 @@ Context* ctx_of(hmc_context_t c) { return reinterpret_cast<Context*>(c); }
 Peer* peer_of(hmc_peer_t p) { return reinterpret_cast<Peer*>(p); }
 Region* region_of(hmc_region_t r) { return reinterpret_cast<Region*>(r); }
 Remote* remote_of(hmc_remote_t r) { return reinterpret_cast<Remote*>(r); }
-Request* request_of(hmc_request_t r) { return reinterpret_cast<Request*>(r); }
 
 // Copies text into a fixed-size output field, always terminated.
 template <size_t N>
@@ -483,7 +490,7 @@ HMC_API hmc_status_t hmc_send(hmc_peer_t peer, const void* buf, size_t size, uin
   Peer* p = peer_of(peer);
   Request* r = nullptr;
   st = p->ctx->post_send(p->shared_from_this(), buf, size, tag, &r);
-  if (st == HMC_SUCCESS) *req = reinterpret_cast<hmc_request_t>(r);
+  if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
   HMC_CATCH
 }
@@ -499,7 +506,7 @@ HMC_API hmc_status_t hmc_recv(hmc_peer_t peer, void* buf, size_t size, uint64_t 
   Peer* p = peer_of(peer);
   Request* r = nullptr;
   st = p->ctx->post_recv(p->shared_from_this(), buf, size, tag, &r);
-  if (st == HMC_SUCCESS) *req = reinterpret_cast<hmc_request_t>(r);
+  if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
   HMC_CATCH
 }
@@ -520,7 +527,7 @@ HMC_API hmc_status_t hmc_put(hmc_peer_t peer, const void* buf, size_t size, hmc_
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_put: the remote handle was imported for another peer");
   Request* r = nullptr;
   st = rm->peer->ctx->post_put(rm, buf, size, remote_offset, flags, notify_value, &r);
-  if (st == HMC_SUCCESS) *req = reinterpret_cast<hmc_request_t>(r);
+  if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
   HMC_CATCH
 }
@@ -538,7 +545,7 @@ HMC_API hmc_status_t hmc_get(hmc_peer_t peer, void* buf, size_t size, hmc_remote
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_get: the remote handle was imported for another peer");
   Request* r = nullptr;
   st = rm->peer->ctx->post_get(rm, buf, size, remote_offset, &r);
-  if (st == HMC_SUCCESS) *req = reinterpret_cast<hmc_request_t>(r);
+  if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
   HMC_CATCH
 }
@@ -554,25 +561,22 @@ HMC_API hmc_status_t hmc_notify_wait(hmc_context_t ctx, int timeout_ms, hmc_noti
 
 HMC_API hmc_status_t hmc_request_test(hmc_request_t req, size_t* bytes) {
   HMC_TRY
-  CHECK_HANDLE(req, Request);
-  Request* r = request_of(req);
+  CHECK_REQUEST(req, r);
   return r->peer->ctx->test(r, bytes);
   HMC_CATCH
 }
 
 HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms, size_t* bytes) {
   HMC_TRY
-  CHECK_HANDLE(req, Request);
+  CHECK_REQUEST(req, r);
   CHECK_TIMEOUT(timeout_ms);
-  Request* r = request_of(req);
   return r->peer->ctx->wait(r, timeout_ms, bytes);
   HMC_CATCH
 }
 
 HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req) {
   HMC_TRY
-  CHECK_HANDLE(req, Request);
-  Request* r = request_of(req);
+  CHECK_REQUEST(req, r);
   return r->peer->ctx->cancel(r);
   HMC_CATCH
 }

@@ -206,14 +206,7 @@ Context::~Context() {
     }
     regions_.clear();
   }
-  {
-    std::lock_guard<std::mutex> lock(requests_mutex_);
-    for (Request* r : requests_) {
-      Handles::remove(r);
-      delete r;
-    }
-    requests_.clear();
-  }
+  RequestTable::release_all(this);
   peers.clear();
   closed_peers_.clear();
   devices_.release_all();

@@ -105,8 +105,6 @@ class Context {
   std::string dispatch_control(const std::shared_ptr<Peer>& peer,
                                const control::Channel::Message& m);
   void register_peer(const std::shared_ptr<Peer>& peer);
-  hmc_status_t add_request(Request* req);
-  void release_request(Request* req);
   // Spins on progress until pred() holds or the deadline passes.
   template <typename Pred>
   bool poll_until(Pred pred, uint64_t deadline_ns, Request* fast = nullptr);
@@ -133,8 +131,6 @@ class Context {
   std::vector<std::shared_ptr<Peer>> peers_;         // live peers
   std::vector<std::shared_ptr<Peer>> closed_peers_;  // kept until destroy (requests may point at them)
 
-  std::mutex requests_mutex_;
-  std::unordered_set<Request*> requests_;  // every request not yet released
 
   std::mutex regions_mutex_;
   std::unordered_set<Region*> regions_;

@@ -4,7 +4,6 @@
 
 #include "context/context.h"
 #include "control/socket.h"
-#include "util/handles.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -38,24 +37,6 @@ class PollerScope {
 };
 }  // namespace
 
-hmc_status_t Context::add_request(Request* req) {
-  {
-    std::lock_guard<std::mutex> lock(requests_mutex_);
-    requests_.insert(req);
-  }
-  Handles::add(req, HandleKind::Request);
-  return HMC_SUCCESS;
-}
-
-void Context::release_request(Request* req) {
-  Handles::remove(req);
-  {
-    std::lock_guard<std::mutex> lock(requests_mutex_);
-    requests_.erase(req);
-  }
-  delete req;
-}
-
 namespace {
 // Validates what every post needs; net mutex not held.
 hmc_status_t check_peer(const Peer& peer, const char* what, bool receiving = false) {
@@ -79,7 +60,7 @@ static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
     std::lock_guard<std::mutex> lock(net.mutex());
     if (peer.lost || !peer.ep) {
       std::string reason = peer.lost_reason;
-      delete req;
+      RequestTable::release(req);
       return fail(peer.closed ? HMC_ERR_INVALID_HANDLE : HMC_ERR_PEER_LOST, "hmc_{}: peer {} is {}",
                   op_name(op), peer.name, peer.closed ? "closed" : "lost (" + reason + ")");
     }
@@ -91,7 +72,7 @@ static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
     }
   }
   if (ps != HMC_PLUGIN_SUCCESS) {
-    delete req;
+    RequestTable::release(req);
     if (ps == HMC_PLUGIN_ERR_PEER_LOST) ctx.progress(true);
     return fail(from_plugin_status(ps), "hmc_{} with {} via {}: {}", op_name(op), peer.name,
                 peer.choice.key(), plugin_status_string(ps));
@@ -103,7 +84,7 @@ hmc_status_t Context::post_send(const std::shared_ptr<Peer>& peer, const void* b
                                 uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "send");
   if (st != HMC_SUCCESS) return st;
-  auto* req = new Request();
+  Request* req = RequestTable::acquire(this);
   req->op = Op::Send;
   req->peer = peer;
   req->size = size;
@@ -112,7 +93,6 @@ hmc_status_t Context::post_send(const std::shared_ptr<Peer>& peer, const void* b
     return net.table()->isend(ep, buf, size, nullptr, tag, nr);
   });
   if (st != HMC_SUCCESS) return st;
-  add_request(req);
   *out = req;
   return HMC_SUCCESS;
 }
@@ -121,7 +101,7 @@ hmc_status_t Context::post_recv(const std::shared_ptr<Peer>& peer, void* buf, si
                                 uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "recv", true);
   if (st != HMC_SUCCESS) return st;
-  auto* req = new Request();
+  Request* req = RequestTable::acquire(this);
   req->op = Op::Recv;
   req->peer = peer;
   req->size = size;
@@ -130,7 +110,6 @@ hmc_status_t Context::post_recv(const std::shared_ptr<Peer>& peer, void* buf, si
     return net.table()->irecv(ep, buf, size, nullptr, tag, nr);
   });
   if (st != HMC_SUCCESS) return st;
-  add_request(req);
   *out = req;
   return HMC_SUCCESS;
 }
@@ -155,7 +134,7 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
-  auto* req = new Request();
+  Request* req = RequestTable::acquire(this);
   req->op = Op::Put;
   req->peer = peer;
   req->size = size;
@@ -167,7 +146,6 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
     return net.table()->iput(ep, buf, size, nullptr, addr, remote->rkey, nr);
   });
   if (st != HMC_SUCCESS) return st;
-  add_request(req);
   *out = req;
   return HMC_SUCCESS;
 }
@@ -181,7 +159,7 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
-  auto* req = new Request();
+  Request* req = RequestTable::acquire(this);
   req->op = Op::Get;
   req->peer = peer;
   req->size = size;
@@ -191,7 +169,6 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
     return net.table()->iget(ep, buf, size, nullptr, addr, remote->rkey, nr);
   });
   if (st != HMC_SUCCESS) return st;
-  add_request(req);
   *out = req;
   return HMC_SUCCESS;
 }
@@ -216,7 +193,7 @@ hmc_status_t Context::test(Request* req, size_t* bytes) {
   }
   if (!req->done.load(std::memory_order_acquire)) return HMC_IN_PROGRESS;
   hmc_status_t st = finish(req, bytes);
-  release_request(req);
+  RequestTable::release(req);
   return st;
 }
 
@@ -248,7 +225,7 @@ hmc_status_t Context::wait(Request* req, int timeout_ms, size_t* bytes) {
     return fail(HMC_ERR_TIMEOUT, "hmc_request_wait: {} of {} bytes with {} still running after "
                 "{} ms", op_name(req->op), req->size, req->peer->name, resolve_timeout(timeout_ms));
   hmc_status_t st = finish(req, bytes);
-  release_request(req);
+  RequestTable::release(req);
   return st;
 }
 

@@ -1,0 +1,129 @@
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "xfer/request.h"
+
+namespace hmc {
+namespace {
+
+constexpr uint32_t kSegmentSlots = 1024;
+constexpr uint32_t kMaxSegments = 4096;  // 4 Mi requests in flight at once, per process
+
+static_assert(sizeof(void*) == 8, "request handles carry a slot index and a generation");
+
+struct Segment {
+  Request slots[kSegmentSlots];
+};
+
+struct Table {
+  std::atomic<Segment*> segments[kMaxSegments] = {};
+  std::mutex mutex;                 // guards free and used
+  std::vector<uint32_t> free;       // slot indexes ready for reuse
+  uint32_t used = 0;                // segments allocated
+};
+
+Table& table() {
+  static auto* t = new Table();  // never destroyed: handles may be checked during exit
+  return *t;
+}
+
+Request* slot(Table& t, uint32_t index) {
+  Segment* s = t.segments[index / kSegmentSlots].load(std::memory_order_acquire);
+  return s ? &s->slots[index % kSegmentSlots] : nullptr;
+}
+
+// Resets a request to its just-constructed state, keeping its slot bookkeeping.
+void reset(Request* r) {
+  r->op = Op::Send;
+  r->peer.reset();
+  r->size = 0;
+  r->tag = 0;
+  r->notify = false;
+  r->notify_value = 0;
+  r->landed = false;
+  r->net = nullptr;
+  r->temp_mr = nullptr;
+  r->done.store(false, std::memory_order_relaxed);
+  r->status = HMC_IN_PROGRESS;
+  r->bytes = 0;
+  r->error.clear();
+  r->owner = nullptr;
+}
+
+// Generations are 32-bit in handles and never 0.
+uint64_t next_generation(uint64_t state) {
+  uint64_t gen = (state >> 1) + 1;
+  return gen > 0xffffffffu ? 1 : gen;
+}
+
+}  // namespace
+
+Request* RequestTable::acquire(Context* ctx) {
+  Table& t = table();
+  Request* r;
+  {
+    std::lock_guard<std::mutex> lock(t.mutex);
+    if (t.free.empty()) {
+      if (t.used == kMaxSegments) throw std::bad_alloc();
+      auto* seg = new Segment();
+      uint32_t base = t.used * kSegmentSlots;
+      for (uint32_t i = 0; i < kSegmentSlots; ++i) {
+        seg->slots[i].index = base + i;
+        seg->slots[i].state.store(uint64_t(1) << 1, std::memory_order_relaxed);
+      }
+      t.segments[t.used].store(seg, std::memory_order_release);
+      ++t.used;
+      // Lowest index on top, so that a quiet process keeps reusing the same few slots.
+      for (uint32_t i = kSegmentSlots; i-- > 0;) t.free.push_back(base + i);
+    }
+    r = slot(t, t.free.back());
+    t.free.pop_back();
+  }
+  r->owner = ctx;
+  r->state.fetch_or(1, std::memory_order_release);
+  return r;
+}
+
+void RequestTable::release(Request* req) {
+  // Stale first (lookups fail from here on), then reset outside the lock: dropping the last
+  // reference to a peer may run its destructor.
+  uint64_t st = req->state.load(std::memory_order_relaxed);
+  do {
+    if (!(st & 1)) return;  // already released
+  } while (!req->state.compare_exchange_weak(st, next_generation(st) << 1, std::memory_order_acq_rel));
+  reset(req);
+  std::lock_guard<std::mutex> lock(table().mutex);
+  table().free.push_back(req->index);
+}
+
+void RequestTable::release_all(Context* ctx) {
+  Table& t = table();
+  std::vector<Request*> mine;
+  {
+    std::lock_guard<std::mutex> lock(t.mutex);
+    for (uint32_t i = 0; i < t.used * kSegmentSlots; ++i) {
+      Request* r = slot(t, i);
+      if ((r->state.load(std::memory_order_acquire) & 1) && r->owner == ctx) mine.push_back(r);
+    }
+  }
+  for (Request* r : mine) release(r);
+}
+
+Request* RequestTable::lookup(hmc_request_t handle) {
+  auto h = reinterpret_cast<uintptr_t>(handle);
+  uint64_t index_plus_1 = h & 0xffffffffu;
+  uint64_t gen = h >> 32;
+  if (index_plus_1 == 0 || gen == 0 || index_plus_1 > uint64_t(kMaxSegments) * kSegmentSlots)
+    return nullptr;
+  Request* r = slot(table(), uint32_t(index_plus_1 - 1));
+  if (!r) return nullptr;
+  return r->state.load(std::memory_order_acquire) == ((gen << 1) | 1) ? r : nullptr;
+}
+
+hmc_request_t RequestTable::handle(const Request* req) {
+  uint64_t gen = req->state.load(std::memory_order_relaxed) >> 1;
+  return reinterpret_cast<hmc_request_t>(uintptr_t((gen << 32) | (uint64_t(req->index) + 1)));
+}
+
+}  // namespace hmc
