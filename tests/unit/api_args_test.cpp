@@ -21,7 +21,9 @@ class ApiArgs : public ::testing::Test {
     ASSERT_EQ(hmc_context_create(&o, &ctx), HMC_SUCCESS) << hmc_last_error();
   }
   void TearDown() override {
-    if (ctx) EXPECT_EQ(hmc_context_destroy(ctx), HMC_SUCCESS);
+    if (ctx) {
+      EXPECT_EQ(hmc_context_destroy(ctx), HMC_SUCCESS);
+    }
     unsetenv("HMC_PLUGIN_PATH");
   }
   static std::string err() { return hmc_last_error(); }

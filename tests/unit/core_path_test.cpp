@@ -98,3 +98,127 @@ TEST(PathChoice, UnknownNumbersGetDefaults) {
   EXPECT_DOUBLE_EQ(c.latency_us, path::kDefaultLatencyUs);
   EXPECT_NEAR(path::cost_us(c, 1000000), path::kDefaultLatencyUs + 1000.0, 1e-9);
 }
+
+// --- the blended cost model --------------------------------------------------------------------
+
+namespace {
+path::NetRecord measured(const std::string& plugin, const std::string& dev, uint64_t bw,
+                         uint32_t lat_ns, uint32_t flags = HMC_NET_FLAG_TAGGED) {
+  path::NetRecord r = rec(plugin, dev, 0, 0, flags);
+  r.measured_bandwidth_MBps = bw;
+  r.measured_latency_ns = lat_ns;
+  return r;
+}
+}  // namespace
+
+TEST(PathChoice, RanksTheSmallestWorstCaseSlowdownAcrossSizes) {
+  // lowlat wins at 8 B by 2.5x but loses at 4 MiB by 1.25x; bulk is the reverse. At 1 MiB alone
+  // bulk would rank first; over 8 B, 64 KiB and 4 MiB the worst case of lowlat (1.25x) is
+  // smaller than bulk's (2.5x).
+  auto a = side("h1", {rec("lowlat", "d", 8000, 2000), rec("bulk", "d", 10000, 5000)});
+  auto ranked = path::rank(a, a);
+  ASSERT_EQ(ranked.size(), 2u);
+  EXPECT_EQ(ranked[0].key(), "lowlat/d");
+  double at4m_low = 2.0 + (4u << 20) / 8000.0, at4m_bulk = 5.0 + (4u << 20) / 10000.0;
+  EXPECT_NEAR(ranked[0].score, at4m_low / at4m_bulk, 1e-9);
+  EXPECT_NEAR(ranked[1].score, (5.0 + 8 / 10000.0) / (2.0 + 8 / 8000.0), 1e-9);
+  EXPECT_NE(ranked[0].reason.find("slower than the best at 4 MiB"), std::string::npos)
+      << ranked[0].reason;
+
+  // A path best at every size scores 1 and says so.
+  auto b = side("h1", {rec("fast", "d", 9000, 1000), rec("slow", "d", 100, 9000)});
+  auto r2 = path::rank(b, b);
+  EXPECT_EQ(r2[0].key(), "fast/d");
+  EXPECT_DOUBLE_EQ(r2[0].score, 1.0);
+  EXPECT_NE(r2[0].reason.find("fastest at every size"), std::string::npos) << r2[0].reason;
+}
+
+TEST(PathChoice, DeterministicWhateverTheRecordOrderAndSide) {
+  std::vector<path::NetRecord> recs = {
+      measured("hoststage", "tcp", 1200, 20000), measured("hoststage", "shm", 9000, 900, kShm),
+      measured("ucx", "ucx", 9500, 1500), measured("ofi", "shm", 3000, 4000, kShm),
+      rec("ofi", "tcp", 0, 0)};
+  auto a = side("h1", recs);
+  std::vector<path::NetRecord> rev(recs.rbegin(), recs.rend());
+  // The other side measured somewhat different numbers.
+  for (auto& r : rev) r.measured_bandwidth_MBps = r.measured_bandwidth_MBps * 9 / 10;
+  auto b = side("h1", rev);
+  std::vector<std::string> ab, ba;
+  for (const auto& c : path::rank(a, b)) ab.push_back(c.key());
+  for (const auto& c : path::rank(b, a)) ba.push_back(c.key());
+  EXPECT_EQ(ab, ba);
+  ASSERT_EQ(ab.size(), 5u);
+  EXPECT_EQ(ab[0], "hoststage/shm");
+  EXPECT_EQ(ab.back(), "ofi/tcp");  // defaults: 50 us, 1000 MB/s
+  path::Choice c1, c2;
+  ASSERT_EQ(path::choose(a, b, "", &c1), HMC_SUCCESS);
+  ASSERT_EQ(path::choose(b, a, "", &c2), HMC_SUCCESS);
+  EXPECT_EQ(c1.key(), c2.key());
+  EXPECT_DOUBLE_EQ(c1.bandwidth_MBps, c2.bandwidth_MBps);
+  EXPECT_DOUBLE_EQ(c1.bandwidth_MBps, 8100);  // the slower side's
+  EXPECT_EQ(c1.basis, "measured");
+}
+
+TEST(PathChoice, MeasuredFiguresAreTheEstimateOnOneHostAndABoundAcrossHosts) {
+  auto r = measured("ucx", "ucx", 9000, 800);
+  path::Figures same = path::figures_of(r, true);
+  EXPECT_DOUBLE_EQ(same.bandwidth_MBps, 9000);
+  EXPECT_DOUBLE_EQ(same.latency_us, 0.8);
+  EXPECT_STREQ(same.basis, "measured");
+  // Loopback has no wire: across hosts it only bounds the defaults.
+  path::Figures far = path::figures_of(r, false);
+  EXPECT_DOUBLE_EQ(far.bandwidth_MBps, path::kDefaultBandwidthMBps);
+  EXPECT_DOUBLE_EQ(far.latency_us, path::kDefaultLatencyUs);
+  EXPECT_STREQ(far.basis, "default, bounded by loopback");
+  auto slow = measured("ofi", "tcp", 600, 350000);
+  path::Figures slow_far = path::figures_of(slow, false);
+  EXPECT_DOUBLE_EQ(slow_far.bandwidth_MBps, 600);
+  EXPECT_DOUBLE_EQ(slow_far.latency_us, 350);
+  // Declared figures win over measured ones, one by one.
+  auto part = measured("ofi", "nic", 9000, 800);
+  part.bandwidth_MBps = 12500;
+  path::Figures pf = path::figures_of(part, false);
+  EXPECT_DOUBLE_EQ(pf.bandwidth_MBps, 12500);
+  EXPECT_DOUBLE_EQ(pf.latency_us, path::kDefaultLatencyUs);
+  EXPECT_DOUBLE_EQ(path::figures_of(part, true).latency_us, 0.8);
+  EXPECT_STREQ(path::figures_of(part, true).basis, "declared+measured");
+}
+
+TEST(PathChoice, AcrossHostsLoopbackFiguresCannotPromoteAPath) {
+  // On one host the measured ucx wins; across hosts both fall back to the same default figures,
+  // so the tiebreak (name) decides, as without calibration.
+  auto a = side("h1", {measured("ucx", "ucx", 9000, 800), measured("hoststage", "tcp", 1500, 20000)});
+  auto b = side("h2", a.net);
+  path::Choice near, far;
+  ASSERT_EQ(path::choose(a, side("h1", a.net), "", &near), HMC_SUCCESS);
+  EXPECT_EQ(near.key(), "ucx/ucx");
+  ASSERT_EQ(path::choose(a, b, "", &far), HMC_SUCCESS);
+  EXPECT_EQ(far.key(), "hoststage/tcp");
+}
+
+TEST(PathChoice, PluginOrderAndForcedPathOverrideMeasuredFigures) {
+  auto fast = measured("ucx", "ucx", 9000, 800);
+  auto slow = measured("hoststage", "tcp", 1000, 30000);
+  path::Choice c;
+  auto plain = side("h1", {fast, slow});
+  ASSERT_EQ(path::choose(plain, plain, "", &c), HMC_SUCCESS);
+  EXPECT_EQ(c.key(), "ucx/ucx");
+  // HMC_NET_PLUGINS=hoststage,ucx: the order wins over the figures.
+  slow.preference = 1;
+  fast.preference = 2;
+  auto ordered = side("h1", {fast, slow});
+  ASSERT_EQ(path::choose(ordered, ordered, "", &c), HMC_SUCCESS);
+  EXPECT_EQ(c.key(), "hoststage/tcp");
+  EXPECT_NE(c.reason.find("HMC_NET_PLUGINS order"), std::string::npos);
+  // One side's order is enough (the larger position of the two is taken, both compute the same).
+  auto other = side("h1", {measured("ucx", "ucx", 9000, 800), measured("hoststage", "tcp", 1000, 30000)});
+  path::Choice c2;
+  ASSERT_EQ(path::choose(other, ordered, "", &c2), HMC_SUCCESS);
+  ASSERT_EQ(path::choose(ordered, other, "", &c), HMC_SUCCESS);
+  EXPECT_EQ(c.key(), c2.key());
+  EXPECT_EQ(c.key(), "hoststage/tcp");
+  // HMC_PATH forces the slower one.
+  ASSERT_EQ(path::choose(plain, plain, "hoststage/tcp", &c), HMC_SUCCESS);
+  EXPECT_EQ(c.key(), "hoststage/tcp");
+  EXPECT_EQ(c.reason, "forced by HMC_PATH");
+}

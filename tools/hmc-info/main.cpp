@@ -1,7 +1,8 @@
 // hmc-info: what hmc found on this machine, and why not. Lists the plugins (loaded, or skipped
 // with the reason), the devices, the net devices with all their properties, and with --config
 // every HMC_ variable with its value, default and meaning. --json gives the same as one JSON
-// object. It creates a context without a progress thread and never connects anywhere.
+// object. It creates a context without a progress thread and never connects anywhere;
+// --calibrate measures the net devices that declare no figures, over loopback in this process.
 #include <hmc/hmc.h>
 #include <hmc/plugin/device.h>
 #include <hmc/plugin/net.h>
@@ -14,14 +15,17 @@
 
 namespace {
 
-const char* kUsage = R"(usage: hmc-info [--config] [--json]
+const char* kUsage = R"(usage: hmc-info [--config] [--json] [--calibrate]
 
 Shows what hmc found: its version, the plugins (loaded, or skipped and why), the devices and
 the net devices with their properties.
 
-  --config   list every HMC_ variable instead: its value, default, who reads it and its meaning
-  --json     print one JSON object instead of text
-  --help     this text
+  --config     list every HMC_ variable instead: its value, default, who reads it and its meaning
+  --json       print one JSON object instead of text
+  --calibrate  first measure the net devices that declare no bandwidth or latency (over loopback
+               in this process, under a second; otherwise done at a context's first connect)
+               and show the figures; without it, figures already measured or cached are shown
+  --help       this text
 
 exit status: 0 success, 1 hmc failed (the message says why), 2 bad arguments
 )";
@@ -29,6 +33,7 @@ exit status: 0 success, 1 hmc failed (the message says why), 2 bad arguments
 struct Args {
   bool config = false;
   bool json = false;
+  bool calibrate = false;
   bool help = false;
 };
 
@@ -214,11 +219,18 @@ void print_text(const Inventory& inv) {
     if (n.bandwidth_MBps)
       std::printf("    bandwidth     %" PRIu64 " MB/s\n", n.bandwidth_MBps);
     else
-      std::printf("    bandwidth     unknown (calibrated by the core)\n");
+      std::printf("    bandwidth     not declared (calibrated by the core)\n");
     if (n.latency_ns)
       std::printf("    latency       %u ns\n", n.latency_ns);
     else
-      std::printf("    latency       unknown (calibrated by the core)\n");
+      std::printf("    latency       not declared (calibrated by the core)\n");
+#ifdef HMC_HAS_NET_CALIBRATION
+    if (n.measured_bandwidth_MBps || n.measured_latency_ns)
+      std::printf("    measured      %" PRIu64 " MB/s, %.2f us one-way, over loopback on this "
+                  "host (used for peers on this host; a bound for others)\n",
+                  n.measured_bandwidth_MBps, n.measured_latency_ns / 1000.0);
+    if (n.calibration[0] != '\0') std::printf("    calibration   %s\n", n.calibration);
+#endif
     auto kinds = bit_names(n.mem_kinds, kNetMemKinds);
     std::printf("    memory        %s\n", kinds.empty() ? "none" : join(kinds, ", ").c_str());
     auto flags = bit_names(n.flags, kNetFlags);
@@ -271,6 +283,11 @@ void print_json(const Inventory& inv) {
          ",\"pci_path\":" + json_escape(str(n.pci_path)) +
          ",\"bandwidth_MBps\":" + std::to_string(n.bandwidth_MBps) +
          ",\"latency_ns\":" + std::to_string(n.latency_ns) +
+#ifdef HMC_HAS_NET_CALIBRATION
+         ",\"measured_bandwidth_MBps\":" + std::to_string(n.measured_bandwidth_MBps) +
+         ",\"measured_latency_ns\":" + std::to_string(n.measured_latency_ns) +
+         ",\"calibration\":" + json_escape(str(n.calibration)) +
+#endif
          ",\"mem_kinds\":" + json_list(bit_names(n.mem_kinds, kNetMemKinds)) +
          ",\"flags\":" + json_list(bit_names(n.flags, kNetFlags)) +
          ",\"max_inflight\":" + std::to_string(n.max_inflight) +
@@ -348,6 +365,8 @@ int main(int argc, char** argv) {
       a.config = true;
     else if (arg == "--json")
       a.json = true;
+    else if (arg == "--calibrate")
+      a.calibrate = true;
     else if (arg == "--help" || arg == "-h")
       a.help = true;
     else {
@@ -393,6 +412,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   Inventory inv;
+  if (a.calibrate) {
+#ifdef HMC_HAS_NET_CALIBRATION
+    s = hmc_net_calibrate(ctx);
+    if (s != HMC_SUCCESS) inv.errors.push_back(failure("hmc_net_calibrate", s));
+#else
+    inv.errors.push_back("--calibrate: this hmc has no hmc_net_calibrate");
+#endif
+  }
   read_list(ctx, hmc_plugin_count, hmc_plugin_info, "hmc_plugin_info", &inv.plugins, &inv.errors);
   read_list(ctx, hmc_device_count, hmc_device_info, "hmc_device_info", &inv.devices, &inv.errors);
   read_list(ctx, hmc_net_device_count, hmc_net_device_info, "hmc_net_device_info", &inv.nets,

@@ -21,7 +21,7 @@
 
 namespace hmc::perf {
 
-// Tags: user tags must stay below HMC_TAG_MAX (2^60). The control tag is reserved by the tool;
+// Tags: user tags must stay below HMC_TAG_MAX (2^59). The control tag is reserved by the tool;
 // data messages use one tag per iteration, so matching never depends on message order.
 constexpr uint64_t kControlTag = 0xFFFF0000ull;
 constexpr uint64_t kDataTagBase = 1ull << 32;  // + iteration

@@ -24,7 +24,7 @@ extern "C" {
 
 #define HMC_API_VERSION_MAJOR 0
 #define HMC_API_VERSION_MINOR 1
-#define HMC_TAG_MAX ((uint64_t)1 << 60)
+#define HMC_TAG_MAX ((uint64_t)1 << 59)
 
 #if defined(__GNUC__)
 #define HMC_API __attribute__((visibility("default")))
@@ -143,11 +143,27 @@ typedef struct hmc_net_device_info {
   uint32_t flags;        /* HMC_NET_FLAG_* */
   uint32_t max_inflight;
   uint64_t max_msg_size;
+  /* Appended (HMC_HAS_NET_CALIBRATION): calibration of devices that declare no bandwidth or
+   * latency. The figures were measured on this host over loopback (0: not measured); path choice
+   * uses them for peers on this host and as a bound for others. calibration says what became of
+   * it: "declared", "measured", "cached in <file>", "not measured yet", "off
+   * (HMC_NET_CALIBRATE=0)", "failed: <why>", "skipped: <why>". */
+  uint64_t measured_bandwidth_MBps;
+  uint32_t measured_latency_ns;
+  char calibration[192];
 } hmc_net_device_info_t;
 
-/* Net devices of every loaded net plugin. */
+/* Net devices of every loaded net plugin. hmc_net_device_info never measures: the measured
+ * figures are those this process or the calibration cache already has. */
 HMC_API hmc_status_t hmc_net_device_count(hmc_context_t ctx, int* count);
 HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_device_info_t* info);
+
+/* Measures now, over loopback in this process, every net device that declares no bandwidth or
+ * latency and is not yet measured (otherwise done at the first connect or accept, when a choice
+ * depends on it). Takes at most about half a second; a device that cannot be measured is not an
+ * error (hmc_net_device_info says why). HMC_NET_CALIBRATE=0 makes it do nothing. */
+#define HMC_HAS_NET_CALIBRATION 1
+HMC_API hmc_status_t hmc_net_calibrate(hmc_context_t ctx);
 
 /* Every HMC_ variable the context knows (the core's and the loaded plugins'), with its value. */
 typedef struct hmc_config_entry {

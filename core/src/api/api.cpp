@@ -5,6 +5,7 @@
 
 #include "context/context.h"
 #include "hmc/hmc.h"
+#include "peer/capabilities.h"
 #include "util/handles.h"
 #include "util/status.h"
 
@@ -198,7 +199,10 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
   HMC_TRY
   CHECK_HANDLE(ctx, Context);
   CHECK_NOT_NULL(info);
-  hmc_status_t st = check_struct(info->struct_size, sizeof(hmc_net_device_info_t), __func__, "info");
+  // Callers built before the calibration fields were appended pass the shorter struct.
+  hmc_status_t st = check_struct(info->struct_size,
+                                 offsetof(hmc_net_device_info_t, measured_bandwidth_MBps),
+                                 __func__, "info");
   if (st != HMC_SUCCESS) return st;
   auto devs = ctx_of(ctx)->net_devices();
   if (index < 0 || static_cast<size_t>(index) >= devs.size())
@@ -213,6 +217,28 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
   info->flags = d.props.flags;
   info->max_inflight = d.props.max_inflight;
   info->max_msg_size = d.props.max_msg_size;
+  if (info->struct_size >= offsetof(hmc_net_device_info_t, calibration) + sizeof info->calibration) {
+    std::vector<path::CalibrationOutcome> outcomes;
+    path::Capabilities caps =
+        local_capabilities(*ctx_of(ctx), path::CalibrationMode::LookupOnly, &outcomes);
+    info->measured_bandwidth_MBps = 0;
+    info->measured_latency_ns = 0;
+    copy_str(info->calibration, "");
+    for (size_t i = 0; i < caps.net.size(); ++i) {
+      if (caps.net[i].key() != d.key()) continue;
+      info->measured_bandwidth_MBps = caps.net[i].measured_bandwidth_MBps;
+      info->measured_latency_ns = caps.net[i].measured_latency_ns;
+      copy_str(info->calibration, outcomes[i].state);
+    }
+  }
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_net_calibrate(hmc_context_t ctx) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  local_capabilities(*ctx_of(ctx), path::CalibrationMode::MeasureAll, nullptr);
   return HMC_SUCCESS;
   HMC_CATCH
 }

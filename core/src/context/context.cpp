@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -12,6 +13,8 @@
 #include "control/frame.h"
 #include "control/random.h"
 #include "control/socket.h"
+#include "device/copy.h"
+#include "device/stage_pool.h"
 #include "peer/messages.h"
 #include "util/handles.h"
 #include "util/log.h"
@@ -90,6 +93,16 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
 
   for (plugin::Record* rec : loader_.loaded(plugin::Kind::Device))
     devices_.add_plugin(rec->device, rec->device_ctx);
+  CopySettings copy_settings;
+  st = CopySettings::from_config(config_, timeout_ms_, &copy_settings);
+  if (st != HMC_SUCCESS) return st;
+  devices_.set_copy_settings(copy_settings);
+  // Framed transfers (xfer/framed.h) use the registry's pool and engine; creating them maps and
+  // creates nothing until the first staged byte.
+  stage_chunk_ = copy_settings.stage_chunk;
+  stage_env_.pool = &devices_.stage_pool();
+  stage_env_.copier = &devices_.copy_engine();
+  stage_env_.depth = static_cast<uint32_t>(copy_settings.stage_depth);
   for (plugin::Record* rec : loader_.loaded(plugin::Kind::Net)) {
     auto net = std::make_unique<NetPlugin>(rec->net, rec->net_ctx, rec->name);
     if (net->query_devices() != HMC_SUCCESS) {
@@ -137,6 +150,8 @@ void Context::build_capabilities() {
   caps_.hostname = control::local_hostname();
   caps_.pid = getpid();
   caps_.context_id = id_;
+  caps_.stage_chunk = stage_chunk_;
+  caps_.device_count = static_cast<uint32_t>(devices_.devices().size() - 1);  // all but host
   // An explicit HMC_NET_PLUGINS order is a preference that path choice honours.
   std::vector<std::string> order;
   for (const auto& n : config_.get_list("HMC_NET_PLUGINS"))
@@ -206,6 +221,7 @@ Context::~Context() {
     }
     regions_.clear();
   }
+  reap_buried(control::now_ns() + uint64_t(timeout_ms_) * 1000000);
   RequestTable::release_all(this);
   peers.clear();
   closed_peers_.clear();
@@ -309,6 +325,10 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
   }
   auto fail_one = [&](Request* req) {
     req->net = nullptr;
+    if (req->framed) {
+      req->framed->forget_plugin_requests();
+      bury(std::move(req->framed));
+    }
     if (req->temp_mr) {
       peer.net->table()->dereg_mr(peer.net->ctx(), req->temp_mr);
       req->temp_mr = nullptr;
@@ -320,9 +340,71 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
   };
   for (Request* req : peer.pending) fail_one(req);
   peer.pending.clear();
+  peer.framing.sends.clear();
+  peer.framing.first.clear();
+  peer.framing.streams.clear();
   for (Request* req : peer.notify_queue)
     if (req->landed) fail_one(req);  // the others were just failed as pending
   peer.notify_queue.clear();
+}
+
+bool Context::advance_framed_locked(Peer& peer, Request* req) {
+  Framed& f = *req->framed;
+  bool moved = f.advance(req, peer, stage_env_);
+  if (f.broken()) {
+    fail_peer_locked(peer, HMC_ERR_PEER_LOST,
+                     fmt::format("connection broken ({})", plugin_status_string(f.plugin_status())));
+    return true;
+  }
+  if (!f.finished()) return moved;
+  auto& pend = peer.pending;
+  for (size_t i = 0; i < pend.size(); ++i) {
+    if (pend[i] == req) {
+      pend[i] = pend.back();
+      pend.pop_back();
+      break;
+    }
+  }
+  end_framed_locked(req);
+  return true;
+}
+
+void Context::end_framed_locked(Request* req) {
+  Framed& f = *req->framed;
+  req->bytes = f.bytes();
+  req->peer->last_heard_ns = control::now_ns();
+  complete_locked(req, f.status(), f.error());
+}
+
+void Context::bury(std::unique_ptr<Framed> f) {
+  if (f->release(stage_env_)) return;
+  std::lock_guard<std::mutex> lock(buried_mutex_);
+  buried_.push_back(std::move(f));
+}
+
+void Context::reap_buried(uint64_t deadline_ns) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(buried_mutex_);
+      for (size_t i = 0; i < buried_.size();) {
+        if (buried_[i]->release(stage_env_)) {
+          buried_[i] = std::move(buried_.back());
+          buried_.pop_back();
+        } else {
+          ++i;
+        }
+      }
+      if (buried_.empty() || deadline_ns == 0) return;
+      if (control::now_ns() >= deadline_ns) {
+        HMC_LOG_W("{} failed transfers still have device copies running; their staging buffers "
+                  "are leaked", buried_.size());
+        for (auto& f : buried_) f.release();  // never freed: a copy may still write into them
+        buried_.clear();
+        return;
+      }
+    }
+    sched_yield();
+  }
 }
 
 void Context::fail_peer(Peer& peer, hmc_status_t status, const std::string& reason) {
@@ -410,7 +492,12 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
 void Context::progress_request(Request* req) {
   Peer& peer = *req->peer;
   std::lock_guard<std::mutex> lock(peer.net->mutex());
-  if (req->done.load(std::memory_order_acquire) || !req->net) return;
+  if (req->done.load(std::memory_order_acquire)) return;
+  if (req->framed) {
+    advance_framed_locked(peer, req);
+    return;
+  }
+  if (!req->net) return;
   int done = 0;
   size_t bytes = 0;
   hmc_plugin_status_t st = peer.net->table()->test(req->net, &done, &bytes);
@@ -444,6 +531,23 @@ bool Context::progress(bool control) {
       bool broken = false;
       for (size_t i = 0; i < pend.size();) {
         Request* req = pend[i];
+        if (req->framed) {
+          Framed& f = *req->framed;
+          busy |= f.advance(req, *peer, stage_env_);
+          if (f.broken()) {
+            broken = true;
+            break;
+          }
+          if (!f.finished()) {
+            ++i;
+            continue;
+          }
+          pend[i] = pend.back();
+          pend.pop_back();
+          end_framed_locked(req);
+          busy = true;
+          continue;
+        }
         int done = 0;
         size_t bytes = 0;
         hmc_plugin_status_t st = net->table()->test(req->net, &done, &bytes);
@@ -463,6 +567,7 @@ bool Context::progress(bool control) {
   if (control) {
     uint64_t now = control::now_ns();
     last_control_ns_ = now;
+    reap_buried();
     for (auto& peer : peers_) busy |= service_control(peer, now);
   }
   return busy;

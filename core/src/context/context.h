@@ -27,6 +27,7 @@
 #include "peer/peer.h"
 #include "plugin/loader.h"
 #include "util/config.h"
+#include "xfer/framed.h"
 #include "xfer/request.h"
 
 namespace hmc {
@@ -105,6 +106,21 @@ class Context {
   std::string dispatch_control(const std::shared_ptr<Peer>& peer,
                                const control::Channel::Message& m);
   void register_peer(const std::shared_ptr<Peer>& peer);
+  // Framed transfers (xfer/transfer.cpp).
+  hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
+                             bool* staged);
+  bool framed_sends_waiting(Peer& peer, uint64_t tag);
+  hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<Framed> f, Op op,
+                           size_t size, uint64_t tag, Request** out);
+  // Moves a framed request along (net mutex held); ends it when it finished. Returns true when
+  // something happened. A broken path fails the peer (and with it every pending request).
+  bool advance_framed_locked(Peer& peer, Request* req);
+  // Ends a framed request that finished (net mutex held; the caller took it off `pending`).
+  void end_framed_locked(Request* req);
+  // Parks a failed transfer's staging state until its device copies ended.
+  void bury(std::unique_ptr<Framed> f);
+  // Frees parked transfers whose copies ended; with a deadline, waits for all of them.
+  void reap_buried(uint64_t deadline_ns = 0);
   // Spins on progress until pred() holds or the deadline passes.
   template <typename Pred>
   bool poll_until(Pred pred, uint64_t deadline_ns, Request* fast = nullptr);
@@ -149,6 +165,13 @@ class Context {
   std::mutex thread_mutex_;
   std::condition_variable thread_cv_;
   std::atomic<uint64_t> last_control_ns_{0};
+
+  // Staging of device memory over host-only paths (xfer/framed.h). ~Context ends every transfer
+  // and drains the buried ones before devices_.release_all() ends the pool and engine.
+  uint64_t stage_chunk_ = 0;
+  StageEnv stage_env_;  // the registry's pool and engine
+  std::mutex buried_mutex_;
+  std::vector<std::unique_ptr<Framed>> buried_;
 };
 
 }  // namespace hmc

@@ -3,13 +3,58 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
+#include "device/copy.h"
+#include "device/stage_pool.h"
+#include "util/config.h"
 #include "util/log.h"
 #include "util/status.h"
 
 namespace hmc {
+
+namespace {
+constexpr size_t kFreedMax = 4096;
+constexpr uint64_t kMinChunk = 4096, kMaxChunk = 1ull << 30;
+constexpr int64_t kMaxDepth = 64;
+
+size_t page_size() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+  return page;
+}
+
+// True when some page of [p, p+size) is not mapped in this process (msync answers ENOMEM).
+bool unmapped(uintptr_t p, size_t size) {
+  uintptr_t start = p / page_size() * page_size();
+  size_t len = p + size - start;
+  return msync(reinterpret_cast<void*>(start), len, MS_ASYNC) != 0 && errno == ENOMEM;
+}
+}  // namespace
+
+hmc_status_t CopySettings::from_config(const Config& cfg, int timeout_ms, CopySettings* out) {
+  CopySettings s;
+  uint64_t chunk = cfg.get_size("HMC_STAGE_CHUNK");
+  if (chunk < kMinChunk || chunk > kMaxChunk)
+    return fail(HMC_ERR_CONFIG, "HMC_STAGE_CHUNK={} is out of range: 4K to 1G",
+                cfg.get("HMC_STAGE_CHUNK"));
+  int64_t depth = cfg.get_int("HMC_STAGE_DEPTH");
+  if (depth < 1 || depth > kMaxDepth)
+    return fail(HMC_ERR_CONFIG, "HMC_STAGE_DEPTH={} is out of range: 1 to {}",
+                cfg.get("HMC_STAGE_DEPTH"), kMaxDepth);
+  uint64_t pool = cfg.get_size("HMC_STAGE_POOL_BYTES");
+  if (pool < chunk || pool > (SIZE_MAX >> 1))
+    return fail(HMC_ERR_CONFIG,
+                "HMC_STAGE_POOL_BYTES={} is out of range: at least one chunk (HMC_STAGE_CHUNK={})",
+                cfg.get("HMC_STAGE_POOL_BYTES"), cfg.get("HMC_STAGE_CHUNK"));
+  s.stage_chunk = static_cast<size_t>(chunk);
+  s.stage_depth = static_cast<int>(depth);
+  s.stage_pool_bytes = static_cast<size_t>(pool);
+  s.timeout_ms = timeout_ms > 0 ? timeout_ms : s.timeout_ms;
+  *out = s;
+  return HMC_SUCCESS;
+}
 
 DeviceRegistry::DeviceRegistry() {
   Device host;
@@ -20,6 +65,36 @@ DeviceRegistry::DeviceRegistry() {
   if (pages > 0 && page > 0) host.mem_bytes = static_cast<uint64_t>(pages) * page;
   devices_.reserve(64);  // pointers to devices stay valid: they are handed out by locate()
   devices_.push_back(host);
+}
+
+DeviceRegistry::~DeviceRegistry() {
+  // Allocations are left to release_all (the owner calls it while the plugins live); the engine
+  // and pool, when a copy created them, end here at the latest.
+  std::lock_guard<std::mutex> lock(engine_mutex_);
+  engine_.reset();
+  stage_.reset();
+}
+
+void DeviceRegistry::set_copy_settings(const CopySettings& s) {
+  std::lock_guard<std::mutex> lock(engine_mutex_);
+  if (engine_)
+    HMC_LOG_W("copy settings changed after the copy engine started; the new ones are not used");
+  else
+    settings_ = s;
+}
+
+CopyEngine& DeviceRegistry::copy_engine() {
+  std::lock_guard<std::mutex> lock(engine_mutex_);
+  if (!engine_) {
+    stage_ = std::make_unique<StagePool>(*this, settings_.stage_chunk, settings_.stage_pool_bytes);
+    engine_ = std::make_unique<CopyEngine>(*this, *stage_, settings_.stage_depth);
+  }
+  return *engine_;
+}
+
+StagePool& DeviceRegistry::stage_pool() {
+  copy_engine();
+  return *stage_;
 }
 
 void DeviceRegistry::add_plugin(const hmc_device_plugin_v1_t* table, hmc_device_ctx_t* ctx) {
@@ -79,8 +154,16 @@ hmc_status_t DeviceRegistry::alloc(const std::string& name, size_t size, void** 
   }
   std::lock_guard<std::mutex> lock(mutex_);
   allocations_[reinterpret_cast<uintptr_t>(p)] = {d, size};
+  forget_freed_locked(reinterpret_cast<uintptr_t>(p), size);
   *ptr = p;
   return HMC_SUCCESS;
+}
+
+void DeviceRegistry::forget_freed_locked(uintptr_t base, size_t size) {
+  if (freed_.empty()) return;
+  auto it = freed_.upper_bound(base);
+  if (it != freed_.begin() && std::prev(it)->first + std::prev(it)->second.size > base) --it;
+  while (it != freed_.end() && it->first < base + size) it = freed_.erase(it);
 }
 
 hmc_status_t DeviceRegistry::free(void* ptr) {
@@ -95,6 +178,18 @@ hmc_status_t DeviceRegistry::free(void* ptr) {
                   ptr);
     a = it->second;
     allocations_.erase(it);
+    if (!a.device->is_host()) {
+      uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+      forget_freed_locked(p, a.size);
+      freed_[p] = a;
+      freed_order_.push_back(p);
+      // The oldest record goes (it may already have been forgotten by a new allocation).
+      if (freed_order_.size() > kFreedMax) {
+        auto old = freed_.find(freed_order_.front());
+        if (old != freed_.end() && old->first != p) freed_.erase(old);
+        freed_order_.pop_front();
+      }
+    }
   }
   if (a.device->is_host()) {
     std::free(ptr);
@@ -142,26 +237,56 @@ MemoryLocation DeviceRegistry::locate(const void* ptr) const {
       }
     }
   }
+  // Unknown to everyone: host memory, unless it lies in device memory this registry freed and
+  // nothing has mapped there since (then a host access would fault).
+  uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (freed_.empty()) return loc;
+  auto it = freed_.upper_bound(p);
+  if (it == freed_.begin()) return loc;
+  --it;
+  if (p < it->first + it->second.size && unmapped(p, 1)) {
+    loc.freed_from = it->second.device;
+    loc.base = it->first;
+    loc.size = it->second.size;
+  }
   return loc;
+}
+
+hmc_status_t DeviceRegistry::check_range(const char* what, const void* ptr,
+                                         const MemoryLocation& loc, size_t size) {
+  if (loc.freed_from)
+    return fail(HMC_ERR_INVALID_HANDLE,
+                "{}: {} lies in {} memory (the {}-byte allocation at {:#x}) that hmc_mem_free "
+                "already released",
+                what, ptr, loc.freed_from->name, loc.size, loc.base);
+  uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  if (loc.size && (size > loc.size || p - loc.base > loc.size - size))
+    return fail(HMC_ERR_OUT_OF_BOUNDS,
+                "{}: {} bytes at {} overrun its allocation ({} bytes at {:#x} on {})", what, size,
+                ptr, loc.size, loc.base, loc.device->name);
+  return HMC_SUCCESS;
 }
 
 hmc_status_t DeviceRegistry::copy(void* dst, const void* src, size_t size) {
   MemoryLocation d = locate(dst), s = locate(src);
-  if (d.size && reinterpret_cast<uintptr_t>(dst) - d.base + size > d.size)
-    return fail(HMC_ERR_OUT_OF_BOUNDS, "hmc_mem_copy: {} bytes at {} overrun its {}-byte allocation",
-                size, dst, d.size);
-  if (s.size && reinterpret_cast<uintptr_t>(src) - s.base + size > s.size)
-    return fail(HMC_ERR_OUT_OF_BOUNDS, "hmc_mem_copy: {} bytes at {} overrun its {}-byte allocation",
-                size, src, s.size);
-  if (d.device->is_host() && s.device->is_host()) {
+  hmc_status_t st = check_range("hmc_mem_copy: destination", dst, d, size);
+  if (st == HMC_SUCCESS) st = check_range("hmc_mem_copy: source", src, s, size);
+  if (st != HMC_SUCCESS) return st;
+  if (size == 0) return HMC_SUCCESS;
+  if (d.device->is_host() && s.device->is_host()) {  // no engine (nor pool) for host memory
     memmove(dst, src, size);
     return HMC_SUCCESS;
   }
-  return fail(HMC_ERR_NOT_SUPPORTED, "hmc_mem_copy: copies involving device memory ({} -> {}) are "
-              "not implemented yet", s.device->name, d.device->name);
+  return copy_engine().copy(dst, d, src, s, size, settings_.timeout_ms);
 }
 
 void DeviceRegistry::release_all() {
+  {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    engine_.reset();  // waits (bounded) for copies still running, before their memory goes
+    stage_.reset();
+  }
   std::map<uintptr_t, Allocation> all;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -1,6 +1,7 @@
 #include "path/path.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "hmc/plugin/net.h"
 #include "util/status.h"
@@ -11,13 +12,36 @@ double cost_us(const Choice& c, uint64_t size) {
   return c.latency_us + static_cast<double>(size) / c.bandwidth_MBps;  // MB/s == bytes/us
 }
 
+Figures figures_of(const NetRecord& r, bool same_host) {
+  Figures f;
+  bool declared = r.bandwidth_MBps != 0 || r.latency_ns != 0;
+  bool measured = r.measured_bandwidth_MBps != 0 || r.measured_latency_ns != 0;
+  // Bandwidth and latency are taken one by one: a plugin may declare its link speed only.
+  if (r.bandwidth_MBps) {
+    f.bandwidth_MBps = static_cast<double>(r.bandwidth_MBps);
+  } else if (r.measured_bandwidth_MBps) {
+    double m = static_cast<double>(r.measured_bandwidth_MBps);
+    f.bandwidth_MBps = same_host ? m : std::min(kDefaultBandwidthMBps, m);
+  } else {
+    f.bandwidth_MBps = kDefaultBandwidthMBps;
+  }
+  if (r.latency_ns) {
+    f.latency_us = r.latency_ns / 1000.0;
+  } else if (r.measured_latency_ns) {
+    double m = r.measured_latency_ns / 1000.0;
+    f.latency_us = same_host ? m : std::max(kDefaultLatencyUs, m);
+  } else {
+    f.latency_us = kDefaultLatencyUs;
+  }
+  bool complete = r.bandwidth_MBps != 0 && r.latency_ns != 0;
+  if (complete) f.basis = "declared";
+  else if (measured && same_host) f.basis = declared ? "declared+measured" : "measured";
+  else if (measured) f.basis = declared ? "declared+default, bounded by loopback" : "default, bounded by loopback";
+  else f.basis = declared ? "declared+default" : "default";
+  return f;
+}
+
 namespace {
-double bandwidth_of(const NetRecord& r) {
-  return r.bandwidth_MBps ? static_cast<double>(r.bandwidth_MBps) : kDefaultBandwidthMBps;
-}
-double latency_of(const NetRecord& r) {
-  return r.latency_ns ? r.latency_ns / 1000.0 : kDefaultLatencyUs;
-}
 bool same_host(const Capabilities& a, const Capabilities& b) {
   return !a.host_id.empty() && a.host_id == b.host_id;
 }
@@ -26,6 +50,12 @@ std::string offered(const Capabilities& c) {
   for (const auto& r : c.net) s += (s.empty() ? "" : ", ") + r.key();
   return s.empty() ? "nothing" : s;
 }
+std::string size_text(uint64_t size) {
+  if (size >= (1u << 20) && size % (1u << 20) == 0) return fmt::format("{} MiB", size >> 20);
+  if (size >= (1u << 10) && size % (1u << 10) == 0) return fmt::format("{} KiB", size >> 10);
+  return fmt::format("{} B", size);
+}
+constexpr size_t kNumRankSizes = sizeof(kRankSizes) / sizeof(kRankSizes[0]);
 }  // namespace
 
 std::vector<Choice> rank(const Capabilities& local, const Capabilities& remote) {
@@ -33,40 +63,73 @@ std::vector<Choice> rank(const Capabilities& local, const Capabilities& remote) 
     Choice c;
     uint32_t preference;
     bool node_local;
+    double ratio[kNumRankSizes];
+    double score;  // largest ratio
+    double sum;    // sum of ratios
   };
+  bool one_host = same_host(local, remote);
   std::vector<Ranked> found;
   for (const auto& l : local.net) {
     for (const auto& r : remote.net) {
       if (l.plugin != r.plugin || l.device != r.device) continue;
       if (!(l.flags & HMC_NET_FLAG_TAGGED) || !(r.flags & HMC_NET_FLAG_TAGGED)) continue;
       bool node_local = (l.flags | r.flags) & HMC_NET_FLAG_SAME_HOST;
-      if (node_local && !same_host(local, remote)) continue;
-      Choice c;
-      c.plugin = l.plugin;
-      c.device = l.device;
-      // The slower side bounds the pair, and both sides compute the same numbers.
-      c.bandwidth_MBps = std::min(bandwidth_of(l), bandwidth_of(r));
-      c.latency_us = std::max(latency_of(l), latency_of(r));
-      uint32_t pref = std::max(l.preference, r.preference);
-      found.push_back({c, pref, node_local});
+      if (node_local && !one_host) continue;
+      Figures fl = figures_of(l, one_host), fr = figures_of(r, one_host);
+      Ranked x{};
+      x.c.plugin = l.plugin;
+      x.c.device = l.device;
+      // The slower side bounds the pair; min and max keep it symmetric.
+      x.c.bandwidth_MBps = std::min(fl.bandwidth_MBps, fr.bandwidth_MBps);
+      x.c.latency_us = std::max(fl.latency_us, fr.latency_us);
+      x.c.basis = std::strcmp(fl.basis, fr.basis) == 0
+                      ? fl.basis
+                      : std::min(std::string(fl.basis), std::string(fr.basis)) + " / " +
+                            std::max(std::string(fl.basis), std::string(fr.basis));
+      x.preference = std::max(l.preference, r.preference);
+      x.node_local = node_local;
+      found.push_back(std::move(x));
     }
   }
+  // Worst-case slowdown of each candidate against the cheapest one, size by size.
+  for (size_t s = 0; s < kNumRankSizes; ++s) {
+    double best = 0;
+    for (const auto& x : found) {
+      double c = cost_us(x.c, kRankSizes[s]);
+      if (best == 0 || c < best) best = c;
+    }
+    for (auto& x : found) x.ratio[s] = cost_us(x.c, kRankSizes[s]) / best;
+  }
+  for (auto& x : found) {
+    x.score = *std::max_element(x.ratio, x.ratio + kNumRankSizes);
+    x.sum = 0;
+    for (double r : x.ratio) x.sum += r;
+    x.c.score = x.score;
+  }
   std::sort(found.begin(), found.end(), [](const Ranked& a, const Ranked& b) {
-    // An explicit HMC_NET_PLUGINS order wins; then cost; then node-local transports; then name.
     uint32_t pa = a.preference ? a.preference : UINT32_MAX;
     uint32_t pb = b.preference ? b.preference : UINT32_MAX;
     if (pa != pb) return pa < pb;
-    double ca = cost_us(a.c, kRankSize), cb = cost_us(b.c, kRankSize);
-    if (ca != cb) return ca < cb;
+    if (a.score != b.score) return a.score < b.score;
+    if (a.sum != b.sum) return a.sum < b.sum;
     if (a.node_local != b.node_local) return a.node_local;
     return a.c.key() < b.c.key();
   });
   std::vector<Choice> out;
   for (size_t i = 0; i < found.size(); ++i) {
-    Choice c = found[i].c;
-    c.reason = fmt::format("{:.0f} MB/s, {:.1f} us expected; ranked {} of {}", c.bandwidth_MBps,
-                           c.latency_us, i + 1, found.size());
-    if (found[i].preference) c.reason += " (HMC_NET_PLUGINS order)";
+    const Ranked& x = found[i];
+    Choice c = x.c;
+    c.reason = fmt::format("{:.0f} MB/s, {:.1f} us expected ({}); ranked {} of {}",
+                           c.bandwidth_MBps, c.latency_us, c.basis, i + 1, found.size());
+    if (found.size() > 1) {
+      std::string slow;
+      for (size_t s = 0; s < kNumRankSizes; ++s)
+        if (x.ratio[s] > 1.0)
+          slow += fmt::format("{}{} {:.2f}x", slow.empty() ? "" : ", ", size_text(kRankSizes[s]),
+                              x.ratio[s]);
+      c.reason += slow.empty() ? ", fastest at every size ranked" : "; slower than the best at " + slow;
+    }
+    if (x.preference) c.reason += " (HMC_NET_PLUGINS order)";
     out.push_back(std::move(c));
   }
   return out;

@@ -1,7 +1,27 @@
 // Path choice: from two peers' capability records, the data paths both can use, ranked by a cost
-// model (per-message latency plus size over the slowest stage). The side that accepts the
-// connection computes the choice and tells the other; the computation is a pure function of the
-// two records, so either side can recompute and check it.
+// model (per-message latency plus size over bandwidth). The side that accepts the connection
+// computes the choice and tells the other; the computation is a pure function of the two records,
+// so either side can recompute and check it.
+//
+// Figures a path is ranked by, per device and side (figures_of):
+//   1. what the plugin declared (hmc_net_device_props_t.bandwidth_MBps / latency_ns), when not 0;
+//   2. else, between two processes on one host, what calibration measured on this host
+//      (path/calibrate.h: the device talking to itself over loopback);
+//   3. else the defaults below -- for peers on different hosts clamped by the loopback
+//      measurement, which is a best case for the plugin's software (no wire): bandwidth at most,
+//      latency at least, what loopback showed.
+// The pair is bounded by the slower side (smaller bandwidth, larger latency), so both sides
+// compute the same numbers.
+//
+// Ranking, best first:
+//   1. an explicit HMC_NET_PLUGINS order (NetRecord.preference) wins outright;
+//   2. the smallest worst-case slowdown over kRankSizes: for each candidate and each size, its
+//      cost divided by the cheapest candidate's cost at that size; a candidate's score is the
+//      largest of those ratios. A path that is best at every size scores 1. This ranks the path
+//      that is never far from the best at small, medium and large messages first, instead of
+//      the one that wins at a single size;
+//   3. the smaller sum of those ratios (a tie on the worst case is broken by the average);
+//   4. node-local transports (SAME_HOST), then the name, so every tie is broken the same way.
 #pragma once
 
 #include <cstdint>
@@ -16,11 +36,15 @@ namespace hmc::path {
 struct NetRecord {
   std::string plugin;
   std::string device;
-  uint64_t bandwidth_MBps = 0;  // 0: unknown
-  uint32_t latency_ns = 0;      // 0: unknown
+  uint64_t bandwidth_MBps = 0;  // declared by the plugin; 0: unknown
+  uint32_t latency_ns = 0;      // declared by the plugin; 0: unknown
   uint32_t mem_kinds = 0;
   uint32_t flags = 0;
   uint32_t preference = 0;      // position in HMC_NET_PLUGINS when listed, else 0
+  // Measured by calibration on the advertising host, over loopback; 0: not measured (declared
+  // figures present, calibration off, failed or not run).
+  uint64_t measured_bandwidth_MBps = 0;
+  uint32_t measured_latency_ns = 0;
   std::string key() const { return plugin + "/" + device; }
 };
 
@@ -30,6 +54,10 @@ struct Capabilities {
   int32_t pid = 0;
   uint64_t context_id = 0;
   std::vector<NetRecord> net;
+  // Staging (xfer/framed.h): this side's HMC_STAGE_CHUNK and how many device-memory devices it
+  // has. A pair where either side has devices frames its messages with the smaller chunk.
+  uint64_t stage_chunk = 0;  // 0: a peer that predates framing
+  uint32_t device_count = 0;
 };
 
 struct Choice {
@@ -37,15 +65,25 @@ struct Choice {
   std::string device;
   double bandwidth_MBps = 0;  // expected, for this pair
   double latency_us = 0;
+  std::string basis;          // where the figures come from: "declared", "measured", "default"...
+  double score = 0;           // worst-case slowdown against the best candidate (1 = best everywhere)
   std::string reason;         // why this one, in words
   std::string key() const { return plugin + "/" + device; }
 };
 
-// Values assumed for devices that declare none (until calibration measures them).
+// Values assumed for devices that declare none and were not measured.
 constexpr double kDefaultBandwidthMBps = 1000.0;
 constexpr double kDefaultLatencyUs = 50.0;
-// The message size paths are ranked at.
-constexpr uint64_t kRankSize = 1u << 20;
+// The message sizes paths are ranked at: latency-bound, medium, bandwidth-bound.
+constexpr uint64_t kRankSizes[] = {8, 64u << 10, 4u << 20};
+
+// Figures of one side's record for a pair that is (or is not) on one host.
+struct Figures {
+  double bandwidth_MBps = 0;
+  double latency_us = 0;
+  const char* basis = "";  // "declared", "measured", "default", "default, bounded by loopback"
+};
+Figures figures_of(const NetRecord& r, bool same_host);
 
 // Expected time for one message of `size` bytes on the path, in microseconds.
 double cost_us(const Choice& c, uint64_t size);

@@ -15,6 +15,8 @@
 #include "context/context.h"
 #include "control/handshake.h"
 #include "control/socket.h"
+#include "path/calibrate.h"
+#include "peer/capabilities.h"
 #include "peer/messages.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -65,8 +67,37 @@ std::string peer_name(const control::HelloInfo& h) {
 
 }  // namespace
 
-// Shared by connect and accept: finds the local net device the path names.
+// The piece size both sides frame messages with (xfer/framed.h), or 0 when neither side has
+// device memory (and every message is a single plugin message, as between host-only peers).
+uint64_t framing_chunk(const path::Capabilities& mine, const path::Capabilities& theirs) {
+  if (mine.device_count == 0 && theirs.device_count == 0) return 0;
+  if (theirs.stage_chunk == 0) {
+    HMC_LOG_W("the peer's hmc predates staging: device memory cannot be sent to it");
+    return 0;
+  }
+  return std::min(mine.stage_chunk, theirs.stage_chunk);
+}
+
+// Shared by connect and accept.
 struct PeerSetup {
+  // This side's capability record (see peer/capabilities.h).
+  static path::Capabilities capabilities(Context& ctx, path::CalibrationMode mode,
+                                         std::vector<path::CalibrationOutcome>* outcomes) {
+    path::Capabilities caps = ctx.caps_;
+    if (mode == path::CalibrationMode::Measure && !outcomes &&
+        (!ctx.forced_path_.empty() || !path::calibration_useful(caps)))
+      return caps;  // the common case of a single device or a forced path: nothing to look up
+    path::CalibrationSettings settings = path::calibration_settings(ctx.config_);
+    std::vector<path::CalibrationTarget> targets;
+    for (auto& net : ctx.nets_) {
+      const plugin::Record* rec = ctx.loader_.find(plugin::Kind::Net, net->name());
+      std::string config_text = path::device_config_text(ctx.config_, net->name());
+      for (auto& d : net->devices()) targets.push_back({&d, rec ? rec->path : "", config_text});
+    }
+    path::calibrate_capabilities(settings, targets, &caps, mode, outcomes);
+    return caps;
+  }
+  // Finds the local net device the path names.
   static NetDevice* find_device(Context& ctx, const std::string& plugin, const std::string& dev) {
     for (auto& net : ctx.nets_)
       if (net->name() == plugin)
@@ -90,7 +121,11 @@ struct PeerSetup {
     peer->ep = ep;
     peer->ctrl = std::move(ch);
     peer->last_sent_ns = control::now_ns();
-    HMC_LOG_I("peer {}: path {} ({})", peer->name, choice.key(), choice.reason);
+    peer->framing.chunk = framing_chunk(ctx.caps_, remote);
+    HMC_LOG_I("peer {}: path {} ({}){}", peer->name, choice.key(), choice.reason,
+              peer->framing.on() ? fmt::format(", messages framed in {}-byte pieces",
+                                               peer->framing.chunk)
+                                 : "");
     return peer;
   }
 };
@@ -113,8 +148,9 @@ hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_p
   if (st != HMC_SUCCESS) return st;
   ch->set_peer_name(peer_name(theirs));
 
+  path::Capabilities mine_caps = PeerSetup::capabilities(*this, path::CalibrationMode::Measure, nullptr);
   control::Writer w;
-  msg::encode_caps(caps_, &w);
+  msg::encode_caps(mine_caps, &w);
   if ((st = ch->send_wait(control::MsgType::Caps, w, deadline)) != HMC_SUCCESS) return st;
   control::Channel::Message m;
   if ((st = expect(*ch, control::MsgType::Caps, deadline, &m, "hmc_connect")) != HMC_SUCCESS)
@@ -190,10 +226,12 @@ hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_p
   choice.plugin = nh.plugin;
   choice.device = nh.device;
   choice.reason = nh.text;
-  for (const auto& c : path::rank(caps_, remote))
+  for (const auto& c : path::rank(mine_caps, remote))
     if (c.key() == choice.key()) {
       choice.bandwidth_MBps = c.bandwidth_MBps;
       choice.latency_us = c.latency_us;
+      choice.basis = c.basis;
+      choice.score = c.score;
     }
   auto peer = PeerSetup::make_peer(*this, std::move(ch), theirs, remote, choice, dev, ep);
   register_peer(peer);
@@ -239,14 +277,15 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
   path::Capabilities remote;
   if (!msg::decode_caps(m.payload.data(), m.payload.size(), &remote))
     return fail(HMC_ERR_PROTOCOL, "hmc_accept: malformed capabilities from {}", ch->peer_name());
+  path::Capabilities mine_caps = PeerSetup::capabilities(*this, path::CalibrationMode::Measure, nullptr);
   control::Writer w;
-  msg::encode_caps(caps_, &w);
+  msg::encode_caps(mine_caps, &w);
   if ((st = ch->send_wait(control::MsgType::Caps, w, deadline)) != HMC_SUCCESS) return st;
 
   // Path choice is ours to make; the initiator follows it.
   path::Choice choice;
   msg::NetHandle nh;
-  st = path::choose(caps_, remote, forced_path_, &choice);
+  st = path::choose(mine_caps, remote, forced_path_, &choice);
   NetDevice* dev = st == HMC_SUCCESS ? PeerSetup::find_device(*this, choice.plugin, choice.device) : nullptr;
   if (st == HMC_SUCCESS && !dev) st = fail(HMC_ERR_INTERNAL, "hmc_accept: chosen path {} vanished", choice.key());
   hmc_net_listener_t* listener = nullptr;
@@ -351,6 +390,11 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
   for (auto& msg : extra) dispatch_control(peer, msg);
   *out = peer;
   return HMC_SUCCESS;
+}
+
+path::Capabilities local_capabilities(Context& ctx, path::CalibrationMode mode,
+                                      std::vector<path::CalibrationOutcome>* outcomes) {
+  return PeerSetup::capabilities(ctx, mode, outcomes);
 }
 
 }  // namespace hmc

@@ -24,6 +24,16 @@ void encode_caps(const path::Capabilities& caps, control::Writer* w) {
     w->u32(n.flags);
     w->u32(n.preference);
   }
+  // Appended after the records (older decoders ignore trailing bytes): what calibration
+  // measured per record, in record order.
+  w->u32(static_cast<uint32_t>(caps.net.size()));
+  for (const auto& n : caps.net) {
+    w->u64(n.measured_bandwidth_MBps);
+    w->u32(n.measured_latency_ns);
+  }
+  // Appended after that: staging.
+  w->u64(caps.stage_chunk);
+  w->u32(caps.device_count);
 }
 
 bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
@@ -41,6 +51,16 @@ bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
       return false;
     c.net.push_back(std::move(rec));
   }
+  // The measured figures: absent from a peer that predates calibration; when present, one
+  // entry per record.
+  if (r.remaining() > 0) {
+    uint32_t m = 0;
+    if (!r.u32(&m) || m != n) return false;
+    for (auto& rec : c.net)
+      if (!r.u64(&rec.measured_bandwidth_MBps) || !r.u32(&rec.measured_latency_ns)) return false;
+  }
+  // Staging: absent from a peer that predates framing.
+  if (r.remaining() > 0 && (!r.u64(&c.stage_chunk) || !r.u32(&c.device_count))) return false;
   *caps = std::move(c);
   return true;
 }

@@ -11,7 +11,9 @@
 
 namespace hmc::msg {
 
-// Caps: everything path choice needs to know about one side.
+// Caps: everything path choice needs to know about one side. Layout: identity, the records
+// (declared figures), then a section appended later with the measured figures per record, which a
+// decoder accepts missing (a peer from before calibration: nothing measured).
 void encode_caps(const path::Capabilities& caps, control::Writer* w);
 bool decode_caps(const uint8_t* p, size_t n, path::Capabilities* caps);
 

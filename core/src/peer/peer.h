@@ -16,6 +16,7 @@
 #include "control/channel.h"
 #include "net/net_plugin.h"
 #include "path/path.h"
+#include "xfer/framed.h"
 
 namespace hmc {
 
@@ -37,6 +38,7 @@ struct Peer : std::enable_shared_from_this<Peer> {
   // after those of every earlier one, so the target sees them in order. Guarded by net->mutex().
   std::deque<Request*> notify_queue;
   std::string lost_reason;          // guarded by net->mutex()
+  PeerFraming framing;              // guarded by net->mutex() (chunk: set at connect)
   std::atomic<bool> lost{false};    // set once the peer is gone; posts fail from then on
   std::atomic<bool> closed{false};  // hmc_peer_close was called
   // The peer said Bye: nothing new goes to it, but what it sent before can still be received.

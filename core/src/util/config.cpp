@@ -33,6 +33,15 @@ const std::vector<ConfigVar>& core_config_vars() {
       {"HMC_PATH", ConfigType::String, "",
        "force the data path for every peer, as plugin/device (hoststage/tcp); fails when unusable", "core"},
       {"HMC_HEARTBEAT_MS", ConfigType::Int, "1000", "interval of control-plane heartbeats to idle peers", "core"},
+      {"HMC_NET_CALIBRATE", ConfigType::Bool, "1",
+       "measure net devices that declare no bandwidth or latency, over loopback, at the first connect or accept (0: declared or default figures)", "core"},
+      {"HMC_NET_CALIBRATION_CACHE", ConfigType::String, "",
+       "file keeping calibration results (empty: $XDG_CACHE_HOME/hmc/net-calibration, else ~/.cache/hmc/net-calibration; off: none)", "core"},
+      {"HMC_STAGE_CHUNK", ConfigType::Size, "4M",
+       "bytes per chunk when device memory moves through pinned host buffers (cross-vendor copies, staging over host-only transports); 4K to 1G", "core"},
+      {"HMC_STAGE_DEPTH", ConfigType::Int, "4", "chunks in flight per staged transfer; 1 to 64", "core"},
+      {"HMC_STAGE_POOL_BYTES", ConfigType::Size, "64M",
+       "most pinned host memory the context's staging buffers take, shared by all peers; at least one chunk", "core"},
   };
   return vars;
 }

@@ -18,6 +18,7 @@
 namespace hmc {
 
 class Context;
+class Framed;
 struct Peer;
 
 enum class Op { Send, Recv, Put, Get };
@@ -38,6 +39,8 @@ struct Request {
   hmc_status_t status = HMC_IN_PROGRESS;
   size_t bytes = 0;
   std::string error;                 // message for hmc_last_error when status is an error
+  // A send or receive cut into pieces (xfer/framed.h); nullptr for single plugin operations.
+  std::unique_ptr<Framed> framed;
 
   // Owned by RequestTable.
   Context* owner = nullptr;

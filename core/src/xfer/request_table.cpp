@@ -2,6 +2,7 @@
 #include <new>
 #include <vector>
 
+#include "xfer/framed.h"
 #include "xfer/request.h"
 
 namespace hmc {
@@ -48,6 +49,7 @@ void reset(Request* r) {
   r->status = HMC_IN_PROGRESS;
   r->bytes = 0;
   r->error.clear();
+  r->framed.reset();
   r->owner = nullptr;
 }
 

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include "context/context.h"
+#include "xfer/framed.h"
 #include "control/socket.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -36,6 +37,56 @@ class PollerScope {
   std::condition_variable& cv_;
 };
 }  // namespace
+
+// Where buf lives, for a peer pair that frames its messages: host memory and device memory the
+// path reaches natively go direct, other device memory is staged through bounce buffers.
+hmc_status_t Context::memory_access(const Peer& peer, const void* buf, size_t size,
+                                    const char* what, bool* staged) {
+  *staged = false;
+  if (size == 0) return HMC_SUCCESS;
+  MemoryLocation loc = devices_.locate(buf);
+  if (loc.device->is_host()) return HMC_SUCCESS;
+  if (loc.size && reinterpret_cast<uintptr_t>(buf) - loc.base + size > loc.size)
+    return fail(HMC_ERR_OUT_OF_BOUNDS, "hmc_{}: {} bytes at {} overrun its {}-byte allocation on "
+                "{}", what, size, buf, loc.size, loc.device->name);
+  uint32_t kinds = peer.net_device ? peer.net_device->props.mem_kinds : 0;
+  uint32_t native = loc.device->plugin_name == "cuda" ? HMC_NET_MEM_CUDA
+                    : loc.device->plugin_name == "hip" ? HMC_NET_MEM_ROCM
+                                                       : 0;
+  *staged = !(kinds & native);
+  return HMC_SUCCESS;
+}
+
+bool Context::framed_sends_waiting(Peer& peer, uint64_t tag) {
+  std::lock_guard<std::mutex> lock(peer.net->mutex());
+  return peer.framing.sends.count(tag) != 0;
+}
+
+// Posts a framed send or receive: its first step runs now, under the net mutex, so that its
+// place in the per-tag order is the order of the posts.
+hmc_status_t Context::post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<Framed> f,
+                                  Op op, size_t size, uint64_t tag, Request** out) {
+  Request* req = RequestTable::acquire(this);
+  req->op = op;
+  req->peer = peer;
+  req->size = size;
+  req->tag = tag;
+  req->framed = std::move(f);
+  {
+    std::lock_guard<std::mutex> lock(peer->net->mutex());
+    if (peer->lost || !peer->ep) {
+      std::string reason = peer->lost_reason;
+      RequestTable::release(req);
+      return fail(peer->closed ? HMC_ERR_INVALID_HANDLE : HMC_ERR_PEER_LOST, "hmc_{}: peer {} is {}",
+                  op_name(op), peer->name, peer->closed ? "closed" : "lost (" + reason + ")");
+    }
+    peer->pending.push_back(req);
+    peer->pending_count.fetch_add(1, std::memory_order_relaxed);
+    advance_framed_locked(*peer, req);
+  }
+  *out = req;
+  return HMC_SUCCESS;
+}
 
 namespace {
 // Validates what every post needs; net mutex not held.
@@ -84,6 +135,13 @@ hmc_status_t Context::post_send(const std::shared_ptr<Peer>& peer, const void* b
                                 uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "send");
   if (st != HMC_SUCCESS) return st;
+  if (peer->framing.on()) {
+    bool staged = false;
+    if ((st = memory_access(*peer, buf, size, "send", &staged)) != HMC_SUCCESS) return st;
+    if (staged || size >= peer->framing.chunk || framed_sends_waiting(*peer, tag))
+      return post_framed(peer, Framed::make_send(buf, size, tag, staged, peer->framing.chunk),
+                         Op::Send, size, tag, out);
+  }
   Request* req = RequestTable::acquire(this);
   req->op = Op::Send;
   req->peer = peer;
@@ -101,6 +159,12 @@ hmc_status_t Context::post_recv(const std::shared_ptr<Peer>& peer, void* buf, si
                                 uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "recv", true);
   if (st != HMC_SUCCESS) return st;
+  if (peer->framing.on()) {
+    bool staged = false;
+    if ((st = memory_access(*peer, buf, size, "recv", &staged)) != HMC_SUCCESS) return st;
+    return post_framed(peer, Framed::make_recv(buf, size, tag, staged, peer->framing.chunk),
+                       Op::Recv, size, tag, out);
+  }
   Request* req = RequestTable::acquire(this);
   req->op = Op::Recv;
   req->peer = peer;
@@ -131,6 +195,14 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   hmc_status_t st = check_peer(*peer, "put");
   if (st != HMC_SUCCESS) return st;
   if ((st = check_remote_range(*remote, offset, size, "put")) != HMC_SUCCESS) return st;
+  if (peer->framing.on()) {
+    bool staged = false;
+    if ((st = memory_access(*peer, buf, size, "put", &staged)) != HMC_SUCCESS) return st;
+    if (staged)
+      return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: one-sided transfers of device memory over "
+                  "path {} (which reaches host memory only) are not implemented yet; use "
+                  "hmc_send/hmc_recv, which stage it", peer->choice.key());
+  }
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
@@ -156,6 +228,14 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   hmc_status_t st = check_peer(*peer, "get");
   if (st != HMC_SUCCESS) return st;
   if ((st = check_remote_range(*remote, offset, size, "get")) != HMC_SUCCESS) return st;
+  if (peer->framing.on()) {
+    bool staged = false;
+    if ((st = memory_access(*peer, buf, size, "get", &staged)) != HMC_SUCCESS) return st;
+    if (staged)
+      return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: one-sided transfers of device memory over "
+                  "path {} (which reaches host memory only) are not implemented yet; use "
+                  "hmc_send/hmc_recv, which stage it", peer->choice.key());
+  }
   if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
@@ -232,6 +312,17 @@ hmc_status_t Context::wait(Request* req, int timeout_ms, size_t* bytes) {
 hmc_status_t Context::cancel(Request* req) {
   Peer& peer = *req->peer;
   std::lock_guard<std::mutex> lock(peer.net->mutex());
+  if (req->framed && !req->done.load(std::memory_order_acquire)) {
+    hmc_plugin_status_t ps = req->framed->cancel(req, peer);
+    if (ps == HMC_PLUGIN_SUCCESS) {
+      advance_framed_locked(peer, req);
+      return HMC_SUCCESS;
+    }
+    if (ps == HMC_PLUGIN_ERR_NOT_SUPPORTED)
+      return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the {} is too far along to cancel; "
+                  "it will end normally", op_name(req->op));
+    return fail(from_plugin_status(ps), "hmc_request_cancel: {}", plugin_status_string(ps));
+  }
   if (req->done.load(std::memory_order_acquire) || !req->net)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the {} has already ended", op_name(req->op));
   if (!HMC_NET_SLOT(peer.net->table(), cancel))

@@ -169,7 +169,9 @@ void Endpoint::complete(Request* r, hmc_plugin_status_t st, size_t bytes) {
   if (r->done) return;
   r->done = true;
   r->result = st;
-  r->bytes = bytes;
+  // A truncated receive reports the length that was sent (net.h), which the core's framing needs.
+  r->bytes = st == HMC_PLUGIN_ERR_TRUNCATED && r->msg_len > bytes ? static_cast<size_t>(r->msg_len)
+                                                                  : bytes;
   if (r->posted) unlink_posted(r);
   if (r->tracked) {
     tracked_.erase(r->id);

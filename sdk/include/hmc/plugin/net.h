@@ -18,7 +18,9 @@
  * Ordering and semantics every plugin must provide:
  *  - Tags: exact 64-bit match per endpoint; messages with the same tag on the same endpoint
  *    match receives in the order they were sent. A message longer than the receive buffer
- *    completes the receive with HMC_PLUGIN_ERR_TRUNCATED (and the send still succeeds).
+ *    completes the receive with HMC_PLUGIN_ERR_TRUNCATED (and the send still succeeds); test
+ *    then reports in *bytes the length that was sent (the core relies on it to skip the rest of
+ *    a message it cut into pieces), or the bytes delivered where the transport cannot know.
  *    Zero-byte messages are valid.
  *  - Put/get completion means the data is in place at the target (put) or locally (get).
  *  - One-sided access is checked by the owner of the memory before any byte is touched: an

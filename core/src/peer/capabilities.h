@@ -1,0 +1,24 @@
+// This side's capability record as peers receive it: the context's declared net devices, with
+// the figures calibration measured for devices that declare none (path/calibrate.h).
+#pragma once
+
+#include <vector>
+
+#include "path/calibrate.h"
+#include "path/path.h"
+
+namespace hmc {
+
+class Context;
+
+// The record with calibrated figures filled in, per mode:
+//   Measure     what connect and accept send: measures (once per device and process) what a
+//               choice could depend on; nothing when HMC_PATH forces the path;
+//   MeasureAll  measures every device that declares no figures (hmc_net_calibrate);
+//   LookupOnly  only what this process or the on-disk cache already knows (hmc_net_device_info).
+// outcomes (may be NULL) receives per record what became of its calibration. Thread-safe; never
+// fails (a device that cannot be measured keeps its declared or default figures).
+path::Capabilities local_capabilities(Context& ctx, path::CalibrationMode mode,
+                                      std::vector<path::CalibrationOutcome>* outcomes);
+
+}  // namespace hmc

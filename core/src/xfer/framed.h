@@ -1,0 +1,155 @@
+// Framed two-sided transfers: how a message crosses a peer pair where either side has device
+// memory, so that neither side needs to know the other's memory kind.
+//
+// Wire format (only on such "framing" peer pairs; both sides agree on the chunk at connect):
+//  - a message smaller than the chunk is one plugin message on the user tag, as elsewhere;
+//  - a message of chunk bytes or more is
+//      piece 0:  its first chunk bytes, on the user tag T;
+//      header:   16 bytes {magic, version, total size} on the continuation tag T | 2^59;
+//      pieces:   the rest, chunk bytes each (the last one shorter), on the continuation tag.
+//    A piece 0 of exactly chunk bytes is what tells the receiver that more follows; the header
+//    tells it how many pieces to post, so it never posts a receive past the message's end.
+//  - A sender whose device fails mid-message sends the remaining pieces empty: a piece shorter
+//    than the header announced tells the receiver that the message was aborted.
+// Pieces move through pinned bounce buffers of the context's stage pool where the memory is a
+// device the transport cannot reach: device-to-host copies overlap the wire on the sender,
+// host-to-device copies overlap it on the receiver, `depth` pieces in flight per transfer.
+//
+// Ordering: messages with the same tag match in order, as the plugin ABI promises for single
+// messages. Piece 0s of one tag are posted in post order; the continuation stream of a tag is
+// used by one message at a time, in the order of their piece 0s, on both sides.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "device/copy.h"
+#include "hmc/hmc.h"
+#include "hmc/plugin/net.h"
+
+namespace hmc {
+
+class StagePool;
+class CopyEngine;
+struct Peer;
+struct Request;
+
+// The reserved tag bit of continuation streams (user tags are below HMC_TAG_MAX = 2^59).
+constexpr uint64_t kContinuationTagBit = uint64_t(1) << 59;
+
+// What framed transfers use of their context.
+struct StageEnv {
+  StagePool* pool = nullptr;
+  CopyEngine* copier = nullptr;
+  uint32_t depth = 4;
+};
+
+// Per peer framing state; guarded by the peer's net mutex.
+struct PeerFraming {
+  uint64_t chunk = 0;  // 0: framing off for this peer pair
+  // Sends with pieces not yet all posted, per tag, in post order.
+  std::unordered_map<uint64_t, std::deque<Request*>> sends;
+  // Receives whose piece 0 is not posted yet (no bounce buffer was free), per tag.
+  std::unordered_map<uint64_t, std::deque<Request*>> first;
+  // Receives that may still own the continuation stream of their tag, per tag, in post order.
+  std::unordered_map<uint64_t, std::deque<Request*>> streams;
+  bool on() const { return chunk != 0; }
+};
+
+// One framed send or receive; owned by its Request.
+class Framed {
+ public:
+  // `staged`: the user memory is a device the path cannot reach (pieces go through bounces).
+  static std::unique_ptr<Framed> make_send(const void* buf, size_t size, uint64_t tag, bool staged,
+                                           uint64_t chunk);
+  static std::unique_ptr<Framed> make_recv(void* buf, size_t capacity, uint64_t tag, bool staged,
+                                           uint64_t chunk);
+  ~Framed();
+
+  // Moves the transfer along; net mutex held; `req` is the request owning this transfer.
+  // Returns true when something happened. Errors of the path (the plugin's status) are
+  // reported through broken(); everything else ends the request through finished().
+  bool advance(Request* req, Peer& peer, const StageEnv& env);
+  bool finished() const { return finished_; }
+  bool broken() const { return broken_; }  // the plugin failed: the peer's path is gone
+  hmc_plugin_status_t plugin_status() const { return plugin_status_; }
+  hmc_status_t status() const { return status_; }
+  const std::string& error() const { return error_; }
+  size_t bytes() const { return bytes_; }
+  bool started() const { return piece0_posted_; }
+  uint64_t tag() const { return tag_; }
+  bool is_send() const { return send_; }
+
+  // Cancels the transfer if nothing of it matched yet: a send none of which left, or a receive
+  // whose piece 0 has not matched (the plugin is asked to cancel it). NOT_SUPPORTED otherwise.
+  hmc_plugin_status_t cancel(Request* req, Peer& peer);
+  // The peer's endpoint is gone: forget every plugin request (the plugin released them).
+  void forget_plugin_requests();
+  // Returns bounce buffers whose copies ended; true once nothing is held any more.
+  bool release(const StageEnv& env);
+
+ private:
+  enum class SlotState { Copying, Ready, Posted, Unloading, Done };
+  struct Slot {
+    size_t index = 0;        // 0: piece 0; 1: header; 2..: continuation pieces
+    size_t offset = 0;       // in the user buffer
+    size_t len = 0;          // bytes to send / expected (receive capacity)
+    size_t fit = 0;          // receive: bytes of it that fit into the user buffer
+    void* bounce = nullptr;  // pool buffer, nullptr when direct
+    CopyJob copy;
+    hmc_net_request_t* net = nullptr;
+    SlotState state = SlotState::Ready;
+    size_t got = 0;
+  };
+
+  Framed() = default;
+  bool advance_send(Request* req, Peer& peer, const StageEnv& env);
+  bool advance_recv(Request* req, Peer& peer, const StageEnv& env);
+  bool prepare_send(const StageEnv& env);
+  bool post_sends(Request* req, Peer& peer);
+  bool post_recvs(Request* req, Peer& peer, const StageEnv& env);
+  bool test_posted(Peer& peer, const StageEnv& env);
+  bool poll_copies(const StageEnv& env);
+  void finish_piece_recv(Slot& s, const StageEnv& env);
+  void on_piece0(Request* req, Peer& peer, size_t got, hmc_plugin_status_t st);
+  void on_header(Peer& peer);
+  void fail_local(hmc_status_t st, std::string why);
+  void plugin_failed(hmc_plugin_status_t st);
+  void try_finish(Request* req, Peer& peer);
+  size_t window() const;  // slots holding resources
+
+  bool send_ = true;
+  bool staged_ = false;
+  uint8_t* user_ = nullptr;
+  size_t size_ = 0;  // send: message size; receive: capacity
+  uint64_t tag_ = 0;
+  uint64_t chunk_ = 0;
+
+  std::list<Slot> slots_;
+  size_t next_index_ = 0;    // next piece to prepare (send) or post (receive)
+  size_t pieces_ = 0;        // pieces in the message incl. header; 0 while unknown (receive)
+  size_t posted_ = 0;        // send: pieces posted, in order
+  bool piece0_posted_ = false;
+  bool stream_owner_ = false;  // receive: this message's continuation stream is being read
+  bool in_streams_ = false;    // receive: listed in PeerFraming::streams
+  bool in_sends_ = false;      // send: listed in PeerFraming::sends
+  bool draining_ = false;      // receive: the pieces are read and dropped (truncated)
+  bool aborted_ = false;       // send: device failed mid-message, rest goes out empty
+  uint8_t header_[16] = {};
+  uint64_t total_ = 0;         // receive: message size from the header
+
+  bool finished_ = false;
+  bool broken_ = false;
+  hmc_plugin_status_t plugin_status_ = HMC_PLUGIN_SUCCESS;
+  hmc_status_t status_ = HMC_SUCCESS;
+  std::string error_;
+  size_t bytes_ = 0;
+
+  friend class FramedTest;
+};
+
+}  // namespace hmc
