@@ -23,6 +23,16 @@ CASES=(
   "hoststage.shm.send_bw.4M|bw|ucx.shm.tag_bw|>=1.00|HMC_PATH=hoststage/shm|--test bw --op send --size 4M --iters 300"
   "hoststage.tcp.send_lat.8|lat|ucx.tcp.tag_lat|<=1.25|HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test lat --op send --size 8 --iters 20000"
   "hoststage.shm.send_lat.8|lat|ucx.shm.tag_lat|<=1.25|HMC_PATH=hoststage/shm|--test lat --op send --size 8 --iters 20000"
+  # Staging (device memory over host-only paths) on the emulated runtimes of tests/fakes: cuda:0
+  # on one side, hip:0 on the other, 64 MiB messages. Copies slower than the wire: the goal is
+  # the slowest stage, the copy bandwidth the fakes were given. Copies faster (unlimited: memmove
+  # speed): the goal is host memory over the same path, measured in this run (the "ref" rows).
+  "hoststage.tcp.send_bw.64M|bw|ref|-|HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --size 64M --iters 30"
+  "hoststage.shm.send_bw.64M|bw|ref|-|HMC_PATH=hoststage/shm|--test bw --op send --size 64M --iters 30"
+  "staged.tcp.cuda-hip.slowcopy|bw|const:2000|>=0.90|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=2000 HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 20"
+  "staged.shm.cuda-hip.slowcopy|bw|const:2000|>=0.90|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=2000 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 20"
+  "staged.tcp.cuda-hip.fastcopy|bw|hmc:hoststage.tcp.send_bw.64M|>=0.90|@FAKES@ HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
+  "staged.shm.cuda-hip.fastcopy|bw|hmc:hoststage.shm.send_bw.64M|>=0.90|@FAKES@ HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
 )
 # ---------------------------------------------------------------------------------------------
 
@@ -90,10 +100,25 @@ scale_args() {
   echo "$args"
 }
 
+# The emulated vendor runtimes the staging cases run on (built with the tests).
+FAKES_ENV=""
+fakes_env() {
+  local dir=$BUILD/tests/fakes
+  [[ -e $dir/cuda/libcuda.so.1 && -e $dir/hip6/libamdhip64.so.6 ]] || return 1
+  FAKES_ENV="HMC_CUDA_LIBRARY=$dir/cuda/libcuda.so.1 HMC_HIP_LIBRARY=$dir/hip6/libamdhip64.so.6 HMC_DEVICE_PLUGINS=cuda,hip"
+}
+
 run_hmc_case() { # line
   local metric kind peer goal envs args out value path
   IFS='|' read -r metric kind peer goal envs args <<<"$1"
   args=$(scale_args "$args")
+  if [[ $envs == *@FAKES@* ]]; then
+    if [[ -z $FAKES_ENV ]] && ! fakes_env; then
+      log "$metric: the emulated runtimes are not built in $BUILD/tests/fakes (build the tests)"
+      return
+    fi
+    envs=${envs//@FAKES@/$FAKES_ENV}
+  fi
   # shellcheck disable=SC2086  # envs and args are word lists by design
   out=$(env $envs timeout 120 "$PERF" --loopback $args --format json --quiet 2>"$ERR")
   local rc=$?
@@ -162,14 +187,23 @@ done
 
 # ---- the table -------------------------------------------------------------------------------
 failed=0
-printf '%-26s %12s %-16s %12s %7s %7s  %-6s %s\n' metric hmc peer "peer value" ratio goal result "hmc path"
+printf '%-30s %12s %-30s %12s %7s %7s  %-6s %s\n' metric hmc peer "peer value" ratio goal result "hmc path"
 for line in "${CASES[@]}"; do
   IFS='|' read -r metric kind peer goal _ _ <<<"$line"
   unit=$([[ $kind == bw ]] && echo "MB/s" || echo "us")
   h=${HMC[$metric]:-}
-  p=${PEER[$peer]:-}
+  if [[ $peer == ref ]]; then  # a reference for other cases: no goal of its own
+    printf '%-30s %12s %-30s %12s %7s %7s  %-6s %s\n' "$metric" "$([[ -n $h ]] && printf '%.2f %s' "$h" "$unit" || echo -)" \
+      - - - - ref "${HMC_PATH_OF[$metric]:--}"
+    continue
+  fi
+  case $peer in
+    const:*) p=${peer#const:} ;;      # a fixed figure (the copy bandwidth the fakes were given)
+    hmc:*) p=${HMC[${peer#hmc:}]:-} ;;  # another hmc case of this run
+    *) p=${PEER[$peer]:-} ;;
+  esac
   if [[ -z $h || -z $p ]]; then
-    printf '%-26s %12s %-16s %12s %7s %7s  %-6s %s\n' "$metric" "${h:--}" "$peer" "${p:--}" - "$goal" error "${HMC_PATH_OF[$metric]:--}"
+    printf '%-30s %12s %-30s %12s %7s %7s  %-6s %s\n' "$metric" "${h:--}" "$peer" "${p:--}" - "$goal" error "${HMC_PATH_OF[$metric]:--}"
     failed=1
     continue
   fi
@@ -178,7 +212,7 @@ for line in "${CASES[@]}"; do
   limit=${goal:2}
   verdict=$(awk -v r="$ratio" -v l="$limit" -v op="$op" 'BEGIN{ ok = (op == ">=") ? (r >= l) : (r <= l); print ok ? "pass" : "FAIL" }')
   [[ $verdict == pass ]] || failed=1
-  printf '%-26s %12s %-16s %12s %7s %7s  %-6s %s\n' "$metric" "$(printf '%.2f %s' "$h" "$unit")" "$peer" \
+  printf '%-30s %12s %-30s %12s %7s %7s  %-6s %s\n' "$metric" "$(printf '%.2f %s' "$h" "$unit")" "$peer" \
     "$(printf '%.2f %s' "$p" "$unit")" "$ratio" "$goal" "$verdict" "${HMC_PATH_OF[$metric]}"
 done
 echo "(best of $REPS round(s); ratio = hmc / peer; bw goals want >=, latency goals <=)"

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -28,20 +30,75 @@ inline void PrintTo(hmc_status_t st, std::ostream* os) {
 
 namespace hmc_test {
 
-// One data path: the value of HMC_PATH and the environment both processes get for it.
+// One data path: its label (the test name's suffix), the value of HMC_PATH, the net plugin
+// that provides it, and the environment both processes get for it.
 struct DataPath {
-  std::string name;  // HMC_PATH value, "plugin/device"
+  std::string name;    // label, "plugin/flavour": unique per entry
+  std::string path;    // HMC_PATH value, "plugin/device" (what hmc_peer_info must report)
+  std::string plugin;  // net plugin short name: the file is libhmc-net-<plugin>.so
   EnvOverrides env;
+  // The target of a one-sided operation checks it against its own record of the region (so a
+  // deregistered region or a descriptor forged past the initiator's check is refused). Paths
+  // that check only at the initiator (net-ucx and net-ofi over tcp and shared memory: see their
+  // READMEs) have the cases that need the target skipped, saying so.
+  bool target_checks_rma = true;
+  // A reference path: scenarios that test the core, not the data path (the token challenge
+  // on the control plane), run over the reference paths only.
+  bool reference = false;
 };
 
-// Every scenario runs once per entry. A new net plugin is one more entry, e.g.
-//   {"ucx/tcp", {{"HMC_PATH", "ucx/tcp"}}},
+// Every data-path scenario runs once per entry (HMC_INSTANTIATE_OVER_PATHS); scenarios of the
+// core alone run over the reference entries (HMC_INSTANTIATE_OVER_REFERENCE_PATHS). A new net
+// plugin is one more entry. An entry whose plugin was not built (not in HMC_TEST_PLUGIN_DIR)
+// is skipped, naming the CMake option. Each entry loads only its own plugin (HMC_NET_PLUGINS):
+// a path's tests test that path.
 inline const std::vector<DataPath>& data_paths() {
   static const std::vector<DataPath> paths{
-      {"hoststage/tcp", {{"HMC_PATH", "hoststage/tcp"}, {"HMC_HOSTSTAGE_SHM", "0"}}},
-      {"hoststage/shm", {{"HMC_PATH", "hoststage/shm"}, {"HMC_HOSTSTAGE_SHM", std::nullopt}}},
+      // {name, HMC_PATH, plugin, environment, target_checks_rma, reference}
+      {"hoststage/tcp", "hoststage/tcp", "hoststage", {{"HMC_HOSTSTAGE_SHM", "0"}}, true, true},
+      {"hoststage/shm", "hoststage/shm", "hoststage", {{"HMC_HOSTSTAGE_SHM", std::nullopt}}, true,
+       true},
+      // net-ucx has one device, "ucx"; the transports are UCX's choice, restricted here.
+      // Checks one-sided access at the initiator only (plugins/net-ucx/README.md).
+      {"ucx/tcp", "ucx/ucx", "ucx", {{"HMC_UCX_TLS", "tcp"}}, false},
+      {"ucx/shm", "ucx/ucx", "ucx", {{"HMC_UCX_TLS", "posix,cma,self"}}, false},
+      // net-ofi has one device per libfabric provider. Checks one-sided access at the
+      // initiator; the target's provider does not refuse (shm) or drops the connection (tcp)
+      // (plugins/net-ofi/README.md).
+      {"ofi/tcp", "ofi/tcp", "ofi", {{"HMC_OFI_PROVIDER", "tcp"}}, false},
+      {"ofi/shm", "ofi/shm", "ofi", {{"HMC_OFI_PROVIDER", "shm"}}, false},
   };
   return paths;
+}
+
+// The entries with `reference` set.
+inline std::vector<DataPath> reference_paths() {
+  std::vector<DataPath> v;
+  for (const DataPath& p : data_paths())
+    if (p.reference) v.push_back(p);
+  return v;
+}
+
+// The plugin file of a data path in the build tree.
+inline std::string data_path_plugin_file(const DataPath& p) {
+  return std::string(HMC_TEST_PLUGIN_DIR) + "/libhmc-net-" + p.plugin + ".so";
+}
+
+// "" when the path's plugin was built, else why the path's tests are skipped.
+inline std::string data_path_unavailable(const DataPath& p) {
+  std::string file = data_path_plugin_file(p);
+  if (access(file.c_str(), F_OK) == 0) return "";
+  std::string option = p.plugin;
+  for (char& c : option) c = static_cast<char>(toupper(static_cast<unsigned char>(c)));
+  return "net plugin " + p.plugin + " was not built (no " + file +
+         "); configure with -DHMC_BUILD_PLUGIN_" + option + "=ON to test path " + p.name;
+}
+
+// The environment of a data path: forced path, only its plugin, the entry's extra variables.
+inline EnvOverrides data_path_environment(const DataPath& p) {
+  EnvOverrides env{{"HMC_PATH", p.path}, {"HMC_NET_PLUGINS", p.plugin}};
+  env.insert(env.end(), p.env.begin(), p.env.end());
+  return env;
 }
 
 inline std::string data_path_test_name(const testing::TestParamInfo<DataPath>& info) {
@@ -52,13 +109,15 @@ inline std::string data_path_test_name(const testing::TestParamInfo<DataPath>& i
 }
 
 inline void PrintTo(const DataPath& p, std::ostream* os) {
-  *os << p.name;
+  *os << p.name << " (HMC_PATH=" << p.path << ")";
 }
 
 // The environment every test process and peer starts from: plugins from the build tree, no
 // ambient token or timeout override from the developer's shell.
 inline EnvOverrides base_environment() {
   return {{"HMC_PLUGIN_PATH", std::string(HMC_TEST_PLUGIN_DIR)},
+          {"HMC_NET_PLUGINS", std::nullopt},
+          {"HMC_PATH", std::nullopt},
           {"HMC_AUTH_TOKEN", std::nullopt},
           {"HMC_TIMEOUT_MS", std::nullopt},
           {"HMC_PROGRESS_THREAD", std::nullopt}};
@@ -83,10 +142,16 @@ struct Child {
 
 class LoopbackTest : public testing::TestWithParam<DataPath> {
  protected:
+  // A path whose plugin was not built skips every test (GTEST_SKIP here ends the test).
+  void SetUp() override {
+    std::string why = data_path_unavailable(GetParam());
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+
   // Sets the environment (data path, plugins, extra) and creates the test's context.
   void open(const EnvOverrides& extra = {}) {
     env_.apply(base_environment());
-    env_.apply(GetParam().env);
+    env_.apply(data_path_environment(GetParam()));
     env_.apply(extra);
     hmc_status_t st = ctx_.create();
     ASSERT_EQ(st, HMC_SUCCESS) << "hmc_context_create: " << describe(st);
@@ -133,8 +198,8 @@ class LoopbackTest : public testing::TestWithParam<DataPath> {
     info.struct_size = sizeof info;
     st = hmc_peer_info(c->peer, &info);
     ASSERT_EQ(st, HMC_SUCCESS) << "hmc_peer_info: " << describe(st);
-    if (GetParam().name != info.path) {
-      std::cerr << "[ NOTE     ] HMC_PATH=" << GetParam().name << " not honoured: the peer got '"
+    if (GetParam().path != info.path) {
+      std::cerr << "[ NOTE     ] HMC_PATH=" << GetParam().path << " not honoured: the peer got '"
                 << info.path << "' (" << info.path_reason << ")\n";
       RecordProperty("path_not_honoured", info.path);
     }
@@ -188,6 +253,10 @@ class LoopbackTest : public testing::TestWithParam<DataPath> {
         in = HostBuffer(sizes[i]);
       }
       ASSERT_TRUE(out && in) << "out of memory";
+      if (sizes[i] >= kPrefaultFrom) {
+        out.prefault();
+        in.prefault();
+      }
       pattern_fill(out.data(), sizes[i], kSeedParent + i);
       auto t0 = Clock::now();
       Requests rq;
@@ -221,6 +290,9 @@ class LoopbackTest : public testing::TestWithParam<DataPath> {
 
 #define HMC_INSTANTIATE_OVER_PATHS(Suite)                                           \
   INSTANTIATE_TEST_SUITE_P(Paths, Suite, testing::ValuesIn(hmc_test::data_paths()), \
+                           hmc_test::data_path_test_name)
+#define HMC_INSTANTIATE_OVER_REFERENCE_PATHS(Suite)                                      \
+  INSTANTIATE_TEST_SUITE_P(Paths, Suite, testing::ValuesIn(hmc_test::reference_paths()), \
                            hmc_test::data_path_test_name)
 
 }  // namespace hmc_test

@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -472,7 +473,23 @@ class HostBuffer {
   size_t size() const { return n_; }
   explicit operator bool() const { return p_ != nullptr; }
 
+  // Maps every page of the buffer now, in one call, instead of one fault per page when the
+  // test or the transport first touches it: page faults cost ~20 us each on the virtual
+  // machines this runs on (5 s for 1 GiB, where populating takes 0.3 s). Best effort: kernels
+  // before 5.14 do not know MADV_POPULATE_WRITE, and the pages then fault in as before.
+  void prefault() const {
+    static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    uintptr_t begin = (reinterpret_cast<uintptr_t>(p_) + page - 1) & ~(page - 1);
+    uintptr_t end = (reinterpret_cast<uintptr_t>(p_) + n_) & ~(page - 1);
+    if (p_ && end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, kPopulateWrite);
+  }
+
  private:
+#ifdef MADV_POPULATE_WRITE
+  static constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+  static constexpr int kPopulateWrite = 23;  // Linux 5.14
+#endif
   uint8_t* p_ = nullptr;
   size_t n_ = 0;
   hmc_context_t ctx_ = nullptr;  // set: free with hmc_mem_free

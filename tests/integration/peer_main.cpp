@@ -128,6 +128,7 @@ void run_echo_sizes(const Peer& p) {
   for (size_t i = 0; i < sizes.size(); ++i) {
     HostBuffer b(sizes[i]);
     check(static_cast<bool>(b), "malloc of " + std::to_string(sizes[i]) + " bytes");
+    if (sizes[i] >= kPrefaultFrom) b.prefault();
     p.recv_pattern(b.data(), sizes[i], kTagData + i, kSeedParent + i);
     pattern_fill(b.data(), sizes[i], kSeedChild + i);
     p.send_buf(b.data(), sizes[i], kTagReply + i);
@@ -207,6 +208,8 @@ void run_concurrent(const Peer& p) {
   std::vector<size_t> off(n + 1, 0);
   for (size_t i = 0; i < n; ++i) off[i + 1] = off[i] + concurrent_size(i);
   HostBuffer in(off[n]), out(off[n]);
+  in.prefault();
+  out.prefault();
   for (size_t i = 0; i < n; ++i)
     pattern_fill(out.data() + off[i], concurrent_size(i), kSeedChild + i);
   Requests rq;

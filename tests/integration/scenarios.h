@@ -40,7 +40,7 @@ constexpr int kPeerExitTimeoutMs = 120000;
 constexpr unsigned kPeerAlarmSeconds = 240;  // the peer's own backstop
 
 // Tags. User tags must be below HMC_TAG_MAX.
-constexpr uint64_t kTagCtrl = (uint64_t)1 << 59;  // + n: control values
+constexpr uint64_t kTagCtrl = (uint64_t)1 << 58;  // + n: control values (below HMC_TAG_MAX)
 constexpr uint64_t kTagDesc = kTagCtrl + 100;     // + n: region descriptors
 // The parent's last word: every scenario ends with the child receiving it, so that the child's
 // close never races a message it sent last (that race has its own test, kSendThenClose).
@@ -57,6 +57,8 @@ constexpr uint64_t kSeedChild = 0x2000;
 // --- send/recv sizes -----------------------------------------------------------------------
 constexpr size_t kMiB = (size_t)1 << 20;
 constexpr size_t kGiB = (size_t)1 << 30;
+// Echo buffers from this size on are populated up front (HostBuffer::prefault), on both sides.
+constexpr size_t kPrefaultFrom = 64 * kMiB;
 
 // ordering: messages the child receives with the receive posted first ("recv-before-send")
 // and messages it receives after the parent sent them, posted in another order than sent.

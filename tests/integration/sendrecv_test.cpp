@@ -13,12 +13,12 @@ HMC_INSTANTIATE_OVER_PATHS(SendRecv);
 TEST_P(SendRecv, ConnectsOverTheForcedPath) {
   ASSERT_NO_FATAL_FAILURE(open());
   Child c;
-  ASSERT_NO_FATAL_FAILURE(start(&c, scenario::kHello, {"expect-path=" + GetParam().name}));
+  ASSERT_NO_FATAL_FAILURE(start(&c, scenario::kHello, {"expect-path=" + GetParam().path}));
   hmc_peer_info_t info{};
   info.struct_size = sizeof info;
   hmc_status_t st = hmc_peer_info(c.peer, &info);
   ASSERT_EQ(st, HMC_SUCCESS) << describe(st);
-  EXPECT_EQ(std::string(info.path), GetParam().name)
+  EXPECT_EQ(std::string(info.path), GetParam().path)
       << "HMC_PATH is not honoured; the reason given: " << info.path_reason;
   EXPECT_EQ(info.remote_pid, c.proc.pid());
   EXPECT_EQ(info.same_host, 1);
@@ -159,6 +159,8 @@ TEST_P(SendRecv, ThousandConcurrentRequestsOfMixedSizes) {
   std::vector<size_t> off(n + 1, 0);
   for (size_t i = 0; i < n; ++i) off[i + 1] = off[i] + concurrent_size(i);
   HostBuffer in(off[n]), out(off[n]);
+  in.prefault();
+  out.prefault();
   for (size_t i = 0; i < n; ++i)
     pattern_fill(out.data() + off[i], concurrent_size(i), kSeedParent + i);
   {

@@ -6,6 +6,7 @@
 //
 // Each test forks its peer before any context exists. The peer echoes every message back, so
 // both directions are covered: parent -> child (parent's memory to the child's) and back.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -199,6 +200,298 @@ std::string pair_name(const testing::TestParamInfo<Pair>& info) {
   for (char& c : n)
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
+}
+
+// ---- scenarios beyond the echo: one pair, cuda:0 here and hip:0 in the peer, over TCP -----
+
+// Runs `child` in a forked peer process (hip:0 memory) and returns its exit status; `parent`
+// gets the connected context and peer (cuda:0 memory). FAKEGPU_ settings meant for the parent are
+// set by it after the fork.
+// The emulated runtimes read FAKEGPU_ settings when first loaded; a process that had them
+// loaded already (an earlier test) re-reads them here.
+void reset_fakes() {
+  void* lib = dlopen(FAKEGPU_DIR "/libfakegpu.so", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return;  // not loaded: the first load reads the environment
+  if (auto reset = reinterpret_cast<void (*)()>(dlsym(lib, "fakegpu_reset"))) reset();
+  dlclose(lib);
+}
+
+using EnvList = std::vector<std::pair<const char*, const char*>>;
+
+template <typename ChildFn, typename ParentFn>
+void run_pair(const char* path, ChildFn child, ParentFn parent, const EnvList& child_env = {}) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[1]);
+    set_side_env("hip:0", path);
+    for (const auto& [k, v] : child_env) setenv(k, v, 1);
+    reset_fakes();
+    hmc_context_t ctx;
+    if (hmc_context_create(nullptr, &ctx) != HMC_SUCCESS) _exit(10);
+    uint8_t addr[HMC_ADDRESS_MAX];
+    ssize_t n = read(fds[0], addr, sizeof addr);
+    hmc_peer_t peer;
+    if (n <= 0 || hmc_connect(ctx, addr, static_cast<size_t>(n), kTimeoutMs, &peer) != HMC_SUCCESS)
+      _exit(11);
+    int rc = child(ctx, peer);
+    hmc_context_destroy(ctx);
+    _exit(rc);
+  }
+  close(fds[0]);
+  set_side_env("cuda:0", path);
+  reset_fakes();
+  hmc_context_t ctx;
+  hmc_status_t st = hmc_context_create(nullptr, &ctx);
+  if (st != HMC_SUCCESS) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    FAIL() << hmc_last_error();
+  }
+  uint8_t addr[HMC_ADDRESS_MAX];
+  size_t len = sizeof addr;
+  hmc_address(ctx, addr, &len);
+  EXPECT_EQ(write(fds[1], addr, len), static_cast<ssize_t>(len));
+  close(fds[1]);
+  hmc_peer_t peer = nullptr;
+  if (hmc_accept(ctx, kTimeoutMs, &peer) == HMC_SUCCESS) parent(ctx, peer);
+  else ADD_FAILURE() << hmc_last_error();
+  int status = 0;
+  // The child ends on its own; a hung one is killed after the timeout.
+  for (int waited = 0; waitpid(pid, &status, WNOHANG) == 0; waited += 10) {
+    if (waited > kTimeoutMs) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "the peer process hung";
+      break;
+    }
+    usleep(10000);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "peer exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  hmc_context_destroy(ctx);
+}
+
+// The child's verdict travels back as one byte on tag 99 (0 = every check held).
+int report(hmc_peer_t peer, uint8_t verdict) {
+  send_wait(peer, &verdict, 1, 99);
+  return verdict;
+}
+uint8_t verdict_of(hmc_peer_t peer) {
+  uint8_t v = 0xff;
+  size_t got = 0;
+  EXPECT_EQ(recv_wait(peer, &v, 1, 99, &got), HMC_SUCCESS) << hmc_last_error();
+  return v;
+}
+
+TEST(StagedScenarios, TruncatedMessagesLeaveTheStreamInStep) {
+  // Three messages on one tag: one longer than a chunk into a one-chunk buffer, one longer than
+  // a chunk into a tiny buffer (the plugin's reported length says its pieces must be skipped),
+  // then a small one that must arrive intact.
+  const size_t a = 3 * kChunk + 5, b = kChunk + 7, c = 100;
+  run_pair("hoststage/tcp",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* buf;
+             if (hmc_mem_alloc(ctx, "hip:0", a, &buf) != HMC_SUCCESS) return 20;
+             size_t got = 0;
+             uint8_t v = 0;
+             if (recv_wait(peer, buf, kChunk, 1, &got) != HMC_ERR_TRUNCATED) v |= 1;
+             if (recv_wait(peer, buf, 50, 1, &got) != HMC_ERR_TRUNCATED) v |= 2;
+             if (recv_wait(peer, buf, a, 1, &got) != HMC_SUCCESS || got != c) v |= 4;
+             else if (check(ctx, buf, c, 3) != -1) v |= 8;
+             hmc_mem_free(ctx, buf);
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* buf;
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", a, &buf), HMC_SUCCESS);
+             int round = 1;
+             for (size_t size : {a, b, c}) {
+               ASSERT_TRUE(fill(ctx, buf, size, round++));
+               ASSERT_EQ(send_wait(peer, buf, size, 1), HMC_SUCCESS) << hmc_last_error();
+             }
+             EXPECT_EQ(verdict_of(peer), 0) << "bit 1/2: not truncated, 4: third not whole, 8: bytes";
+             hmc_mem_free(ctx, buf);
+           });
+}
+
+TEST(StagedScenarios, SameTagMessagesMatchInOrderWithManyInFlight) {
+  // Large and small messages on one tag, all posted at once on both sides, with another tag
+  // interleaved: each receive gets its own message, whole.
+  const std::vector<size_t> sizes = {2 * kChunk + 3, 10, kChunk + 1, 0, 3 * kChunk, 77};
+  size_t max = 3 * kChunk;
+  run_pair("hoststage/shm",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             std::vector<void*> bufs(sizes.size());
+             std::vector<hmc_request_t> reqs(sizes.size());
+             uint8_t v = 0;
+             for (size_t i = 0; i < sizes.size(); ++i) {
+               if (hmc_mem_alloc(ctx, "hip:0", max, &bufs[i]) != HMC_SUCCESS) return 20;
+               if (hmc_recv(peer, bufs[i], max, i % 2 ? 6 : 5, &reqs[i]) != HMC_SUCCESS) return 21;
+             }
+             for (size_t i = 0; i < sizes.size(); ++i) {
+               size_t got = 0;
+               if (hmc_request_wait(reqs[i], kTimeoutMs, &got) != HMC_SUCCESS || got != sizes[i]) v |= 1;
+               else if (check(ctx, bufs[i], got, int(i)) != -1) v |= 2;
+               hmc_mem_free(ctx, bufs[i]);
+             }
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             std::vector<void*> bufs(sizes.size());
+             std::vector<hmc_request_t> reqs(sizes.size());
+             for (size_t i = 0; i < sizes.size(); ++i) {
+               ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", max, &bufs[i]), HMC_SUCCESS);
+               ASSERT_TRUE(fill(ctx, bufs[i], sizes[i], int(i)));
+             }
+             for (size_t i = 0; i < sizes.size(); ++i)
+               ASSERT_EQ(hmc_send(peer, bufs[i], sizes[i], i % 2 ? 6 : 5, &reqs[i]), HMC_SUCCESS);
+             for (size_t i = 0; i < sizes.size(); ++i)
+               EXPECT_EQ(hmc_request_wait(reqs[i], kTimeoutMs, nullptr), HMC_SUCCESS) << hmc_last_error();
+             EXPECT_EQ(verdict_of(peer), 0) << "bit 1: wrong size or status, 2: wrong bytes";
+             for (void* b : bufs) hmc_mem_free(ctx, b);
+           });
+}
+
+TEST(StagedScenarios, DeviceFailureMidMessageEndsBothSidesAndTheNextMessageArrives) {
+  // The sender's (the peer's) 3rd device copy fails: the 1st fills its buffer, the 2nd stages
+  // piece 0, the 3rd would stage the next piece. The send ends with the device's error, the
+  // receiver learns that the message was aborted, and the next message on the peer goes through.
+  const size_t size = 4 * kChunk + 9;
+  run_pair("hoststage/tcp",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* buf;
+             if (hmc_mem_alloc(ctx, "hip:0", size, &buf) != HMC_SUCCESS) return 20;
+             uint8_t v = 0;
+             if (!fill(ctx, buf, size, 1)) return 21;
+             hmc_status_t st = send_wait(peer, buf, size, 1);
+             if (st == HMC_SUCCESS || st == HMC_ERR_PEER_LOST) {
+               fprintf(stderr, "child: first send: %s %s\n", hmc_status_string(st), hmc_last_error());
+               v |= 1;
+             }
+             if (!fill(ctx, buf, size, 2)) return 22;
+             if (send_wait(peer, buf, size, 2) != HMC_SUCCESS) v |= 2;
+             hmc_mem_free(ctx, buf);
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* buf;
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
+             size_t got = 0;
+             EXPECT_EQ(recv_wait(peer, buf, size, 1, &got), HMC_ERR_REMOTE) << hmc_last_error();
+             EXPECT_NE(strstr(hmc_last_error(), "aborted"), nullptr) << hmc_last_error();
+             EXPECT_EQ(recv_wait(peer, buf, size, 2, &got), HMC_SUCCESS) << hmc_last_error();
+             EXPECT_EQ(got, size);
+             EXPECT_EQ(check(ctx, buf, size, 2), -1);
+             EXPECT_EQ(verdict_of(peer), 0) << "bit 1: the first send did not fail as it should, "
+                                               "2: the next send failed";
+             hmc_mem_free(ctx, buf);
+           },
+           {{"FAKEGPU_FAIL_COPY_NTH", "3"}});
+}
+
+TEST(StagedScenarios, DeviceFailureBeforeAnythingLeftSendsNothing) {
+  // The copy staging piece 0 fails (the 1st copy fills the buffer): the send fails and nothing
+  // of it reaches the receiver, whose next message arrives whole.
+  const size_t size = 2 * kChunk + 1;
+  run_pair("hoststage/shm",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* buf;
+             if (hmc_mem_alloc(ctx, "hip:0", size, &buf) != HMC_SUCCESS) return 20;
+             uint8_t v = 0;
+             if (!fill(ctx, buf, size, 1)) return 21;
+             hmc_status_t st = send_wait(peer, buf, size, 1);
+             if (st == HMC_SUCCESS || st == HMC_ERR_PEER_LOST) v |= 1;
+             if (!fill(ctx, buf, size, 2)) return 22;
+             if (send_wait(peer, buf, size, 2) != HMC_SUCCESS) v |= 2;
+             hmc_mem_free(ctx, buf);
+             uint8_t done = 0;  // the parent looks for a stray message first
+             size_t got = 0;
+             if (recv_wait(peer, &done, 1, 8, &got) != HMC_SUCCESS) return 23;
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* buf;
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
+             size_t got = 0;
+             EXPECT_EQ(recv_wait(peer, buf, size, 2, &got), HMC_SUCCESS) << hmc_last_error();
+             EXPECT_EQ(got, size);
+             EXPECT_EQ(check(ctx, buf, size, 2), -1);
+             hmc_request_t r;  // nothing arrived on tag 1 (the peer waits for our verdict)
+             ASSERT_EQ(hmc_recv(peer, buf, size, 1, &r), HMC_SUCCESS);
+             EXPECT_EQ(hmc_request_wait(r, 200, nullptr), HMC_ERR_TIMEOUT);
+             EXPECT_EQ(hmc_request_cancel(r), HMC_SUCCESS) << hmc_last_error();
+             EXPECT_EQ(hmc_request_wait(r, kTimeoutMs, nullptr), HMC_ERR_CANCELLED);
+             uint8_t done = 1;
+             EXPECT_EQ(send_wait(peer, &done, 1, 8), HMC_SUCCESS);
+             EXPECT_EQ(verdict_of(peer), 0) << "bit 1: the first send did not fail, 2: the next did";
+             hmc_mem_free(ctx, buf);
+           },
+           {{"FAKEGPU_FAIL_COPY_NTH", "2"}});
+}
+
+TEST(StagedScenarios, WhatArrivedStaysReceivableAfterTheSenderClosed) {
+  // The peer sends a message and closes. A receive that matches nothing ends with PEER_LOST,
+  // without taking the path down: the message that did arrive is still received, whole. Then
+  // the context is destroyed promptly (nothing of the ended receive lingers).
+  run_pair("hoststage/tcp",
+           [&](hmc_context_t, hmc_peer_t peer) {
+             const char msg[] = "sent before the close";
+             return send_wait(peer, msg, sizeof msg, 2) == HMC_SUCCESS ? 0 : 20;
+           },
+           [&](hmc_context_t, hmc_peer_t peer) {
+             char buf[64] = {};
+             size_t got = 0;
+             EXPECT_EQ(recv_wait(peer, buf, sizeof buf, 3, &got), HMC_ERR_PEER_LOST) << hmc_last_error();
+             EXPECT_EQ(recv_wait(peer, buf, sizeof buf, 2, &got), HMC_SUCCESS) << hmc_last_error();
+             EXPECT_STREQ(buf, "sent before the close");
+           });
+}
+
+TEST(StagedScenarios, OneSidedTransfersOfStagedDeviceMemorySayTheyAreNotSupported) {
+  run_pair("hoststage/tcp",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             // Exports a host region, then waits until the parent is done with it.
+             std::vector<uint8_t> host(4096, 0x5a);
+             hmc_region_t region;
+             if (hmc_mem_register(ctx, host.data(), host.size(),
+                                  HMC_ACCESS_REMOTE_WRITE | HMC_ACCESS_REMOTE_READ, &region) != HMC_SUCCESS)
+               return 20;
+             uint8_t desc[512];
+             size_t len = sizeof desc;
+             if (hmc_region_pack(region, desc, &len) != HMC_SUCCESS) return 21;
+             if (send_wait(peer, desc, len, 7) != HMC_SUCCESS) return 22;
+             uint8_t done = 0;
+             size_t got = 0;
+             if (recv_wait(peer, &done, 1, 8, &got) != HMC_SUCCESS) return 23;
+             uint8_t v = 0;
+             for (uint8_t b : host)
+               if (b != 0x5a) v = 1;  // nothing was written
+             hmc_mem_deregister(region);
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             uint8_t desc[512];
+             size_t len = 0;
+             ASSERT_EQ(recv_wait(peer, desc, sizeof desc, 7, &len), HMC_SUCCESS) << hmc_last_error();
+             hmc_remote_t remote;
+             ASSERT_EQ(hmc_remote_import(peer, desc, len, &remote), HMC_SUCCESS) << hmc_last_error();
+             void* dev;
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", 4096, &dev), HMC_SUCCESS);
+             hmc_request_t r;
+             EXPECT_EQ(hmc_put(peer, dev, 4096, remote, 0, 0, 0, &r), HMC_ERR_NOT_SUPPORTED);
+             EXPECT_NE(strstr(hmc_last_error(), "not implemented yet"), nullptr) << hmc_last_error();
+             EXPECT_EQ(hmc_get(peer, dev, 4096, remote, 0, &r), HMC_ERR_NOT_SUPPORTED);
+             // A device pointer with a size past its allocation is refused before anything moves.
+             EXPECT_EQ(hmc_send(peer, dev, 8192, 9, &r), HMC_ERR_OUT_OF_BOUNDS);
+             uint8_t done = 1;
+             EXPECT_EQ(send_wait(peer, &done, 1, 8), HMC_SUCCESS);
+             EXPECT_EQ(verdict_of(peer), 0) << "the exported memory changed";
+             hmc_remote_release(remote);
+             hmc_mem_free(ctx, dev);
+           });
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -46,7 +46,8 @@ typedef enum hmc_status {
   HMC_ERR_NO_MEMORY = -6,         /* allocation or registration failed */
   HMC_ERR_TIMEOUT = -7,           /* the wait ended before the operation did */
   HMC_ERR_PEER_LOST = -8,         /* the peer died or disconnected */
-  HMC_ERR_REMOTE = -9,            /* the peer refused (bounds, unknown key, access rights) */
+  HMC_ERR_REMOTE = -9,            /* the peer refused (bounds, unknown key, access rights), or
+                                     aborted a message it had started (its device failed) */
   HMC_ERR_TRUNCATED = -10,        /* the message was larger than the receive buffer */
   HMC_ERR_CANCELLED = -11,        /* the request was cancelled */
   HMC_ERR_AUTH = -12,             /* the peer failed (or we failed) the HMC_AUTH_TOKEN challenge */

@@ -348,14 +348,45 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
   peer.notify_queue.clear();
 }
 
+// Whether a request ending with st means the path to the peer is gone. A receive that matched
+// nothing from a peer that closed in order is not: what the peer sent before its close stays
+// receivable (net.h), so the endpoint stays open.
+bool Context::breaks_path(Peer& peer, const Request& req, hmc_plugin_status_t st) {
+  if (st != HMC_PLUGIN_ERR_PEER_LOST) return false;
+  return !(req.op == Op::Recv && closed_in_order_locked(peer));
+}
+
+// The data path and the control channel are two connections: the peer's Bye (sent before it
+// closes its data path) may not have been read yet when the data path's end is seen.
+bool Context::closed_in_order_locked(Peer& peer) {
+  if (peer.remote_closed) return true;
+  std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
+  if (!peer.ctrl || peer.lost) return false;
+  std::vector<control::Channel::Message> msgs;
+  peer.ctrl->receive(&msgs);  // its failure is service_control's business
+  auto self = peer.shared_from_this();
+  for (auto& m : msgs) dispatch_control(self, m);
+  return peer.remote_closed;
+}
+
+// A framed request whose path broke: fails the peer, unless it was a receive that matched
+// nothing from a peer that closed in order. Net mutex held. Returns true when the peer failed.
+bool Context::framed_broken_locked(Peer& peer, Request* req) {
+  Framed& f = *req->framed;
+  if (f.unmatched() && closed_in_order_locked(peer)) {
+    f.end_unmatched(req, peer);
+    f.release(stage_env_);
+    return false;
+  }
+  fail_peer_locked(peer, HMC_ERR_PEER_LOST,
+                   fmt::format("connection broken ({})", plugin_status_string(f.plugin_status())));
+  return true;
+}
+
 bool Context::advance_framed_locked(Peer& peer, Request* req) {
   Framed& f = *req->framed;
   bool moved = f.advance(req, peer, stage_env_);
-  if (f.broken()) {
-    fail_peer_locked(peer, HMC_ERR_PEER_LOST,
-                     fmt::format("connection broken ({})", plugin_status_string(f.plugin_status())));
-    return true;
-  }
+  if (f.broken() && framed_broken_locked(peer, req)) return true;
   if (!f.finished()) return moved;
   auto& pend = peer.pending;
   for (size_t i = 0; i < pend.size(); ++i) {
@@ -377,7 +408,8 @@ void Context::end_framed_locked(Request* req) {
 }
 
 void Context::bury(std::unique_ptr<Framed> f) {
-  if (f->release(stage_env_)) return;
+  f->settle(stage_env_);
+  if (f->idle()) return;
   std::lock_guard<std::mutex> lock(buried_mutex_);
   buried_.push_back(std::move(f));
 }
@@ -387,7 +419,8 @@ void Context::reap_buried(uint64_t deadline_ns) {
     {
       std::lock_guard<std::mutex> lock(buried_mutex_);
       for (size_t i = 0; i < buried_.size();) {
-        if (buried_[i]->release(stage_env_)) {
+        buried_[i]->settle(stage_env_);
+        if (buried_[i]->idle()) {
           buried_[i] = std::move(buried_.back());
           buried_.pop_back();
         } else {
@@ -516,7 +549,7 @@ void Context::progress_request(Request* req) {
     }
   }
   finish_request_locked(req, st, bytes);
-  if (st == HMC_PLUGIN_ERR_PEER_LOST) fail_peer_locked(peer, HMC_ERR_PEER_LOST, "connection broken");
+  if (breaks_path(peer, *req, st)) fail_peer_locked(peer, HMC_ERR_PEER_LOST, "connection broken");
 }
 
 bool Context::progress(bool control) {
@@ -534,10 +567,7 @@ bool Context::progress(bool control) {
         if (req->framed) {
           Framed& f = *req->framed;
           busy |= f.advance(req, *peer, stage_env_);
-          if (f.broken()) {
-            broken = true;
-            break;
-          }
+          if (f.broken() && framed_broken_locked(*peer, req)) break;  // pending was cleared
           if (!f.finished()) {
             ++i;
             continue;
@@ -558,7 +588,7 @@ bool Context::progress(bool control) {
         pend[i] = pend.back();
         pend.pop_back();
         finish_request_locked(req, st, bytes);
-        broken |= st == HMC_PLUGIN_ERR_PEER_LOST;
+        broken |= breaks_path(*peer, *req, st);
         busy = true;
       }
       if (broken) fail_peer_locked(*peer, HMC_ERR_PEER_LOST, "connection broken");

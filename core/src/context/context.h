@@ -106,6 +106,9 @@ class Context {
   std::string dispatch_control(const std::shared_ptr<Peer>& peer,
                                const control::Channel::Message& m);
   void register_peer(const std::shared_ptr<Peer>& peer);
+  bool breaks_path(Peer& peer, const Request& req, hmc_plugin_status_t st);
+  bool closed_in_order_locked(Peer& peer);
+  bool framed_broken_locked(Peer& peer, Request* req);
   // Framed transfers (xfer/transfer.cpp).
   hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
                              bool* staged);

@@ -120,8 +120,7 @@ bool Framed::advance(Request* req, Peer& peer, const StageEnv& env) {
 bool Framed::prepare_send(const StageEnv& env) {
   bool moved = false;
   while (next_index_ < pieces_ && window() < env.depth) {
-    // A message aborted before its piece 0 left sends nothing more.
-    if (aborted_ && !piece0_posted_) break;
+    if (dropped_) break;
     Slot s;
     s.index = next_index_;
     if (s.index == 1) {
@@ -141,7 +140,10 @@ bool Framed::prepare_send(const StageEnv& env) {
           fail_local(st, fmt::format("hmc_send: staging a piece from device memory: {}", last_error()));
           aborted_ = true;
           s.len = 0;
-          if (!piece0_posted_) break;
+          if (s.index == 0) {  // nothing of the message can go out
+            dropped_ = true;
+            break;
+          }
         } else {
           s.state = SlotState::Copying;
         }
@@ -166,6 +168,7 @@ bool Framed::poll_copies(const StageEnv& env) {
         fail_local(st, fmt::format("hmc_send: staging a piece from device memory: {}", last_error()));
         aborted_ = true;
         s.len = 0;
+        if (s.index == 0) dropped_ = true;
       }
       s.state = SlotState::Ready;
     } else {  // bounce -> device, after receiving
@@ -185,7 +188,7 @@ bool Framed::post_sends(Request* req, Peer& peer) {
   for (auto& s : slots_) {
     if (s.index != posted_) continue;
     if (s.state != SlotState::Ready) break;
-    if (aborted_ && !piece0_posted_) break;
+    if (dropped_) break;
     const void* buf = s.index == 1 ? header_ : s.bounce ? s.bounce : user_ + s.offset;
     hmc_plugin_status_t ps = t->isend(peer.ep, buf, s.len, nullptr, wire_tag(tag_, s.index), &s.net);
     if (ps != HMC_PLUGIN_SUCCESS) {
@@ -233,6 +236,9 @@ bool Framed::test_posted(Peer& peer, const StageEnv& env) {
         continue;
       }
       if (st != HMC_PLUGIN_SUCCESS && st != HMC_PLUGIN_ERR_TRUNCATED) {
+        // PEER_LOST here: nothing the peer sent matches; the context decides whether the path
+        // is gone or the peer closed in order (end_unmatched).
+        unmatched_ = st == HMC_PLUGIN_ERR_PEER_LOST;
         plugin_failed(st);
         return true;
       }
@@ -267,7 +273,7 @@ bool Framed::test_posted(Peer& peer, const StageEnv& env) {
       continue;
     }
     if (got < s.len)
-      fail_local(HMC_ERR_INTERNAL,
+      fail_local(HMC_ERR_REMOTE,
                  fmt::format("hmc_recv from {} (tag {}): the sender aborted the message after "
                              "{} bytes (its device failed)", peer.name, tag_, s.offset + got));
     s.state = SlotState::Done;
@@ -283,7 +289,7 @@ bool Framed::advance_send(Request* req, Peer& peer, const StageEnv& env) {
   }
   bool moved = prepare_send(env);
   moved |= poll_copies(env);
-  if (aborted_ && !piece0_posted_) {  // nothing left the process: nothing more will
+  if (dropped_) {  // nothing left the process: nothing will
     for (auto& s : slots_)
       if (s.state == SlotState::Ready) s.state = SlotState::Done;
   }
@@ -375,6 +381,10 @@ bool Framed::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
     hmc_plugin_status_t ps = t->irecv(peer.ep, buf, s.len, nullptr, tag_, &s.net);
     if (ps != HMC_PLUGIN_SUCCESS) {
       if (s.bounce) env.pool->give(s.bounce);
+      unlist(first, tag_, req);
+      piece0_posted_ = true;  // (never posted: it ends here, one way or the other)
+      next_index_ = 1;
+      unmatched_ = ps == HMC_PLUGIN_ERR_PEER_LOST;
       plugin_failed(ps);
       return true;
     }
@@ -456,7 +466,7 @@ bool Framed::advance_recv(Request* req, Peer& peer, const StageEnv& env) {
 void Framed::try_finish(Request* req, Peer& peer) {
   if (finished_ || !slots_.empty()) return;
   if (send_) {
-    bool all_out = posted_ == pieces_ || (aborted_ && !piece0_posted_);
+    bool all_out = posted_ == pieces_ || dropped_;
     if (!all_out) return;
     if (in_sends_) unlist(peer.framing.sends, tag_, req);
     in_sends_ = false;
@@ -492,7 +502,7 @@ hmc_plugin_status_t Framed::cancel(Request* req, Peer& peer) {
   if (send_) {
     if (piece0_posted_) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
     fail_local(HMC_ERR_CANCELLED, fmt::format("hmc_send to {}: cancelled", peer.name));
-    aborted_ = true;  // copies in flight end, nothing is sent
+    aborted_ = dropped_ = true;  // copies in flight end, nothing is sent
     return HMC_PLUGIN_SUCCESS;
   }
   if (!piece0_posted_) {
@@ -507,6 +517,25 @@ hmc_plugin_status_t Framed::cancel(Request* req, Peer& peer) {
     return HMC_PLUGIN_ERR_NOT_SUPPORTED;
   if (!HMC_NET_SLOT(peer.net->table(), cancel)) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
   return peer.net->table()->cancel(slots_.front().net);  // test reports CANCELLED later
+}
+
+void Framed::end_unmatched(Request* req, Peer& peer) {
+  broken_ = false;
+  unmatched_ = false;
+  fail_local(HMC_ERR_PEER_LOST, fmt::format("hmc_recv from {} (tag {}): the peer closed the "
+                                            "connection", peer.name, tag_));
+  pieces_ = 1;
+  for (auto& s : slots_)
+    if (s.state == SlotState::Posted) s.state = SlotState::Done;  // the plugin ended it
+  try_finish(req, peer);
+}
+
+void Framed::settle(const StageEnv& env) {
+  for (auto& s : slots_) {
+    bool copying = s.state == SlotState::Copying || s.state == SlotState::Unloading;
+    if (copying && s.copy.poll() != HMC_IN_PROGRESS) s.state = SlotState::Done;
+  }
+  release(env);
 }
 
 void Framed::forget_plugin_requests() {

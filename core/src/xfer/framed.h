@@ -77,6 +77,11 @@ class Framed {
   bool finished() const { return finished_; }
   bool broken() const { return broken_; }  // the plugin failed: the peer's path is gone
   hmc_plugin_status_t plugin_status() const { return plugin_status_; }
+  // broken() because a receive's piece 0 matched nothing before the path broke (PEER_LOST).
+  bool unmatched() const { return unmatched_; }
+  // The peer closed in order, so that is not the path's end: the receive ends with PEER_LOST
+  // and the path stays for what did arrive. The bounces are returned by release().
+  void end_unmatched(Request* req, Peer& peer);
   hmc_status_t status() const { return status_; }
   const std::string& error() const { return error_; }
   size_t bytes() const { return bytes_; }
@@ -89,8 +94,13 @@ class Framed {
   hmc_plugin_status_t cancel(Request* req, Peer& peer);
   // The peer's endpoint is gone: forget every plugin request (the plugin released them).
   void forget_plugin_requests();
-  // Returns bounce buffers whose copies ended; true once nothing is held any more.
+  // Returns the bounce buffers of pieces that are done; true when it returned any.
   bool release(const StageEnv& env);
+  // For a transfer that ended early (its peer failed): marks pieces whose device copies ended
+  // as done and returns their buffers.
+  void settle(const StageEnv& env);
+  // Nothing held any more: no piece in flight, no bounce buffer, no device copy running.
+  bool idle() const { return slots_.empty(); }
 
  private:
   enum class SlotState { Copying, Ready, Posted, Unloading, Done };
@@ -139,11 +149,13 @@ class Framed {
   bool in_sends_ = false;      // send: listed in PeerFraming::sends
   bool draining_ = false;      // receive: the pieces are read and dropped (truncated)
   bool aborted_ = false;       // send: device failed mid-message, rest goes out empty
+  bool dropped_ = false;       // send: failed (or cancelled) before piece 0 left: nothing goes out
   uint8_t header_[16] = {};
   uint64_t total_ = 0;         // receive: message size from the header
 
   bool finished_ = false;
   bool broken_ = false;
+  bool unmatched_ = false;
   hmc_plugin_status_t plugin_status_ = HMC_PLUGIN_SUCCESS;
   hmc_status_t status_ = HMC_SUCCESS;
   std::string error_;

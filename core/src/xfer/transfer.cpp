@@ -23,6 +23,8 @@ const char* op_name(Op op) {
 namespace {
 // How often a waiting thread services the control plane (heartbeats, notifications, liveness).
 constexpr uint64_t kControlIntervalNs = 200 * 1000;
+// How long a wait spins without anything happening before it starts yielding the CPU.
+constexpr uint64_t kQuietNs = 50 * 1000;
 
 // Keeps the progress thread parked while an application thread drives progress itself.
 class PollerScope {
@@ -293,8 +295,10 @@ bool Context::poll_until(Pred pred, uint64_t deadline_ns, Request* fast) {
     }
     if (pred()) return true;
     if (now >= deadline_ns) return false;
-    // Spin while things move; after a quiet millisecond give the core to others now and then.
-    if (control::elapsed_ns(now, last_event) > 1000000 && (i & 15) == 0) sched_yield();
+    // Spin while things move; after a quiet spell give the core to others now and then: the
+    // threads this wait depends on (a device runtime's copy workers, the peer process, the
+    // kernel's TCP work) may need it, on small machines most of all.
+    if (control::elapsed_ns(now, last_event) > kQuietNs && (i & 15) == 0) sched_yield();
   }
 }
 

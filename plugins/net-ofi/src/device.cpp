@@ -24,6 +24,11 @@ namespace {
 // bounded work and returns, the core calls it again.
 constexpr size_t kCqBatch = 32;
 constexpr int kCqRounds = 16;
+// A rendezvous read moves at most this much per operation, one operation per progress call:
+// shm copies a read with cross-memory attach inside fi_read itself, so one read of a whole
+// 1 GiB message held progress (the core's heartbeats, every other peer) for seconds, and a
+// sender that died in the middle went unnoticed until the copy ended.
+constexpr size_t kReadChunk = size_t{8} << 20;
 
 // Errors that mean the remote process or the path to it is gone.
 bool peer_error(int err) {
@@ -477,10 +482,21 @@ void Device::finish_recv(Request* r, int err) {
     r->done = true;
     if (ep != nullptr) ep->on_data_done(r, err);
   };
+  // A truncated receive reports the length that was sent (net.h); the buffer holds its start.
   auto moved = [&] {
-    end(r->msg_len > r->xfer ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, r->xfer);
+    if (r->msg_len > r->xfer)
+      end(HMC_PLUGIN_ERR_TRUNCATED, static_cast<size_t>(r->msg_len));
+    else
+      end(HMC_PLUGIN_SUCCESS, r->xfer);
   };
   if (r->phase == Phase::kRecvRead) {
+    // A chunk was read: the next one waits for the next progress call (see kReadChunk).
+    const size_t next = r->read_off + std::min(kReadChunk, r->xfer - r->read_off);
+    if (err == 0 && next < r->xfer && ep != nullptr && !ep->lost()) {
+      r->read_off = next;
+      defer(r);
+      return;
+    }
     // The read ended: tell the sender, whose send completes on it.
     if (ep != nullptr) ep->send_fin(r->cookie, err == 0 ? 0 : 1);
     if (err != 0) {
@@ -530,7 +546,8 @@ void Device::finish_recv(Request* r, int err) {
       return;
     }
     if (n > 0) std::memcpy(r->buf, r->bounce.data + kMsgHeader, n);
-    end(h.len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, n);
+    end(h.len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS,
+        static_cast<size_t>(h.len));
     return;
   }
   // RTS: the data moves straight into the user buffer, as much as fits.
@@ -575,6 +592,7 @@ void Device::finish_recv(Request* r, int err) {
   if (r->desc == nullptr) st = local_desc(r->buf, r->xfer, nullptr, r);
   if (st == HMC_PLUGIN_SUCCESS) {
     r->phase = Phase::kRecvRead;
+    r->read_off = 0;
     r->remote_addr = h.raddr;
     r->key = h.key;
     st = submit(r);
@@ -649,7 +667,9 @@ ssize_t Device::post_part(Request* r, int part) {
         return fi_trecv(ep, r->bounce.data, r->bounce_len, r->bounce.desc, r->addr, r->tag, 0,
                         &r->op);
       if (r->phase == Phase::kRecvRead)
-        return fi_read(ep, r->buf, r->xfer, r->desc, r->addr, r->remote_addr, r->key, &r->aux);
+        return fi_read(ep, static_cast<uint8_t*>(r->buf) + r->read_off,
+                       std::min(kReadChunk, r->xfer - r->read_off), r->desc, r->addr,
+                       r->remote_addr + r->read_off, r->key, &r->aux);
       return fi_trecv(ep, r->bounce.data + kAnswerOffset, kFinSize, r->bounce.desc,
                       directed() ? r->addr : FI_ADDR_UNSPEC, ctrl_tag(CtrlType::kFin, r->cookie), 0,
                       &r->aux);
@@ -706,25 +726,62 @@ ssize_t Device::post(Request* r) {
   return 0;
 }
 
+bool Device::retry_later(ssize_t rc) {
+  if (rc == -FI_EAGAIN) return true;
+  if (rc != -FI_ENOMEM || in_provider_total_ == 0) return false;
+  if (!full_logged_) {
+    full_logged_ = true;
+    log().write(HMC_LOG_INFO,
+                "%s: the provider's queue is full (%zu operations in it): further posts wait in "
+                "the plugin until completions make room",
+                name().c_str(), in_provider_total_);
+  }
+  return true;
+}
+
+bool Device::receiving_part(const Request* r, int part) {
+  switch (r->kind) {
+    case ReqKind::kSend:
+      return !r->native && part == 0 &&
+             (r->phase == Phase::kSendRead || r->phase == Phase::kSendWaitCts);
+    case ReqKind::kRecv: return r->native || r->phase != Phase::kRecvRead;
+    case ReqKind::kHelloRecv:
+    case ReqKind::kAckRecv: return true;
+    default: return false;
+  }
+}
+
+bool Device::queues_as_receive(const Request* r) {
+  switch (r->kind) {
+    case ReqKind::kRecv: return r->native || r->phase != Phase::kRecvRead;
+    case ReqKind::kHelloRecv:
+    case ReqKind::kAckRecv: return true;
+    default: return false;
+  }
+}
+
 hmc_plugin_status_t Device::submit(Request* r) {
   r->posted_parts = 0;
   r->in_provider = 0;
   r->first_error = 0;
   ssize_t rc = -FI_EAGAIN;
   std::deque<Request*>& q = queue_of(r);
-  // Queued posts go first: same-tag messages must leave in post order.
+  // Queued posts go first: same-tag messages must leave (and receives match) in post order.
   if (q.empty()) {
     rc = post(r);
-    if (rc == -FI_EAGAIN && !in_completion_) {
+    if (retry_later(rc) && !in_completion_) {
       drain_cq();
       rc = post(r);
     }
   }
   if (rc == 0) return HMC_PLUGIN_SUCCESS;
-  if (rc == -FI_EAGAIN) {
-    if (q.empty() && r->ep != nullptr) {
-      queued_eps_.push_back(r->ep);
-      if (r->ep->stall_since_ns == 0) r->ep->stall_since_ns = ctx_.now_ns();
+  if (retry_later(rc)) {
+    if (r->ep != nullptr) {
+      if (!r->ep->has_queued()) queued_eps_.push_back(r->ep);
+      // A send refused (not its answer's receive) towards the peer: the peer may be gone.
+      if (&q == &r->ep->tx_queue() && q.empty() && rc == -FI_EAGAIN &&
+          !receiving_part(r, r->posted_parts) && r->ep->stall_since_ns == 0)
+        r->ep->stall_since_ns = ctx_.now_ns();
     }
     r->queued = true;
     q.push_back(r);
@@ -743,37 +800,60 @@ hmc_plugin_status_t Device::submit(Request* r) {
   return rc == -FI_ENOMEM ? HMC_PLUGIN_ERR_NO_MEMORY : HMC_PLUGIN_ERR_INTERNAL;
 }
 
+void Device::defer(Request* r) {
+  r->posted_parts = 0;
+  r->in_provider = 0;
+  r->first_error = 0;
+  std::deque<Request*>& q = queue_of(r);
+  if (r->ep != nullptr && !r->ep->has_queued()) queued_eps_.push_back(r->ep);
+  r->queued = true;
+  q.push_back(r);
+  ++queued_;
+}
+
 std::deque<Request*>& Device::queue_of(Request* r) {
-  return r->ep != nullptr ? r->ep->queue() : dev_queue_;
+  if (r->ep == nullptr) return dev_queue_;
+  return queues_as_receive(r) ? r->ep->rx_queue() : r->ep->tx_queue();
 }
 
 void Device::post_backlog() {
   const bool outer = !in_completion_;
   in_completion_ = true;
-  // Posts from one queue until the provider refuses; true when the queue emptied.
-  auto drain = [&](std::deque<Request*>& q) {
+  // Posts from one queue until the provider refuses; the last refusal, 0 when the queue
+  // emptied. A refused request stays at the head, its posted parts counted.
+  auto drain = [&](std::deque<Request*>& q, bool* moved) -> ssize_t {
     while (!q.empty()) {
       Request* r = q.front();
+      const int before = r->posted_parts;
       ssize_t rc = post(r);
-      if (rc == -FI_EAGAIN) return false;
+      if (r->posted_parts != before) *moved = true;
+      if (retry_later(rc)) return rc;
       q.pop_front();
       --queued_;
       r->queued = false;
-      if (r->ep != nullptr) r->ep->stall_since_ns = 0;
       if (rc != 0)
         fail_queued(r, rc);
       else if (r->in_provider == 0)
         finish(r, r->first_error);  // its posted parts already ended
     }
-    return true;
+    return 0;
   };
-  drain(dev_queue_);
+  bool moved = false;
+  drain(dev_queue_, &moved);
   for (Endpoint* ep : std::vector<Endpoint*>(queued_eps_.begin(), queued_eps_.end())) {
     if (std::find(queued_eps_.begin(), queued_eps_.end(), ep) == queued_eps_.end()) continue;
-    if (drain(ep->queue()))
-      forget_queue(ep);
-    else if (ep->stall_since_ns == 0)
-      ep->stall_since_ns = ctx_.now_ns();
+    drain(ep->rx_queue(), &moved);
+    moved = false;
+    ssize_t rc = drain(ep->tx_queue(), &moved);
+    const std::deque<Request*>& tx = ep->tx_queue();
+    // The peer is suspect only while the send queue's head is refused with -FI_EAGAIN and
+    // nothing of it went out; a head waiting for room for its answer's receive is not.
+    if (rc == -FI_EAGAIN && !moved && !receiving_part(tx.front(), tx.front()->posted_parts)) {
+      if (ep->stall_since_ns == 0) ep->stall_since_ns = ctx_.now_ns();
+    } else {
+      ep->stall_since_ns = 0;
+    }
+    if (!ep->has_queued()) forget_queue(ep);
   }
   if (outer) in_completion_ = false;
 }
@@ -802,7 +882,7 @@ void Device::unqueue(Request* r) {
     --queued_;
   }
   r->queued = false;
-  if (q.empty() && r->ep != nullptr) forget_queue(r->ep);
+  if (r->ep != nullptr && !r->ep->has_queued()) forget_queue(r->ep);
 }
 
 bool Device::cancel_posted(Request* r) {

@@ -93,6 +93,8 @@ class Device {
   // answers -FI_EAGAIN even after one round of progress). On failure nothing was posted and the
   // caller still owns r; the status says why (logged).
   hmc_plugin_status_t submit(Request* r);
+  // Queues r's next post behind its endpoint's queue, for the next progress call.
+  void defer(Request* r);
   void unqueue(Request* r);
   // The parts of r not posted yet never will be; r ends with err once its posted parts do.
   void abandon_unposted(Request* r, int err) {
@@ -148,6 +150,13 @@ class Device {
   std::deque<Request*>& queue_of(Request* r);
   // One attempt at posting r's remaining parts: 0, -FI_EAGAIN, or another negative error.
   ssize_t post(Request* r);
+  // Whether a failed post is to be retried later: -FI_EAGAIN, or -FI_ENOMEM while operations
+  // are in the provider (shm answers it when its receive queue is full; completions free it).
+  bool retry_later(ssize_t rc);
+  // Whether part `part` of r (in its current phase) is a receive.
+  static bool receiving_part(const Request* r, int part);
+  // Whether r waits in its endpoint's receive queue (else the send queue).
+  static bool queues_as_receive(const Request* r);
   ssize_t post_part(Request* r, int part);
   int parts(const Request* r) const;
   void on_completion(void* op_context, int err, size_t len, const fi_cq_err_entry* e);
@@ -171,6 +180,7 @@ class Device {
   uint64_t cookie_ = 0;
   size_t in_provider_total_ = 0;
   bool in_completion_ = false;  // completions are being handled: submit must not read the CQ
+  bool full_logged_ = false;    // the provider's queue was reported full once
 
   Fid<fid_fabric> fabric_;
   Fid<fid_domain> domain_;
@@ -192,10 +202,10 @@ class Device {
   std::vector<Slab> slabs_;
   std::vector<Bounce> bounce_free_;
   std::unordered_set<Request*> live_;  // every request of this device, freed at the end
-  // Posts that met -FI_EAGAIN wait in their endpoint's queue (Endpoint::queue_), in post
-  // order, so a peer that stopped taking operations holds up nobody else; queued_eps_ lists
-  // the endpoints with a queue. Requests without an endpoint (a listener's hello receive)
-  // queue here.
+  // Posts the provider refused for now wait in their endpoint's queues (Endpoint::rx_queue_,
+  // tx_queue_), in post order, so a peer that stopped taking operations holds up nobody else;
+  // queued_eps_ lists the endpoints with anything queued. Requests without an endpoint (a
+  // listener's hello receive) queue here.
   std::vector<Endpoint*> queued_eps_;
   std::deque<Request*> dev_queue_;
   size_t queued_ = 0;

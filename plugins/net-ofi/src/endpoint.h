@@ -38,9 +38,14 @@ class Endpoint {
   Device& dev() const { return dev_; }
   bool lost() const { return lost_; }
 
-  // Posts that met -FI_EAGAIN, in order (owned by the device's posting logic), and since when
-  // the first of them has been refused.
-  std::deque<Request*>& queue() { return queue_; }
+  // Posts the provider refused for now (owned by the device's posting logic), in post order:
+  // receives and sends wait apart, so that receives waiting for room in the provider's
+  // receive queue never hold up sends (the peer's messages, which free that room, may wait
+  // for ours), nor sends the receives. stall_since_ns: since when the head of the send queue
+  // has been refused with -FI_EAGAIN (0: it is not), the sign of an unreachable peer.
+  std::deque<Request*>& rx_queue() { return rx_queue_; }
+  std::deque<Request*>& tx_queue() { return tx_queue_; }
+  bool has_queued() const { return !rx_queue_.empty() || !tx_queue_.empty(); }
   uint64_t stall_since_ns = 0;
 
   // Connector side: starts establishing towards the listener that made h.
@@ -119,7 +124,8 @@ class Endpoint {
   bool probing_ = false;
   uint64_t last_activity_ns_ = 0;
   std::unordered_set<Request*> reqs_;  // every request attached to this endpoint
-  std::deque<Request*> queue_;
+  std::deque<Request*> rx_queue_;
+  std::deque<Request*> tx_queue_;
   uint64_t probe_started_ns_ = 0;
 };
 

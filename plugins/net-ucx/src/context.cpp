@@ -560,7 +560,10 @@ void Context::recv_cb(void* ucx_req, ucs_status_t st, const ucp_tag_recv_info_t*
   ucp_request_free(ucx_req);
   auto* r = static_cast<Request*>(user);
   r->ucx = nullptr;
-  if (st == UCS_OK && info != nullptr) r->bytes = info->length;
+  // info->length is the sender's length, also when the message was truncated (net.h: a
+  // truncated receive reports the length that was sent).
+  if ((st == UCS_OK || st == UCS_ERR_MESSAGE_TRUNCATED) && info != nullptr)
+    r->bytes = info->length;
   if (st != UCS_OK && r->ucx_status == UCS_OK) r->ucx_status = st;
   if (--r->outstanding == 0) r->ctx->complete(r);
 }
