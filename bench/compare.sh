@@ -16,13 +16,36 @@
 set -u
 
 # ---- cases: one line each ------------------------------------------------------------------
-# metric | kind (bw: higher is better, lat: lower) | peer metric | goal on hmc/peer |
-# environment for hmc-perf | hmc-perf arguments (the test and size; --iters scale with --quick)
+# metric | kind (bw: higher is better, lat: lower) | peer metric | goal on hmc/peer (">=x",
+# "<=x"; "+<=x": hmc - peer at most x) |
+# environment for hmc-perf | hmc-perf arguments (the test and size; --iters scale with --quick).
+# Peer metrics: a peer tool's (peers.sh names), "const:N" (a fixed figure), "hmc:CASE" (another
+# case of this run), "hmcbest:A,B,..." (the best of several), "ref" (a reference row, no goal).
 CASES=(
   "hoststage.tcp.send_bw.4M|bw|ucx.tcp.tag_bw|>=1.00|HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --size 4M --iters 200"
   "hoststage.shm.send_bw.4M|bw|ucx.shm.tag_bw|>=1.00|HMC_PATH=hoststage/shm|--test bw --op send --size 4M --iters 300"
   "hoststage.tcp.send_lat.8|lat|ucx.tcp.tag_lat|<=1.25|HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test lat --op send --size 8 --iters 20000"
   "hoststage.shm.send_lat.8|lat|ucx.shm.tag_lat|<=1.25|HMC_PATH=hoststage/shm|--test lat --op send --size 8 --iters 20000"
+  # net-ucx and net-ofi against the raw tools on the same transports (UCX_TLS, provider).
+  "ucx.tcp.send_bw.4M|bw|ucx.tcp.tag_bw|>=0.95|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=tcp,self|--test bw --op send --size 4M --iters 200"
+  "ucx.shm.send_bw.4M|bw|ucx.shm.tag_bw|>=0.95|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=posix,cma,self|--test bw --op send --size 4M --iters 300"
+  "ucx.tcp.send_lat.8|lat|ucx.tcp.tag_lat|+<=0.50|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=tcp,self|--test lat --op send --size 8 --iters 20000"
+  "ucx.shm.send_lat.8|lat|ucx.shm.tag_lat|+<=0.50|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=posix,cma,self|--test lat --op send --size 8 --iters 20000"
+  # fi_pingpong is a ping-pong: hmc-perf's lat test at 4 MiB gives the same pattern's MB/s.
+  "ofi.tcp.pingpong_bw.4M|bw|fi.tcp.pingpong_bw|>=0.95|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=tcp HMC_PATH=ofi/tcp|--test lat --op send --size 4M --iters 200"
+  # The automatic path against the best single plugin forced by hand, per size (same host).
+  "forced.hoststage.lat.8|lat|ref|-|HMC_NET_PLUGINS=hoststage HMC_PATH=hoststage/shm|--test lat --op send --size 8 --iters 20000"
+  "forced.ucx.lat.8|lat|ref|-|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx|--test lat --op send --size 8 --iters 20000"
+  "forced.ofi.lat.8|lat|ref|-|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=shm HMC_PATH=ofi/shm|--test lat --op send --size 8 --iters 20000"
+  "auto.lat.8|lat|hmcbest:forced.hoststage.lat.8,forced.ucx.lat.8,forced.ofi.lat.8|<=1.05||--test lat --op send --size 8 --iters 20000"
+  "forced.hoststage.bw.64K|bw|ref|-|HMC_NET_PLUGINS=hoststage HMC_PATH=hoststage/shm|--test bw --op send --size 64K --iters 20000"
+  "forced.ucx.bw.64K|bw|ref|-|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx|--test bw --op send --size 64K --iters 20000"
+  "forced.ofi.bw.64K|bw|ref|-|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=shm HMC_PATH=ofi/shm|--test bw --op send --size 64K --iters 20000"
+  "auto.bw.64K|bw|hmcbest:forced.hoststage.bw.64K,forced.ucx.bw.64K,forced.ofi.bw.64K|>=0.95||--test bw --op send --size 64K --iters 20000"
+  "forced.hoststage.bw.4M|bw|ref|-|HMC_NET_PLUGINS=hoststage HMC_PATH=hoststage/shm|--test bw --op send --size 4M --iters 300"
+  "forced.ucx.bw.4M|bw|ref|-|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx|--test bw --op send --size 4M --iters 300"
+  "forced.ofi.bw.4M|bw|ref|-|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=shm HMC_PATH=ofi/shm|--test bw --op send --size 4M --iters 300"
+  "auto.bw.4M|bw|hmcbest:forced.hoststage.bw.4M,forced.ucx.bw.4M,forced.ofi.bw.4M|>=0.95||--test bw --op send --size 4M --iters 300"
   # Staging (device memory over host-only paths) on the emulated runtimes of tests/fakes: cuda:0
   # on one side, hip:0 on the other, 64 MiB messages. Copies slower than the wire: the goal is
   # the slowest stage, the copy bandwidth the fakes were given. Copies faster (unlimited: memmove
@@ -200,6 +223,10 @@ for line in "${CASES[@]}"; do
   case $peer in
     const:*) p=${peer#const:} ;;      # a fixed figure (the copy bandwidth the fakes were given)
     hmc:*) p=${HMC[${peer#hmc:}]:-} ;;  # another hmc case of this run
+    hmcbest:*)                          # the best of other hmc cases of this run
+      p=""
+      IFS=',' read -r -a refs <<<"${peer#hmcbest:}"
+      for r in "${refs[@]}"; do p=$(best "$kind" "$p" "${HMC[$r]:-}"); done ;;
     *) p=${PEER[$peer]:-} ;;
   esac
   if [[ -z $h || -z $p ]]; then
@@ -208,9 +235,14 @@ for line in "${CASES[@]}"; do
     continue
   fi
   ratio=$(awk -v a="$h" -v b="$p" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "inf" }')
-  op=${goal:0:2}
-  limit=${goal:2}
-  verdict=$(awk -v r="$ratio" -v l="$limit" -v op="$op" 'BEGIN{ ok = (op == ">=") ? (r >= l) : (r <= l); print ok ? "pass" : "FAIL" }')
+  if [[ $goal == +\<=* ]]; then  # a difference: hmc - peer at most the limit (latency, us)
+    limit=${goal:3}
+    verdict=$(awk -v a="$h" -v b="$p" -v l="$limit" 'BEGIN{ print (a - b <= l) ? "pass" : "FAIL" }')
+  else
+    op=${goal:0:2}
+    limit=${goal:2}
+    verdict=$(awk -v r="$ratio" -v l="$limit" -v op="$op" 'BEGIN{ ok = (op == ">=") ? (r >= l) : (r <= l); print ok ? "pass" : "FAIL" }')
+  fi
   [[ $verdict == pass ]] || failed=1
   printf '%-30s %12s %-30s %12s %7s %7s  %-6s %s\n' "$metric" "$(printf '%.2f %s' "$h" "$unit")" "$peer" \
     "$(printf '%.2f %s' "$p" "$unit")" "$ratio" "$goal" "$verdict" "${HMC_PATH_OF[$metric]}"

@@ -1,6 +1,7 @@
 #include "xfer/framed.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "device/stage_pool.h"
@@ -373,7 +374,17 @@ bool Framed::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
     if (staged_ && s.len > 0) {
       s.bounce = env.pool->take();
       if (!s.bounce) {
-        if (!is_front(first, tag_, req)) first[tag_].push_back(req);
+        if (!is_front(first, tag_, req)) {
+          first[tag_].push_back(req);
+          // A receive of staged memory holds a bounce buffer from its post until its message
+          // comes: more of them than the pool holds wait, and if their messages are sent only
+          // after messages they keep out, the application waits until the timeout.
+          static std::atomic<bool> warned{false};
+          if (!warned.exchange(true))
+            HMC_LOG_W("staging pool full: receives of device memory wait for a bounce buffer "
+                      "(HMC_STAGE_POOL_BYTES={} bytes); posting more of them than it holds can "
+                      "stall a pattern that needs them all posted", env.pool->capacity_bytes());
+        }
         return false;
       }
     }
