@@ -207,6 +207,8 @@ HMC_API hmc_status_t hmc_region_pack(hmc_region_t region, void* buf, size_t* len
 /* Turns a peer's packed descriptor into a handle for hmc_put/hmc_get towards that peer. */
 HMC_API hmc_status_t hmc_remote_import(hmc_peer_t peer, const void* desc, size_t len,
                                        hmc_remote_t* remote);
+/* Releases an imported descriptor; requests using it must have ended (a put or get of device
+ * memory staged through bounce buffers keeps using it until its last piece). */
 HMC_API hmc_status_t hmc_remote_release(hmc_remote_t remote);
 /* The size of the remote region. */
 HMC_API hmc_status_t hmc_remote_size(hmc_remote_t remote, uint64_t* size);

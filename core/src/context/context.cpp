@@ -402,9 +402,24 @@ bool Context::advance_framed_locked(Peer& peer, Request* req) {
 
 void Context::end_framed_locked(Request* req) {
   Framed& f = *req->framed;
+  Peer& peer = *req->peer;
   req->bytes = f.bytes();
-  req->peer->last_heard_ns = control::now_ns();
+  peer.last_heard_ns = control::now_ns();
+  if (req->notify) {  // a staged put: its notification goes in post order, as for any put
+    if (f.status() == HMC_SUCCESS) {
+      req->landed = true;
+      flush_notifications_locked(peer);
+      return;
+    }
+    auto& q = peer.notify_queue;
+    for (auto it = q.begin(); it != q.end(); ++it)
+      if (*it == req) {
+        q.erase(it);
+        break;
+      }
+  }
   complete_locked(req, f.status(), f.error());
+  if (req->notify) flush_notifications_locked(peer);  // a failed head may unblock later ones
 }
 
 void Context::bury(std::unique_ptr<Framed> f) {

@@ -114,7 +114,8 @@ class Context {
                              bool* staged);
   bool framed_sends_waiting(Peer& peer, uint64_t tag);
   hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<Framed> f, Op op,
-                           size_t size, uint64_t tag, Request** out);
+                           size_t size, uint64_t tag, Request** out, bool notify = false,
+                           uint64_t notify_value = 0);
   // Moves a framed request along (net mutex held); ends it when it finished. Returns true when
   // something happened. A broken path fails the peer (and with it every pending request).
   bool advance_framed_locked(Peer& peer, Request* req);

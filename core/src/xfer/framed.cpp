@@ -95,6 +95,26 @@ std::unique_ptr<Framed> Framed::make_recv(void* buf, size_t capacity, uint64_t t
   return f;
 }
 
+std::unique_ptr<Framed> Framed::make_put(const void* buf, size_t size, uint64_t addr,
+                                         hmc_net_rkey_t* rkey, uint64_t chunk) {
+  std::unique_ptr<Framed> f = make_send(buf, size, 0, true, chunk);
+  f->rma_ = true;
+  f->rma_addr_ = addr;
+  f->rkey_ = rkey;
+  f->pieces_ = static_cast<size_t>((size + chunk - 1) / chunk);
+  return f;
+}
+
+std::unique_ptr<Framed> Framed::make_get(void* buf, size_t size, uint64_t addr,
+                                         hmc_net_rkey_t* rkey, uint64_t chunk) {
+  std::unique_ptr<Framed> f = make_recv(buf, size, 0, true, chunk);
+  f->rma_ = true;
+  f->rma_addr_ = addr;
+  f->rkey_ = rkey;
+  f->pieces_ = static_cast<size_t>((size + chunk - 1) / chunk);
+  return f;
+}
+
 Framed::~Framed() = default;
 
 size_t Framed::window() const { return slots_.size(); }
@@ -113,7 +133,122 @@ void Framed::plugin_failed(hmc_plugin_status_t st) {
 
 bool Framed::advance(Request* req, Peer& peer, const StageEnv& env) {
   if (finished_ || broken_) return false;
+  if (rma_) return advance_rma(peer, env);
   return send_ ? advance_send(req, peer, env) : advance_recv(req, peer, env);
+}
+
+// ---- put and get of staged local memory ------------------------------------------------------
+
+bool Framed::advance_rma(Peer& peer, const StageEnv& env) {
+  const hmc_net_plugin_v1_t* t = peer.net->table();
+  const char* what = send_ ? "hmc_put" : "hmc_get";
+  bool moved = false;
+  // New pieces, unless a piece failed: then the rest is not issued and the transfer ends once
+  // what is in flight has.
+  while (status_ == HMC_SUCCESS && next_index_ < pieces_ && window() < env.depth) {
+    Slot s;
+    s.index = next_index_;
+    s.offset = static_cast<size_t>(uint64_t(s.index) * chunk_);
+    s.len = static_cast<size_t>(std::min<uint64_t>(chunk_, size_ - s.offset));
+    s.fit = s.len;
+    s.bounce = env.pool->take();
+    if (!s.bounce) break;  // the pool is in use; later
+    if (send_) {
+      hmc_status_t st = env.copier->start(s.bounce, user_ + s.offset, s.len, &s.copy);
+      if (st != HMC_SUCCESS) {
+        env.pool->give(s.bounce);
+        fail_local(st, fmt::format("{}: staging a piece from device memory: {}", what, last_error()));
+        break;
+      }
+      s.state = SlotState::Copying;
+    } else {
+      if (!rkey_) {
+        env.pool->give(s.bounce);
+        plugin_failed(HMC_PLUGIN_ERR_PEER_LOST);
+        return true;
+      }
+      hmc_plugin_status_t ps = t->iget(peer.ep, s.bounce, s.len, nullptr, rma_addr_ + s.offset,
+                                       rkey_, &s.net);
+      if (ps != HMC_PLUGIN_SUCCESS) {
+        env.pool->give(s.bounce);
+        plugin_failed(ps);
+        return true;
+      }
+      s.state = SlotState::Posted;
+    }
+    slots_.push_back(std::move(s));
+    ++next_index_;
+    moved = true;
+  }
+  for (auto& s : slots_) {
+    if (s.state == SlotState::Copying || s.state == SlotState::Unloading) {
+      hmc_status_t st = s.copy.poll();
+      if (st == HMC_IN_PROGRESS) continue;
+      moved = true;
+      if (st != HMC_SUCCESS) {
+        fail_local(st, fmt::format("{}: {} device memory: {}", what,
+                                   send_ ? "staging a piece from" : "copying a piece into",
+                                   last_error()));
+        s.state = SlotState::Done;
+        continue;
+      }
+      s.state = s.state == SlotState::Copying ? SlotState::Ready : SlotState::Done;
+    }
+    if (s.state == SlotState::Ready) {  // put: the piece is in its bounce buffer
+      if (status_ != HMC_SUCCESS) {
+        s.state = SlotState::Done;
+        continue;
+      }
+      if (!rkey_) {
+        plugin_failed(HMC_PLUGIN_ERR_PEER_LOST);
+        return true;
+      }
+      hmc_plugin_status_t ps = t->iput(peer.ep, s.bounce, s.len, nullptr, rma_addr_ + s.offset,
+                                       rkey_, &s.net);
+      if (ps != HMC_PLUGIN_SUCCESS) {
+        plugin_failed(ps);
+        return true;
+      }
+      s.state = SlotState::Posted;
+      moved = true;
+    }
+    if (s.state == SlotState::Posted) {
+      int done = 0;
+      size_t got = 0;
+      hmc_plugin_status_t st = t->test(s.net, &done, &got);
+      if (!done && st == HMC_PLUGIN_SUCCESS) continue;
+      s.net = nullptr;
+      moved = true;
+      if (st == HMC_PLUGIN_ERR_REMOTE) {
+        fail_local(HMC_ERR_REMOTE, fmt::format("{} with {}: refused by the peer (outside the "
+                                               "region, unknown or deregistered key, or access "
+                                               "not granted)", what, peer.name));
+        s.state = SlotState::Done;
+        continue;
+      }
+      if (st != HMC_PLUGIN_SUCCESS) {
+        plugin_failed(st);
+        return true;
+      }
+      if (send_ || status_ != HMC_SUCCESS) {
+        s.state = SlotState::Done;
+        continue;
+      }
+      hmc_status_t cs = env.copier->start(user_ + s.offset, s.bounce, s.len, &s.copy);
+      if (cs != HMC_SUCCESS) {
+        fail_local(cs, fmt::format("{}: copying a piece into device memory: {}", what, last_error()));
+        s.state = SlotState::Done;
+        continue;
+      }
+      s.state = SlotState::Unloading;
+    }
+  }
+  moved |= release(env);
+  if (slots_.empty() && (next_index_ == pieces_ || status_ != HMC_SUCCESS)) {
+    bytes_ = status_ == HMC_SUCCESS ? size_ : 0;
+    finished_ = true;
+  }
+  return moved;
 }
 
 // ---- send -----------------------------------------------------------------------------------
@@ -509,7 +644,7 @@ bool Framed::release(const StageEnv& env) {
 }
 
 hmc_plugin_status_t Framed::cancel(Request* req, Peer& peer) {
-  if (finished_ || broken_) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+  if (finished_ || broken_ || rma_) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
   if (send_) {
     if (piece0_posted_) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
     fail_local(HMC_ERR_CANCELLED, fmt::format("hmc_send to {}: cancelled", peer.name));

@@ -68,6 +68,14 @@ class Framed {
                                            uint64_t chunk);
   static std::unique_ptr<Framed> make_recv(void* buf, size_t capacity, uint64_t tag, bool staged,
                                            uint64_t chunk);
+  // One-sided transfers of local device memory the path cannot reach, to or from remote memory
+  // the path can (its registration at addr, rkey): pieces of `chunk` bytes through bounce
+  // buffers, `depth` in flight (put: device-to-host copy, then iput; get: iget, then
+  // host-to-device copy). No framing on the wire: the target sees ordinary puts and gets.
+  static std::unique_ptr<Framed> make_put(const void* buf, size_t size, uint64_t addr,
+                                          hmc_net_rkey_t* rkey, uint64_t chunk);
+  static std::unique_ptr<Framed> make_get(void* buf, size_t size, uint64_t addr,
+                                          hmc_net_rkey_t* rkey, uint64_t chunk);
   ~Framed();
 
   // Moves the transfer along; net mutex held; `req` is the request owning this transfer.
@@ -118,6 +126,7 @@ class Framed {
 
   Framed() = default;
   bool advance_send(Request* req, Peer& peer, const StageEnv& env);
+  bool advance_rma(Peer& peer, const StageEnv& env);
   bool advance_recv(Request* req, Peer& peer, const StageEnv& env);
   bool prepare_send(const StageEnv& env);
   bool post_sends(Request* req, Peer& peer);
@@ -133,6 +142,9 @@ class Framed {
   size_t window() const;  // slots holding resources
 
   bool send_ = true;
+  bool rma_ = false;       // a put (send_) or get (!send_) of staged local memory
+  uint64_t rma_addr_ = 0;  // remote address of the first byte
+  hmc_net_rkey_t* rkey_ = nullptr;
   bool staged_ = false;
   uint8_t* user_ = nullptr;
   size_t size_ = 0;  // send: message size; receive: capacity

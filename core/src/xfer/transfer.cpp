@@ -67,12 +67,15 @@ bool Context::framed_sends_waiting(Peer& peer, uint64_t tag) {
 // Posts a framed send or receive: its first step runs now, under the net mutex, so that its
 // place in the per-tag order is the order of the posts.
 hmc_status_t Context::post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<Framed> f,
-                                  Op op, size_t size, uint64_t tag, Request** out) {
+                                  Op op, size_t size, uint64_t tag, Request** out, bool notify,
+                                  uint64_t notify_value) {
   Request* req = RequestTable::acquire(this);
   req->op = op;
   req->peer = peer;
   req->size = size;
   req->tag = tag;
+  req->notify = notify;
+  req->notify_value = notify_value;
   req->framed = std::move(f);
   {
     std::lock_guard<std::mutex> lock(peer->net->mutex());
@@ -83,6 +86,7 @@ hmc_status_t Context::post_framed(const std::shared_ptr<Peer>& peer, std::unique
                   op_name(op), peer->name, peer->closed ? "closed" : "lost (" + reason + ")");
     }
     peer->pending.push_back(req);
+    if (req->notify) peer->notify_queue.push_back(req);
     peer->pending_count.fetch_add(1, std::memory_order_relaxed);
     advance_framed_locked(*peer, req);
   }
@@ -200,10 +204,15 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   if (peer->framing.on()) {
     bool staged = false;
     if ((st = memory_access(*peer, buf, size, "put", &staged)) != HMC_SUCCESS) return st;
-    if (staged)
-      return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: one-sided transfers of device memory over "
-                  "path {} (which reaches host memory only) are not implemented yet; use "
-                  "hmc_send/hmc_recv, which stage it", peer->choice.key());
+    if (staged) {
+      if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
+        return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
+                    peer->choice.key(), peer->name);
+      return post_framed(peer,
+                         Framed::make_put(buf, size, remote->base + offset, remote->rkey,
+                                          peer->framing.chunk),
+                         Op::Put, size, 0, out, flags & HMC_PUT_NOTIFY, notify_value);
+    }
   }
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
@@ -233,10 +242,15 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   if (peer->framing.on()) {
     bool staged = false;
     if ((st = memory_access(*peer, buf, size, "get", &staged)) != HMC_SUCCESS) return st;
-    if (staged)
-      return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: one-sided transfers of device memory over "
-                  "path {} (which reaches host memory only) are not implemented yet; use "
-                  "hmc_send/hmc_recv, which stage it", peer->choice.key());
+    if (staged) {
+      if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
+        return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
+                    peer->choice.key(), peer->name);
+      return post_framed(peer,
+                         Framed::make_get(buf, size, remote->base + offset, remote->rkey,
+                                          peer->framing.chunk),
+                         Op::Get, size, 0, out);
+    }
   }
   if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
