@@ -1,5 +1,7 @@
 #include "util/handles.h"
 
+#include <atomic>
+
 namespace hmc {
 namespace {
 std::mutex& registry_mutex() {
@@ -10,6 +12,17 @@ std::unordered_map<const void*, HandleKind>& registry() {
   static auto* r = new std::unordered_map<const void*, HandleKind>();  // never destroyed: safe at exit
   return *r;
 }
+
+// Every removal bumps the epoch. A thread remembers, per kind, the last handle it found live and
+// the epoch it saw then: while no handle was removed since, the same handle is still live, and the
+// check needs no lock (the common case: one peer used for message after message).
+std::atomic<uint64_t> g_epoch{1};
+constexpr int kKinds = static_cast<int>(HandleKind::Remote) + 1;
+struct Remembered {
+  const void* handle = nullptr;
+  uint64_t epoch = 0;
+};
+thread_local Remembered t_last[kKinds];
 }  // namespace
 
 void Handles::add(const void* h, HandleKind kind) {
@@ -20,13 +33,21 @@ void Handles::add(const void* h, HandleKind kind) {
 void Handles::remove(const void* h) {
   std::lock_guard<std::mutex> lock(registry_mutex());
   registry().erase(h);
+  g_epoch.fetch_add(1, std::memory_order_acq_rel);
 }
 
 bool Handles::valid(const void* h, HandleKind kind) {
   if (!h) return false;
+  Remembered& last = t_last[static_cast<int>(kind)];
+  uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+  if (last.handle == h && last.epoch == epoch) return true;
   std::lock_guard<std::mutex> lock(registry_mutex());
   auto it = registry().find(h);
-  return it != registry().end() && it->second == kind;
+  if (it == registry().end() || it->second != kind) return false;
+  // Read under the lock: no removal can slip between the lookup and this epoch.
+  last.handle = h;
+  last.epoch = g_epoch.load(std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace hmc
