@@ -378,7 +378,7 @@ bool Framed::test_posted(Peer& peer, const StageEnv& env) {
         plugin_failed(st);
         return true;
       }
-      on_piece0(nullptr, peer, got, st);
+      on_piece0(peer, got, st);
       if (s.bounce && status_ == HMC_SUCCESS) {
         size_t n = std::min(got, std::min(size_, static_cast<size_t>(chunk_)));
         s.fit = n;
@@ -441,7 +441,7 @@ bool Framed::advance_send(Request* req, Peer& peer, const StageEnv& env) {
 // ---- receive --------------------------------------------------------------------------------
 
 // Piece 0 arrived: a whole small message, or the start of a longer one.
-void Framed::on_piece0(Request*, Peer& peer, size_t got, hmc_plugin_status_t st) {
+void Framed::on_piece0(Peer& peer, size_t got, hmc_plugin_status_t st) {
   const bool big_buffer = size_ >= chunk_;
   if (st == HMC_PLUGIN_ERR_TRUNCATED) {
     status_ = HMC_ERR_TRUNCATED;

@@ -15,6 +15,9 @@
 // device the transport cannot reach: device-to-host copies overlap the wire on the sender,
 // host-to-device copies overlap it on the receiver, `depth` pieces in flight per transfer.
 //
+// Puts and gets of local device memory the path cannot reach use the same pieces and bounces
+// against ordinary remote memory (make_put/make_get): nothing changes on the wire.
+//
 // Ordering: messages with the same tag match in order, as the plugin ABI promises for single
 // messages. Piece 0s of one tag are posted in post order; the continuation stream of a tag is
 // used by one message at a time, in the order of their piece 0s, on both sides.
@@ -134,7 +137,7 @@ class Framed {
   bool test_posted(Peer& peer, const StageEnv& env);
   bool poll_copies(const StageEnv& env);
   void finish_piece_recv(Slot& s, const StageEnv& env);
-  void on_piece0(Request* req, Peer& peer, size_t got, hmc_plugin_status_t st);
+  void on_piece0(Peer& peer, size_t got, hmc_plugin_status_t st);
   void on_header(Peer& peer);
   void fail_local(hmc_status_t st, std::string why);
   void plugin_failed(hmc_plugin_status_t st);
@@ -173,7 +176,6 @@ class Framed {
   std::string error_;
   size_t bytes_ = 0;
 
-  friend class FramedTest;
 };
 
 }  // namespace hmc
