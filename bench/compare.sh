@@ -27,9 +27,9 @@ CASES=(
   "hoststage.tcp.send_lat.8|lat|ucx.tcp.tag_lat|<=1.25|HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test lat --op send --size 8 --iters 20000"
   "hoststage.shm.send_lat.8|lat|ucx.shm.tag_lat|<=1.25|HMC_PATH=hoststage/shm|--test lat --op send --size 8 --iters 20000"
   # net-ucx and net-ofi against the raw tools on the same transports (UCX_TLS, provider).
-  "ucx.tcp.send_bw.4M|bw|ucx.tcp.tag_bw|>=0.95|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=tcp,self|--test bw --op send --size 4M --iters 200"
+  "ucx.tcp.send_bw.4M|bw|ucx.tcp.tag_bw|>=0.95|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=tcp,self HMC_UCX_NET_DEVICES=lo|--test bw --op send --size 4M --iters 200"
   "ucx.shm.send_bw.4M|bw|ucx.shm.tag_bw|>=0.95|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=posix,cma,self|--test bw --op send --size 4M --iters 300"
-  "ucx.tcp.send_lat.8|lat|ucx.tcp.tag_lat|+<=0.50|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=tcp,self|--test lat --op send --size 8 --iters 20000"
+  "ucx.tcp.send_lat.8|lat|ucx.tcp.tag_lat|+<=0.50|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=tcp,self HMC_UCX_NET_DEVICES=lo|--test lat --op send --size 8 --iters 20000"
   "ucx.shm.send_lat.8|lat|ucx.shm.tag_lat|+<=0.50|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=posix,cma,self|--test lat --op send --size 8 --iters 20000"
   # fi_pingpong is a ping-pong: hmc-perf's lat test at 4 MiB gives the same pattern's MB/s.
   "ofi.tcp.pingpong_bw.4M|bw|fi.tcp.pingpong_bw|>=0.95|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=tcp HMC_PATH=ofi/tcp|--test lat --op send --size 4M --iters 200"

@@ -60,7 +60,7 @@ inline const std::vector<DataPath>& data_paths() {
        true},
       // net-ucx has one device, "ucx"; the transports are UCX's choice, restricted here.
       // Checks one-sided access at the initiator only (plugins/net-ucx/README.md).
-      {"ucx/tcp", "ucx/ucx", "ucx", {{"HMC_UCX_TLS", "tcp"}}, false},
+      {"ucx/tcp", "ucx/ucx", "ucx", {{"HMC_UCX_TLS", "tcp"}, {"HMC_UCX_NET_DEVICES", "lo"}}, false},
       {"ucx/shm", "ucx/ucx", "ucx", {{"HMC_UCX_TLS", "posix,cma,self"}}, false},
       // net-ofi has one device per libfabric provider. Checks one-sided access at the
       // initiator; the target's provider does not refuse (shm) or drops the connection (tcp)

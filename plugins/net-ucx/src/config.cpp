@@ -14,11 +14,13 @@ const hmc_config_var_t kConfigVars[] = {
      "empty: UCX's own choice"},
     {"HMC_UCX_WAKEUP", "1",
      "offer a wait fd so an idle core can sleep (UCP_FEATURE_WAKEUP); 0: the core polls"},
-    {"HMC_UCX_ERROR_MODE", "peer",
+    {"HMC_UCX_ERROR_MODE", "auto",
      "peer: UCX reports broken connections and a dead peer fails only its requests "
      "(UCP_ERR_HANDLING_MODE_PEER; UCX 1.13 then uses neither cma nor several tcp lanes); "
      "none: UCX's fastest lanes, but UCX 1.13 aborts the process when a shared-memory peer dies "
-     "during a cma transfer (for peers that live and die together)"},
+     "during a cma transfer (for peers that live and die together); auto: none when "
+     "HMC_UCX_TLS names no shared-memory transport (a dead peer is then found by the process "
+     "watch and the core's control plane), else peer"},
     {nullptr, nullptr, nullptr},
 };
 
@@ -91,12 +93,13 @@ bool Config::read(const hmc_host_services_t* host, const Log& log) {
     return false;
   }
   std::string m = get("HMC_UCX_ERROR_MODE");
-  if (m.empty() || m == "peer") {
-    peer_errors = true;
+  error_mode_auto = m.empty() || m == "auto";
+  if (error_mode_auto || m == "peer") {
+    peer_errors = true;  // auto: decided once the transports are known
   } else if (m == "none") {
     peer_errors = false;
   } else {
-    log.write(HMC_LOG_ERROR, "HMC_UCX_ERROR_MODE=\"%s\" is neither \"peer\" nor \"none\"",
+    log.write(HMC_LOG_ERROR, "HMC_UCX_ERROR_MODE=\"%s\" is not \"auto\", \"peer\" or \"none\"",
               m.c_str());
     return false;
   }

@@ -18,6 +18,7 @@ struct Config {
   bool wakeup = true;       // HMC_UCX_WAKEUP: offer wait_fd/arm (UCP_FEATURE_WAKEUP)
   // HMC_UCX_ERROR_MODE: endpoints use UCP_ERR_HANDLING_MODE_PEER (true) or NONE (false).
   bool peer_errors = true;
+  bool error_mode_auto = true;  // HMC_UCX_ERROR_MODE=auto: peer_errors follows the transports
 
   // Reads every variable; false (with an error logged naming the variable) on a bad value.
   bool read(const hmc_host_services_t* host, const Log& log);

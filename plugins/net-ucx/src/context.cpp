@@ -166,6 +166,12 @@ hmc_plugin_status_t Context::init() {
   // large messages crawl through the posix FIFO at a few MB/s). Neither declaration adds a
   // mechanism: a same-host peer's death is noticed by identity.h.
   std::string tls = cfg_.tls.empty() ? ucx_setting(cfg, "TLS") : cfg_.tls;
+  // auto: UCX's error handling costs network transports a good part of their bandwidth (UCX
+  // 1.13 keeps one tcp lane and adds keepalive); it is needed only where a peer's death can
+  // abort this process (shared memory, cma). Elsewhere the process watch and the core's
+  // control plane find dead peers.
+  if (cfg_.error_mode_auto)
+    cfg_.peer_errors = tls_may_use(tls, {"mm", "posix", "sysv", "cma", "xpmem", "knem"});
   if (cfg_.peer_errors && tls_may_use(tls, {"mm", "posix", "sysv"})) {
     us = ucp_config_modify(cfg, "MM_ERROR_HANDLING", "y");
     if (us != UCS_OK)
@@ -283,7 +289,7 @@ hmc_plugin_status_t Context::init_ucp(ucp_config_t* cfg) {
           ucp_get_version_string(), transports_.empty() ? "?" : transports_.c_str(),
           same_host_only_ ? "this host only" : "network", kinds.c_str(), rma_ ? "on" : "off",
           efd_ >= 0 ? "on" : "off", cfg_.peer_errors ? "peer" : "none", full_address_.size());
-  if (!cfg_.peer_errors)
+  if (!cfg_.peer_errors && !cfg_.error_mode_auto)
     UX_WARN(log_, "HMC_UCX_ERROR_MODE=none: UCX does not report broken connections, and UCX "
             "1.13 aborts this process if a shared-memory peer dies during a cma transfer");
   return HMC_PLUGIN_SUCCESS;
