@@ -245,7 +245,7 @@ void Endpoint::fail(const std::string& reason) {
   state_ = State::kFailed;
   failure_.clear();
   int level = reason == "the peer closed the endpoint" ? HMC_LOG_INFO : HMC_LOG_WARN;
-  UX_LOG(ctx_.log(), level, "endpoint to %s lost: %s", peer_name_.c_str(), reason.c_str());
+  HMC_PLUGIN_LOG(ctx_.log(), level, "endpoint to %s lost: %s", peer_name_.c_str(), reason.c_str());
   // Whatever already arrived gets matched first: a pending receive it satisfies ends normally.
   ctx_.drain_events();
   drop_control(&hello_);
