@@ -59,6 +59,8 @@ void set_side_env(const std::string& mem, const std::string& path) {
   setenv("HMC_DEVICE_PLUGINS", plugins.c_str(), 1);
 }
 
+std::string vendor_of(const std::string& mem) { return mem.substr(0, mem.find(':')); }
+
 uint8_t pattern(size_t i, size_t size, int round) {
   return static_cast<uint8_t>(i * 131 + size * 7 + round * 29 + 3);
 }
@@ -186,6 +188,15 @@ void echo_sizes(const Pair& p, const std::vector<size_t>& sizes) {
     ASSERT_EQ(got, size);
     ASSERT_EQ(check(ctx, back, size, int(i)), -1);
   }
+  // Same vendor on both sides (two processes, one host): messages of a chunk or more went by
+  // device IPC, both ways; otherwise none did.
+  std::string mine = vendor_of(p.mine), theirs = vendor_of(p.theirs);
+  bool ipc = mine == theirs && mine != "host";
+  size_t big = static_cast<size_t>(std::count_if(sizes.begin(), sizes.end(),
+                                                 [](size_t s) { return s >= kChunk; }));
+  ASSERT_EQ(hmc_peer_info(peer, &info), HMC_SUCCESS);
+  EXPECT_STREQ(info.device_ipc, ipc ? mine.c_str() : "");
+  EXPECT_EQ(info.ipc_messages, ipc ? 2 * big : 0u);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   reaper.pid = -1;
@@ -224,14 +235,15 @@ void reset_fakes() {
 using EnvList = std::vector<std::pair<const char*, const char*>>;
 
 template <typename ChildFn, typename ParentFn>
-void run_pair(const char* path, ChildFn child, ParentFn parent, const EnvList& child_env = {}) {
+void run_pair(const char* path, ChildFn child, ParentFn parent, const EnvList& child_env = {},
+              const char* child_mem = "hip:0") {
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     close(fds[1]);
-    set_side_env("hip:0", path);
+    set_side_env(child_mem, path);
     for (const auto& [k, v] : child_env) setenv(k, v, 1);
     reset_fakes();
     hmc_context_t ctx;
@@ -526,6 +538,151 @@ TEST(StagedScenarios, PutAndGetMoveLocalDeviceMemoryThroughBounces) {
   }
 }
 
+// ---- device IPC: cuda:0 in both processes ----------------------------------------------------
+
+hmc_peer_info_t peer_info(hmc_peer_t peer) {
+  hmc_peer_info_t info{};
+  info.struct_size = sizeof info;
+  EXPECT_EQ(hmc_peer_info(peer, &info), HMC_SUCCESS) << hmc_last_error();
+  return info;
+}
+
+TEST(DeviceIpc, HostReceiveBufferGetsThePiecesAndIpcStaysOn) {
+  // The receiver's buffer decides: host memory asks for the pieces (version 1), device memory
+  // of the same vendor copies by IPC; the pair keeps IPC for later messages.
+  const size_t size = 3 * kChunk + 11;
+  run_pair("hoststage/shm",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             std::vector<uint8_t> host(size);
+             void* dev;
+             if (hmc_mem_alloc(ctx, "cuda:0", size, &dev) != HMC_SUCCESS) return 20;
+             size_t got = 0;
+             uint8_t v = 0;
+             if (recv_wait(peer, host.data(), size, 1, &got) != HMC_SUCCESS || got != size) v |= 1;
+             else if (check(ctx, host.data(), size, 1) != -1) v |= 2;
+             if (recv_wait(peer, dev, size, 1, &got) != HMC_SUCCESS || got != size) v |= 4;
+             else if (check(ctx, dev, size, 2) != -1) v |= 8;
+             hmc_mem_free(ctx, dev);
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* buf;
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
+             for (int round : {1, 2}) {
+               ASSERT_TRUE(fill(ctx, buf, size, round));
+               ASSERT_EQ(send_wait(peer, buf, size, 1), HMC_SUCCESS) << hmc_last_error();
+             }
+             EXPECT_EQ(verdict_of(peer), 0) << "bits 1/2: host receive, 4/8: device receive";
+             hmc_peer_info_t info = peer_info(peer);
+             EXPECT_STREQ(info.device_ipc, "cuda");
+             EXPECT_EQ(info.ipc_messages, 1u);
+             EXPECT_EQ(info.staged_transfers, 1u);
+             hmc_mem_free(ctx, buf);
+           },
+           {}, "cuda:0");
+}
+
+TEST(DeviceIpc, PeerThatCannotMapGetsPiecesFromThenOn) {
+  // The receiver's runtime refuses every handle (as across containers): the first message is
+  // sent in pieces after the refusal, the next ones without trying IPC again.
+  const size_t size = 2 * kChunk + 1;
+  run_pair("hoststage/tcp",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* dev;
+             if (hmc_mem_alloc(ctx, "cuda:0", size, &dev) != HMC_SUCCESS) return 20;
+             uint8_t v = 0;
+             for (int round : {1, 2, 3}) {
+               size_t got = 0;
+               if (recv_wait(peer, dev, size, 1, &got) != HMC_SUCCESS || got != size) v |= 1;
+               else if (check(ctx, dev, size, round) != -1) v |= 2;
+             }
+             hmc_mem_free(ctx, dev);
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* buf;
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
+             EXPECT_STREQ(peer_info(peer).device_ipc, "cuda");
+             for (int round : {1, 2, 3}) {
+               ASSERT_TRUE(fill(ctx, buf, size, round));
+               ASSERT_EQ(send_wait(peer, buf, size, 1), HMC_SUCCESS) << hmc_last_error();
+             }
+             EXPECT_EQ(verdict_of(peer), 0) << "bit 1: not received whole, 2: bytes differ";
+             hmc_peer_info_t info = peer_info(peer);
+             EXPECT_STREQ(info.device_ipc, "");
+             EXPECT_EQ(info.ipc_messages, 0u);
+             EXPECT_EQ(info.staged_transfers, 3u);
+             hmc_mem_free(ctx, buf);
+           },
+           {{"FAKEGPU_FAIL_IPC_OPEN", "1"}}, "cuda:0");
+}
+
+TEST(DeviceIpc, TruncationAndACopyFailureEndOnlyTheirReceive) {
+  // Message 1 is larger than its buffer: TRUNCATED. Message 2's device-to-device copy fails on
+  // the receiver (its 3rd copy; piece 0 of messages 1 and 2 are the others): that receive
+  // fails, the send does not. Message 3 arrives whole.
+  const size_t size = 3 * kChunk + 5;
+  run_pair("hoststage/shm",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* dev;
+             if (hmc_mem_alloc(ctx, "cuda:0", size, &dev) != HMC_SUCCESS) return 20;
+             size_t got = 0;
+             uint8_t v = 0;
+             if (recv_wait(peer, dev, 2 * kChunk, 1, &got) != HMC_ERR_TRUNCATED) v |= 1;
+             hmc_status_t st = recv_wait(peer, dev, size, 1, &got);
+             if (st == HMC_SUCCESS || st == HMC_ERR_TRUNCATED) v |= 2;
+             if (recv_wait(peer, dev, size, 1, &got) != HMC_SUCCESS || got != size) v |= 4;
+             else if (check(ctx, dev, size, 3) != -1) v |= 8;
+             hmc_mem_free(ctx, dev);
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* buf;
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
+             for (int round : {1, 2, 3}) {
+               ASSERT_TRUE(fill(ctx, buf, size, round));
+               ASSERT_EQ(send_wait(peer, buf, size, 1), HMC_SUCCESS) << hmc_last_error();
+             }
+             EXPECT_EQ(verdict_of(peer), 0)
+                 << "bit 1: not truncated, 2: failed copy not reported, 4/8: third message";
+             EXPECT_EQ(peer_info(peer).ipc_messages, 3u);  // the sender's view: all three went
+             hmc_mem_free(ctx, buf);
+           },
+           {{"FAKEGPU_FAIL_COPY_NTH", "3"}}, "cuda:0");
+}
+
+TEST(DeviceIpc, NewAllocationAtAFreedAddressIsNotReadThroughAStaleMapping) {
+  // The receiver keeps mappings of the sender's allocations for later messages. The sender frees
+  // its buffer and allocates again (the emulation may hand back the same address and file
+  // descriptor): the next message must carry the new allocation's bytes.
+  const size_t size = 2 * kChunk + 3;
+  run_pair("hoststage/shm",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* dev;
+             if (hmc_mem_alloc(ctx, "cuda:0", size, &dev) != HMC_SUCCESS) return 20;
+             uint8_t v = 0;
+             for (int round = 1; round <= 4; ++round) {
+               size_t got = 0;
+               if (recv_wait(peer, dev, size, 1, &got) != HMC_SUCCESS || got != size) v |= 1;
+               else if (check(ctx, dev, size, round) != -1) v |= 2;
+             }
+             hmc_mem_free(ctx, dev);
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             for (int round = 1; round <= 4; ++round) {
+               void* buf;
+               ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
+               ASSERT_TRUE(fill(ctx, buf, size, round));
+               ASSERT_EQ(send_wait(peer, buf, size, 1), HMC_SUCCESS) << hmc_last_error();
+               ASSERT_EQ(hmc_mem_free(ctx, buf), HMC_SUCCESS);
+             }
+             EXPECT_EQ(verdict_of(peer), 0) << "bit 1: not received whole, 2: stale bytes";
+             EXPECT_EQ(peer_info(peer).ipc_messages, 4u);
+           },
+           {}, "cuda:0");
+}
+
 TEST(StagedLarge, QuarterGibibyteBothWaysByteExact) {
   // 256 MiB and 3 bytes (1025 pieces) each way, cuda <-> hip over shared memory and
   // mlu <-> musa over TCP.
@@ -548,7 +705,11 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(Pair{"cuda:0", "hip:0", "hoststage/tcp"}, Pair{"cuda:0", "hip:0", "hoststage/shm"},
                     Pair{"mlu:0", "musa:0", "hoststage/tcp"}, Pair{"mlu:0", "musa:0", "hoststage/shm"},
                     Pair{"cuda:0", "host", "hoststage/tcp"}, Pair{"host", "cuda:0", "hoststage/shm"},
-                    Pair{"hip:0", "musa:0", "hoststage/tcp"}, Pair{"hip:0", "musa:0", "hoststage/shm"}),
+                    Pair{"hip:0", "musa:0", "hoststage/tcp"}, Pair{"hip:0", "musa:0", "hoststage/shm"},
+                    // Same vendor: device IPC for messages of a chunk or more (mlu: its 8-byte
+                    // handles may be recycled, so nothing stays mapped between messages).
+                    Pair{"cuda:0", "cuda:1", "hoststage/tcp"}, Pair{"hip:0", "hip:0", "hoststage/shm"},
+                    Pair{"mlu:0", "mlu:1", "hoststage/shm"}, Pair{"musa:1", "musa:0", "hoststage/tcp"}),
     pair_name);
 
 }  // namespace

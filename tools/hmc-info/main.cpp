@@ -64,6 +64,7 @@ const std::vector<BitName> kDeviceCaps = {
     {HMC_DEVICE_CAP_PEER_ACCESS, "peer-access"},
     {HMC_DEVICE_CAP_HOST_REGISTER, "host-register"},
     {HMC_DEVICE_CAP_GPUDIRECT_RDMA, "gpudirect-rdma"},
+    {HMC_DEVICE_CAP_IPC_UNIQUE_HANDLES, "ipc-unique-handles"},
 };
 const std::vector<BitName> kNetMemKinds = {
     {HMC_NET_MEM_HOST, "host"},

@@ -243,6 +243,13 @@ typedef struct hmc_peer_info {
   double est_bandwidth_MBps;
   double est_latency_us;
   int32_t alive;         /* 0 once the peer was lost */
+  /* Appended later: filled only when struct_size covers them. */
+  char device_ipc[64];   /* device plugins whose memory crosses to this peer by device IPC
+                            (same host, other process, both sides IPC-capable), comma-separated:
+                            "cuda"; "" when none */
+  uint64_t ipc_messages;     /* messages sent to or received from the peer by device IPC */
+  uint64_t staged_transfers; /* transfers with the peer whose device memory went through
+                                pinned bounce buffers */
 } hmc_peer_info_t;
 HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info);
 

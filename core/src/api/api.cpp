@@ -1,4 +1,5 @@
 // The C boundary: validate, convert handles, call the core, catch everything.
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -481,7 +482,8 @@ HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info) {
   HMC_TRY
   CHECK_HANDLE(peer, Peer);
   CHECK_NOT_NULL(info);
-  hmc_status_t st = check_struct(info->struct_size, sizeof(hmc_peer_info_t), __func__, "info");
+  hmc_status_t st =
+      check_struct(info->struct_size, offsetof(hmc_peer_info_t, device_ipc), __func__, "info");
   if (st != HMC_SUCCESS) return st;
   Peer* p = peer_of(peer);
   copy_str(info->path, p->choice.key());
@@ -492,6 +494,14 @@ HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info) {
   info->est_bandwidth_MBps = p->choice.bandwidth_MBps;
   info->est_latency_us = p->choice.latency_us;
   info->alive = p->lost ? 0 : 1;
+  if (info->struct_size >= offsetof(hmc_peer_info_t, staged_transfers) + sizeof(uint64_t)) {
+    std::string ipc;
+    if (!p->framing.ipc_refused)
+      for (const auto& name : p->framing.ipc_plugins) ipc += (ipc.empty() ? "" : ",") + name;
+    copy_str(info->device_ipc, ipc);
+    info->ipc_messages = p->framing.ipc_messages.load(std::memory_order_relaxed);
+    info->staged_transfers = p->framing.staged_transfers.load(std::memory_order_relaxed);
+  }
   return HMC_SUCCESS;
   HMC_CATCH
 }

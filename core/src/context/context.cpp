@@ -1,5 +1,6 @@
 #include "context/context.h"
 
+#include <algorithm>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -102,6 +103,11 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   stage_chunk_ = copy_settings.stage_chunk;
   stage_env_.pool = &devices_.stage_pool();
   stage_env_.copier = &devices_.copy_engine();
+  int64_t ipc_cache = config_.get_int("HMC_DEVICE_IPC_CACHE");
+  if (ipc_cache < 0 || ipc_cache > 4096)
+    return fail(HMC_ERR_CONFIG, "HMC_DEVICE_IPC_CACHE={} is out of range: 0 to 4096",
+                config_.get("HMC_DEVICE_IPC_CACHE"));
+  stage_env_.ipc_cache = static_cast<size_t>(ipc_cache);
   stage_env_.depth = static_cast<uint32_t>(copy_settings.stage_depth);
   for (plugin::Record* rec : loader_.loaded(plugin::Kind::Net)) {
     auto net = std::make_unique<NetPlugin>(rec->net, rec->net_ctx, rec->name);
@@ -152,6 +158,13 @@ void Context::build_capabilities() {
   caps_.context_id = id_;
   caps_.stage_chunk = stage_chunk_;
   caps_.device_count = static_cast<uint32_t>(devices_.devices().size() - 1);  // all but host
+  // Device IPC (xfer/framed.h): the device plugins with an IPC-capable device.
+  if (config_.get_bool("HMC_DEVICE_IPC"))
+    for (const Device& d : devices_.devices())
+      if (!d.is_host() && (d.caps & HMC_DEVICE_CAP_IPC) &&
+          std::find(caps_.ipc_plugins.begin(), caps_.ipc_plugins.end(), d.plugin_name) ==
+              caps_.ipc_plugins.end())
+        caps_.ipc_plugins.push_back(d.plugin_name);
   // An explicit HMC_NET_PLUGINS order is a preference that path choice honours.
   std::vector<std::string> order;
   for (const auto& n : config_.get_list("HMC_NET_PLUGINS"))
@@ -343,6 +356,7 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
   peer.framing.sends.clear();
   peer.framing.first.clear();
   peer.framing.streams.clear();
+  peer.framing.ipc_maps.clear();  // (copies still reading one hold it until they end)
   for (Request* req : peer.notify_queue)
     if (req->landed) fail_one(req);  // the others were just failed as pending
   peer.notify_queue.clear();

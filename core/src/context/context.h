@@ -111,7 +111,8 @@ class Context {
   bool framed_broken_locked(Peer& peer, Request* req);
   // Framed transfers (xfer/transfer.cpp).
   hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
-                             bool* staged);
+                             bool* staged, MemoryLocation* where = nullptr);
+  bool ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc, IpcExport* ex);
   bool framed_sends_waiting(Peer& peer, uint64_t tag);
   hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<Framed> f, Op op,
                            size_t size, uint64_t tag, Request** out, bool notify = false,

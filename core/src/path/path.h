@@ -58,6 +58,9 @@ struct Capabilities {
   // has. A pair where either side has devices frames its messages with the smaller chunk.
   uint64_t stage_chunk = 0;  // 0: a peer that predates framing
   uint32_t device_count = 0;
+  // Device plugins ("cuda") with a device that can export and map memory by IPC, offered to
+  // peers on this host (HMC_DEVICE_IPC=0: none).
+  std::vector<std::string> ipc_plugins;
 };
 
 struct Choice {

@@ -9,6 +9,7 @@
 //                               <-     NetHandle {chosen plugin/device, plugin handle | error}
 //   plugin connect, ep_ready           plugin accept
 //   NetReady {status}           ->
+#include <algorithm>
 #include <poll.h>
 #include <unistd.h>
 
@@ -122,10 +123,20 @@ struct PeerSetup {
     peer->ctrl = std::move(ch);
     peer->last_sent_ns = control::now_ns();
     peer->framing.chunk = framing_chunk(ctx.caps_, remote);
-    HMC_LOG_I("peer {}: path {} ({}){}", peer->name, choice.key(), choice.reason,
+    // Device IPC: another process on this host, both sides offering the vendor.
+    if (peer->framing.on() && peer->same_host && remote.pid != ctx.caps_.pid)
+      for (const auto& p : ctx.caps_.ipc_plugins)
+        if (std::find(remote.ipc_plugins.begin(), remote.ipc_plugins.end(), p) !=
+            remote.ipc_plugins.end())
+          peer->framing.ipc_plugins.push_back(p);
+    std::string ipc;
+    for (const auto& p : peer->framing.ipc_plugins) ipc += (ipc.empty() ? "" : ", ") + p;
+    HMC_LOG_I("peer {}: path {} ({}){}{}", peer->name, choice.key(), choice.reason,
               peer->framing.on() ? fmt::format(", messages framed in {}-byte pieces",
                                                peer->framing.chunk)
-                                 : "");
+                                 : "",
+              ipc.empty() ? "" : fmt::format("; device IPC for messages of {} memory",
+                                             ipc));
     return peer;
   }
 };

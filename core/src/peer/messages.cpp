@@ -7,6 +7,7 @@ namespace {
 constexpr size_t kMaxName = 256;
 constexpr size_t kMaxText = 4096;
 constexpr uint32_t kMaxNetRecords = 256;
+constexpr uint32_t kMaxIpcPlugins = 64;
 }  // namespace
 
 void encode_caps(const path::Capabilities& caps, control::Writer* w) {
@@ -34,6 +35,9 @@ void encode_caps(const path::Capabilities& caps, control::Writer* w) {
   // Appended after that: staging.
   w->u64(caps.stage_chunk);
   w->u32(caps.device_count);
+  // Appended after that: device IPC.
+  w->u32(static_cast<uint32_t>(caps.ipc_plugins.size()));
+  for (const auto& p : caps.ipc_plugins) w->str(p);
 }
 
 bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
@@ -61,6 +65,14 @@ bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
   }
   // Staging: absent from a peer that predates framing.
   if (r.remaining() > 0 && (!r.u64(&c.stage_chunk) || !r.u32(&c.device_count))) return false;
+  // Device IPC: absent from a peer that predates it.
+  if (r.remaining() > 0) {
+    uint32_t m = 0;
+    if (!r.u32(&m) || m > kMaxIpcPlugins) return false;
+    c.ipc_plugins.resize(m);
+    for (auto& p : c.ipc_plugins)
+      if (!r.str(&p, kMaxName)) return false;
+  }
   *caps = std::move(c);
   return true;
 }

@@ -40,6 +40,10 @@ const std::vector<ConfigVar>& core_config_vars() {
       {"HMC_STAGE_CHUNK", ConfigType::Size, "4M",
        "bytes per chunk when device memory moves through pinned host buffers (cross-vendor copies, staging over host-only transports); 4K to 1G", "core"},
       {"HMC_STAGE_DEPTH", ConfigType::Int, "4", "chunks in flight per staged transfer; 1 to 64", "core"},
+      {"HMC_DEVICE_IPC", ConfigType::Bool, "1",
+       "offer device IPC to peers in other processes on this host: messages of a chunk or more from device memory are copied device to device instead of staged (0: always staged)", "core"},
+      {"HMC_DEVICE_IPC_CACHE", ConfigType::Int, "64",
+       "per peer, how many of its device allocations stay mapped after a device IPC message, for the next ones, where the runtime's IPC handles are unique (hmc-info: ipc-unique-handles); 0: map and unmap per message; 0 to 4096", "core"},
       {"HMC_STAGE_POOL_BYTES", ConfigType::Size, "64M",
        "most pinned host memory the context's staging buffers take, shared by all peers; at least one chunk", "core"},
   };

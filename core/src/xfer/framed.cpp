@@ -17,12 +17,57 @@ namespace {
 constexpr uint32_t kHeaderMagic = 0x464d4348;  // "HCMF"
 constexpr uint16_t kHeaderVersion = 1;
 constexpr size_t kHeaderSize = 16;
+// Version 2, device IPC: the version 1 fields with the handle's length at bytes 6..7, then
+//   16 u64 offset of the message in the exported allocation
+//   24 char[16] device plugin name, NUL-padded
+//   40 the plugin's IPC handle
+constexpr uint16_t kIpcHeaderVersion = 2;
+constexpr size_t kIpcHeaderFixed = 40;
+constexpr size_t kPluginNameMax = 16;
+// Reply codes (u32 at byte 0 of the 8-byte reply).
+constexpr uint32_t kReplyDone = 0;       // the receiver has what it needs; the sender is done
+constexpr uint32_t kReplyPieces = 1;     // send the pieces (this message is not for IPC)
+constexpr uint32_t kReplyNoIpc = 2;      // send the pieces, and no more IPC to this peer
 
 void encode_header(uint8_t* out, uint64_t total) {
   std::memcpy(out, &kHeaderMagic, 4);
   std::memcpy(out + 4, &kHeaderVersion, 2);
   std::memset(out + 6, 0, 2);
   std::memcpy(out + 8, &total, 8);
+}
+
+size_t encode_ipc_header(uint8_t* out, uint64_t total, const IpcExport& ex) {
+  const uint16_t version = kIpcHeaderVersion;
+  const uint16_t handle_len = static_cast<uint16_t>(ex.handle.size());
+  std::memcpy(out, &kHeaderMagic, 4);
+  std::memcpy(out + 4, &version, 2);
+  std::memcpy(out + 6, &handle_len, 2);
+  std::memcpy(out + 8, &total, 8);
+  std::memcpy(out + 16, &ex.offset, 8);
+  std::memset(out + 24, 0, kPluginNameMax);
+  std::memcpy(out + 24, ex.plugin.data(), std::min(ex.plugin.size(), kPluginNameMax - 1));
+  std::memcpy(out + kIpcHeaderFixed, ex.handle.data(), ex.handle.size());
+  return kIpcHeaderFixed + ex.handle.size();
+}
+
+// A version 2 header of `got` bytes: fills ex (plugin, handle, offset) and total.
+bool decode_ipc_header(const uint8_t* in, size_t got, uint64_t chunk, uint64_t* total,
+                       IpcExport* ex) {
+  uint32_t magic;
+  uint16_t version, handle_len;
+  if (got < kIpcHeaderFixed) return false;
+  std::memcpy(&magic, in, 4);
+  std::memcpy(&version, in + 4, 2);
+  std::memcpy(&handle_len, in + 6, 2);
+  std::memcpy(total, in + 8, 8);
+  std::memcpy(&ex->offset, in + 16, 8);
+  if (magic != kHeaderMagic || version != kIpcHeaderVersion || *total < chunk ||
+      handle_len == 0 || handle_len > HMC_DEVICE_IPC_HANDLE_MAX ||
+      got != kIpcHeaderFixed + handle_len || in[24 + kPluginNameMax - 1] != 0)
+    return false;
+  ex->plugin.assign(reinterpret_cast<const char*>(in + 24));
+  ex->handle.assign(in + kIpcHeaderFixed, in + kIpcHeaderFixed + handle_len);
+  return true;
 }
 
 bool decode_header(const uint8_t* in, uint64_t chunk, uint64_t* total) {
@@ -48,6 +93,7 @@ void piece_geometry(size_t index, uint64_t total, uint64_t chunk, size_t* offset
 }
 
 uint64_t wire_tag(uint64_t tag, size_t index) { return index == 0 ? tag : tag | kContinuationTagBit; }
+uint64_t reply_tag(uint64_t tag) { return tag | kReplyTagBit; }
 
 // Removes req from the FIFO of its tag in `fifos`, wherever it is.
 void unlist(std::unordered_map<uint64_t, std::deque<Request*>>& fifos, uint64_t tag, Request* req) {
@@ -116,6 +162,33 @@ std::unique_ptr<Framed> Framed::make_get(void* buf, size_t size, uint64_t addr,
 }
 
 Framed::~Framed() = default;
+
+void Framed::use_ipc(IpcExport ex) {
+  ipc_ = true;
+  ipc_export_ = std::move(ex);
+  pieces_ = 2;  // piece 0 and the header; the pieces only if the receiver asks for them
+}
+
+void PeerFraming::trim_ipc(size_t keep) {
+  while (ipc_maps.size() > keep) {
+    auto victim = ipc_maps.end();
+    for (auto it = ipc_maps.begin(); it != ipc_maps.end(); ++it)
+      if (it->second.mapping.use_count() == 1 &&
+          (victim == ipc_maps.end() || it->second.last_use < victim->second.last_use))
+        victim = it;
+    if (victim == ipc_maps.end()) return;  // every one is being read
+    ipc_maps.erase(victim);
+  }
+}
+
+IpcMapping::~IpcMapping() {
+  if (device && device->plugin && base) {
+    hmc_plugin_status_t st = device->plugin->ipc_close(device->plugin_ctx, base);
+    if (st != HMC_PLUGIN_SUCCESS)
+      HMC_LOG_W("device IPC: unmapping a peer's allocation at {} on {} failed: {}", base,
+                device->name, plugin_status_string(st));
+  }
+}
 
 size_t Framed::window() const { return slots_.size(); }
 
@@ -247,6 +320,7 @@ bool Framed::advance_rma(Peer& peer, const StageEnv& env) {
   if (slots_.empty() && (next_index_ == pieces_ || status_ != HMC_SUCCESS)) {
     bytes_ = status_ == HMC_SUCCESS ? size_ : 0;
     finished_ = true;
+    if (status_ == HMC_SUCCESS) peer.framing.staged_transfers.fetch_add(1, std::memory_order_relaxed);
   }
   return moved;
 }
@@ -260,8 +334,8 @@ bool Framed::prepare_send(const StageEnv& env) {
     Slot s;
     s.index = next_index_;
     if (s.index == 1) {
-      encode_header(header_, size_);
-      s.len = kHeaderSize;
+      s.len = ipc_ ? encode_ipc_header(header_, size_, ipc_export_) : (encode_header(header_, size_),
+                                                                          kHeaderSize);
     } else {
       if (s.index == 0) s.len = static_cast<size_t>(std::min<uint64_t>(size_, chunk_));
       else piece_geometry(s.index, size_, chunk_, &s.offset, &s.len);
@@ -296,6 +370,7 @@ bool Framed::poll_copies(const StageEnv& env) {
   bool moved = false;
   for (auto& s : slots_) {
     if (s.state != SlotState::Copying && s.state != SlotState::Unloading) continue;
+    if (s.index == kIpcCopyIndex) continue;  // finish_ipc_copy's
     hmc_status_t st = s.copy.poll();
     if (st == HMC_IN_PROGRESS) continue;
     moved = true;
@@ -325,6 +400,20 @@ bool Framed::post_sends(Request* req, Peer& peer) {
     if (s.index != posted_) continue;
     if (s.state != SlotState::Ready) break;
     if (dropped_) break;
+    if (s.index == 1 && ipc_) {  // the reply's receive goes first, so that it cannot be missed
+      Slot r;
+      r.index = kReplyIndex;
+      r.len = sizeof reply_;
+      hmc_plugin_status_t ps = t->irecv(peer.ep, reply_, sizeof reply_, nullptr, reply_tag(tag_),
+                                        &r.net);
+      if (ps != HMC_PLUGIN_SUCCESS) {
+        plugin_failed(ps);
+        return true;
+      }
+      r.state = SlotState::Posted;
+      slots_.push_back(std::move(r));  // (std::list: the loop's iterator stays valid)
+      awaiting_reply_ = true;
+    }
     const void* buf = s.index == 1 ? header_ : s.bounce ? s.bounce : user_ + s.offset;
     hmc_plugin_status_t ps = t->isend(peer.ep, buf, s.len, nullptr, wire_tag(tag_, s.index), &s.net);
     if (ps != HMC_PLUGIN_SUCCESS) {
@@ -336,7 +425,9 @@ bool Framed::post_sends(Request* req, Peer& peer) {
     ++posted_;
     moved = true;
   }
-  if (posted_ == pieces_ && in_sends_) {
+  // A device IPC message keeps the tag's continuation stream until its reply: a "send pieces"
+  // answer puts its pieces there.
+  if (posted_ == pieces_ && in_sends_ && !awaiting_reply_) {
     unlist(peer.framing.sends, tag_, req);
     in_sends_ = false;
   }
@@ -354,6 +445,21 @@ bool Framed::test_posted(Peer& peer, const StageEnv& env) {
     if (!done && st == HMC_PLUGIN_SUCCESS) continue;
     s.net = nullptr;
     moved = true;
+    if (s.index == kReplyIndex) {  // device IPC: the sender's receive, or the receiver's send
+      if (st == HMC_PLUGIN_SUCCESS && send_ && got != sizeof reply_) st = HMC_PLUGIN_ERR_TRUNCATED;
+      if (st != HMC_PLUGIN_SUCCESS) {
+        if (st == HMC_PLUGIN_ERR_TRUNCATED) {
+          HMC_LOG_W("peer {}: device IPC message on tag {}: malformed reply", peer.name, tag_);
+          st = HMC_PLUGIN_ERR_INTERNAL;
+        }
+        plugin_failed(st);
+        return true;
+      }
+      s.state = SlotState::Done;
+      if (send_) on_reply(peer);
+      if (broken_) return true;
+      continue;
+    }
     if (send_) {
       if (st != HMC_PLUGIN_SUCCESS) {
         plugin_failed(st);
@@ -399,13 +505,18 @@ bool Framed::test_posted(Peer& peer, const StageEnv& env) {
     s.got = got;
     if (s.index == 1) {
       s.state = SlotState::Done;
-      if (got != kHeaderSize || !decode_header(header_, chunk_, &total_)) {
+      IpcExport ex;
+      if (got == kHeaderSize && decode_header(header_, chunk_, &total_)) {
+        on_header(peer);
+      } else if (decode_ipc_header(header_, got, chunk_, &total_, &ex)) {
+        on_ipc_header(peer, env, ex);
+        if (broken_) return true;
+      } else {
         HMC_LOG_W("peer {}: framed message on tag {}: malformed header ({} bytes)", peer.name,
                   tag_, got);
         plugin_failed(HMC_PLUGIN_ERR_INTERNAL);
         return true;
       }
-      on_header(peer);
       continue;
     }
     if (got < s.len)
@@ -551,9 +662,9 @@ bool Framed::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
     stream_owner_ = true;
     Slot h;
     h.index = 1;
-    h.len = kHeaderSize;
+    h.len = sizeof header_;  // either version
     hmc_plugin_status_t ps =
-        t->irecv(peer.ep, header_, kHeaderSize, nullptr, wire_tag(tag_, 1), &h.net);
+        t->irecv(peer.ep, header_, sizeof header_, nullptr, wire_tag(tag_, 1), &h.net);
     if (ps != HMC_PLUGIN_SUCCESS) {
       plugin_failed(ps);
       return true;
@@ -600,6 +711,8 @@ bool Framed::advance_recv(Request* req, Peer& peer, const StageEnv& env) {
     unlist(peer.framing.streams, tag_, req);
     in_streams_ = false;
   }
+  moved |= finish_ipc_copy(peer, env);
+  if (broken_) return true;
   moved |= poll_copies(env);
   moved |= release(env);
   // What test_posted learnt may allow the next pieces right away.
@@ -612,7 +725,7 @@ bool Framed::advance_recv(Request* req, Peer& peer, const StageEnv& env) {
 void Framed::try_finish(Request* req, Peer& peer) {
   if (finished_ || !slots_.empty()) return;
   if (send_) {
-    bool all_out = posted_ == pieces_ || dropped_;
+    bool all_out = (posted_ == pieces_ && !awaiting_reply_) || dropped_;
     if (!all_out) return;
     if (in_sends_) unlist(peer.framing.sends, tag_, req);
     in_sends_ = false;
@@ -625,6 +738,135 @@ void Framed::try_finish(Request* req, Peer& peer) {
     in_streams_ = false;
   }
   finished_ = true;
+  if (status_ != HMC_SUCCESS) return;
+  if (ipc_) peer.framing.ipc_messages.fetch_add(1, std::memory_order_relaxed);
+  else if (staged_ && bytes_ > 0) peer.framing.staged_transfers.fetch_add(1, std::memory_order_relaxed);
+}
+
+// ---- device IPC -----------------------------------------------------------------------------
+
+// A version 2 header arrived: copy the rest of the message out of the sender's allocation, or
+// ask for the pieces.
+void Framed::on_ipc_header(Peer& peer, const StageEnv& env, const IpcExport& ex) {
+  pieces_ = 2;
+  next_index_ = 2;
+  if (draining_ || total_ > size_) {  // truncated: nothing to copy, nothing to drain
+    if (!draining_) {
+      status_ = HMC_ERR_TRUNCATED;
+      error_ = fmt::format("hmc_recv from {} (tag {}): the {}-byte message was larger than the "
+                           "{}-byte buffer", peer.name, tag_, total_, size_);
+      draining_ = true;
+    }
+    post_reply(peer, kReplyDone);
+    return;
+  }
+  uint32_t code = kReplyPieces;  // host memory, or another vendor's device: the pieces
+  const Device* dev = local_device_;
+  if (dev && dev->plugin_name == ex.plugin && (dev->caps & HMC_DEVICE_CAP_IPC)) {
+    std::string key(ex.handle.begin(), ex.handle.end());
+    auto& maps = peer.framing.ipc_maps;
+    auto known = maps.find(key);
+    if (known != maps.end()) {
+      mapping_ = known->second.mapping;
+      known->second.last_use = ++peer.framing.ipc_uses;
+    } else {
+      void* base = nullptr;
+      hmc_plugin_status_t ps = dev->plugin->ipc_open(dev->plugin_ctx, dev->index, ex.handle.data(),
+                                                     ex.handle.size(), &base);
+      if (ps == HMC_PLUGIN_SUCCESS) {
+        mapping_ = std::make_shared<IpcMapping>();
+        mapping_->device = dev;
+        mapping_->base = base;
+        maps[key] = {mapping_, ++peer.framing.ipc_uses};
+        peer.framing.trim_ipc(ipc_keep(env));
+      } else {
+        HMC_LOG_W("peer {}: {} cannot map the peer's device memory by IPC ({}); its messages are "
+                  "staged through host memory from now on", peer.name, dev->name,
+                  plugin_status_string(ps));
+        code = kReplyNoIpc;
+      }
+    }
+    if (mapping_) {
+      Slot c;
+      c.index = kIpcCopyIndex;
+      c.offset = chunk_;
+      c.len = static_cast<size_t>(total_ - chunk_);
+      const uint8_t* src = static_cast<const uint8_t*>(mapping_->base) + ex.offset + chunk_;
+      hmc_status_t st = env.copier->start(user_ + chunk_, src, c.len, &c.copy);
+      if (st == HMC_SUCCESS) {
+        c.state = SlotState::Unloading;
+        slots_.push_back(std::move(c));
+        ipc_ = true;
+        return;  // the reply follows the copy (finish_ipc_copy)
+      }
+      // Devices without peer access to each other, or a descriptor that does not fit the
+      // mapping: the pieces are always right.
+      HMC_LOG_D("peer {}: device IPC copy on tag {} not possible ({}); asking for pieces",
+                peer.name, tag_, last_error());
+      mapping_.reset();
+      peer.framing.trim_ipc(ipc_keep(env));
+    }
+  }
+  if (post_reply(peer, code)) pieces_ = piece_count(total_, chunk_);  // as in version 1
+}
+
+// Mappings kept open per peer: none where the runtime may hand a recycled handle to another
+// allocation (a cached mapping could then show the wrong memory).
+size_t Framed::ipc_keep(const StageEnv& env) const {
+  bool unique = local_device_ && (local_device_->caps & HMC_DEVICE_CAP_IPC_UNIQUE_HANDLES);
+  return unique ? env.ipc_cache : 0;
+}
+
+bool Framed::finish_ipc_copy(Peer& peer, const StageEnv& env) {
+  for (auto& s : slots_) {
+    if (s.index != kIpcCopyIndex || s.state != SlotState::Unloading) continue;
+    hmc_status_t st = s.copy.poll();
+    if (st == HMC_IN_PROGRESS) return false;
+    if (st != HMC_SUCCESS)
+      fail_local(st, fmt::format("hmc_recv from {} (tag {}): copying from the sender's device "
+                                 "memory by IPC: {}", peer.name, tag_, last_error()));
+    s.state = SlotState::Done;
+    mapping_.reset();
+    peer.framing.trim_ipc(ipc_keep(env));
+    post_reply(peer, kReplyDone);  // the sender's buffer is free either way
+    return true;
+  }
+  return false;
+}
+
+bool Framed::post_reply(Peer& peer, uint32_t code) {
+  std::memcpy(reply_, &code, 4);
+  std::memset(reply_ + 4, 0, 4);
+  Slot r;
+  r.index = kReplyIndex;
+  r.len = sizeof reply_;
+  hmc_plugin_status_t ps =
+      peer.net->table()->isend(peer.ep, reply_, sizeof reply_, nullptr, reply_tag(tag_), &r.net);
+  if (ps != HMC_PLUGIN_SUCCESS) {
+    plugin_failed(ps);
+    return false;
+  }
+  r.state = SlotState::Posted;
+  slots_.push_back(std::move(r));
+  return true;
+}
+
+// The sender's end of the reply.
+void Framed::on_reply(Peer& peer) {
+  awaiting_reply_ = false;
+  uint32_t code;
+  std::memcpy(&code, reply_, 4);
+  if (code == kReplyDone) return;
+  if (code != kReplyPieces && code != kReplyNoIpc) {
+    HMC_LOG_W("peer {}: device IPC message on tag {}: unknown reply {}", peer.name, tag_, code);
+    plugin_failed(HMC_PLUGIN_ERR_INTERNAL);
+    return;
+  }
+  if (code == kReplyNoIpc && !peer.framing.ipc_refused.exchange(true))
+    HMC_LOG_I("peer {}: it cannot map this process's device memory; device IPC to it is off",
+              peer.name);
+  ipc_ = false;
+  pieces_ = piece_count(size_, chunk_);  // prepare_send goes on from piece 2
 }
 
 // ---- shared ---------------------------------------------------------------------------------
@@ -682,6 +924,7 @@ void Framed::settle(const StageEnv& env) {
     if (copying && s.copy.poll() != HMC_IN_PROGRESS) s.state = SlotState::Done;
   }
   release(env);
+  if (idle()) mapping_.reset();  // no copy reads the peer's memory any more
 }
 
 void Framed::forget_plugin_requests() {

@@ -11,6 +11,14 @@
 //    tells it how many pieces to post, so it never posts a receive past the message's end.
 //  - A sender whose device fails mid-message sends the remaining pieces empty: a piece shorter
 //    than the header announced tells the receiver that the message was aborted.
+//  - Device IPC (peers on one host that both have IPC-capable devices of one vendor, a message
+//    of staged device memory of that vendor): after piece 0 the header is the longer version 2,
+//    which carries an IPC handle of the sender's allocation and the message's offset in it,
+//    instead of the pieces. The receiver maps the allocation, copies the rest of the message
+//    device to device, and answers with an 8-byte reply on the reply tag T | 2^60; the sender's
+//    request ends with that reply (its buffer is read until then). A receiver that cannot or
+//    will not map (its buffer is host memory or another vendor's, the runtime refuses the
+//    handle) replies "send pieces", and the sender sends the pieces as in version 1.
 // Pieces move through pinned bounce buffers of the context's stage pool where the memory is a
 // device the transport cannot reach: device-to-host copies overlap the wire on the sender,
 // host-to-device copies overlap it on the receiver, `depth` pieces in flight per transfer.
@@ -23,12 +31,15 @@
 // used by one message at a time, in the order of their piece 0s, on both sides.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <list>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "device/copy.h"
 #include "hmc/hmc.h"
@@ -38,17 +49,37 @@ namespace hmc {
 
 class StagePool;
 class CopyEngine;
+class DeviceRegistry;
+struct Device;
 struct Peer;
 struct Request;
 
 // The reserved tag bit of continuation streams (user tags are below HMC_TAG_MAX = 2^59).
 constexpr uint64_t kContinuationTagBit = uint64_t(1) << 59;
+// The reserved tag bit of a device-IPC message's reply (receiver to sender).
+constexpr uint64_t kReplyTagBit = uint64_t(1) << 60;
 
 // What framed transfers use of their context.
 struct StageEnv {
   StagePool* pool = nullptr;
   CopyEngine* copier = nullptr;
   uint32_t depth = 4;
+  size_t ipc_cache = 64;  // HMC_DEVICE_IPC_CACHE: peer allocations kept mapped, per peer
+};
+
+// A sender's device IPC export of the allocation holding a message (DeviceRegistry::ipc_export).
+struct IpcExport {
+  std::string plugin;           // device plugin name ("cuda"), as the receiver's registry knows it
+  std::vector<uint8_t> handle;  // the plugin's handle (at most HMC_DEVICE_IPC_HANDLE_MAX bytes)
+  uint64_t offset = 0;          // where the message starts in the allocation
+};
+
+// An allocation of a peer's process mapped into this one through device IPC; unmapped when the
+// last transfer using it lets go (copies from it have ended by then).
+struct IpcMapping {
+  const Device* device = nullptr;  // the local device it is mapped on
+  void* base = nullptr;
+  ~IpcMapping();
 };
 
 // Per peer framing state; guarded by the peer's net mutex.
@@ -60,7 +91,36 @@ struct PeerFraming {
   std::unordered_map<uint64_t, std::deque<Request*>> first;
   // Receives that may still own the continuation stream of their tag, per tag, in post order.
   std::unordered_map<uint64_t, std::deque<Request*>> streams;
+  // Device plugins whose memory may cross by device IPC to this peer (same host, both sides
+  // IPC-capable, HMC_DEVICE_IPC on both); set at connect, never changed.
+  std::vector<std::string> ipc_plugins;
+  // Mappings of the peer's allocations (device IPC), by handle bytes: one per allocation however
+  // many messages read from it at once, kept open for later messages up to StageEnv::ipc_cache
+  // of them (the least recently used goes first, never one a copy still reads). The runtimes
+  // give a new allocation a new handle even at a reused address, so an entry never maps the
+  // wrong memory; a cached mapping does keep a freed allocation's memory until it goes.
+  struct CachedMapping {
+    std::shared_ptr<IpcMapping> mapping;
+    uint64_t last_use = 0;
+  };
+  std::map<std::string, CachedMapping> ipc_maps;
+  uint64_t ipc_uses = 0;
+  // Unmaps the least recently used mappings no copy reads until at most `keep` remain.
+  void trim_ipc(size_t keep);
+  // Set (once, never cleared) when the peer could not map this side's memory: no more IPC.
+  // Read without the net mutex when sends are posted.
+  std::atomic<bool> ipc_refused{false};
+  // Messages that crossed by device IPC, and transfers whose device memory went through bounce
+  // buffers (hmc_peer_info). Written under the net mutex, read without it.
+  std::atomic<uint64_t> ipc_messages{0};
+  std::atomic<uint64_t> staged_transfers{0};
   bool on() const { return chunk != 0; }
+  bool ipc_for(const std::string& plugin) const {
+    if (ipc_refused.load(std::memory_order_relaxed)) return false;
+    for (const auto& p : ipc_plugins)
+      if (p == plugin) return true;
+    return false;
+  }
 };
 
 // One framed send or receive; owned by its Request.
@@ -71,6 +131,11 @@ class Framed {
                                            uint64_t chunk);
   static std::unique_ptr<Framed> make_recv(void* buf, size_t capacity, uint64_t tag, bool staged,
                                            uint64_t chunk);
+  // Sends the message (chunk bytes or more) by device IPC from the allocation `ex` describes.
+  void use_ipc(IpcExport ex);
+  // Receives: the plugin and device of the user buffer when it is device memory (nullptr for
+  // host memory), so that a device IPC message can be copied straight into it.
+  void set_local_device(const Device* d) { local_device_ = d; }
   // One-sided transfers of local device memory the path cannot reach, to or from remote memory
   // the path can (its registration at addr, rkey): pieces of `chunk` bytes through bounce
   // buffers, `depth` in flight (put: device-to-host copy, then iput; get: iget, then
@@ -115,6 +180,9 @@ class Framed {
 
  private:
   enum class SlotState { Copying, Ready, Posted, Unloading, Done };
+  // Slot indexes of device IPC: the receiver's device-to-device copy and the reply.
+  static constexpr size_t kIpcCopyIndex = ~size_t(0) - 1;
+  static constexpr size_t kReplyIndex = ~size_t(0);
   struct Slot {
     size_t index = 0;        // 0: piece 0; 1: header; 2..: continuation pieces
     size_t offset = 0;       // in the user buffer
@@ -139,6 +207,12 @@ class Framed {
   void finish_piece_recv(Slot& s, const StageEnv& env);
   void on_piece0(Peer& peer, size_t got, hmc_plugin_status_t st);
   void on_header(Peer& peer);
+  // Device IPC: the receiver's handling of a version 2 header, and of its copy's end.
+  void on_ipc_header(Peer& peer, const StageEnv& env, const IpcExport& ex);
+  bool finish_ipc_copy(Peer& peer, const StageEnv& env);
+  bool post_reply(Peer& peer, uint32_t code);
+  size_t ipc_keep(const StageEnv& env) const;
+  void on_reply(Peer& peer);
   void fail_local(hmc_status_t st, std::string why);
   void plugin_failed(hmc_plugin_status_t st);
   void try_finish(Request* req, Peer& peer);
@@ -165,8 +239,16 @@ class Framed {
   bool draining_ = false;      // receive: the pieces are read and dropped (truncated)
   bool aborted_ = false;       // send: device failed mid-message, rest goes out empty
   bool dropped_ = false;       // send: failed (or cancelled) before piece 0 left: nothing goes out
-  uint8_t header_[16] = {};
+  uint8_t header_[168] = {};   // version 1: 16 bytes; version 2 (device IPC): up to 168
   uint64_t total_ = 0;         // receive: message size from the header
+
+  // Device IPC.
+  bool ipc_ = false;            // send: the message goes by IPC unless the receiver says no
+  bool awaiting_reply_ = false; // send: the header is out, the reply is not in yet
+  IpcExport ipc_export_;        // send
+  const Device* local_device_ = nullptr;  // receive: device of the user buffer, if any
+  std::shared_ptr<IpcMapping> mapping_;   // receive: held while the copy runs
+  uint8_t reply_[8] = {};
 
   bool finished_ = false;
   bool broken_ = false;

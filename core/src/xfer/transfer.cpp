@@ -43,10 +43,11 @@ class PollerScope {
 // Where buf lives, for a peer pair that frames its messages: host memory and device memory the
 // path reaches natively go direct, other device memory is staged through bounce buffers.
 hmc_status_t Context::memory_access(const Peer& peer, const void* buf, size_t size,
-                                    const char* what, bool* staged) {
+                                    const char* what, bool* staged, MemoryLocation* where) {
   *staged = false;
   if (size == 0) return HMC_SUCCESS;
   MemoryLocation loc = devices_.locate(buf);
+  if (where) *where = loc;
   if (loc.device->is_host()) return HMC_SUCCESS;
   if (loc.size && reinterpret_cast<uintptr_t>(buf) - loc.base + size > loc.size)
     return fail(HMC_ERR_OUT_OF_BOUNDS, "hmc_{}: {} bytes at {} overrun its {}-byte allocation on "
@@ -57,6 +58,28 @@ hmc_status_t Context::memory_access(const Peer& peer, const void* buf, size_t si
                                                        : 0;
   *staged = !(kinds & native);
   return HMC_SUCCESS;
+}
+
+// Whether a send of device memory at buf (located at loc) can go by device IPC to the peer: the
+// pair agreed on IPC for its vendor and the plugin exports the allocation. Fills ex.
+bool Context::ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc,
+                         IpcExport* ex) {
+  const Device* d = loc.device;
+  if (!d || d->is_host() || !(d->caps & HMC_DEVICE_CAP_IPC) || !loc.size ||
+      !peer.framing.ipc_for(d->plugin_name))
+    return false;
+  uint8_t handle[HMC_DEVICE_IPC_HANDLE_MAX];
+  size_t len = sizeof handle;
+  hmc_plugin_status_t ps = d->plugin->ipc_export(d->plugin_ctx, buf, handle, &len);
+  if (ps != HMC_PLUGIN_SUCCESS || len == 0 || len > sizeof handle) {
+    HMC_LOG_D("hmc_send to {}: {} cannot export {} for IPC ({}); staging it", peer.name, d->name,
+              buf, plugin_status_string(ps));
+    return false;
+  }
+  ex->plugin = d->plugin_name;
+  ex->handle.assign(handle, handle + len);
+  ex->offset = reinterpret_cast<uintptr_t>(buf) - loc.base;
+  return true;
 }
 
 bool Context::framed_sends_waiting(Peer& peer, uint64_t tag) {
@@ -143,10 +166,15 @@ hmc_status_t Context::post_send(const std::shared_ptr<Peer>& peer, const void* b
   if (st != HMC_SUCCESS) return st;
   if (peer->framing.on()) {
     bool staged = false;
-    if ((st = memory_access(*peer, buf, size, "send", &staged)) != HMC_SUCCESS) return st;
-    if (staged || size >= peer->framing.chunk || framed_sends_waiting(*peer, tag))
-      return post_framed(peer, Framed::make_send(buf, size, tag, staged, peer->framing.chunk),
-                         Op::Send, size, tag, out);
+    MemoryLocation loc;
+    if ((st = memory_access(*peer, buf, size, "send", &staged, &loc)) != HMC_SUCCESS) return st;
+    if (staged || size >= peer->framing.chunk || framed_sends_waiting(*peer, tag)) {
+      auto f = Framed::make_send(buf, size, tag, staged, peer->framing.chunk);
+      IpcExport ex;
+      if (staged && size >= peer->framing.chunk && ipc_export(*peer, buf, loc, &ex))
+        f->use_ipc(std::move(ex));
+      return post_framed(peer, std::move(f), Op::Send, size, tag, out);
+    }
   }
   Request* req = RequestTable::acquire(this);
   req->op = Op::Send;
@@ -167,9 +195,11 @@ hmc_status_t Context::post_recv(const std::shared_ptr<Peer>& peer, void* buf, si
   if (st != HMC_SUCCESS) return st;
   if (peer->framing.on()) {
     bool staged = false;
-    if ((st = memory_access(*peer, buf, size, "recv", &staged)) != HMC_SUCCESS) return st;
-    return post_framed(peer, Framed::make_recv(buf, size, tag, staged, peer->framing.chunk),
-                       Op::Recv, size, tag, out);
+    MemoryLocation loc;
+    if ((st = memory_access(*peer, buf, size, "recv", &staged, &loc)) != HMC_SUCCESS) return st;
+    auto f = Framed::make_recv(buf, size, tag, staged, peer->framing.chunk);
+    if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
+    return post_framed(peer, std::move(f), Op::Recv, size, tag, out);
   }
   Request* req = RequestTable::acquire(this);
   req->op = Op::Recv;

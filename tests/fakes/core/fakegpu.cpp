@@ -56,7 +56,15 @@ size_t round_up(size_t n, size_t to) {
 // One device allocation or IPC import: a memfd mapped PROT_NONE at the device address and
 // read-write at the emulator's view. Unmapped when the last holder (the table, or a queued copy)
 // lets go, so a free racing with a copy cannot pull the memory from under the worker.
+// Identifies an allocation for the life of the process, as the real runtimes' IPC handles do: a
+// new allocation that reuses an address (or a file descriptor number) gets a different handle.
+uint64_t next_region_serial() {
+  static std::atomic<uint64_t> serial{1};
+  return serial.fetch_add(1, std::memory_order_relaxed);
+}
+
 struct Region {
+  uint64_t serial = next_region_serial();
   uintptr_t base = 0;
   size_t size = 0;    // as requested (the bounds copies are checked against)
   size_t mapped = 0;  // page-rounded length of both mappings
@@ -97,6 +105,7 @@ struct IpcWire {
   uint64_t size;
   int32_t dev;
   char vendor[8];
+  uint64_t serial;  // Region::serial of the exporter
 };
 static_assert(sizeof(IpcWire) <= 64, "IPC wire fits in a 64-byte handle");
 constexpr char kIpcMagic[8] = {'F', 'A', 'K', 'E', 'I', 'P', 'C', 0};
@@ -163,6 +172,7 @@ class EmulatorImpl {
     c.fail_alloc_nth = setting("FAIL_ALLOC_NTH", 0);
     c.fail_copy_nth = setting("FAIL_COPY_NTH", 0);
     c.lose_device_after = setting("LOSE_DEVICE_AFTER", 0);
+    c.fail_ipc_open = setting("FAIL_IPC_OPEN", 0) != 0;
     std::lock_guard<std::mutex> lock(mutex_);
     config_ = c;
     // Allocations made before a reset keep their accounting.
@@ -559,6 +569,7 @@ class EmulatorImpl {
     w.fd = r->fd;
     w.size = r->mapped;
     w.dev = r->dev;
+    w.serial = r->serial;
     std::strncpy(w.vendor, vendor_.c_str(), sizeof w.vendor - 1);
     std::memcpy(handle, &w, sizeof w);
     return Err::Ok;
@@ -583,6 +594,8 @@ class EmulatorImpl {
     }
     // Like the real runtimes, a process cannot open its own handles.
     if (pid == static_cast<uint32_t>(getpid())) return Err::InvalidContext;
+    // As in a container that does not share the exporter's IPC namespace.
+    if (config().fail_ipc_open) return Err::InvalidHandle;
     std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
     auto r = std::make_shared<Region>();
     r->fd = open(path.c_str(), O_RDWR | O_CLOEXEC);

@@ -25,6 +25,7 @@
 //   FAKEGPU_FAIL_ALLOC_NTH     the Nth allocation (1-based) fails: out of memory (0 = never)
 //   FAKEGPU_FAIL_COPY_NTH      the Nth asynchronous copy fails with a copy error (0 = never)
 //   FAKEGPU_LOSE_DEVICE_AFTER  after N operations every device is lost (0 = never)
+//   FAKEGPU_FAIL_IPC_OPEN      1: every IPC open fails (invalid handle), as between containers
 // and per vendor layer (read through setting(); see each layer): FAKEGPU_CUDA_DRIVER_VERSION,
 // FAKEGPU_HIP_VERSION, FAKEGPU_MLU_VERSION_MAJOR/_MINOR/_PATCH, FAKEGPU_MUSA_VERSION, and
 // FAKEGPU_MLU_DRIVER_INIT_FAILS / FAKEGPU_MUSA_DRIVER_INIT_FAILS.
@@ -76,6 +77,7 @@ struct Config {
   long fail_alloc_nth = 0;
   long fail_copy_nth = 0;
   long lose_device_after = 0;
+  bool fail_ipc_open = false;  // FAKEGPU_FAIL_IPC_OPEN
 };
 
 class Stream;

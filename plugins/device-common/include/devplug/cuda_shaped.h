@@ -452,7 +452,9 @@ class CudaShapedBackend final : public Backend {
       size_t free_bytes = 0;
       if (scope.ok() && ok(api_.mem_get_info(&free_bytes, &total))) d->mem_bytes = total;
     }
-    if (ipc) d->caps |= HMC_DEVICE_CAP_IPC;
+    // The 64-byte handles of CUDA (and of HIP and MUSA, built the same way) carry an allocation
+    // identity, not just an address: UCX's cuda_ipc and rocm_ipc caches rely on it too.
+    if (ipc) d->caps |= HMC_DEVICE_CAP_IPC | HMC_DEVICE_CAP_IPC_UNIQUE_HANDLES;
     if (api_.host_register && api_.host_unregister) d->caps |= HMC_DEVICE_CAP_HOST_REGISTER;
     if ((api_.range_handle || V::has_dmabuf_fallback(state_)) &&
         V::dmabuf_attribute(api_, state_, h))

@@ -34,6 +34,10 @@ extern "C" {
 #define HMC_DEVICE_CAP_PEER_ACCESS (1u << 2)   /* direct copies to other devices of the plugin */
 #define HMC_DEVICE_CAP_HOST_REGISTER (1u << 3) /* host_register pins existing host memory */
 #define HMC_DEVICE_CAP_GPUDIRECT_RDMA (1u << 4)
+/* ipc_export's handle names one allocation for the life of the exporting process: a later
+ * allocation, even at the same address, gets another handle. Importers may then keep a mapping
+ * open for later messages from the same handle instead of mapping per message. */
+#define HMC_DEVICE_CAP_IPC_UNIQUE_HANDLES (1u << 5)
 
 /* Copy directions for copy_async. */
 typedef enum hmc_copy_kind {
