@@ -76,8 +76,8 @@ TEST_P(RealGpu, SendRecvBothWaysByteExact) {
   }
   setenv("HMC_DEVICE_IPC", c.ipc ? "1" : "0", 1);
   int rc = in_child([&] {
-    echo_sizes(c.pair, {0, 1, 4096 + 3, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk + 17,
-                        (64u << 20) + 3});
+    echo_sizes(c.pair, {0, 1, 4096 + 3, kFirst - 1, kFirst, kFirst + 1, kChunk - 1, kChunk,
+                        kChunk + 1, 3 * kChunk + 17, (64u << 20) + 3});
   });
   unsetenv("HMC_DEVICE_IPC");
   EXPECT_EQ(rc, 0) << "the test process reported failures (above) or died";

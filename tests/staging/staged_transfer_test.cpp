@@ -14,8 +14,8 @@ using namespace staging_test;
 class Staged : public testing::TestWithParam<Pair> {};
 
 TEST_P(Staged, SendRecvBothWaysByteExact) {
-  echo_sizes(GetParam(), {0, 1, 4096 + 3, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk + 17,
-                          2 * kChunk, 8 * 1024 * 1024 + 5});
+  echo_sizes(GetParam(), {0, 1, 4096 + 3, kFirst - 1, kFirst, kFirst + 1, kChunk - 1, kChunk,
+                          kChunk + 1, 3 * kChunk + 17, 2 * kChunk, 8 * 1024 * 1024 + 5});
 }
 
 // ---- scenarios beyond the echo: one pair, cuda:0 here and hip:0 in the peer, over TCP -----

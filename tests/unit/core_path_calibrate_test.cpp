@@ -366,6 +366,7 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   caps.stage_chunk = 1 << 20;
   caps.device_count = 2;
   caps.ipc_plugins = {"cuda", "hip"};
+  caps.stage_first = 4097;
   control::Writer w;
   msg::encode_caps(caps, &w);
   path::Capabilities back;
@@ -375,21 +376,26 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   EXPECT_EQ(back.net[0].measured_latency_ns, 5678u);
   EXPECT_EQ(back.net[1].measured_bandwidth_MBps, 0u);
   EXPECT_EQ(back.ipc_plugins, caps.ipc_plugins);
-  // A peer from before device IPC sends no IPC section (the last one).
+  EXPECT_EQ(back.stage_first, 4097u);
+  // A peer from before the first piece's size sends no such field (the last 8 bytes), and one
+  // from before device IPC no IPC section either (the section before).
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - 8, &back));
+  EXPECT_EQ(back.stage_first, 0u);
+  EXPECT_EQ(back.ipc_plugins, caps.ipc_plugins);
   path::Capabilities no_ipc = caps;
   no_ipc.ipc_plugins.clear();
   control::Writer w2;
   msg::encode_caps(no_ipc, &w2);
-  size_t ipc_section = w.size() - (w2.size() - 4);  // an empty section is its 4-byte count
-  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - ipc_section, &back));
+  size_t ipc_section = 4 + (w.size() - w2.size());  // an empty section is its 4-byte count
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - 8 - ipc_section, &back));
   EXPECT_TRUE(back.ipc_plugins.empty());
   EXPECT_EQ(back.stage_chunk, 1u << 20);
   EXPECT_EQ(back.device_count, 2u);
-  // A cut IPC section is malformed.
+  // A cut field is malformed.
   EXPECT_FALSE(msg::decode_caps(w.data().data(), w.size() - 1, &back));
   // A peer from before calibration sends the records only (12 bytes less per record + count,
   // and without the staging section that follows: 12 bytes).
-  size_t old_size = w.size() - ipc_section - 12 - 4 - 2 * 12;
+  size_t old_size = w.size() - 8 - ipc_section - 12 - 4 - 2 * 12;
   ASSERT_TRUE(msg::decode_caps(w.data().data(), old_size, &back));
   EXPECT_EQ(back.net[0].measured_bandwidth_MBps, 0u);
   EXPECT_EQ(back.net[0].key(), "hoststage/tcp");

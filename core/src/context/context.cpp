@@ -157,6 +157,7 @@ void Context::build_capabilities() {
   caps_.pid = getpid();
   caps_.context_id = id_;
   caps_.stage_chunk = stage_chunk_;
+  caps_.stage_first = std::min<uint64_t>(kFirstPiece, stage_chunk_);
   caps_.device_count = static_cast<uint32_t>(devices_.devices().size() - 1);  // all but host
   // Device IPC (xfer/framed.h): the device plugins with an IPC-capable device.
   if (config_.get_bool("HMC_DEVICE_IPC"))
@@ -503,6 +504,12 @@ std::string Context::dispatch_control(const std::shared_ptr<Peer>& peer,
         HMC_LOG_I("peer {}: {} ({})", peer->name, kPeerClosed, reason);
       return "";
     }
+    // Region withdrawal (net/registration.cpp): takes only the leaf region_proto_mutex_.
+    case control::MsgType::RegionRequest:
+    case control::MsgType::RegionReply:
+    case control::MsgType::RegionRelease:
+    case control::MsgType::RegionGone:
+    case control::MsgType::RegionGoneAck: return dispatch_region_message(peer, m);
     default:
       HMC_LOG_W("peer {}: unexpected control message type {} ignored", peer->name,
                 static_cast<int>(m.type));
@@ -628,6 +635,7 @@ bool Context::progress(bool control) {
     last_control_ns_ = now;
     reap_buried();
     for (auto& peer : peers_) busy |= service_control(peer, now);
+    busy |= settle_withdrawals();  // after the RegionGone messages just dispatched
   }
   return busy;
 }

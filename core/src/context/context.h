@@ -10,10 +10,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -130,6 +132,26 @@ class Context {
   template <typename Pred>
   bool poll_until(Pred pred, uint64_t deadline_ns, Request* fast = nullptr);
 
+  // Region withdrawal (net/registration.cpp; the protocol is described there).
+  // Handles a region message of a peer (dispatch_control: that peer's ctrl_mutex held, maybe
+  // its net mutex; takes region_proto_mutex_ only). Returns why the peer is gone, or "".
+  std::string dispatch_region_message(const std::shared_ptr<Peer>& peer,
+                                      const control::Channel::Message& m);
+  // Acknowledges the withdrawals whose Remotes have no operation left running (progress pass;
+  // peers_mutex_ may be held, no other lock). Returns true when it sent something.
+  bool settle_withdrawals();
+  // Withdraws a departing region from the importers in `told` and waits for them (no lock held).
+  void withdraw_region(Region* region);
+  // Drives progress from this thread until done() holds or the deadline passes.
+  bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns);
+  // Takes an imported Remote out of remotes_ and frees it (no lock held); tell_owner: send
+  // RegionRelease when the owner tracks it.
+  void drop_remote(Remote* remote, bool tell_owner);
+  // post_framed for a put/get on remote, recorded in its inflight list when it is tracked (a
+  // framed transfer records its request after posting: remote->posting covers the gap).
+  hmc_status_t post_tracked_rma(Remote* remote, std::unique_ptr<Framed> f, Op op, size_t size,
+                                Request** out, bool notify = false, uint64_t notify_value = 0);
+
   friend struct PeerSetup;
 
   Config config_;
@@ -156,6 +178,27 @@ class Context {
   std::mutex regions_mutex_;
   std::unordered_set<Region*> regions_;
   std::unordered_set<Remote*> remotes_;
+
+  // Region withdrawal (net/registration.cpp). A leaf lock: taken under any of the locks above
+  // (dispatch_control holds a ctrl_mutex), none taken while it is held.
+  std::mutex region_proto_mutex_;
+  uint64_t next_region_id_ = 1;
+  std::unordered_map<uint64_t, Region*> regions_by_id_;  // registered and departing regions
+  // Our imports waiting for the owner's RegionReply, by token.
+  struct ImportWait {
+    bool answered = false;
+    int32_t status = 0;
+    std::string text;
+  };
+  uint64_t next_import_token_ = 1;
+  std::unordered_map<uint64_t, ImportWait> import_waits_;
+  // RegionGone messages received, to be acknowledged once their Remotes are idle.
+  struct Withdrawal {
+    std::shared_ptr<Peer> peer;
+    uint64_t region_id;
+  };
+  std::vector<Withdrawal> withdrawals_;
+  std::atomic<bool> withdrawals_pending_{false};
 
   std::mutex notify_mutex_;
   std::condition_variable notify_cv_;

@@ -44,7 +44,10 @@ bool is_known_type(uint16_t type) {
     case MsgType::Bye:
     case MsgType::RegionRequest:
     case MsgType::RegionReply:
-    case MsgType::User: return true;
+    case MsgType::User:
+    case MsgType::RegionRelease:
+    case MsgType::RegionGone:
+    case MsgType::RegionGoneAck: return true;
   }
   return false;
 }
@@ -65,6 +68,9 @@ const char* msg_type_name(MsgType type) {
     case MsgType::RegionRequest: return "RegionRequest";
     case MsgType::RegionReply: return "RegionReply";
     case MsgType::User: return "User";
+    case MsgType::RegionRelease: return "RegionRelease";
+    case MsgType::RegionGone: return "RegionGone";
+    case MsgType::RegionGoneAck: return "RegionGoneAck";
   }
   return "unknown";
 }

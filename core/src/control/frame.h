@@ -25,7 +25,10 @@ constexpr size_t kFrameHeaderSize = 12;
 constexpr size_t kMaxFramePayload = 1 << 20;
 
 // Every message type of the control plane. New types are added here (and to is_known_type and
-// msg_type_name in frame.cpp), never renumbered.
+// msg_type_name in frame.cpp), never renumbered. A peer built before a type existed fails the
+// whole stream on it (decode_frame above), so a newer type may only be sent to a peer that has
+// shown it knows it: the region messages go only to peers that took part in the exchange
+// (net/registration.cpp says how).
 enum class MsgType : uint16_t {
   Hello = 1,
   HelloAck = 2,
@@ -38,9 +41,13 @@ enum class MsgType : uint16_t {
   Notify = 19,
   Heartbeat = 20,
   Bye = 21,
-  RegionRequest = 22,
-  RegionReply = 23,
+  RegionRequest = 22,  // importer -> owner: register my import of your region (peer/messages.h)
+  RegionReply = 23,    // owner -> importer: the answer to a RegionRequest
   User = 24,
+  // 25 is unused (it stands for "an unknown type" in tests).
+  RegionRelease = 26,  // importer -> owner: one import of the region was released
+  RegionGone = 27,     // owner -> importer: the region is being deregistered
+  RegionGoneAck = 28,  // importer -> owner: no access to that region is running or will start
 };
 
 bool is_known_type(uint16_t type);

@@ -1,7 +1,10 @@
 #include "net/region.h"
 
+#include <algorithm>
+
 #include "control/wire.h"
 #include "util/status.h"
+#include "xfer/request.h"
 
 namespace hmc {
 namespace {
@@ -20,6 +23,10 @@ std::vector<uint8_t> pack_region(const Region& r) {
   for (const auto& reg : r.registrations) {
     w.str(reg.net->name());
     w.blob(reg.rkey);
+  }
+  if (r.id) {
+    w.u64(r.context_id);
+    w.u64(r.id);
   }
   return w.data();
 }
@@ -45,10 +52,34 @@ hmc_status_t unpack_region(const void* data, size_t len, PackedRegion* out) {
       return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
     p.rkeys.emplace_back(std::move(name), std::move(key));
   }
+  // The owner's ids: absent from an owner that does not track imports.
+  if (r.remaining() > 0 && (!r.u64(&p.context_id) || !r.u64(&p.region_id) || p.region_id == 0))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
   if (p.base + p.size < p.base)
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor region wraps around");
   *out = std::move(p);
   return HMC_SUCCESS;
+}
+
+void track_remote_request_locked(Remote* r, hmc_request_t req) {
+  if (r->inflight.size() >= r->prune_at) {
+    remote_busy_locked(r);
+    r->prune_at = std::max<size_t>(16, 2 * r->inflight.size());
+  }
+  r->inflight.push_back(req);
+}
+
+bool remote_busy_locked(Remote* r) {
+  auto& v = r->inflight;
+  // A handle names a slot and its generation: lookup answers nullptr once the request was
+  // released, so a slot reused by a later request is not mistaken for this one.
+  v.erase(std::remove_if(v.begin(), v.end(),
+                         [](hmc_request_t h) {
+                           Request* req = RequestTable::lookup(h);
+                           return !req || req->done.load(std::memory_order_acquire);
+                         }),
+          v.end());
+  return !v.empty() || r->posting.load() > 0;
 }
 
 }  // namespace hmc

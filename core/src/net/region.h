@@ -1,7 +1,17 @@
 // Registered memory (hmc_region_t) and its packed remote descriptor, and the imported view of a
 // peer's region (hmc_remote_t).
+//
+// Withdrawal. One-sided access is not seen by the owner of the memory on every path (net-ucx
+// and net-ofi over tcp and shared memory check at the initiator only), so the owner cannot
+// refuse an access through a descriptor of a region it deregistered. Instead the owner keeps
+// track of who imported each region (the importer tells it, RegionRequest, before
+// hmc_remote_import returns), and hmc_mem_deregister withdraws the region from each of them
+// (RegionGone) and waits for their acknowledgement (RegionGoneAck: the importer's Remotes of
+// it are dead and none of their operations is still running) before it ends the registration.
+// net/registration.cpp has the protocol.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,12 +30,26 @@ struct Region {
   void* addr = nullptr;
   size_t size = 0;
   uint32_t access = 0;
+  // In the descriptor: the owning context's id and the region's, unique in its context and
+  // never reused (0: not tracked, the descriptor has the layout of owners that do not track).
+  uint64_t context_id = 0;
+  uint64_t id = 0;
   struct Registration {
     NetPlugin* net;
     hmc_net_mr_t* mr;
     std::vector<uint8_t> rkey;
   };
   std::vector<Registration> registrations;  // one per net plugin that registers memory
+
+  // Who imported it (guarded by Context::region_proto_mutex_).
+  struct Importer {
+    std::shared_ptr<Peer> peer;
+    uint32_t count = 0;  // imports not yet released
+    bool told = false;   // RegionGone was sent to it
+    bool acked = false;  // it answered RegionGoneAck
+  };
+  std::vector<Importer> importers;
+  bool departing = false;  // hmc_mem_deregister started: new imports are refused
 };
 
 struct Remote {
@@ -34,15 +58,40 @@ struct Remote {
   uint64_t size = 0;
   uint32_t access = 0;
   hmc_net_rkey_t* rkey = nullptr;  // released under peer->net->mutex()
+
+  // The owner's id of the region; 0 for a descriptor from an owner that does not track imports
+  // (built before the region messages): such a Remote is never withdrawn.
+  uint64_t region_id = 0;
+  // Set (under peer->net->mutex()) once the owner withdrew the region: hmc_put/hmc_get on it
+  // are refused from then on.
+  std::atomic<bool> dead{false};
+  // Operations posted on it and maybe still running: request handles, pruned of ended ones
+  // now and then (guarded by peer->net->mutex()).
+  std::vector<hmc_request_t> inflight;
+  size_t prune_at = 16;
+  // Posts between their check of `dead` and the record of their request in `inflight` (a
+  // framed put/get records it after posting, outside the net mutex).
+  std::atomic<uint32_t> posting{0};
 };
 
-// Descriptor layout: magic, version, base, size, access, then (plugin name, rkey) per plugin.
+// Fails with HMC_ERR_REMOTE: `what` ("put", "get") on r, whose owner withdrew the region.
+hmc_status_t refuse_withdrawn(const Remote& r, const char* what);
+// Records req as running on r (peer->net->mutex() held); prunes ended requests now and then.
+void track_remote_request_locked(Remote* r, hmc_request_t req);
+// Whether an operation on r may still be running (peer->net->mutex() held); prunes.
+bool remote_busy_locked(Remote* r);
+
+// Descriptor layout: magic, version, base, size, access, then (plugin name, rkey) per plugin,
+// then, when the region has an id, the owner's context id and the region id (appended: readers
+// of version 1 that predate them ignore trailing bytes).
 std::vector<uint8_t> pack_region(const Region& r);
 struct PackedRegion {
   uint64_t base = 0;
   uint64_t size = 0;
   uint32_t access = 0;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> rkeys;
+  uint64_t context_id = 0;  // both 0: packed by an owner that does not track imports
+  uint64_t region_id = 0;
 };
 hmc_status_t unpack_region(const void* data, size_t len, PackedRegion* out);
 

@@ -1,11 +1,67 @@
-// Memory registration with every net plugin that registers memory, remote descriptors, and the
-// import of a peer's descriptor as an rkey on that peer's data endpoint.
+// Memory registration with every net plugin that registers memory, remote descriptors, the
+// import of a peer's descriptor as an rkey on that peer's data endpoint, and the withdrawal of a
+// region from the peers that imported it before it is deregistered.
+//
+// Withdrawal protocol (control-plane messages, payloads in peer/messages.h):
+//  - hmc_remote_import of a descriptor that carries the owner's ids (every owner that has this
+//    code packs them) sends RegionRequest {token, ids, base, size, access} to the owner and waits
+//    (HMC_TIMEOUT_MS) for RegionReply. The owner answers from its own record: status 0 when the
+//    region is registered and the descriptor matches it exactly (else HMC_ERR_REMOTE, and the
+//    import fails: a deregistered region or a forged descriptor is refused here), and counts the
+//    import. hmc_remote_release sends RegionRelease, which uncounts it.
+//  - hmc_mem_deregister marks the region departing (later RegionRequests are refused), sends
+//    RegionGone to every peer that holds a counted import, and drives progress until each
+//    answered RegionGoneAck, released its imports, or is lost or closed, at most HMC_TIMEOUT_MS.
+//    A peer that did not answer by then is declared lost (the path to it is closed: it can no
+//    longer be trusted to stay off the memory). Then the plugins' registrations end. A region
+//    nobody imported costs no message and no wait.
+//  - An importer receiving RegionGone marks its Remotes of the region dead under the net mutex
+//    (hmc_put/hmc_get on them fail at once with HMC_ERR_REMOTE, as a refusal by the owner does on
+//    paths where the owner checks) and answers RegionGoneAck once none of their operations is
+//    running (a put ends when its data is in place at the owner, a get when its data arrived),
+//    so nothing touches the memory after hmc_mem_deregister returned.
+// Compatibility: a peer built before these messages never packs the ids, so nobody sends it a
+// RegionRequest-led exchange, and it never sends one, so it is never in an importer list and never
+// gets RegionGone: the new types reach only peers that know them (an unknown type fails the
+// control stream, control/frame.h). Remotes of such a peer's descriptors are not tracked, as
+// before.
+// Locks: region_proto_mutex_ is a leaf (dispatch_control holds a ctrl_mutex when it takes it);
+// messages are sent with the peer's ctrl_mutex, taken after the net and regions mutexes.
+#include <sched.h>
+
+#include <algorithm>
+
 #include "context/context.h"
+#include "control/socket.h"
+#include "peer/messages.h"
 #include "util/handles.h"
 #include "util/log.h"
 #include "util/status.h"
 
 namespace hmc {
+
+namespace {
+// A peer that will not take part any more: its imports count as withdrawn.
+bool peer_gone(const Peer& p) { return p.lost || p.closed || p.remote_closed; }
+
+// A status from the wire: an hmc error, or HMC_ERR_REMOTE for values this build does not know.
+hmc_status_t wire_status(int32_t v) {
+  return v < 0 && v >= HMC_ERR_INTERNAL ? static_cast<hmc_status_t>(v) : HMC_ERR_REMOTE;
+}
+
+// Keeps the progress thread parked while this thread drives progress (as the waits do).
+class DrivingProgress {
+ public:
+  DrivingProgress(std::atomic<int>& n, std::condition_variable& cv) : n_(n), cv_(cv) { ++n_; }
+  ~DrivingProgress() {
+    if (--n_ == 0) cv_.notify_all();
+  }
+
+ private:
+  std::atomic<int>& n_;
+  std::condition_variable& cv_;
+};
+}  // namespace
 
 hmc_status_t Context::register_memory(void* addr, size_t size, uint32_t access, Region** out) {
   MemoryLocation loc = devices_.locate(addr);
@@ -20,6 +76,7 @@ hmc_status_t Context::register_memory(void* addr, size_t size, uint32_t access, 
   region->addr = addr;
   region->size = size;
   region->access = access;
+  region->context_id = id_;
   for (auto& net : nets_) {
     if (!HMC_NET_SLOT(net->table(), reg_mr)) continue;
     hmc_net_mem_desc_t desc{};
@@ -52,6 +109,11 @@ hmc_status_t Context::register_memory(void* addr, size_t size, uint32_t access, 
     std::lock_guard<std::mutex> lock(regions_mutex_);
     regions_.insert(r);
   }
+  {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    r->id = next_region_id_++;
+    regions_by_id_[r->id] = r;
+  }
   Handles::add(r, HandleKind::Region);
   *out = r;
   return HMC_SUCCESS;
@@ -63,6 +125,18 @@ hmc_status_t Context::deregister_memory(Region* region) {
     regions_.erase(region);
   }
   Handles::remove(region);
+  bool imported = false;
+  {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    region->departing = true;
+    for (auto& imp : region->importers) {
+      if (imp.count == 0 || peer_gone(*imp.peer)) continue;
+      imp.told = true;
+      imported = true;
+    }
+    if (!imported) regions_by_id_.erase(region->id);
+  }
+  if (imported) withdraw_region(region);
   for (auto& reg : region->registrations) {
     std::lock_guard<std::mutex> lock(reg.net->mutex());
     hmc_plugin_status_t ps = reg.net->table()->dereg_mr(reg.net->ctx(), reg.mr);
@@ -73,16 +147,89 @@ hmc_status_t Context::deregister_memory(Region* region) {
   return HMC_SUCCESS;
 }
 
+void Context::withdraw_region(Region* region) {
+  const uint64_t t0 = control::now_ns();
+  std::vector<std::shared_ptr<Peer>> told;
+  {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    for (auto& imp : region->importers)
+      if (imp.told) told.push_back(imp.peer);
+  }
+  for (auto& p : told) {
+    hmc_status_t st = HMC_SUCCESS;
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(p->ctrl_mutex);
+      if (p->ctrl && !p->lost) {
+        control::Writer w;
+        msg::encode_region_id(region->id, &w);
+        st = p->ctrl->send(control::MsgType::RegionGone, w);
+        if (st != HMC_SUCCESS) why = last_error();
+      }
+    }
+    // Its control connection broke: it is lost, which withdraws the region from it.
+    if (st != HMC_SUCCESS) fail_peer(*p, HMC_ERR_PEER_LOST, "control connection: " + why);
+  }
+  auto waiting = [&](const Region::Importer& imp) {
+    return imp.told && !imp.acked && imp.count > 0 && !peer_gone(*imp.peer);
+  };
+  auto settled = [&] {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    for (const auto& imp : region->importers)
+      if (waiting(imp)) return false;
+    return true;
+  };
+  bool done = progress_until(settled, t0 + uint64_t(timeout_ms_) * 1000000);
+  std::vector<std::shared_ptr<Peer>> laggards;
+  {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    regions_by_id_.erase(region->id);
+    if (!done)
+      for (const auto& imp : region->importers)
+        if (waiting(imp)) laggards.push_back(imp.peer);
+  }
+  for (auto& p : laggards) {
+    std::string reason = fmt::format(
+        "it did not acknowledge the withdrawal of region {} ({} bytes at {}) within {} ms "
+        "(HMC_TIMEOUT_MS) before hmc_mem_deregister; the connection is closed so that it cannot "
+        "reach the memory any more",
+        region->id, region->size, region->addr, timeout_ms_);
+    HMC_LOG_W("hmc_mem_deregister: peer {}: {}", p->name, reason);
+    fail_peer(*p, HMC_ERR_PEER_LOST, reason);
+  }
+  HMC_LOG_D("hmc_mem_deregister: region {} withdrawn from {} peer(s) in {} us", region->id,
+            told.size(), (control::now_ns() - t0) / 1000);
+}
+
+bool Context::progress_until(const std::function<bool()>& done, uint64_t deadline_ns) {
+  DrivingProgress scope(active_pollers_, thread_cv_);
+  for (;;) {
+    if (done()) return true;
+    bool busy = progress(true);
+    if (done()) return true;
+    if (control::now_ns() >= deadline_ns) return false;
+    // Give the core to the peer process (and the kernel's socket work) on small machines.
+    if (!busy) sched_yield();
+  }
+}
+
 hmc_status_t Context::import_remote(const std::shared_ptr<Peer>& peer, const void* desc,
                                     size_t len, Remote** out) {
   PackedRegion packed;
   hmc_status_t st = unpack_region(desc, len, &packed);
   if (st != HMC_SUCCESS) return st;
+  const bool tracked = packed.region_id != 0;
+  if (tracked && packed.context_id != peer->remote.context_id)
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_remote_import: the descriptor is of a region of context {:016x}, but peer {} "
+                "is context {:016x}: a descriptor is imported through the peer that packed it",
+                packed.context_id, peer->name, peer->remote.context_id);
   auto remote = std::make_unique<Remote>();
   remote->peer = peer;
   remote->base = packed.base;
   remote->size = packed.size;
   remote->access = packed.access;
+  remote->region_id = packed.region_id;
   NetPlugin& net = *peer->net;
   const std::vector<uint8_t>* key = nullptr;
   for (const auto& [name, k] : packed.rkeys)
@@ -98,8 +245,71 @@ hmc_status_t Context::import_remote(const std::shared_ptr<Peer>& peer, const voi
                     net.name(), plugin_status_string(ps));
     }
     // Without a key for our path the handle is still made: hmc_put/hmc_get then say why not.
+    // In remotes_ before the owner is asked, so that a RegionGone that follows its answer finds
+    // it.
     std::lock_guard<std::mutex> rlock(regions_mutex_);
     remotes_.insert(remote.get());
+  }
+  if (tracked) {
+    // The owner checks the descriptor against its record and counts the import.
+    uint64_t token;
+    {
+      std::lock_guard<std::mutex> lock(region_proto_mutex_);
+      token = next_import_token_++;
+      import_waits_[token] = ImportWait{};
+    }
+    msg::RegionRequest q;
+    q.token = token;
+    q.context_id = packed.context_id;
+    q.region_id = packed.region_id;
+    q.base = packed.base;
+    q.size = packed.size;
+    q.access = packed.access;
+    std::string why = "it is lost or closed";
+    bool asked = false;
+    {
+      std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
+      if (peer->ctrl && !peer_gone(*peer)) {
+        control::Writer w;
+        msg::encode_region_request(q, &w);
+        asked = peer->ctrl->send(control::MsgType::RegionRequest, w) == HMC_SUCCESS;
+        if (!asked) why = last_error();
+      }
+    }
+    auto answered = [&] {
+      std::lock_guard<std::mutex> lock(region_proto_mutex_);
+      return import_waits_[token].answered || peer_gone(*peer);
+    };
+    if (asked) progress_until(answered, control::now_ns() + uint64_t(timeout_ms_) * 1000000);
+    ImportWait answer;
+    {
+      // A reply arriving after this finds no token and releases the import it counted.
+      std::lock_guard<std::mutex> lock(region_proto_mutex_);
+      answer = std::move(import_waits_[token]);
+      import_waits_.erase(token);
+    }
+    if (!answer.answered || answer.status != 0 || remote->dead) {
+      if (!asked)
+        st = fail(HMC_ERR_PEER_LOST, "hmc_remote_import: could not ask peer {} about the region: {}",
+                  peer->name, why);
+      else if (answer.answered && answer.status != 0)
+        st = fail(wire_status(answer.status), "hmc_remote_import: peer {} refused the descriptor: {}",
+                  peer->name, answer.text);
+      else if (answer.answered)
+        st = fail(HMC_ERR_REMOTE, "hmc_remote_import: peer {} deregistered the region while it was "
+                  "being imported", peer->name);
+      else if (peer->closed)
+        st = fail(HMC_ERR_INVALID_HANDLE, "hmc_remote_import: the peer was closed");
+      else if (peer_gone(*peer))
+        st = fail(HMC_ERR_PEER_LOST, "hmc_remote_import: peer {} was lost while it checked the "
+                  "descriptor", peer->name);
+      else
+        st = fail(HMC_ERR_TIMEOUT, "hmc_remote_import: peer {} did not answer the descriptor check "
+                  "within {} ms (HMC_TIMEOUT_MS); a peer without a progress thread answers only "
+                  "while it calls into hmc", peer->name, timeout_ms_);
+      drop_remote(remote.release(), false);  // sets no error
+      return st;
+    }
   }
   if (!key)
     HMC_LOG_I("hmc_remote_import: the descriptor has no key for {} (the path to {}); one-sided "
@@ -109,9 +319,9 @@ hmc_status_t Context::import_remote(const std::shared_ptr<Peer>& peer, const voi
   return HMC_SUCCESS;
 }
 
-hmc_status_t Context::release_remote(Remote* remote) {
-  Handles::remove(remote);
-  NetPlugin& net = *remote->peer->net;
+void Context::drop_remote(Remote* remote, bool tell_owner) {
+  Peer& peer = *remote->peer;
+  NetPlugin& net = *peer.net;
   {
     std::lock_guard<std::mutex> lock(net.mutex());
     std::lock_guard<std::mutex> rlock(regions_mutex_);
@@ -119,8 +329,185 @@ hmc_status_t Context::release_remote(Remote* remote) {
     if (remote->rkey && HMC_NET_SLOT(net.table(), rkey_release)) net.table()->rkey_release(remote->rkey);
     remote->rkey = nullptr;
   }
+  // A withdrawn region is no longer counted by its owner; a lost peer's imports count for nothing.
+  if (tell_owner && remote->region_id && !remote->dead) {
+    std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
+    if (peer.ctrl && !peer_gone(peer)) {
+      control::Writer w;
+      msg::encode_region_id(remote->region_id, &w);
+      peer.ctrl->send(control::MsgType::RegionRelease, w);  // a broken channel: service_control's business
+    }
+  }
   delete remote;
+}
+
+hmc_status_t refuse_withdrawn(const Remote& r, const char* what) {
+  return fail(HMC_ERR_REMOTE, "hmc_{} with {}: the peer deregistered the region ({} bytes at "
+              "0x{:x}); its descriptor grants no access any more", what, r.peer->name, r.size,
+              r.base);
+}
+
+hmc_status_t Context::post_tracked_rma(Remote* remote, std::unique_ptr<Framed> f, Op op,
+                                       size_t size, Request** out, bool notify,
+                                       uint64_t notify_value) {
+  const auto& peer = remote->peer;
+  if (!remote->region_id)
+    return post_framed(peer, std::move(f), op, size, 0, out, notify, notify_value);
+  // posting before dead is read, dead set before posting is read (settle_withdrawals): one of
+  // the two sees the other (sequentially consistent atomics).
+  remote->posting.fetch_add(1);
+  hmc_status_t st;
+  if (remote->dead.load()) {
+    st = refuse_withdrawn(*remote, op_name(op));
+  } else {
+    st = post_framed(peer, std::move(f), op, size, 0, out, notify, notify_value);
+    if (st == HMC_SUCCESS) {
+      std::lock_guard<std::mutex> lock(peer->net->mutex());
+      track_remote_request_locked(remote, RequestTable::handle(*out));
+    }
+  }
+  remote->posting.fetch_sub(1);
+  return st;
+}
+
+hmc_status_t Context::release_remote(Remote* remote) {
+  Handles::remove(remote);
+  drop_remote(remote, true);
   return HMC_SUCCESS;
+}
+
+std::string Context::dispatch_region_message(const std::shared_ptr<Peer>& peer,
+                                             const control::Channel::Message& m) {
+  const uint8_t* p = m.payload.data();
+  size_t n = m.payload.size();
+  auto send = [&](control::MsgType type, const control::Writer& w) -> std::string {
+    if (!peer->ctrl) return "control connection closed";
+    if (peer->ctrl->send(type, w) != HMC_SUCCESS) return "control connection: " + last_error();
+    return "";
+  };
+  switch (m.type) {
+    case control::MsgType::RegionRequest: {  // we own the region
+      msg::RegionRequest q;
+      if (!msg::decode_region_request(p, n, &q)) return "malformed RegionRequest";
+      msg::RegionReply a;
+      a.token = q.token;
+      a.region_id = q.region_id;
+      {
+        std::lock_guard<std::mutex> lock(region_proto_mutex_);
+        auto it = regions_by_id_.find(q.region_id);
+        Region* r = it == regions_by_id_.end() ? nullptr : it->second;
+        if (q.context_id != id_) {
+          a.text = fmt::format("the descriptor names context {:016x}, this is context {:016x}",
+                               q.context_id, id_);
+        } else if (!r || r->departing) {
+          a.text = fmt::format("region {} ({} bytes at 0x{:x}) is not registered (any more)",
+                               q.region_id, q.size, q.base);
+        } else if (q.base != reinterpret_cast<uint64_t>(r->addr) || q.size != r->size ||
+                   q.access != r->access) {
+          a.text = fmt::format("the descriptor of region {} claims {} bytes at 0x{:x} with access "
+                               "0x{:x}; {} bytes at {} with access 0x{:x} were registered",
+                               q.region_id, q.size, q.base, q.access, r->size, r->addr, r->access);
+        } else {
+          auto imp = std::find_if(r->importers.begin(), r->importers.end(),
+                                  [&](const Region::Importer& i) { return i.peer == peer; });
+          if (imp == r->importers.end()) imp = r->importers.insert(imp, Region::Importer{peer});
+          ++imp->count;
+        }
+      }
+      a.status = a.text.empty() ? 0 : HMC_ERR_REMOTE;
+      if (a.status) HMC_LOG_I("peer {} imported a descriptor that is refused: {}", peer->name, a.text);
+      control::Writer w;
+      msg::encode_region_reply(a, &w);
+      return send(control::MsgType::RegionReply, w);
+    }
+    case control::MsgType::RegionReply: {  // we import
+      msg::RegionReply a;
+      if (!msg::decode_region_reply(p, n, &a)) return "malformed RegionReply";
+      bool abandoned = false;
+      {
+        std::lock_guard<std::mutex> lock(region_proto_mutex_);
+        auto it = import_waits_.find(a.token);
+        if (it == import_waits_.end()) {
+          abandoned = a.status == 0;
+        } else {
+          it->second.answered = true;
+          it->second.status = a.status;
+          it->second.text = std::move(a.text);
+        }
+      }
+      if (!abandoned) return "";
+      // The import that asked gave up waiting: uncount it.
+      control::Writer w;
+      msg::encode_region_id(a.region_id, &w);
+      return send(control::MsgType::RegionRelease, w);
+    }
+    case control::MsgType::RegionRelease:
+    case control::MsgType::RegionGoneAck: {  // we own the region
+      uint64_t id = 0;
+      if (!msg::decode_region_id(p, n, &id)) return "malformed region message";
+      std::lock_guard<std::mutex> lock(region_proto_mutex_);
+      auto it = regions_by_id_.find(id);
+      if (it == regions_by_id_.end()) return "";  // already gone: nothing to count
+      for (auto& imp : it->second->importers) {
+        if (imp.peer != peer) continue;
+        if (m.type == control::MsgType::RegionGoneAck) imp.acked = true;
+        else if (imp.count > 0) --imp.count;
+      }
+      return "";
+    }
+    case control::MsgType::RegionGone: {  // we import; acknowledged by settle_withdrawals
+      uint64_t id = 0;
+      if (!msg::decode_region_id(p, n, &id)) return "malformed RegionGone";
+      std::lock_guard<std::mutex> lock(region_proto_mutex_);
+      withdrawals_.push_back({peer, id});
+      withdrawals_pending_.store(true, std::memory_order_release);
+      return "";
+    }
+    default: return "";
+  }
+}
+
+bool Context::settle_withdrawals() {
+  if (!withdrawals_pending_.load(std::memory_order_acquire)) return false;
+  std::vector<Withdrawal> work, later;
+  {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    work.swap(withdrawals_);
+    withdrawals_pending_.store(false, std::memory_order_relaxed);
+  }
+  bool sent = false;
+  for (auto& wd : work) {
+    Peer& peer = *wd.peer;
+    if (peer_gone(peer) || !peer.net) continue;  // the owner no longer waits for this peer
+    bool running = false;
+    {
+      std::lock_guard<std::mutex> lock(peer.net->mutex());
+      std::lock_guard<std::mutex> rlock(regions_mutex_);
+      for (Remote* r : remotes_) {
+        if (r->peer != wd.peer || r->region_id != wd.region_id) continue;
+        // Under the net mutex: a post either ran before (its request is in inflight) or sees it.
+        r->dead.store(true);
+        running |= remote_busy_locked(r);
+      }
+    }
+    if (running) {
+      later.push_back(std::move(wd));
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
+    if (peer.ctrl && !peer.lost) {
+      control::Writer w;
+      msg::encode_region_id(wd.region_id, &w);
+      peer.ctrl->send(control::MsgType::RegionGoneAck, w);  // a broken channel: service_control's
+      sent = true;
+    }
+  }
+  if (!later.empty()) {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    for (auto& wd : later) withdrawals_.push_back(std::move(wd));
+    withdrawals_pending_.store(true, std::memory_order_release);
+  }
+  return sent;
 }
 
 }  // namespace hmc

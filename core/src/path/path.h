@@ -61,6 +61,9 @@ struct Capabilities {
   // Device plugins ("cuda") with a device that can export and map memory by IPC, offered to
   // peers on this host (HMC_DEVICE_IPC=0: none).
   std::vector<std::string> ipc_plugins;
+  // The first piece's size of framed messages this side offers (xfer/framed.h); 0: a peer that
+  // predates it, whose first piece is its chunk.
+  uint64_t stage_first = 0;
 };
 
 struct Choice {

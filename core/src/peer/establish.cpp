@@ -123,6 +123,10 @@ struct PeerSetup {
     peer->ctrl = std::move(ch);
     peer->last_sent_ns = control::now_ns();
     peer->framing.chunk = framing_chunk(ctx.caps_, remote);
+    // A peer that predates the first piece's size frames from the chunk on.
+    peer->framing.first_piece = std::min({peer->framing.chunk,
+                                    remote.stage_first ? remote.stage_first : remote.stage_chunk,
+                                    ctx.caps_.stage_first});
     // Device IPC: another process on this host, both sides offering the vendor.
     if (peer->framing.on() && peer->same_host && remote.pid != ctx.caps_.pid)
       for (const auto& p : ctx.caps_.ipc_plugins)

@@ -38,6 +38,8 @@ void encode_caps(const path::Capabilities& caps, control::Writer* w) {
   // Appended after that: device IPC.
   w->u32(static_cast<uint32_t>(caps.ipc_plugins.size()));
   for (const auto& p : caps.ipc_plugins) w->str(p);
+  // Appended after that: the first piece's size of framed messages.
+  w->u64(caps.stage_first);
 }
 
 bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
@@ -73,6 +75,8 @@ bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
     for (auto& p : c.ipc_plugins)
       if (!r.str(&p, kMaxName)) return false;
   }
+  // The first piece: absent from a peer that predates it.
+  if (r.remaining() > 0 && !r.u64(&c.stage_first)) return false;
   *caps = std::move(c);
   return true;
 }
@@ -118,6 +122,47 @@ void encode_bye(const std::string& reason, control::Writer* w) { w->str(reason);
 bool decode_bye(const uint8_t* p, size_t n, std::string* reason) {
   control::Reader r(p, n);
   return r.str(reason, kMaxText);
+}
+
+void encode_region_request(const RegionRequest& m, control::Writer* w) {
+  w->u64(m.token);
+  w->u64(m.context_id);
+  w->u64(m.region_id);
+  w->u64(m.base);
+  w->u64(m.size);
+  w->u32(m.access);
+}
+
+bool decode_region_request(const uint8_t* p, size_t n, RegionRequest* m) {
+  control::Reader r(p, n);
+  RegionRequest x;
+  if (!r.u64(&x.token) || !r.u64(&x.context_id) || !r.u64(&x.region_id) || !r.u64(&x.base) ||
+      !r.u64(&x.size) || !r.u32(&x.access))
+    return false;
+  *m = x;
+  return true;
+}
+
+void encode_region_reply(const RegionReply& m, control::Writer* w) {
+  w->u64(m.token);
+  w->u64(m.region_id);
+  w->i32(m.status);
+  w->str(m.text);
+}
+
+bool decode_region_reply(const uint8_t* p, size_t n, RegionReply* m) {
+  control::Reader r(p, n);
+  RegionReply x;
+  if (!r.u64(&x.token) || !r.u64(&x.region_id) || !r.i32(&x.status) || !r.str(&x.text, kMaxText))
+    return false;
+  *m = std::move(x);
+  return true;
+}
+
+void encode_region_id(const uint64_t& region_id, control::Writer* w) { w->u64(region_id); }
+bool decode_region_id(const uint8_t* p, size_t n, uint64_t* region_id) {
+  control::Reader r(p, n);
+  return r.u64(region_id);
 }
 
 }  // namespace hmc::msg

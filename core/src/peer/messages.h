@@ -48,4 +48,37 @@ bool decode_bye(const uint8_t* p, size_t n, std::string* reason);
 // Decoders take the payload bytes of one message; the fuzz target (control/fuzz.cpp) runs each
 // of them through a decode -> encode -> decode round trip.
 
+// --- Region bookkeeping (net/registration.cpp) --------------------------------------------
+// An importer tells the owner of a region which of its regions it holds, so that the owner can
+// withdraw them before it deregisters (one-sided access is not seen by the owner on every path).
+// Every decoder below ignores bytes after the fields it knows (later versions only append).
+
+// RegionRequest (importer -> owner): "I imported your region region_id, described as follows";
+// the owner checks the description against its live registration and answers RegionReply.
+struct RegionRequest {
+  uint64_t token = 0;       // chosen by the importer, echoed in the reply
+  uint64_t context_id = 0;  // the owner's context id, as the descriptor says
+  uint64_t region_id = 0;
+  uint64_t base = 0;        // the descriptor's claims
+  uint64_t size = 0;
+  uint32_t access = 0;
+};
+void encode_region_request(const RegionRequest& m, control::Writer* w);
+bool decode_region_request(const uint8_t* p, size_t n, RegionRequest* m);
+
+// RegionReply (owner -> importer): status 0, or why the import is refused (hmc_status_t + text).
+struct RegionReply {
+  uint64_t token = 0;
+  uint64_t region_id = 0;
+  int32_t status = 0;
+  std::string text;
+};
+void encode_region_reply(const RegionReply& m, control::Writer* w);
+bool decode_region_reply(const uint8_t* p, size_t n, RegionReply* m);
+
+// RegionRelease (importer -> owner), RegionGone (owner -> importer) and RegionGoneAck
+// (importer -> owner) carry the region id alone.
+void encode_region_id(const uint64_t& region_id, control::Writer* w);
+bool decode_region_id(const uint8_t* p, size_t n, uint64_t* region_id);
+
 }  // namespace hmc::msg

@@ -51,7 +51,7 @@ size_t encode_ipc_header(uint8_t* out, uint64_t total, const IpcExport& ex) {
 }
 
 // A version 2 header of `got` bytes: fills ex (plugin, handle, offset) and total.
-bool decode_ipc_header(const uint8_t* in, size_t got, uint64_t chunk, uint64_t* total,
+bool decode_ipc_header(const uint8_t* in, size_t got, uint64_t first, uint64_t* total,
                        IpcExport* ex) {
   uint32_t magic;
   uint16_t version, handle_len;
@@ -61,7 +61,7 @@ bool decode_ipc_header(const uint8_t* in, size_t got, uint64_t chunk, uint64_t* 
   std::memcpy(&handle_len, in + 6, 2);
   std::memcpy(total, in + 8, 8);
   std::memcpy(&ex->offset, in + 16, 8);
-  if (magic != kHeaderMagic || version != kIpcHeaderVersion || *total < chunk ||
+  if (magic != kHeaderMagic || version != kIpcHeaderVersion || *total < first ||
       handle_len == 0 || handle_len > HMC_DEVICE_IPC_HANDLE_MAX ||
       got != kIpcHeaderFixed + handle_len || in[24 + kPluginNameMax - 1] != 0)
     return false;
@@ -70,26 +70,36 @@ bool decode_ipc_header(const uint8_t* in, size_t got, uint64_t chunk, uint64_t* 
   return true;
 }
 
-bool decode_header(const uint8_t* in, uint64_t chunk, uint64_t* total) {
+bool decode_header(const uint8_t* in, uint64_t first, uint64_t* total) {
   uint32_t magic;
   uint16_t version;
   std::memcpy(&magic, in, 4);
   std::memcpy(&version, in + 4, 2);
   std::memcpy(total, in + 8, 8);
-  return magic == kHeaderMagic && version == kHeaderVersion && *total >= chunk;
+  return magic == kHeaderMagic && version == kHeaderVersion && *total >= first;
 }
 
-// Pieces of a message of `size` bytes, header included (1 for a message below the chunk).
-size_t piece_count(uint64_t size, uint64_t chunk) {
-  if (size < chunk) return 1;
-  return 2 + static_cast<size_t>((size - chunk + chunk - 1) / chunk);
+// Whether a message of `size` bytes is sent as pieces (else as one plugin message): from the
+// chunk up, and at exactly the first piece's size, which a whole message must never have (a
+// piece 0 of that size is what announces a header).
+bool multi_piece(uint64_t size, const FrameGeometry& g) { return size >= g.chunk || size == g.first; }
+
+// Pieces of a message of `size` bytes sent as pieces, header included.
+size_t framed_pieces(uint64_t size, const FrameGeometry& g) {
+  return 2 + static_cast<size_t>((size - g.first + g.chunk - 1) / g.chunk);
+}
+
+// Pieces of a message of `size` bytes, header included (1 for a single message).
+size_t piece_count(uint64_t size, const FrameGeometry& g) {
+  return multi_piece(size, g) ? framed_pieces(size, g) : 1;
 }
 
 // Where piece `index` (>= 2) starts in the message, and how long it is.
-void piece_geometry(size_t index, uint64_t total, uint64_t chunk, size_t* offset, size_t* len) {
-  uint64_t off = chunk + uint64_t(index - 2) * chunk;
+void piece_geometry(size_t index, uint64_t total, const FrameGeometry& g, size_t* offset,
+                    size_t* len) {
+  uint64_t off = g.first + uint64_t(index - 2) * g.chunk;
   *offset = static_cast<size_t>(off);
-  *len = static_cast<size_t>(std::min<uint64_t>(chunk, total - off));
+  *len = static_cast<size_t>(std::min<uint64_t>(g.chunk, total - off));
 }
 
 uint64_t wire_tag(uint64_t tag, size_t index) { return index == 0 ? tag : tag | kContinuationTagBit; }
@@ -117,33 +127,33 @@ bool is_front(std::unordered_map<uint64_t, std::deque<Request*>>& fifos, uint64_
 }  // namespace
 
 std::unique_ptr<Framed> Framed::make_send(const void* buf, size_t size, uint64_t tag, bool staged,
-                                          uint64_t chunk) {
+                                          const FrameGeometry& g) {
   std::unique_ptr<Framed> f(new Framed());
   f->send_ = true;
   f->staged_ = staged;
   f->user_ = static_cast<uint8_t*>(const_cast<void*>(buf));
   f->size_ = size;
   f->tag_ = tag;
-  f->chunk_ = chunk;
-  f->pieces_ = piece_count(size, chunk);
+  f->geo_ = g;
+  f->pieces_ = piece_count(size, g);
   return f;
 }
 
 std::unique_ptr<Framed> Framed::make_recv(void* buf, size_t capacity, uint64_t tag, bool staged,
-                                          uint64_t chunk) {
+                                          const FrameGeometry& g) {
   std::unique_ptr<Framed> f(new Framed());
   f->send_ = false;
   f->staged_ = staged;
   f->user_ = static_cast<uint8_t*>(buf);
   f->size_ = capacity;
   f->tag_ = tag;
-  f->chunk_ = chunk;
+  f->geo_ = g;
   return f;
 }
 
 std::unique_ptr<Framed> Framed::make_put(const void* buf, size_t size, uint64_t addr,
                                          hmc_net_rkey_t* rkey, uint64_t chunk) {
-  std::unique_ptr<Framed> f = make_send(buf, size, 0, true, chunk);
+  std::unique_ptr<Framed> f = make_send(buf, size, 0, true, FrameGeometry{chunk, chunk});
   f->rma_ = true;
   f->rma_addr_ = addr;
   f->rkey_ = rkey;
@@ -153,7 +163,7 @@ std::unique_ptr<Framed> Framed::make_put(const void* buf, size_t size, uint64_t 
 
 std::unique_ptr<Framed> Framed::make_get(void* buf, size_t size, uint64_t addr,
                                          hmc_net_rkey_t* rkey, uint64_t chunk) {
-  std::unique_ptr<Framed> f = make_recv(buf, size, 0, true, chunk);
+  std::unique_ptr<Framed> f = make_recv(buf, size, 0, true, FrameGeometry{chunk, chunk});
   f->rma_ = true;
   f->rma_addr_ = addr;
   f->rkey_ = rkey;
@@ -221,8 +231,8 @@ bool Framed::advance_rma(Peer& peer, const StageEnv& env) {
   while (status_ == HMC_SUCCESS && next_index_ < pieces_ && window() < env.depth) {
     Slot s;
     s.index = next_index_;
-    s.offset = static_cast<size_t>(uint64_t(s.index) * chunk_);
-    s.len = static_cast<size_t>(std::min<uint64_t>(chunk_, size_ - s.offset));
+    s.offset = static_cast<size_t>(uint64_t(s.index) * geo_.chunk);
+    s.len = static_cast<size_t>(std::min<uint64_t>(geo_.chunk, size_ - s.offset));
     s.fit = s.len;
     s.bounce = env.pool->take();
     if (!s.bounce) break;  // the pool is in use; later
@@ -337,8 +347,8 @@ bool Framed::prepare_send(const StageEnv& env) {
       s.len = ipc_ ? encode_ipc_header(header_, size_, ipc_export_) : (encode_header(header_, size_),
                                                                           kHeaderSize);
     } else {
-      if (s.index == 0) s.len = static_cast<size_t>(std::min<uint64_t>(size_, chunk_));
-      else piece_geometry(s.index, size_, chunk_, &s.offset, &s.len);
+      if (s.index == 0) s.len = static_cast<size_t>(pieces_ == 1 ? size_ : geo_.first);
+      else piece_geometry(s.index, size_, geo_, &s.offset, &s.len);
       if (aborted_) s.len = 0;
       if (staged_ && s.len > 0) {
         s.bounce = env.pool->take();
@@ -486,7 +496,7 @@ bool Framed::test_posted(Peer& peer, const StageEnv& env) {
       }
       on_piece0(peer, got, st);
       if (s.bounce && status_ == HMC_SUCCESS) {
-        size_t n = std::min(got, std::min(size_, static_cast<size_t>(chunk_)));
+        size_t n = std::min(got, std::min(size_, static_cast<size_t>(geo_.chunk)));
         s.fit = n;
         finish_piece_recv(s, env);
       }
@@ -506,9 +516,9 @@ bool Framed::test_posted(Peer& peer, const StageEnv& env) {
     if (s.index == 1) {
       s.state = SlotState::Done;
       IpcExport ex;
-      if (got == kHeaderSize && decode_header(header_, chunk_, &total_)) {
+      if (got == kHeaderSize && decode_header(header_, geo_.first, &total_)) {
         on_header(peer);
-      } else if (decode_ipc_header(header_, got, chunk_, &total_, &ex)) {
+      } else if (decode_ipc_header(header_, got, geo_.first, &total_, &ex)) {
         on_ipc_header(peer, env, ex);
         if (broken_) return true;
       } else {
@@ -553,18 +563,18 @@ bool Framed::advance_send(Request* req, Peer& peer, const StageEnv& env) {
 
 // Piece 0 arrived: a whole small message, or the start of a longer one.
 void Framed::on_piece0(Peer& peer, size_t got, hmc_plugin_status_t st) {
-  const bool big_buffer = size_ >= chunk_;
   if (st == HMC_PLUGIN_ERR_TRUNCATED) {
     status_ = HMC_ERR_TRUNCATED;
     error_ = fmt::format("hmc_recv from {} (tag {}): the message was larger than the {}-byte "
                          "buffer", peer.name, tag_, size_);
-    // Plugins report the sent length on truncation; a piece 0 of a whole chunk has a stream
-    // behind it that must be read and dropped, or it would reach the next message's receive.
-    if (got >= chunk_) draining_ = true;
+    // Plugins report the sent length on truncation; a piece 0 of the first piece's size has a
+    // stream behind it that must be read and dropped, or it would reach the next message's
+    // receive.
+    if (got == geo_.first) draining_ = true;
     else pieces_ = 1;
     return;
   }
-  if (!big_buffer || got < chunk_) {
+  if (got != geo_.first) {
     pieces_ = 1;
     bytes_ = got;
     return;
@@ -573,7 +583,7 @@ void Framed::on_piece0(Peer& peer, size_t got, hmc_plugin_status_t st) {
 }
 
 void Framed::on_header(Peer& peer) {
-  pieces_ = piece_count(total_, chunk_);
+  pieces_ = framed_pieces(total_, geo_);
   next_index_ = 2;
   if (!draining_ && total_ > size_) {
     status_ = HMC_ERR_TRUNCATED;
@@ -616,7 +626,7 @@ bool Framed::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
     }
     Slot s;
     s.index = 0;
-    s.len = static_cast<size_t>(std::min<uint64_t>(size_, chunk_));
+    s.len = static_cast<size_t>(std::min<uint64_t>(size_, geo_.chunk));
     if (staged_ && s.len > 0) {
       s.bounce = env.pool->take();
       if (!s.bounce) {
@@ -677,7 +687,7 @@ bool Framed::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
   while (next_index_ < pieces_ && window() < env.depth) {
     Slot s;
     s.index = next_index_;
-    piece_geometry(s.index, total_, chunk_, &s.offset, &s.len);
+    piece_geometry(s.index, total_, geo_, &s.offset, &s.len);
     s.fit = s.offset >= size_ ? 0 : std::min(s.len, size_ - s.offset);
     if (draining_ || staged_ || s.fit < s.len) {
       s.bounce = env.pool->take();
@@ -789,10 +799,10 @@ void Framed::on_ipc_header(Peer& peer, const StageEnv& env, const IpcExport& ex)
     if (mapping_) {
       Slot c;
       c.index = kIpcCopyIndex;
-      c.offset = chunk_;
-      c.len = static_cast<size_t>(total_ - chunk_);
-      const uint8_t* src = static_cast<const uint8_t*>(mapping_->base) + ex.offset + chunk_;
-      hmc_status_t st = env.copier->start(user_ + chunk_, src, c.len, &c.copy);
+      c.offset = geo_.first;
+      c.len = static_cast<size_t>(total_ - geo_.first);
+      const uint8_t* src = static_cast<const uint8_t*>(mapping_->base) + ex.offset + c.offset;
+      hmc_status_t st = env.copier->start(user_ + c.offset, src, c.len, &c.copy);
       if (st == HMC_SUCCESS) {
         c.state = SlotState::Unloading;
         slots_.push_back(std::move(c));
@@ -807,7 +817,7 @@ void Framed::on_ipc_header(Peer& peer, const StageEnv& env, const IpcExport& ex)
       peer.framing.trim_ipc(ipc_keep(env));
     }
   }
-  if (post_reply(peer, code)) pieces_ = piece_count(total_, chunk_);  // as in version 1
+  if (post_reply(peer, code)) pieces_ = framed_pieces(total_, geo_);  // as in version 1
 }
 
 // Mappings kept open per peer: none where the runtime may hand a recycled handle to another
@@ -866,7 +876,7 @@ void Framed::on_reply(Peer& peer) {
     HMC_LOG_I("peer {}: it cannot map this process's device memory; device IPC to it is off",
               peer.name);
   ipc_ = false;
-  pieces_ = piece_count(size_, chunk_);  // prepare_send goes on from piece 2
+  pieces_ = framed_pieces(size_, geo_);  // prepare_send goes on from piece 2
 }
 
 // ---- shared ---------------------------------------------------------------------------------

@@ -1,24 +1,29 @@
 // Framed two-sided transfers: how a message crosses a peer pair where either side has device
 // memory, so that neither side needs to know the other's memory kind.
 //
-// Wire format (only on such "framing" peer pairs; both sides agree on the chunk at connect):
-//  - a message smaller than the chunk is one plugin message on the user tag, as elsewhere;
-//  - a message of chunk bytes or more is
-//      piece 0:  its first chunk bytes, on the user tag T;
+// Wire format (only on such "framing" peer pairs; both sides agree on the geometry at connect:
+// the first piece's size F, at most the chunk C):
+//  - a message smaller than C, and not of exactly F bytes, is one plugin message on the user tag,
+//    as elsewhere;
+//  - a message of C bytes or more, or of exactly F bytes, is
+//      piece 0:  its first F bytes, on the user tag T;
 //      header:   16 bytes {magic, version, total size} on the continuation tag T | 2^59;
-//      pieces:   the rest, chunk bytes each (the last one shorter), on the continuation tag.
-//    A piece 0 of exactly chunk bytes is what tells the receiver that more follows; the header
-//    tells it how many pieces to post, so it never posts a receive past the message's end.
+//      pieces:   the rest, C bytes each (the last one shorter), on the continuation tag.
+//    A piece 0 of exactly F bytes is what tells the receiver that a header follows (no single
+//    message has that size); the header tells it how many pieces to post, so it never posts a
+//    receive past the message's end. F is small (kFirstPiece), so that a message sent by
+//    device IPC (below) stages little.
 //  - A sender whose device fails mid-message sends the remaining pieces empty: a piece shorter
 //    than the header announced tells the receiver that the message was aborted.
 //  - Device IPC (peers on one host that both have IPC-capable devices of one vendor, a message
-//    of staged device memory of that vendor): after piece 0 the header is the longer version 2,
-//    which carries an IPC handle of the sender's allocation and the message's offset in it,
-//    instead of the pieces. The receiver maps the allocation, copies the rest of the message
-//    device to device, and answers with an 8-byte reply on the reply tag T | 2^60; the sender's
-//    request ends with that reply (its buffer is read until then). A receiver that cannot or
-//    will not map (its buffer is host memory or another vendor's, the runtime refuses the
-//    handle) replies "send pieces", and the sender sends the pieces as in version 1.
+//    of more than F bytes of staged device memory of that vendor): after piece 0 the header is
+//    the longer version 2, which carries an IPC handle of the sender's allocation and the
+//    message's offset in it, instead of the pieces. The receiver maps the allocation, copies the
+//    rest of the message device to device, and answers with an 8-byte reply on the reply tag
+//    T | 2^60; the sender's request ends with that reply (its buffer is read until then). A
+//    receiver that cannot or will not map (its buffer is host memory or another vendor's, the
+//    runtime refuses the handle) replies "send pieces", and the sender sends the pieces as in
+//    version 1.
 // Pieces move through pinned bounce buffers of the context's stage pool where the memory is a
 // device the transport cannot reach: device-to-host copies overlap the wire on the sender,
 // host-to-device copies overlap it on the receiver, `depth` pieces in flight per transfer.
@@ -59,6 +64,16 @@ constexpr uint64_t kContinuationTagBit = uint64_t(1) << 59;
 // The reserved tag bit of a device-IPC message's reply (receiver to sender).
 constexpr uint64_t kReplyTagBit = uint64_t(1) << 60;
 
+// The first piece's size peers offer (the pair uses the smaller offer, at most its chunk): odd,
+// so that no power-of-two message is sent as pieces below the chunk.
+constexpr uint64_t kFirstPiece = (64u << 10) + 1;
+
+// Sizes of a framed message's pieces (see the wire format above).
+struct FrameGeometry {
+  uint64_t first = 0;  // piece 0
+  uint64_t chunk = 0;  // every later piece
+};
+
 // What framed transfers use of their context.
 struct StageEnv {
   StagePool* pool = nullptr;
@@ -85,6 +100,10 @@ struct IpcMapping {
 // Per peer framing state; guarded by the peer's net mutex.
 struct PeerFraming {
   uint64_t chunk = 0;  // 0: framing off for this peer pair
+  uint64_t first_piece = 0;  // piece 0's size (<= chunk)
+  FrameGeometry geometry() const { return {first_piece, chunk}; }
+  // Whether a message of `size` bytes goes through a Framed transfer even from host memory.
+  bool multi_piece(uint64_t size) const { return size >= chunk || size == first_piece; }
   // Sends with pieces not yet all posted, per tag, in post order.
   std::unordered_map<uint64_t, std::deque<Request*>> sends;
   // Receives whose piece 0 is not posted yet (no bounce buffer was free), per tag.
@@ -128,10 +147,11 @@ class Framed {
  public:
   // `staged`: the user memory is a device the path cannot reach (pieces go through bounces).
   static std::unique_ptr<Framed> make_send(const void* buf, size_t size, uint64_t tag, bool staged,
-                                           uint64_t chunk);
+                                           const FrameGeometry& g);
   static std::unique_ptr<Framed> make_recv(void* buf, size_t capacity, uint64_t tag, bool staged,
-                                           uint64_t chunk);
-  // Sends the message (chunk bytes or more) by device IPC from the allocation `ex` describes.
+                                           const FrameGeometry& g);
+  // Sends the message (more than the first piece) by device IPC from the allocation `ex`
+  // describes.
   void use_ipc(IpcExport ex);
   // Receives: the plugin and device of the user buffer when it is device memory (nullptr for
   // host memory), so that a device IPC message can be copied straight into it.
@@ -226,7 +246,7 @@ class Framed {
   uint8_t* user_ = nullptr;
   size_t size_ = 0;  // send: message size; receive: capacity
   uint64_t tag_ = 0;
-  uint64_t chunk_ = 0;
+  FrameGeometry geo_;
 
   std::list<Slot> slots_;
   size_t next_index_ = 0;    // next piece to prepare (send) or post (receive)

@@ -168,10 +168,10 @@ hmc_status_t Context::post_send(const std::shared_ptr<Peer>& peer, const void* b
     bool staged = false;
     MemoryLocation loc;
     if ((st = memory_access(*peer, buf, size, "send", &staged, &loc)) != HMC_SUCCESS) return st;
-    if (staged || size >= peer->framing.chunk || framed_sends_waiting(*peer, tag)) {
-      auto f = Framed::make_send(buf, size, tag, staged, peer->framing.chunk);
+    if (staged || peer->framing.multi_piece(size) || framed_sends_waiting(*peer, tag)) {
+      auto f = Framed::make_send(buf, size, tag, staged, peer->framing.geometry());
       IpcExport ex;
-      if (staged && size >= peer->framing.chunk && ipc_export(*peer, buf, loc, &ex))
+      if (staged && size > peer->framing.first_piece && ipc_export(*peer, buf, loc, &ex))
         f->use_ipc(std::move(ex));
       return post_framed(peer, std::move(f), Op::Send, size, tag, out);
     }
@@ -197,7 +197,7 @@ hmc_status_t Context::post_recv(const std::shared_ptr<Peer>& peer, void* buf, si
     bool staged = false;
     MemoryLocation loc;
     if ((st = memory_access(*peer, buf, size, "recv", &staged, &loc)) != HMC_SUCCESS) return st;
-    auto f = Framed::make_recv(buf, size, tag, staged, peer->framing.chunk);
+    auto f = Framed::make_recv(buf, size, tag, staged, peer->framing.geometry());
     if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
     return post_framed(peer, std::move(f), Op::Recv, size, tag, out);
   }
@@ -231,6 +231,7 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   hmc_status_t st = check_peer(*peer, "put");
   if (st != HMC_SUCCESS) return st;
   if ((st = check_remote_range(*remote, offset, size, "put")) != HMC_SUCCESS) return st;
+  if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "put");
   if (peer->framing.on()) {
     bool staged = false;
     if ((st = memory_access(*peer, buf, size, "put", &staged)) != HMC_SUCCESS) return st;
@@ -238,10 +239,10 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
       if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
                     peer->choice.key(), peer->name);
-      return post_framed(peer,
-                         Framed::make_put(buf, size, remote->base + offset, remote->rkey,
-                                          peer->framing.chunk),
-                         Op::Put, size, 0, out, flags & HMC_PUT_NOTIFY, notify_value);
+      return post_tracked_rma(remote,
+                              Framed::make_put(buf, size, remote->base + offset, remote->rkey,
+                                               peer->framing.chunk),
+                              Op::Put, size, out, flags & HMC_PUT_NOTIFY, notify_value);
     }
   }
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
@@ -256,9 +257,14 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   uint64_t addr = remote->base + offset;
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
-    return net.table()->iput(ep, buf, size, nullptr, addr, remote->rkey, nr);
+    // Checked and recorded under the net mutex, where a withdrawal marks and looks.
+    if (remote->dead.load(std::memory_order_relaxed)) return HMC_PLUGIN_ERR_REMOTE;
+    hmc_plugin_status_t ps = net.table()->iput(ep, buf, size, nullptr, addr, remote->rkey, nr);
+    if (ps == HMC_PLUGIN_SUCCESS && remote->region_id)
+      track_remote_request_locked(remote, RequestTable::handle(req));
+    return ps;
   });
-  if (st != HMC_SUCCESS) return st;
+  if (st != HMC_SUCCESS) return remote->dead.load() ? refuse_withdrawn(*remote, "put") : st;
   *out = req;
   return HMC_SUCCESS;
 }
@@ -269,6 +275,7 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   hmc_status_t st = check_peer(*peer, "get");
   if (st != HMC_SUCCESS) return st;
   if ((st = check_remote_range(*remote, offset, size, "get")) != HMC_SUCCESS) return st;
+  if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "get");
   if (peer->framing.on()) {
     bool staged = false;
     if ((st = memory_access(*peer, buf, size, "get", &staged)) != HMC_SUCCESS) return st;
@@ -276,10 +283,10 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
       if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
                     peer->choice.key(), peer->name);
-      return post_framed(peer,
-                         Framed::make_get(buf, size, remote->base + offset, remote->rkey,
-                                          peer->framing.chunk),
-                         Op::Get, size, 0, out);
+      return post_tracked_rma(remote,
+                              Framed::make_get(buf, size, remote->base + offset, remote->rkey,
+                                               peer->framing.chunk),
+                              Op::Get, size, out);
     }
   }
   if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
@@ -292,9 +299,13 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   uint64_t addr = remote->base + offset;
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
-    return net.table()->iget(ep, buf, size, nullptr, addr, remote->rkey, nr);
+    if (remote->dead.load(std::memory_order_relaxed)) return HMC_PLUGIN_ERR_REMOTE;
+    hmc_plugin_status_t ps = net.table()->iget(ep, buf, size, nullptr, addr, remote->rkey, nr);
+    if (ps == HMC_PLUGIN_SUCCESS && remote->region_id)
+      track_remote_request_locked(remote, RequestTable::handle(req));
+    return ps;
   });
-  if (st != HMC_SUCCESS) return st;
+  if (st != HMC_SUCCESS) return remote->dead.load() ? refuse_withdrawn(*remote, "get") : st;
   *out = req;
   return HMC_SUCCESS;
 }
