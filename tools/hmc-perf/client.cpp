@@ -43,11 +43,15 @@ class Client {
 
     auto info = peer_.info();
     path_ = info.path;
+    device_ipc_ = info.device_ipc;
     if (o_.format == Format::Table) {
       std::printf("# hmc-perf %s: test %s, op %s, mem %s -> peer %s, progress thread %d%s\n",
                   hmc::version().c_str(), to_string(o_.test), to_string(o_.op), o_.mem.c_str(),
                   o_.peer_mem.c_str(), o_.progress_thread, o_.check ? ", --check" : "");
       std::printf("# path %s: %s\n", info.path, info.path_reason);
+      if (info.device_ipc[0])
+        std::printf("# device IPC for %s memory: large messages are copied device to device\n",
+                    info.device_ipc);
       if (o_.test == Test::Bw)
         std::printf("# bw: lat avg is the time per message with WINDOW in flight\n");
       else if (o_.op == Op::Get)
@@ -83,6 +87,7 @@ class Client {
     r.iters = p.iters;
     r.window = p.window;
     r.path = path_;
+    r.device_ipc = device_ipc_;
     r.mem = o_.mem;
     r.peer_mem = o_.peer_mem;
     r.check = o_.check;
@@ -314,6 +319,7 @@ class Client {
   Buffers tx_, rx_;
   hmc::Remote remote_;
   std::string path_;
+  std::string device_ipc_;
   uint32_t idx_ = 0;
   Control result_;  // the server's Result, when a bw loop already received it to stop the clock
   bool have_result_ = false;

@@ -24,6 +24,7 @@ struct Result {
   double lat_us_p50 = -1;  // < 0: not measured (bw)
   double lat_us_p99 = -1;
   std::string path;
+  std::string device_ipc;  // device plugins whose memory crosses by device IPC ("" for none)
   std::string mem;
   std::string peer_mem;
   bool check = false;
@@ -79,6 +80,7 @@ inline std::string to_json(const Result& r) {
   s += ",\"lat_us_p50\":" + json_number(r.lat_us_p50, 3);
   s += ",\"lat_us_p99\":" + json_number(r.lat_us_p99, 3);
   s += ",\"path\":\"" + json_escape(r.path) + "\"";
+  s += ",\"device_ipc\":\"" + json_escape(r.device_ipc) + "\"";
   s += ",\"mem\":\"" + json_escape(r.mem) + "\"";
   s += ",\"peer_mem\":\"" + json_escape(r.peer_mem) + "\"";
   s += std::string(",\"check\":") + (r.check ? "true" : "false");

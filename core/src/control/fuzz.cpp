@@ -64,6 +64,13 @@ const DecoderEntry kDecoders[] = {
     {MsgType::NetReady, round_trip<msg::NetReady, msg::decode_net_ready, msg::encode_net_ready>},
     {MsgType::Notify, round_trip<uint64_t, msg::decode_notify, msg::encode_notify>},
     {MsgType::Bye, round_trip<std::string, msg::decode_bye, msg::encode_bye>},
+    {MsgType::RegionRequest,
+     round_trip<msg::RegionRequest, msg::decode_region_request, msg::encode_region_request>},
+    {MsgType::RegionReply,
+     round_trip<msg::RegionReply, msg::decode_region_reply, msg::encode_region_reply>},
+    {MsgType::RegionRelease, round_trip<uint64_t, msg::decode_region_id, msg::encode_region_id>},
+    {MsgType::RegionGone, round_trip<uint64_t, msg::decode_region_id, msg::encode_region_id>},
+    {MsgType::RegionGoneAck, round_trip<uint64_t, msg::decode_region_id, msg::encode_region_id>},
 };
 constexpr size_t kNumDecoders = sizeof(kDecoders) / sizeof(kDecoders[0]);
 
@@ -251,6 +258,21 @@ std::vector<FuzzSeed> fuzz_seeds() {
   seeds.push_back({"select-caps", selector_input(MsgType::Caps, w_caps)});
   seeds.push_back({"select-net-handle", selector_input(MsgType::NetHandle, w_nh)});
   seeds.push_back({"select-net-ready", selector_input(MsgType::NetReady, w_ready)});
+
+  // Region withdrawal (net/registration.cpp).
+  msg::RegionRequest rq{7, info.context_id, 3, 0x7f0000001000ull, 65573, 6};
+  msg::RegionReply rp{7, 3, HMC_ERR_REMOTE, "region 3 (65573 bytes at 0x7f0000001000) is not registered"};
+  Writer w_rq, w_rp, w_id;
+  msg::encode_region_request(rq, &w_rq);
+  msg::encode_region_reply(rp, &w_rp);
+  msg::encode_region_id(uint64_t{3}, &w_id);
+  seeds.push_back({"stream-region",
+                   concat({frame_of(MsgType::RegionRequest, w_rq), frame_of(MsgType::RegionReply, w_rp),
+                           frame_of(MsgType::RegionGone, w_id), frame_of(MsgType::RegionGoneAck, w_id),
+                           frame_of(MsgType::RegionRelease, w_id)})});
+  seeds.push_back({"select-region-request", selector_input(MsgType::RegionRequest, w_rq)});
+  seeds.push_back({"select-region-reply", selector_input(MsgType::RegionReply, w_rp)});
+  seeds.push_back({"select-region-gone", selector_input(MsgType::RegionGone, w_id)});
   return seeds;
 }
 
