@@ -37,10 +37,13 @@ struct DataPath {
   std::string path;    // HMC_PATH value, "plugin/device" (what hmc_peer_info must report)
   std::string plugin;  // net plugin short name: the file is libhmc-net-<plugin>.so
   EnvOverrides env;
-  // The target of a one-sided operation checks it against its own record of the region (so a
-  // deregistered region or a descriptor forged past the initiator's check is refused). Paths
-  // that check only at the initiator (net-ucx and net-ofi over tcp and shared memory: see their
-  // READMEs) have the cases that need the target skipped, saying so.
+  // The target of a one-sided operation checks every access itself against its own record of
+  // the region. Deregistered regions and forged descriptors are refused on every path anyway
+  // (the owner vouches for each import and withdraws a region from its importers before
+  // deregistering it: net/registration.cpp); what only such a target refuses is access through
+  // a descriptor the owner was never asked about (the layout of owners from before withdrawal,
+  // forged). Paths that check only at the initiator (net-ucx and net-ofi over tcp and shared
+  // memory: see their READMEs) skip that case, saying so.
   bool target_checks_rma = true;
   // A reference path: scenarios that test the core, not the data path (the token challenge
   // on the control plane), run over the reference paths only.
@@ -59,12 +62,13 @@ inline const std::vector<DataPath>& data_paths() {
       {"hoststage/shm", "hoststage/shm", "hoststage", {{"HMC_HOSTSTAGE_SHM", std::nullopt}}, true,
        true},
       // net-ucx has one device, "ucx"; the transports are UCX's choice, restricted here.
-      // Checks one-sided access at the initiator only (plugins/net-ucx/README.md).
+      // Checks one-sided access at the initiator only (plugins/net-ucx/README.md): an
+      // unvouched descriptor is not refused (target_checks_rma false).
       {"ucx/tcp", "ucx/ucx", "ucx", {{"HMC_UCX_TLS", "tcp"}, {"HMC_UCX_NET_DEVICES", "lo"}}, false},
       {"ucx/shm", "ucx/ucx", "ucx", {{"HMC_UCX_TLS", "posix,cma,self"}}, false},
       // net-ofi has one device per libfabric provider. Checks one-sided access at the
       // initiator; the target's provider does not refuse (shm) or drops the connection (tcp)
-      // (plugins/net-ofi/README.md).
+      // (plugins/net-ofi/README.md): an unvouched descriptor is not refused.
       {"ofi/tcp", "ofi/tcp", "ofi", {{"HMC_OFI_PROVIDER", "tcp"}}, false},
       {"ofi/shm", "ofi/shm", "ofi", {{"HMC_OFI_PROVIDER", "shm"}}, false},
   };

@@ -416,11 +416,11 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
   ~Context() { reset(); }
-  // Creates the context (progress thread on, the default).
-  hmc_status_t create() {
+  // Creates the context (progress thread on, the default, unless progress_thread is 0).
+  hmc_status_t create(int progress_thread = 1) {
     hmc_context_options_t o{};
     o.struct_size = sizeof o;
-    o.progress_thread = 1;
+    o.progress_thread = progress_thread;
     return hmc_context_create(&o, &ctx_);
   }
   hmc_status_t reset() {

@@ -6,7 +6,8 @@
 // plays the scenario (see scenarios.h) and exits 0 on success. On any failure it prints one
 // line naming the step, the status and hmc_last_error() to stderr and exits 1; the test shows
 // that output. Keys: parent-pid=N (die with the parent; refuse to start if it is already gone),
-// plus the scenario's own (sizes=, count=, size=, status=, expect-path=).
+// progress-thread=0 (a context without progress thread), plus the scenario's own (sizes=,
+// count=, size=, status=, expect-path=, release=, how=).
 #include <sys/prctl.h>
 #include <sys/time.h>
 
@@ -345,6 +346,92 @@ void run_bounds_target(const Peer& p) {
   p.send_ctrl(kTagCtrl + 1, kCtrlAck);
 }
 
+// Puts into the parent's region, kWithdrawDepth at a time, until the parent's deregistration
+// makes them fail; every put must end either landed (SUCCESS) or refused (REMOTE).
+void run_withdraw_initiator(const Peer& p) {
+  std::vector<uint8_t> desc;
+  std::string err;
+  if (recv_blob(p.peer, kTagDesc, &desc, kOpTimeoutMs, &err) != HMC_SUCCESS)
+    die("receiving the parent's descriptor: " + err);
+  Remote rem;
+  check_ok(rem.import(p.peer, desc), "hmc_remote_import");
+  const size_t size = kWithdrawRegionSize;
+  std::vector<HostBuffer> bufs;
+  for (int i = 0; i < kWithdrawDepth; ++i) bufs.emplace_back(size);
+  hmc_request_t reqs[kWithdrawDepth] = {};
+  uint64_t posted = 0, landed = 0;
+  bool refused = false, said_go = false;
+  // Ends the put in slot k: landed or refused, nothing else.
+  auto end_slot = [&](int k) {
+    if (!reqs[k]) return;
+    hmc_status_t st = hmc_request_wait(reqs[k], kOpTimeoutMs, nullptr);
+    reqs[k] = nullptr;
+    if (st == HMC_SUCCESS) ++landed;
+    else if (st == HMC_ERR_REMOTE) refused = true;
+    else die("a put ended with " + describe(st) + " (expected success or HMC_ERR_REMOTE)");
+  };
+  auto t0 = Clock::now();
+  while (!refused) {
+    for (int k = 0; k < kWithdrawDepth && !refused; ++k) {
+      end_slot(k);
+      if (refused) break;
+      pattern_fill(bufs[k].data(), size, kWithdrawSeed + posted);
+      hmc_status_t st = hmc_put(p.peer, bufs[k].data(), size, rem.get(), 0, 0, 0, &reqs[k]);
+      if (st == HMC_ERR_REMOTE) {
+        reqs[k] = nullptr;
+        refused = true;
+      } else {
+        check_ok(st, "hmc_put #" + std::to_string(posted));
+        ++posted;
+      }
+    }
+    if (!said_go && landed > 0) {
+      p.send_ctrl(kTagCtrl, kCtrlGo);
+      said_go = true;
+    }
+    check(ms_since(t0) < kWithdrawRefusedWithinMs,
+          "after " + std::to_string(posted) + " puts in " + std::to_string(ms_since(t0)) +
+              " ms none was refused: the parent's deregistration did not reach us");
+  }
+  for (int k = 0; k < kWithdrawDepth; ++k) end_slot(k);
+  check(said_go, "the first put was refused already");
+  // From now on every access is refused, at once or by its request.
+  HostBuffer b(16);
+  hmc_request_t req = nullptr;
+  hmc_status_t st = hmc_put(p.peer, b.data(), 16, rem.get(), 0, 0, 0, &req);
+  if (st == HMC_SUCCESS) st = hmc_request_wait(req, kOpTimeoutMs, nullptr);
+  check(st == HMC_ERR_REMOTE, "a put after the refusal: " + describe(st));
+  req = nullptr;
+  st = hmc_get(p.peer, b.data(), 16, rem.get(), 0, &req);
+  if (st == HMC_SUCCESS) st = hmc_request_wait(req, kOpTimeoutMs, nullptr);
+  check(st == HMC_ERR_REMOTE, "a get after the refusal: " + describe(st));
+  printf("%" PRIu64 " puts landed, %" PRIu64 " posted before the refusal\n", landed, posted);
+  p.send_ctrl(kTagCtrl + 2, landed);
+  p.expect_ctrl(kTagCtrl, kCtrlDone);
+}
+
+// Imports the parent's regions, releases one, says so, then dies or goes idle.
+[[noreturn]] void run_import_then_stop(const Peer& p) {
+  const uint64_t count = p.arg_u64("count");
+  const uint64_t release = p.arg_u64("release");
+  const std::string how = p.arg("how");
+  check(how == "die" || how == "idle", "how=" + how + ": expected die or idle");
+  std::vector<Remote> rems(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    std::vector<uint8_t> desc;
+    std::string err;
+    if (recv_blob(p.peer, kTagDesc + i, &desc, kOpTimeoutMs, &err) != HMC_SUCCESS)
+      die("receiving descriptor " + std::to_string(i) + ": " + err);
+    check_ok(rems[i].import(p.peer, desc), "hmc_remote_import of region " + std::to_string(i));
+    if (i == release) rems[i].release();  // the next import's answer shows the parent read it
+  }
+  p.send_ctrl(kTagCtrl, kCtrlImported);
+  fflush(stdout);
+  if (how == "die") raise(SIGKILL);
+  // Idle: no hmc call from here on (the parent kills us; alarm() is the backstop).
+  for (;;) pause();
+}
+
 void kill_self(int) {
   raise(SIGKILL);
 }  // async-signal-safe
@@ -427,7 +514,8 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> addr;
   if (!hex_decode(argv[2], &addr)) die("the address argument is not hex");
   Context ctx;
-  check_ok(ctx.create(), "hmc_context_create");
+  auto pt = p.args.find("progress-thread");  // progress-thread=0: none (the default is one)
+  check_ok(ctx.create(pt != p.args.end() ? atoi(pt->second.c_str()) : 1), "hmc_context_create");
   p.ctx = ctx.get();
   hmc_status_t st = hmc_connect(p.ctx, addr.data(), addr.size(), kConnectTimeoutMs, &p.peer);
 
@@ -452,6 +540,8 @@ int main(int argc, char** argv) {
         {scenario::kRmaTarget, run_rma_target},
         {scenario::kNotifyInitiator, run_notify_initiator},
         {scenario::kBoundsTarget, run_bounds_target},
+        {scenario::kWithdrawInitiator, run_withdraw_initiator},
+        {scenario::kImportThenStop, run_import_then_stop},
         {scenario::kDieMidSend, run_die_mid_send},
         {scenario::kEcho, run_echo},
         {scenario::kSendThenClose, run_send_then_close},

@@ -31,6 +31,10 @@ constexpr const char* kEcho = "echo";                         // echoes one valu
 constexpr const char* kConnectExpect = "connect-expect";      // status=N: hmc_connect must return N
 constexpr const char* kSendThenClose =
     "send-then-close";  // set=small|mixed:     // sends, then closes at once
+constexpr const char* kWithdrawInitiator = "withdraw-initiator";  // puts into parent's until refused
+// count=N release=i how=die|idle: imports N parent regions (releasing region i right after its
+// import), acks, then SIGKILLs itself (die) or stops calling hmc (idle; with progress-thread=0).
+constexpr const char* kImportThenStop = "import-then-stop";
 }  // namespace scenario
 
 // Timeouts (ms). Generous: loaded CI machines with 2 cores; every wait is still bounded.
@@ -202,6 +206,18 @@ constexpr uint64_t kCtrlDeregister = 0xDE;  // parent -> child: deregister kDere
 constexpr uint64_t kCtrlAck = 0xAC;
 constexpr uint64_t kCtrlDone = 0xD0;  // parent -> child: verify memory and exit
 constexpr uint64_t kCtrlGo = 0x60;
+
+// withdraw-initiator: the parent registers one region and sends its descriptor; the child keeps
+// kWithdrawDepth puts of the whole region in flight (put i writes pattern kWithdrawSeed + i),
+// says kCtrlGo on kTagCtrl once one landed, and goes on until a put is refused (the parent
+// deregistered meanwhile); then a fresh put and get must be refused too, and it reports the
+// number of puts that succeeded on kTagCtrl + 2.
+constexpr size_t kWithdrawRegionSize = 256 * 1024 + 7;
+constexpr uint64_t kWithdrawInitSeed = 0x6000;
+constexpr uint64_t kWithdrawSeed = 0x6100;
+constexpr int kWithdrawDepth = 4;
+constexpr int kWithdrawRefusedWithinMs = 30000;  // the child's bound on its wait for the refusal
+constexpr uint64_t kCtrlImported = 0x1A;  // import-then-stop: child -> parent, regions imported
 
 // Memory for a region: kGuard bytes, the region, kGuard bytes; all of it starts as
 // pattern(seed) over offsets into the allocation, so guards and region are checked alike.

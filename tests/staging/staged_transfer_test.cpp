@@ -347,6 +347,42 @@ hmc_peer_info_t peer_info(hmc_peer_t peer) {
   return info;
 }
 
+TEST(SharedBounces, OffOnOneSideSendsThePiecesThroughTheTransport) {
+  // cuda:0 here, hip:0 in the peer, which turned shared bounces off: its messages and ours go
+  // through the transport, byte-exact, and none is counted as read from shared buffers.
+  const size_t size = 2 * kChunk + 9;
+  run_pair("hoststage/shm",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* dev;
+             if (hmc_mem_alloc(ctx, "hip:0", size, &dev) != HMC_SUCCESS) return 20;
+             uint8_t v = 0;
+             size_t got = 0;
+             if (recv_wait(peer, dev, size, 1, &got) != HMC_SUCCESS || got != size) v |= 1;
+             else if (check(ctx, dev, size, 1) != -1) v |= 2;
+             if (send_wait(peer, dev, size, 2) != HMC_SUCCESS) v |= 4;
+             hmc_mem_free(ctx, dev);
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void *buf, *back;
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &back), HMC_SUCCESS);
+             ASSERT_TRUE(fill(ctx, buf, size, 1));
+             ASSERT_EQ(send_wait(peer, buf, size, 1), HMC_SUCCESS) << hmc_last_error();
+             size_t got = 0;
+             ASSERT_EQ(recv_wait(peer, back, size, 2, &got), HMC_SUCCESS) << hmc_last_error();
+             EXPECT_EQ(got, size);
+             EXPECT_EQ(check(ctx, back, size, 1), -1);
+             EXPECT_EQ(verdict_of(peer), 0) << "bit 1/2: the peer's receive, 4: its send";
+             hmc_peer_info_t info = peer_info(peer);
+             EXPECT_EQ(info.shared_staged_messages, 0u);
+             EXPECT_EQ(info.staged_transfers, 2u);  // the two messages (the verdict is host memory)
+             hmc_mem_free(ctx, buf);
+             hmc_mem_free(ctx, back);
+           },
+           {{"HMC_STAGE_SHARED", "0"}});
+}
+
 TEST(DeviceIpc, HostReceiveBufferGetsThePiecesAndIpcStaysOn) {
   // The receiver's buffer decides: host memory asks for the pieces (version 1), device memory
   // of the same vendor copies by IPC; the pair keeps IPC for later messages.

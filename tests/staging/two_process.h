@@ -197,8 +197,8 @@ inline void echo_sizes(const Pair& p, const std::vector<size_t>& sizes) {
     ASSERT_EQ(got, size);
     ASSERT_EQ(check(ctx, back, size, int(i)), -1);
   }
-  // Same vendor on both sides (two processes, one host): messages of a chunk or more went by
-  // device IPC, both ways; otherwise none did.
+  // Same vendor on both sides (two processes, one host): messages larger than the first piece
+  // went by device IPC, both ways; otherwise none did.
   std::string mine = vendor_of(p.mine), theirs = vendor_of(p.theirs);
   const char* ipc_env = getenv("HMC_DEVICE_IPC");
   bool ipc = mine == theirs && mine != "host" && !(ipc_env && std::string(ipc_env) == "0");
@@ -207,6 +207,15 @@ inline void echo_sizes(const Pair& p, const std::vector<size_t>& sizes) {
   ASSERT_EQ(hmc_peer_info(peer, &info), HMC_SUCCESS);
   EXPECT_STREQ(info.device_ipc, ipc ? mine.c_str() : "");
   EXPECT_EQ(info.ipc_messages, ipc ? 2 * big : 0u);
+  // Device memory on both sides and no IPC: messages larger than the first piece are read out
+  // of the sender's staging buffers (shared bounces), unless HMC_STAGE_SHARED=0.
+  const char* shared_env = getenv("HMC_STAGE_SHARED");
+  bool shared = mine != "host" && theirs != "host" &&
+                !(shared_env && std::string(shared_env) == "0");
+  size_t pieces = static_cast<size_t>(std::count_if(sizes.begin(), sizes.end(), [&](size_t s) {
+    return s > kFirst && !ipc;
+  }));
+  EXPECT_EQ(info.shared_staged_messages, shared ? 2 * pieces : 0u);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   reaper.pid = -1;

@@ -367,6 +367,7 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   caps.device_count = 2;
   caps.ipc_plugins = {"cuda", "hip"};
   caps.stage_first = 4097;
+  caps.features = path::kFeatureSharedBounces;
   control::Writer w;
   msg::encode_caps(caps, &w);
   path::Capabilities back;
@@ -377,9 +378,14 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   EXPECT_EQ(back.net[1].measured_bandwidth_MBps, 0u);
   EXPECT_EQ(back.ipc_plugins, caps.ipc_plugins);
   EXPECT_EQ(back.stage_first, 4097u);
-  // A peer from before the first piece's size sends no such field (the last 8 bytes), and one
-  // from before device IPC no IPC section either (the section before).
-  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - 8, &back));
+  EXPECT_EQ(back.features, path::kFeatureSharedBounces);
+  // A peer from before the features sends no such field (the last 4 bytes)...
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - 4, &back));
+  EXPECT_EQ(back.features, 0u);
+  EXPECT_EQ(back.stage_first, 4097u);
+  // ... one from before the first piece's size neither that (the 8 before), and one from
+  // before device IPC no IPC section either (the section before).
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - 12, &back));
   EXPECT_EQ(back.stage_first, 0u);
   EXPECT_EQ(back.ipc_plugins, caps.ipc_plugins);
   path::Capabilities no_ipc = caps;
@@ -387,7 +393,7 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   control::Writer w2;
   msg::encode_caps(no_ipc, &w2);
   size_t ipc_section = 4 + (w.size() - w2.size());  // an empty section is its 4-byte count
-  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - 8 - ipc_section, &back));
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - 12 - ipc_section, &back));
   EXPECT_TRUE(back.ipc_plugins.empty());
   EXPECT_EQ(back.stage_chunk, 1u << 20);
   EXPECT_EQ(back.device_count, 2u);
@@ -395,7 +401,7 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   EXPECT_FALSE(msg::decode_caps(w.data().data(), w.size() - 1, &back));
   // A peer from before calibration sends the records only (12 bytes less per record + count,
   // and without the staging section that follows: 12 bytes).
-  size_t old_size = w.size() - 8 - ipc_section - 12 - 4 - 2 * 12;
+  size_t old_size = w.size() - 12 - ipc_section - 12 - 4 - 2 * 12;
   ASSERT_TRUE(msg::decode_caps(w.data().data(), old_size, &back));
   EXPECT_EQ(back.net[0].measured_bandwidth_MBps, 0u);
   EXPECT_EQ(back.net[0].key(), "hoststage/tcp");

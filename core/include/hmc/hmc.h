@@ -250,6 +250,8 @@ typedef struct hmc_peer_info {
   uint64_t ipc_messages;     /* messages sent to or received from the peer by device IPC */
   uint64_t staged_transfers; /* transfers with the peer whose device memory went through
                                 pinned bounce buffers */
+  uint64_t shared_staged_messages; /* of those, messages whose pieces the receiver copied
+                                      straight out of the sender's bounce buffers (same host) */
 } hmc_peer_info_t;
 HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info);
 

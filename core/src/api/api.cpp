@@ -494,13 +494,14 @@ HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info) {
   info->est_bandwidth_MBps = p->choice.bandwidth_MBps;
   info->est_latency_us = p->choice.latency_us;
   info->alive = p->lost ? 0 : 1;
-  if (info->struct_size >= offsetof(hmc_peer_info_t, staged_transfers) + sizeof(uint64_t)) {
+  if (info->struct_size >= offsetof(hmc_peer_info_t, shared_staged_messages) + sizeof(uint64_t)) {
     std::string ipc;
     if (!p->framing.ipc_refused)
       for (const auto& name : p->framing.ipc_plugins) ipc += (ipc.empty() ? "" : ",") + name;
     copy_str(info->device_ipc, ipc);
     info->ipc_messages = p->framing.ipc_messages.load(std::memory_order_relaxed);
     info->staged_transfers = p->framing.staged_transfers.load(std::memory_order_relaxed);
+    info->shared_staged_messages = p->framing.shared_messages.load(std::memory_order_relaxed);
   }
   return HMC_SUCCESS;
   HMC_CATCH

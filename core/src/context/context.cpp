@@ -158,6 +158,7 @@ void Context::build_capabilities() {
   caps_.context_id = id_;
   caps_.stage_chunk = stage_chunk_;
   caps_.stage_first = std::min<uint64_t>(kFirstPiece, stage_chunk_);
+  if (config_.get_bool("HMC_STAGE_SHARED")) caps_.features |= path::kFeatureSharedBounces;
   caps_.device_count = static_cast<uint32_t>(devices_.devices().size() - 1);  // all but host
   // Device IPC (xfer/framed.h): the device plugins with an IPC-capable device.
   if (config_.get_bool("HMC_DEVICE_IPC"))
@@ -358,6 +359,7 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
   peer.framing.first.clear();
   peer.framing.streams.clear();
   peer.framing.ipc_maps.clear();  // (copies still reading one hold it until they end)
+  peer.framing.shared_slabs.clear();
   for (Request* req : peer.notify_queue)
     if (req->landed) fail_one(req);  // the others were just failed as pending
   peer.notify_queue.clear();

@@ -194,7 +194,7 @@ class Context {
   std::unordered_map<uint64_t, ImportWait> import_waits_;
   // RegionGone messages received, to be acknowledged once their Remotes are idle.
   struct Withdrawal {
-    std::shared_ptr<Peer> peer;
+    std::weak_ptr<Peer> peer;  // weak: a pending acknowledgement does not keep a peer alive
     uint64_t region_id;
   };
   std::vector<Withdrawal> withdrawals_;

@@ -59,18 +59,28 @@ StagePool::~StagePool() {
                   plugins_[i].table->name, s.bytes, plugin_status_string(st));
     }
     munmap(s.base, s.bytes);
+    if (s.fd >= 0) close(s.fd);
   }
 }
 
 bool StagePool::map_slab_locked() {
   size_t count = std::min(buffers_per_slab_, max_buffers_ - mapped_buffers_);
   size_t bytes = count * stride_;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // A memfd, so that a peer process on this host can read pieces straight out of the buffers
+  // (xfer/framed.h, shared bounces); anonymous memory where memfds are not available.
+  int fd = memfd_create("hmc-stage", MFD_CLOEXEC);
+  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    close(fd);
+    fd = -1;
+  }
+  void* p = fd >= 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                    : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     HMC_LOG_W("staging pool: mmap of a {}-byte slab failed: {}", bytes, strerror(errno));
+    if (fd >= 0) close(fd);
     return false;
   }
-  Slab slab{static_cast<char*>(p), bytes, {}};
+  Slab slab{static_cast<char*>(p), bytes, fd, {}};
   for (size_t i = 0; i < plugins_.size(); ++i) {
     Plugin& pl = plugins_[i];
     if (!pl.can_register) continue;
@@ -128,6 +138,26 @@ size_t StagePool::mapped_bytes() const {
   size_t total = 0;
   for (const Slab& s : slabs_) total += s.bytes;
   return total;
+}
+
+bool StagePool::shared_ref(const void* buf, SharedRef* out) const {
+  auto addr = reinterpret_cast<uintptr_t>(buf);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Slab& s : slabs_) {
+    auto base = reinterpret_cast<uintptr_t>(s.base);
+    if (addr < base || addr >= base + s.bytes) continue;
+    if (s.fd < 0) return false;
+    out->fd = s.fd;
+    out->slab_bytes = s.bytes;
+    out->offset = addr - base;
+    return true;
+  }
+  return false;
+}
+
+bool StagePool::shareable() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !slabs_.empty() && slabs_.back().fd >= 0;
 }
 
 std::string StagePool::pinned_by() const {

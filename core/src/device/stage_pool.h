@@ -53,6 +53,18 @@ class StagePool {
   // Names of the plugins that pinned the slabs ("cuda, hip"); for hmc-info and the log.
   std::string pinned_by() const;
 
+  // Where a buffer of this pool lies, for another process on this host: slabs are memfd
+  // mappings that it can map through /proc/<this pid>/fd/<fd> (the same permission that
+  // cross-memory attach needs). False when buf is not in a shareable slab.
+  struct SharedRef {
+    int fd = -1;
+    uint64_t slab_bytes = 0;
+    uint64_t offset = 0;  // of buf in the slab
+  };
+  bool shared_ref(const void* buf, SharedRef* out) const;
+  // Whether the newest slab is shareable (memfds work here).
+  bool shareable() const;
+
  private:
   struct Plugin {
     const hmc_device_plugin_v1_t* table;
@@ -62,6 +74,7 @@ class StagePool {
   struct Slab {
     char* base;
     size_t bytes;                         // mapped length
+    int fd;                               // its memfd; -1 for an anonymous slab
     std::vector<size_t> registered_with;  // indices into plugins_
   };
   bool map_slab_locked();

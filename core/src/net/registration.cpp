@@ -20,11 +20,17 @@
 //    paths where the owner checks) and answers RegionGoneAck once none of their operations is
 //    running (a put ends when its data is in place at the owner, a get when its data arrived),
 //    so nothing touches the memory after hmc_mem_deregister returned.
-// Compatibility: a peer built before these messages never packs the ids, so nobody sends it a
-// RegionRequest-led exchange, and it never sends one, so it is never in an importer list and never
-// gets RegionGone: the new types reach only peers that know them (an unknown type fails the
-// control stream, control/frame.h). Remotes of such a peer's descriptors are not tracked, as
-// before.
+// Why RegionRequest comes first: a descriptor in flight while its region is deregistered would
+// otherwise reach an importer the owner does not know of; with the question answered before
+// hmc_remote_import returns, the owner either counted the import (and will withdraw it) or
+// refused it. Messages on one control connection arrive in order, so a RegionGone never
+// overtakes the RegionReply that counted the import.
+// Compatibility: an owner built before these messages packs no ids (the ids are appended to the
+// descriptor, and readers of version 1 ignore trailing bytes), so no importer asks it anything;
+// an importer built before them ignores the ids, never asks, so it is in no importer list and
+// never gets RegionGone. Every message goes only to a peer that sent one first or packed the
+// ids, so the new types reach only peers that know them (an unknown type fails the control
+// stream: control/frame.h). Remotes of an old owner's descriptors are not tracked, as before.
 // Locks: region_proto_mutex_ is a leaf (dispatch_control holds a ctrl_mutex when it takes it);
 // messages are sent with the peer's ctrl_mutex, taken after the net and regions mutexes.
 #include <sched.h>
@@ -189,13 +195,12 @@ void Context::withdraw_region(Region* region) {
         if (waiting(imp)) laggards.push_back(imp.peer);
   }
   for (auto& p : laggards) {
-    std::string reason = fmt::format(
-        "it did not acknowledge the withdrawal of region {} ({} bytes at {}) within {} ms "
-        "(HMC_TIMEOUT_MS) before hmc_mem_deregister; the connection is closed so that it cannot "
-        "reach the memory any more",
-        region->id, region->size, region->addr, timeout_ms_);
-    HMC_LOG_W("hmc_mem_deregister: peer {}: {}", p->name, reason);
-    fail_peer(*p, HMC_ERR_PEER_LOST, reason);
+    // fail_peer logs it, once.
+    fail_peer(*p, HMC_ERR_PEER_LOST,
+              fmt::format("hmc_mem_deregister: it did not acknowledge the withdrawal of region {} "
+                          "({} bytes at {}) within {} ms (HMC_TIMEOUT_MS); its connection is "
+                          "closed so that it cannot reach the memory any more",
+                          region->id, region->size, region->addr, timeout_ms_));
   }
   HMC_LOG_D("hmc_mem_deregister: region {} withdrawn from {} peer(s) in {} us", region->id,
             told.size(), (control::now_ns() - t0) / 1000);
@@ -477,17 +482,20 @@ bool Context::settle_withdrawals() {
   }
   bool sent = false;
   for (auto& wd : work) {
-    Peer& peer = *wd.peer;
-    if (peer_gone(peer) || !peer.net) continue;  // the owner no longer waits for this peer
+    std::shared_ptr<Peer> owner = wd.peer.lock();
+    if (!owner || peer_gone(*owner) || !owner->net) continue;  // nobody waits for us any more
+    Peer& peer = *owner;
+    size_t remotes = 0;
     bool running = false;
     {
       std::lock_guard<std::mutex> lock(peer.net->mutex());
       std::lock_guard<std::mutex> rlock(regions_mutex_);
       for (Remote* r : remotes_) {
-        if (r->peer != wd.peer || r->region_id != wd.region_id) continue;
+        if (r->peer != owner || r->region_id != wd.region_id) continue;
         // Under the net mutex: a post either ran before (its request is in inflight) or sees it.
         r->dead.store(true);
         running |= remote_busy_locked(r);
+        ++remotes;
       }
     }
     if (running) {
@@ -500,6 +508,8 @@ bool Context::settle_withdrawals() {
       msg::encode_region_id(wd.region_id, &w);
       peer.ctrl->send(control::MsgType::RegionGoneAck, w);  // a broken channel: service_control's
       sent = true;
+      HMC_LOG_D("peer {} withdrew its region {}: {} remote handle(s) of it refuse access from now "
+                "on", peer.name, wd.region_id, remotes);
     }
   }
   if (!later.empty()) {

@@ -64,7 +64,12 @@ struct Capabilities {
   // The first piece's size of framed messages this side offers (xfer/framed.h); 0: a peer that
   // predates it, whose first piece is its chunk.
   uint64_t stage_first = 0;
+  // Optional protocol features this side offers (kFeature*); 0 from a peer that predates them.
+  uint32_t features = 0;
 };
+
+// Capabilities::features
+constexpr uint32_t kFeatureSharedBounces = 1u << 0;  // shared staging buffers (xfer/framed.h)
 
 struct Choice {
   std::string plugin;

@@ -133,14 +133,18 @@ struct PeerSetup {
         if (std::find(remote.ipc_plugins.begin(), remote.ipc_plugins.end(), p) !=
             remote.ipc_plugins.end())
           peer->framing.ipc_plugins.push_back(p);
+    peer->framing.shared_ok = peer->framing.on() && peer->same_host &&
+                              remote.pid != ctx.caps_.pid &&
+                              (remote.features & ctx.caps_.features & path::kFeatureSharedBounces);
     std::string ipc;
     for (const auto& p : peer->framing.ipc_plugins) ipc += (ipc.empty() ? "" : ", ") + p;
-    HMC_LOG_I("peer {}: path {} ({}){}{}", peer->name, choice.key(), choice.reason,
+    HMC_LOG_I("peer {}: path {} ({}){}{}{}", peer->name, choice.key(), choice.reason,
               peer->framing.on() ? fmt::format(", messages framed in {}-byte pieces",
                                                peer->framing.chunk)
                                  : "",
               ipc.empty() ? "" : fmt::format("; device IPC for messages of {} memory",
-                                             ipc));
+                                             ipc),
+              peer->framing.shared_ok ? "; staged pieces read from shared buffers" : "");
     return peer;
   }
 };

@@ -40,6 +40,8 @@ void encode_caps(const path::Capabilities& caps, control::Writer* w) {
   for (const auto& p : caps.ipc_plugins) w->str(p);
   // Appended after that: the first piece's size of framed messages.
   w->u64(caps.stage_first);
+  // Appended after that: optional features.
+  w->u32(caps.features);
 }
 
 bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
@@ -77,6 +79,8 @@ bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
   }
   // The first piece: absent from a peer that predates it.
   if (r.remaining() > 0 && !r.u64(&c.stage_first)) return false;
+  // Features: absent from a peer that predates them.
+  if (r.remaining() > 0 && !r.u32(&c.features)) return false;
   *caps = std::move(c);
   return true;
 }

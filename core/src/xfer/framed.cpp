@@ -1,7 +1,13 @@
 #include "xfer/framed.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "device/stage_pool.h"
@@ -24,10 +30,22 @@ constexpr size_t kHeaderSize = 16;
 constexpr uint16_t kIpcHeaderVersion = 2;
 constexpr size_t kIpcHeaderFixed = 40;
 constexpr size_t kPluginNameMax = 16;
+// Version 3, shared bounces: the version 1 fields, then u32 the sender's pid, u32 0 (24 bytes).
+constexpr uint16_t kSharedHeaderVersion = 3;
+constexpr size_t kSharedHeaderSize = 24;
+// A shared-bounce piece's descriptor: u32 magic, i32 slab fd, u64 slab bytes, u64 offset of the
+// buffer in the slab, u64 piece length (0: the sender's device failed; the message is aborted).
+constexpr uint32_t kDescMagic = 0x44534d48;  // "HMSD"
+constexpr size_t kDescSize = 32;
 // Reply codes (u32 at byte 0 of the 8-byte reply).
 constexpr uint32_t kReplyDone = 0;       // the receiver has what it needs; the sender is done
-constexpr uint32_t kReplyPieces = 1;     // send the pieces (this message is not for IPC)
+constexpr uint32_t kReplyPieces = 1;     // send the pieces (version 1)
 constexpr uint32_t kReplyNoIpc = 2;      // send the pieces, and no more IPC to this peer
+constexpr uint32_t kReplyShared = 3;     // send descriptors of shared bounces
+// A shared-bounce piece's acknowledgement (u32 at byte 0): read, or could not be read (the
+// sender then offers shared bounces to this peer no more).
+constexpr uint32_t kAckRead = 0;
+constexpr uint32_t kAckUnreadable = 1;
 
 void encode_header(uint8_t* out, uint64_t total) {
   std::memcpy(out, &kHeaderMagic, 4);
@@ -68,6 +86,53 @@ bool decode_ipc_header(const uint8_t* in, size_t got, uint64_t first, uint64_t* 
   ex->plugin.assign(reinterpret_cast<const char*>(in + 24));
   ex->handle.assign(in + kIpcHeaderFixed, in + kIpcHeaderFixed + handle_len);
   return true;
+}
+
+void encode_shared_header(uint8_t* out, uint64_t total) {
+  const uint16_t version = kSharedHeaderVersion;
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  std::memset(out, 0, kSharedHeaderSize);
+  std::memcpy(out, &kHeaderMagic, 4);
+  std::memcpy(out + 4, &version, 2);
+  std::memcpy(out + 8, &total, 8);
+  std::memcpy(out + 16, &pid, 4);
+}
+
+bool decode_shared_header(const uint8_t* in, size_t got, uint64_t first, uint64_t* total) {
+  uint32_t magic;
+  uint16_t version;
+  if (got != kSharedHeaderSize) return false;
+  std::memcpy(&magic, in, 4);
+  std::memcpy(&version, in + 4, 2);
+  std::memcpy(total, in + 8, 8);
+  return magic == kHeaderMagic && version == kSharedHeaderVersion && *total >= first;
+}
+
+struct Desc {
+  int32_t fd = -1;
+  uint64_t slab_bytes = 0;
+  uint64_t offset = 0;
+  uint64_t len = 0;
+};
+
+void encode_desc(uint8_t* out, const Desc& d) {
+  std::memcpy(out, &kDescMagic, 4);
+  std::memcpy(out + 4, &d.fd, 4);
+  std::memcpy(out + 8, &d.slab_bytes, 8);
+  std::memcpy(out + 16, &d.offset, 8);
+  std::memcpy(out + 24, &d.len, 8);
+}
+
+bool decode_desc(const uint8_t* in, size_t got, Desc* d) {
+  uint32_t magic;
+  if (got != kDescSize) return false;
+  std::memcpy(&magic, in, 4);
+  std::memcpy(&d->fd, in + 4, 4);
+  std::memcpy(&d->slab_bytes, in + 8, 8);
+  std::memcpy(&d->offset, in + 16, 8);
+  std::memcpy(&d->len, in + 24, 8);
+  return magic == kDescMagic && (d->len == 0 || (d->offset <= d->slab_bytes &&
+                                                 d->len <= d->slab_bytes - d->offset));
 }
 
 bool decode_header(const uint8_t* in, uint64_t first, uint64_t* total) {
@@ -179,6 +244,16 @@ void Framed::use_ipc(IpcExport ex) {
   pieces_ = 2;  // piece 0 and the header; the pieces only if the receiver asks for them
 }
 
+SharedSlab::~SharedSlab() {
+  if (pinned_on && pinned_on->plugin) {
+    hmc_plugin_status_t st = pinned_on->plugin->host_unregister(pinned_on->plugin_ctx, base);
+    if (st != HMC_PLUGIN_SUCCESS)
+      HMC_LOG_W("shared bounces: unpinning a peer's staging slab on {} failed: {}",
+                pinned_on->name, plugin_status_string(st));
+  }
+  if (base) munmap(base, bytes);
+}
+
 void PeerFraming::trim_ipc(size_t keep) {
   while (ipc_maps.size() > keep) {
     auto victim = ipc_maps.end();
@@ -189,6 +264,11 @@ void PeerFraming::trim_ipc(size_t keep) {
     if (victim == ipc_maps.end()) return;  // every one is being read
     ipc_maps.erase(victim);
   }
+}
+
+void Framed::offer_shared() {
+  shared_offer_ = true;
+  pieces_ = framed_pieces(size_, geo_);
 }
 
 IpcMapping::~IpcMapping() {
@@ -344,8 +424,17 @@ bool Framed::prepare_send(const StageEnv& env) {
     Slot s;
     s.index = next_index_;
     if (s.index == 1) {
-      s.len = ipc_ ? encode_ipc_header(header_, size_, ipc_export_) : (encode_header(header_, size_),
-                                                                          kHeaderSize);
+      // Only where the bounces can be shared at all.
+      if (shared_offer_ && (ipc_ || !env.pool->shareable())) shared_offer_ = false;
+      if (ipc_) {
+        s.len = encode_ipc_header(header_, size_, ipc_export_);
+      } else if (shared_offer_) {
+        encode_shared_header(header_, size_);
+        s.len = kSharedHeaderSize;
+      } else {
+        encode_header(header_, size_);
+        s.len = kHeaderSize;
+      }
     } else {
       if (s.index == 0) s.len = static_cast<size_t>(pieces_ == 1 ? size_ : geo_.first);
       else piece_geometry(s.index, size_, geo_, &s.offset, &s.len);
@@ -380,7 +469,7 @@ bool Framed::poll_copies(const StageEnv& env) {
   bool moved = false;
   for (auto& s : slots_) {
     if (s.state != SlotState::Copying && s.state != SlotState::Unloading) continue;
-    if (s.index == kIpcCopyIndex) continue;  // finish_ipc_copy's
+    if (s.index == kIpcCopyIndex || s.shared) continue;  // finish_ipc_copy's, advance_shared_recv's
     hmc_status_t st = s.copy.poll();
     if (st == HMC_IN_PROGRESS) continue;
     moved = true;
@@ -402,7 +491,7 @@ bool Framed::poll_copies(const StageEnv& env) {
   return moved;
 }
 
-bool Framed::post_sends(Request* req, Peer& peer) {
+bool Framed::post_sends(Request* req, Peer& peer, const StageEnv& env) {
   if (in_sends_ && !is_front(peer.framing.sends, tag_, req)) return false;
   bool moved = false;
   const hmc_net_plugin_v1_t* t = peer.net->table();
@@ -410,7 +499,16 @@ bool Framed::post_sends(Request* req, Peer& peer) {
     if (s.index != posted_) continue;
     if (s.state != SlotState::Ready) break;
     if (dropped_) break;
-    if (s.index == 1 && ipc_) {  // the reply's receive goes first, so that it cannot be missed
+    // After a header that offers shared bounces the reply decides what the pieces are (their
+    // device-to-host copies go on meanwhile).
+    if (s.index >= 2 && awaiting_reply_) break;
+    if (shared_ && s.index >= 2) {  // a descriptor of the bounce buffer instead of its bytes
+      if (!post_shared_piece(s, peer, env)) return true;
+      ++posted_;
+      moved = true;
+      continue;
+    }
+    if (s.index == 1 && (ipc_ || shared_offer_)) {  // the reply's receive goes first
       Slot r;
       r.index = kReplyIndex;
       r.len = sizeof reply_;
@@ -448,7 +546,7 @@ bool Framed::test_posted(Peer& peer, const StageEnv& env) {
   bool moved = false;
   const hmc_net_plugin_v1_t* t = peer.net->table();
   for (auto& s : slots_) {
-    if (s.state != SlotState::Posted) continue;
+    if (s.state != SlotState::Posted || s.shared) continue;
     int done = 0;
     size_t got = 0;
     hmc_plugin_status_t st = t->test(s.net, &done, &got);
@@ -521,6 +619,9 @@ bool Framed::test_posted(Peer& peer, const StageEnv& env) {
       } else if (decode_ipc_header(header_, got, geo_.first, &total_, &ex)) {
         on_ipc_header(peer, env, ex);
         if (broken_) return true;
+      } else if (decode_shared_header(header_, got, geo_.first, &total_)) {
+        on_shared_header(peer);
+        if (broken_) return true;
       } else {
         HMC_LOG_W("peer {}: framed message on tag {}: malformed header ({} bytes)", peer.name,
                   tag_, got);
@@ -550,9 +651,11 @@ bool Framed::advance_send(Request* req, Peer& peer, const StageEnv& env) {
     for (auto& s : slots_)
       if (s.state == SlotState::Ready) s.state = SlotState::Done;
   }
-  moved |= post_sends(req, peer);
+  moved |= post_sends(req, peer, env);
   if (broken_) return true;
   moved |= test_posted(peer, env);
+  if (broken_) return true;
+  moved |= advance_shared_send(peer);
   if (broken_) return true;
   moved |= release(env);
   try_finish(req, peer);
@@ -684,7 +787,25 @@ bool Framed::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
     moved = true;
   }
   if (pieces_ == 0) return moved;  // header not in yet
-  while (next_index_ < pieces_ && window() < env.depth) {
+  while (shared_ && next_index_ < pieces_ && window() < env.depth) {
+    Slot s;
+    s.index = next_index_;
+    s.shared = true;
+    piece_geometry(s.index, total_, geo_, &s.offset, &s.len);
+    s.fit = s.len;
+    Slot& in = slots_.emplace_back(std::move(s));  // received into in place: list nodes stay put
+    hmc_plugin_status_t ps =
+        t->irecv(peer.ep, in.desc, kDescSize, nullptr, wire_tag(tag_, in.index), &in.net);
+    if (ps != HMC_PLUGIN_SUCCESS) {
+      in.state = SlotState::Done;
+      plugin_failed(ps);
+      return true;
+    }
+    in.state = SlotState::Posted;
+    ++next_index_;
+    moved = true;
+  }
+  while (!shared_ && next_index_ < pieces_ && window() < env.depth) {
     Slot s;
     s.index = next_index_;
     piece_geometry(s.index, total_, geo_, &s.offset, &s.len);
@@ -723,6 +844,8 @@ bool Framed::advance_recv(Request* req, Peer& peer, const StageEnv& env) {
   }
   moved |= finish_ipc_copy(peer, env);
   if (broken_) return true;
+  moved |= advance_shared_recv(peer, env);
+  if (broken_) return true;
   moved |= poll_copies(env);
   moved |= release(env);
   // What test_posted learnt may allow the next pieces right away.
@@ -751,6 +874,7 @@ void Framed::try_finish(Request* req, Peer& peer) {
   if (status_ != HMC_SUCCESS) return;
   if (ipc_) peer.framing.ipc_messages.fetch_add(1, std::memory_order_relaxed);
   else if (staged_ && bytes_ > 0) peer.framing.staged_transfers.fetch_add(1, std::memory_order_relaxed);
+  if (shared_ && bytes_ > 0) peer.framing.shared_messages.fetch_add(1, std::memory_order_relaxed);
 }
 
 // ---- device IPC -----------------------------------------------------------------------------
@@ -866,9 +990,11 @@ void Framed::on_reply(Peer& peer) {
   awaiting_reply_ = false;
   uint32_t code;
   std::memcpy(&code, reply_, 4);
-  if (code == kReplyDone) return;
-  if (code != kReplyPieces && code != kReplyNoIpc) {
-    HMC_LOG_W("peer {}: device IPC message on tag {}: unknown reply {}", peer.name, tag_, code);
+  if (code == kReplyDone && ipc_) return;
+  bool known = ipc_ ? code == kReplyPieces || code == kReplyNoIpc
+                    : code == kReplyPieces || code == kReplyShared;
+  if (!known) {
+    HMC_LOG_W("peer {}: framed message on tag {}: unexpected reply {}", peer.name, tag_, code);
     plugin_failed(HMC_PLUGIN_ERR_INTERNAL);
     return;
   }
@@ -876,7 +1002,207 @@ void Framed::on_reply(Peer& peer) {
     HMC_LOG_I("peer {}: it cannot map this process's device memory; device IPC to it is off",
               peer.name);
   ipc_ = false;
+  shared_ = code == kReplyShared;
   pieces_ = framed_pieces(size_, geo_);  // prepare_send goes on from piece 2
+}
+
+// ---- shared bounces ---------------------------------------------------------------------------
+
+// A version 3 header arrived: read the pieces out of the sender's bounces when this side stages
+// (its buffer is device memory the path cannot reach), else ask for the pieces.
+void Framed::on_shared_header(Peer& peer) {
+  bool take = staged_ && !draining_ && total_ <= size_;
+  if (!post_reply(peer, take ? kReplyShared : kReplyPieces)) return;
+  shared_ = take;
+  on_header(peer);  // pieces, and truncation as for version 1
+}
+
+// Sender: the piece sits in its bounce buffer; its descriptor goes out, and the receive of its
+// acknowledgement is posted (in piece order, as the receiver sends them). False when the path
+// failed.
+bool Framed::post_shared_piece(Slot& s, Peer& peer, const StageEnv& env) {
+  const hmc_net_plugin_v1_t* t = peer.net->table();
+  Desc d;
+  StagePool::SharedRef ref;
+  if (s.bounce && s.len > 0 && env.pool->shared_ref(s.bounce, &ref)) {
+    d.fd = ref.fd;
+    d.slab_bytes = ref.slab_bytes;
+    d.offset = ref.offset;
+    d.len = s.len;
+  }  // else len 0: the device failed (aborted_), or a slab that cannot be shared: an abort
+  encode_desc(s.desc, d);
+  s.shared = true;
+  hmc_plugin_status_t ps =
+      t->irecv(peer.ep, s.ack_msg, sizeof s.ack_msg, nullptr, reply_tag(tag_), &s.ack);
+  if (ps == HMC_PLUGIN_SUCCESS)
+    ps = t->isend(peer.ep, s.desc, kDescSize, nullptr, wire_tag(tag_, s.index), &s.net);
+  if (ps != HMC_PLUGIN_SUCCESS) {
+    plugin_failed(ps);
+    return false;
+  }
+  s.state = SlotState::Posted;
+  return true;
+}
+
+// Sender: a shared piece is done when its descriptor left and its acknowledgement came; then
+// its bounce buffer goes back to the pool (release).
+bool Framed::advance_shared_send(Peer& peer) {
+  const hmc_net_plugin_v1_t* t = peer.net->table();
+  bool moved = false;
+  for (auto& s : slots_) {
+    if (!s.shared || s.state != SlotState::Posted) continue;
+    for (hmc_net_request_t** r : {&s.net, &s.ack}) {
+      if (!*r) continue;
+      int done = 0;
+      size_t got = 0;
+      hmc_plugin_status_t st = t->test(*r, &done, &got);
+      if (!done && st == HMC_PLUGIN_SUCCESS) continue;
+      bool is_ack = r == &s.ack;
+      *r = nullptr;
+      moved = true;
+      if (st == HMC_PLUGIN_SUCCESS && is_ack && got != sizeof s.ack_msg)
+        st = HMC_PLUGIN_ERR_TRUNCATED;
+      if (st != HMC_PLUGIN_SUCCESS) {
+        if (st == HMC_PLUGIN_ERR_TRUNCATED) {
+          HMC_LOG_W("peer {}: framed message on tag {}: malformed acknowledgement", peer.name, tag_);
+          st = HMC_PLUGIN_ERR_INTERNAL;
+        }
+        plugin_failed(st);
+        return true;
+      }
+      uint32_t code = kAckRead;
+      if (is_ack) std::memcpy(&code, s.ack_msg, 4);
+      if (code == kAckUnreadable && !peer.framing.shared_refused.exchange(true))
+        HMC_LOG_W("peer {}: it could not read this process's staging buffers; messages to it "
+                  "are sent in pieces from now on", peer.name);
+    }
+    if (!s.net && !s.ack) s.state = SlotState::Done;
+  }
+  return moved;
+}
+
+// Receiver: maps the sender's slab (once per peer) and starts the piece's host-to-device copy
+// out of it. False when the piece cannot be read (status set; the acknowledgement says so).
+bool Framed::start_shared_copy(Slot& s, Peer& peer, const StageEnv& env) {
+  Desc d;
+  decode_desc(s.desc, kDescSize, &d);
+  auto key = std::make_pair(d.fd, d.slab_bytes);
+  auto& slabs = peer.framing.shared_slabs;
+  auto it = slabs.find(key);
+  if (it == slabs.end()) {
+    std::string path = fmt::format("/proc/{}/fd/{}", peer.remote.pid, d.fd);
+    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    struct stat st {};
+    void* base = MAP_FAILED;
+    if (fd >= 0 && fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= d.slab_bytes)
+      base = mmap(nullptr, d.slab_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int err = errno;
+    if (fd >= 0) close(fd);
+    if (base == MAP_FAILED) {
+      fail_local(HMC_ERR_SYSTEM, fmt::format("hmc_recv from {} (tag {}): cannot map the sender's "
+                                             "staging buffers ({}: {})", peer.name, tag_, path,
+                                             strerror(err)));
+      return false;
+    }
+    auto slab = std::make_shared<SharedSlab>();
+    slab->base = base;
+    slab->bytes = d.slab_bytes;
+    const Device* dev = local_device_;
+    if (dev && HMC_DEVICE_SLOT(dev->plugin, host_register)) {
+      hmc_plugin_status_t ps = dev->plugin->host_register(dev->plugin_ctx, base, d.slab_bytes);
+      if (ps == HMC_PLUGIN_SUCCESS) slab->pinned_on = dev;
+      else HMC_LOG_I("shared bounces: {} cannot pin a peer's staging slab ({}); copies from it "
+                     "are pageable", dev->name, plugin_status_string(ps));
+    }
+    it = slabs.emplace(key, std::move(slab)).first;
+  }
+  s.slab = it->second;
+  const uint8_t* src = static_cast<const uint8_t*>(s.slab->base) + d.offset;
+  hmc_status_t st = env.copier->start(user_ + s.offset, src, s.len, &s.copy);
+  if (st != HMC_SUCCESS) {
+    s.slab.reset();
+    fail_local(st, fmt::format("hmc_recv: copying a piece into device memory: {}", last_error()));
+    return true;  // readable; our device failed
+  }
+  s.state = SlotState::Unloading;
+  return true;
+}
+
+// Receiver: descriptor in -> copy out of the sender's bounce -> acknowledgement, in piece order.
+bool Framed::advance_shared_recv(Peer& peer, const StageEnv& env) {
+  const hmc_net_plugin_v1_t* t = peer.net->table();
+  bool moved = false;
+  for (auto& s : slots_) {
+    if (!s.shared) continue;
+    if (s.state == SlotState::Posted) {  // the descriptor
+      int done = 0;
+      size_t got = 0;
+      hmc_plugin_status_t st = t->test(s.net, &done, &got);
+      if (!done && st == HMC_PLUGIN_SUCCESS) continue;
+      s.net = nullptr;
+      moved = true;
+      Desc d;
+      if (st == HMC_PLUGIN_SUCCESS && !decode_desc(s.desc, got, &d)) st = HMC_PLUGIN_ERR_TRUNCATED;
+      if (st == HMC_PLUGIN_SUCCESS && d.len != 0 && d.len != s.len) st = HMC_PLUGIN_ERR_TRUNCATED;
+      if (st != HMC_PLUGIN_SUCCESS) {
+        if (st == HMC_PLUGIN_ERR_TRUNCATED) {
+          HMC_LOG_W("peer {}: framed message on tag {}: malformed piece descriptor (piece {}, "
+                    "{} bytes, length {} of {})", peer.name, tag_, s.index, got, d.len, s.len);
+          st = HMC_PLUGIN_ERR_INTERNAL;
+        }
+        plugin_failed(st);
+        return true;
+      }
+      uint32_t code = kAckRead;
+      s.state = SlotState::Ready;  // acknowledgement due
+      if (d.len == 0) {
+        fail_local(HMC_ERR_REMOTE,
+                   fmt::format("hmc_recv from {} (tag {}): the sender aborted the message after "
+                               "{} bytes (its device failed)", peer.name, tag_, s.offset));
+      } else if (status_ == HMC_SUCCESS && !start_shared_copy(s, peer, env)) {
+        code = kAckUnreadable;
+      }
+      std::memcpy(s.ack_msg, &code, 4);
+    }
+    if (s.state == SlotState::Unloading) {
+      hmc_status_t st = s.copy.poll();
+      if (st == HMC_IN_PROGRESS) continue;
+      moved = true;
+      if (st != HMC_SUCCESS)
+        fail_local(st, fmt::format("hmc_recv: copying a piece into device memory: {}", last_error()));
+      s.slab.reset();
+      s.state = SlotState::Ready;
+    }
+  }
+  // Acknowledgements in piece order: the sender matches them to its pieces by order.
+  for (auto& s : slots_) {
+    if (!s.shared) continue;
+    if (s.state == SlotState::Ready && s.index == next_ack_) {
+      hmc_plugin_status_t ps = t->isend(peer.ep, s.ack_msg, sizeof s.ack_msg, nullptr,
+                                        reply_tag(tag_), &s.net);
+      if (ps != HMC_PLUGIN_SUCCESS) {
+        plugin_failed(ps);
+        return true;
+      }
+      s.state = SlotState::Acking;
+      ++next_ack_;
+      moved = true;
+    }
+    if (s.state == SlotState::Acking) {
+      int done = 0;
+      size_t got = 0;
+      hmc_plugin_status_t st = t->test(s.net, &done, &got);
+      if (!done && st == HMC_PLUGIN_SUCCESS) continue;
+      s.net = nullptr;
+      moved = true;
+      if (st != HMC_PLUGIN_SUCCESS) {
+        plugin_failed(st);
+        return true;
+      }
+      s.state = SlotState::Done;
+    }
+  }
+  return moved;
 }
 
 // ---- shared ---------------------------------------------------------------------------------
@@ -939,8 +1265,10 @@ void Framed::settle(const StageEnv& env) {
 
 void Framed::forget_plugin_requests() {
   for (auto& s : slots_) {
-    if (s.state == SlotState::Posted || s.state == SlotState::Ready) {
+    if (s.state == SlotState::Posted || s.state == SlotState::Ready ||
+        s.state == SlotState::Acking) {
       s.net = nullptr;
+      s.ack = nullptr;
       s.state = SlotState::Done;
     }
   }

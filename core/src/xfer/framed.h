@@ -24,6 +24,13 @@
 //    receiver that cannot or will not map (its buffer is host memory or another vendor's, the
 //    runtime refuses the handle) replies "send pieces", and the sender sends the pieces as in
 //    version 1.
+//  - Shared bounces (peers in two processes on one host, a message of staged device memory on
+//    both sides that does not go by IPC): the header is version 3, and after a "shared" reply
+//    each piece is a 32-byte descriptor of the sender's bounce buffer (its staging pool's slabs
+//    are memfds the receiver maps through /proc/<pid>/fd) instead of its bytes. The receiver
+//    copies host-to-device straight out of that buffer and acknowledges each piece, in order,
+//    on the reply tag; the sender reuses the buffer after the acknowledgement. One copy out and
+//    one copy in, where the transport would add a third. Any other reply: version 1 pieces.
 // Pieces move through pinned bounce buffers of the context's stage pool where the memory is a
 // device the transport cannot reach: device-to-host copies overlap the wire on the sender,
 // host-to-device copies overlap it on the receiver, `depth` pieces in flight per transfer.
@@ -89,6 +96,15 @@ struct IpcExport {
   uint64_t offset = 0;          // where the message starts in the allocation
 };
 
+// A staging slab of a peer process on this host, mapped here (shared bounces) and pinned for the
+// receiving device where its plugin can; unmapped when the last transfer using it lets go.
+struct SharedSlab {
+  void* base = nullptr;
+  size_t bytes = 0;
+  const Device* pinned_on = nullptr;  // registered with this device's plugin, or nullptr
+  ~SharedSlab();
+};
+
 // An allocation of a peer's process mapped into this one through device IPC; unmapped when the
 // last transfer using it lets go (copies from it have ended by then).
 struct IpcMapping {
@@ -124,6 +140,13 @@ struct PeerFraming {
   };
   std::map<std::string, CachedMapping> ipc_maps;
   uint64_t ipc_uses = 0;
+  // Shared bounces: possible with this peer (same host, other process, both sides offer it);
+  // set at connect. Refused (once, never cleared) when it could not read this side's buffers.
+  bool shared_ok = false;
+  std::atomic<bool> shared_refused{false};
+  bool shared_for_sends() const { return shared_ok && !shared_refused.load(std::memory_order_relaxed); }
+  // The peer's staging slabs mapped here, by (fd, bytes); they live as long as its context.
+  std::map<std::pair<int32_t, uint64_t>, std::shared_ptr<SharedSlab>> shared_slabs;
   // Unmaps the least recently used mappings no copy reads until at most `keep` remain.
   void trim_ipc(size_t keep);
   // Set (once, never cleared) when the peer could not map this side's memory: no more IPC.
@@ -133,6 +156,7 @@ struct PeerFraming {
   // buffers (hmc_peer_info). Written under the net mutex, read without it.
   std::atomic<uint64_t> ipc_messages{0};
   std::atomic<uint64_t> staged_transfers{0};
+  std::atomic<uint64_t> shared_messages{0};  // staged through shared bounces
   bool on() const { return chunk != 0; }
   bool ipc_for(const std::string& plugin) const {
     if (ipc_refused.load(std::memory_order_relaxed)) return false;
@@ -156,6 +180,9 @@ class Framed {
   // Receives: the plugin and device of the user buffer when it is device memory (nullptr for
   // host memory), so that a device IPC message can be copied straight into it.
   void set_local_device(const Device* d) { local_device_ = d; }
+  // Sends of staged memory larger than the first piece: sent as pieces, offering the receiver
+  // shared bounces (its buffer decides).
+  void offer_shared();
   // One-sided transfers of local device memory the path cannot reach, to or from remote memory
   // the path can (its registration at addr, rkey): pieces of `chunk` bytes through bounce
   // buffers, `depth` in flight (put: device-to-host copy, then iput; get: iget, then
@@ -199,7 +226,8 @@ class Framed {
   bool idle() const { return slots_.empty(); }
 
  private:
-  enum class SlotState { Copying, Ready, Posted, Unloading, Done };
+  // Acking: a shared-bounce receive's acknowledgement is being sent.
+  enum class SlotState { Copying, Ready, Posted, Unloading, Acking, Done };
   // Slot indexes of device IPC: the receiver's device-to-device copy and the reply.
   static constexpr size_t kIpcCopyIndex = ~size_t(0) - 1;
   static constexpr size_t kReplyIndex = ~size_t(0);
@@ -213,6 +241,12 @@ class Framed {
     hmc_net_request_t* net = nullptr;
     SlotState state = SlotState::Ready;
     size_t got = 0;
+    // Shared bounces: the piece's descriptor travels instead of its bytes.
+    bool shared = false;
+    hmc_net_request_t* ack = nullptr;  // sender: the acknowledgement's receive
+    uint8_t desc[32] = {};
+    uint8_t ack_msg[8] = {};
+    std::shared_ptr<SharedSlab> slab;  // receiver: held while the copy reads it
   };
 
   Framed() = default;
@@ -220,7 +254,7 @@ class Framed {
   bool advance_rma(Peer& peer, const StageEnv& env);
   bool advance_recv(Request* req, Peer& peer, const StageEnv& env);
   bool prepare_send(const StageEnv& env);
-  bool post_sends(Request* req, Peer& peer);
+  bool post_sends(Request* req, Peer& peer, const StageEnv& env);
   bool post_recvs(Request* req, Peer& peer, const StageEnv& env);
   bool test_posted(Peer& peer, const StageEnv& env);
   bool poll_copies(const StageEnv& env);
@@ -233,6 +267,12 @@ class Framed {
   bool post_reply(Peer& peer, uint32_t code);
   size_t ipc_keep(const StageEnv& env) const;
   void on_reply(Peer& peer);
+  // Shared bounces.
+  void on_shared_header(Peer& peer);
+  bool post_shared_piece(Slot& s, Peer& peer, const StageEnv& env);
+  bool advance_shared_send(Peer& peer);
+  bool advance_shared_recv(Peer& peer, const StageEnv& env);
+  bool start_shared_copy(Slot& s, Peer& peer, const StageEnv& env);
   void fail_local(hmc_status_t st, std::string why);
   void plugin_failed(hmc_plugin_status_t st);
   void try_finish(Request* req, Peer& peer);
@@ -267,6 +307,9 @@ class Framed {
   bool awaiting_reply_ = false; // send: the header is out, the reply is not in yet
   IpcExport ipc_export_;        // send
   const Device* local_device_ = nullptr;  // receive: device of the user buffer, if any
+  bool shared_offer_ = false;   // send: propose shared bounces in the header
+  bool shared_ = false;         // both: this message's pieces go through shared bounces
+  size_t next_ack_ = 2;         // receive: the piece whose acknowledgement goes next
   std::shared_ptr<IpcMapping> mapping_;   // receive: held while the copy runs
   uint8_t reply_[8] = {};
 

@@ -173,6 +173,8 @@ hmc_status_t Context::post_send(const std::shared_ptr<Peer>& peer, const void* b
       IpcExport ex;
       if (staged && size > peer->framing.first_piece && ipc_export(*peer, buf, loc, &ex))
         f->use_ipc(std::move(ex));
+      else if (staged && size > peer->framing.first_piece && peer->framing.shared_for_sends())
+        f->offer_shared();
       return post_framed(peer, std::move(f), Op::Send, size, tag, out);
     }
   }
