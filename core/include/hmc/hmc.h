@@ -198,13 +198,21 @@ HMC_API hmc_status_t hmc_mem_copy(hmc_context_t ctx, void* dst, const void* src,
  * caller and must outlive the registration. */
 HMC_API hmc_status_t hmc_mem_register(hmc_context_t ctx, void* addr, size_t size, uint32_t access,
                                       hmc_region_t* region);
-/* Ends the registration; later remote accesses with its descriptor are refused. */
+/* Ends the registration; later remote accesses with its descriptor are refused, on every path.
+ * Peers that imported the descriptor are told first, and the call waits (at most
+ * HMC_TIMEOUT_MS) until none of their operations on the region is still running; a peer that
+ * does not answer in that time is declared lost. Costs nothing extra when nobody imported it. */
 HMC_API hmc_status_t hmc_mem_deregister(hmc_region_t region);
 /* Packs the region's remote descriptor, to be given to peers by any means. *len is the capacity
  * of buf on input and the bytes written (or needed, with HMC_ERR_INVALID_ARGUMENT when buf is
  * too small) on output. */
 HMC_API hmc_status_t hmc_region_pack(hmc_region_t region, void* buf, size_t* len);
-/* Turns a peer's packed descriptor into a handle for hmc_put/hmc_get towards that peer. */
+/* Turns a peer's packed descriptor into a handle for hmc_put/hmc_get towards that peer. The
+ * peer that packed it is asked (bounded by HMC_TIMEOUT_MS) whether the region is live and the
+ * descriptor is its own: HMC_ERR_REMOTE when it is not (deregistered, forged), HMC_ERR_TIMEOUT
+ * or HMC_ERR_PEER_LOST when the peer does not answer, HMC_ERR_INVALID_ARGUMENT for a
+ * descriptor packed by another peer. After the owner deregisters the region, hmc_put and
+ * hmc_get on the handle fail with HMC_ERR_REMOTE. */
 HMC_API hmc_status_t hmc_remote_import(hmc_peer_t peer, const void* desc, size_t len,
                                        hmc_remote_t* remote);
 /* Releases an imported descriptor; requests using it must have ended (a put or get of device

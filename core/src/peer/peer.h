@@ -3,7 +3,7 @@
 //
 // Locking: `net->mutex()` guards ep, pending and lost_reason (everything touching the plugin);
 // ctrl_mutex guards the control channel. Lock order: Context::peers_mutex_ -> net->mutex() ->
-// Context::regions_mutex_ -> ctrl_mutex.
+// Context::regions_mutex_ -> ctrl_mutex -> Context::region_proto_mutex_ (a leaf).
 #pragma once
 
 #include <atomic>
