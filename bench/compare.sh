@@ -47,15 +47,19 @@ CASES=(
   "forced.ofi.bw.4M|bw|ref|-|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=shm HMC_PATH=ofi/shm|--test bw --op send --size 4M --iters 300"
   "auto.bw.4M|bw|hmcbest:forced.hoststage.bw.4M,forced.ucx.bw.4M,forced.ofi.bw.4M|>=0.95||--test bw --op send --size 4M --iters 300"
   # Staging (device memory over host-only paths) on the emulated runtimes of tests/fakes: cuda:0
-  # on one side, hip:0 on the other, 64 MiB messages. Copies slower than the wire: the goal is
-  # the slowest stage, the copy bandwidth the fakes were given. Copies faster (unlimited: memmove
-  # speed): the goal is host memory over the same path, measured in this run (the "ref" rows).
+  # on one side, hip:0 on the other, 64 MiB messages, the pieces through the transport as
+  # between hosts (HMC_STAGE_SHARED=0). Copies slower than the wire: the goal is the slowest
+  # stage, the copy bandwidth the fakes were given. Copies faster (unlimited: memmove speed): the
+  # goal is host memory over the same path, measured in this run (the "ref" rows). The "shared"
+  # rows are the same-host default (shared bounces: one copy out, one in, no transport copy).
   "hoststage.tcp.send_bw.64M|bw|ref|-|HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --size 64M --iters 30"
   "hoststage.shm.send_bw.64M|bw|ref|-|HMC_PATH=hoststage/shm|--test bw --op send --size 64M --iters 30"
-  "staged.tcp.cuda-hip.slowcopy|bw|const:2000|>=0.90|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=2000 HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 20"
-  "staged.shm.cuda-hip.slowcopy|bw|const:2000|>=0.90|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=2000 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 20"
-  "staged.tcp.cuda-hip.fastcopy|bw|hmc:hoststage.tcp.send_bw.64M|>=0.90|@FAKES@ HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
-  "staged.shm.cuda-hip.fastcopy|bw|hmc:hoststage.shm.send_bw.64M|>=0.90|@FAKES@ HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
+  "staged.tcp.cuda-hip.slowcopy|bw|const:2000|>=0.90|@FAKES@ HMC_STAGE_SHARED=0 FAKEGPU_BANDWIDTH_MBPS=2000 HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 20"
+  "staged.shm.cuda-hip.slowcopy|bw|const:2000|>=0.90|@FAKES@ HMC_STAGE_SHARED=0 FAKEGPU_BANDWIDTH_MBPS=2000 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 20"
+  "staged.tcp.cuda-hip.fastcopy|bw|hmc:hoststage.tcp.send_bw.64M|>=0.90|@FAKES@ HMC_STAGE_SHARED=0 HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
+  "staged.shm.cuda-hip.fastcopy|bw|hmc:hoststage.shm.send_bw.64M|>=0.90|@FAKES@ HMC_STAGE_SHARED=0 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
+  "shared.shm.cuda-hip.slowcopy|bw|const:2000|>=0.90|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=2000 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 20"
+  "shared.shm.cuda-hip.fastcopy|bw|hmc:hoststage.shm.send_bw.64M|>=0.90|@FAKES@ HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
 )
 # ---------------------------------------------------------------------------------------------
 
