@@ -7,6 +7,7 @@
 #include <hmc/plugin/device.h>
 #include <hmc/plugin/net.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -159,7 +160,50 @@ struct Inventory {
   std::vector<hmc_device_info_t> devices;
   std::vector<hmc_net_device_info_t> nets;
   std::vector<std::string> errors;  // a list that could not be read does not hide the others
+  std::vector<hmc_config_entry_t> config;
 };
+
+// The value in effect of a variable of the context's configuration ("" when not listed).
+std::string config_value(const Inventory& inv, const char* name) {
+  for (const auto& e : inv.config)
+    if (std::strcmp(e.name, name) == 0) return str(e.value);
+  return "";
+}
+
+// How device memory of each vendor present crosses to a peer, by where the peer is; the choice
+// is made per message by the core (xfer/framed.h), and hmc_peer_info says what a peer got.
+void print_device_paths(const Inventory& inv) {
+  std::vector<std::string> vendors;
+  for (const auto& d : inv.devices)
+    if (!d.is_host && std::find(vendors.begin(), vendors.end(), str(d.plugin)) == vendors.end())
+      vendors.push_back(str(d.plugin));
+  if (vendors.empty()) return;
+  bool ipc_on = config_value(inv, "HMC_DEVICE_IPC") != "0";
+  bool shared_on = config_value(inv, "HMC_STAGE_SHARED") != "0";
+  std::printf("\ndevice memory to other processes (per message; small messages always staged):\n");
+  for (const auto& v : vendors) {
+    std::vector<std::string> ipc_devs;
+    for (const auto& d : inv.devices)
+      if (str(d.plugin) == v && (d.caps & HMC_DEVICE_CAP_IPC)) ipc_devs.push_back(str(d.name));
+    uint32_t native = v == "cuda" ? HMC_NET_MEM_CUDA : v == "hip" ? HMC_NET_MEM_ROCM : 0;
+    std::vector<std::string> direct;
+    for (const auto& n : inv.nets)
+      if (native && (n.mem_kinds & native)) direct.push_back(str(n.plugin) + "/" + str(n.name));
+    std::printf("  %s\n", v.c_str());
+    std::string ipc = !ipc_on ? "off (HMC_DEVICE_IPC=0)"
+                      : ipc_devs.empty() ? "no device can export memory"
+                                         : "device IPC, copied device to device (" + join(ipc_devs, ", ") + ")";
+    std::string same = "this host, " + v + " memory";
+    std::printf("    %-31s %s\n", same.c_str(), ipc.c_str());
+    std::printf("    %-31s %s\n", "this host, other device memory",
+                shared_on ? "shared bounces: one copy out of the sender's device, one into the "
+                            "receiver's"
+                          : "staged through the net path (HMC_STAGE_SHARED=0)");
+    std::printf("    %-31s %s\n", "other hosts",
+                direct.empty() ? "staged: pinned bounces pipelined with the net path"
+                               : ("direct on " + join(direct, ", ") + ", else staged").c_str());
+  }
+}
 
 template <typename T, typename CountFn, typename InfoFn>
 void read_list(hmc_context_t ctx, CountFn count_fn, InfoFn info_fn, const char* what,
@@ -246,6 +290,7 @@ void print_text(const Inventory& inv) {
       std::printf("    max message   no limit\n");
     if (n.pci_path[0] != '\0') std::printf("    pci path      %s\n", n.pci_path);
   }
+  print_device_paths(inv);
   for (const auto& e : inv.errors) std::printf("\nerror: %s\n", e.c_str());
 }
 
@@ -425,6 +470,8 @@ int main(int argc, char** argv) {
   read_list(ctx, hmc_device_count, hmc_device_info, "hmc_device_info", &inv.devices, &inv.errors);
   read_list(ctx, hmc_net_device_count, hmc_net_device_info, "hmc_net_device_info", &inv.nets,
             &inv.errors);
+  std::string config_error;
+  if (!read_config(ctx, &inv.config, &config_error)) inv.errors.push_back(config_error);
   if (a.json)
     print_json(inv);
   else
