@@ -4,8 +4,9 @@
 // Wire format (only on such "framing" peer pairs; both sides agree on the geometry at connect:
 // the first piece's size F, at most the chunk C):
 //  - a message smaller than C, and not of exactly F bytes, is one plugin message on the user tag,
-//    as elsewhere;
-//  - a message of C bytes or more, or of exactly F bytes, is
+//    as elsewhere, unless it is more than F bytes of device memory that may go by device IPC or
+//    shared bounces (below): the sender decides, the receiver follows piece 0's size;
+//  - any other message is
 //      piece 0:  its first F bytes, on the user tag T;
 //      header:   16 bytes {magic, version, total size} on the continuation tag T | 2^59;
 //      pieces:   the rest, C bytes each (the last one shorter), on the continuation tag.
