@@ -167,6 +167,18 @@ void piece_geometry(size_t index, uint64_t total, const FrameGeometry& g, size_t
   *len = static_cast<size_t>(std::min<uint64_t>(g.chunk, total - off));
 }
 
+// Tests a posted plugin request: false while it runs; true once it ended, with *r cleared and
+// st and got saying how (the plugin released the request).
+bool ended(const hmc_net_plugin_v1_t* t, hmc_net_request_t** r, hmc_plugin_status_t* st,
+           size_t* got) {
+  int done = 0;
+  *got = 0;
+  *st = t->test(*r, &done, got);
+  if (!done && *st == HMC_PLUGIN_SUCCESS) return false;
+  *r = nullptr;
+  return true;
+}
+
 uint64_t wire_tag(uint64_t tag, size_t index) { return index == 0 ? tag : tag | kContinuationTagBit; }
 uint64_t reply_tag(uint64_t tag) { return tag | kReplyTagBit; }
 
@@ -376,11 +388,9 @@ bool Framed::advance_rma(Peer& peer, const StageEnv& env) {
       moved = true;
     }
     if (s.state == SlotState::Posted) {
-      int done = 0;
-      size_t got = 0;
-      hmc_plugin_status_t st = t->test(s.net, &done, &got);
-      if (!done && st == HMC_PLUGIN_SUCCESS) continue;
-      s.net = nullptr;
+      hmc_plugin_status_t st;
+      size_t got;
+      if (!ended(t, &s.net, &st, &got)) continue;
       moved = true;
       if (st == HMC_PLUGIN_ERR_REMOTE) {
         fail_local(HMC_ERR_REMOTE, fmt::format("{} with {}: refused by the peer (outside the "
@@ -547,11 +557,9 @@ bool Framed::test_posted(Peer& peer, const StageEnv& env) {
   const hmc_net_plugin_v1_t* t = peer.net->table();
   for (auto& s : slots_) {
     if (s.state != SlotState::Posted || s.shared) continue;
-    int done = 0;
-    size_t got = 0;
-    hmc_plugin_status_t st = t->test(s.net, &done, &got);
-    if (!done && st == HMC_PLUGIN_SUCCESS) continue;
-    s.net = nullptr;
+    hmc_plugin_status_t st;
+    size_t got;
+    if (!ended(t, &s.net, &st, &got)) continue;
     moved = true;
     if (s.index == kReplyIndex) {  // device IPC: the sender's receive, or the receiver's send
       if (st == HMC_PLUGIN_SUCCESS && send_ && got != sizeof reply_) st = HMC_PLUGIN_ERR_TRUNCATED;
@@ -1053,12 +1061,10 @@ bool Framed::advance_shared_send(Peer& peer) {
     if (!s.shared || s.state != SlotState::Posted) continue;
     for (hmc_net_request_t** r : {&s.net, &s.ack}) {
       if (!*r) continue;
-      int done = 0;
-      size_t got = 0;
-      hmc_plugin_status_t st = t->test(*r, &done, &got);
-      if (!done && st == HMC_PLUGIN_SUCCESS) continue;
       bool is_ack = r == &s.ack;
-      *r = nullptr;
+      hmc_plugin_status_t st;
+      size_t got;
+      if (!ended(t, r, &st, &got)) continue;
       moved = true;
       if (st == HMC_PLUGIN_SUCCESS && is_ack && got != sizeof s.ack_msg)
         st = HMC_PLUGIN_ERR_TRUNCATED;
@@ -1135,11 +1141,9 @@ bool Framed::advance_shared_recv(Peer& peer, const StageEnv& env) {
   for (auto& s : slots_) {
     if (!s.shared) continue;
     if (s.state == SlotState::Posted) {  // the descriptor
-      int done = 0;
-      size_t got = 0;
-      hmc_plugin_status_t st = t->test(s.net, &done, &got);
-      if (!done && st == HMC_PLUGIN_SUCCESS) continue;
-      s.net = nullptr;
+      hmc_plugin_status_t st;
+      size_t got;
+      if (!ended(t, &s.net, &st, &got)) continue;
       moved = true;
       Desc d;
       if (st == HMC_PLUGIN_SUCCESS && !decode_desc(s.desc, got, &d)) st = HMC_PLUGIN_ERR_TRUNCATED;
@@ -1189,11 +1193,9 @@ bool Framed::advance_shared_recv(Peer& peer, const StageEnv& env) {
       moved = true;
     }
     if (s.state == SlotState::Acking) {
-      int done = 0;
-      size_t got = 0;
-      hmc_plugin_status_t st = t->test(s.net, &done, &got);
-      if (!done && st == HMC_PLUGIN_SUCCESS) continue;
-      s.net = nullptr;
+      hmc_plugin_status_t st;
+      size_t got;
+      if (!ended(t, &s.net, &st, &got)) continue;
       moved = true;
       if (st != HMC_PLUGIN_SUCCESS) {
         plugin_failed(st);
