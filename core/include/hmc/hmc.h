@@ -195,7 +195,11 @@ HMC_API hmc_status_t hmc_mem_copy(hmc_context_t ctx, void* dst, const void* src,
 #define HMC_ACCESS_REMOTE_WRITE (1u << 2) /* peers may hmc_put into the region */
 
 /* Registers [addr, addr+size) for one-sided access by peers. The memory stays owned by the
- * caller and must outlive the registration. */
+ * caller and must outlive the registration. Host memory and device memory (from hmc_mem_alloc)
+ * alike: device memory that no net plugin can reach is served by target-side staging (a peer's
+ * put or get on it is carried out by this context's progress engine, through bounce buffers,
+ * device IPC or shared bounces), so it needs the progress thread or calls into hmc to move.
+ * HMC_ERR_OUT_OF_BOUNDS when the range overruns its device allocation. */
 HMC_API hmc_status_t hmc_mem_register(hmc_context_t ctx, void* addr, size_t size, uint32_t access,
                                       hmc_region_t* region);
 /* Ends the registration; later remote accesses with its descriptor are refused, on every path.
@@ -277,11 +281,19 @@ HMC_API hmc_status_t hmc_recv(hmc_peer_t peer, void* buf, size_t size, uint64_t 
 /* Writes size bytes from buf into the remote region at remote_offset. The request ends when the
  * data is in place at the target. With HMC_PUT_NOTIFY the target receives notify_value through
  * hmc_notify_wait once this put's data is in place; it says nothing of other puts still in
- * flight (wait for those to end before posting the notifying put to cover them too). */
+ * flight (wait for those to end before posting the notifying put to cover them too).
+ * Notifications of one initiator arrive in the order of its puts. Into device memory the path
+ * cannot reach (target-side staging) the target's progress engine receives the data; the
+ * request ends with HMC_ERR_REMOTE when the target refuses (the region does not grant remote
+ * write, or was deregistered), with nothing written, and with HMC_ERR_PEER_LOST when the target
+ * is lost. HMC_ERR_OUT_OF_BOUNDS (at once) for a range outside the region. */
 HMC_API hmc_status_t hmc_put(hmc_peer_t peer, const void* buf, size_t size, hmc_remote_t remote,
                              uint64_t remote_offset, uint32_t flags, uint64_t notify_value,
                              hmc_request_t* req);
-/* Reads size bytes from the remote region at remote_offset into buf. */
+/* Reads size bytes from the remote region at remote_offset into buf. The request ends when the
+ * data is in buf. From device memory the path cannot reach (target-side staging) the target's
+ * progress engine sends the data; HMC_ERR_REMOTE when it refuses (no remote read granted, or
+ * deregistered), HMC_ERR_OUT_OF_BOUNDS (at once) for a range outside the region. */
 HMC_API hmc_status_t hmc_get(hmc_peer_t peer, void* buf, size_t size, hmc_remote_t remote,
                              uint64_t remote_offset, hmc_request_t* req);
 

@@ -512,6 +512,10 @@ std::string Context::dispatch_control(const std::shared_ptr<Peer>& peer,
     case control::MsgType::RegionRelease:
     case control::MsgType::RegionGone:
     case control::MsgType::RegionGoneAck: return dispatch_region_message(peer, m);
+    // Target-side staging (xfer/transfer.cpp): takes only the leaf region_proto_mutex_.
+    case control::MsgType::StagedPut:
+    case control::MsgType::StagedGet:
+    case control::MsgType::StagedDone: return dispatch_staged_message(peer, m);
     default:
       HMC_LOG_W("peer {}: unexpected control message type {} ignored", peer->name,
                 static_cast<int>(m.type));
@@ -561,6 +565,10 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
 }
 
 void Context::progress_request(Request* req) {
+  if (req->control_driven) {  // its end comes with a control message: service them now
+    progress(true);
+    return;
+  }
   Peer& peer = *req->peer;
   std::lock_guard<std::mutex> lock(peer.net->mutex());
   if (req->done.load(std::memory_order_acquire)) return;
@@ -637,6 +645,7 @@ bool Context::progress(bool control) {
     last_control_ns_ = now;
     reap_buried();
     for (auto& peer : peers_) busy |= service_control(peer, now);
+    busy |= advance_staged();      // after the StagedPut/Get/Done messages just dispatched
     busy |= settle_withdrawals();  // after the RegionGone messages just dispatched
   }
   return busy;

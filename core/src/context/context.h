@@ -152,6 +152,31 @@ class Context {
   hmc_status_t post_tracked_rma(Remote* remote, std::unique_ptr<Framed> f, Op op, size_t size,
                                 Request** out, bool notify = false, uint64_t notify_value = 0);
 
+  // Target-side staging (xfer/transfer.cpp; the protocol is described there): put/get on a
+  // Remote whose region is device memory the owner's net plugins cannot reach.
+  // Posts the initiator's side: an internal framed transfer on a fresh internal tag, the
+  // application's request (ended by advance_staged), and the StagedPut/StagedGet message.
+  hmc_status_t post_staged_rma(Remote* remote, void* buf, size_t size, uint64_t offset, Op op,
+                               bool notify, uint64_t notify_value, Request** out);
+  // Handles StagedPut/StagedGet/StagedDone (dispatch_control: that peer's ctrl_mutex held,
+  // maybe its net mutex; takes region_proto_mutex_ only). Returns why the peer is gone, or "".
+  std::string dispatch_staged_message(const std::shared_ptr<Peer>& peer,
+                                      const control::Channel::Message& m);
+  // Serves the asks received, ends the application's requests whose transfer ended, answers
+  // StagedDone for the owner's transfers that ended, releases internal requests (progress
+  // pass: peers_mutex_ held, no other lock; passes are serialized by peers_mutex_). Returns
+  // true when something happened.
+  bool advance_staged();
+  // Ends an initiator's application request of a staged put/get (net mutex held).
+  void end_staged_user_locked(Request* user, hmc_status_t status, std::string error);
+  // hmc_mem_deregister of a staged region: waits (HMC_TIMEOUT_MS) for its internal transfers
+  // (no lock held; the region is departing).
+  void settle_staged_region(Region* region);
+  struct StagedAskIn;
+  // Checks an ask against the region and posts the owner's framed transfer (or, refused, the
+  // answer and a transfer that ends the initiator's without touching the region).
+  void serve_staged_ask(const StagedAskIn& ask);
+
   friend struct PeerSetup;
 
   Config config_;
@@ -200,6 +225,39 @@ class Context {
   std::vector<Withdrawal> withdrawals_;
   std::atomic<bool> withdrawals_pending_{false};
 
+  // Target-side staging (xfer/transfer.cpp), guarded by region_proto_mutex_ unless said.
+  // Asks received (StagedPut/StagedGet), served by the next progress pass.
+  struct StagedAskIn {
+    std::shared_ptr<Peer> peer;
+    bool get = false;
+    uint64_t tag = 0, region_id = 0, offset = 0, size = 0;
+  };
+  std::vector<StagedAskIn> staged_asks_;
+  // Our staged puts/gets as initiator, by internal tag.
+  struct StagedOp {
+    std::shared_ptr<Peer> peer;
+    Op op = Op::Put;
+    size_t size = 0;
+    Request* inner = nullptr;     // the internal framed send (put) / receive (get)
+    Request* flush = nullptr;     // an empty send that ends the owner's receive (see transfer.cpp)
+    hmc_request_t user = nullptr; // the application's request; nullptr once we ended it
+    bool answered = false;        // StagedDone arrived
+    int32_t status = 0;
+    std::string text;
+  };
+  std::unordered_map<uint64_t, std::shared_ptr<StagedOp>> staged_ops_;
+  std::atomic<uint64_t> next_staged_tag_{1};
+  // Transfers we serve as owner; touched by advance_staged only (no lock).
+  struct StagedServed {
+    std::shared_ptr<Peer> peer;
+    uint64_t tag = 0;
+    uint64_t region_id = 0;  // the region whose staged_inflight counts it; 0: refused
+    size_t size = 0;
+    bool get = false;
+    Request* inner = nullptr;
+  };
+  std::vector<StagedServed> staged_served_;
+
   std::mutex notify_mutex_;
   std::condition_variable notify_cv_;
   std::deque<hmc_notification_t> notifications_;
@@ -208,6 +266,19 @@ class Context {
   std::thread progress_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> active_pollers_{0};
+  // While alive, this thread drives progress itself (a wait): the progress thread stays parked.
+  class PollerScope {
+   public:
+    explicit PollerScope(Context& c) : c_(c) { ++c_.active_pollers_; }
+    ~PollerScope() {
+      if (--c_.active_pollers_ == 0) c_.thread_cv_.notify_all();
+    }
+    PollerScope(const PollerScope&) = delete;
+    PollerScope& operator=(const PollerScope&) = delete;
+
+   private:
+    Context& c_;
+  };
   std::atomic<bool> thread_sleeping_{false};
   control::Fd wake_fd_;  // eventfd
   std::mutex thread_mutex_;

@@ -47,7 +47,10 @@ bool is_known_type(uint16_t type) {
     case MsgType::User:
     case MsgType::RegionRelease:
     case MsgType::RegionGone:
-    case MsgType::RegionGoneAck: return true;
+    case MsgType::RegionGoneAck:
+    case MsgType::StagedPut:
+    case MsgType::StagedGet:
+    case MsgType::StagedDone: return true;
   }
   return false;
 }
@@ -71,6 +74,9 @@ const char* msg_type_name(MsgType type) {
     case MsgType::RegionRelease: return "RegionRelease";
     case MsgType::RegionGone: return "RegionGone";
     case MsgType::RegionGoneAck: return "RegionGoneAck";
+    case MsgType::StagedPut: return "StagedPut";
+    case MsgType::StagedGet: return "StagedGet";
+    case MsgType::StagedDone: return "StagedDone";
   }
   return "unknown";
 }

@@ -71,6 +71,12 @@ const DecoderEntry kDecoders[] = {
     {MsgType::RegionRelease, round_trip<uint64_t, msg::decode_region_id, msg::encode_region_id>},
     {MsgType::RegionGone, round_trip<uint64_t, msg::decode_region_id, msg::encode_region_id>},
     {MsgType::RegionGoneAck, round_trip<uint64_t, msg::decode_region_id, msg::encode_region_id>},
+    {MsgType::StagedPut,
+     round_trip<msg::StagedAsk, msg::decode_staged_ask, msg::encode_staged_ask>},
+    {MsgType::StagedGet,
+     round_trip<msg::StagedAsk, msg::decode_staged_ask, msg::encode_staged_ask>},
+    {MsgType::StagedDone,
+     round_trip<msg::StagedDone, msg::decode_staged_done, msg::encode_staged_done>},
 };
 constexpr size_t kNumDecoders = sizeof(kDecoders) / sizeof(kDecoders[0]);
 

@@ -27,6 +27,7 @@ std::vector<uint8_t> pack_region(const Region& r) {
   if (r.id) {
     w.u64(r.context_id);
     w.u64(r.id);
+    w.u32(r.staged ? kRegionFlagStaged : 0);
   }
   return w.data();
 }
@@ -54,6 +55,9 @@ hmc_status_t unpack_region(const void* data, size_t len, PackedRegion* out) {
   }
   // The owner's ids: absent from an owner that does not track imports.
   if (r.remaining() > 0 && (!r.u64(&p.context_id) || !r.u64(&p.region_id) || p.region_id == 0))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
+  // Its flags: absent from an owner that predates them.
+  if (p.region_id && r.remaining() > 0 && !r.u32(&p.flags))
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
   if (p.base + p.size < p.base)
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor region wraps around");

@@ -50,7 +50,18 @@ struct Region {
   };
   std::vector<Importer> importers;
   bool departing = false;  // hmc_mem_deregister started: new imports are refused
+
+  // Target-side staging: device memory none of the owner's net plugins can reach. It has no
+  // plugin registration; peers reach it through StagedPut/StagedGet (xfer/transfer.cpp), which
+  // the owner's progress engine serves with framed transfers into or out of it.
+  bool staged = false;
+  // Internal transfers into or out of it still running (guarded by region_proto_mutex_);
+  // hmc_mem_deregister waits for them to end. Departing regions refuse new ones.
+  uint32_t staged_inflight = 0;
 };
+
+// Descriptor flags (in the trailer after the ids).
+constexpr uint32_t kRegionFlagStaged = 1u << 0;  // reached through StagedPut/StagedGet
 
 struct Remote {
   std::shared_ptr<Peer> peer;
@@ -72,6 +83,8 @@ struct Remote {
   // Posts between their check of `dead` and the record of their request in `inflight` (a
   // framed put/get records it after posting, outside the net mutex).
   std::atomic<uint32_t> posting{0};
+  // The region is served by target-side staging (its descriptor says so).
+  bool staged = false;
 };
 
 // Fails with HMC_ERR_REMOTE: `what` ("put", "get") on r, whose owner withdrew the region.
@@ -82,8 +95,9 @@ void track_remote_request_locked(Remote* r, hmc_request_t req);
 bool remote_busy_locked(Remote* r);
 
 // Descriptor layout: magic, version, base, size, access, then (plugin name, rkey) per plugin,
-// then, when the region has an id, the owner's context id and the region id (appended: readers
-// of version 1 that predate them ignore trailing bytes).
+// then, when the region has an id, the owner's context id, the region id and the region's flags
+// (kRegionFlag*) (appended: readers of version 1 that predate them ignore trailing bytes; the
+// flags are absent from owners that predate them).
 std::vector<uint8_t> pack_region(const Region& r);
 struct PackedRegion {
   uint64_t base = 0;
@@ -92,6 +106,7 @@ struct PackedRegion {
   std::vector<std::pair<std::string, std::vector<uint8_t>>> rkeys;
   uint64_t context_id = 0;  // both 0: packed by an owner that does not track imports
   uint64_t region_id = 0;
+  uint32_t flags = 0;  // kRegionFlag*
 };
 hmc_status_t unpack_region(const void* data, size_t len, PackedRegion* out);
 

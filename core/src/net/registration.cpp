@@ -31,6 +31,10 @@
 // never gets RegionGone. Every message goes only to a peer that sent one first or packed the
 // ids, so the new types reach only peers that know them (an unknown type fails the control
 // stream: control/frame.h). Remotes of an old owner's descriptors are not tracked, as before.
+// Staged regions (device memory no net plugin reaches) have no plugin registration: peers reach
+// them through StagedPut/StagedGet (xfer/transfer.cpp has that protocol). Deregistering one
+// first waits for the transfers the owner runs on it (settle_staged_region), new asks being
+// refused as the region is departing, then withdraws it from its importers as above.
 // Locks: region_proto_mutex_ is a leaf (dispatch_control holds a ctrl_mutex when it takes it);
 // messages are sent with the peer's ctrl_mutex, taken after the net and regions mutexes.
 #include <sched.h>
@@ -55,25 +59,10 @@ hmc_status_t wire_status(int32_t v) {
   return v < 0 && v >= HMC_ERR_INTERNAL ? static_cast<hmc_status_t>(v) : HMC_ERR_REMOTE;
 }
 
-// Keeps the progress thread parked while this thread drives progress (as the waits do).
-class DrivingProgress {
- public:
-  DrivingProgress(std::atomic<int>& n, std::condition_variable& cv) : n_(n), cv_(cv) { ++n_; }
-  ~DrivingProgress() {
-    if (--n_ == 0) cv_.notify_all();
-  }
-
- private:
-  std::atomic<int>& n_;
-  std::condition_variable& cv_;
-};
 }  // namespace
 
 hmc_status_t Context::register_memory(void* addr, size_t size, uint32_t access, Region** out) {
   MemoryLocation loc = devices_.locate(addr);
-  if (!loc.device->is_host())
-    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_mem_register: memory on {} cannot be registered yet",
-                loc.device->name);
   if (loc.size && reinterpret_cast<uintptr_t>(addr) - loc.base + size > loc.size)
     return fail(HMC_ERR_OUT_OF_BOUNDS, "hmc_mem_register: {} bytes at {} overrun its {}-byte "
                 "allocation", size, addr, loc.size);
@@ -83,7 +72,15 @@ hmc_status_t Context::register_memory(void* addr, size_t size, uint32_t access, 
   region->size = size;
   region->access = access;
   region->context_id = id_;
+  // Device memory: no net plugin of this build registers it (they reach host memory only), so
+  // peers reach it by target-side staging: our progress engine moves the bytes with framed
+  // transfers (xfer/transfer.cpp). The descriptor says so; no plugin registration is made.
+  region->staged = !loc.device->is_host();
+  if (region->staged)
+    HMC_LOG_D("hmc_mem_register: {} bytes at {} on {}: served by target-side staging", size, addr,
+              loc.device->name);
   for (auto& net : nets_) {
+    if (region->staged) break;
     if (!HMC_NET_SLOT(net->table(), reg_mr)) continue;
     hmc_net_mem_desc_t desc{};
     desc.hdr = HMC_ABI_HEADER_INIT(hmc_net_mem_desc_t);
@@ -140,9 +137,17 @@ hmc_status_t Context::deregister_memory(Region* region) {
       imp.told = true;
       imported = true;
     }
-    if (!imported) regions_by_id_.erase(region->id);
+    if (!imported && !region->staged) regions_by_id_.erase(region->id);
   }
-  if (imported) withdraw_region(region);
+  // A staged region: the transfers our progress engine runs into or out of it end first (new
+  // asks are refused from now on: it is departing); their initiators' requests end with them.
+  if (region->staged) settle_staged_region(region);
+  if (imported) {
+    withdraw_region(region);
+  } else if (region->staged) {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    regions_by_id_.erase(region->id);
+  }
   for (auto& reg : region->registrations) {
     std::lock_guard<std::mutex> lock(reg.net->mutex());
     hmc_plugin_status_t ps = reg.net->table()->dereg_mr(reg.net->ctx(), reg.mr);
@@ -207,7 +212,7 @@ void Context::withdraw_region(Region* region) {
 }
 
 bool Context::progress_until(const std::function<bool()>& done, uint64_t deadline_ns) {
-  DrivingProgress scope(active_pollers_, thread_cv_);
+  PollerScope scope(*this);
   for (;;) {
     if (done()) return true;
     bool busy = progress(true);
@@ -235,6 +240,7 @@ hmc_status_t Context::import_remote(const std::shared_ptr<Peer>& peer, const voi
   remote->size = packed.size;
   remote->access = packed.access;
   remote->region_id = packed.region_id;
+  remote->staged = (packed.flags & kRegionFlagStaged) && packed.region_id;
   NetPlugin& net = *peer->net;
   const std::vector<uint8_t>* key = nullptr;
   for (const auto& [name, k] : packed.rkeys)
@@ -316,7 +322,7 @@ hmc_status_t Context::import_remote(const std::shared_ptr<Peer>& peer, const voi
       return st;
     }
   }
-  if (!key)
+  if (!key && !remote->staged)
     HMC_LOG_I("hmc_remote_import: the descriptor has no key for {} (the path to {}); one-sided "
               "operations on it will be refused", net.name(), peer->name);
   Handles::add(remote.get(), HandleKind::Remote);
@@ -473,7 +479,10 @@ std::string Context::dispatch_region_message(const std::shared_ptr<Peer>& peer,
 }
 
 bool Context::settle_withdrawals() {
-  if (!withdrawals_pending_.load(std::memory_order_acquire)) return false;
+  // (progress() runs advance_staged first: staged requests end before the withdrawals that
+  // wait for them.)
+  bool busy = false;
+  if (!withdrawals_pending_.load(std::memory_order_acquire)) return busy;
   std::vector<Withdrawal> work, later;
   {
     std::lock_guard<std::mutex> lock(region_proto_mutex_);
@@ -517,7 +526,32 @@ bool Context::settle_withdrawals() {
     for (auto& wd : later) withdrawals_.push_back(std::move(wd));
     withdrawals_pending_.store(true, std::memory_order_release);
   }
-  return sent;
+  return sent || busy;
+}
+
+void Context::settle_staged_region(Region* region) {
+  const uint64_t t0 = control::now_ns();
+  auto idle = [&] {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    return region->staged_inflight == 0;
+  };
+  if (progress_until(idle, t0 + uint64_t(timeout_ms_) * 1000000)) return;
+  // A transfer that does not end (its peer stopped moving) must not write into the memory after
+  // hmc_mem_deregister returned: its peer's connection is closed, which ends it (and waits for
+  // its device copies, Context::bury).
+  std::vector<std::shared_ptr<Peer>> stuck;
+  {
+    std::lock_guard<std::mutex> plock(peers_mutex_);  // advance_staged runs under it
+    for (const auto& s : staged_served_)
+      if (s.region_id == region->id) stuck.push_back(s.peer);
+  }
+  for (auto& p : stuck)
+    fail_peer(*p, HMC_ERR_PEER_LOST,
+              fmt::format("hmc_mem_deregister: a transfer of target-side staging into or out of "
+                          "region {} ({} bytes at {}) did not end within {} ms (HMC_TIMEOUT_MS); "
+                          "the connection is closed to end it", region->id, region->size,
+                          region->addr, timeout_ms_));
+  progress_until(idle, control::now_ns() + uint64_t(timeout_ms_) * 1000000);
 }
 
 }  // namespace hmc

@@ -169,4 +169,34 @@ bool decode_region_id(const uint8_t* p, size_t n, uint64_t* region_id) {
   return r.u64(region_id);
 }
 
+void encode_staged_ask(const StagedAsk& m, control::Writer* w) {
+  w->u64(m.tag);
+  w->u64(m.region_id);
+  w->u64(m.offset);
+  w->u64(m.size);
+}
+
+bool decode_staged_ask(const uint8_t* p, size_t n, StagedAsk* m) {
+  control::Reader r(p, n);
+  StagedAsk x;
+  if (!r.u64(&x.tag) || !r.u64(&x.region_id) || !r.u64(&x.offset) || !r.u64(&x.size))
+    return false;
+  *m = x;
+  return true;
+}
+
+void encode_staged_done(const StagedDone& m, control::Writer* w) {
+  w->u64(m.tag);
+  w->i32(m.status);
+  w->str(m.text);
+}
+
+bool decode_staged_done(const uint8_t* p, size_t n, StagedDone* m) {
+  control::Reader r(p, n);
+  StagedDone x;
+  if (!r.u64(&x.tag) || !r.i32(&x.status) || !r.str(&x.text, kMaxText)) return false;
+  *m = std::move(x);
+  return true;
+}
+
 }  // namespace hmc::msg

@@ -81,4 +81,30 @@ bool decode_region_reply(const uint8_t* p, size_t n, RegionReply* m);
 void encode_region_id(const uint64_t& region_id, control::Writer* w);
 bool decode_region_id(const uint8_t* p, size_t n, uint64_t* region_id);
 
+// --- Target-side staging (xfer/transfer.cpp) ---------------------------------------------
+// One-sided access to a peer's region of device memory that its net plugins cannot reach: the
+// owner moves the bytes with a framed transfer on an internal tag (xfer/framed.h,
+// kInternalTagBit) posted by its progress engine.
+
+// StagedPut / StagedGet (initiator -> owner): "receive my framed send on `tag` into region
+// region_id at offset" / "send offset..offset+size of region region_id to me, framed, on `tag`".
+struct StagedAsk {
+  uint64_t tag = 0;  // the internal tag, chosen by the initiator, unique among its transfers
+  uint64_t region_id = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+void encode_staged_ask(const StagedAsk& m, control::Writer* w);
+bool decode_staged_ask(const uint8_t* p, size_t n, StagedAsk* m);
+
+// StagedDone (owner -> initiator): the owner's side of the transfer on `tag` ended: status 0
+// (a put's bytes are in place), or why it was refused or failed (hmc_status_t + text).
+struct StagedDone {
+  uint64_t tag = 0;
+  int32_t status = 0;
+  std::string text;
+};
+void encode_staged_done(const StagedDone& m, control::Writer* w);
+bool decode_staged_done(const uint8_t* p, size_t n, StagedDone* m);
+
 }  // namespace hmc::msg

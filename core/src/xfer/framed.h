@@ -71,6 +71,8 @@ struct Request;
 constexpr uint64_t kContinuationTagBit = uint64_t(1) << 59;
 // The reserved tag bit of a device-IPC message's reply (receiver to sender).
 constexpr uint64_t kReplyTagBit = uint64_t(1) << 60;
+// The reserved tag bit of the core's internal transfers (target-side staging, xfer/transfer.cpp).
+constexpr uint64_t kInternalTagBit = uint64_t(1) << 61;
 
 // The first piece's size peers offer (the pair uses the smaller offer, at most its chunk): odd,
 // so that no power-of-two message is sent as pieces below the chunk.

@@ -35,6 +35,9 @@ struct Request {
 
   hmc_net_request_t* net = nullptr;  // guarded by peer->net->mutex(); nullptr once ended
   hmc_net_mr_t* temp_mr = nullptr;   // a registration made for this request only
+  // Ended through the control plane, not by a transfer of its own (target-side staging): a
+  // wait on it services the control plane on every turn. Set before the request is handed out.
+  bool control_driven = false;
   std::atomic<bool> done{false};     // written last, with release order
   hmc_status_t status = HMC_IN_PROGRESS;
   size_t bytes = 0;

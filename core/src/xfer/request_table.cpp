@@ -45,6 +45,7 @@ void reset(Request* r) {
   r->landed = false;
   r->net = nullptr;
   r->temp_mr = nullptr;
+  r->control_driven = false;
   r->done.store(false, std::memory_order_relaxed);
   r->status = HMC_IN_PROGRESS;
   r->bytes = 0;

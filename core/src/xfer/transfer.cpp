@@ -2,9 +2,12 @@
 // request's own plugin, with a full progress pass now and then), cancel, notifications.
 #include <sched.h>
 
+#include <algorithm>
+
 #include "context/context.h"
 #include "xfer/framed.h"
 #include "control/socket.h"
+#include "peer/messages.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -26,18 +29,6 @@ constexpr uint64_t kControlIntervalNs = 200 * 1000;
 // How long a wait spins without anything happening before it starts yielding the CPU.
 constexpr uint64_t kQuietNs = 50 * 1000;
 
-// Keeps the progress thread parked while an application thread drives progress itself.
-class PollerScope {
- public:
-  PollerScope(std::atomic<int>& n, std::condition_variable& cv) : n_(n), cv_(cv) { ++n_; }
-  ~PollerScope() {
-    if (--n_ == 0) cv_.notify_all();
-  }
-
- private:
-  std::atomic<int>& n_;
-  std::condition_variable& cv_;
-};
 }  // namespace
 
 // Where buf lives, for a peer pair that frames its messages: host memory and device memory the
@@ -234,6 +225,9 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   if (st != HMC_SUCCESS) return st;
   if ((st = check_remote_range(*remote, offset, size, "put")) != HMC_SUCCESS) return st;
   if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "put");
+  if (remote->staged)
+    return post_staged_rma(remote, const_cast<void*>(buf), size, offset, Op::Put,
+                           flags & HMC_PUT_NOTIFY, notify_value, out);
   if (peer->framing.on()) {
     bool staged = false;
     if ((st = memory_access(*peer, buf, size, "put", &staged)) != HMC_SUCCESS) return st;
@@ -278,6 +272,7 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   if (st != HMC_SUCCESS) return st;
   if ((st = check_remote_range(*remote, offset, size, "get")) != HMC_SUCCESS) return st;
   if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "get");
+  if (remote->staged) return post_staged_rma(remote, buf, size, offset, Op::Get, false, 0, out);
   if (peer->framing.on()) {
     bool staged = false;
     if ((st = memory_access(*peer, buf, size, "get", &staged)) != HMC_SUCCESS) return st;
@@ -338,7 +333,7 @@ hmc_status_t Context::test(Request* req, size_t* bytes) {
 
 template <typename Pred>
 bool Context::poll_until(Pred pred, uint64_t deadline_ns, Request* fast) {
-  PollerScope scope(active_pollers_, thread_cv_);
+  PollerScope scope(*this);
   uint64_t last_event = control::now_ns();
   for (uint32_t i = 1;; ++i) {
     if (pred()) return true;

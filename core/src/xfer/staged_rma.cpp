@@ -1,0 +1,441 @@
+#include <algorithm>
+
+#include "context/context.h"
+#include "control/socket.h"
+#include "peer/messages.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "xfer/framed.h"
+
+namespace hmc {
+
+// Target-side staging. One-sided access to a region of device memory that the owner's net
+// plugins cannot reach (its descriptor carries kRegionFlagStaged: net/registration.cpp
+// registers device memory so). The
+// bytes move as one framed two-sided message on an internal tag (kInternalTagBit | a counter of
+// the initiator's), staged on either side through bounce buffers, device IPC or shared bounces
+// as any framed message is; the owner's side is posted by its progress engine (progress thread
+// or any hmc call), never by the application. Control messages (peer/messages.h):
+//  put:  the initiator posts a framed send of its buffer on the tag, then sends StagedPut {tag,
+//        region id, offset, size}. The owner's next progress pass checks the region (registered,
+//        not departing, staged, imported by that peer, remote write granted, in bounds) and
+//        posts a framed receive into region + offset; once that ended (the bytes are in place)
+//        it answers StagedDone {tag, status}. The initiator's request ends on StagedDone (its
+//        send ending is not enough). With HMC_PUT_NOTIFY the initiator then sends the Notify,
+//        in post order with its other notifying puts, as for every put: the value reaches the
+//        target after the data, in order with notifications of puts to host regions.
+//  get:  the initiator posts a framed receive into its buffer and sends StagedGet; the owner
+//        checks (remote read) and posts a framed send out of the region, and answers
+//        StagedDone when it ended. The initiator's request ends when its receive holds all the
+//        bytes, or on a StagedDone that reports a failure.
+//  refusal: the owner answers StagedDone {HMC_ERR_REMOTE or HMC_ERR_OUT_OF_BOUNDS, why} at
+//        once, and still ends the message on the tag so that nothing is left in the transport:
+//        a put's message is received into nothing (drained; no byte lands), a get is sent an
+//        empty message. The initiator's request ends with the refusal.
+//  initiator failure: a put whose send failed before anything left sends an empty message on
+//        the tag, which ends the owner's receive (short: nothing was written).
+//  withdrawal: a departing region refuses new asks; hmc_mem_deregister first waits for the
+//        owner's transfers on it (Region::staged_inflight, settle_staged_region), then
+//        withdraws it from its importers, whose acknowledgements wait for their requests as for
+//        every put and get (the application's request is tracked on the Remote).
+//  loss: the internal requests sit in their peer's pending list like any other, so a lost peer
+//        or a destroyed context fails them; advance_staged then ends the application's
+//        requests (HMC_ERR_PEER_LOST, or HMC_ERR_CANCELLED for a closed peer) and releases the
+//        internal ones. Internal requests are never handed to the application.
+// Locks: dispatch_staged_message takes region_proto_mutex_ only; advance_staged runs in a
+// progress pass (peers_mutex_ held) and takes net mutexes, then region_proto_mutex_ (a leaf)
+// or a ctrl_mutex, never the other way.
+
+namespace {
+// A status from the wire: an hmc error, or HMC_ERR_REMOTE for values this build does not know.
+hmc_status_t staged_wire_status(int32_t v) {
+  return v < 0 && v >= HMC_ERR_INTERNAL ? static_cast<hmc_status_t>(v) : HMC_ERR_REMOTE;
+}
+
+void send_staged_done(Peer& peer, const msg::StagedDone& d) {
+  std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
+  if (!peer.ctrl || peer.lost) return;
+  control::Writer w;
+  msg::encode_staged_done(d, &w);
+  peer.ctrl->send(control::MsgType::StagedDone, w);  // a broken channel: service_control's
+}
+}  // namespace
+
+hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, uint64_t offset,
+                                      Op op, bool notify, uint64_t notify_value, Request** out) {
+  const std::shared_ptr<Peer> peer = remote->peer;
+  const char* what = op_name(op);
+  if (!peer->framing.on())
+    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_{}: the region of {} is device memory its path {} "
+                "cannot reach, and this pair does not stage (no framing)", what, peer->name,
+                peer->choice.key());
+  bool staged = false;
+  MemoryLocation loc;
+  hmc_status_t st = memory_access(*peer, buf, size, what, &staged, &loc);
+  if (st != HMC_SUCCESS) return st;
+  const uint64_t tag = kInternalTagBit | next_staged_tag_.fetch_add(1);
+  const FrameGeometry geo = peer->framing.geometry();
+  std::unique_ptr<Framed> f;
+  if (op == Op::Put) {
+    f = Framed::make_send(buf, size, tag, staged, geo);
+    IpcExport ex;
+    if (staged && size > peer->framing.first_piece && ipc_export(*peer, buf, loc, &ex))
+      f->use_ipc(std::move(ex));
+    else if (staged && size > peer->framing.first_piece && peer->framing.shared_for_sends())
+      f->offer_shared();
+  } else {
+    f = Framed::make_recv(buf, size, tag, staged, geo);
+    if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
+  }
+  // posting before dead is read, as in post_tracked_rma: a withdrawal that marks the Remote
+  // dead from here on waits for this request (it is tracked before posting drops).
+  remote->posting.fetch_add(1);
+  struct Unpost {
+    std::atomic<uint32_t>& n;
+    ~Unpost() { n.fetch_sub(1); }
+  } unpost{remote->posting};
+  if (remote->dead.load()) return refuse_withdrawn(*remote, what);
+  Request* inner = nullptr;
+  st = post_framed(peer, std::move(f), op == Op::Put ? Op::Send : Op::Recv, size, tag, &inner);
+  if (st != HMC_SUCCESS) return st;
+  auto rec = std::make_shared<StagedOp>();
+  rec->peer = peer;
+  rec->op = op;
+  rec->size = size;
+  rec->inner = inner;
+  Request* user = RequestTable::acquire(this);
+  user->op = op;
+  user->peer = peer;
+  user->size = size;
+  user->notify = notify;
+  user->notify_value = notify_value;
+  user->control_driven = true;
+  bool live;
+  {
+    std::lock_guard<std::mutex> lock(peer->net->mutex());
+    live = !peer->lost && peer->ep;
+    if (live) {
+      // Not in `pending` (it has no transfer of its own: advance_staged ends it), but counted
+      // there, so that a silent peer is declared lost; complete_locked takes it back.
+      peer->pending_count.fetch_add(1, std::memory_order_relaxed);
+      if (notify) peer->notify_queue.push_back(user);
+      if (remote->region_id) track_remote_request_locked(remote, RequestTable::handle(user));
+      rec->user = RequestTable::handle(user);
+    }
+  }
+  {
+    // Without an application request advance_staged just releases the internal one.
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    staged_ops_[tag] = rec;
+  }
+  if (!live) {
+    RequestTable::release(user);
+    return fail(peer->closed ? HMC_ERR_INVALID_HANDLE : HMC_ERR_PEER_LOST, "hmc_{}: peer {} is {}",
+                what, peer->name, peer->closed ? "closed" : "lost");
+  }
+  msg::StagedAsk ask;
+  ask.tag = tag;
+  ask.region_id = remote->region_id;
+  ask.offset = offset;
+  ask.size = size;
+  hmc_status_t sent = HMC_ERR_PEER_LOST;
+  std::string why = "it is closed";
+  {
+    std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
+    if (peer->ctrl && !peer->lost) {
+      control::Writer w;
+      msg::encode_staged_ask(ask, &w);
+      sent = peer->ctrl->send(op == Op::Put ? control::MsgType::StagedPut
+                                            : control::MsgType::StagedGet, w);
+      if (sent != HMC_SUCCESS) why = last_error();
+    }
+  }
+  // The request ends with the peer (advance_staged).
+  if (sent != HMC_SUCCESS) fail_peer(*peer, HMC_ERR_PEER_LOST, "control connection: " + why);
+  peer->framing.staged_transfers.fetch_add(staged ? 1 : 0, std::memory_order_relaxed);
+  *out = user;
+  return HMC_SUCCESS;
+}
+
+std::string Context::dispatch_staged_message(const std::shared_ptr<Peer>& peer,
+                                             const control::Channel::Message& m) {
+  const uint8_t* p = m.payload.data();
+  size_t n = m.payload.size();
+  if (m.type == control::MsgType::StagedDone) {  // we initiated
+    msg::StagedDone d;
+    if (!msg::decode_staged_done(p, n, &d)) return "malformed StagedDone";
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    auto it = staged_ops_.find(d.tag);
+    // A get that ended with its bytes may be gone already: its answer is not needed.
+    if (it == staged_ops_.end() || it->second->peer != peer) return "";
+    it->second->answered = true;
+    it->second->status = d.status;
+    it->second->text = std::move(d.text);
+    return "";
+  }
+  msg::StagedAsk a;  // we own the region
+  if (!msg::decode_staged_ask(p, n, &a)) return "malformed StagedPut/StagedGet";
+  // An internal tag, and nothing of the framing bits (they are the transfer's own).
+  if ((a.tag & ~(kInternalTagBit - 1)) != kInternalTagBit)
+    return fmt::format("StagedPut/StagedGet with tag 0x{:x}, outside the internal range", a.tag);
+  std::lock_guard<std::mutex> lock(region_proto_mutex_);
+  StagedAskIn in;
+  in.peer = peer;
+  in.get = m.type == control::MsgType::StagedGet;
+  in.tag = a.tag;
+  in.region_id = a.region_id;
+  in.offset = a.offset;
+  in.size = a.size;
+  staged_asks_.push_back(std::move(in));
+  return "";
+}
+
+void Context::serve_staged_ask(const StagedAskIn& a) {
+  Peer& peer = *a.peer;
+  if (peer.lost || !peer.net) return;  // nobody waits for an answer
+  const char* what = a.get ? "get" : "put";
+  hmc_status_t refusal = HMC_SUCCESS;
+  std::string why;
+  uint8_t* addr = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    auto it = regions_by_id_.find(a.region_id);
+    Region* r = it == regions_by_id_.end() ? nullptr : it->second;
+    const uint32_t need = a.get ? HMC_ACCESS_REMOTE_READ : HMC_ACCESS_REMOTE_WRITE;
+    if (!r || r->departing) {
+      refusal = HMC_ERR_REMOTE;
+      why = fmt::format("region {} is not registered (any more)", a.region_id);
+    } else if (!r->staged) {
+      refusal = HMC_ERR_REMOTE;
+      why = fmt::format("region {} is not served by target-side staging", a.region_id);
+    } else if (std::none_of(r->importers.begin(), r->importers.end(),
+                            [&](const Region::Importer& i) { return i.peer == a.peer && i.count; })) {
+      refusal = HMC_ERR_REMOTE;
+      why = fmt::format("region {} was not imported through this connection", a.region_id);
+    } else if (!(r->access & need)) {
+      refusal = HMC_ERR_REMOTE;
+      why = fmt::format("region {} ({} bytes at {}) does not grant remote {} access", a.region_id,
+                        r->size, r->addr, a.get ? "read" : "write");
+    } else if (a.offset > r->size || a.size > r->size - a.offset) {
+      refusal = HMC_ERR_OUT_OF_BOUNDS;
+      why = fmt::format("{} bytes at offset {} fall outside region {} ({} bytes)", a.size,
+                        a.offset, a.region_id, r->size);
+    } else {
+      ++r->staged_inflight;
+      addr = static_cast<uint8_t*>(r->addr) + a.offset;
+    }
+  }
+  auto uncount = [&] {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    auto it = regions_by_id_.find(a.region_id);
+    if (it != regions_by_id_.end() && it->second->staged_inflight) --it->second->staged_inflight;
+  };
+  const FrameGeometry geo = peer.framing.geometry();
+  std::unique_ptr<Framed> f;
+  if (refusal == HMC_SUCCESS) {
+    bool staged = false;
+    MemoryLocation loc;
+    if (memory_access(peer, addr, a.size, what, &staged, &loc) != HMC_SUCCESS) {
+      refusal = HMC_ERR_REMOTE;
+      why = last_error();
+      uncount();
+    } else if (a.get) {
+      f = Framed::make_send(addr, a.size, a.tag, staged, geo);
+      IpcExport ex;
+      if (staged && a.size > peer.framing.first_piece && ipc_export(peer, addr, loc, &ex))
+        f->use_ipc(std::move(ex));
+      else if (staged && a.size > peer.framing.first_piece && peer.framing.shared_for_sends())
+        f->offer_shared();
+    } else {
+      f = Framed::make_recv(addr, a.size, a.tag, staged, geo);
+      if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
+    }
+    if (f && staged) peer.framing.staged_transfers.fetch_add(1, std::memory_order_relaxed);
+    if (f)
+      HMC_LOG_D("peer {}: serving its hmc_{} of {} bytes at offset {} of region {} (tag 0x{:x})",
+                peer.name, what, a.size, a.offset, a.region_id, a.tag);
+  }
+  if (refusal != HMC_SUCCESS) {
+    HMC_LOG_I("peer {}: its hmc_{} on region {} is refused: {}", peer.name, what, a.region_id, why);
+    msg::StagedDone d;
+    d.tag = a.tag;
+    d.status = refusal;
+    d.text = why;
+    send_staged_done(peer, d);
+    // End the initiator's message on the tag: drain a put's, send an empty one for a get.
+    f = a.get ? Framed::make_send(nullptr, 0, a.tag, false, geo)
+              : Framed::make_recv(nullptr, 0, a.tag, false, geo);
+  }
+  Request* inner = nullptr;
+  if (post_framed(a.peer, std::move(f), a.get ? Op::Send : Op::Recv, refusal ? 0 : a.size, a.tag,
+                  &inner) != HMC_SUCCESS) {
+    if (refusal == HMC_SUCCESS) uncount();  // the peer is lost: nobody waits for the answer
+    return;
+  }
+  StagedServed s;
+  s.peer = a.peer;
+  s.tag = a.tag;
+  s.region_id = refusal == HMC_SUCCESS ? a.region_id : 0;
+  s.size = a.size;
+  s.get = a.get;
+  s.inner = inner;
+  staged_served_.push_back(std::move(s));
+}
+
+void Context::end_staged_user_locked(Request* user, hmc_status_t status, std::string error) {
+  Peer& peer = *user->peer;
+  user->bytes = status == HMC_SUCCESS ? user->size : 0;
+  peer.last_heard_ns = control::now_ns();
+  if (user->notify) {  // its notification goes in post order, as for any put
+    if (status == HMC_SUCCESS) {
+      user->landed = true;
+      flush_notifications_locked(peer);
+      return;
+    }
+    auto& q = peer.notify_queue;
+    for (auto it = q.begin(); it != q.end(); ++it)
+      if (*it == user) {
+        q.erase(it);
+        break;
+      }
+  }
+  complete_locked(user, status, std::move(error));
+  if (user->notify) flush_notifications_locked(peer);  // a failed head may unblock later ones
+}
+
+bool Context::advance_staged() {
+  std::vector<StagedAskIn> asks;
+  std::vector<std::pair<uint64_t, std::shared_ptr<StagedOp>>> ops;
+  {
+    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    if (staged_asks_.empty() && staged_ops_.empty() && staged_served_.empty()) return false;
+    asks.swap(staged_asks_);
+    ops.assign(staged_ops_.begin(), staged_ops_.end());
+  }
+  bool busy = false;
+  for (const auto& a : asks) {
+    serve_staged_ask(a);
+    busy = true;
+  }
+  // Owner: transfers that ended are answered, uncounted and released.
+  for (size_t i = 0; i < staged_served_.size();) {
+    StagedServed& s = staged_served_[i];
+    hmc_status_t st;
+    std::string err;
+    size_t bytes;
+    {
+      std::lock_guard<std::mutex> lock(s.peer->net->mutex());
+      if (!s.inner->done.load(std::memory_order_acquire)) {
+        ++i;
+        continue;
+      }
+      st = s.inner->status;
+      err = s.inner->error;
+      bytes = s.inner->bytes;
+    }
+    RequestTable::release(s.inner);
+    busy = true;
+    if (s.region_id) {  // (refusals were answered when they were made)
+      {
+        std::lock_guard<std::mutex> lock(region_proto_mutex_);
+        auto it = regions_by_id_.find(s.region_id);
+        if (it != regions_by_id_.end() && it->second->staged_inflight)
+          --it->second->staged_inflight;
+      }
+      msg::StagedDone d;
+      d.tag = s.tag;
+      if (st != HMC_SUCCESS) {
+        d.status = st;
+        d.text = "the owner's side failed: " + err;
+      } else if (!s.get && bytes != s.size) {
+        d.status = HMC_ERR_REMOTE;
+        d.text = fmt::format("the owner received {} of the {} bytes (the initiator's side failed)",
+                             bytes, s.size);
+      }
+      send_staged_done(*s.peer, d);
+    }
+    staged_served_[i] = std::move(staged_served_.back());
+    staged_served_.pop_back();
+  }
+  // Initiator: end the application's requests, release the internal ones.
+  for (auto& [tag, op] : ops) {
+    Peer& peer = *op->peer;
+    const char* what = op_name(op->op);
+    bool over = false, flush = false;
+    {
+      std::lock_guard<std::mutex> lock(peer.net->mutex());
+      Request* u = op->user ? RequestTable::lookup(op->user) : nullptr;
+      if (u && u->done.load(std::memory_order_acquire)) u = nullptr;  // ended by fail_peer
+      if (!u) op->user = nullptr;
+      Request* in = op->inner;
+      const bool in_done = in->done.load(std::memory_order_acquire);
+      if (u) {
+        bool answered;
+        int32_t status;
+        std::string text;
+        {
+          std::lock_guard<std::mutex> rlock(region_proto_mutex_);
+          answered = op->answered;
+          status = op->status;
+          text = op->text;
+        }
+        bool end = true;
+        hmc_status_t st = HMC_SUCCESS;
+        std::string err;
+        if (peer.lost) {
+          st = peer.closed ? HMC_ERR_CANCELLED : HMC_ERR_PEER_LOST;
+          err = fmt::format("hmc_{} with {}: {}", what, peer.name,
+                            peer.closed ? std::string("the peer was closed")
+                                        : "peer lost (" + peer.lost_reason + ")");
+        } else if (answered && status != 0) {
+          st = staged_wire_status(status);
+          err = fmt::format("hmc_{} with {}: refused by the peer: {}", what, peer.name, text);
+        } else if (op->op == Op::Put) {
+          if (answered) {
+            // done
+          } else if (in_done && in->status != HMC_SUCCESS) {
+            st = in->status;
+            err = in->error;
+            // Nothing of it left: an empty message ends the owner's receive.
+            flush = in->framed && !in->framed->started();
+          } else {
+            end = false;
+          }
+        } else if (in_done && in->status == HMC_SUCCESS && in->bytes == op->size &&
+                   (op->size > 0 || answered)) {
+          // a get whose bytes are all here
+        } else if (in_done && in->status != HMC_SUCCESS) {
+          st = in->status;
+          err = in->error;
+        } else if (in_done && answered) {
+          st = HMC_ERR_REMOTE;
+          err = fmt::format("hmc_get with {}: {} of the {} bytes arrived", peer.name, in->bytes,
+                            op->size);
+        } else {
+          end = false;
+        }
+        if (end) {
+          end_staged_user_locked(u, st, std::move(err));
+          op->user = nullptr;
+          busy = true;
+        }
+      }
+      over = !op->user && in_done && (!op->flush || op->flush->done.load(std::memory_order_acquire));
+    }
+    if (flush) {
+      auto f = Framed::make_send(nullptr, 0, tag, false, peer.framing.geometry());
+      if (post_framed(op->peer, std::move(f), Op::Send, 0, tag, &op->flush) != HMC_SUCCESS)
+        op->flush = nullptr;  // the peer is lost: nothing to end
+    }
+    if (over) {
+      RequestTable::release(op->inner);
+      if (op->flush) RequestTable::release(op->flush);
+      std::lock_guard<std::mutex> lock(region_proto_mutex_);
+      staged_ops_.erase(tag);
+      busy = true;
+    }
+  }
+  return busy;
+}
+
+}  // namespace hmc

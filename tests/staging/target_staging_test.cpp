@@ -1,0 +1,554 @@
+// One-sided put and get into a peer's registered DEVICE memory over paths that reach host memory
+// only (target-side staging): the owner's progress engine moves the bytes with framed transfers
+// into and out of its region, two processes on emulated runtimes, over hoststage's TCP and
+// shared-memory paths.
+#include <dlfcn.h>
+#include <signal.h>
+
+#include <chrono>
+#include <functional>
+
+#include "two_process.h"
+
+namespace {
+
+using namespace staging_test;
+
+void reset_fakes() {
+  void* lib = dlopen(FAKEGPU_DIR "/libfakegpu.so", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return;
+  if (auto reset = reinterpret_cast<void (*)()>(dlsym(lib, "fakegpu_reset"))) reset();
+  dlclose(lib);
+}
+
+using EnvList = std::vector<std::pair<const char*, const char*>>;
+// A role run in either process: returns "" when every check held, else what failed.
+using Role = std::function<std::string(hmc_context_t, hmc_peer_t, const char* mem)>;
+
+// Runs `child` in a forked process (memory child_mem, connecting) and `parent` here (memory
+// parent_mem, accepting). The child's verdict comes back through its exit status; with
+// child_killed the child is expected to die by SIGKILL.
+void run_pair(const char* path, const char* parent_mem, const char* child_mem, const Role& child,
+              const Role& parent, const EnvList& child_env = {}, bool child_killed = false) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[1]);
+    set_side_env(child_mem, path);
+    for (const auto& [k, v] : child_env) setenv(k, v, 1);
+    reset_fakes();
+    hmc_context_t ctx;
+    if (hmc_context_create(nullptr, &ctx) != HMC_SUCCESS) _exit(10);
+    uint8_t addr[HMC_ADDRESS_MAX];
+    ssize_t n = read(fds[0], addr, sizeof addr);
+    hmc_peer_t peer;
+    if (n <= 0 || hmc_connect(ctx, addr, static_cast<size_t>(n), kTimeoutMs, &peer) != HMC_SUCCESS)
+      _exit(11);
+    std::string err = child(ctx, peer, child_mem);
+    if (!err.empty()) fprintf(stderr, "child (%s): %s\n", child_mem, err.c_str());
+    hmc_context_destroy(ctx);
+    _exit(err.empty() ? 0 : 1);
+  }
+  close(fds[0]);
+  set_side_env(parent_mem, path);
+  reset_fakes();
+  hmc_context_t ctx;
+  hmc_status_t st = hmc_context_create(nullptr, &ctx);
+  if (st != HMC_SUCCESS) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    FAIL() << hmc_last_error();
+  }
+  uint8_t addr[HMC_ADDRESS_MAX];
+  size_t len = sizeof addr;
+  hmc_address(ctx, addr, &len);
+  EXPECT_EQ(write(fds[1], addr, len), static_cast<ssize_t>(len));
+  close(fds[1]);
+  hmc_peer_t peer = nullptr;
+  if (hmc_accept(ctx, kTimeoutMs, &peer) == HMC_SUCCESS)
+    EXPECT_EQ(parent(ctx, peer, parent_mem), "");
+  else
+    ADD_FAILURE() << hmc_last_error();
+  int status = 0;
+  for (int waited = 0; waitpid(pid, &status, WNOHANG) == 0; waited += 5) {
+    if (waited > kTimeoutMs) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "the peer process hung";
+      break;
+    }
+    usleep(5000);
+  }
+  if (child_killed)
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "peer status " << status;
+  else
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "peer exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  hmc_context_destroy(ctx);
+}
+
+#define CHECK_OK(call)                                                                    \
+  do {                                                                                    \
+    hmc_status_t st_ = (call);                                                            \
+    if (st_ != HMC_SUCCESS) return std::string(#call) + ": " + hmc_last_error();          \
+  } while (0)
+#define CHECK_TRUE(cond, what)           \
+  do {                                   \
+    if (!(cond)) return std::string(what); \
+  } while (0)
+
+hmc_status_t put_wait(hmc_peer_t peer, const void* buf, size_t size, hmc_remote_t r, uint64_t off,
+                      uint32_t flags = 0, uint64_t value = 0) {
+  hmc_request_t q;
+  hmc_status_t st = hmc_put(peer, buf, size, r, off, flags, value, &q);
+  return st == HMC_SUCCESS ? hmc_request_wait(q, kTimeoutMs, nullptr) : st;
+}
+hmc_status_t get_wait(hmc_peer_t peer, void* buf, size_t size, hmc_remote_t r, uint64_t off,
+                      size_t* got) {
+  hmc_request_t q;
+  hmc_status_t st = hmc_get(peer, buf, size, r, off, &q);
+  return st == HMC_SUCCESS ? hmc_request_wait(q, kTimeoutMs, got) : st;
+}
+// A one-byte step message on tag (host memory both sides).
+std::string step_send(hmc_peer_t peer, uint64_t tag, uint8_t v = 1) {
+  CHECK_OK(send_wait(peer, &v, 1, tag));
+  return "";
+}
+std::string step_recv(hmc_peer_t peer, uint64_t tag, uint8_t* v = nullptr) {
+  uint8_t b = 0;
+  size_t got = 0;
+  CHECK_OK(recv_wait(peer, &b, 1, tag, &got));
+  if (v) *v = b;
+  return "";
+}
+#define STEP(expr)                      \
+  do {                                  \
+    std::string e_ = (expr);            \
+    if (!e_.empty()) return e_;         \
+  } while (0)
+
+constexpr uint8_t kUntouched = 0x5a;
+
+// Registers `size` bytes of `mem` filled with kUntouched and sends its descriptor on tag 7.
+std::string export_region(hmc_context_t ctx, hmc_peer_t peer, const char* mem, size_t size,
+                          uint32_t access, void** dev, hmc_region_t* reg, uint64_t tag = 7) {
+  CHECK_OK(hmc_mem_alloc(ctx, mem, size, dev));
+  std::vector<uint8_t> host(size, kUntouched);
+  CHECK_OK(hmc_mem_copy(ctx, *dev, host.data(), size));
+  CHECK_OK(hmc_mem_register(ctx, *dev, size, access, reg));
+  uint8_t desc[512];
+  size_t len = sizeof desc;
+  CHECK_OK(hmc_region_pack(*reg, desc, &len));
+  CHECK_OK(send_wait(peer, desc, len, tag));
+  return "";
+}
+
+std::string import_region(hmc_peer_t peer, hmc_remote_t* remote, uint64_t tag = 7) {
+  uint8_t desc[512];
+  size_t len = 0;
+  CHECK_OK(recv_wait(peer, desc, sizeof desc, tag, &len));
+  CHECK_OK(hmc_remote_import(peer, desc, len, remote));
+  return "";
+}
+
+std::vector<uint8_t> read_back(hmc_context_t ctx, const void* dev, size_t size) {
+  std::vector<uint8_t> host(size);
+  if (hmc_mem_copy(ctx, host.data(), dev, size) != HMC_SUCCESS) host.clear();
+  return host;
+}
+
+// ---- byte-exact put and get, both roles, both paths --------------------------------------------
+
+struct Segment {
+  size_t offset, size;
+};
+// Sizes: 1 byte, the first piece and one past it, one past a chunk, several MiB that are not a
+// multiple of the chunk; 3-byte gaps between them stay untouched.
+const size_t kRegionSize = 3 * 1024 * 1024 + 12345;
+std::vector<Segment> segments() {
+  std::vector<Segment> v;
+  size_t off = 5;
+  for (size_t s : {size_t(1), kFirst, kFirst + 1, kChunk + 1, size_t(2 * 1024 * 1024 + 7)}) {
+    v.push_back({off, s});
+    off += s + 3;
+  }
+  return v;
+}
+
+std::string put_get_target(hmc_context_t ctx, hmc_peer_t peer, const char* mem) {
+  void* dev;
+  hmc_region_t reg;
+  STEP(export_region(ctx, peer, mem, kRegionSize, HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE,
+                     &dev, &reg));
+  STEP(step_recv(peer, 8));  // the puts ended
+  std::vector<uint8_t> got = read_back(ctx, dev, kRegionSize);
+  CHECK_TRUE(got.size() == kRegionSize, "reading the region back failed");
+  uint8_t verdict = 0;
+  size_t at = 0;
+  auto segs = segments();
+  for (size_t k = 0; k < segs.size(); ++k) {
+    for (; at < segs[k].offset; ++at)
+      if (got[at] != kUntouched) verdict |= 1;  // a byte outside every put changed
+    for (size_t i = 0; i < segs[k].size; ++i, ++at)
+      if (got[at] != pattern(i, segs[k].size, int(k))) verdict |= 2;
+  }
+  for (; at < kRegionSize; ++at)
+    if (got[at] != kUntouched) verdict |= 1;
+  STEP(step_send(peer, 9, verdict));
+  STEP(step_recv(peer, 10));  // the gets ended
+  CHECK_OK(hmc_mem_deregister(reg));
+  CHECK_OK(hmc_mem_free(ctx, dev));
+  return "";
+}
+
+std::string put_get_initiator(hmc_context_t ctx, hmc_peer_t peer, const char* mem) {
+  hmc_remote_t remote;
+  STEP(import_region(peer, &remote));
+  auto segs = segments();
+  void *src, *dst;
+  size_t max = segs.back().size;
+  CHECK_OK(hmc_mem_alloc(ctx, mem, max, &src));
+  CHECK_OK(hmc_mem_alloc(ctx, mem, max, &dst));
+  for (size_t k = 0; k < segs.size(); ++k) {
+    CHECK_TRUE(fill(ctx, src, segs[k].size, int(k)), "fill failed");
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK_OK(put_wait(peer, src, segs[k].size, remote, segs[k].offset));
+    if (getenv("STAGED_TEST_LOG"))
+      fprintf(stderr, "%s: put of %zu bytes: %.0f us\n", mem, segs[k].size,
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                  .count());
+  }
+  STEP(step_send(peer, 8));
+  uint8_t verdict = 0xff;
+  STEP(step_recv(peer, 9, &verdict));
+  CHECK_TRUE(verdict == 0, "the target found its region wrong: verdict " + std::to_string(verdict) +
+                               " (1: bytes outside the puts, 2: bytes put)");
+  for (size_t k = 0; k < segs.size(); ++k) {
+    size_t got = 0;
+    CHECK_OK(get_wait(peer, dst, segs[k].size, remote, segs[k].offset, &got));
+    CHECK_TRUE(got == segs[k].size, "get of " + std::to_string(segs[k].size) + " bytes returned " +
+                                        std::to_string(got));
+    long bad = check(ctx, dst, segs[k].size, int(k));
+    CHECK_TRUE(bad == -1, "get of segment " + std::to_string(k) + " differs at byte " +
+                              std::to_string(bad));
+  }
+  STEP(step_send(peer, 10));
+  CHECK_OK(hmc_remote_release(remote));
+  hmc_mem_free(ctx, src);
+  hmc_mem_free(ctx, dst);
+  return "";
+}
+
+struct Case {
+  const char* parent_mem;  // the parent is always the initiator...
+  const char* child_mem;   // ...and the child the target, unless swapped
+  const char* path;
+  bool child_initiates;
+};
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << (c.child_initiates ? c.child_mem : c.parent_mem) << " -> "
+      << (c.child_initiates ? c.parent_mem : c.child_mem) << " over " << c.path;
+}
+class TargetStaging : public testing::TestWithParam<Case> {};
+
+TEST_P(TargetStaging, PutAndGetIntoPeerDeviceMemoryByteExact) {
+  const Case& c = GetParam();
+  if (c.child_initiates)
+    run_pair(c.path, c.parent_mem, c.child_mem, put_get_initiator, put_get_target);
+  else
+    run_pair(c.path, c.parent_mem, c.child_mem, put_get_target, put_get_initiator);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pairs, TargetStaging,
+    testing::Values(Case{"cuda:0", "hip:0", "hoststage/tcp", false},
+                    Case{"cuda:0", "hip:0", "hoststage/shm", false},
+                    Case{"cuda:0", "hip:0", "hoststage/tcp", true},
+                    Case{"cuda:0", "cuda:0", "hoststage/shm", false},
+                    Case{"cuda:0", "cuda:0", "hoststage/tcp", true}),
+    [](const testing::TestParamInfo<Case>& info) {
+      std::string n = std::string(info.param.child_initiates ? info.param.child_mem
+                                                             : info.param.parent_mem) +
+                      "_to_" +
+                      (info.param.child_initiates ? info.param.parent_mem : info.param.child_mem) +
+                      "_" + info.param.path;
+      for (char& ch : n)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
+
+// ---- notification: after the data, in order with a put into host memory ------------------------
+
+TEST(TargetStagingScenarios, NotificationFollowsTheDataInOrderWithAHostRegionPut) {
+  const size_t size = 2 * kChunk + 99;
+  for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
+    SCOPED_TRACE(path);
+    run_pair(
+        path, "cuda:0", "hip:0",
+        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+          void* dev;
+          hmc_region_t dreg, hreg;
+          STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &dev, &dreg, 7));
+          std::vector<uint8_t> host(64, kUntouched);
+          CHECK_OK(hmc_mem_register(ctx, host.data(), host.size(), HMC_ACCESS_REMOTE_WRITE, &hreg));
+          uint8_t desc[512];
+          size_t len = sizeof desc;
+          CHECK_OK(hmc_region_pack(hreg, desc, &len));
+          CHECK_OK(send_wait(peer, desc, len, 6));
+          hmc_notification_t n;
+          CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
+          CHECK_TRUE(n.value == 1, "first notification " + std::to_string(n.value) + ", not 1");
+          long bad = check(ctx, dev, size, 3);  // the device put's bytes are all in place
+          CHECK_TRUE(bad == -1, "notified before the data: byte " + std::to_string(bad) + " differs");
+          CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
+          CHECK_TRUE(n.value == 2, "second notification " + std::to_string(n.value) + ", not 2");
+          CHECK_TRUE(host[3] == 0xc3, "the host put's byte is not in place");
+          STEP(step_send(peer, 8));
+          CHECK_OK(hmc_mem_deregister(hreg));
+          CHECK_OK(hmc_mem_deregister(dreg));
+          hmc_mem_free(ctx, dev);
+          return "";
+        },
+        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+          hmc_remote_t dr, hr;
+          STEP(import_region(peer, &dr, 7));
+          STEP(import_region(peer, &hr, 6));
+          void* src;
+          CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+          CHECK_TRUE(fill(ctx, src, size, 3), "fill failed");
+          uint8_t b = 0xc3;
+          hmc_request_t q1, q2;
+          CHECK_OK(hmc_put(peer, src, size, dr, 0, HMC_PUT_NOTIFY, 1, &q1));
+          CHECK_OK(hmc_put(peer, &b, 1, hr, 3, HMC_PUT_NOTIFY, 2, &q2));
+          CHECK_OK(hmc_request_wait(q2, kTimeoutMs, nullptr));
+          CHECK_OK(hmc_request_wait(q1, kTimeoutMs, nullptr));
+          STEP(step_recv(peer, 8));
+          hmc_remote_release(dr);
+          hmc_remote_release(hr);
+          hmc_mem_free(ctx, src);
+          return "";
+        });
+  }
+}
+
+// ---- refusals: access not granted, out of bounds; nothing lands --------------------------------
+
+TEST(TargetStagingScenarios, RefusedAccessLeavesTheRegionUntouchedAndTheStreamInStep) {
+  const size_t size = 3 * kChunk + 17;
+  for (const char* child_mem : {"hip:0", "cuda:0"}) {
+    for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
+      SCOPED_TRACE(std::string(path) + " target " + child_mem);
+      run_pair(
+          path, "cuda:0", child_mem,
+          [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+            void *ro, *wo;
+            hmc_region_t roreg, woreg;
+            STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_READ, &ro, &roreg, 7));
+            STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &wo, &woreg, 6));
+            STEP(step_recv(peer, 8));
+            std::vector<uint8_t> a = read_back(ctx, ro, size);
+            CHECK_TRUE(a.size() == size && std::count(a.begin(), a.end(), kUntouched) == long(size),
+                       "a refused put changed the read-only region");
+            long bad = check(ctx, wo, size, 4);  // the accepted put after the refusals
+            CHECK_TRUE(bad == -1, "the put after the refusals differs at byte " + std::to_string(bad));
+            STEP(step_send(peer, 9));
+            CHECK_OK(hmc_mem_deregister(roreg));
+            CHECK_OK(hmc_mem_deregister(woreg));
+            hmc_mem_free(ctx, ro);
+            hmc_mem_free(ctx, wo);
+            return "";
+          },
+          [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+            hmc_remote_t ro, wo;
+            STEP(import_region(peer, &ro, 7));
+            STEP(import_region(peer, &wo, 6));
+            void *src, *dst;
+            CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+            CHECK_OK(hmc_mem_alloc(ctx, mem, size, &dst));
+            CHECK_TRUE(fill(ctx, src, size, 4), "fill failed");
+            // Refused by the owner: no remote write / read granted; small and multi-piece.
+            hmc_status_t st = put_wait(peer, src, size, ro, 0);
+            CHECK_TRUE(st == HMC_ERR_REMOTE, std::string("put into a read-only region: ") +
+                                                 hmc_status_string(st));
+            CHECK_TRUE(std::string(hmc_last_error()).find("does not grant remote write") !=
+                           std::string::npos, std::string("refusal text: ") + hmc_last_error());
+            st = put_wait(peer, src, 10, ro, 0, HMC_PUT_NOTIFY, 5);
+            CHECK_TRUE(st == HMC_ERR_REMOTE, "small put into a read-only region");
+            size_t got = 0;
+            st = get_wait(peer, dst, size, wo, 0, &got);
+            CHECK_TRUE(st == HMC_ERR_REMOTE, std::string("get from a write-only region: ") +
+                                                 hmc_status_string(st));
+            // Out of bounds: refused before anything moves.
+            hmc_request_t q;
+            CHECK_TRUE(hmc_put(peer, src, size, wo, 1, 0, 0, &q) == HMC_ERR_OUT_OF_BOUNDS,
+                       "put past the region's end");
+            CHECK_TRUE(hmc_get(peer, dst, 2, wo, size - 1, &q) == HMC_ERR_OUT_OF_BOUNDS,
+                       "get past the region's end");
+            // The next transfers go through.
+            CHECK_OK(put_wait(peer, src, size, wo, 0));
+            CHECK_OK(get_wait(peer, dst, size, ro, 0, &got));
+            std::vector<uint8_t> a = read_back(ctx, dst, size);
+            CHECK_TRUE(got == size && std::count(a.begin(), a.end(), kUntouched) == long(size),
+                       "get from the read-only region");
+            STEP(step_send(peer, 8));
+            STEP(step_recv(peer, 9));
+            hmc_remote_release(ro);
+            hmc_remote_release(wo);
+            hmc_mem_free(ctx, src);
+            hmc_mem_free(ctx, dst);
+            return "";
+          });
+    }
+  }
+}
+
+// ---- deregistration while staged puts run ------------------------------------------------------
+
+TEST(TargetStagingScenarios, DeregistrationWaitsForStagedPutsThenRefusesLaterOnes) {
+  constexpr int kPuts = 8;
+  const size_t piece = kChunk + 1000, size = kPuts * piece;
+  run_pair(
+      "hoststage/tcp", "cuda:0", "hip:0",
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        void* dev;
+        hmc_region_t reg;
+        STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &dev, &reg));
+        STEP(step_recv(peer, 8));  // the puts are posted
+        CHECK_OK(hmc_mem_deregister(reg));
+        std::vector<uint8_t> after = read_back(ctx, dev, size);
+        STEP(step_send(peer, 9));  // deregistered
+        uint8_t mask = 0;
+        STEP(step_recv(peer, 10, &mask));  // which puts succeeded; the late one was refused
+        std::vector<uint8_t> later = read_back(ctx, dev, size);
+        CHECK_TRUE(after == later, "bytes landed after hmc_mem_deregister returned");
+        for (int k = 0; k < kPuts; ++k) {
+          bool done = true, untouched = true;
+          for (size_t i = 0; i < piece; ++i) {
+            done &= after[k * piece + i] == pattern(i, piece, k);
+            untouched &= after[k * piece + i] == kUntouched;
+          }
+          bool ok = (mask >> k) & 1;
+          CHECK_TRUE(ok ? done : untouched, "put " + std::to_string(k) + (ok ? " succeeded but its "
+                     "bytes are not all in place" : " was refused but its bytes changed"));
+        }
+        hmc_mem_free(ctx, dev);
+        return "";
+      },
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        hmc_remote_t remote;
+        STEP(import_region(peer, &remote));
+        void* src;
+        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+        hmc_request_t q[kPuts];
+        for (int k = 0; k < kPuts; ++k) {
+          CHECK_TRUE(fill(ctx, static_cast<uint8_t*>(src) + k * piece, piece, k), "fill failed");
+        }
+        for (int k = 0; k < kPuts; ++k)
+          CHECK_OK(hmc_put(peer, static_cast<uint8_t*>(src) + k * piece, piece, remote, k * piece,
+                           0, 0, &q[k]));
+        STEP(step_send(peer, 8));
+        STEP(step_recv(peer, 9));
+        // The withdrawal waited for every put: all have ended by now.
+        uint8_t mask = 0;
+        for (int k = 0; k < kPuts; ++k) {
+          hmc_status_t st = hmc_request_test(q[k], nullptr);
+          CHECK_TRUE(st == HMC_SUCCESS || st == HMC_ERR_REMOTE,
+                     "put " + std::to_string(k) + " after the deregistration: " +
+                         hmc_status_string(st) + " " + hmc_last_error());
+          if (st == HMC_SUCCESS) mask |= uint8_t(1u << k);
+        }
+        hmc_request_t late;
+        hmc_status_t st = hmc_put(peer, src, piece, remote, 0, 0, 0, &late);
+        if (st == HMC_SUCCESS) st = hmc_request_wait(late, kTimeoutMs, nullptr);
+        CHECK_TRUE(st == HMC_ERR_REMOTE, std::string("put after the deregistration: ") +
+                                             hmc_status_string(st));
+        STEP(step_send(peer, 10, mask));
+        if (getenv("STAGED_TEST_LOG")) fprintf(stderr, "puts that landed: mask 0x%02x\n", mask);
+        hmc_remote_release(remote);
+        hmc_mem_free(ctx, src);
+        return "";
+      },
+      // The target's copies run at 100 MB/s: the puts are still running when it deregisters.
+      {{"FAKEGPU_BANDWIDTH_MBPS", "100"}});
+}
+
+// ---- the target dies mid put -------------------------------------------------------------------
+
+TEST(TargetStagingScenarios, TargetKilledMidStagedPutEndsItWithPeerLost) {
+  const size_t size = 8 * 1024 * 1024 + 5;
+  for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
+    SCOPED_TRACE(path);
+    run_pair(
+        path, "cuda:0", "hip:0",
+        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+          void* dev;
+          hmc_region_t reg;
+          STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &dev, &reg));
+          STEP(step_recv(peer, 8));  // the put is posted: die while it runs (slow copies)
+          raise(SIGKILL);
+          return "not killed";
+        },
+        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+          hmc_remote_t remote;
+          STEP(import_region(peer, &remote));
+          void* src;
+          CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+          hmc_request_t q;
+          CHECK_OK(hmc_put(peer, src, size, remote, 0, HMC_PUT_NOTIFY, 1, &q));
+          auto t0 = std::chrono::steady_clock::now();
+          STEP(step_send(peer, 8));
+          hmc_status_t st = hmc_request_wait(q, kTimeoutMs, nullptr);
+          double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          CHECK_TRUE(st == HMC_ERR_PEER_LOST, std::string("the put ended with ") +
+                                                  hmc_status_string(st) + ": " + hmc_last_error());
+          CHECK_TRUE(s < 5.0, "the put took " + std::to_string(s) + " s to end");
+          hmc_remote_release(remote);
+          hmc_mem_free(ctx, src);
+          return "";
+        },
+        // The target's copies run at 100 MB/s: the 8 MiB put cannot be done when it dies.
+        {{"FAKEGPU_BANDWIDTH_MBPS", "100"}}, true);
+  }
+}
+
+}  // namespace
+
+namespace {
+using namespace staging_test;
+
+// ---- the initiator dies mid put: the target's transfer ends, its deregistration is prompt ------
+
+TEST(TargetStagingScenarios, InitiatorKilledMidStagedPutLetsTheTargetDeregisterPromptly) {
+  const size_t size = 8 * 1024 * 1024 + 5;
+  run_pair(
+      "hoststage/tcp", "cuda:0", "hip:0",
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        hmc_remote_t remote;
+        STEP(import_region(peer, &remote));
+        void* src;
+        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+        hmc_request_t q;
+        CHECK_OK(hmc_put(peer, src, size, remote, 0, 0, 0, &q));
+        STEP(step_send(peer, 8));  // the put is posted: die while it runs (slow copies)
+        raise(SIGKILL);
+        return "not killed";
+      },
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        void* dev;
+        hmc_region_t reg;
+        STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &dev, &reg));
+        STEP(step_recv(peer, 8));
+        auto t0 = std::chrono::steady_clock::now();
+        CHECK_OK(hmc_mem_deregister(reg));
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        CHECK_TRUE(s < 5.0, "hmc_mem_deregister took " + std::to_string(s) + " s");
+        hmc_mem_free(ctx, dev);
+        return "";
+      },
+      // The initiator's copies run at 20 MB/s: the 8 MiB put cannot be done when it dies.
+      {{"FAKEGPU_BANDWIDTH_MBPS", "20"}}, true);
+}
+
+}  // namespace
