@@ -104,7 +104,13 @@ command -v python3 >/dev/null || { echo "compare.sh: needs python3 (to read hmc-
 
 declare -A HMC PEER HMC_PATH_OF
 ERR=$(mktemp)
-trap 'rm -f "$ERR"' EXIT
+# A calibration cache of this run only: path choice (the auto.* cases) then rests on figures
+# measured now, on the same machine state as the rest of the run, not on figures cached by an
+# earlier run on a busier machine. Every hmc-perf of the run shares it.
+CALIB=$(mktemp)
+rm -f "$CALIB"
+export HMC_NET_CALIBRATION_CACHE=$CALIB
+trap 'rm -f "$ERR" "$CALIB"' EXIT
 log() { echo "compare.sh: $*" >&2; }
 
 # best <kind> <old> <new>: the better of two values ("" = none).

@@ -222,3 +222,20 @@ TEST(PathChoice, PluginOrderAndForcedPathOverrideMeasuredFigures) {
   EXPECT_EQ(c.key(), "hoststage/tcp");
   EXPECT_EQ(c.reason, "forced by HMC_PATH");
 }
+
+TEST(PathChoice, WithinTheTieBandANodeLocalTransportGoesFirst) {
+  // ucx measures 10% faster at bandwidth than hoststage/shm, same latency: within the band that
+  // repeated loopback measurements vary by, so the node-local transport is chosen. 40% faster
+  // is a real difference and wins.
+  auto pick = [](uint64_t ucx_bw) {
+    auto s = [&] {
+      return side("h1", {rec("ucx", "ucx", ucx_bw, 100), rec("hoststage", "shm", 10000, 100, kShm)});
+    };
+    path::Choice c;
+    EXPECT_EQ(path::choose(s(), s(), "", &c), HMC_SUCCESS);
+    return c.key();
+  };
+  EXPECT_EQ(pick(11000), "hoststage/shm");
+  EXPECT_EQ(pick(14000), "ucx/ucx");
+  EXPECT_EQ(pick(9000), "hoststage/shm");
+}

@@ -20,8 +20,10 @@
 //      largest of those ratios. A path that is best at every size scores 1. This ranks the path
 //      that is never far from the best at small, medium and large messages first, instead of
 //      the one that wins at a single size;
-//   3. the smaller sum of those ratios (a tie on the worst case is broken by the average);
-//   4. node-local transports (SAME_HOST), then the name, so every tie is broken the same way.
+//   3. candidates scoring within kScoreTieBand of the best are a tie (loopback measurements
+//      vary that much between runs): among them node-local transports (SAME_HOST) go first;
+//   4. the smaller worst case, then the smaller sum of those ratios;
+//   5. node-local transports, then the name, so every tie is broken the same way.
 #pragma once
 
 #include <cstdint>
@@ -85,6 +87,8 @@ struct Choice {
 // Values assumed for devices that declare none and were not measured.
 constexpr double kDefaultBandwidthMBps = 1000.0;
 constexpr double kDefaultLatencyUs = 50.0;
+// Worst-case slowdowns within this factor of the best count as a tie (see the ranking above).
+constexpr double kScoreTieBand = 1.15;
 // The message sizes paths are ranked at: latency-bound, medium, bandwidth-bound.
 constexpr uint64_t kRankSizes[] = {8, 64u << 10, 4u << 20};
 
