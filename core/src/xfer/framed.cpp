@@ -151,7 +151,8 @@ bool multi_piece(uint64_t size, const FrameGeometry& g) { return size >= g.chunk
 
 // Pieces of a message of `size` bytes sent as pieces, header included.
 size_t framed_pieces(uint64_t size, const FrameGeometry& g) {
-  return 2 + static_cast<size_t>((size - g.first + g.chunk - 1) / g.chunk);
+  uint64_t rest = size <= g.first ? 0 : (size + g.chunk - 1) / g.chunk - g.first / g.chunk;
+  return 2 + static_cast<size_t>(rest);
 }
 
 // Pieces of a message of `size` bytes, header included (1 for a single message).
@@ -159,12 +160,16 @@ size_t piece_count(uint64_t size, const FrameGeometry& g) {
   return multi_piece(size, g) ? framed_pieces(size, g) : 1;
 }
 
-// Where piece `index` (>= 2) starts in the message, and how long it is.
+// Where piece `index` (>= 2) starts in the message, and how long it is. The pieces after the
+// first end on multiples of the chunk, so that all but the first of them start chunk-aligned in
+// the user's buffer (device copies of aligned addresses are the fast ones).
 void piece_geometry(size_t index, uint64_t total, const FrameGeometry& g, size_t* offset,
                     size_t* len) {
-  uint64_t off = g.first + uint64_t(index - 2) * g.chunk;
+  uint64_t j = index - 2, base = g.first / g.chunk;
+  uint64_t off = j == 0 ? g.first : (base + j) * g.chunk;
+  uint64_t end = std::min<uint64_t>((base + j + 1) * g.chunk, total);
   *offset = static_cast<size_t>(off);
-  *len = static_cast<size_t>(std::min<uint64_t>(g.chunk, total - off));
+  *len = static_cast<size_t>(end - off);
 }
 
 // Tests a posted plugin request: false while it runs; true once it ended, with *r cleared and

@@ -9,7 +9,8 @@
 //  - any other message is
 //      piece 0:  its first F bytes, on the user tag T;
 //      header:   16 bytes {magic, version, total size} on the continuation tag T | 2^59;
-//      pieces:   the rest, C bytes each (the last one shorter), on the continuation tag.
+//      pieces:   the rest, on the continuation tag, cut at multiples of C (so the first of
+//                them is C - F bytes, the others C, the last one shorter).
 //    A piece 0 of exactly F bytes is what tells the receiver that a header follows (no single
 //    message has that size); the header tells it how many pieces to post, so it never posts a
 //    receive past the message's end. F is small (kFirstPiece), so that a message sent by
