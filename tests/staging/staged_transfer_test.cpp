@@ -3,8 +3,6 @@
 // byte goes through the staging pipeline (device -> pinned bounce -> wire -> bounce -> device),
 // or, between devices of one vendor, by device IPC. Devices are the emulated runtimes of
 // tests/fakes, whose memory the host cannot touch.
-#include <dlfcn.h>
-
 #include "two_process.h"
 
 namespace {
@@ -20,75 +18,23 @@ TEST_P(Staged, SendRecvBothWaysByteExact) {
 
 // ---- scenarios beyond the echo: one pair, cuda:0 here and hip:0 in the peer, over TCP -----
 
-// Runs `child` in a forked peer process (hip:0 memory) and returns its exit status; `parent`
-// gets the connected context and peer (cuda:0 memory). FAKEGPU_ settings meant for the parent are
-// set by it after the fork.
-// The emulated runtimes read FAKEGPU_ settings when first loaded; a process that had them
-// loaded already (an earlier test) re-reads them here.
-void reset_fakes() {
-  void* lib = dlopen(FAKEGPU_DIR "/libfakegpu.so", RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) return;  // not loaded: the first load reads the environment
-  if (auto reset = reinterpret_cast<void (*)()>(dlsym(lib, "fakegpu_reset"))) reset();
-  dlclose(lib);
-}
-
-using EnvList = std::vector<std::pair<const char*, const char*>>;
-
+// Runs `child` in a forked peer process (child_mem, hip:0 unless given) and `parent` here
+// (cuda:0 memory). The child returns its exit status (0: every check held). FAKEGPU_ settings
+// meant for the parent are set by it after the fork.
 template <typename ChildFn, typename ParentFn>
 void run_pair(const char* path, ChildFn child, ParentFn parent, const EnvList& child_env = {},
               const char* child_mem = "hip:0") {
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(fds[1]);
-    set_side_env(child_mem, path);
-    for (const auto& [k, v] : child_env) setenv(k, v, 1);
-    reset_fakes();
-    hmc_context_t ctx;
-    if (hmc_context_create(nullptr, &ctx) != HMC_SUCCESS) _exit(10);
-    uint8_t addr[HMC_ADDRESS_MAX];
-    ssize_t n = read(fds[0], addr, sizeof addr);
-    hmc_peer_t peer;
-    if (n <= 0 || hmc_connect(ctx, addr, static_cast<size_t>(n), kTimeoutMs, &peer) != HMC_SUCCESS)
-      _exit(11);
-    int rc = child(ctx, peer);
-    hmc_context_destroy(ctx);
-    _exit(rc);
-  }
-  close(fds[0]);
-  set_side_env("cuda:0", path);
-  reset_fakes();
-  hmc_context_t ctx;
-  hmc_status_t st = hmc_context_create(nullptr, &ctx);
-  if (st != HMC_SUCCESS) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    FAIL() << hmc_last_error();
-  }
-  uint8_t addr[HMC_ADDRESS_MAX];
-  size_t len = sizeof addr;
-  hmc_address(ctx, addr, &len);
-  EXPECT_EQ(write(fds[1], addr, len), static_cast<ssize_t>(len));
-  close(fds[1]);
-  hmc_peer_t peer = nullptr;
-  if (hmc_accept(ctx, kTimeoutMs, &peer) == HMC_SUCCESS) parent(ctx, peer);
-  else ADD_FAILURE() << hmc_last_error();
-  int status = 0;
-  // The child ends on its own; a hung one is killed after the timeout.
-  for (int waited = 0; waitpid(pid, &status, WNOHANG) == 0; waited += 10) {
-    if (waited > kTimeoutMs) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ADD_FAILURE() << "the peer process hung";
-      break;
-    }
-    usleep(10000);
-  }
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "peer exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  hmc_context_destroy(ctx);
+  run_roles(
+      path, "cuda:0", child_mem,
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char*) -> std::string {
+        int rc = child(ctx, peer);
+        return rc == 0 ? "" : "exit status " + std::to_string(rc);
+      },
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char*) -> std::string {
+        parent(ctx, peer);
+        return "";
+      },
+      child_env);
 }
 
 // The child's verdict travels back as one byte on tag 99 (0 = every check held).

@@ -2,7 +2,6 @@
 // only (target-side staging): the owner's progress engine moves the bytes with framed transfers
 // into and out of its region, two processes on emulated runtimes, over hoststage's TCP and
 // shared-memory paths.
-#include <dlfcn.h>
 #include <signal.h>
 
 #include <chrono>
@@ -13,81 +12,6 @@
 namespace {
 
 using namespace staging_test;
-
-void reset_fakes() {
-  void* lib = dlopen(FAKEGPU_DIR "/libfakegpu.so", RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) return;
-  if (auto reset = reinterpret_cast<void (*)()>(dlsym(lib, "fakegpu_reset"))) reset();
-  dlclose(lib);
-}
-
-using EnvList = std::vector<std::pair<const char*, const char*>>;
-// A role run in either process: returns "" when every check held, else what failed.
-using Role = std::function<std::string(hmc_context_t, hmc_peer_t, const char* mem)>;
-
-// Runs `child` in a forked process (memory child_mem, connecting) and `parent` here (memory
-// parent_mem, accepting). The child's verdict comes back through its exit status; with
-// child_killed the child is expected to die by SIGKILL.
-void run_pair(const char* path, const char* parent_mem, const char* child_mem, const Role& child,
-              const Role& parent, const EnvList& child_env = {}, bool child_killed = false) {
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(fds[1]);
-    set_side_env(child_mem, path);
-    for (const auto& [k, v] : child_env) setenv(k, v, 1);
-    reset_fakes();
-    hmc_context_t ctx;
-    if (hmc_context_create(nullptr, &ctx) != HMC_SUCCESS) _exit(10);
-    uint8_t addr[HMC_ADDRESS_MAX];
-    ssize_t n = read(fds[0], addr, sizeof addr);
-    hmc_peer_t peer;
-    if (n <= 0 || hmc_connect(ctx, addr, static_cast<size_t>(n), kTimeoutMs, &peer) != HMC_SUCCESS)
-      _exit(11);
-    std::string err = child(ctx, peer, child_mem);
-    if (!err.empty()) fprintf(stderr, "child (%s): %s\n", child_mem, err.c_str());
-    hmc_context_destroy(ctx);
-    _exit(err.empty() ? 0 : 1);
-  }
-  close(fds[0]);
-  set_side_env(parent_mem, path);
-  reset_fakes();
-  hmc_context_t ctx;
-  hmc_status_t st = hmc_context_create(nullptr, &ctx);
-  if (st != HMC_SUCCESS) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    FAIL() << hmc_last_error();
-  }
-  uint8_t addr[HMC_ADDRESS_MAX];
-  size_t len = sizeof addr;
-  hmc_address(ctx, addr, &len);
-  EXPECT_EQ(write(fds[1], addr, len), static_cast<ssize_t>(len));
-  close(fds[1]);
-  hmc_peer_t peer = nullptr;
-  if (hmc_accept(ctx, kTimeoutMs, &peer) == HMC_SUCCESS)
-    EXPECT_EQ(parent(ctx, peer, parent_mem), "");
-  else
-    ADD_FAILURE() << hmc_last_error();
-  int status = 0;
-  for (int waited = 0; waitpid(pid, &status, WNOHANG) == 0; waited += 5) {
-    if (waited > kTimeoutMs) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ADD_FAILURE() << "the peer process hung";
-      break;
-    }
-    usleep(5000);
-  }
-  if (child_killed)
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "peer status " << status;
-  else
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "peer exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  hmc_context_destroy(ctx);
-}
 
 #define CHECK_OK(call)                                                                    \
   do {                                                                                    \
@@ -256,9 +180,9 @@ class TargetStaging : public testing::TestWithParam<Case> {};
 TEST_P(TargetStaging, PutAndGetIntoPeerDeviceMemoryByteExact) {
   const Case& c = GetParam();
   if (c.child_initiates)
-    run_pair(c.path, c.parent_mem, c.child_mem, put_get_initiator, put_get_target);
+    run_roles(c.path, c.parent_mem, c.child_mem, put_get_initiator, put_get_target);
   else
-    run_pair(c.path, c.parent_mem, c.child_mem, put_get_target, put_get_initiator);
+    run_roles(c.path, c.parent_mem, c.child_mem, put_get_target, put_get_initiator);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -285,7 +209,7 @@ TEST(TargetStagingScenarios, NotificationFollowsTheDataInOrderWithAHostRegionPut
   const size_t size = 2 * kChunk + 99;
   for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
     SCOPED_TRACE(path);
-    run_pair(
+    run_roles(
         path, "cuda:0", "hip:0",
         [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
           void* dev;
@@ -340,7 +264,7 @@ TEST(TargetStagingScenarios, RefusedAccessLeavesTheRegionUntouchedAndTheStreamIn
   for (const char* child_mem : {"hip:0", "cuda:0"}) {
     for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
       SCOPED_TRACE(std::string(path) + " target " + child_mem);
-      run_pair(
+      run_roles(
           path, "cuda:0", child_mem,
           [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
             void *ro, *wo;
@@ -409,7 +333,7 @@ TEST(TargetStagingScenarios, RefusedAccessLeavesTheRegionUntouchedAndTheStreamIn
 TEST(TargetStagingScenarios, DeregistrationWaitsForStagedPutsThenRefusesLaterOnes) {
   constexpr int kPuts = 8;
   const size_t piece = kChunk + 1000, size = kPuts * piece;
-  run_pair(
+  run_roles(
       "hoststage/tcp", "cuda:0", "hip:0",
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
         void* dev;
@@ -480,7 +404,7 @@ TEST(TargetStagingScenarios, TargetKilledMidStagedPutEndsItWithPeerLost) {
   const size_t size = 8 * 1024 * 1024 + 5;
   for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
     SCOPED_TRACE(path);
-    run_pair(
+    run_roles(
         path, "cuda:0", "hip:0",
         [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
           void* dev;
@@ -522,7 +446,7 @@ using namespace staging_test;
 
 TEST(TargetStagingScenarios, InitiatorKilledMidStagedPutLetsTheTargetDeregisterPromptly) {
   const size_t size = 8 * 1024 * 1024 + 5;
-  run_pair(
+  run_roles(
       "hoststage/tcp", "cuda:0", "hip:0",
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
         hmc_remote_t remote;
