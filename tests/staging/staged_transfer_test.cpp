@@ -294,6 +294,28 @@ hmc_peer_info_t peer_info(hmc_peer_t peer) {
   return info;
 }
 
+// Receives rounds first..last of `size` bytes on tag into dev and checks each against its
+// round's pattern. Returns verdict bits: 1 a message not received whole, 2 bytes that differ.
+uint8_t receive_rounds(hmc_context_t ctx, hmc_peer_t peer, void* dev, size_t size, uint64_t tag,
+                       int first, int last) {
+  uint8_t v = 0;
+  for (int round = first; round <= last; ++round) {
+    size_t got = 0;
+    if (recv_wait(peer, dev, size, tag, &got) != HMC_SUCCESS || got != size) v |= 1;
+    else if (check(ctx, dev, size, round) != -1) v |= 2;
+  }
+  return v;
+}
+
+// Sends rounds first..last of `size` bytes from buf on tag, each filled with its pattern.
+void send_rounds(hmc_context_t ctx, hmc_peer_t peer, void* buf, size_t size, uint64_t tag,
+                 int first, int last) {
+  for (int round = first; round <= last; ++round) {
+    ASSERT_TRUE(fill(ctx, buf, size, round));
+    ASSERT_EQ(send_wait(peer, buf, size, tag), HMC_SUCCESS) << hmc_last_error();
+  }
+}
+
 TEST(SharedBounces, OffOnOneSideSendsThePiecesThroughTheTransport) {
   // cuda:0 here, hip:0 in the peer, which turned shared bounces off: its messages and ours go
   // through the transport, byte-exact, and none is counted as read from shared buffers.
@@ -373,12 +395,7 @@ TEST(DeviceIpc, PeerThatCannotMapGetsPiecesFromThenOn) {
            [&](hmc_context_t ctx, hmc_peer_t peer) {
              void* dev;
              if (hmc_mem_alloc(ctx, "cuda:0", size, &dev) != HMC_SUCCESS) return 20;
-             uint8_t v = 0;
-             for (int round : {1, 2, 3}) {
-               size_t got = 0;
-               if (recv_wait(peer, dev, size, 1, &got) != HMC_SUCCESS || got != size) v |= 1;
-               else if (check(ctx, dev, size, round) != -1) v |= 2;
-             }
+             uint8_t v = receive_rounds(ctx, peer, dev, size, 1, 1, 3);
              hmc_mem_free(ctx, dev);
              return report(peer, v);
            },
@@ -386,10 +403,7 @@ TEST(DeviceIpc, PeerThatCannotMapGetsPiecesFromThenOn) {
              void* buf;
              ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
              EXPECT_STREQ(peer_info(peer).device_ipc, "cuda");
-             for (int round : {1, 2, 3}) {
-               ASSERT_TRUE(fill(ctx, buf, size, round));
-               ASSERT_EQ(send_wait(peer, buf, size, 1), HMC_SUCCESS) << hmc_last_error();
-             }
+             send_rounds(ctx, peer, buf, size, 1, 1, 3);
              EXPECT_EQ(verdict_of(peer), 0) << "bit 1: not received whole, 2: bytes differ";
              hmc_peer_info_t info = peer_info(peer);
              EXPECT_STREQ(info.device_ipc, "");
@@ -422,10 +436,7 @@ TEST(DeviceIpc, TruncationAndACopyFailureEndOnlyTheirReceive) {
            [&](hmc_context_t ctx, hmc_peer_t peer) {
              void* buf;
              ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
-             for (int round : {1, 2, 3}) {
-               ASSERT_TRUE(fill(ctx, buf, size, round));
-               ASSERT_EQ(send_wait(peer, buf, size, 1), HMC_SUCCESS) << hmc_last_error();
-             }
+             send_rounds(ctx, peer, buf, size, 1, 1, 3);
              EXPECT_EQ(verdict_of(peer), 0)
                  << "bit 1: not truncated, 2: failed copy not reported, 4/8: third message";
              EXPECT_EQ(peer_info(peer).ipc_messages, 3u);  // the sender's view: all three went
@@ -443,12 +454,7 @@ TEST(DeviceIpc, NewAllocationAtAFreedAddressIsNotReadThroughAStaleMapping) {
            [&](hmc_context_t ctx, hmc_peer_t peer) {
              void* dev;
              if (hmc_mem_alloc(ctx, "cuda:0", size, &dev) != HMC_SUCCESS) return 20;
-             uint8_t v = 0;
-             for (int round = 1; round <= 4; ++round) {
-               size_t got = 0;
-               if (recv_wait(peer, dev, size, 1, &got) != HMC_SUCCESS || got != size) v |= 1;
-               else if (check(ctx, dev, size, round) != -1) v |= 2;
-             }
+             uint8_t v = receive_rounds(ctx, peer, dev, size, 1, 1, 4);
              hmc_mem_free(ctx, dev);
              return report(peer, v);
            },
@@ -456,8 +462,7 @@ TEST(DeviceIpc, NewAllocationAtAFreedAddressIsNotReadThroughAStaleMapping) {
              for (int round = 1; round <= 4; ++round) {
                void* buf;
                ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
-               ASSERT_TRUE(fill(ctx, buf, size, round));
-               ASSERT_EQ(send_wait(peer, buf, size, 1), HMC_SUCCESS) << hmc_last_error();
+               send_rounds(ctx, peer, buf, size, 1, round, round);
                ASSERT_EQ(hmc_mem_free(ctx, buf), HMC_SUCCESS);
              }
              EXPECT_EQ(verdict_of(peer), 0) << "bit 1: not received whole, 2: stale bytes";
