@@ -2,12 +2,9 @@
 // request's own plugin, with a full progress pass now and then), cancel, notifications.
 #include <sched.h>
 
-#include <algorithm>
-
 #include "context/context.h"
 #include "xfer/framed.h"
 #include "control/socket.h"
-#include "peer/messages.h"
 #include "util/log.h"
 #include "util/status.h"
 
