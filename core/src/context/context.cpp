@@ -281,20 +281,6 @@ void Context::finish_request_locked(Request* req, hmc_plugin_status_t result, si
     req->temp_mr = nullptr;
   }
   req->bytes = bytes;
-  peer.last_heard_ns = control::now_ns();
-  if (req->notify) {
-    if (result == HMC_PLUGIN_SUCCESS) {
-      req->landed = true;
-      flush_notifications_locked(peer);
-      return;
-    }
-    auto& q = peer.notify_queue;
-    for (auto it = q.begin(); it != q.end(); ++it)
-      if (*it == req) {
-        q.erase(it);
-        break;
-      }
-  }
   std::string error;
   const char* what = op_name(req->op);
   if (result == HMC_PLUGIN_SUCCESS)
@@ -313,7 +299,26 @@ void Context::finish_request_locked(Request* req, hmc_plugin_status_t result, si
   else
     error = fmt::format("hmc_{} with {} via {}: {}", what, peer.name, peer.choice.key(),
                         plugin_status_string(result));
-  complete_locked(req, from_plugin_status(result), std::move(error));
+  end_request_locked(req, from_plugin_status(result), std::move(error));
+}
+
+void Context::end_request_locked(Request* req, hmc_status_t status, std::string error) {
+  Peer& peer = *req->peer;
+  peer.last_heard_ns = control::now_ns();
+  if (req->notify) {  // a put's notification, and its end, go in post order
+    if (status == HMC_SUCCESS) {
+      req->landed = true;
+      flush_notifications_locked(peer);
+      return;
+    }
+    auto& q = peer.notify_queue;
+    for (auto it = q.begin(); it != q.end(); ++it)
+      if (*it == req) {
+        q.erase(it);
+        break;
+      }
+  }
+  complete_locked(req, status, std::move(error));
   if (req->notify) flush_notifications_locked(peer);  // a failed head may unblock later ones
 }
 
@@ -419,24 +424,8 @@ bool Context::advance_framed_locked(Peer& peer, Request* req) {
 
 void Context::end_framed_locked(Request* req) {
   Framed& f = *req->framed;
-  Peer& peer = *req->peer;
   req->bytes = f.bytes();
-  peer.last_heard_ns = control::now_ns();
-  if (req->notify) {  // a staged put: its notification goes in post order, as for any put
-    if (f.status() == HMC_SUCCESS) {
-      req->landed = true;
-      flush_notifications_locked(peer);
-      return;
-    }
-    auto& q = peer.notify_queue;
-    for (auto it = q.begin(); it != q.end(); ++it)
-      if (*it == req) {
-        q.erase(it);
-        break;
-      }
-  }
-  complete_locked(req, f.status(), f.error());
-  if (req->notify) flush_notifications_locked(peer);  // a failed head may unblock later ones
+  end_request_locked(req, f.status(), f.error());
 }
 
 void Context::bury(std::unique_ptr<Framed> f) {

@@ -97,6 +97,10 @@ class Context {
   void finish_request_locked(Request* req, hmc_plugin_status_t result, size_t bytes);
   // Marks req ended with status (net mutex held).
   void complete_locked(Request* req, hmc_status_t status, std::string error);
+  // Ends req with status (net mutex held). A notifying put that succeeded only lands: its
+  // notification and its end follow those of earlier puts (flush_notifications_locked); one
+  // that failed leaves the queue, which may let later ones go.
+  void end_request_locked(Request* req, hmc_status_t status, std::string error);
   // Sends the notifications of landed puts at the head of the peer's queue (net mutex held).
   void flush_notifications_locked(Peer& peer);
   // Marks the peer lost (net mutex held): closes its endpoint, fails every pending request.

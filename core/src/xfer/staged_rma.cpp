@@ -283,24 +283,8 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
 }
 
 void Context::end_staged_user_locked(Request* user, hmc_status_t status, std::string error) {
-  Peer& peer = *user->peer;
   user->bytes = status == HMC_SUCCESS ? user->size : 0;
-  peer.last_heard_ns = control::now_ns();
-  if (user->notify) {  // its notification goes in post order, as for any put
-    if (status == HMC_SUCCESS) {
-      user->landed = true;
-      flush_notifications_locked(peer);
-      return;
-    }
-    auto& q = peer.notify_queue;
-    for (auto it = q.begin(); it != q.end(); ++it)
-      if (*it == user) {
-        q.erase(it);
-        break;
-      }
-  }
-  complete_locked(user, status, std::move(error));
-  if (user->notify) flush_notifications_locked(peer);  // a failed head may unblock later ones
+  end_request_locked(user, status, std::move(error));
 }
 
 bool Context::advance_staged() {
