@@ -5,6 +5,7 @@
 // work without special hardware: tcp (on loopback) and shm. A provider that libfabric does not
 // offer here is skipped with the plugin's reason.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -442,6 +443,18 @@ int child_exit() {
   return ::testing::Test::HasFailure() ? 1 : 0;
 }
 
+// A child killed on purpose leaves its shm provider region in /dev/shm (the plugin names it
+// "hmc-<pid>-<random>"): removes it, so that test runs do not fill the tmpfs.
+void remove_shm_regions_of(pid_t pid) {
+  std::string prefix = "hmc-" + std::to_string(pid) + "-";
+  DIR* d = ::opendir("/dev/shm");
+  if (!d) return;
+  while (dirent* e = ::readdir(d))
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0)
+      ::unlink(("/dev/shm/" + std::string(e->d_name)).c_str());
+  ::closedir(d);
+}
+
 struct PairResult {
   std::string parent_setup_error;
   int child_status = -1;  // raw waitpid status
@@ -492,6 +505,7 @@ PairResult run_pair(const Cfg& cfg, const std::function<void(Side&)>& parent,
   int status = 0;
   ::waitpid(pid, &status, 0);
   res.child_status = status;
+  remove_shm_regions_of(pid);
   return res;
 }
 

@@ -1,5 +1,7 @@
 // hmc-perf client: sends the plan to the server, runs the timed loops, prints the results.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -15,7 +17,16 @@ class Client {
   Client(const Options& o, hmc::Context& ctx, hmc::Peer& peer)
       : o_(o), ctx_(ctx), peer_(peer), ch_(peer, o.timeout_ms), plan_(make_plan(o)) {}
 
+  ~Client() {
+    if (samples_) std::fclose(samples_);
+  }
+
   int run() {
+    if (!o_.samples.empty()) {
+      samples_ = std::fopen(o_.samples.c_str(), "w");
+      if (!samples_)
+        throw RunError("--samples: cannot write " + o_.samples + ": " + std::strerror(errno));
+    }
     size_t area = area_bytes(plan_);
     size_t largest = max_size(plan_);
     Needs needs = client_needs(o_.test, o_.op);
@@ -76,6 +87,13 @@ class Client {
   }
 
  private:
+  void write_samples(uint64_t size, const std::vector<double>& lat) {
+    if (!samples_) return;
+    for (double v : lat) std::fprintf(samples_, "%llu %.3f\n", static_cast<unsigned long long>(size), v);
+    if (std::fflush(samples_) != 0)
+      throw RunError("--samples: writing " + o_.samples + ": " + std::strerror(errno));
+  }
+
   Result run_size(uint32_t idx, const SizePlan& p) {
     idx_ = idx;
     ch_.send_control(MsgType::Begin, idx, "the start of size " + size_text(p.size));
@@ -109,6 +127,9 @@ class Client {
       r.lat_us_avg = sum / static_cast<double>(lat.size());
       r.lat_us_p50 = percentile(lat, 0.50);
       r.lat_us_p99 = percentile(lat, 0.99);
+      r.lat_us_p999 = percentile(lat, 0.999);
+      r.lat_us_max = percentile(lat, 1.0);
+      write_samples(p.size, lat);
       r.bw_MBps = static_cast<double>(p.size) / r.lat_us_avg;  // bytes per us = MB/s
     }
     if (o_.op == Op::Get)
@@ -248,8 +269,9 @@ class Client {
         tx_.fill(0, p.size, seed_forward(it));
       }
       double t0 = now_s();
-      auto r = peer_.recv(rx_.at(0), p.size, kDataTagBase + it);
+      // Send, then post the receive of the reply while the ping is on its way.
       auto s = peer_.send(tx_.at(0), p.size, kDataTagBase + it);
+      auto r = peer_.recv(rx_.at(0), p.size, kDataTagBase + it);
       wait_for(s, o_.timeout_ms, "for a send to complete");
       size_t n = wait_for(r, o_.timeout_ms, "for the server's reply");
       double t1 = now_s();
@@ -323,6 +345,7 @@ class Client {
   uint32_t idx_ = 0;
   Control result_;  // the server's Result, when a bw loop already received it to stop the clock
   bool have_result_ = false;
+  FILE* samples_ = nullptr;  // --samples
 };
 
 }  // namespace

@@ -52,6 +52,7 @@ struct Options {
   std::string path;  // sets HMC_PATH
   bool check = false;
   Format format = Format::Table;
+  std::string samples;  // lat: write every sample to this file ("" none)
   int timeout_ms = 10000;
   int progress_thread = 0;
   bool quiet = false;
@@ -188,6 +189,8 @@ test options (client or --loopback; the server follows the client):
   --check              fill a pattern per iteration and offset, verify every byte on
                        the receiving side (slows the run: figures are not for comparison)
   --format table|json  json: one object per size per line on stdout       [table]
+  --samples FILE       lat: write every measured sample to FILE, one line each:
+                       size and microseconds (to study a latency tail)
   --quiet              no progress lines on stderr
 
 both sides:
@@ -248,7 +251,7 @@ inline bool parse_args(int argc, const char* const* argv, Options* o, std::strin
         "--listen", "--connect", "--peer-address", "--parent-pid",     "--bind",
         "--test",   "--op",      "--size",         "--sizes",          "--iters",
         "--warmup", "--window",  "--mem",          "--peer-mem",       "--net",
-        "--path",   "--format",  "--timeout",      "--progress-thread"};
+        "--path",   "--format",  "--timeout",      "--progress-thread", "--samples"};
     auto in = [&](const auto& list) {
       return std::any_of(std::begin(list), std::end(list),
                          [&](const char* f) { return name == f; });
@@ -395,6 +398,12 @@ inline bool parse_args(int argc, const char* const* argv, Options* o, std::strin
         return false;
       }
       o->progress_thread = v == "1";
+    } else if (name == "--samples") {
+      if (v.empty()) {
+        *err = "--samples wants a file name";
+        return false;
+      }
+      o->samples = v;
     } else if (name == "--quiet") {
       o->quiet = true;
     }
@@ -433,6 +442,10 @@ inline bool parse_args(int argc, const char* const* argv, Options* o, std::strin
   }
   if (o->mode != Mode::Peer && o->parent_pid != 0) {
     *err = "--parent-pid is internal to --loopback";
+    return false;
+  }
+  if (!o->samples.empty() && o->test != Test::Lat) {
+    *err = "--samples applies to --test lat (bw measures no single message)";
     return false;
   }
   if (o->test == Test::Lat && o->window > 1) {

@@ -23,6 +23,8 @@ struct Result {
       0;  // lat: one way (half a round trip; get: the whole get); bw: time per message
   double lat_us_p50 = -1;  // < 0: not measured (bw)
   double lat_us_p99 = -1;
+  double lat_us_p999 = -1;
+  double lat_us_max = -1;
   std::string path;
   std::string device_ipc;  // device plugins whose memory crosses by device IPC ("" for none)
   std::string mem;
@@ -79,6 +81,8 @@ inline std::string to_json(const Result& r) {
   s += ",\"lat_us_avg\":" + json_number(r.lat_us_avg, 3);
   s += ",\"lat_us_p50\":" + json_number(r.lat_us_p50, 3);
   s += ",\"lat_us_p99\":" + json_number(r.lat_us_p99, 3);
+  s += ",\"lat_us_p999\":" + json_number(r.lat_us_p999, 3);
+  s += ",\"lat_us_max\":" + json_number(r.lat_us_max, 3);
   s += ",\"path\":\"" + json_escape(r.path) + "\"";
   s += ",\"device_ipc\":\"" + json_escape(r.device_ipc) + "\"";
   s += ",\"mem\":\"" + json_escape(r.mem) + "\"";

@@ -200,8 +200,11 @@ class Server {
         rx_.poison(0, p.size);
         tx_.fill(0, p.size, seed_back(it));
       }
-      if (i + 1 < total) r = peer_.recv(rx_.at(0), p.size, kDataTagBase + it + 1);
+      // Reply first, then post the next receive while the reply is on its way: as
+      // ucx_perftest's ping-pong does, so that the post is not on the measured path. The
+      // client's next ping cannot be sent before our reply arrived.
       auto s = peer_.send(tx_.at(0), p.size, kDataTagBase + it);
+      if (i + 1 < total) r = peer_.recv(rx_.at(0), p.size, kDataTagBase + it + 1);
       wait_for(s, o_.timeout_ms, "for a reply to be sent");
     }
   }

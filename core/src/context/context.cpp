@@ -304,7 +304,8 @@ void Context::finish_request_locked(Request* req, hmc_plugin_status_t result, si
 
 void Context::end_request_locked(Request* req, hmc_status_t status, std::string error) {
   Peer& peer = *req->peer;
-  peer.last_heard_ns = control::now_ns();
+  peer.completions.store(peer.completions.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
   if (req->notify) {  // a put's notification, and its end, go in post order
     if (status == HMC_SUCCESS) {
       req->landed = true;
@@ -542,6 +543,11 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
       if (peer->ctrl->flush() != HMC_SUCCESS) lost = "control connection: " + last_error();
     }
   }
+  uint64_t completions = peer->completions.load(std::memory_order_relaxed);
+  if (completions != peer->completions_seen) {
+    peer->completions_seen = completions;
+    peer->last_heard_ns = now;
+  }
   // A silent peer with work outstanding is declared lost after the timeout.
   if (lost.empty() && peer->pending_count.load(std::memory_order_relaxed) > 0 &&
       control::elapsed_ns(now, peer->last_heard_ns.load()) > uint64_t(timeout_ms_) * 1000000)
@@ -565,6 +571,10 @@ void Context::progress_request(Request* req) {
     advance_framed_locked(peer, req);
     return;
   }
+  test_net_locked(peer, req);
+}
+
+void Context::test_net_locked(Peer& peer, Request* req) {
   if (!req->net) return;
   int done = 0;
   size_t bytes = 0;

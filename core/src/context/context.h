@@ -84,6 +84,8 @@ class Context {
   bool progress(bool control);
   // Tests just this request's net operation (the fast path of a wait).
   void progress_request(Request* req);
+  // Tests req's plugin request once and ends req if it ended (net mutex held; req pending).
+  void test_net_locked(Peer& peer, Request* req);
 
  private:
   Context() = default;
@@ -132,9 +134,9 @@ class Context {
   void bury(std::unique_ptr<Framed> f);
   // Frees parked transfers whose copies ended; with a deadline, waits for all of them.
   void reap_buried(uint64_t deadline_ns = 0);
-  // Spins on progress until pred() holds or the deadline passes.
+  // Spins on progress until pred() holds or timeout_ms (resolve_timeout) passes.
   template <typename Pred>
-  bool poll_until(Pred pred, uint64_t deadline_ns, Request* fast = nullptr);
+  bool poll_until(Pred pred, int timeout_ms, Request* fast = nullptr);
 
   // Region withdrawal (net/registration.cpp; the protocol is described there).
   // Handles a region message of a peer (dispatch_control: that peer's ctrl_mutex held, maybe

@@ -48,6 +48,11 @@ struct Peer : std::enable_shared_from_this<Peer> {
   std::mutex ctrl_mutex;
   std::unique_ptr<control::Channel> ctrl;  // guarded by ctrl_mutex
   std::atomic<uint64_t> last_heard_ns{0};  // last sign of life: a message or a completion
+  // Requests ended on the data path (written under net->mutex()): a completion is a sign of
+  // life too, but reading the clock for each costs more than a small message. service_control
+  // turns a change of this count into last_heard_ns.
+  std::atomic<uint64_t> completions{0};
+  uint64_t completions_seen = 0;  // service_control's (progress passes are serialized)
   uint64_t last_sent_ns = 0;               // guarded by ctrl_mutex
 };
 

@@ -137,6 +137,10 @@ static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
       peer.pending.push_back(req);
       if (req->notify) peer.notify_queue.push_back(req);
       peer.pending_count.fetch_add(1, std::memory_order_relaxed);
+      // A small send or put often ends as it is posted (copied into the transport): end it
+      // now, so that its wait returns at once. Receives rarely do, and testing one would make
+      // some plugins run a progress pass here.
+      if (op == Op::Send || op == Op::Put) ctx.test_net_locked(peer, req);
     }
   }
   if (ps != HMC_PLUGIN_SUCCESS) {
@@ -329,19 +333,25 @@ hmc_status_t Context::test(Request* req, size_t* bytes) {
 }
 
 template <typename Pred>
-bool Context::poll_until(Pred pred, uint64_t deadline_ns, Request* fast) {
+bool Context::poll_until(Pred pred, int timeout_ms, Request* fast) {
+  if (pred()) return true;
   PollerScope scope(*this);
-  uint64_t last_event = control::now_ns();
+  // The clock is read for the first time on the 16th turn (tens of ns on a VM, on the path of
+  // every short wait otherwise): the deadline and the quiet spell count from there.
+  uint64_t deadline_ns = 0, last_event = 0;
   for (uint32_t i = 1;; ++i) {
-    if (pred()) return true;
     if (fast) {
       progress_request(fast);
-      // Only every 16th turn reads the clock (tens of ns on a VM) and does the rest: between
-      // them the loop does nothing but test the request's own plugin, which is what sees its
-      // end soonest.
+      if (pred()) return true;
+      // Only every 16th turn reads the clock and does the rest: between them the loop does
+      // nothing but test the request's own plugin, which is what sees its end soonest.
       if ((i & 15) != 0) continue;
     }
     uint64_t now = control::now_ns();
+    if (deadline_ns == 0) {
+      deadline_ns = now + uint64_t(resolve_timeout(timeout_ms)) * 1000000;
+      last_event = now;
+    }
     // The request's own plugin is tested every turn; everything else (other plugins, the control
     // plane, heartbeats, liveness) every kControlIntervalNs.
     bool control_due = control::elapsed_ns(now, last_control_ns_) > kControlIntervalNs;
@@ -358,8 +368,7 @@ bool Context::poll_until(Pred pred, uint64_t deadline_ns, Request* fast) {
 }
 
 hmc_status_t Context::wait(Request* req, int timeout_ms, size_t* bytes) {
-  uint64_t deadline = control::now_ns() + uint64_t(resolve_timeout(timeout_ms)) * 1000000;
-  bool done = poll_until([&] { return req->done.load(std::memory_order_acquire); }, deadline, req);
+  bool done = poll_until([&] { return req->done.load(std::memory_order_acquire); }, timeout_ms, req);
   if (!done)
     return fail(HMC_ERR_TIMEOUT, "hmc_request_wait: {} of {} bytes with {} still running after "
                 "{} ms", op_name(req->op), req->size, req->peer->name, resolve_timeout(timeout_ms));
@@ -396,7 +405,6 @@ hmc_status_t Context::cancel(Request* req) {
 }
 
 hmc_status_t Context::notify_wait(int timeout_ms, hmc_notification_t* out) {
-  uint64_t deadline = control::now_ns() + uint64_t(resolve_timeout(timeout_ms)) * 1000000;
   auto take = [&] {
     std::lock_guard<std::mutex> lock(notify_mutex_);
     if (notifications_.empty()) return false;
@@ -411,7 +419,7 @@ hmc_status_t Context::notify_wait(int timeout_ms, hmc_notification_t* out) {
     if (take()) return true;
     last_control_ns_ = 0;
     return false;
-  }, deadline);
+  }, timeout_ms);
   if (!got)
     return fail(HMC_ERR_TIMEOUT, "hmc_notify_wait: no notification within {} ms",
                 resolve_timeout(timeout_ms));

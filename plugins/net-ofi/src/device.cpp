@@ -3,6 +3,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -184,6 +185,18 @@ hmc_plugin_status_t Device::open() {
   if (rc != 0) return fail("fi_ep_bind(cq)", rc);
   rc = fi_ep_bind(ep_.get(), &av_->fid, 0);
   if (rc != 0) return fail("fi_ep_bind(av)", rc);
+  if (same_host_provider(choice_.name)) {
+    // shm names its shared region "<pid>:<domain>:<endpoint>" in /dev/shm, and a process killed
+    // before closing leaves it there: a later process given the same pid then fails fi_enable
+    // (EBUSY). A name of our own that no other process can have avoids that.
+    char ep_name[64];
+    std::snprintf(ep_name, sizeof ep_name, "hmc-%d-%016llx", static_cast<int>(::getpid()),
+                  static_cast<unsigned long long>(random_u64()));
+    rc = fi_setname(&ep_->fid, ep_name, std::strlen(ep_name) + 1);
+    if (rc != 0)
+      OFI_INFO(log(), "device '%s': fi_setname: %s; keeping the provider's endpoint name",
+               name().c_str(), fi_err(rc));
+  }
   rc = fi_enable(ep_.get());
   if (rc != 0) return fail("fi_enable", rc);
 
