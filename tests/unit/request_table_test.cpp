@@ -2,6 +2,7 @@
 // its request ended, a foreign pointer or a made-up value is refused; slots are reused.
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -99,6 +100,55 @@ TEST(RequestTable, ConcurrentThreadsNeverShareASlot) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(clashes.load(), 0);
+}
+
+// Threads holding several slots at once, released out of order: the free list (a lock-free
+// stack) must never hand one slot to two threads, nor lose one.
+TEST(RequestTable, BatchesReleasedOutOfOrderStayExclusive) {
+  constexpr int kThreads = 4, kRounds = 5000;
+  std::vector<std::thread> threads;
+  std::atomic<int> clashes{0};
+  std::mutex used_mutex;
+  std::set<uint32_t> used;  // every slot the threads had
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::set<uint32_t> mine;
+      uint64_t rng = 0x9e3779b97f4a7c15ull * uint64_t(t + 1);
+      std::vector<Request*> held;
+      for (int i = 0; i < kRounds; ++i) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        size_t n = 1 + rng % 16;
+        for (size_t k = 0; k < n; ++k) {
+          Request* r = RequestTable::acquire(fake_context(0));
+          r->tag = uint64_t(t) << 48 | uint64_t(i) << 8 | k;
+          held.push_back(r);
+          mine.insert(r->index);
+        }
+        std::this_thread::yield();
+        for (size_t k = 0; k < held.size(); ++k)
+          if (held[k]->tag != (uint64_t(t) << 48 | uint64_t(i) << 8 | k)) ++clashes;
+        for (size_t k = held.size(); k-- > 0;) {  // out of order: odd ones first, then the rest
+          if (k % 2) RequestTable::release(held[k]);
+        }
+        for (size_t k = 0; k < held.size(); k += 2) RequestTable::release(held[k]);
+        held.clear();
+      }
+      std::lock_guard<std::mutex> lock(used_mutex);
+      used.insert(mine.begin(), mine.end());
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(clashes.load(), 0);
+  // Nothing was lost: the slots released last are on top of the stack, so as many requests as
+  // the threads used slots come back from exactly those slots.
+  std::vector<Request*> burst;
+  std::set<uint32_t> again;
+  for (size_t k = 0; k < used.size(); ++k) {
+    burst.push_back(RequestTable::acquire(fake_context(0)));
+    again.insert(burst.back()->index);
+  }
+  EXPECT_EQ(again, used) << "a slot was lost from the free list or handed out twice";
+  for (Request* r : burst) RequestTable::release(r);
 }
 
 }  // namespace

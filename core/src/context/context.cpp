@@ -250,7 +250,7 @@ Context::~Context() {
 void Context::complete_locked(Request* req, hmc_status_t status, std::string error) {
   req->status = status;
   req->error = std::move(error);
-  req->peer->pending_count.fetch_sub(1, std::memory_order_relaxed);
+  req->peer->add_pending_locked(-1);
   req->done.store(true, std::memory_order_release);
 }
 

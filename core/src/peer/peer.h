@@ -43,7 +43,13 @@ struct Peer : std::enable_shared_from_this<Peer> {
   std::atomic<bool> closed{false};  // hmc_peer_close was called
   // The peer said Bye: nothing new goes to it, but what it sent before can still be received.
   std::atomic<bool> remote_closed{false};
+  // Requests not yet ended. Written under net->mutex() only (so no read-modify-write atomics
+  // on the path of every message), read anywhere.
   std::atomic<uint32_t> pending_count{0};
+  void add_pending_locked(int delta) {
+    pending_count.store(pending_count.load(std::memory_order_relaxed) + uint32_t(delta),
+                        std::memory_order_relaxed);
+  }
 
   std::mutex ctrl_mutex;
   std::unique_ptr<control::Channel> ctrl;  // guarded by ctrl_mutex

@@ -49,6 +49,7 @@ struct Request {
   Context* owner = nullptr;
   uint32_t index = 0;
   std::atomic<uint64_t> state{0};    // generation << 1 | live
+  std::atomic<uint32_t> next_free{0};  // free list: index + 1 of the next free slot, 0 = end
 };
 
 // The table of request slots. Slots come in segments that are allocated on demand and never

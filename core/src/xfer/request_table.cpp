@@ -17,11 +17,16 @@ struct Segment {
   Request slots[kSegmentSlots];
 };
 
+// The free slots form a stack linked through Request::next_free, its head a tagged word
+// (count of pushes << 32 | index + 1 of the top slot, 0 for empty): a pop and a push are one
+// compare-and-swap each, and the count defeats the ABA problem (a slot popped, reused and
+// pushed back between another thread's read of the head and its swap). LIFO: a quiet process
+// keeps reusing the same few slots.
 struct Table {
   std::atomic<Segment*> segments[kMaxSegments] = {};
-  std::mutex mutex;                 // guards free and used
-  std::vector<uint32_t> free;       // slot indexes ready for reuse
-  uint32_t used = 0;                // segments allocated
+  std::atomic<uint64_t> free_head{0};
+  std::mutex mutex;   // guards used (growing the table)
+  uint32_t used = 0;  // segments allocated
 };
 
 Table& table() {
@@ -62,42 +67,73 @@ uint64_t next_generation(uint64_t state) {
 
 }  // namespace
 
+namespace {
+
+// Pushes the chain first..last (linked through next_free already) onto the free stack.
+void push_free(Table& t, Request* first, Request* last) {
+  uint64_t head = t.free_head.load(std::memory_order_relaxed);
+  uint64_t top;
+  do {
+    last->next_free.store(uint32_t(head), std::memory_order_relaxed);
+    top = ((head >> 32) + 1) << 32 | (uint64_t(first->index) + 1);
+  } while (!t.free_head.compare_exchange_weak(head, top, std::memory_order_release,
+                                              std::memory_order_relaxed));
+}
+
+// Pops a free slot, or nullptr when there is none.
+Request* pop_free(Table& t) {
+  uint64_t head = t.free_head.load(std::memory_order_acquire);
+  for (;;) {
+    uint32_t top = uint32_t(head);
+    if (top == 0) return nullptr;
+    // A slot on the stack is in a published segment.
+    uint32_t index = top - 1;
+    Request* r = &t.segments[index / kSegmentSlots].load(std::memory_order_acquire)
+                      ->slots[index % kSegmentSlots];
+    // r may be popped by another thread meanwhile: then the swap fails (the count moved).
+    uint64_t next = (head >> 32) << 32 | r->next_free.load(std::memory_order_relaxed);
+    if (t.free_head.compare_exchange_weak(head, next, std::memory_order_acquire,
+                                          std::memory_order_acquire))
+      return r;
+  }
+}
+
+}  // namespace
+
 Request* RequestTable::acquire(Context* ctx) {
   Table& t = table();
   Request* r;
-  {
+  while (!(r = pop_free(t))) {
     std::lock_guard<std::mutex> lock(t.mutex);
-    if (t.free.empty()) {
-      if (t.used == kMaxSegments) throw std::bad_alloc();
-      auto* seg = new Segment();
-      uint32_t base = t.used * kSegmentSlots;
-      for (uint32_t i = 0; i < kSegmentSlots; ++i) {
-        seg->slots[i].index = base + i;
-        seg->slots[i].state.store(uint64_t(1) << 1, std::memory_order_relaxed);
-      }
-      t.segments[t.used].store(seg, std::memory_order_release);
-      ++t.used;
-      // Lowest index on top, so that a quiet process keeps reusing the same few slots.
-      for (uint32_t i = kSegmentSlots; i-- > 0;) t.free.push_back(base + i);
+    if (t.free_head.load(std::memory_order_acquire) & 0xffffffffu) continue;  // another grew it
+    if (t.used == kMaxSegments) throw std::bad_alloc();
+    auto* seg = new Segment();
+    uint32_t base = t.used * kSegmentSlots;
+    for (uint32_t i = 0; i < kSegmentSlots; ++i) {
+      seg->slots[i].index = base + i;
+      seg->slots[i].state.store(uint64_t(1) << 1, std::memory_order_relaxed);
+      seg->slots[i].next_free.store(i + 1 < kSegmentSlots ? base + i + 2 : 0,
+                                    std::memory_order_relaxed);
     }
-    r = slot(t, t.free.back());
-    t.free.pop_back();
+    t.segments[t.used].store(seg, std::memory_order_release);
+    ++t.used;
+    push_free(t, &seg->slots[0], &seg->slots[kSegmentSlots - 1]);
   }
   r->owner = ctx;
-  r->state.fetch_or(1, std::memory_order_release);
+  // The slot is ours alone until its handle is given out: no read-modify-write needed.
+  r->state.store(r->state.load(std::memory_order_relaxed) | 1, std::memory_order_release);
   return r;
 }
 
 void RequestTable::release(Request* req) {
-  // Stale first (lookups fail from here on), then reset outside the lock: dropping the last
-  // reference to a peer may run its destructor.
+  // Stale first (lookups fail from here on), then reset: dropping the last reference to a
+  // peer may run its destructor.
   uint64_t st = req->state.load(std::memory_order_relaxed);
   do {
     if (!(st & 1)) return;  // already released
   } while (!req->state.compare_exchange_weak(st, next_generation(st) << 1, std::memory_order_acq_rel));
   reset(req);
-  std::lock_guard<std::mutex> lock(table().mutex);
-  table().free.push_back(req->index);
+  push_free(table(), req, req);
 }
 
 void RequestTable::release_all(Context* ctx) {

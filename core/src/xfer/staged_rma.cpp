@@ -117,7 +117,7 @@ hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, ui
     if (live) {
       // Not in `pending` (it has no transfer of its own: advance_staged ends it), but counted
       // there, so that a silent peer is declared lost; complete_locked takes it back.
-      peer->pending_count.fetch_add(1, std::memory_order_relaxed);
+      peer->add_pending_locked(1);
       if (notify) peer->notify_queue.push_back(user);
       if (remote->region_id) track_remote_request_locked(remote, RequestTable::handle(user));
       rec->user = RequestTable::handle(user);

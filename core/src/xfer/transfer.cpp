@@ -98,7 +98,7 @@ hmc_status_t Context::post_framed(const std::shared_ptr<Peer>& peer, std::unique
     }
     peer->pending.push_back(req);
     if (req->notify) peer->notify_queue.push_back(req);
-    peer->pending_count.fetch_add(1, std::memory_order_relaxed);
+    peer->add_pending_locked(1);
     advance_framed_locked(*peer, req);
   }
   *out = req;
@@ -128,6 +128,7 @@ static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
     std::lock_guard<std::mutex> lock(net.mutex());
     if (peer.lost || !peer.ep) {
       std::string reason = peer.lost_reason;
+      auto keep = req->peer;  // the request may hold the last reference
       RequestTable::release(req);
       return fail(peer.closed ? HMC_ERR_INVALID_HANDLE : HMC_ERR_PEER_LOST, "hmc_{}: peer {} is {}",
                   op_name(op), peer.name, peer.closed ? "closed" : "lost (" + reason + ")");
@@ -136,7 +137,7 @@ static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
     if (ps == HMC_PLUGIN_SUCCESS) {
       peer.pending.push_back(req);
       if (req->notify) peer.notify_queue.push_back(req);
-      peer.pending_count.fetch_add(1, std::memory_order_relaxed);
+      peer.add_pending_locked(1);
       // A small send or put often ends as it is posted (copied into the transport): end it
       // now, so that its wait returns at once. Receives rarely do, and testing one would make
       // some plugins run a progress pass here.
@@ -144,6 +145,7 @@ static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
     }
   }
   if (ps != HMC_PLUGIN_SUCCESS) {
+    auto keep = req->peer;  // the request may hold the last reference
     RequestTable::release(req);
     if (ps == HMC_PLUGIN_ERR_PEER_LOST) ctx.progress(true);
     return fail(from_plugin_status(ps), "hmc_{} with {} via {}: {}", op_name(op), peer.name,
@@ -152,7 +154,7 @@ static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
   return HMC_SUCCESS;
 }
 
-hmc_status_t Context::post_send(const std::shared_ptr<Peer>& peer, const void* buf, size_t size,
+hmc_status_t Context::post_send(std::shared_ptr<Peer> peer, const void* buf, size_t size,
                                 uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "send");
   if (st != HMC_SUCCESS) return st;
@@ -172,7 +174,7 @@ hmc_status_t Context::post_send(const std::shared_ptr<Peer>& peer, const void* b
   }
   Request* req = RequestTable::acquire(this);
   req->op = Op::Send;
-  req->peer = peer;
+  req->peer = std::move(peer);
   req->size = size;
   req->tag = tag;
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
@@ -183,7 +185,7 @@ hmc_status_t Context::post_send(const std::shared_ptr<Peer>& peer, const void* b
   return HMC_SUCCESS;
 }
 
-hmc_status_t Context::post_recv(const std::shared_ptr<Peer>& peer, void* buf, size_t size,
+hmc_status_t Context::post_recv(std::shared_ptr<Peer> peer, void* buf, size_t size,
                                 uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "recv", true);
   if (st != HMC_SUCCESS) return st;
@@ -197,7 +199,7 @@ hmc_status_t Context::post_recv(const std::shared_ptr<Peer>& peer, void* buf, si
   }
   Request* req = RequestTable::acquire(this);
   req->op = Op::Recv;
-  req->peer = peer;
+  req->peer = std::move(peer);
   req->size = size;
   req->tag = tag;
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
