@@ -485,7 +485,7 @@ TEST(CopySettingsTest, DefaultsAndRangeChecksNameTheVariable) {
   ASSERT_EQ(cfg.load_from_environment(), HMC_SUCCESS);
   hmc::CopySettings s;
   ASSERT_EQ(hmc::CopySettings::from_config(cfg, 1234, &s), HMC_SUCCESS);
-  EXPECT_EQ(s.stage_chunk, 4u << 20);
+  EXPECT_EQ(s.stage_chunk, 2u << 20);
   EXPECT_EQ(s.stage_depth, 4);
   EXPECT_EQ(s.stage_pool_bytes, 64u << 20);
   EXPECT_EQ(s.timeout_ms, 1234);

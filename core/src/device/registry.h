@@ -49,7 +49,7 @@ struct MemoryLocation {
 
 // Sizes of the copy engine and its staging pool (HMC_STAGE_*), and the bound of hmc_mem_copy.
 struct CopySettings {
-  size_t stage_chunk = 4u << 20;        // HMC_STAGE_CHUNK
+  size_t stage_chunk = 2u << 20;        // HMC_STAGE_CHUNK
   int stage_depth = 4;                  // HMC_STAGE_DEPTH
   size_t stage_pool_bytes = 64u << 20;  // HMC_STAGE_POOL_BYTES
   int timeout_ms = 30000;               // HMC_TIMEOUT_MS

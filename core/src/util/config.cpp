@@ -37,7 +37,7 @@ const std::vector<ConfigVar>& core_config_vars() {
        "measure net devices that declare no bandwidth or latency, over loopback, at the first connect or accept (0: declared or default figures)", "core"},
       {"HMC_NET_CALIBRATION_CACHE", ConfigType::String, "",
        "file keeping calibration results (empty: $XDG_CACHE_HOME/hmc/net-calibration, else ~/.cache/hmc/net-calibration; off: none)", "core"},
-      {"HMC_STAGE_CHUNK", ConfigType::Size, "4M",
+      {"HMC_STAGE_CHUNK", ConfigType::Size, "2M",
        "bytes per chunk when device memory moves through pinned host buffers (cross-vendor copies, staging over host-only transports); 4K to 1G", "core"},
       {"HMC_STAGE_DEPTH", ConfigType::Int, "4", "chunks in flight per staged transfer; 1 to 64", "core"},
       {"HMC_DEVICE_IPC", ConfigType::Bool, "1",

@@ -364,8 +364,11 @@ bool Context::poll_until(Pred pred, int timeout_ms, Request* fast) {
     if (now >= deadline_ns) return false;
     // Spin while things move; after a quiet spell give the core to others now and then: the
     // threads this wait depends on (a device runtime's copy workers, the peer process, the
-    // kernel's TCP work) may need it, on small machines most of all.
-    if (control::elapsed_ns(now, last_event) > kQuietNs && (i & 15) == 0) sched_yield();
+    // kernel's TCP work) may need it, on small machines most of all. A staged transfer always
+    // depends on copy workers: its wait yields on every 16th turn.
+    bool staged_wait = fast && fast->framed;
+    if ((i & 15) == 0 && (staged_wait || control::elapsed_ns(now, last_event) > kQuietNs))
+      sched_yield();
   }
 }
 

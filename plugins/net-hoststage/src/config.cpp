@@ -21,7 +21,7 @@ const hmc_config_var_t kConfigVars[] = {
      "shm: messages up to this size travel inline in the shared ring (max SHM_RING/4)"},
     {"HMC_HOSTSTAGE_SHM_RING", "512K",
      "shm: bytes of each direction's shared ring (power of two, 64K-64M)"},
-    {"HMC_HOSTSTAGE_CHUNK", "1M",
+    {"HMC_HOSTSTAGE_CHUNK", "512K",
      "tcp: large messages move in chunks of this size, spread over the streams"},
     {"HMC_HOSTSTAGE_SHM_CHUNK", "4M",
      "shm: bytes per cross-memory-attach copy (and per chunk when streaming over the socket)"},

@@ -21,7 +21,7 @@ struct Config {
   size_t eager_limit = 64 << 10;          // HMC_HOSTSTAGE_EAGER_LIMIT (tcp)
   size_t shm_eager_limit = 16 << 10;      // HMC_HOSTSTAGE_SHM_EAGER_LIMIT
   size_t shm_ring = 512 << 10;            // HMC_HOSTSTAGE_SHM_RING (bytes per direction)
-  size_t chunk = 1 << 20;                 // HMC_HOSTSTAGE_CHUNK (tcp)
+  size_t chunk = 512 << 10;               // HMC_HOSTSTAGE_CHUNK (tcp)
   size_t shm_chunk = 4 << 20;             // HMC_HOSTSTAGE_SHM_CHUNK
   size_t sockbuf = 4 << 20;               // HMC_HOSTSTAGE_SOCKBUF (0: kernel autotuning)
   std::string listen_host = "127.0.0.1";  // HMC_LISTEN_HOST (the core's control-plane address)

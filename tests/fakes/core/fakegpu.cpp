@@ -135,6 +135,7 @@ struct Op {
   std::shared_ptr<Region> hold_dst, hold_src;
   std::shared_ptr<EventState> event;
   uint64_t generation = 0;
+  std::chrono::steady_clock::time_point queued;  // when the caller issued it
 };
 
 class Stream {
@@ -145,6 +146,10 @@ class Stream {
   std::deque<Op> queue;
   bool busy = false;
   Err pending_error = Err::Ok;  // of a failed copy, handed to the next event recorded
+  // The emulated copy engine's timeline: when its last copy ends. A copy that was queued behind
+  // it starts there, not when the worker thread happens to wake up (a timed sleep overshoots by
+  // tens of microseconds on a busy machine, which a real engine running back-to-back does not).
+  std::chrono::steady_clock::time_point busy_until{};
   std::thread worker;
 };
 
@@ -489,6 +494,7 @@ class EmulatorImpl {
   }
 
   void enqueue(Stream* s, Op op) {
+    op.queued = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(s->m);
     s->queue.push_back(std::move(op));
     s->cv.notify_all();
@@ -536,9 +542,14 @@ class EmulatorImpl {
     if (op.fail) return Err::CopyFailed;
     uint64_t bw = config().bandwidth_MBps;
     // size bytes at bw MB/s take size / bw microseconds in all, the memmove included, so that
-    // the configured figure is the copy's real bandwidth (unless memmove alone is slower).
-    auto end = std::chrono::steady_clock::now() +
+    // the configured figure is the copy's real bandwidth (unless memmove alone is slower). The
+    // copy starts when it was issued or, if the engine was still busy then, where the previous
+    // copy's time ended: copies queued back to back run back to back, however late this worker
+    // thread woke up.
+    auto start = std::max(op.queued, s->busy_until);
+    auto end = start +
                std::chrono::nanoseconds(bw > 0 ? static_cast<int64_t>(op.size * 1000 / bw) : 0);
+    s->busy_until = end;
     std::memmove(op.dst, op.src, op.size);
     if (bw > 0) {
       std::unique_lock<std::mutex> lock(s->m);  // a lost device interrupts the wait

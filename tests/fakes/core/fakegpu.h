@@ -8,7 +8,9 @@
 //    access faults with SIGSEGV) and read-write at a private address the emulator copies through;
 //  - pinned host memory and host registration (plain host memory, remembered for queries);
 //  - streams with a worker thread each: copies complete later than they are issued, at a
-//    configurable bandwidth; events complete when the worker reaches them;
+//    configurable bandwidth (a stream is one copy engine: copies queued behind each other run
+//    back to back on its timeline, whenever its worker thread gets the CPU); events complete
+//    when the worker reaches them;
 //  - IPC handles that another process opens while the exporter lives (/proc/<pid>/fd/<n> of the
 //    allocation's memfd); dma-buf export as a real fd (a dup of the allocation's memfd, whose
 //    offset 0 is the allocation's first byte);
