@@ -4,13 +4,17 @@
 #   bench/compare.sh [--quick] [--reps N]
 #
 # Prints one row per case: metric, hmc value, peer value, ratio (hmc / peer), goal, pass/fail.
-# Rounds are interleaved (every hmc case, then every peer measurement, then again) and the best
-# of the rounds is kept on both sides (highest bandwidth, lowest latency), so a noisy moment
-# does not decide. Compare ratios from one run, never absolute numbers across machines.
 #
-# hmc-perf is taken from $BUILD_DIR/bin (default ./build/bin under the repository root). The peer
-# figures come from ../shared/bench/peers.sh next to the repository when it exists, else from
-# ucx_perftest run here the same way.
+# How the figures are taken, since this machine is noisy (its speed changes by 2-4x for
+# minutes at a time, so figures taken minutes apart do not compare):
+#  - a case measured against a peer tool runs hmc-perf and then, right after it, the peer tool
+#    (as ../shared/bench/peers.sh runs it): each round gives one ratio from two measurements
+#    seconds apart, and the row shows the round with the median ratio (of an even count, the
+#    less favourable of the middle two);
+#  - a case measured against a fixed figure or against other hmc cases keeps its best value
+#    over the rounds (those compare hmc with itself, within each round).
+#
+# hmc-perf is taken from $BUILD_DIR/bin (default ./build/bin under the repository root).
 #
 # Exit status: 0 every case passed, 1 a case failed or could not be measured, 2 bad arguments.
 set -u
@@ -71,7 +75,7 @@ Runs hmc-perf --loopback and the peer tools on this machine and prints, per case
 metric, hmc value, peer value, ratio (hmc/peer), goal and pass/fail.
 
   --quick    one round with fewer iterations (a smoke run; the verdicts are indicative)
-  --reps N   rounds, best of N kept on each side                         [3]
+  --reps N   rounds (peer-tool cases: the median paired ratio is kept)    [3]
   --help     this text
 
 Environment: BUILD_DIR  build directory holding bin/hmc-perf               [./build]
@@ -95,14 +99,13 @@ done
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build}
 PERF=$BUILD/bin/hmc-perf
-PEERS_SH=$ROOT/../shared/bench/peers.sh
 if [[ ! -x $PERF ]]; then
   echo "compare.sh: $PERF not found: build first (scripts/hmc-dev build) or set BUILD_DIR" >&2
   exit 1
 fi
 command -v python3 >/dev/null || { echo "compare.sh: needs python3 (to read hmc-perf's JSON)" >&2; exit 1; }
 
-declare -A HMC PEER HMC_PATH_OF
+declare -A HMC HMC_PATH_OF
 ERR=$(mktemp)
 # A calibration cache of this run only: path choice (the auto.* cases) then rests on figures
 # measured now, on the same machine state as the rest of the run, not on figures cached by an
@@ -165,15 +168,16 @@ r = json.loads(sys.stdin.read().strip().splitlines()[-1])
 v = r["bw_MBps"] if sys.argv[1] == "bw" else r["lat_us_avg"]
 print(v, r["path"] or "-")' "$kind" <<<"$out")
   log "round $round: $metric = $value (path $path)"
+  LAST=$value
   HMC[$metric]=$(best "$kind" "${HMC[$metric]:-}" "$value")
   HMC_PATH_OF[$metric]=$path
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# The peer tool measured here when peers.sh is not around: ucx_perftest, as peers.sh runs it.
-ucx_one() { # name tls test size iters
-  local name=$1 tls=$2 test=$3 size=$4 iters=$5 port srv line
+# One peer-tool measurement, run the way ../shared/bench/peers.sh runs it; prints the value.
+ucx_one() { # tls test size iters
+  local tls=$1 test=$2 size=$3 iters=$4 port srv line
   port=$(free_port)
   UCX_TLS=$tls ucx_perftest -p "$port" >/dev/null 2>&1 &
   srv=$!
@@ -181,42 +185,71 @@ ucx_one() { # name tls test size iters
   line=$(UCX_TLS=$tls timeout 60 ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" 2>/dev/null | grep Final)
   kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
   [[ -z $line ]] && return
-  if [[ $test == *lat ]]; then echo "$name $(awk '{print $4}' <<<"$line") usec"
-  else echo "$name $(awk '{print $6}' <<<"$line") MB/s"; fi
+  if [[ $test == *lat ]]; then awk '{print $4}' <<<"$line"; else awk '{print $6}' <<<"$line"; fi
 }
 
-measure_peers() {
-  if [[ -x $PEERS_SH ]]; then
-    "$PEERS_SH" 4194304 8 2>/dev/null
-  elif command -v ucx_perftest >/dev/null; then
-    ucx_one ucx.tcp.tag_bw "tcp,self" tag_bw 4194304 300
-    ucx_one ucx.shm.tag_bw "posix,cma,self" tag_bw 4194304 300
-    ucx_one ucx.tcp.tag_lat "tcp,self" tag_lat 8 20000
-    ucx_one ucx.shm.tag_lat "posix,cma,self" tag_lat 8 20000
-  else
-    log "neither $PEERS_SH nor ucx_perftest (Debian package ucx-utils) is available"
-  fi
+fi_one() { # size iters: fi_pingpong's MB/s over tcp MSG endpoints
+  local size=$1 iters=$2 port srv line
+  port=$(free_port)
+  fi_pingpong -p tcp -e msg -B "$port" -I "$iters" -S "$size" >/dev/null 2>&1 &
+  srv=$!
+  sleep 0.5
+  line=$(timeout 60 fi_pingpong -p tcp -e msg -P "$port" -I "$iters" -S "$size" 127.0.0.1 2>/dev/null | tail -1)
+  kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+  [[ -z $line ]] && return
+  awk '{print $6}' <<<"$line"
 }
 
-# Which way a peer metric goes, from the cases that use it.
-peer_kind() {
-  local line
-  for line in "${CASES[@]}"; do
-    IFS='|' read -r _ kind peer _ <<<"$line"
-    [[ $peer == "$1" ]] && { echo "$kind"; return; }
-  done
+peer_one() { # peer metric name: prints its value, or nothing when it cannot be measured
+  case $1 in
+    ucx.tcp.tag_bw) ucx_one "tcp,self" tag_bw 4194304 300 ;;
+    ucx.shm.tag_bw) ucx_one "posix,cma,self" tag_bw 4194304 300 ;;
+    ucx.tcp.tag_lat) ucx_one "tcp,self" tag_lat 8 20000 ;;
+    ucx.shm.tag_lat) ucx_one "posix,cma,self" tag_lat 8 20000 ;;
+    fi.tcp.pingpong_bw) fi_one 4194304 1000 ;;
+    *) log "no way to measure peer metric $1" ;;
+  esac
 }
+
+is_tool_peer() { [[ $1 != ref && $1 != const:* && $1 != hmc:* && $1 != hmcbest:* ]]; }
+
+PAIRS=$(mktemp)  # one line per round of a peer-tool case: metric hmc peer
+trap 'rm -f "$ERR" "$CALIB" "$PAIRS"' EXIT
+for tool in ucx_perftest fi_pingpong; do
+  command -v $tool >/dev/null || log "$tool is missing (Debian packages ucx-utils, libfabric-bin): its cases cannot be compared"
+done
 
 for ((round = 1; round <= REPS; round++)); do
-  for line in "${CASES[@]}"; do run_hmc_case "$line"; done
-  while read -r name value _; do
-    [[ -z ${name:-} || -z ${value:-} ]] && continue
-    kind=$(peer_kind "$name")
-    [[ -z $kind ]] && continue
-    log "round $round: $name = $value"
-    PEER[$name]=$(best "$kind" "${PEER[$name]:-}" "$value")
-  done < <(measure_peers)
+  for line in "${CASES[@]}"; do
+    IFS='|' read -r metric kind peer _ <<<"$line"
+    LAST=""
+    run_hmc_case "$line"
+    if is_tool_peer "$peer" && [[ -n $LAST ]]; then
+      value=$(peer_one "$peer")
+      if [[ -n $value ]]; then
+        log "round $round: $peer = $value (right after $metric)"
+        echo "$metric $LAST $value" >>"$PAIRS"
+      else
+        log "round $round: $peer could not be measured"
+      fi
+    fi
+  done
 done
+
+# median_pair <metric> <kind>: "hmc peer" of the round with the median ratio (see the top).
+median_pair() {
+  python3 - "$1" "$2" "$PAIRS" <<'PY'
+import sys
+metric, kind, path = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = [l.split() for l in open(path) if l.split()[:1] == [metric]]
+rows = [(float(h) / float(p), h, p) for _, h, p in rows if float(p) > 0]
+if rows:
+    # Least favourable first: low ratios for bandwidth, high ones for latency.
+    rows.sort(key=lambda r: r[0], reverse=(kind != "bw"))
+    _, h, p = rows[(len(rows) - 1) // 2]
+    print(h, p)
+PY
+}
 
 # ---- the table -------------------------------------------------------------------------------
 failed=0
@@ -230,6 +263,11 @@ for line in "${CASES[@]}"; do
       - - - - ref "${HMC_PATH_OF[$metric]:--}"
     continue
   fi
+  if is_tool_peer "$peer"; then
+    read -r h p < <(median_pair "$metric" "$kind")
+    h=${h:-}
+    p=${p:-}
+  fi
   case $peer in
     const:*) p=${peer#const:} ;;      # a fixed figure (the copy bandwidth the fakes were given)
     hmc:*) p=${HMC[${peer#hmc:}]:-} ;;  # another hmc case of this run
@@ -237,7 +275,7 @@ for line in "${CASES[@]}"; do
       p=""
       IFS=',' read -r -a refs <<<"${peer#hmcbest:}"
       for r in "${refs[@]}"; do p=$(best "$kind" "$p" "${HMC[$r]:-}"); done ;;
-    *) p=${PEER[$peer]:-} ;;
+    *) ;;                               # a peer tool: the median pair, above
   esac
   if [[ -z $h || -z $p ]]; then
     printf '%-30s %12s %-30s %12s %7s %7s  %-6s %s\n' "$metric" "${h:--}" "$peer" "${p:--}" - "$goal" error "${HMC_PATH_OF[$metric]:--}"
@@ -257,5 +295,6 @@ for line in "${CASES[@]}"; do
   printf '%-30s %12s %-30s %12s %7s %7s  %-6s %s\n' "$metric" "$(printf '%.2f %s' "$h" "$unit")" "$peer" \
     "$(printf '%.2f %s' "$p" "$unit")" "$ratio" "$goal" "$verdict" "${HMC_PATH_OF[$metric]}"
 done
-echo "(best of $REPS round(s); ratio = hmc / peer; bw goals want >=, latency goals <=)"
+echo "($REPS round(s); peer tools: median of ratios paired within a round; others: best hmc value;"
+echo " ratio = hmc / peer; bw goals want >=, latency goals <=)"
 exit $failed

@@ -249,6 +249,36 @@ TEST(Calibration, MeasuresHoststageDevicesOverLoopbackWithinBudget) {
   }
 }
 
+// The far end of a measurement lives in a second context of the plugin, made once per plugin
+// (every device of the plugin shares it), as a peer process has a context of its own.
+TEST(Calibration, FarEndIsASecondContextOfThePlugin) {
+  Env env;
+  auto ctx = hoststage_context(env);
+  ASSERT_TRUE(ctx);
+  auto devs = ctx->net_devices();
+  ASSERT_EQ(devs.size(), 2u);
+  path::FarContexts far;
+  hmc_net_ctx_t* first = far.get(*devs[0]);
+  ASSERT_NE(first, nullptr);
+  EXPECT_NE(first, devs[0]->plugin->ctx());
+  EXPECT_EQ(far.get(*devs[1]), first) << "one second context per plugin";
+  for (NetDevice* d : devs) {
+    path::Measurement m;
+    ASSERT_EQ(path::measure_device(*d, path::kDeviceBudgetMs, &m, &far), HMC_SUCCESS)
+        << d->key() << ": " << last_error();
+    EXPECT_GT(m.bandwidth_MBps, 10u) << d->key();
+  }
+  // A plugin the core cannot make another context of (its host services unknown): none, and
+  // the measurement runs within the device's own context.
+  NetPlugin bare(devs[0]->plugin->table(), devs[0]->plugin->ctx(), "hoststage");
+  NetDevice d = *devs[0];
+  d.plugin = &bare;
+  path::FarContexts none;
+  EXPECT_EQ(none.get(d), nullptr);
+  path::Measurement m;
+  EXPECT_EQ(path::measure_device(d, path::kDeviceBudgetMs, &m, &none), HMC_SUCCESS) << last_error();
+}
+
 TEST(Calibration, TooSmallABudgetFailsNamingTheDevice) {
   Env env;
   auto ctx = hoststage_context(env);

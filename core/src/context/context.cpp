@@ -110,7 +110,7 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   stage_env_.ipc_cache = static_cast<size_t>(ipc_cache);
   stage_env_.depth = static_cast<uint32_t>(copy_settings.stage_depth);
   for (plugin::Record* rec : loader_.loaded(plugin::Kind::Net)) {
-    auto net = std::make_unique<NetPlugin>(rec->net, rec->net_ctx, rec->name);
+    auto net = std::make_unique<NetPlugin>(rec->net, rec->net_ctx, rec->name, rec->host);
     if (net->query_devices() != HMC_SUCCESS) {
       HMC_LOG_W("{}; the plugin is not used", last_error());
       continue;

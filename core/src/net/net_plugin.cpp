@@ -7,8 +7,9 @@ namespace hmc {
 
 std::string NetDevice::key() const { return plugin->name() + "/" + name; }
 
-NetPlugin::NetPlugin(const hmc_net_plugin_v1_t* table, hmc_net_ctx_t* ctx, std::string name)
-    : table_(table), ctx_(ctx), name_(std::move(name)) {}
+NetPlugin::NetPlugin(const hmc_net_plugin_v1_t* table, hmc_net_ctx_t* ctx, std::string name,
+                     const hmc_host_services_t* host)
+    : table_(table), ctx_(ctx), name_(std::move(name)), host_(host) {}
 
 hmc_status_t NetPlugin::query_devices() {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -29,7 +29,8 @@ struct NetDevice {
 
 class NetPlugin {
  public:
-  NetPlugin(const hmc_net_plugin_v1_t* table, hmc_net_ctx_t* ctx, std::string name);
+  NetPlugin(const hmc_net_plugin_v1_t* table, hmc_net_ctx_t* ctx, std::string name,
+            const hmc_host_services_t* host = nullptr);
   NetPlugin(const NetPlugin&) = delete;
   NetPlugin& operator=(const NetPlugin&) = delete;
 
@@ -39,6 +40,9 @@ class NetPlugin {
   const std::string& name() const { return name_; }
   const hmc_net_plugin_v1_t* table() const { return table_; }
   hmc_net_ctx_t* ctx() const { return ctx_; }
+  // The services ctx was created with (nullptr when unknown): another context of the same
+  // plugin can be created with them.
+  const hmc_host_services_t* host_services() const { return host_; }
   std::vector<NetDevice>& devices() { return devices_; }
   const std::vector<NetDevice>& devices() const { return devices_; }
   std::mutex& mutex() { return mutex_; }
@@ -51,6 +55,7 @@ class NetPlugin {
   const hmc_net_plugin_v1_t* table_;
   hmc_net_ctx_t* ctx_;
   std::string name_;
+  const hmc_host_services_t* host_;
   std::vector<NetDevice> devices_;
   std::mutex mutex_;
   int wait_fd_ = -2;  // -2: not queried yet

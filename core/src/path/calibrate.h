@@ -2,9 +2,12 @@
 // hmc_net_device_props_t), measured by the device talking to itself over loopback inside this
 // process, so that path choice ranks them on something better than a guess.
 //
-// What is measured, per device: listen + connect + accept on the plugin's own context, then a few
-// 8-byte ping-pongs (one-way latency: half the round trip) and a stream of 1 MiB messages with a
-// few in flight (bandwidth). One thread plays both sides, so both ends' CPU work is serialised:
+// What is measured, per device: listen on a second context of the plugin (as a peer process
+// has its own; the plugin's own context when it cannot make another), connect from the device's
+// context, accept, then a few 8-byte ping-pongs (one-way latency: half the round trip) and a
+// stream of 1 MiB messages with a few in flight (bandwidth). One thread plays both sides, so
+// both ends' CPU work is serialised, and small-message latency over shared memory reads far
+// below what two processes see (no cache line crosses cores):
 // a transport that copies on each side (tcp) reads lower than two processes would see; a
 // single-copy one (cross-memory attach) does not. Every wait is bounded by the device's budget
 // (kDeviceBudgetMs, and kTotalBudgetMs for all devices together); a device that does not finish
@@ -13,8 +16,9 @@
 // What the figures mean: loopback has no wire. For two processes on one host they are the
 // estimate (same kernel, same memory). For peers on other hosts they only bound what the wire
 // can give (bandwidth at most, latency at least): path/path.h uses them that way, and prefers a
-// plugin's declared figures (a NIC's link rate) whenever there are any. A plugin whose transport
-// short-cuts a connection to its own process (UCX's "self") reads faster than any real peer.
+// plugin's declared figures (a NIC's link rate) whenever there are any. The second context
+// keeps transports from short-cutting a connection to their own context (UCX's "self", which
+// copies in-process and read faster than any real peer when both ends shared one context).
 //
 // When: lazily, at the first connect or accept of a context (never at context creation, so
 // contexts that never connect pay nothing), and at most once per device per process (the
@@ -38,13 +42,17 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hmc/hmc.h"
 #include "path/path.h"
 
+#include "hmc/plugin/net.h"
+
 namespace hmc {
 class Config;
+class NetPlugin;
 struct NetDevice;
 }  // namespace hmc
 
@@ -69,9 +77,30 @@ struct CalibrationSettings {
 // for the default location). An invalid HMC_NET_CALIBRATE is logged as a warning and taken as 1.
 CalibrationSettings calibration_settings(const Config& config);
 
-// Measures one device over loopback within budget_ms. On failure returns the status with the
-// thread's error message naming the device and what did not work; *out is set only on success.
-hmc_status_t measure_device(NetDevice& dev, int budget_ms, Measurement* out);
+// Second contexts of net plugins for the far ends of loopback measurements (see calibrate.cpp),
+// made on first use and finalized with this object. Making one is setup, not measurement: it
+// can take longer than a measurement (libfabric 1.17 reads /proc/kallsyms in every
+// fi_getinfo), so callers keep it out of their time budgets.
+class FarContexts {
+ public:
+  FarContexts() = default;
+  FarContexts(const FarContexts&) = delete;
+  FarContexts& operator=(const FarContexts&) = delete;
+  ~FarContexts();
+  // A second context of dev's plugin in which device dev.index is dev, or nullptr when the
+  // plugin cannot make one. Takes the plugin's lock.
+  hmc_net_ctx_t* get(NetDevice& dev);
+
+ private:
+  std::vector<std::pair<NetPlugin*, hmc_net_ctx_t*>> made_;
+};
+
+// Measures one device over loopback within budget_ms, its far end in far's second context of
+// the plugin when there is one (far == nullptr: one made for this call, outside the budget). On
+// failure returns the status with the thread's error message naming the device and what did
+// not work; *out is set only on success.
+hmc_status_t measure_device(NetDevice& dev, int budget_ms, Measurement* out,
+                            FarContexts* far = nullptr);
 
 // The on-disk cache (see above). Every method is a no-op on an empty path; I/O errors are
 // logged at debug level and treated as a miss, never as a failure.

@@ -396,6 +396,7 @@ void Loader::initialise(Record& rec, Config& cfg, const hmc_config_var_t* vars) 
   rec.device_count = count;
   if (rec.kind == Kind::Device && count == 0)
     rec.reason = "0 devices: " + (unavailable.empty() ? "the plugin gave no reason" : unavailable);
+  rec.host = in.host->table();
   if (rec.kind == Kind::Net) {
     rec.net = in.net_table.get();
     rec.net_ctx = net_ctx;
@@ -421,6 +422,7 @@ void Loader::finalize_all() {
       HMC_LOG_W("{} plugin '{}': finalize failed: {}", kind_name(rec.kind), rec.name,
                 status_text(st));
     rec.finalized = true;
+    rec.host = nullptr;
     rec.net = nullptr;
     rec.net_ctx = nullptr;
     rec.device = nullptr;

@@ -70,6 +70,9 @@ struct Record {
   // shorter) table lacks is NULL. Check an optional slot for NULL, nothing more.
   const hmc_net_plugin_v1_t* net = nullptr;
   hmc_net_ctx_t* net_ctx = nullptr;
+  // The services the plugin was initialised with; valid as long as the record (a second
+  // context of the plugin may be created with them, as calibration does).
+  const hmc_host_services_t* host = nullptr;
   const hmc_device_plugin_v1_t* device = nullptr;
   hmc_device_ctx_t* device_ctx = nullptr;
 
