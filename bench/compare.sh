@@ -11,8 +11,9 @@
 #    (as ../shared/bench/peers.sh runs it): each round gives one ratio from two measurements
 #    seconds apart, and the row shows the round with the median ratio (of an even count, the
 #    less favourable of the middle two);
-#  - a case measured against a fixed figure or against other hmc cases keeps its best value
-#    over the rounds (those compare hmc with itself, within each round).
+#  - a case measured against other hmc cases (the automatic path against paths forced by hand,
+#    staging against host memory) is paired with their values of the same round, the median
+#    ratio kept likewise; one measured against a fixed figure keeps its best value.
 #
 # hmc-perf is taken from $BUILD_DIR/bin (default ./build/bin under the repository root).
 #
@@ -38,18 +39,20 @@ CASES=(
   # fi_pingpong is a ping-pong: hmc-perf's lat test at 4 MiB gives the same pattern's MB/s.
   "ofi.tcp.pingpong_bw.4M|bw|fi.tcp.pingpong_bw|>=0.95|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=tcp HMC_PATH=ofi/tcp|--test lat --op send --size 4M --iters 200"
   # The automatic path against the best single plugin forced by hand, per size (same host).
+  # About half a second per bandwidth run: a single run of the same path varies by 15% when
+  # shorter.
   "forced.hoststage.lat.8|lat|ref|-|HMC_NET_PLUGINS=hoststage HMC_PATH=hoststage/shm|--test lat --op send --size 8 --iters 20000"
   "forced.ucx.lat.8|lat|ref|-|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx|--test lat --op send --size 8 --iters 20000"
   "forced.ofi.lat.8|lat|ref|-|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=shm HMC_PATH=ofi/shm|--test lat --op send --size 8 --iters 20000"
   "auto.lat.8|lat|hmcbest:forced.hoststage.lat.8,forced.ucx.lat.8,forced.ofi.lat.8|<=1.05||--test lat --op send --size 8 --iters 20000"
-  "forced.hoststage.bw.64K|bw|ref|-|HMC_NET_PLUGINS=hoststage HMC_PATH=hoststage/shm|--test bw --op send --size 64K --iters 20000"
-  "forced.ucx.bw.64K|bw|ref|-|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx|--test bw --op send --size 64K --iters 20000"
-  "forced.ofi.bw.64K|bw|ref|-|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=shm HMC_PATH=ofi/shm|--test bw --op send --size 64K --iters 20000"
-  "auto.bw.64K|bw|hmcbest:forced.hoststage.bw.64K,forced.ucx.bw.64K,forced.ofi.bw.64K|>=0.95||--test bw --op send --size 64K --iters 20000"
-  "forced.hoststage.bw.4M|bw|ref|-|HMC_NET_PLUGINS=hoststage HMC_PATH=hoststage/shm|--test bw --op send --size 4M --iters 300"
-  "forced.ucx.bw.4M|bw|ref|-|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx|--test bw --op send --size 4M --iters 300"
-  "forced.ofi.bw.4M|bw|ref|-|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=shm HMC_PATH=ofi/shm|--test bw --op send --size 4M --iters 300"
-  "auto.bw.4M|bw|hmcbest:forced.hoststage.bw.4M,forced.ucx.bw.4M,forced.ofi.bw.4M|>=0.95||--test bw --op send --size 4M --iters 300"
+  "forced.hoststage.bw.64K|bw|ref|-|HMC_NET_PLUGINS=hoststage HMC_PATH=hoststage/shm|--test bw --op send --size 64K --iters 100000"
+  "forced.ucx.bw.64K|bw|ref|-|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx|--test bw --op send --size 64K --iters 100000"
+  "forced.ofi.bw.64K|bw|ref|-|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=shm HMC_PATH=ofi/shm|--test bw --op send --size 64K --iters 100000"
+  "auto.bw.64K|bw|hmcbest:forced.hoststage.bw.64K,forced.ucx.bw.64K,forced.ofi.bw.64K|>=0.95||--test bw --op send --size 64K --iters 100000"
+  "forced.hoststage.bw.4M|bw|ref|-|HMC_NET_PLUGINS=hoststage HMC_PATH=hoststage/shm|--test bw --op send --size 4M --iters 2000"
+  "forced.ucx.bw.4M|bw|ref|-|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx|--test bw --op send --size 4M --iters 2000"
+  "forced.ofi.bw.4M|bw|ref|-|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=shm HMC_PATH=ofi/shm|--test bw --op send --size 4M --iters 2000"
+  "auto.bw.4M|bw|hmcbest:forced.hoststage.bw.4M,forced.ucx.bw.4M,forced.ofi.bw.4M|>=0.95||--test bw --op send --size 4M --iters 2000"
   # Staging (device memory over host-only paths) on the emulated runtimes of tests/fakes: cuda:0
   # on one side, hip:0 on the other, 64 MiB messages, the pieces through the transport as
   # between hosts (HMC_STAGE_SHARED=0). Copies slower than the wire: the goal is the slowest
@@ -213,8 +216,9 @@ peer_one() { # peer metric name: prints its value, or nothing when it cannot be 
 
 is_tool_peer() { [[ $1 != ref && $1 != const:* && $1 != hmc:* && $1 != hmcbest:* ]]; }
 
-PAIRS=$(mktemp)  # one line per round of a peer-tool case: metric hmc peer
-trap 'rm -f "$ERR" "$CALIB" "$PAIRS"' EXIT
+PAIRS=$(mktemp)   # one line per round of a peer-tool case: metric hmc peer
+VALUES=$(mktemp)  # one line per round of every hmc case: round metric value
+trap 'rm -f "$ERR" "$CALIB" "$PAIRS" "$VALUES"' EXIT
 for tool in ucx_perftest fi_pingpong; do
   command -v $tool >/dev/null || log "$tool is missing (Debian packages ucx-utils, libfabric-bin): its cases cannot be compared"
 done
@@ -224,6 +228,7 @@ for ((round = 1; round <= REPS; round++)); do
     IFS='|' read -r metric kind peer _ <<<"$line"
     LAST=""
     run_hmc_case "$line"
+    [[ -n $LAST ]] && echo "$round $metric $LAST" >>"$VALUES"
     if is_tool_peer "$peer" && [[ -n $LAST ]]; then
       value=$(peer_one "$peer")
       if [[ -n $value ]]; then
@@ -236,13 +241,27 @@ for ((round = 1; round <= REPS; round++)); do
   done
 done
 
-# median_pair <metric> <kind>: "hmc peer" of the round with the median ratio (see the top).
+# median_pair <metric> <kind> <peer>: "hmc peer" of the round with the median ratio (see the
+# top). The peer is a peer tool (measured right after the case) or other hmc cases of the same
+# round ("hmc:CASE", "hmcbest:A,B,...": the best of them in that round).
 median_pair() {
-  python3 - "$1" "$2" "$PAIRS" <<'PY'
+  python3 - "$1" "$2" "$3" "$PAIRS" "$VALUES" <<'PY'
 import sys
-metric, kind, path = sys.argv[1], sys.argv[2], sys.argv[3]
-rows = [l.split() for l in open(path) if l.split()[:1] == [metric]]
-rows = [(float(h) / float(p), h, p) for _, h, p in rows if float(p) > 0]
+metric, kind, peer, pairs, values = sys.argv[1:6]
+better = max if kind == "bw" else min
+if peer.startswith("hmc:") or peer.startswith("hmcbest:"):
+    refs = peer.split(":", 1)[1].split(",")
+    by_round = {}
+    for line in open(values):
+        r, m, v = line.split()
+        by_round.setdefault(r, {})[m] = v
+    rows = []
+    for got in by_round.values():
+        if metric in got and all(x in got for x in refs):
+            rows.append((got[metric], better((got[x] for x in refs), key=float)))
+else:
+    rows = [l.split()[1:] for l in open(pairs) if l.split()[:1] == [metric]]
+rows = [(float(h) / float(p), h, p) for h, p in rows if float(p) > 0]
 if rows:
     # Least favourable first: low ratios for bandwidth, high ones for latency.
     rows.sort(key=lambda r: r[0], reverse=(kind != "bw"))
@@ -263,20 +282,14 @@ for line in "${CASES[@]}"; do
       - - - - ref "${HMC_PATH_OF[$metric]:--}"
     continue
   fi
-  if is_tool_peer "$peer"; then
-    read -r h p < <(median_pair "$metric" "$kind")
+  if [[ $peer == const:* ]]; then
+    p=${peer#const:}  # a fixed figure (the copy bandwidth the fakes were given): best hmc value
+  else
+    # A peer tool, or other hmc cases of the same round: the median paired ratio.
+    read -r h p < <(median_pair "$metric" "$kind" "$peer")
     h=${h:-}
     p=${p:-}
   fi
-  case $peer in
-    const:*) p=${peer#const:} ;;      # a fixed figure (the copy bandwidth the fakes were given)
-    hmc:*) p=${HMC[${peer#hmc:}]:-} ;;  # another hmc case of this run
-    hmcbest:*)                          # the best of other hmc cases of this run
-      p=""
-      IFS=',' read -r -a refs <<<"${peer#hmcbest:}"
-      for r in "${refs[@]}"; do p=$(best "$kind" "$p" "${HMC[$r]:-}"); done ;;
-    *) ;;                               # a peer tool: the median pair, above
-  esac
   if [[ -z $h || -z $p ]]; then
     printf '%-30s %12s %-30s %12s %7s %7s  %-6s %s\n' "$metric" "${h:--}" "$peer" "${p:--}" - "$goal" error "${HMC_PATH_OF[$metric]:--}"
     failed=1
@@ -295,6 +308,6 @@ for line in "${CASES[@]}"; do
   printf '%-30s %12s %-30s %12s %7s %7s  %-6s %s\n' "$metric" "$(printf '%.2f %s' "$h" "$unit")" "$peer" \
     "$(printf '%.2f %s' "$p" "$unit")" "$ratio" "$goal" "$verdict" "${HMC_PATH_OF[$metric]}"
 done
-echo "($REPS round(s); peer tools: median of ratios paired within a round; others: best hmc value;"
-echo " ratio = hmc / peer; bw goals want >=, latency goals <=)"
+echo "($REPS round(s); median of the ratios paired within a round; against a fixed figure: best of"
+echo " the rounds; ratio = hmc / peer; bw goals want >=, latency goals <=)"
 exit $failed
