@@ -3,6 +3,7 @@
 // and a producer and a consumer thread streaming records of random sizes through it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -53,6 +54,23 @@ struct Ring {
 
 constexpr size_t kCap = 64 << 10;
 
+// Pushes 8-byte records tagged first .. last - 1, each followed by one pop whose tag must be
+// *next (then incremented). Returns the highest payload offset popped, or -1 (with a failure
+// recorded) when a push, a pop or a tag went wrong.
+long push_then_pop(Ring& r, uint64_t first, uint64_t last, uint64_t* next) {
+  long highest = 0;
+  for (uint64_t i = first; i < last; ++i) {
+    uint64_t tag = ~0ull;
+    long off = -1;
+    EXPECT_TRUE(r.push(i, 8, 1)) << "record " << i;
+    EXPECT_GE(off = r.pop(&tag), 0) << "record " << i;
+    EXPECT_EQ(tag, (*next)++) << "record " << i;
+    if (off < 0 || ::testing::Test::HasFailure()) return -1;
+    highest = std::max(highest, off);
+  }
+  return highest;
+}
+
 TEST(HoststageRing, RecordsArriveInOrderWithTheirPayload) {
   Ring r(kCap);
   for (uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(r.push(i, 8 * i + 1, uint8_t(i)));
@@ -85,15 +103,9 @@ TEST(HoststageRing, FullRingRefusesAndTakesAgainOnceDrained) {
 // record would enter a new page beyond the first 16 KiB, instead of walking the whole ring.
 TEST(HoststageRing, EmptyRingGoesBackToItsWarmStart) {
   Ring r(kCap);
-  long highest = 0;
-  for (uint64_t i = 0; i < 4000; ++i) {
-    ASSERT_TRUE(r.push(i, 8, 1));
-    uint64_t tag;
-    long off = r.pop(&tag);
-    ASSERT_GE(off, 0);
-    ASSERT_EQ(tag, i);
-    highest = std::max(highest, off);
-  }
+  uint64_t next = 0;
+  long highest = push_then_pop(r, 0, 4000, &next);
+  ASSERT_GE(highest, 0);
   // Records of 128 bytes: the last one before the rewind starts in the page after 16 KiB.
   EXPECT_LT(highest, long(RingTx::kRewindBytes + RingTx::kPageBytes));
   EXPECT_GE(highest, long(RingTx::kRewindBytes - 128));
@@ -103,16 +115,9 @@ TEST(HoststageRing, EmptyRingGoesBackToItsWarmStart) {
 TEST(HoststageRing, BusyRingIsUsedInFull) {
   Ring r(kCap);
   ASSERT_TRUE(r.push(0, 8, 1));  // one record always waiting
-  uint64_t next_pop = 0;
-  long highest = 0;
-  for (uint64_t i = 1; i < 2000; ++i) {
-    ASSERT_TRUE(r.push(i, 8, 1));
-    uint64_t tag;
-    long off = r.pop(&tag);
-    ASSERT_GE(off, 0);
-    ASSERT_EQ(tag, next_pop++);
-    highest = std::max(highest, off);
-  }
+  uint64_t next = 0;
+  long highest = push_then_pop(r, 1, 2000, &next);
+  ASSERT_GE(highest, 0);
   EXPECT_GE(highest, long(kCap - 128));
 }
 

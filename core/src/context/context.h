@@ -122,6 +122,10 @@ class Context {
                              bool* staged, MemoryLocation* where = nullptr);
   bool ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc, IpcExport* ex);
   bool framed_sends_waiting(Peer& peer, uint64_t tag);
+  std::unique_ptr<Framed> make_framed_send(const Peer& peer, const void* buf, size_t size,
+                                           uint64_t tag, bool staged, const MemoryLocation& loc);
+  std::unique_ptr<Framed> make_framed_recv(const Peer& peer, void* buf, size_t size, uint64_t tag,
+                                           bool staged, const MemoryLocation& loc);
   hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<Framed> f, Op op,
                            size_t size, uint64_t tag, Request** out, bool notify = false,
                            uint64_t notify_value = 0);

@@ -74,19 +74,9 @@ hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, ui
   hmc_status_t st = memory_access(*peer, buf, size, what, &staged, &loc);
   if (st != HMC_SUCCESS) return st;
   const uint64_t tag = kInternalTagBit | next_staged_tag_.fetch_add(1);
-  const FrameGeometry geo = peer->framing.geometry();
-  std::unique_ptr<Framed> f;
-  if (op == Op::Put) {
-    f = Framed::make_send(buf, size, tag, staged, geo);
-    IpcExport ex;
-    if (staged && size > peer->framing.first_piece && ipc_export(*peer, buf, loc, &ex))
-      f->use_ipc(std::move(ex));
-    else if (staged && size > peer->framing.first_piece && peer->framing.shared_for_sends())
-      f->offer_shared();
-  } else {
-    f = Framed::make_recv(buf, size, tag, staged, geo);
-    if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
-  }
+  std::unique_ptr<Framed> f = op == Op::Put
+                                  ? make_framed_send(*peer, buf, size, tag, staged, loc)
+                                  : make_framed_recv(*peer, buf, size, tag, staged, loc);
   // posting before dead is read, as in post_tracked_rma: a withdrawal that marks the Remote
   // dead from here on waits for this request (it is tracked before posting drops).
   remote->posting.fetch_add(1);
@@ -240,15 +230,9 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
       why = last_error();
       uncount();
     } else if (a.get) {
-      f = Framed::make_send(addr, a.size, a.tag, staged, geo);
-      IpcExport ex;
-      if (staged && a.size > peer.framing.first_piece && ipc_export(peer, addr, loc, &ex))
-        f->use_ipc(std::move(ex));
-      else if (staged && a.size > peer.framing.first_piece && peer.framing.shared_for_sends())
-        f->offer_shared();
+      f = make_framed_send(peer, addr, a.size, a.tag, staged, loc);
     } else {
-      f = Framed::make_recv(addr, a.size, a.tag, staged, geo);
-      if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
+      f = make_framed_recv(peer, addr, a.size, a.tag, staged, loc);
     }
     if (f && staged) peer.framing.staged_transfers.fetch_add(1, std::memory_order_relaxed);
     if (f)

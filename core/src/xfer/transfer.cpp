@@ -70,6 +70,32 @@ bool Context::ipc_export(const Peer& peer, const void* buf, const MemoryLocation
   return true;
 }
 
+// A framed send of buf, and how its pieces of staged device memory travel when it is more than
+// a first piece: by device IPC when the pair agreed on it for the vendor (one device-to-device
+// copy), else through shared bounces when the pair offers them (one copy out, one in), else
+// through the transport.
+std::unique_ptr<Framed> Context::make_framed_send(const Peer& peer, const void* buf, size_t size,
+                                                  uint64_t tag, bool staged,
+                                                  const MemoryLocation& loc) {
+  auto f = Framed::make_send(buf, size, tag, staged, peer.framing.geometry());
+  if (!staged || size <= peer.framing.first_piece) return f;
+  IpcExport ex;
+  if (ipc_export(peer, buf, loc, &ex))
+    f->use_ipc(std::move(ex));
+  else if (peer.framing.shared_for_sends())
+    f->offer_shared();
+  return f;
+}
+
+// A framed receive into buf, which copies staged pieces into loc's device.
+std::unique_ptr<Framed> Context::make_framed_recv(const Peer& peer, void* buf, size_t size,
+                                                  uint64_t tag, bool staged,
+                                                  const MemoryLocation& loc) {
+  auto f = Framed::make_recv(buf, size, tag, staged, peer.framing.geometry());
+  if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
+  return f;
+}
+
 bool Context::framed_sends_waiting(Peer& peer, uint64_t tag) {
   std::lock_guard<std::mutex> lock(peer.net->mutex());
   return peer.framing.sends.count(tag) != 0;
@@ -162,15 +188,9 @@ hmc_status_t Context::post_send(std::shared_ptr<Peer> peer, const void* buf, siz
     bool staged = false;
     MemoryLocation loc;
     if ((st = memory_access(*peer, buf, size, "send", &staged, &loc)) != HMC_SUCCESS) return st;
-    if (staged || peer->framing.multi_piece(size) || framed_sends_waiting(*peer, tag)) {
-      auto f = Framed::make_send(buf, size, tag, staged, peer->framing.geometry());
-      IpcExport ex;
-      if (staged && size > peer->framing.first_piece && ipc_export(*peer, buf, loc, &ex))
-        f->use_ipc(std::move(ex));
-      else if (staged && size > peer->framing.first_piece && peer->framing.shared_for_sends())
-        f->offer_shared();
-      return post_framed(peer, std::move(f), Op::Send, size, tag, out);
-    }
+    if (staged || peer->framing.multi_piece(size) || framed_sends_waiting(*peer, tag))
+      return post_framed(peer, make_framed_send(*peer, buf, size, tag, staged, loc), Op::Send,
+                         size, tag, out);
   }
   Request* req = RequestTable::acquire(this);
   req->op = Op::Send;
@@ -193,9 +213,8 @@ hmc_status_t Context::post_recv(std::shared_ptr<Peer> peer, void* buf, size_t si
     bool staged = false;
     MemoryLocation loc;
     if ((st = memory_access(*peer, buf, size, "recv", &staged, &loc)) != HMC_SUCCESS) return st;
-    auto f = Framed::make_recv(buf, size, tag, staged, peer->framing.geometry());
-    if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
-    return post_framed(peer, std::move(f), Op::Recv, size, tag, out);
+    return post_framed(peer, make_framed_recv(*peer, buf, size, tag, staged, loc), Op::Recv,
+                       size, tag, out);
   }
   Request* req = RequestTable::acquire(this);
   req->op = Op::Recv;
