@@ -601,6 +601,11 @@ bool Context::progress(bool control) {
   bool busy = false;
   std::lock_guard<std::mutex> plock(peers_mutex_);
   for (auto& net : nets_) {
+    // A plugin no peer uses has nothing to advance (connection setup drives its own progress):
+    // passing it by saves its progress call, which for some is a system call or several.
+    bool used = false;
+    for (auto& peer : peers_) used |= peer->net == net.get();
+    if (!used) continue;
     std::lock_guard<std::mutex> lock(net->mutex());
     if (HMC_NET_SLOT(net->table(), progress)) net->table()->progress(net->ctx());
     for (auto& peer : peers_) {

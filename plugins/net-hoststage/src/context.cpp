@@ -80,7 +80,8 @@ Context::~Context() {
   std::vector<Listener*> ls = listeners_;
   for (Listener* l : ls) delete l;
   std::vector<Endpoint*> eps = eps_;
-  for (Endpoint* ep : eps) delete ep;
+  for (Endpoint* ep : eps) delete ep;  // their requests go to free_reqs_
+  for (Request* r : free_reqs_) delete r;
   for (MemRegion* m : mrs_) delete m;
   for (RemoteKey* k : rkeys_) delete k;
 }

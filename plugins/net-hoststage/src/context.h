@@ -12,6 +12,7 @@
 #include "hmc/plugin/net.h"
 #include "log.h"
 #include "region.h"
+#include "request.h"
 #include "sockets.h"
 #include "util.h"
 
@@ -70,6 +71,22 @@ class Context {
   int wake_event_fd() const { return wake_.get(); }
   RegionTable& regions() { return regions_; }
 
+  // Request objects, recycled: a small message costs no malloc and free. Calls into one context
+  // are serialised by the core, so the list needs no lock.
+  Request* alloc_request() {
+    if (free_reqs_.empty()) return new Request;
+    Request* r = free_reqs_.back();
+    free_reqs_.pop_back();
+    *r = Request{};
+    return r;
+  }
+  void free_request(Request* r) {
+    if (free_reqs_.size() < kFreeRequestsKept)
+      free_reqs_.push_back(r);
+    else
+      delete r;
+  }
+
   // Lifetime bookkeeping for objects handed to the core.
   void add_endpoint(Endpoint* ep) { eps_.push_back(ep); }
   void remove_endpoint(Endpoint* ep);
@@ -110,6 +127,8 @@ class Context {
   RegionTable regions_;
   std::unordered_set<MemRegion*> mrs_;
   std::unordered_set<RemoteKey*> rkeys_;
+  static constexpr size_t kFreeRequestsKept = 256;
+  std::vector<Request*> free_reqs_;
   static constexpr uint32_t kTestsBeforeTestDriven = 64;
   bool test_driven_ = true;  // until the core shows it calls the progress slot
   uint32_t tests_since_core_progress_ = 0;

@@ -23,7 +23,7 @@ Endpoint::~Endpoint() {
   teardown();
   for (Request* r = reqs_; r != nullptr;) {
     Request* next = r->next;
-    delete r;
+    ctx_.free_request(r);
     r = next;
   }
   ctx_.remove_endpoint(this);
@@ -130,7 +130,7 @@ void Endpoint::on_stream_error(const Stream& s, int err) {
 // Requests and tag matching
 
 Request* Endpoint::new_request(ReqKind kind, const void* buf, size_t len, uint64_t tag) {
-  Request* r = new Request;
+  Request* r = ctx_.alloc_request();
   r->ep = this;
   r->kind = kind;
   r->buf = const_cast<uint8_t*>(static_cast<const uint8_t*>(buf));
@@ -151,7 +151,7 @@ void Endpoint::release(Request* r) {
   else
     reqs_ = r->next;
   if (r->next != nullptr) r->next->prev = r->prev;
-  delete r;
+  ctx_.free_request(r);
 }
 
 void Endpoint::track(Request* r) {
