@@ -58,6 +58,9 @@ class RequestTable {
  public:
   // A fresh request owned by ctx. Throws std::bad_alloc when the table is full.
   static Request* acquire(Context* ctx);
+  // The same, with what every transfer sets.
+  static Request* acquire(Context* ctx, Op op, std::shared_ptr<Peer> peer, size_t size,
+                          uint64_t tag = 0, bool notify = false, uint64_t notify_value = 0);
   // Ends the request's life: its handle goes stale, its slot is reused later.
   static void release(Request* req);
   // Releases every live request of ctx (at context destruction).

@@ -125,6 +125,18 @@ Request* RequestTable::acquire(Context* ctx) {
   return r;
 }
 
+Request* RequestTable::acquire(Context* ctx, Op op, std::shared_ptr<Peer> peer, size_t size,
+                              uint64_t tag, bool notify, uint64_t notify_value) {
+  Request* r = acquire(ctx);
+  r->op = op;
+  r->peer = std::move(peer);
+  r->size = size;
+  r->tag = tag;
+  r->notify = notify;
+  r->notify_value = notify_value;
+  return r;
+}
+
 void RequestTable::release(Request* req) {
   // Stale first (lookups fail from here on), then reset: dropping the last reference to a
   // peer may run its destructor.

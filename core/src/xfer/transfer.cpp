@@ -106,13 +106,7 @@ bool Context::framed_sends_waiting(Peer& peer, uint64_t tag) {
 hmc_status_t Context::post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<Framed> f,
                                   Op op, size_t size, uint64_t tag, Request** out, bool notify,
                                   uint64_t notify_value) {
-  Request* req = RequestTable::acquire(this);
-  req->op = op;
-  req->peer = peer;
-  req->size = size;
-  req->tag = tag;
-  req->notify = notify;
-  req->notify_value = notify_value;
+  Request* req = RequestTable::acquire(this, op, peer, size, tag, notify, notify_value);
   req->framed = std::move(f);
   {
     std::lock_guard<std::mutex> lock(peer->net->mutex());
@@ -192,11 +186,7 @@ hmc_status_t Context::post_send(std::shared_ptr<Peer> peer, const void* buf, siz
       return post_framed(peer, make_framed_send(*peer, buf, size, tag, staged, loc), Op::Send,
                          size, tag, out);
   }
-  Request* req = RequestTable::acquire(this);
-  req->op = Op::Send;
-  req->peer = std::move(peer);
-  req->size = size;
-  req->tag = tag;
+  Request* req = RequestTable::acquire(this, Op::Send, std::move(peer), size, tag);
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     return net.table()->isend(ep, buf, size, nullptr, tag, nr);
   });
@@ -216,11 +206,7 @@ hmc_status_t Context::post_recv(std::shared_ptr<Peer> peer, void* buf, size_t si
     return post_framed(peer, make_framed_recv(*peer, buf, size, tag, staged, loc), Op::Recv,
                        size, tag, out);
   }
-  Request* req = RequestTable::acquire(this);
-  req->op = Op::Recv;
-  req->peer = std::move(peer);
-  req->size = size;
-  req->tag = tag;
+  Request* req = RequestTable::acquire(this, Op::Recv, std::move(peer), size, tag);
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     return net.table()->irecv(ep, buf, size, nullptr, tag, nr);
   });
@@ -266,12 +252,8 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
-  Request* req = RequestTable::acquire(this);
-  req->op = Op::Put;
-  req->peer = peer;
-  req->size = size;
-  req->notify = flags & HMC_PUT_NOTIFY;
-  req->notify_value = notify_value;
+  Request* req =
+      RequestTable::acquire(this, Op::Put, peer, size, 0, flags & HMC_PUT_NOTIFY, notify_value);
   uint64_t addr = remote->base + offset;
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
@@ -311,10 +293,7 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
-  Request* req = RequestTable::acquire(this);
-  req->op = Op::Get;
-  req->peer = peer;
-  req->size = size;
+  Request* req = RequestTable::acquire(this, Op::Get, peer, size);
   uint64_t addr = remote->base + offset;
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
