@@ -387,6 +387,46 @@ TEST(DeviceIpc, HostReceiveBufferGetsThePiecesAndIpcStaysOn) {
            {}, "cuda:0");
 }
 
+TEST(DeviceIpc, CostModelPrefersSharedBouncesWhenDeviceCopiesAreSlow) {
+  // Same vendor on both sides, so device IPC is open, but the receiver's device-to-device copies
+  // run at 50 MB/s while its copies to and from host memory are unlimited (as between two GPUs
+  // without a peer link). The figures it measured at connect (the sender here keeps the default
+  // ones) make the sender's cost model choose shared bounces; the bytes arrive intact.
+  const size_t size = 3 * kChunk + 11;
+  run_pair("hoststage/shm",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* dev;
+             if (hmc_mem_alloc(ctx, "cuda:0", size, &dev) != HMC_SUCCESS) return 20;
+             uint8_t v = receive_rounds(ctx, peer, dev, size, 1, 1, 2);
+             hmc_device_info_t info{};
+             info.struct_size = sizeof info;
+             int n = 0;
+             hmc_device_count(ctx, &n);
+             for (int i = 0; i < n; ++i)
+               if (hmc_device_info(ctx, i, &info) == HMC_SUCCESS &&
+                   std::string(info.name) == "cuda:0" &&
+                   (info.copy_d2d_MBps == 0 || info.copy_d2d_MBps > 100 ||
+                    std::string(info.copy_basis) != "measured"))
+                 v |= 4;  // the measured device-to-device rate is what the fake was told
+             hmc_mem_free(ctx, dev);
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* buf;
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
+             EXPECT_STREQ(peer_info(peer).device_ipc, "cuda");  // open, but not chosen
+             send_rounds(ctx, peer, buf, size, 1, 1, 2);
+             EXPECT_EQ(verdict_of(peer), 0)
+                 << "bit 1: not received whole, 2: bytes differ, 4: copy figures not as set";
+             hmc_peer_info_t info = peer_info(peer);
+             EXPECT_EQ(info.ipc_messages, 0u);
+             EXPECT_EQ(info.shared_staged_messages, 2u);
+             hmc_mem_free(ctx, buf);
+           },
+           {{"FAKEGPU_CUDA_D2D_BANDWIDTH_MBPS", "50"}, {"HMC_DEVICE_COPY_CALIBRATE", "1"}},
+           "cuda:0");
+}
+
 TEST(DeviceIpc, PeerThatCannotMapGetsPiecesFromThenOn) {
   // The receiver's runtime refuses every handle (as across containers): the first message is
   // sent in pieces after the refusal, the next ones without trying IPC again.

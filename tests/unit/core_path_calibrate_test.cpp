@@ -398,10 +398,26 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   caps.ipc_plugins = {"cuda", "hip"};
   caps.stage_first = 4097;
   caps.features = path::kFeatureSharedBounces;
-  control::Writer w;
-  msg::encode_caps(caps, &w);
+  caps.copy = {{"cuda", 12000, 11000, 90000}, {"hip", 0, 0, 0}};
+  control::Writer full;
+  msg::encode_caps(caps, &full);
   path::Capabilities back;
+  ASSERT_TRUE(msg::decode_caps(full.data().data(), full.size(), &back));
+  ASSERT_EQ(back.copy.size(), 2u);
+  EXPECT_EQ(back.copy[0].plugin, "cuda");
+  EXPECT_EQ(back.copy[0].d2h_MBps, 12000u);
+  EXPECT_EQ(back.copy[0].h2d_MBps, 11000u);
+  EXPECT_EQ(back.copy[0].d2d_MBps, 90000u);
+  EXPECT_EQ(back.copy[1].plugin, "hip");
+  // A cut copy section is malformed; a peer from before the copy figures sends none.
+  EXPECT_FALSE(msg::decode_caps(full.data().data(), full.size() - 3, &back));
+  caps.copy.clear();
+  control::Writer w;  // the same record with an empty copy section (its 4-byte count) ...
+  msg::encode_caps(caps, &w);
   ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size(), &back));
+  EXPECT_TRUE(back.copy.empty());
+  const size_t wlen = w.size() - 4;  // ... and without one, as the older peers below send it
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), wlen, &back));
   ASSERT_EQ(back.net.size(), 2u);
   EXPECT_EQ(back.net[0].measured_bandwidth_MBps, 1234u);
   EXPECT_EQ(back.net[0].measured_latency_ns, 5678u);
@@ -410,28 +426,28 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   EXPECT_EQ(back.stage_first, 4097u);
   EXPECT_EQ(back.features, path::kFeatureSharedBounces);
   // A peer from before the features sends no such field (the last 4 bytes)...
-  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - 4, &back));
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), wlen - 4, &back));
   EXPECT_EQ(back.features, 0u);
   EXPECT_EQ(back.stage_first, 4097u);
   // ... one from before the first piece's size neither that (the 8 before), and one from
   // before device IPC no IPC section either (the section before).
-  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - 12, &back));
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), wlen - 12, &back));
   EXPECT_EQ(back.stage_first, 0u);
   EXPECT_EQ(back.ipc_plugins, caps.ipc_plugins);
   path::Capabilities no_ipc = caps;
   no_ipc.ipc_plugins.clear();
   control::Writer w2;
   msg::encode_caps(no_ipc, &w2);
-  size_t ipc_section = 4 + (w.size() - w2.size());  // an empty section is its 4-byte count
-  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - 12 - ipc_section, &back));
+  size_t ipc_section = 4 + (wlen - (w2.size() - 4));  // an empty section is its 4-byte count
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), wlen - 12 - ipc_section, &back));
   EXPECT_TRUE(back.ipc_plugins.empty());
   EXPECT_EQ(back.stage_chunk, 1u << 20);
   EXPECT_EQ(back.device_count, 2u);
   // A cut field is malformed.
-  EXPECT_FALSE(msg::decode_caps(w.data().data(), w.size() - 1, &back));
+  EXPECT_FALSE(msg::decode_caps(w.data().data(), wlen - 1, &back));
   // A peer from before calibration sends the records only (12 bytes less per record + count,
   // and without the staging section that follows: 12 bytes).
-  size_t old_size = w.size() - 12 - ipc_section - 12 - 4 - 2 * 12;
+  size_t old_size = wlen - 12 - ipc_section - 12 - 4 - 2 * 12;
   ASSERT_TRUE(msg::decode_caps(w.data().data(), old_size, &back));
   EXPECT_EQ(back.net[0].measured_bandwidth_MBps, 0u);
   EXPECT_EQ(back.net[0].key(), "hoststage/tcp");

@@ -2,7 +2,8 @@
 // with the reason), the devices, the net devices with all their properties, and with --config
 // every HMC_ variable with its value, default and meaning. --json gives the same as one JSON
 // object. It creates a context without a progress thread and never connects anywhere;
-// --calibrate measures the net devices that declare no figures, over loopback in this process.
+// --calibrate measures the net devices that declare no figures, over loopback in this process,
+// and the device plugins' copy rates.
 #include <hmc/hmc.h>
 #include <hmc/plugin/device.h>
 #include <hmc/plugin/net.h>
@@ -24,8 +25,10 @@ the net devices with their properties.
   --config     list every HMC_ variable instead: its value, default, who reads it and its meaning
   --json       print one JSON object instead of text
   --calibrate  first measure the net devices that declare no bandwidth or latency (over loopback
-               in this process, under a second; otherwise done at a context's first connect)
-               and show the figures; without it, figures already measured or cached are shown
+               in this process, under a second) and the copy rates of each device plugin (a few
+               milliseconds; otherwise both are done at a context's first connect), and show the
+               figures and how device memory would cross to another process on this host;
+               without it, figures already measured or cached are shown
   --help       this text
 
 exit status: 0 success, 1 hmc failed (the message says why), 2 bad arguments
@@ -190,6 +193,21 @@ void print_device_paths(const Inventory& inv) {
     for (const auto& n : inv.nets)
       if (native && (n.mem_kinds & native)) direct.push_back(str(n.plugin) + "/" + str(n.name));
     std::printf("  %s\n", v.c_str());
+#ifdef HMC_HAS_DEVICE_COPY_FIGURES
+    for (const auto& d : inv.devices) {
+      if (str(d.plugin) != v) continue;
+      if (d.copy_basis[0] == '\0') {
+        std::printf("    %-31s %s\n", "copy rates", "not measured yet (hmc-info --calibrate measures them)");
+      } else {
+        std::printf("    %-31s %" PRIu64 " MB/s device to host, %" PRIu64 " MB/s host to device, %" PRIu64
+                    " MB/s device to device (%s)\n",
+                    "copy rates", d.copy_d2h_MBps, d.copy_h2d_MBps, d.copy_d2d_MBps, d.copy_basis);
+        if (d.copy_ways[0] != '\0')
+          std::printf("    %-31s %s\n", "ranked, 64 MiB, this host", d.copy_ways);
+      }
+      break;  // one device stands for its plugin
+    }
+#endif
     std::string ipc = !ipc_on ? "off (HMC_DEVICE_IPC=0)"
                       : ipc_devs.empty() ? "no device can export memory"
                                          : "device IPC, copied device to device (" + join(ipc_devs, ", ") + ")";
@@ -319,6 +337,13 @@ void print_json(const Inventory& inv) {
          ",\"numa_node\":" + std::to_string(d.numa_node) +
          ",\"mem_bytes\":" + std::to_string(d.mem_bytes) +
          ",\"is_host\":" + (d.is_host ? "true" : "false") +
+#ifdef HMC_HAS_DEVICE_COPY_FIGURES
+         ",\"copy_d2h_MBps\":" + std::to_string(d.copy_d2h_MBps) +
+         ",\"copy_h2d_MBps\":" + std::to_string(d.copy_h2d_MBps) +
+         ",\"copy_d2d_MBps\":" + std::to_string(d.copy_d2d_MBps) +
+         ",\"copy_basis\":" + json_escape(str(d.copy_basis)) +
+         ",\"copy_ways\":" + json_escape(str(d.copy_ways)) +
+#endif
          ",\"caps\":" + json_list(bit_names(d.caps, kDeviceCaps)) + "}";
   }
   s += "],\"net_devices\":[";
@@ -462,7 +487,12 @@ int main(int argc, char** argv) {
 #ifdef HMC_HAS_NET_CALIBRATION
     s = hmc_net_calibrate(ctx);
     if (s != HMC_SUCCESS) inv.errors.push_back(failure("hmc_net_calibrate", s));
-#else
+#endif
+#ifdef HMC_HAS_DEVICE_COPY_FIGURES
+    s = hmc_device_calibrate(ctx);
+    if (s != HMC_SUCCESS) inv.errors.push_back(failure("hmc_device_calibrate", s));
+#endif
+#ifndef HMC_HAS_NET_CALIBRATION
     inv.errors.push_back("--calibrate: this hmc has no hmc_net_calibrate");
 #endif
   }

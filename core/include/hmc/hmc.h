@@ -128,10 +128,29 @@ typedef struct hmc_device_info {
   uint64_t mem_bytes;
   uint32_t caps;        /* HMC_DEVICE_CAP_* of sdk/include/hmc/plugin/device.h */
   int32_t is_host;      /* 1 for host memory */
+  /* Appended (HMC_HAS_DEVICE_COPY_FIGURES): copy rates in MB/s, 0 when unknown: device to pinned
+   * host memory, pinned host memory to device, device to device. Declared by the plugin, or
+   * measured on the plugin's first device at the first connect or accept (or by
+   * hmc_device_calibrate); copy_basis says which ("declared", "measured", "measured on cuda:0",
+   * "not measured: <why>", "" before any measurement). copy_ways: how this device's memory would
+   * cross to a process like this one on this host, the ways the cost model ranks best first with
+   * the MB/s it expects for 64 MiB messages ("" for host memory or before the measurement). */
+  uint64_t copy_d2h_MBps;
+  uint64_t copy_h2d_MBps;
+  uint64_t copy_d2d_MBps;
+  char copy_basis[96];
+  char copy_ways[256];
 } hmc_device_info_t;
 
 HMC_API hmc_status_t hmc_device_count(hmc_context_t ctx, int* count);
 HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_info_t* info);
+
+/* Measures now the copy rates of each device plugin that declares none (otherwise done at the
+ * first connect or accept); a few milliseconds per plugin. A plugin whose copies fail is not an
+ * error (hmc_device_info's copy_basis says why). HMC_DEVICE_COPY_CALIBRATE=0 makes it do
+ * nothing. */
+#define HMC_HAS_DEVICE_COPY_FIGURES 1
+HMC_API hmc_status_t hmc_device_calibrate(hmc_context_t ctx);
 
 typedef struct hmc_net_device_info {
   uint32_t struct_size;

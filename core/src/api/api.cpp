@@ -168,7 +168,9 @@ HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_in
   HMC_TRY
   CHECK_HANDLE(ctx, Context);
   CHECK_NOT_NULL(info);
-  hmc_status_t st = check_struct(info->struct_size, sizeof(hmc_device_info_t), __func__, "info");
+  // Callers built before the copy figures were appended pass the shorter struct.
+  hmc_status_t st = check_struct(info->struct_size, offsetof(hmc_device_info_t, copy_d2h_MBps),
+                                 __func__, "info");
   if (st != HMC_SUCCESS) return st;
   const auto& devs = ctx_of(ctx)->devices().devices();
   if (index < 0 || static_cast<size_t>(index) >= devs.size())
@@ -183,6 +185,22 @@ HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_in
   info->mem_bytes = d.mem_bytes;
   info->caps = d.caps;
   info->is_host = d.is_host() ? 1 : 0;
+  if (info->struct_size >= offsetof(hmc_device_info_t, copy_ways) + sizeof info->copy_ways) {
+    CopyFigures f = ctx_of(ctx)->copy_figures_of(d);
+    info->copy_d2h_MBps = f.d2h_MBps;
+    info->copy_h2d_MBps = f.h2d_MBps;
+    info->copy_d2d_MBps = f.d2d_MBps;
+    copy_str(info->copy_basis, f.basis);
+    copy_str(info->copy_ways, d.is_host() || f.basis.empty() ? "" : same_host_ways(*ctx_of(ctx), d));
+  }
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_device_calibrate(hmc_context_t ctx) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  ctx_of(ctx)->copy_records();
   return HMC_SUCCESS;
   HMC_CATCH
 }

@@ -151,6 +151,33 @@ hmc_status_t Context::start_control_plane(const std::string& host, uint16_t port
   return HMC_SUCCESS;
 }
 
+const std::vector<path::CopyRecord>& Context::copy_records(bool measure_now) {
+  static const std::vector<path::CopyRecord> kNone;
+  std::lock_guard<std::mutex> lock(copy_mutex_);
+  if (copy_done_) return copy_records_;  // never changes once done
+  if (!measure_now) return kNone;
+  bool measure = config_.get_bool("HMC_DEVICE_COPY_CALIBRATE");
+  for (const Device& d : devices_.devices()) {
+    if (d.is_host() || copy_by_plugin_.count(d.plugin_name)) continue;
+    CopyFigures f;
+    if (measure || d.copy_bandwidth_MBps) f = copy_figures(devices_, d, timeout_ms_);
+    else f.basis = "not measured (HMC_DEVICE_COPY_CALIBRATE=0)";
+    copy_by_plugin_[d.plugin_name] = {d.name, f};
+    copy_records_.push_back({d.plugin_name, f.d2h_MBps, f.h2d_MBps, f.d2d_MBps});
+  }
+  copy_done_ = true;
+  return copy_records_;
+}
+
+CopyFigures Context::copy_figures_of(const Device& d) {
+  std::lock_guard<std::mutex> lock(copy_mutex_);
+  auto it = copy_by_plugin_.find(d.plugin_name);
+  if (it == copy_by_plugin_.end()) return {};
+  CopyFigures f = it->second.second;
+  if (f.basis == "measured" && it->second.first != d.name) f.basis += " on " + it->second.first;
+  return f;
+}
+
 void Context::build_capabilities() {
   caps_.host_id = control::host_identity();
   caps_.hostname = control::local_hostname();

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,10 +21,12 @@
 #include <vector>
 
 #include "control/fd.h"
+#include "device/copy_figures.h"
 #include "device/registry.h"
 #include "hmc/hmc.h"
 #include "net/net_plugin.h"
 #include "net/region.h"
+#include "path/device_modes.h"
 #include "path/path.h"
 #include "peer/address.h"
 #include "peer/peer.h"
@@ -47,6 +50,13 @@ class Context {
   const plugin::Loader& loader() const { return loader_; }
   DeviceRegistry& devices() { return devices_; }
   std::vector<NetDevice*> net_devices() const;
+  // Copy figures of each device plugin, from its first device (device/copy_figures.h): declared,
+  // or measured once, on first use, unless HMC_DEVICE_COPY_CALIBRATE=0. Thread-safe. With
+  // measure false: only what is known already (empty before the measurement).
+  const std::vector<path::CopyRecord>& copy_records(bool measure = true);
+  // The figures that stand for device d (its plugin's first device's), with their basis
+  // ("measured on cuda:0" for the others); an empty basis before the measurement.
+  CopyFigures copy_figures_of(const Device& d);
   int timeout_ms() const { return timeout_ms_; }
   // -1 -> HMC_TIMEOUT_MS; other negatives are rejected by the API layer.
   int resolve_timeout(int timeout_ms) const { return timeout_ms < 0 ? timeout_ms_ : timeout_ms; }
@@ -188,6 +198,13 @@ class Context {
   void serve_staged_ask(const StagedAskIn& ask);
 
   friend struct PeerSetup;
+  friend std::string same_host_ways(Context& ctx, const Device& d);
+
+  // Device copy figures (copy_records), guarded by copy_mutex_; fixed once copy_done_.
+  std::mutex copy_mutex_;
+  bool copy_done_ = false;
+  std::vector<path::CopyRecord> copy_records_;
+  std::map<std::string, std::pair<std::string, CopyFigures>> copy_by_plugin_;  // plugin -> (device, figures)
 
   Config config_;
   plugin::Loader loader_;

@@ -119,6 +119,8 @@ void DeviceRegistry::add_plugin(const hmc_device_plugin_v1_t* table, hmc_device_
     d.numa_node = info.numa_node;
     d.mem_bytes = info.mem_bytes;
     d.caps = info.caps;
+    if (HMC_ABI_HAS_FIELD(&info, hmc_device_props_t, copy_bandwidth_MBps))
+      d.copy_bandwidth_MBps = info.copy_bandwidth_MBps;
     devices_.push_back(std::move(d));
   }
 }

@@ -34,6 +34,7 @@ struct Device {
   int32_t numa_node = -1;
   uint64_t mem_bytes = 0;
   uint32_t caps = 0;
+  uint64_t copy_bandwidth_MBps = 0;  // declared by the plugin; 0: unknown
   bool is_host() const { return plugin == nullptr; }
 };
 

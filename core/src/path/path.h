@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "hmc/hmc.h"
+#include "path/device_modes.h"
 
 namespace hmc::path {
 
@@ -68,6 +69,9 @@ struct Capabilities {
   uint64_t stage_first = 0;
   // Optional protocol features this side offers (kFeature*); 0 from a peer that predates them.
   uint32_t features = 0;
+  // Copy figures of this side's device plugins (path/device_modes.h); empty from a peer that
+  // predates them or has no device memory.
+  std::vector<CopyRecord> copy;
 };
 
 // Capabilities::features

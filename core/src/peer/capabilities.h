@@ -2,6 +2,7 @@
 // the figures calibration measured for devices that declare none (path/calibrate.h).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "path/calibrate.h"
@@ -10,6 +11,7 @@
 namespace hmc {
 
 class Context;
+struct Device;
 
 // The record with calibrated figures filled in, per mode:
 //   Measure     what connect and accept send: measures (once per device and process) what a
@@ -20,5 +22,10 @@ class Context;
 // fails (a device that cannot be measured keeps its declared or default figures).
 path::Capabilities local_capabilities(Context& ctx, path::CalibrationMode mode,
                                       std::vector<path::CalibrationOutcome>* outcomes);
+
+// How device d's memory would cross to another process like this one on this host: the ways the
+// cost model ranks best first with the MB/s it expects for 64 MiB messages (path/device_modes.h),
+// from the figures known so far ("" before the copy measurement). For hmc_device_info.
+std::string same_host_ways(Context& ctx, const Device& d);
 
 }  // namespace hmc

@@ -79,12 +79,18 @@ uint64_t framing_chunk(const path::Capabilities& mine, const path::Capabilities&
   return std::min(mine.stage_chunk, theirs.stage_chunk);
 }
 
+// The message size the per-peer log line shows device-memory ways at.
+constexpr uint64_t kModeLogSize = 64u << 20;
+
 // Shared by connect and accept.
 struct PeerSetup {
   // This side's capability record (see peer/capabilities.h).
   static path::Capabilities capabilities(Context& ctx, path::CalibrationMode mode,
                                          std::vector<path::CalibrationOutcome>* outcomes) {
     path::Capabilities caps = ctx.caps_;
+    // Device copy figures, for the peer's choice of how our device memory crosses (measured
+    // once per context, at the first connect or accept).
+    if (caps.device_count > 0) caps.copy = ctx.copy_records(mode == path::CalibrationMode::Measure);
     if (mode == path::CalibrationMode::Measure && !outcomes &&
         (!ctx.forced_path_.empty() || !path::calibration_useful(caps)))
       return caps;  // the common case of a single device or a forced path: nothing to look up
@@ -136,15 +142,24 @@ struct PeerSetup {
     peer->framing.shared_ok = peer->framing.on() && peer->same_host &&
                               remote.pid != ctx.caps_.pid &&
                               (remote.features & ctx.caps_.features & path::kFeatureSharedBounces);
-    std::string ipc;
-    for (const auto& p : peer->framing.ipc_plugins) ipc += (ipc.empty() ? "" : ", ") + p;
-    HMC_LOG_I("peer {}: path {} ({}){}{}{}", peer->name, choice.key(), choice.reason,
+    std::string modes;
+    if (peer->framing.on()) {
+      for (const auto& local : ctx.copy_records()) {
+        auto costs = path::device_mode_costs({local, remote.copy, peer->framing.ipc_for(local.plugin),
+                                              peer->framing.shared_ok, choice.bandwidth_MBps,
+                                              choice.latency_us, peer->framing.chunk});
+        modes += fmt::format("; {} memory: {}", local.plugin,
+                             path::describe_modes(costs, kModeLogSize));
+        peer->framing.device_modes.emplace_back(local.plugin, std::move(costs));
+      }
+    }
+    HMC_LOG_I("peer {}: path {} ({}){}{}", peer->name, choice.key(), choice.reason,
               peer->framing.on() ? fmt::format(", messages framed in {}-byte pieces",
                                                peer->framing.chunk)
                                  : "",
-              ipc.empty() ? "" : fmt::format("; device IPC for messages of {} memory",
-                                             ipc),
-              peer->framing.shared_ok ? "; staged pieces read from shared buffers" : "");
+              modes.empty() ? "" : fmt::format("; expected for {} MiB of device memory the net "
+                                               "path cannot reach, best first{}",
+                                               kModeLogSize >> 20, modes));
     return peer;
   }
 };
@@ -414,6 +429,29 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
 path::Capabilities local_capabilities(Context& ctx, path::CalibrationMode mode,
                                       std::vector<path::CalibrationOutcome>* outcomes) {
   return PeerSetup::capabilities(ctx, mode, outcomes);
+}
+
+std::string same_host_ways(Context& ctx, const Device& d) {
+  const path::CopyRecord* local = nullptr;
+  for (const auto& c : ctx.copy_records(false))
+    if (c.plugin == d.plugin_name) local = &c;
+  if (!local) return "";
+  path::Capabilities mine = PeerSetup::capabilities(ctx, path::CalibrationMode::LookupOnly, nullptr);
+  path::Capabilities twin = mine;  // another process like this one
+  twin.pid = mine.pid + 1;
+  path::Choice choice;
+  std::string saved = last_error();
+  bool net = path::choose(mine, twin, ctx.forced_path_, &choice) == HMC_SUCCESS;
+  set_error(HMC_SUCCESS, saved);  // a choice that fails here is not this call's error
+  bool ipc = std::find(mine.ipc_plugins.begin(), mine.ipc_plugins.end(), d.plugin_name) !=
+             mine.ipc_plugins.end();
+  bool shared = (mine.features & path::kFeatureSharedBounces) != 0;
+  auto costs = path::device_mode_costs({*local, mine.copy, ipc, shared,
+                                        net ? choice.bandwidth_MBps : 0.0,
+                                        net ? choice.latency_us : 0.0, mine.stage_chunk});
+  std::string ways = path::describe_modes(costs, kModeLogSize);
+  if (net) ways += " (transport over " + choice.key() + ")";
+  return ways;
 }
 
 }  // namespace hmc

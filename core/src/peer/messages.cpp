@@ -7,7 +7,7 @@ namespace {
 constexpr size_t kMaxName = 256;
 constexpr size_t kMaxText = 4096;
 constexpr uint32_t kMaxNetRecords = 256;
-constexpr uint32_t kMaxIpcPlugins = 64;
+constexpr uint32_t kMaxDevicePlugins = 64;
 }  // namespace
 
 void encode_caps(const path::Capabilities& caps, control::Writer* w) {
@@ -42,6 +42,14 @@ void encode_caps(const path::Capabilities& caps, control::Writer* w) {
   w->u64(caps.stage_first);
   // Appended after that: optional features.
   w->u32(caps.features);
+  // Appended after that: device copy figures.
+  w->u32(static_cast<uint32_t>(caps.copy.size()));
+  for (const auto& c : caps.copy) {
+    w->str(c.plugin);
+    w->u64(c.d2h_MBps);
+    w->u64(c.h2d_MBps);
+    w->u64(c.d2d_MBps);
+  }
 }
 
 bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
@@ -72,7 +80,7 @@ bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
   // Device IPC: absent from a peer that predates it.
   if (r.remaining() > 0) {
     uint32_t m = 0;
-    if (!r.u32(&m) || m > kMaxIpcPlugins) return false;
+    if (!r.u32(&m) || m > kMaxDevicePlugins) return false;
     c.ipc_plugins.resize(m);
     for (auto& p : c.ipc_plugins)
       if (!r.str(&p, kMaxName)) return false;
@@ -81,6 +89,16 @@ bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
   if (r.remaining() > 0 && !r.u64(&c.stage_first)) return false;
   // Features: absent from a peer that predates them.
   if (r.remaining() > 0 && !r.u32(&c.features)) return false;
+  // Device copy figures: absent from a peer that predates them.
+  if (r.remaining() > 0) {
+    uint32_t m = 0;
+    if (!r.u32(&m) || m > kMaxDevicePlugins) return false;
+    c.copy.resize(m);
+    for (auto& x : c.copy)
+      if (!r.str(&x.plugin, kMaxName) || !r.u64(&x.d2h_MBps) || !r.u64(&x.h2d_MBps) ||
+          !r.u64(&x.d2d_MBps))
+        return false;
+  }
   *caps = std::move(c);
   return true;
 }

@@ -46,6 +46,8 @@ const std::vector<ConfigVar>& core_config_vars() {
        "per peer, how many of its device allocations stay mapped after a device IPC message, for the next ones, where the runtime's IPC handles are unique (hmc-info: ipc-unique-handles); 0: map and unmap per message; 0 to 4096", "core"},
       {"HMC_STAGE_SHARED", ConfigType::Bool, "1",
        "between processes on one host, a receiver of staged device memory copies the pieces straight out of the sender's staging buffers (one copy out, one copy in); 0: through the transport", "core"},
+      {"HMC_DEVICE_COPY_CALIBRATE", ConfigType::Bool, "1",
+       "measure each device plugin's copy rates (device to host, host to device, device to device; a few milliseconds) at the first connect or accept, for choosing how device memory crosses to a peer; plugins that declare a copy bandwidth are not measured (0: declared or default figures)", "core"},
       {"HMC_STAGE_POOL_BYTES", ConfigType::Size, "64M",
        "most pinned host memory the context's staging buffers take, shared by all peers; at least one chunk", "core"},
   };

@@ -58,6 +58,7 @@
 #include "device/copy.h"
 #include "hmc/hmc.h"
 #include "hmc/plugin/net.h"
+#include "path/device_modes.h"
 
 namespace hmc {
 
@@ -161,6 +162,14 @@ struct PeerFraming {
   std::atomic<uint64_t> ipc_messages{0};
   std::atomic<uint64_t> staged_transfers{0};
   std::atomic<uint64_t> shared_messages{0};  // staged through shared bounces
+  // How device memory of each local plugin may cross (path/device_modes.h): the ways open to
+  // the pair with their expected figures, ranked per message by its size; set at connect.
+  std::vector<std::pair<std::string, std::vector<path::ModeCost>>> device_modes;
+  const std::vector<path::ModeCost>* modes_for(const std::string& plugin) const {
+    for (const auto& m : device_modes)
+      if (m.first == plugin) return &m.second;
+    return nullptr;
+  }
   bool on() const { return chunk != 0; }
   bool ipc_for(const std::string& plugin) const {
     if (ipc_refused.load(std::memory_order_relaxed)) return false;

@@ -71,19 +71,35 @@ bool Context::ipc_export(const Peer& peer, const void* buf, const MemoryLocation
 }
 
 // A framed send of buf, and how its pieces of staged device memory travel when it is more than
-// a first piece: by device IPC when the pair agreed on it for the vendor (one device-to-device
-// copy), else through shared bounces when the pair offers them (one copy out, one in), else
-// through the transport.
+// a first piece: the ways open to the pair (device IPC, one device-to-device copy; shared
+// bounces, one copy out and one in; the transport) are tried in the order the cost model ranks
+// them for this size (path/device_modes.h). A way that cannot serve this message (the
+// allocation does not export, the peer refused shared buffers) passes to the next.
 std::unique_ptr<Framed> Context::make_framed_send(const Peer& peer, const void* buf, size_t size,
                                                   uint64_t tag, bool staged,
                                                   const MemoryLocation& loc) {
   auto f = Framed::make_send(buf, size, tag, staged, peer.framing.geometry());
-  if (!staged || size <= peer.framing.first_piece) return f;
-  IpcExport ex;
-  if (ipc_export(peer, buf, loc, &ex))
-    f->use_ipc(std::move(ex));
-  else if (peer.framing.shared_for_sends())
-    f->offer_shared();
+  if (!staged || size <= peer.framing.first_piece || !loc.device) return f;
+  const auto* costs = peer.framing.modes_for(loc.device->plugin_name);
+  path::DeviceMode order[3] = {path::DeviceMode::Ipc, path::DeviceMode::Shared,
+                               path::DeviceMode::Transport};
+  int n = costs ? path::rank_device_modes(*costs, size, order) : 3;
+  for (int i = 0; i < n; ++i) {
+    switch (order[i]) {
+      case path::DeviceMode::Ipc: {
+        IpcExport ex;
+        if (!ipc_export(peer, buf, loc, &ex)) break;
+        f->use_ipc(std::move(ex));
+        return f;
+      }
+      case path::DeviceMode::Shared:
+        if (!peer.framing.shared_for_sends()) break;
+        f->offer_shared();
+        return f;
+      case path::DeviceMode::Transport:
+        return f;
+    }
+  }
   return f;
 }
 

@@ -132,6 +132,7 @@ struct Op {
   const char* src = nullptr;
   size_t size = 0;
   bool fail = false;
+  bool d2d = false;  // both sides device memory
   std::shared_ptr<Region> hold_dst, hold_src;
   std::shared_ptr<EventState> event;
   uint64_t generation = 0;
@@ -174,6 +175,8 @@ class EmulatorImpl {
     c.devices = static_cast<int>(std::max(0L, setting("DEVICES", 2)));
     c.mem_bytes = static_cast<uint64_t>(std::max(1L, setting("MEM_MB", 1024))) << 20;
     c.bandwidth_MBps = static_cast<uint64_t>(std::max(0L, setting("BANDWIDTH_MBPS", 0)));
+    c.d2d_bandwidth_MBps = static_cast<uint64_t>(
+        std::max(0L, setting("D2D_BANDWIDTH_MBPS", static_cast<long>(c.bandwidth_MBps))));
     c.fail_alloc_nth = setting("FAIL_ALLOC_NTH", 0);
     c.fail_copy_nth = setting("FAIL_COPY_NTH", 0);
     c.lose_device_after = setting("LOSE_DEVICE_AFTER", 0);
@@ -376,6 +379,7 @@ class EmulatorImpl {
     if (!ok) return Err::InvalidValue;
     op->kind = Op::Kind::Copy;
     op->size = size;
+    op->d2d = dst_dev && src_dev;
     long n = ++copies_;
     long nth = config().fail_copy_nth;
     op->fail = nth > 0 && n == nth;
@@ -540,7 +544,7 @@ class EmulatorImpl {
   Err execute_copy(Stream* s, const Op& op) {
     if (lost_) return Err::DeviceLost;
     if (op.fail) return Err::CopyFailed;
-    uint64_t bw = config().bandwidth_MBps;
+    uint64_t bw = op.d2d ? config().d2d_bandwidth_MBps : config().bandwidth_MBps;
     // size bytes at bw MB/s take size / bw microseconds in all, the memmove included, so that
     // the configured figure is the copy's real bandwidth (unless memmove alone is slower). The
     // copy starts when it was issued or, if the engine was still busy then, where the previous

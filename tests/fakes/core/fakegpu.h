@@ -24,6 +24,8 @@
 //   FAKEGPU_DEVICES            number of devices (default 2; 0 = the runtime reports none)
 //   FAKEGPU_MEM_MB             memory per device in MiB (default 1024; address space only)
 //   FAKEGPU_BANDWIDTH_MBPS     copy bandwidth in MB/s for every copy (default 0 = unlimited)
+//   FAKEGPU_D2D_BANDWIDTH_MBPS copy bandwidth of device-to-device copies (default: the above),
+//                              as between devices without a peer link
 //   FAKEGPU_FAIL_ALLOC_NTH     the Nth allocation (1-based) fails: out of memory (0 = never)
 //   FAKEGPU_FAIL_COPY_NTH      the Nth asynchronous copy fails with a copy error (0 = never)
 //   FAKEGPU_LOSE_DEVICE_AFTER  after N operations every device is lost (0 = never)
@@ -76,6 +78,7 @@ struct Config {
   int devices = 2;
   uint64_t mem_bytes = 1024ull << 20;
   uint64_t bandwidth_MBps = 0;
+  uint64_t d2d_bandwidth_MBps = 0;  // FAKEGPU_D2D_BANDWIDTH_MBPS (default bandwidth_MBps)
   long fail_alloc_nth = 0;
   long fail_copy_nth = 0;
   long lose_device_after = 0;

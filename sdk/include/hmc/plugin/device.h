@@ -61,7 +61,8 @@ typedef struct hmc_device_props {
   uint64_t mem_bytes;
   uint32_t caps;          /* HMC_DEVICE_CAP_* */
   uint32_t ipc_handle_size;
-  uint64_t copy_bandwidth_MBps; /* declared host<->device copy bandwidth, 0 = unknown */
+  uint64_t copy_bandwidth_MBps; /* declared host<->device copy bandwidth, 0 = unknown (the core
+                                   then measures it: HMC_DEVICE_COPY_CALIBRATE) */
 } hmc_device_props_t;
 
 /* Answer of ptr_query. */
