@@ -109,6 +109,7 @@ class Client {
     r.mem = o_.mem;
     r.peer_mem = o_.peer_mem;
     r.check = o_.check;
+    const hmc_peer_info_t before = peer_.info();
     if (o_.test == Test::Bw) {
       double elapsed = o_.op == Op::Send ? bw_send(p) : o_.op == Op::Put ? bw_put(p) : bw_get(p);
       r.bw_MBps = static_cast<double>(p.size) * static_cast<double>(p.iters) / elapsed / 1e6;
@@ -132,6 +133,10 @@ class Client {
       write_samples(p.size, lat);
       r.bw_MBps = static_cast<double>(p.size) / r.lat_us_avg;  // bytes per us = MB/s
     }
+    const hmc_peer_info_t after = peer_.info();
+    r.ipc_messages = after.ipc_messages - before.ipc_messages;
+    r.shared_messages = after.shared_staged_messages - before.shared_staged_messages;
+    r.staged_transfers = after.staged_transfers - before.staged_transfers;
     if (o_.op == Op::Get)
       ch_.send_control(MsgType::Fin, idx, "the end of size " + size_text(p.size));
     if (!have_result_) result_ = ch_.recv_control(MsgType::Result, idx, "the server's result");

@@ -27,6 +27,11 @@ struct Result {
   double lat_us_max = -1;
   std::string path;
   std::string device_ipc;  // device plugins whose memory crosses by device IPC ("" for none)
+  // Messages of this size (warm-up included) whose device memory went by device IPC, through
+  // shared bounces, and transfers staged through bounce buffers at all (hmc_peer_info deltas).
+  uint64_t ipc_messages = 0;
+  uint64_t shared_messages = 0;
+  uint64_t staged_transfers = 0;
   std::string mem;
   std::string peer_mem;
   bool check = false;
@@ -85,6 +90,9 @@ inline std::string to_json(const Result& r) {
   s += ",\"lat_us_max\":" + json_number(r.lat_us_max, 3);
   s += ",\"path\":\"" + json_escape(r.path) + "\"";
   s += ",\"device_ipc\":\"" + json_escape(r.device_ipc) + "\"";
+  s += ",\"ipc_messages\":" + std::to_string(r.ipc_messages);
+  s += ",\"shared_messages\":" + std::to_string(r.shared_messages);
+  s += ",\"staged_transfers\":" + std::to_string(r.staged_transfers);
   s += ",\"mem\":\"" + json_escape(r.mem) + "\"";
   s += ",\"peer_mem\":\"" + json_escape(r.peer_mem) + "\"";
   s += std::string(",\"check\":") + (r.check ? "true" : "false");
