@@ -36,8 +36,9 @@ CASES=(
   "ucx.shm.send_bw.4M|bw|ucx.shm.tag_bw|>=0.95|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=posix,cma,self|--test bw --op send --size 4M --iters 300"
   "ucx.tcp.send_lat.8|lat|ucx.tcp.tag_lat|+<=0.50|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=tcp,self HMC_UCX_NET_DEVICES=lo|--test lat --op send --size 8 --iters 20000"
   "ucx.shm.send_lat.8|lat|ucx.shm.tag_lat|+<=0.50|HMC_NET_PLUGINS=ucx HMC_PATH=ucx/ucx HMC_UCX_TLS=posix,cma,self|--test lat --op send --size 8 --iters 20000"
-  # fi_pingpong is a ping-pong: hmc-perf's lat test at 4 MiB gives the same pattern's MB/s.
-  "ofi.tcp.pingpong_bw.4M|bw|fi.tcp.pingpong_bw|>=0.95|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=tcp HMC_PATH=ofi/tcp|--test lat --op send --size 4M --iters 200"
+  # fi_pingpong is a ping-pong: hmc-perf's lat test at 4 MiB gives the same pattern's MB/s, with
+  # as many round trips as fi_pingpong makes (fi_one below).
+  "ofi.tcp.pingpong_bw.4M|bw|fi.tcp.pingpong_bw|>=0.95|HMC_NET_PLUGINS=ofi HMC_OFI_PROVIDER=tcp HMC_PATH=ofi/tcp|--test lat --op send --size 4M --iters 1000"
   # The automatic path against the best single plugin forced by hand, per size (same host).
   # About half a second per bandwidth run: a single run of the same path varies by 15% when
   # shorter.
@@ -67,18 +68,31 @@ CASES=(
   "staged.shm.cuda-hip.fastcopy|bw|hmc:hoststage.shm.send_bw.64M|>=0.90|@FAKES@ HMC_STAGE_SHARED=0 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
   "shared.shm.cuda-hip.slowcopy|bw|const:2000|>=0.90|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=2000 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 20"
   "shared.shm.cuda-hip.fastcopy|bw|hmc:hoststage.shm.send_bw.64M|>=0.90|@FAKES@ HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
+  # How device memory crosses between two processes of one host (cuda:0 on both sides): the way
+  # the cost model picks from the measured copy rates against device IPC and shared bounces
+  # forced by hand. Device-to-device copies slow (500 MB/s, as between GPUs without a peer link;
+  # the others 4000 MB/s): shared bounces should win. Device-to-device copies fast (unlimited;
+  # the others 2000 MB/s): device IPC should.
+  "forced.ipc.slowd2d|bw|ref|-|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=4000 FAKEGPU_D2D_BANDWIDTH_MBPS=500 HMC_STAGE_SHARED=0 HMC_DEVICE_COPY_CALIBRATE=0 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem cuda:0 --size 64M --iters 10"
+  "forced.shared.slowd2d|bw|ref|-|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=4000 FAKEGPU_D2D_BANDWIDTH_MBPS=500 HMC_DEVICE_IPC=0 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem cuda:0 --size 64M --iters 10"
+  "auto.ways.slowd2d|bw|hmcbest:forced.ipc.slowd2d,forced.shared.slowd2d|>=0.95|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=4000 FAKEGPU_D2D_BANDWIDTH_MBPS=500 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem cuda:0 --size 64M --iters 10"
+  "forced.ipc.fastd2d|bw|ref|-|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=2000 FAKEGPU_D2D_BANDWIDTH_MBPS=0 HMC_STAGE_SHARED=0 HMC_DEVICE_COPY_CALIBRATE=0 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem cuda:0 --size 64M --iters 20"
+  "forced.shared.fastd2d|bw|ref|-|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=2000 FAKEGPU_D2D_BANDWIDTH_MBPS=0 HMC_DEVICE_IPC=0 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem cuda:0 --size 64M --iters 20"
+  "auto.ways.fastd2d|bw|hmcbest:forced.ipc.fastd2d,forced.shared.fastd2d|>=0.95|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=2000 FAKEGPU_D2D_BANDWIDTH_MBPS=0 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem cuda:0 --size 64M --iters 20"
 )
 # ---------------------------------------------------------------------------------------------
 
 usage() {
   cat <<'EOF'
-usage: bench/compare.sh [--quick] [--reps N] [--help]
+usage: bench/compare.sh [--quick] [--reps N] [--only REGEX] [--help]
 
 Runs hmc-perf --loopback and the peer tools on this machine and prints, per case:
 metric, hmc value, peer value, ratio (hmc/peer), goal and pass/fail.
 
   --quick    one round with fewer iterations (a smoke run; the verdicts are indicative)
   --reps N   rounds (peer-tool cases: the median paired ratio is kept)    [3]
+  --only RE  only the cases whose name matches the bash regex RE (and the hmc cases they are
+             compared with), e.g. --only 'ways|staged'
   --help     this text
 
 Environment: BUILD_DIR  build directory holding bin/hmc-perf               [./build]
@@ -87,17 +101,41 @@ EOF
 
 REPS=3
 QUICK=0
+ONLY=""
 while (($#)); do
   case $1 in
     --quick) QUICK=1; REPS=1 ;;
     --reps)
       [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --reps wants a count >= 1" >&2; usage >&2; exit 2; }
       REPS=$2; shift ;;
+    --only)
+      [[ -n ${2:-} ]] || { echo "compare.sh: --only wants a regex" >&2; usage >&2; exit 2; }
+      ONLY=$2; shift ;;
     --help|-h) usage; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
   shift
 done
+
+# --only: the cases named, plus the hmc cases they are compared with, in the table's order.
+if [[ -n $ONLY ]]; then
+  declare -A WANT
+  for line in "${CASES[@]}"; do
+    IFS='|' read -r metric _ peer _ <<<"$line"
+    [[ $metric =~ $ONLY ]] || continue
+    WANT[$metric]=1
+    if [[ $peer == hmc:* || $peer == hmcbest:* ]]; then
+      IFS=',' read -ra refs <<<"${peer#*:}"
+      for r in "${refs[@]}"; do WANT[$r]=1; done
+    fi
+  done
+  KEPT=()
+  for line in "${CASES[@]}"; do
+    [[ -n ${WANT[${line%%|*}]:-} ]] && KEPT+=("$line")
+  done
+  ((${#KEPT[@]})) || { echo "compare.sh: --only '$ONLY' matches no case" >&2; exit 2; }
+  CASES=("${KEPT[@]}")
+fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build}
