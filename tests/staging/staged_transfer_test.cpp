@@ -427,6 +427,44 @@ TEST(DeviceIpc, CostModelPrefersSharedBouncesWhenDeviceCopiesAreSlow) {
            "cuda:0");
 }
 
+TEST(DeviceIpc, ReceiverWhoseBufferCannotTakeIpcReadsSharedBouncesInstead) {
+  // The receiver has cuda and hip devices, so device IPC is agreed for cuda; the sender's cuda
+  // memory goes out with a header offering IPC and shared bounces (version 4). Into the
+  // receiver's cuda:0 it crosses by IPC; into its hip:0 (IPC cannot map cuda memory there) the
+  // pieces are read out of the sender's shared bounces; into host memory they come through the
+  // transport. Every message arrives intact.
+  const size_t size = 3 * kChunk + 17;
+  const std::string hip_lib = std::string(FAKEGPU_DIR) + "/hip6/libamdhip64.so.6";
+  run_pair("hoststage/shm",
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void *hip, *cuda;
+             std::vector<uint8_t> host(size);
+             if (hmc_mem_alloc(ctx, "hip:0", size, &hip) != HMC_SUCCESS) return 20;
+             if (hmc_mem_alloc(ctx, "cuda:0", size, &cuda) != HMC_SUCCESS) return 21;
+             uint8_t v = receive_rounds(ctx, peer, hip, size, 1, 1, 1);
+             v |= receive_rounds(ctx, peer, cuda, size, 1, 2, 2) << 2;
+             v |= receive_rounds(ctx, peer, host.data(), size, 1, 3, 3) << 4;
+             hmc_mem_free(ctx, hip);
+             hmc_mem_free(ctx, cuda);
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             void* buf;
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
+             EXPECT_STREQ(peer_info(peer).device_ipc, "cuda");
+             send_rounds(ctx, peer, buf, size, 1, 1, 3);
+             EXPECT_EQ(verdict_of(peer), 0)
+                 << "bits 1/2: into hip:0, 4/8: into cuda:0, 16/32: into host (not whole / bytes "
+                    "differ)";
+             hmc_peer_info_t info = peer_info(peer);
+             EXPECT_EQ(info.ipc_messages, 1u);             // into cuda:0
+             EXPECT_EQ(info.shared_staged_messages, 1u);   // into hip:0
+             EXPECT_EQ(info.staged_transfers, 2u);         // into hip:0 and into host memory
+             hmc_mem_free(ctx, buf);
+           },
+           {{"HMC_DEVICE_PLUGINS", "cuda,hip"}, {"HMC_HIP_LIBRARY", hip_lib.c_str()}}, "cuda:0");
+}
+
 TEST(DeviceIpc, PeerThatCannotMapGetsPiecesFromThenOn) {
   // The receiver's runtime refuses every handle (as across containers): the first message is
   // sent in pieces after the refusal, the next ones without trying IPC again.

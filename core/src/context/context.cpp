@@ -185,7 +185,8 @@ void Context::build_capabilities() {
   caps_.context_id = id_;
   caps_.stage_chunk = stage_chunk_;
   caps_.stage_first = std::min<uint64_t>(kFirstPiece, stage_chunk_);
-  if (config_.get_bool("HMC_STAGE_SHARED")) caps_.features |= path::kFeatureSharedBounces;
+  if (config_.get_bool("HMC_STAGE_SHARED"))
+    caps_.features |= path::kFeatureSharedBounces | path::kFeatureIpcOrShared;
   caps_.device_count = static_cast<uint32_t>(devices_.devices().size() - 1);  // all but host
   // Device IPC (xfer/framed.h): the device plugins with an IPC-capable device.
   if (config_.get_bool("HMC_DEVICE_IPC"))

@@ -76,6 +76,8 @@ struct Capabilities {
 
 // Capabilities::features
 constexpr uint32_t kFeatureSharedBounces = 1u << 0;  // shared staging buffers (xfer/framed.h)
+// Version 4 device IPC headers: IPC offered with shared bounces as the receiver's alternative.
+constexpr uint32_t kFeatureIpcOrShared = 1u << 1;
 
 struct Choice {
   std::string plugin;

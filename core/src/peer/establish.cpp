@@ -142,6 +142,8 @@ struct PeerSetup {
     peer->framing.shared_ok = peer->framing.on() && peer->same_host &&
                               remote.pid != ctx.caps_.pid &&
                               (remote.features & ctx.caps_.features & path::kFeatureSharedBounces);
+    peer->framing.ipc_or_shared = peer->framing.shared_ok &&
+                                  (remote.features & ctx.caps_.features & path::kFeatureIpcOrShared);
     std::string modes;
     if (peer->framing.on()) {
       for (const auto& local : ctx.copy_records()) {

@@ -29,6 +29,10 @@ constexpr size_t kHeaderSize = 16;
 //   40 the plugin's IPC handle
 constexpr uint16_t kIpcHeaderVersion = 2;
 constexpr size_t kIpcHeaderFixed = 40;
+// Version 4: version 2's fields, then u32 flags and u32 0 (48 bytes), then the handle.
+constexpr uint16_t kIpcSharedHeaderVersion = 4;
+constexpr size_t kIpcSharedHeaderFixed = 48;
+constexpr uint32_t kIpcFlagSharedToo = 1;  // shared bounces are offered as well
 constexpr size_t kPluginNameMax = 16;
 // Version 3, shared bounces: the version 1 fields, then u32 the sender's pid, u32 0 (24 bytes).
 constexpr uint16_t kSharedHeaderVersion = 3;
@@ -54,24 +58,28 @@ void encode_header(uint8_t* out, uint64_t total) {
   std::memcpy(out + 8, &total, 8);
 }
 
+// Version 2, or version 4 when ex.shared_too.
 size_t encode_ipc_header(uint8_t* out, uint64_t total, const IpcExport& ex) {
-  const uint16_t version = kIpcHeaderVersion;
+  const uint16_t version = ex.shared_too ? kIpcSharedHeaderVersion : kIpcHeaderVersion;
+  const size_t fixed = ex.shared_too ? kIpcSharedHeaderFixed : kIpcHeaderFixed;
   const uint16_t handle_len = static_cast<uint16_t>(ex.handle.size());
+  std::memset(out, 0, fixed);
   std::memcpy(out, &kHeaderMagic, 4);
   std::memcpy(out + 4, &version, 2);
   std::memcpy(out + 6, &handle_len, 2);
   std::memcpy(out + 8, &total, 8);
   std::memcpy(out + 16, &ex.offset, 8);
-  std::memset(out + 24, 0, kPluginNameMax);
   std::memcpy(out + 24, ex.plugin.data(), std::min(ex.plugin.size(), kPluginNameMax - 1));
-  std::memcpy(out + kIpcHeaderFixed, ex.handle.data(), ex.handle.size());
-  return kIpcHeaderFixed + ex.handle.size();
+  if (ex.shared_too) std::memcpy(out + kIpcHeaderFixed, &kIpcFlagSharedToo, 4);
+  std::memcpy(out + fixed, ex.handle.data(), ex.handle.size());
+  return fixed + ex.handle.size();
 }
 
-// A version 2 header of `got` bytes: fills ex (plugin, handle, offset) and total.
+// A version 2 or 4 header of `got` bytes: fills ex (plugin, handle, offset, shared_too) and
+// total.
 bool decode_ipc_header(const uint8_t* in, size_t got, uint64_t first, uint64_t* total,
                        IpcExport* ex) {
-  uint32_t magic;
+  uint32_t magic, flags = 0;
   uint16_t version, handle_len;
   if (got < kIpcHeaderFixed) return false;
   std::memcpy(&magic, in, 4);
@@ -79,12 +87,16 @@ bool decode_ipc_header(const uint8_t* in, size_t got, uint64_t first, uint64_t* 
   std::memcpy(&handle_len, in + 6, 2);
   std::memcpy(total, in + 8, 8);
   std::memcpy(&ex->offset, in + 16, 8);
-  if (magic != kHeaderMagic || version != kIpcHeaderVersion || *total < first ||
-      handle_len == 0 || handle_len > HMC_DEVICE_IPC_HANDLE_MAX ||
-      got != kIpcHeaderFixed + handle_len || in[24 + kPluginNameMax - 1] != 0)
+  size_t fixed = version == kIpcSharedHeaderVersion ? kIpcSharedHeaderFixed : kIpcHeaderFixed;
+  if (magic != kHeaderMagic ||
+      (version != kIpcHeaderVersion && version != kIpcSharedHeaderVersion) || *total < first ||
+      handle_len == 0 || handle_len > HMC_DEVICE_IPC_HANDLE_MAX || got != fixed + handle_len ||
+      in[24 + kPluginNameMax - 1] != 0)
     return false;
+  if (version == kIpcSharedHeaderVersion) std::memcpy(&flags, in + kIpcHeaderFixed, 4);
   ex->plugin.assign(reinterpret_cast<const char*>(in + 24));
-  ex->handle.assign(in + kIpcHeaderFixed, in + kIpcHeaderFixed + handle_len);
+  ex->handle.assign(in + fixed, in + fixed + handle_len);
+  ex->shared_too = (flags & kIpcFlagSharedToo) != 0;
   return true;
 }
 
@@ -255,9 +267,10 @@ std::unique_ptr<Framed> Framed::make_get(void* buf, size_t size, uint64_t addr,
 
 Framed::~Framed() = default;
 
-void Framed::use_ipc(IpcExport ex) {
+void Framed::use_ipc(IpcExport ex, bool shared_too) {
   ipc_ = true;
   ipc_export_ = std::move(ex);
+  ipc_shared_too_ = shared_too;
   pieces_ = 2;  // piece 0 and the header; the pieces only if the receiver asks for them
 }
 
@@ -442,6 +455,7 @@ bool Framed::prepare_send(const StageEnv& env) {
       // Only where the bounces can be shared at all.
       if (shared_offer_ && (ipc_ || !env.pool->shareable())) shared_offer_ = false;
       if (ipc_) {
+        ipc_export_.shared_too = ipc_shared_too_ && env.pool->shareable();
         s.len = encode_ipc_header(header_, size_, ipc_export_);
       } else if (shared_offer_) {
         encode_shared_header(header_, size_);
@@ -909,7 +923,16 @@ void Framed::on_ipc_header(Peer& peer, const StageEnv& env, const IpcExport& ex)
   }
   uint32_t code = kReplyPieces;  // host memory, or another vendor's device: the pieces
   const Device* dev = local_device_;
-  if (dev && dev->plugin_name == ex.plugin && (dev->caps & HMC_DEVICE_CAP_IPC)) {
+  bool ipc_fits = dev && dev->plugin_name == ex.plugin && (dev->caps & HMC_DEVICE_CAP_IPC);
+  if (!ipc_fits && ex.shared_too && staged_) {
+    // Another vendor's device memory: one copy out of the sender's bounces into it, rather than
+    // the pieces through the transport.
+    if (!post_reply(peer, kReplyShared)) return;
+    shared_ = true;
+    on_header(peer);
+    return;
+  }
+  if (ipc_fits) {
     std::string key(ex.handle.begin(), ex.handle.end());
     auto& maps = peer.framing.ipc_maps;
     auto known = maps.find(key);
@@ -1004,7 +1027,8 @@ void Framed::on_reply(Peer& peer) {
   uint32_t code;
   std::memcpy(&code, reply_, 4);
   if (code == kReplyDone && ipc_) return;
-  bool known = ipc_ ? code == kReplyPieces || code == kReplyNoIpc
+  bool known = ipc_ ? code == kReplyPieces || code == kReplyNoIpc ||
+                           (code == kReplyShared && ipc_export_.shared_too)
                     : code == kReplyPieces || code == kReplyShared;
   if (!known) {
     HMC_LOG_W("peer {}: framed message on tag {}: unexpected reply {}", peer.name, tag_, code);

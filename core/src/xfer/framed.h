@@ -25,7 +25,10 @@
 //    T | 2^60; the sender's request ends with that reply (its buffer is read until then). A
 //    receiver that cannot or will not map (its buffer is host memory or another vendor's, the
 //    runtime refuses the handle) replies "send pieces", and the sender sends the pieces as in
-//    version 1.
+//    version 1. Version 4 is version 2 with 8 more fixed bytes (u32 flags, u32 0) before the
+//    handle; flag 1 offers shared bounces too (pairs whose capability records both say they
+//    read version 4): a receiver whose buffer is another vendor's device memory replies
+//    "shared" and the pieces go as in version 3.
 //  - Shared bounces (peers in two processes on one host, a message of staged device memory on
 //    both sides that does not go by IPC): the header is version 3, and after a "shared" reply
 //    each piece is a 32-byte descriptor of the sender's bounce buffer (its staging pool's slabs
@@ -99,6 +102,7 @@ struct IpcExport {
   std::string plugin;           // device plugin name ("cuda"), as the receiver's registry knows it
   std::vector<uint8_t> handle;  // the plugin's handle (at most HMC_DEVICE_IPC_HANDLE_MAX bytes)
   uint64_t offset = 0;          // where the message starts in the allocation
+  bool shared_too = false;      // the header (version 4) also offers shared bounces
 };
 
 // A staging slab of a peer process on this host, mapped here (shared bounces) and pinned for the
@@ -150,6 +154,9 @@ struct PeerFraming {
   bool shared_ok = false;
   std::atomic<bool> shared_refused{false};
   bool shared_for_sends() const { return shared_ok && !shared_refused.load(std::memory_order_relaxed); }
+  // Both sides understand a device IPC header that also offers shared bounces (version 4), so
+  // that a receiver whose buffer cannot take IPC (host memory aside) reads shared bounces.
+  bool ipc_or_shared = false;
   // The peer's staging slabs mapped here, by (fd, bytes); they live as long as its context.
   std::map<std::pair<int32_t, uint64_t>, std::shared_ptr<SharedSlab>> shared_slabs;
   // Unmaps the least recently used mappings no copy reads until at most `keep` remain.
@@ -189,7 +196,9 @@ class Framed {
                                            const FrameGeometry& g);
   // Sends the message (more than the first piece) by device IPC from the allocation `ex`
   // describes.
-  void use_ipc(IpcExport ex);
+  // shared_too: the header (version 4) also offers shared bounces, which a receiver whose
+  // buffer cannot take the IPC copy (another vendor's device memory) reads instead.
+  void use_ipc(IpcExport ex, bool shared_too = false);
   // Receives: the plugin and device of the user buffer when it is device memory (nullptr for
   // host memory), so that a device IPC message can be copied straight into it.
   void set_local_device(const Device* d) { local_device_ = d; }
@@ -312,7 +321,7 @@ class Framed {
   bool draining_ = false;      // receive: the pieces are read and dropped (truncated)
   bool aborted_ = false;       // send: device failed mid-message, rest goes out empty
   bool dropped_ = false;       // send: failed (or cancelled) before piece 0 left: nothing goes out
-  uint8_t header_[168] = {};   // version 1: 16 bytes; version 2 (device IPC): up to 168
+  uint8_t header_[176] = {};   // version 1: 16 bytes; device IPC: version 2 up to 168, 4 up to 176
   uint64_t total_ = 0;         // receive: message size from the header
 
   // Device IPC.
@@ -321,6 +330,7 @@ class Framed {
   IpcExport ipc_export_;        // send
   const Device* local_device_ = nullptr;  // receive: device of the user buffer, if any
   bool shared_offer_ = false;   // send: propose shared bounces in the header
+  bool ipc_shared_too_ = false; // send: the IPC header offers shared bounces as well
   bool shared_ = false;         // both: this message's pieces go through shared bounces
   size_t next_ack_ = 2;         // receive: the piece whose acknowledgement goes next
   std::shared_ptr<IpcMapping> mapping_;   // receive: held while the copy runs

@@ -89,7 +89,13 @@ std::unique_ptr<Framed> Context::make_framed_send(const Peer& peer, const void* 
       case path::DeviceMode::Ipc: {
         IpcExport ex;
         if (!ipc_export(peer, buf, loc, &ex)) break;
-        f->use_ipc(std::move(ex));
+        // The receiver's buffer decides whether IPC applies (memory of this vendor); where it
+        // does not, shared bounces ranked above the transport are offered with it.
+        bool shared_too = false;
+        for (int j = i + 1; j < n && order[j] != path::DeviceMode::Transport; ++j)
+          shared_too |= order[j] == path::DeviceMode::Shared;
+        f->use_ipc(std::move(ex), shared_too && peer.framing.ipc_or_shared &&
+                                      peer.framing.shared_for_sends());
         return f;
       }
       case path::DeviceMode::Shared:
