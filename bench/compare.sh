@@ -68,6 +68,8 @@ CASES=(
   "staged.shm.cuda-hip.fastcopy|bw|hmc:hoststage.shm.send_bw.64M|>=0.90|@FAKES@ HMC_STAGE_SHARED=0 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
   "shared.shm.cuda-hip.slowcopy|bw|const:2000|>=0.90|@FAKES@ FAKEGPU_BANDWIDTH_MBPS=2000 HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 20"
   "shared.shm.cuda-hip.fastcopy|bw|hmc:hoststage.shm.send_bw.64M|>=0.90|@FAKES@ HMC_PATH=hoststage/shm|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
+  # The same-host default over a tcp path: the transport carries the pieces' descriptors only.
+  "shared.tcp.cuda-hip.fastcopy|bw|hmc:hoststage.tcp.send_bw.64M|>=0.90|@FAKES@ HMC_HOSTSTAGE_SHM=0 HMC_PATH=hoststage/tcp|--test bw --op send --mem cuda:0 --peer-mem hip:0 --size 64M --iters 30"
   # How device memory crosses between two processes of one host (cuda:0 on both sides): the way
   # the cost model picks from the measured copy rates against device IPC and shared bounces
   # forced by hand. Device-to-device copies slow (500 MB/s, as between GPUs without a peer link;
