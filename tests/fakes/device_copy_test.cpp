@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "device/copy.h"
+#include "device/copy_figures.h"
 #include "device/registry.h"
 #include "device/stage_pool.h"
 #include "fakegpu.h"
@@ -45,6 +46,7 @@ const Runtime kRuntimes[] = {{"cuda", "HMC_CUDA_LIBRARY", "cuda/libcuda.so.1"},
 const char* const kFakeVars[] = {"FAKEGPU_DEVICES",
                                  "FAKEGPU_BANDWIDTH_MBPS",
                                  "FAKEGPU_CUDA_BANDWIDTH_MBPS",
+                                 "FAKEGPU_CUDA_D2D_BANDWIDTH_MBPS",
                                  "FAKEGPU_HIP_BANDWIDTH_MBPS",
                                  "FAKEGPU_CUDA_FAIL_COPY_NTH",
                                  "FAKEGPU_HIP_FAIL_COPY_NTH",
@@ -129,6 +131,37 @@ std::vector<unsigned char> pattern(size_t n, unsigned seed) {
     v[i] = static_cast<unsigned char>(x >> 24);
   }
   return v;
+}
+
+// --- copy figures (device/copy_figures.h) -------------------------------------------------
+
+TEST_F(DeviceCopyTest, CopyFiguresFollowTheDevicesRates) {
+  // The emulation never copies faster than it was told (its copy engine keeps a timeline), and
+  // a busy machine only makes the measurement slower: bounded above tightly, below loosely.
+  fake_env("FAKEGPU_CUDA_BANDWIDTH_MBPS", "200");
+  fake_env("FAKEGPU_CUDA_D2D_BANDWIDTH_MBPS", "50");
+  hmc::CopyFigures f = hmc::copy_figures(*registry_, *registry_->find("cuda:0"), 20000);
+  EXPECT_EQ(f.basis, "measured");
+  for (uint64_t v : {f.d2h_MBps, f.h2d_MBps}) {
+    EXPECT_LE(v, 230u);
+    EXPECT_GE(v, 50u);
+  }
+  EXPECT_LE(f.d2d_MBps, 58u);
+  EXPECT_GE(f.d2d_MBps, 12u);
+  // Nothing is left allocated or held: the pool's buffers are all back.
+  EXPECT_EQ(registry_->stage_pool().in_use_bytes(), 0u);
+}
+
+TEST_F(DeviceCopyTest, CopyFiguresOfAFailingDeviceAreUnknownNotAnError) {
+  fake_env("FAKEGPU_CUDA_FAIL_COPY_NTH", "3");
+  hmc::CopyFigures f = hmc::copy_figures(*registry_, *registry_->find("cuda:0"), 20000);
+  EXPECT_EQ(f.d2h_MBps, 0u);
+  EXPECT_EQ(f.h2d_MBps, 0u);
+  EXPECT_EQ(f.d2d_MBps, 0u);
+  EXPECT_EQ(f.basis.rfind("not measured: a copy failed", 0), 0u) << f.basis;
+  EXPECT_EQ(registry_->stage_pool().in_use_bytes(), 0u);
+  // Host memory has no figures to measure.
+  EXPECT_EQ(hmc::copy_figures(*registry_, *registry_->find("host"), 20000).basis, "");
 }
 
 // --- every pair of memories ---------------------------------------------------------------

@@ -183,7 +183,8 @@ void print_device_paths(const Inventory& inv) {
   if (vendors.empty()) return;
   bool ipc_on = config_value(inv, "HMC_DEVICE_IPC") != "0";
   bool shared_on = config_value(inv, "HMC_STAGE_SHARED") != "0";
-  std::printf("\ndevice memory to other processes (per message; small messages always staged):\n");
+  std::printf("\ndevice memory to other processes (the way open that ranks first, per message; "
+              "small messages always staged):\n");
   for (const auto& v : vendors) {
     std::vector<std::string> ipc_devs;
     for (const auto& d : inv.devices)
@@ -208,14 +209,19 @@ void print_device_paths(const Inventory& inv) {
       break;  // one device stands for its plugin
     }
 #endif
-    std::string ipc = !ipc_on ? "off (HMC_DEVICE_IPC=0)"
-                      : ipc_devs.empty() ? "no device can export memory"
+    // The ways open; which one a message takes is the cost model's ranking (above, once the
+    // copy rates are measured), the same order as here when they are close.
+    std::string shared = shared_on ? "shared bounces (one copy out of the sender's device, one into "
+                                     "the receiver's)"
+                                   : "";
+    std::string ipc = !ipc_on ? "IPC off (HMC_DEVICE_IPC=0)"
+                      : ipc_devs.empty() ? "no device can export memory for IPC"
                                          : "device IPC, copied device to device (" + join(ipc_devs, ", ") + ")";
     std::string same = "this host, " + v + " memory";
-    std::printf("    %-31s %s\n", same.c_str(), ipc.c_str());
+    std::printf("    %-31s %s%s\n", same.c_str(), ipc.c_str(),
+                shared_on ? ", or shared bounces, or the net path" : ", or the net path");
     std::printf("    %-31s %s\n", "this host, other device memory",
-                shared_on ? "shared bounces: one copy out of the sender's device, one into the "
-                            "receiver's"
+                shared_on ? (shared + ", or the net path").c_str()
                           : "staged through the net path (HMC_STAGE_SHARED=0)");
     std::printf("    %-31s %s\n", "other hosts",
                 direct.empty() ? "staged: pinned bounces pipelined with the net path"
