@@ -73,9 +73,9 @@ bool pick_size(CopyEngine& eng, Direction* d, size_t max, int timeout_ms, std::s
 }
 
 // Times the directions in kRepeats interleaved rounds of a batch each and keeps each one's best
-// per-copy time: a busy machine
-// only ever makes a copy slower, and interleaving lets a slow spell hit every direction alike,
-// so that the figures compare with each other. False when a copy failed.
+// per-copy time: a busy machine only ever makes a copy slower, and interleaving lets a slow
+// spell hit every direction alike, so that the figures compare with each other. False when a
+// copy failed.
 bool time_directions(CopyEngine& eng, Direction* dirs, int n, size_t max, int timeout_ms,
                      std::string* error) {
   for (int i = 0; i < n; ++i)
