@@ -17,36 +17,26 @@ constexpr double kEnoughUs = 2000.0;  // a copy this long is timed well enough
 constexpr int kRepeats = 5;
 constexpr int kBatch = 4;
 
-// Microseconds of one copy; negative when it failed (error set).
-double time_copy(CopyEngine& eng, void* dst, const void* src, size_t n, int timeout_ms,
-                 std::string* error) {
-  auto t0 = std::chrono::steady_clock::now();
-  if (eng.copy(dst, src, n, timeout_ms) != HMC_SUCCESS) {
-    *error = "a copy failed: " + last_error();
-    return -1;
-  }
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Microseconds per copy of kBatch copies started back to back on the direction's stream (they
+// Microseconds per copy of `count` copies started back to back on the direction's stream (they
 // run one after the other, as staged pieces do), so that the wake-up of whoever notices the end
 // is paid once per batch; negative when one failed (error set).
-double time_batch(CopyEngine& eng, void* dst, const void* src, size_t n, int timeout_ms,
-                  std::string* error) {
+double time_copies(CopyEngine& eng, void* dst, const void* src, size_t n, int count,
+                   int timeout_ms, std::string* error) {
   CopyJob jobs[kBatch];
+  count = std::min(count, kBatch);
   auto t0 = std::chrono::steady_clock::now();
-  for (auto& job : jobs)
-    if (eng.start(dst, src, n, &job) != HMC_SUCCESS) {
+  for (int i = 0; i < count; ++i)
+    if (eng.start(dst, src, n, &jobs[i]) != HMC_SUCCESS) {
       *error = "a copy failed to start: " + last_error();
       return -1;
     }
-  for (auto& job : jobs)
-    if (job.wait(timeout_ms) != HMC_SUCCESS) {
+  for (int i = 0; i < count; ++i)
+    if (jobs[i].wait(timeout_ms) != HMC_SUCCESS) {
       *error = "a copy failed: " + last_error();
       return -1;
     }
   double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  return us / kBatch;
+  return us / count;
 }
 
 struct Direction {
@@ -64,7 +54,7 @@ bool pick_size(CopyEngine& eng, Direction* d, size_t max, int timeout_ms, std::s
   for (;;) {
     double us = 0;
     for (int round = 0; round < 2; ++round)
-      if ((us = time_copy(eng, d->dst, d->src, n, timeout_ms, error)) < 0) return false;
+      if ((us = time_copies(eng, d->dst, d->src, n, 1, timeout_ms, error)) < 0) return false;
     if (us >= kEnoughUs || n >= max) break;
     n = std::min(n * 2, max);
   }
@@ -82,7 +72,8 @@ bool time_directions(CopyEngine& eng, Direction* dirs, int n, size_t max, int ti
     if (!pick_size(eng, &dirs[i], max, timeout_ms, error)) return false;
   for (int round = 0; round < kRepeats; ++round)
     for (int i = 0; i < n; ++i) {
-      double us = time_batch(eng, dirs[i].dst, dirs[i].src, dirs[i].size, timeout_ms, error);
+      double us =
+          time_copies(eng, dirs[i].dst, dirs[i].src, dirs[i].size, kBatch, timeout_ms, error);
       if (us < 0) return false;
       dirs[i].best_us = std::min(dirs[i].best_us, us);
     }
