@@ -1336,9 +1336,9 @@ INSTANTIATE_TEST_SUITE_P(Providers, OfiPair,
                          variant_name);
 
 // The same data paths with the plugin's other modes: local descriptors from its registration
-// cache (with a cache of 2 entries, so it evicts), puts completed by a trailing read, and
-// messages moved by the receiver's read on tcp (where the default is the sender's write; shm
-// has no FI_ORDER_SAW and always reads).
+// cache (with a cache of 2 entries, so it evicts), puts completed by a trailing read, messages
+// moved by the receiver's read on tcp (where the default is the sender's write; shm has no
+// FI_ORDER_SAW and always reads), and the sender's write cut into pieces of other sizes.
 class OfiPairModes : public OfiPair {};
 
 TEST_P(OfiPairModes, SendRecvSizes) {
@@ -1424,6 +1424,10 @@ INSTANTIATE_TEST_SUITE_P(
         make_variant("shm_mr_local", "shm", {{"HMC_OFI_MR_LOCAL", "1"}, {"HMC_OFI_MR_CACHE", "0"}}),
         make_variant("tcp_put_read", "tcp", {{"HMC_OFI_PUT_COMPLETION", "read"}}),
         make_variant("tcp_rndv_read", "tcp", {{"HMC_OFI_RNDV", "read"}}),
+        // The write rendezvous in many pieces (4 KiB: sizes are not multiples of it), and in
+        // one write (tcp's default is 512 KiB pieces).
+        make_variant("tcp_write_chunk_4k", "tcp", {{"HMC_OFI_WRITE_CHUNK", "4K"}}),
+        make_variant("tcp_write_whole", "tcp", {{"HMC_OFI_WRITE_CHUNK", "0"}}),
         make_variant("shm_put_read", "shm", {{"HMC_OFI_PUT_COMPLETION", "read"}})),
     variant_name);
 
@@ -1692,7 +1696,8 @@ TEST(OfiConfig, InvalidValuesFailInitNamingTheVariable) {
       {"HMC_OFI_PUT_COMPLETION", "now"}, {"HMC_OFI_MR_CACHE", "-1"},
       {"HMC_OFI_RNDV", "push"},          {"HMC_OFI_EAGER_LIMIT", "2M"},
       {"HMC_OFI_EAGER_LIMIT", "-5"},     {"HMC_OFI_MR_CACHE", "12x"},
-      {"HMC_OFI_MR_LOCAL", "2"},
+      {"HMC_OFI_MR_LOCAL", "2"},         {"HMC_OFI_WRITE_CHUNK", "1K"},
+      {"HMC_OFI_WRITE_CHUNK", "2G"},     {"HMC_OFI_WRITE_CHUNK", "big"},
   };
   in_child([&] {
     for (const auto& kv : bad) {

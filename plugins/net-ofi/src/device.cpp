@@ -88,6 +88,10 @@ Device::Device(Context& ctx, int index, DeviceChoice choice)
                (info->rx_attr->msg_order & FI_ORDER_SAW) != 0;
   const RndvMode rm = ctx_.cfg().rndv;
   write_rndv_ = rm == RndvMode::kWrite ? saw_order_ : rm == RndvMode::kAuto && saw_order_;
+  const bool tcp = std::strncmp(provider(), "tcp", 3) == 0;
+  const size_t chunk = ctx_.cfg().write_chunk_auto ? (tcp ? kTcpWriteChunk : 0)
+                                                   : ctx_.cfg().write_chunk;
+  write_chunk_ = chunk == 0 ? SIZE_MAX : chunk;
   // One chunk holds an eager message, an RTS with its FIN, or a hello.
   bounce_size_ =
       std::max({kMsgHeader + eager_limit_, kFinOutOffset + kFinSize, kHelloMax + 8, kAckSize + 8});
@@ -438,6 +442,7 @@ void Device::finish(Request* r, int err) {
         r->xfer = static_cast<size_t>(std::min<uint64_t>(cts.len, r->len));
         r->remote_addr = cts.raddr;
         r->key = cts.key;
+        r->read_off = 0;
         encode_fin(r->bounce.data + kFinOutOffset, r->cookie, 0);
         r->phase = Phase::kSendWrite;
         hmc_plugin_status_t st = local_desc(r->buf, r->xfer, r->desc, r);
@@ -447,6 +452,13 @@ void Device::finish(Request* r, int err) {
       }
       break;
     default: break;
+  }
+  if (r->kind == ReqKind::kSend && !r->native && err == 0 && r->phase == Phase::kSendWrite &&
+      !last_piece(r)) {
+    // A piece of the data is out: the next one (with the FIN, if it is the last) follows.
+    r->read_off += write_piece(r);
+    defer(r);
+    return;
   }
   r->result = status_of(r, err);
   if (r->result == HMC_PLUGIN_SUCCESS && r->kind == ReqKind::kSend && !r->native) {
@@ -641,8 +653,18 @@ uint64_t Device::next_cookie() {
 
 int Device::parts(const Request* r) const {
   if (r->kind == ReqKind::kPut) return r->trailing_read ? 2 : 1;
+  if (r->kind == ReqKind::kSend && !r->native && r->phase == Phase::kSendWrite)
+    return last_piece(r) ? 2 : 1;  // a piece of the data; the FIN behind the last one
   if (r->kind == ReqKind::kSend && !r->native && r->phase != Phase::kEager) return 2;
   return 1;
+}
+
+size_t Device::write_piece(const Request* r) const {
+  return std::min(write_chunk_, r->xfer - r->read_off);
+}
+
+bool Device::last_piece(const Request* r) const {
+  return r->read_off + write_piece(r) >= r->xfer;
 }
 
 ssize_t Device::post_part(Request* r, int part) {
@@ -666,9 +688,11 @@ ssize_t Device::post_part(Request* r, int part) {
                 0, &r->aux);
           return fi_tsend(ep, r->bounce.data, r->bounce_len, r->bounce.desc, r->addr, r->tag,
                           &r->op);
-        default:  // Phase::kSendWrite: the data, then the FIN (ordered after it, FI_ORDER_SAW)
+        default:  // Phase::kSendWrite: a piece of the data; after the last, the FIN (ordered
+                  // after the writes, FI_ORDER_SAW)
           if (part == 0)
-            return fi_write(ep, r->buf, r->xfer, r->desc, r->addr, r->remote_addr, r->key, &r->op);
+            return fi_write(ep, static_cast<uint8_t*>(r->buf) + r->read_off, write_piece(r),
+                            r->desc, r->addr, r->remote_addr + r->read_off, r->key, &r->op);
           return fi_tsend(ep, r->bounce.data + kFinOutOffset, kFinSize, r->bounce.desc, r->addr,
                           ctrl_tag(CtrlType::kFin, r->cookie), &r->aux);
       }

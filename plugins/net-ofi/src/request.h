@@ -92,7 +92,7 @@ struct Request {
   uint64_t cookie = 0;         // rendezvous: pairs the RTS with its FIN
   uint64_t msg_len = 0;        // rendezvous receive: the sender's whole length
   size_t xfer = 0;             // rendezvous: bytes actually moved (min of both lengths)
-  size_t read_off = 0;         // rendezvous read: start of the chunk being read
+  size_t read_off = 0;         // rendezvous: start of the piece being read or written
 
   // State.
   bool queued = false;   // waiting in the device's backlog (not yet in the provider)
