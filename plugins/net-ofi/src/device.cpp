@@ -92,6 +92,10 @@ Device::Device(Context& ctx, int index, DeviceChoice choice)
   const size_t chunk = ctx_.cfg().write_chunk_auto ? (tcp ? kTcpWriteChunk : 0)
                                                    : ctx_.cfg().write_chunk;
   write_chunk_ = chunk == 0 ? SIZE_MAX : chunk;
+  // A put in pieces asks for delivery completion on its last piece only (or reads behind it):
+  // that says the earlier pieces are in place too only where writes are applied in order.
+  put_pieces_ = read_completion_ || ((info->tx_attr->msg_order & FI_ORDER_WAW) != 0 &&
+                                     (info->rx_attr->msg_order & FI_ORDER_WAW) != 0);
   // One chunk holds an eager message, an RTS with its FIN, or a hello.
   bounce_size_ =
       std::max({kMsgHeader + eager_limit_, kFinOutOffset + kFinSize, kHelloMax + 8, kAckSize + 8});
@@ -453,9 +457,9 @@ void Device::finish(Request* r, int err) {
       break;
     default: break;
   }
-  if (r->kind == ReqKind::kSend && !r->native && err == 0 && r->phase == Phase::kSendWrite &&
-      !last_piece(r)) {
-    // A piece of the data is out: the next one (with the FIN, if it is the last) follows.
+  if (err == 0 && !last_piece_done(r)) {
+    // A piece of the data is out: the next one follows (the last with the rendezvous' FIN,
+    // or the put's delivery completion or trailing read).
     r->read_off += write_piece(r);
     defer(r);
     return;
@@ -652,7 +656,7 @@ uint64_t Device::next_cookie() {
 }
 
 int Device::parts(const Request* r) const {
-  if (r->kind == ReqKind::kPut) return r->trailing_read ? 2 : 1;
+  if (r->kind == ReqKind::kPut) return r->trailing_read && last_piece(r) ? 2 : 1;
   if (r->kind == ReqKind::kSend && !r->native && r->phase == Phase::kSendWrite)
     return last_piece(r) ? 2 : 1;  // a piece of the data; the FIN behind the last one
   if (r->kind == ReqKind::kSend && !r->native && r->phase != Phase::kEager) return 2;
@@ -660,11 +664,19 @@ int Device::parts(const Request* r) const {
 }
 
 size_t Device::write_piece(const Request* r) const {
+  if (r->kind == ReqKind::kPut)
+    return std::min(put_pieces_ ? write_chunk_ : SIZE_MAX, r->len - r->read_off);
   return std::min(write_chunk_, r->xfer - r->read_off);
 }
 
 bool Device::last_piece(const Request* r) const {
-  return r->read_off + write_piece(r) >= r->xfer;
+  return r->read_off + write_piece(r) >= (r->kind == ReqKind::kPut ? r->len : r->xfer);
+}
+
+bool Device::last_piece_done(const Request* r) const {
+  const bool pieces = r->kind == ReqKind::kPut ||
+                      (r->kind == ReqKind::kSend && !r->native && r->phase == Phase::kSendWrite);
+  return !pieces || last_piece(r);
 }
 
 ssize_t Device::post_part(Request* r, int part) {
@@ -716,8 +728,9 @@ ssize_t Device::post_part(Request* r, int part) {
                       &r->op);
     case ReqKind::kPut: {
       if (part == 0) {
-        iovec iov{r->buf, r->len};
-        fi_rma_iov rma{r->remote_addr, r->len, r->key};
+        const size_t piece = write_piece(r);
+        iovec iov{static_cast<uint8_t*>(r->buf) + r->read_off, piece};
+        fi_rma_iov rma{r->remote_addr + r->read_off, piece, r->key};
         fi_msg_rma msg{};
         msg.msg_iov = &iov;
         msg.desc = &r->desc;
@@ -728,8 +741,10 @@ ssize_t Device::post_part(Request* r, int part) {
         msg.context = &r->op;
         // Completion must mean "in place at the target" (net.h). Without delivery completion,
         // an ordered read of the last byte follows: reads after writes are processed in order
-        // (FI_ORDER_RAW), so its completion implies the write's.
-        return fi_writemsg(ep, &msg, FI_COMPLETION | (r->trailing_read ? 0 : FI_DELIVERY_COMPLETE));
+        // (FI_ORDER_RAW), so its completion implies the write's. A put in pieces asks it of the
+        // last piece only (put_pieces_: writes applied in order).
+        const bool deliver = !r->trailing_read && last_piece(r);
+        return fi_writemsg(ep, &msg, FI_COMPLETION | (deliver ? FI_DELIVERY_COMPLETE : 0));
       }
       void* desc = scratch_desc();
       iovec iov{scratch_, 1};

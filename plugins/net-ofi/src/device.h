@@ -129,8 +129,8 @@ class Device {
   // Large messages move by the receiver's fi_read (false) or by the sender's fi_write into
   // the receiver's buffer (true; needs FI_ORDER_SAW).
   bool write_rndv() const { return write_rndv_; }
-  // A write rendezvous moves its data in fi_writes of at most this many bytes, one after
-  // another (HMC_OFI_WRITE_CHUNK).
+  // A write rendezvous (and a put, where writes are applied in order) moves its data in
+  // fi_writes of at most this many bytes, one after another (HMC_OFI_WRITE_CHUNK).
   size_t write_chunk() const { return write_chunk_; }
   // A chunk of the bounce pool (bounce_size() bytes), and giving it back.
   Bounce bounce_get();
@@ -162,9 +162,12 @@ class Device {
   static bool queues_as_receive(const Request* r);
   ssize_t post_part(Request* r, int part);
   int parts(const Request* r) const;
-  // Write rendezvous: the size of the piece at r->read_off, and whether it is the last.
+  // A write rendezvous or a put: the size of the piece at r->read_off, and whether it is the
+  // last.
   size_t write_piece(const Request* r) const;
   bool last_piece(const Request* r) const;
+  // False while r is a write rendezvous or put whose piece just completed is not the last.
+  bool last_piece_done(const Request* r) const;
   void on_completion(void* op_context, int err, size_t len, const fi_cq_err_entry* e);
   void finish(Request* r, int err);
   void finish_recv(Request* r, int err);
@@ -183,6 +186,7 @@ class Device {
   bool saw_order_ = false;
   bool write_rndv_ = false;
   size_t write_chunk_ = SIZE_MAX;
+  bool put_pieces_ = false;
   size_t bounce_size_ = 0;
   uint64_t cookie_ = 0;
   size_t in_provider_total_ = 0;
