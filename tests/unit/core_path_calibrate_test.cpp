@@ -2,6 +2,8 @@
 // invalidation, the measurement itself (net-hoststage over loopback), how results reach the
 // capability record, and the record's wire format with and without the measured section.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -380,6 +382,65 @@ TEST(Calibration, MeasuresOnceThenUsesMemoryAndCacheUntilThePluginChanges) {
     EXPECT_GT(r.measured_bandwidth_MBps, 0u);
     EXPECT_NE(r.measured_bandwidth_MBps, r.device == "tcp" ? 4242u : 5252u) << r.key();
   }
+  path::reset_calibration_memory();
+}
+
+// Another process measuring (it holds <cache>.lock) makes this one wait, then read what that
+// one stored instead of measuring at the same time on the same cores.
+TEST(Calibration, WaitsForAnotherProcessesCalibrationAndReadsItsFigures) {
+  Env env;
+  auto ctx = hoststage_context(env);
+  ASSERT_TRUE(ctx);
+  TempDir dir;
+  std::string cache_file = dir.path() + "/calib";
+  std::string so = dir.path() + "/libhmc-net-hoststage.so";
+  ASSERT_EQ(std::system(("cp '" + kHoststage + "' '" + so + "'").c_str()), 0);
+  // A file description of its own stands for the other process (flock locks conflict between
+  // descriptions, even within one process).
+  int fd = open((cache_file + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  std::thread other([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    path::CalibrationCache cache(cache_file);
+    int64_t now = time(nullptr);
+    cache.store(path::calibration_key("this-host", so, "hoststage", "tcp", "settings\n"),
+                "hoststage/tcp", {4242, 4343}, now);
+    cache.store(path::calibration_key("this-host", so, "hoststage", "shm", "settings\n"),
+                "hoststage/shm", {5252, 5353}, now);
+    flock(fd, LOCK_UN);
+  });
+  path::reset_calibration_memory();
+  auto t0 = std::chrono::steady_clock::now();
+  path::Capabilities caps = calibrate_hoststage(*ctx, cache_file, true, so);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  other.join();
+  close(fd);
+  EXPECT_GE(ms, 250.0) << "it did not wait for the lock";
+  ASSERT_EQ(caps.net.size(), 2u);
+  for (const auto& r : caps.net)
+    EXPECT_EQ(r.measured_bandwidth_MBps, r.device == "tcp" ? 4242u : 5252u) << r.key();
+  path::reset_calibration_memory();
+}
+
+// A lock never released (a process stuck mid-calibration) delays measuring by a bounded time
+// only.
+TEST(Calibration, AStuckLockHolderDelaysMeasuringBoundedly) {
+  Env env;
+  auto ctx = hoststage_context(env);
+  ASSERT_TRUE(ctx);
+  TempDir dir;
+  std::string cache_file = dir.path() + "/calib";
+  int fd = open((cache_file + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  path::reset_calibration_memory();
+  auto t0 = std::chrono::steady_clock::now();
+  path::Capabilities caps = calibrate_hoststage(*ctx, cache_file, true);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  close(fd);
+  EXPECT_LT(ms, 10000.0);
+  for (const auto& r : caps.net) EXPECT_GT(r.measured_bandwidth_MBps, 0u) << r.key();
   path::reset_calibration_memory();
 }
 

@@ -11,7 +11,9 @@
 // a transport that copies on each side (tcp) reads lower than two processes would see; a
 // single-copy one (cross-memory attach) does not. Every wait is bounded by the device's budget
 // (kDeviceBudgetMs, and kTotalBudgetMs for all devices together); a device that does not finish
-// in time stays unmeasured (logged at info level, not an error).
+// in time stays unmeasured (logged at info level, not an error). The devices are measured in
+// three rounds, one after another in each, and each keeps its best bandwidth and latency: a VM
+// that slows down for a while then does not rank a device by the spell it was measured in.
 //
 // What the figures mean: loopback has no wire. For two processes on one host they are the
 // estimate (same kernel, same memory). For peers on other hosts they only bound what the wire
@@ -32,8 +34,10 @@
 // plugin's own HMC_ variables, HMC_LISTEN_HOST and every UCX_* / FI_* variable (which steer the
 // transport libraries under the plugins), and the method's version. Entries older than
 // kCacheMaxAgeS are measured again. The file is rewritten whole through a rename, so a reader
-// never sees half of it; two processes writing at once may lose one's entry (measured again next
-// time).
+// never sees half of it. A process measures while holding an flock on <cache>.lock (waiting at
+// most a few seconds for it), so processes that start together on one host measure one after
+// the other, and the later ones find the first one's figures in the cache instead of measuring
+// at the same time on shared cores.
 //
 // Thread-safety: calibrate_capabilities may be called from any thread; calls are serialised by a
 // process-wide lock, and every call into a plugin takes that plugin's mutex (never across waits),
@@ -58,8 +62,8 @@ struct NetDevice;
 
 namespace hmc::path {
 
-constexpr int kDeviceBudgetMs = 150;  // one device, connection included
-constexpr int kTotalBudgetMs = 500;   // every device measured by one call
+constexpr int kDeviceBudgetMs = 150;  // one device, connections included (all its rounds)
+constexpr int kTotalBudgetMs = 800;   // every device measured by one call
 constexpr int64_t kCacheMaxAgeS = 30 * 24 * 3600;
 constexpr size_t kCacheMaxEntries = 256;
 
