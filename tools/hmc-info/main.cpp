@@ -25,7 +25,7 @@ the net devices with their properties.
   --config     list every HMC_ variable instead: its value, default, who reads it and its meaning
   --json       print one JSON object instead of text
   --calibrate  first measure the net devices that declare no bandwidth or latency (over loopback
-               in this process, under a second) and the copy rates of each device plugin (a few
+               in this process, about a second) and the copy rates of each device plugin (a few
                milliseconds; otherwise both are done at a context's first connect), and show the
                figures and how device memory would cross to another process on this host;
                without it, figures already measured or cached are shown

@@ -650,8 +650,9 @@ void calibrate_capabilities(const CalibrationSettings& settings,
   }
   if (to_measure.empty()) return;
 
-  // kPasses rounds over the devices, each device measured once per round within its share of
-  // the budget; a device keeps its best bandwidth and its best latency. This machine's speed
+  // kPasses rounds over the devices, each device measured once per round (a round that finds
+  // the total budget spent is cut short); a device keeps its best bandwidth and its best
+  // latency. This machine's speed
   // changes for a while at a time: a device measured in one slow spell would otherwise rank
   // below one measured just before it.
   FarContexts far;  // finalized at the end of this call
@@ -670,8 +671,8 @@ void calibrate_capabilities(const CalibrationSettings& settings,
       int left_ms = now >= total_deadline ? 0 : static_cast<int>((total_deadline - now) / 1000000);
       if (left_ms < 10) continue;
       Measurement m;
-      hmc_status_t st = measure_device(*p.target->device,
-                                       std::min(left_ms, kDeviceBudgetMs / kPasses), &m, &far);
+      hmc_status_t st =
+          measure_device(*p.target->device, std::min(left_ms, kDeviceBudgetMs), &m, &far);
       if (st != HMC_SUCCESS) {
         if (done[j] == 0) p.e.error = last_error();
         continue;

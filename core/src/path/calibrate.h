@@ -62,8 +62,8 @@ struct NetDevice;
 
 namespace hmc::path {
 
-constexpr int kDeviceBudgetMs = 150;  // one device, connections included (all its rounds)
-constexpr int kTotalBudgetMs = 800;   // every device measured by one call
+constexpr int kDeviceBudgetMs = 150;  // one device in one round, connection included
+constexpr int kTotalBudgetMs = 1000;  // every device, every round, of one call
 constexpr int64_t kCacheMaxAgeS = 30 * 24 * 3600;
 constexpr size_t kCacheMaxEntries = 256;
 
