@@ -314,6 +314,27 @@ path::Capabilities calibrate_hoststage(Context& ctx, const std::string& cache_fi
   path::calibrate_capabilities(s, targets, &caps);
   return caps;
 }
+
+// Figures no measurement gives (tcp 4242 MB/s, shm 5252 MB/s), stored for the plugin file so.
+void store_sentinels(const std::string& cache_file, const std::string& so) {
+  path::CalibrationCache cache(cache_file);
+  int64_t now = time(nullptr);
+  ASSERT_TRUE(cache.store(path::calibration_key("this-host", so, "hoststage", "tcp", "settings\n"),
+                          "hoststage/tcp", {4242, 4343}, now));
+  ASSERT_TRUE(cache.store(path::calibration_key("this-host", so, "hoststage", "shm", "settings\n"),
+                          "hoststage/shm", {5252, 5353}, now));
+}
+
+// Takes the calibration lock of cache_file through a file description of its own, standing for
+// another process (flock locks conflict between descriptions, even within one process).
+int hold_cache_lock(const std::string& cache_file) {
+  int fd = open((cache_file + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
 }  // namespace
 
 TEST(Calibration, OffLeavesTheRecordAlone) {
@@ -351,13 +372,10 @@ TEST(Calibration, MeasuresOnceThenUsesMemoryAndCacheUntilThePluginChanges) {
   // Cached: overwrite the cached figures with sentinels; a fresh process (memory reset) reads
   // them back instead of measuring.
   std::string key_tcp = path::calibration_key("this-host", so, "hoststage", "tcp", "settings\n");
-  std::string key_shm = path::calibration_key("this-host", so, "hoststage", "shm", "settings\n");
   path::CalibrationCache cache(cache_file);
   path::Measurement got;
   ASSERT_TRUE(cache.lookup(key_tcp, time(nullptr), path::kCacheMaxAgeS, &got));
-  int64_t now = time(nullptr);
-  ASSERT_TRUE(cache.store(key_tcp, "hoststage/tcp", {4242, 4343}, now));
-  ASSERT_TRUE(cache.store(key_shm, "hoststage/shm", {5252, 5353}, now));
+  store_sentinels(cache_file, so);
   // In the same process the first results are remembered: the cache is not even read.
   path::Capabilities again = calibrate_hoststage(*ctx, cache_file, true, so);
   for (size_t i = 0; i < 2; ++i)
@@ -395,19 +413,11 @@ TEST(Calibration, WaitsForAnotherProcessesCalibrationAndReadsItsFigures) {
   std::string cache_file = dir.path() + "/calib";
   std::string so = dir.path() + "/libhmc-net-hoststage.so";
   ASSERT_EQ(std::system(("cp '" + kHoststage + "' '" + so + "'").c_str()), 0);
-  // A file description of its own stands for the other process (flock locks conflict between
-  // descriptions, even within one process).
-  int fd = open((cache_file + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = hold_cache_lock(cache_file);
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
   std::thread other([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    path::CalibrationCache cache(cache_file);
-    int64_t now = time(nullptr);
-    cache.store(path::calibration_key("this-host", so, "hoststage", "tcp", "settings\n"),
-                "hoststage/tcp", {4242, 4343}, now);
-    cache.store(path::calibration_key("this-host", so, "hoststage", "shm", "settings\n"),
-                "hoststage/shm", {5252, 5353}, now);
+    store_sentinels(cache_file, so);
     flock(fd, LOCK_UN);
   });
   path::reset_calibration_memory();
@@ -431,9 +441,8 @@ TEST(Calibration, AStuckLockHolderDelaysMeasuringBoundedly) {
   ASSERT_TRUE(ctx);
   TempDir dir;
   std::string cache_file = dir.path() + "/calib";
-  int fd = open((cache_file + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = hold_cache_lock(cache_file);
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
   path::reset_calibration_memory();
   auto t0 = std::chrono::steady_clock::now();
   path::Capabilities caps = calibrate_hoststage(*ctx, cache_file, true);
