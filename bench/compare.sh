@@ -229,7 +229,9 @@ ucx_one() { # tls test size iters
   line=$(UCX_TLS=$tls timeout 60 ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" 2>/dev/null | grep Final)
   kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
   [[ -z $line ]] && return
-  if [[ $test == *lat ]]; then awk '{print $4}' <<<"$line"; else awk '{print $6}' <<<"$line"; fi
+  # ucx_perftest prints bandwidth in MiB/s under the label MB/s (bytes / 1024^2); hmc-perf and
+  # fi_pingpong print 10^6 bytes per second: converted here, so ratios compare like with like.
+  if [[ $test == *lat ]]; then awk '{print $4}' <<<"$line"; else awk '{printf "%.2f\n", $6 * 1.048576}' <<<"$line"; fi
 }
 
 fi_one() { # size iters: fi_pingpong's MB/s over tcp MSG endpoints
