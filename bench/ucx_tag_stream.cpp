@@ -8,6 +8,8 @@
 //   --features F    tag, or tag,rma,wakeup (what net-ucx asks UCX for)              [tag]
 //   --err peer      endpoints with UCP_ERR_HANDLING_MODE_PEER (ucx_perftest -e)      [none]
 //   --multi-send    sends carry UCP_OP_ATTR_FLAG_MULTI_SEND (ucx_perftest's bw tests)
+//   --pingpong      a ping-pong instead of the stream (the window is unused): reports half the
+//                   round trip, average and median, like hmc-perf's lat test
 //
 // UCX_TLS and UCX_NET_DEVICES apply as usual. Reports MB/s (10^6 bytes per second) from the first
 // measured send to the receiver's acknowledgement of the last message.
@@ -16,6 +18,7 @@
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +38,7 @@ struct Opts {
   bool rma_wakeup = false;
   bool err_peer = false;
   bool multi_send = false;
+  bool pingpong = false;
   int timeout_s = 60;
 };
 
@@ -65,9 +69,10 @@ void usage(int rc) {
   std::fprintf(rc == 0 ? stdout : stderr,
       "usage: ucx-tag-stream [--size N] [--iters N] [--warmup N] [--window W]\n"
       "                      [--tags same|distinct] [--features tag|tag,rma,wakeup]\n"
-      "                      [--err none|peer] [--multi-send] [--timeout S]\n"
-      "A one-way stream of tagged messages between two processes over raw UCP (no hmc).\n"
-      "UCX_TLS and UCX_NET_DEVICES apply. Prints MB/s (10^6 bytes/s).\n");
+      "                      [--err none|peer] [--multi-send] [--pingpong] [--timeout S]\n"
+      "A one-way stream of tagged messages between two processes over raw UCP (no hmc), or\n"
+      "with --pingpong a ping-pong. UCX_TLS and UCX_NET_DEVICES apply. Prints MB/s (10^6\n"
+      "bytes/s), or for --pingpong half the round trip in microseconds (average, median).\n");
   std::exit(rc);
 }
 
@@ -86,6 +91,7 @@ Opts parse(int argc, char** argv) {
     else if (a == "--window") o.window = std::atoi(next());
     else if (a == "--timeout") o.timeout_s = std::atoi(next());
     else if (a == "--multi-send") o.multi_send = true;
+    else if (a == "--pingpong") o.pingpong = true;
     else if (a == "--tags") {
       std::string v = next();
       if (v != "same" && v != "distinct") die("--tags takes same or distinct, not", v.c_str());
@@ -265,6 +271,51 @@ double sender(const Opts& o, int fd) {
   return static_cast<double>(o.size) * static_cast<double>(o.iters) / s / 1e6;
 }
 
+
+// --pingpong, the answering side: replies to message i with tag i, then posts the receive of
+// message i+1 while the reply is on its way (as hmc-perf's server does).
+void ponger(const Opts& o, int fd) {
+  Ucp u(o);
+  u.connect(fd, o);
+  std::vector<char> rx(o.size), tx(o.size, 'y');
+  ucp_request_param_t p{};
+  long total = o.warmup + o.iters;
+  void* r = ucp_tag_recv_nbx(u.worker, rx.data(), o.size, tag_of(o, 0), ~ucp_tag_t{0}, &p);
+  char go = 1;
+  put_all(fd, &go, 1);
+  Deadline d(o.timeout_s);
+  for (long i = 0; i < total; ++i) {
+    wait(u, r, d, "a ping");
+    void* s = ucp_tag_send_nbx(u.ep, tx.data(), o.size, tag_of(o, i), &p);
+    if (i + 1 < total)
+      r = ucp_tag_recv_nbx(u.worker, rx.data(), o.size, tag_of(o, i + 1), ~ucp_tag_t{0}, &p);
+    wait(u, s, d, "a reply");
+  }
+}
+
+// --pingpong, the timing side: half of each round trip, in microseconds.
+std::vector<double> pinger(const Opts& o, int fd) {
+  Ucp u(o);
+  u.connect(fd, o);
+  std::vector<char> rx(o.size), tx(o.size, 'x');
+  ucp_request_param_t p{};
+  char go = 0;
+  get_all(fd, &go, 1);
+  Deadline d(o.timeout_s);
+  std::vector<double> half;
+  half.reserve(static_cast<size_t>(o.iters));
+  long total = o.warmup + o.iters;
+  for (long i = 0; i < total; ++i) {
+    Clock::time_point t0 = Clock::now();
+    void* s = ucp_tag_send_nbx(u.ep, tx.data(), o.size, tag_of(o, i), &p);
+    void* r = ucp_tag_recv_nbx(u.worker, rx.data(), o.size, tag_of(o, i), ~ucp_tag_t{0}, &p);
+    wait(u, r, d, "a reply");
+    double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / 2;
+    wait(u, s, d, "a ping");
+    if (i >= o.warmup) half.push_back(us);
+  }
+  return half;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -275,14 +326,38 @@ int main(int argc, char** argv) {
   if (child < 0) die("fork", std::strerror(errno));
   if (child == 0) {
     close(sv[0]);
-    receiver(o, sv[1]);
+    if (o.pingpong)
+      ponger(o, sv[1]);
+    else
+      receiver(o, sv[1]);
     std::_Exit(0);
   }
   close(sv[1]);
-  double mbps = sender(o, sv[0]);
+  double mbps = 0;
+  std::vector<double> half;
+  if (o.pingpong)
+    half = pinger(o, sv[0]);
+  else
+    mbps = sender(o, sv[0]);
   int status = 0;
   waitpid(child, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) die("the receiver", "failed");
+  if (o.pingpong) {
+    double sum = 0, max = 0;
+    long slow = 0;
+    for (double v : half) {
+      sum += v;
+      max = std::max(max, v);
+      slow += v > 100 ? 1 : 0;
+    }
+    std::nth_element(half.begin(), half.begin() + static_cast<long>(half.size() / 2), half.end());
+    std::printf("size %zu iters %ld pingpong tags %s features %s err %s: %ld over 100 us, "
+                "max %.1f us; avg %.3f us median %.3f us\n",
+                o.size, o.iters, o.distinct_tags ? "distinct" : "same",
+                o.rma_wakeup ? "tag,rma,wakeup" : "tag", o.err_peer ? "peer" : "none", slow, max,
+                sum / static_cast<double>(half.size()), half[half.size() / 2]);
+    return 0;
+  }
   std::printf("size %zu iters %ld window %d tags %s features %s err %s: %.1f MB/s\n", o.size,
               o.iters, o.window, o.distinct_tags ? "distinct" : "same",
               o.rma_wakeup ? "tag,rma,wakeup" : "tag", o.err_peer ? "peer" : "none", mbps);

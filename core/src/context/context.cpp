@@ -587,7 +587,7 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
   return busy;
 }
 
-void Context::progress_request(Request* req) {
+void Context::progress_request(Request* req, int turns) {
   if (req->control_driven) {  // its end comes with a control message: service them now
     progress(true);
     return;
@@ -599,7 +599,8 @@ void Context::progress_request(Request* req) {
     advance_framed_locked(peer, req);
     return;
   }
-  test_net_locked(peer, req);
+  for (int t = 0; t < turns && !req->done.load(std::memory_order_acquire); ++t)
+    test_net_locked(peer, req);
 }
 
 void Context::test_net_locked(Peer& peer, Request* req) {

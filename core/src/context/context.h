@@ -92,8 +92,10 @@ class Context {
   // One pass over every plugin, pending request and control channel. Returns true when
   // something happened. `control` also services the control channels (costs a syscall each).
   bool progress(bool control);
-  // Tests just this request's net operation (the fast path of a wait).
-  void progress_request(Request* req);
+  // Tests just this request's net operation (the fast path of a wait): up to `turns` times in a
+  // row under one lock, or until it ends. A framed request advances once, a control-driven one
+  // services the control plane once, whatever `turns` says.
+  void progress_request(Request* req, int turns = 1);
   // Tests req's plugin request once and ends req if it ended (net mutex held; req pending).
   void test_net_locked(Peer& peer, Request* req);
 
