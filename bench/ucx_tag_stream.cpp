@@ -11,8 +11,9 @@
 //   --pingpong      a ping-pong instead of the stream (the window is unused): reports half the
 //                   round trip, average and median, like hmc-perf's lat test
 //
-// UCX_TLS and UCX_NET_DEVICES apply as usual. Reports MB/s (10^6 bytes per second) from the first
-// measured send to the receiver's acknowledgement of the last message.
+// UCX_TLS and UCX_NET_DEVICES apply as usual. The stream reports MB/s (10^6 bytes per second) from
+// the first measured send to the receiver's acknowledgement of the last message; the ping-pong
+// reports half the round trip in microseconds (average, median, how many took over 100 us).
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <ucp/api/ucp.h>
@@ -169,10 +170,17 @@ struct Ucp {
   }
   ~Ucp() {
     if (ep) {
+      // Forced: the peer may already be gone, and nothing is left to flush (every operation
+      // was waited for). Still bounded, like every wait here.
       ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
       void* r = ucp_ep_close_nbx(ep, &p);
       if (UCS_PTR_IS_PTR(r)) {
-        while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker);
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (ucp_request_check_status(r) == UCS_INPROGRESS &&
+               std::chrono::steady_clock::now() < end)
+          ucp_worker_progress(worker);
         ucp_request_free(r);
       }
     }
