@@ -47,14 +47,19 @@ struct Direction {
 };
 
 // The size a direction is timed at: doubling from 64 KiB until a copy takes 2 ms or reaches
-// max, each size copied twice and the second timed (the first touches memory not touched
-// before: an emulated device's pages fault in on first use). False when a copy failed.
+// max, each size copied twice and the faster copy counted (the first touches memory not
+// touched before: an emulated device's pages fault in on first use; and a copy the scheduler
+// interrupted must not stop the doubling at a size where every later interruption weighs more).
+// False when a copy failed.
 bool pick_size(CopyEngine& eng, Direction* d, size_t max, int timeout_ms, std::string* error) {
   size_t n = std::min(kFirstSize, max);
   for (;;) {
-    double us = 0;
-    for (int round = 0; round < 2; ++round)
-      if ((us = time_copies(eng, d->dst, d->src, n, 1, timeout_ms, error)) < 0) return false;
+    double us = std::numeric_limits<double>::infinity();
+    for (int round = 0; round < 2; ++round) {
+      double t = time_copies(eng, d->dst, d->src, n, 1, timeout_ms, error);
+      if (t < 0) return false;
+      us = std::min(us, t);
+    }
     if (us >= kEnoughUs || n >= max) break;
     n = std::min(n * 2, max);
   }
