@@ -325,6 +325,13 @@ void store_sentinels(const std::string& cache_file, const std::string& so) {
                           "hoststage/shm", {5252, 5353}, now));
 }
 
+// A copy of the hoststage plugin file in dir, standing for "the plugin" in cache keys so that a
+// test can change it; empty when the copy failed.
+std::string plugin_copy(const TempDir& dir) {
+  std::string so = dir.path() + "/libhmc-net-hoststage.so";
+  return std::system(("cp '" + kHoststage + "' '" + so + "'").c_str()) == 0 ? so : std::string();
+}
+
 // Takes the calibration lock of cache_file through a file description of its own, standing for
 // another process (flock locks conflict between descriptions, even within one process).
 int hold_cache_lock(const std::string& cache_file) {
@@ -358,9 +365,8 @@ TEST(Calibration, MeasuresOnceThenUsesMemoryAndCacheUntilThePluginChanges) {
   ASSERT_TRUE(ctx);
   TempDir dir;
   std::string cache_file = dir.path() + "/calib";
-  // A copy of the plugin file stands for "the plugin" in the key, so the test can change it.
-  std::string so = dir.path() + "/libhmc-net-hoststage.so";
-  ASSERT_EQ(std::system(("cp '" + kHoststage + "' '" + so + "'").c_str()), 0);
+  std::string so = plugin_copy(dir);
+  ASSERT_FALSE(so.empty());
 
   path::reset_calibration_memory();
   path::Capabilities first = calibrate_hoststage(*ctx, cache_file, true, so);
@@ -411,8 +417,8 @@ TEST(Calibration, WaitsForAnotherProcessesCalibrationAndReadsItsFigures) {
   ASSERT_TRUE(ctx);
   TempDir dir;
   std::string cache_file = dir.path() + "/calib";
-  std::string so = dir.path() + "/libhmc-net-hoststage.so";
-  ASSERT_EQ(std::system(("cp '" + kHoststage + "' '" + so + "'").c_str()), 0);
+  std::string so = plugin_copy(dir);
+  ASSERT_FALSE(so.empty());
   int fd = hold_cache_lock(cache_file);
   ASSERT_GE(fd, 0);
   std::thread other([&] {
