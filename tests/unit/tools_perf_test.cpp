@@ -9,6 +9,7 @@
 #include "../../tools/hmc-perf/options.h"
 #include "../../tools/hmc-perf/pattern.h"
 #include "../../tools/hmc-perf/report.h"
+#include "../../tools/hmc-perf/session.h"
 #include "../../tools/hmc-perf/wire.h"
 
 namespace hmc::perf {
@@ -377,6 +378,13 @@ TEST(ToolsPerfReport, TableRowAlignsWithHeader) {
   EXPECT_EQ(row.find("hoststage/tcp"), head.find("path"));
   EXPECT_NE(row.find("4M"), std::string::npos);
   EXPECT_NE(row.find(" - "), std::string::npos);  // p50/p99 not measured in bw
+}
+
+// What a wait was for: put together only when the wait fails, from a text and an optional number.
+TEST(ToolsPerfSession, WhatAWaitWasFor) {
+  EXPECT_EQ(What("for ping", 12).str(), "for ping 12");
+  EXPECT_EQ(What("for a send to complete").str(), "for a send to complete");
+  EXPECT_EQ(What(std::string("waiting for ") + "setup").str(), "waiting for setup");
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ class Server {
     ready(idx);
     for (int64_t i = 0; i < total; ++i) {
       size_t slot = static_cast<size_t>(i % p.window);
-      size_t n = wait_for(reqs[slot], o_.timeout_ms, "for message " + std::to_string(i));
+      size_t n = wait_for(reqs[slot], o_.timeout_ms, What("for message", i));
       if (n != p.size)
         bad->note(static_cast<uint64_t>(i), n, "received " + std::to_string(n) + " bytes");
       if (setup_.check)
@@ -193,7 +193,7 @@ class Server {
     ready(idx);
     for (int64_t i = 0; i < total; ++i) {
       uint64_t it = static_cast<uint64_t>(i);
-      size_t n = wait_for(r, o_.timeout_ms, "for ping " + std::to_string(i));
+      size_t n = wait_for(r, o_.timeout_ms, What("for ping", i));
       if (n != p.size) bad->note(it, n, "received " + std::to_string(n) + " bytes");
       if (setup_.check) {
         check_rx(0, p.size, seed_forward(it), it, bad);
@@ -214,7 +214,7 @@ class Server {
     ready(idx);
     for (int64_t i = 0; i < total; ++i) {
       uint64_t it = static_cast<uint64_t>(i);
-      auto n = wait_notification(ctx_, o_.timeout_ms, "for put " + std::to_string(i));
+      auto n = wait_notification(ctx_, o_.timeout_ms, What("for put", i));
       if (n.value != it)
         throw RunError("put notification " + std::to_string(n.value) + ", expected " +
                        std::to_string(it));

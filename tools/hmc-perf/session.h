@@ -8,6 +8,7 @@
 #include <hmc/hmc.hpp>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "child_process.h"
@@ -26,54 +27,74 @@ inline double now_s() {
   return hmc::tools::monotonic_seconds();
 }
 
-// Waits for r up to timeout_ms; returns the bytes moved. `what` completes "timed out ... <what>".
-inline size_t wait_for(hmc::Request& r, int timeout_ms, const std::string& what) {
-  size_t bytes = 0;
-  hmc_status_t s = r.wait_status(timeout_ms, &bytes);
-  if (s == HMC_SUCCESS) return bytes;
-  hmc::Error e(s, "hmc_request_wait");  // captures hmc_last_error() now
+// What a wait is for, to complete the message of a failed wait ("timed out ... for ping 12"): a
+// text and an optional number, put together only when the wait fails, so that the waits of the
+// measured loops allocate nothing.
+class What {
+ public:
+  What(const char* text, int64_t index = -1) : text_(text), index_(index) {}  // NOLINT
+  What(std::string text) : owned_(std::move(text)) {}                          // NOLINT
+  std::string str() const {
+    std::string s = text_ != nullptr ? std::string(text_) : owned_;
+    if (index_ >= 0) s += " " + std::to_string(index_);
+    return s;
+  }
+
+ private:
+  const char* text_ = nullptr;  // not owned: a literal
+  std::string owned_;
+  int64_t index_ = -1;
+};
+
+// Throws the RunError for a wait that ended in s (not HMC_SUCCESS).
+[[noreturn]] inline void wait_failed(hmc_status_t s, const char* call, int timeout_ms,
+                                     const What& what) {
+  hmc::Error e(s, call);  // captures hmc_last_error() now
   if (s == HMC_ERR_TIMEOUT)
-    throw RunError("timed out after " + std::to_string(timeout_ms) + " ms " + what + " (" +
+    throw RunError("timed out after " + std::to_string(timeout_ms) + " ms " + what.str() + " (" +
                    e.what() + ")");
-  throw RunError(what + ": " + e.what());
+  throw RunError(what.str() + ": " + e.what());
 }
 
-inline hmc_notification_t wait_notification(hmc::Context& ctx, int timeout_ms,
-                                            const std::string& what) {
+// Waits for r up to timeout_ms; returns the bytes moved. `what` completes "timed out ... <what>".
+inline size_t wait_for(hmc::Request& r, int timeout_ms, const What& what) {
+  size_t bytes = 0;
+  hmc_status_t s = r.wait_status(timeout_ms, &bytes);
+  if (s != HMC_SUCCESS) wait_failed(s, "hmc_request_wait", timeout_ms, what);
+  return bytes;
+}
+
+inline hmc_notification_t wait_notification(hmc::Context& ctx, int timeout_ms, const What& what) {
   hmc_notification_t n{};
   hmc_status_t s = hmc_notify_wait(ctx.get(), timeout_ms, &n);
-  if (s == HMC_SUCCESS) return n;
-  hmc::Error e(s, "hmc_notify_wait");
-  if (s == HMC_ERR_TIMEOUT)
-    throw RunError("timed out after " + std::to_string(timeout_ms) + " ms " + what + " (" +
-                   e.what() + ")");
-  throw RunError(what + ": " + e.what());
+  if (s != HMC_SUCCESS) wait_failed(s, "hmc_notify_wait", timeout_ms, what);
+  return n;
 }
 
 // Like wait_for, for waits whose length depends on the other side's work (the server waiting
 // for the client's gets, or for the last put of a long phase): waits in slices of timeout_ms
 // for as long as the peer is alive. A dead or silent peer is declared lost by the core.
 inline size_t wait_patiently(hmc::Request& r, hmc::Peer& peer, int timeout_ms,
-                             const std::string& what) {
+                             const What& what) {
   for (;;) {
     size_t bytes = 0;
     hmc_status_t s = r.wait_status(timeout_ms, &bytes);
     if (s == HMC_SUCCESS) return bytes;
     hmc::Error e(s, "hmc_request_wait");
-    if (s != HMC_ERR_TIMEOUT) throw RunError(what + ": " + e.what());
-    if (!peer.info().alive) throw RunError("the peer was lost " + what);
+    if (s != HMC_ERR_TIMEOUT) throw RunError(what.str() + ": " + e.what());
+    if (!peer.info().alive) throw RunError("the peer was lost " + what.str());
   }
 }
 
 inline hmc_notification_t wait_notification_patiently(hmc::Context& ctx, hmc::Peer& peer,
-                                                      int timeout_ms, const std::string& what) {
+                                                      int timeout_ms, const What& what) {
   for (;;) {
     hmc_notification_t n{};
     hmc_status_t s = hmc_notify_wait(ctx.get(), timeout_ms, &n);
     if (s == HMC_SUCCESS) return n;
     hmc::Error e(s, "hmc_notify_wait");
-    if (s != HMC_ERR_TIMEOUT) throw RunError(what + ": " + e.what());
-    if (!peer.info().alive) throw RunError("the peer was lost " + what);
+    if (s != HMC_ERR_TIMEOUT) throw RunError(what.str() + ": " + e.what());
+    if (!peer.info().alive) throw RunError("the peer was lost " + what.str());
   }
 }
 
