@@ -1498,6 +1498,68 @@ TEST_P(UcxLocal, WrongNonceIgnoredThenRightPeerAccepted) {
   EXPECT_EQ(T()->accept(p.l, &again), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
 }
 
+// The connector's hello carried outside UCX (connect_hello/accept_hello, as the core does over
+// its control plane): the listener makes its endpoint from it, the connection completes and
+// carries data, the connector's hello is handed over once, and the listener refuses a hello
+// with the wrong nonce, garbage, and a second hello once it made its endpoint.
+TEST_P(UcxLocal, HelloCarriedOutsideUcx) {
+  LocalPair p(cfg());
+  ASSERT_NO_FATAL_FAILURE(p.init());
+  ASSERT_TRUE(HMC_ABI_HAS_FIELD(T(), hmc_net_plugin_v1_t, accept_hello));
+  ASSERT_NE(T()->connect_hello, nullptr);
+  ASSERT_NE(T()->accept_hello, nullptr);
+  ASSERT_EQ(T()->listen(p.a, 0, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
+  ASSERT_EQ(T()->connect(p.b, 0, p.handle, p.handle_len, &p.eb), HMC_PLUGIN_SUCCESS);
+  std::vector<uint8_t> hello(HMC_NET_HELLO_MAX);
+  size_t len = 4;  // too small a buffer: refused, the hello stays with the endpoint
+  EXPECT_EQ(T()->connect_hello(p.eb, hello.data(), &len), HMC_PLUGIN_ERR_NO_MEMORY);
+  len = hello.size();
+  ASSERT_EQ(T()->connect_hello(p.eb, hello.data(), &len), HMC_PLUGIN_SUCCESS);
+  ASSERT_GT(len, 16u);
+  hello.resize(len);
+  size_t again = HMC_NET_HELLO_MAX;
+  std::vector<uint8_t> second(again);
+  EXPECT_EQ(T()->connect_hello(p.eb, second.data(), &again), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(again, 0u) << "the hello is handed over once";
+  // Nothing reaches the listener over UCX: accept stays in progress however long both run.
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ(T()->accept(p.l, &p.ea), HMC_PLUGIN_IN_PROGRESS);
+    EXPECT_EQ(T()->ep_ready(p.eb), HMC_PLUGIN_IN_PROGRESS);
+  }
+  uint8_t junk[3] = {1, 2, 3};
+  EXPECT_EQ(T()->accept_hello(p.l, junk, sizeof junk), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(p.ha.logged("invalid hello"));
+  ASSERT_EQ(T()->accept_hello(p.l, hello.data(), hello.size()), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(T()->accept_hello(p.l, hello.data(), hello.size()), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+  ASSERT_NO_FATAL_FAILURE(p.finish_connect());
+  std::vector<uint8_t> x(1000), y(1000);
+  fill(x.data(), x.size(), 9);
+  hmc_net_request_t *rr = nullptr, *ss = nullptr;
+  ASSERT_EQ(T()->irecv(p.ea, y.data(), y.size(), nullptr, 2, &rr), HMC_PLUGIN_SUCCESS);
+  ASSERT_EQ(T()->isend(p.eb, x.data(), x.size(), nullptr, 2, &ss), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(p.wait(ss), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(p.wait(rr), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(x, y);
+}
+
+// A hello whose nonce is not the listener's is refused and leaves the listener waiting.
+TEST_P(UcxLocal, CarriedHelloWithTheWrongNonceIsRefused) {
+  LocalPair p(cfg(), 300);
+  ASSERT_NO_FATAL_FAILURE(p.init());
+  ASSERT_EQ(T()->listen(p.a, 0, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
+  std::vector<uint8_t> forged(p.handle, p.handle + p.handle_len);
+  forged[8] ^= 0xff;  // nonce bytes 8..15
+  hmc_net_ep_t* bad = nullptr;
+  ASSERT_EQ(T()->connect(p.b, 0, forged.data(), forged.size(), &bad), HMC_PLUGIN_SUCCESS);
+  std::vector<uint8_t> hello(HMC_NET_HELLO_MAX);
+  size_t len = hello.size();
+  ASSERT_EQ(T()->connect_hello(bad, hello.data(), &len), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(T()->accept_hello(p.l, hello.data(), len), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(p.ha.logged("wrong connection nonce"));
+  EXPECT_EQ(T()->accept(p.l, &p.ea), HMC_PLUGIN_IN_PROGRESS);
+  T()->close_ep(bad);
+}
+
 // A handle whose listener was closed: nobody answers, ep_ready fails within the host timeout.
 // Malformed handles are invalid arguments.
 TEST_P(UcxLocal, ClosedListenerAndMalformedHandles) {

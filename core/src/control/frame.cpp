@@ -50,7 +50,8 @@ bool is_known_type(uint16_t type) {
     case MsgType::RegionGoneAck:
     case MsgType::StagedPut:
     case MsgType::StagedGet:
-    case MsgType::StagedDone: return true;
+    case MsgType::StagedDone:
+    case MsgType::NetHello: return true;
   }
   return false;
 }
@@ -77,6 +78,7 @@ const char* msg_type_name(MsgType type) {
     case MsgType::StagedPut: return "StagedPut";
     case MsgType::StagedGet: return "StagedGet";
     case MsgType::StagedDone: return "StagedDone";
+    case MsgType::NetHello: return "NetHello";
   }
   return "unknown";
 }

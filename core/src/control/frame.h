@@ -54,6 +54,7 @@ enum class MsgType : uint16_t {
   StagedPut = 29,   // initiator -> owner: receive my framed send into your region (peer/messages.h)
   StagedGet = 30,   // initiator -> owner: send me this part of your region, framed
   StagedDone = 31,  // owner -> initiator: how the owner's side of a StagedPut/StagedGet ended
+  NetHello = 32,    // initiator -> acceptor during setup: the net plugin's hello (peer/messages.h)
 };
 
 bool is_known_type(uint16_t type);

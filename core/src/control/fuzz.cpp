@@ -77,6 +77,7 @@ const DecoderEntry kDecoders[] = {
      round_trip<msg::StagedAsk, msg::decode_staged_ask, msg::encode_staged_ask>},
     {MsgType::StagedDone,
      round_trip<msg::StagedDone, msg::decode_staged_done, msg::encode_staged_done>},
+    {MsgType::NetHello, round_trip<msg::NetHello, msg::decode_net_hello, msg::encode_net_hello>},
 };
 constexpr size_t kNumDecoders = sizeof(kDecoders) / sizeof(kDecoders[0]);
 

@@ -227,6 +227,35 @@ hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_p
     report(HMC_ERR_PLUGIN, text);
     return fail(from_plugin_status(ps), "hmc_connect to {}: {}", ch->peer_name(), text);
   }
+  // The plugin's hello travels here, before any traffic on the data path, where the acceptor's
+  // plugin takes one (net.h, connect_hello); otherwise the plugin sends its own.
+  if ((nh.flags & msg::kNetHandleTakesHello) && HMC_NET_SLOT(net.table(), connect_hello)) {
+    msg::NetHello hello;
+    hello.hello.resize(HMC_NET_HELLO_MAX);
+    size_t len = hello.hello.size();
+    {
+      std::lock_guard<std::mutex> lock(net.mutex());
+      ps = net.table()->connect_hello(ep, hello.hello.data(), &len);
+      if (ps != HMC_PLUGIN_SUCCESS || len > HMC_NET_HELLO_MAX) net.table()->close_ep(ep);
+    }
+    if (ps != HMC_PLUGIN_SUCCESS || len > HMC_NET_HELLO_MAX) {
+      std::string text = fmt::format("{} connect_hello failed: {}", dev->key(),
+                                     ps != HMC_PLUGIN_SUCCESS ? plugin_status_string(ps)
+                                                              : "the hello is too large");
+      report(HMC_ERR_PLUGIN, text);
+      return fail(HMC_ERR_PLUGIN, "hmc_connect to {}: {}", ch->peer_name(), text);
+    }
+    if (len > 0) {
+      hello.hello.resize(len);
+      control::Writer hw;
+      msg::encode_net_hello(hello, &hw);
+      if ((st = ch->send_wait(control::MsgType::NetHello, hw, deadline)) != HMC_SUCCESS) {
+        std::lock_guard<std::mutex> lock(net.mutex());
+        net.table()->close_ep(ep);
+        return st;
+      }
+    }
+  }
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(net.mutex());
@@ -342,6 +371,7 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
   nh.text = st == HMC_SUCCESS ? choice.reason : last_error();
   nh.plugin = choice.plugin;
   nh.device = choice.device;
+  if (dev && HMC_NET_SLOT(dev->plugin->table(), accept_hello)) nh.flags |= msg::kNetHandleTakesHello;
   std::string saved_error = last_error();
   control::Writer hw;
   msg::encode_net_handle(nh, &hw);
@@ -380,7 +410,17 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
       std::vector<control::Channel::Message> msgs;
       hmc_status_t rs = ch->receive(&msgs);
       for (auto& msg : msgs) {
-        if (!ready && msg.type == control::MsgType::NetReady) {
+        if (!ready && msg.type == control::MsgType::NetHello && rs == HMC_SUCCESS) {
+          msg::NetHello hello;
+          hmc_plugin_status_t ps = HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+          if (msg::decode_net_hello(msg.payload.data(), msg.payload.size(), &hello)) {
+            std::lock_guard<std::mutex> lock(net.mutex());
+            ps = net.table()->accept_hello(listener, hello.hello.data(), hello.hello.size());
+          }
+          if (ps != HMC_PLUGIN_SUCCESS)
+            rs = fail(from_plugin_status(ps), "hmc_accept from {}: {} refused the connector's "
+                      "hello: {}", ch->peer_name(), choice.key(), plugin_status_string(ps));
+        } else if (!ready && msg.type == control::MsgType::NetReady) {
           msg::NetReady nr;
           if (!msg::decode_net_ready(msg.payload.data(), msg.payload.size(), &nr)) rs = fail(HMC_ERR_PROTOCOL, "malformed NetReady");
           else if (nr.status != HMC_SUCCESS)

@@ -109,6 +109,7 @@ void encode_net_handle(const NetHandle& m, control::Writer* w) {
   w->str(m.plugin);
   w->str(m.device);
   w->blob(m.handle);
+  w->u8(m.flags);
 }
 
 bool decode_net_handle(const uint8_t* p, size_t n, NetHandle* m) {
@@ -117,6 +118,17 @@ bool decode_net_handle(const uint8_t* p, size_t n, NetHandle* m) {
   if (!r.i32(&h.status) || !r.str(&h.text, kMaxText) || !r.str(&h.plugin, kMaxName) ||
       !r.str(&h.device, kMaxName) || !r.blob(&h.handle, HMC_NET_HANDLE_MAX))
     return false;
+  if (r.remaining() > 0 && !r.u8(&h.flags)) return false;  // absent from older peers
+  *m = std::move(h);
+  return true;
+}
+
+void encode_net_hello(const NetHello& m, control::Writer* w) { w->blob(m.hello); }
+
+bool decode_net_hello(const uint8_t* p, size_t n, NetHello* m) {
+  control::Reader r(p, n);
+  NetHello h;
+  if (!r.blob(&h.hello, HMC_NET_HELLO_MAX)) return false;
   *m = std::move(h);
   return true;
 }

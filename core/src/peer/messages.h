@@ -25,9 +25,21 @@ struct NetHandle {
   std::string plugin;
   std::string device;
   std::vector<uint8_t> handle;
+  // Appended later (a peer from before sends none: 0). kNetHandleTakesHello: the acceptor's
+  // plugin takes the connector's hello (net.h, accept_hello) in a NetHello message.
+  uint8_t flags = 0;
 };
+constexpr uint8_t kNetHandleTakesHello = 1;
 void encode_net_handle(const NetHandle& m, control::Writer* w);
 bool decode_net_handle(const uint8_t* p, size_t n, NetHandle* m);
+
+// NetHello (initiator -> acceptor, before NetReady, only when NetHandle asked for it): the
+// connector's half of the plugin's handshake (net.h, connect_hello), possibly empty.
+struct NetHello {
+  std::vector<uint8_t> hello;
+};
+void encode_net_hello(const NetHello& m, control::Writer* w);
+bool decode_net_hello(const uint8_t* p, size_t n, NetHello* m);
 
 // NetReady (initiator -> acceptor): whether connecting the data path worked.
 struct NetReady {

@@ -354,6 +354,8 @@ const hmc_net_plugin_v1_t kPlugin = {
     hs_progress,
     hs_wait_fd,
     hs_arm,
+    nullptr,  // connect_hello: not offered (nothing the listener must learn before traffic)
+    nullptr,  // accept_hello
 };
 
 }  // namespace

@@ -395,6 +395,8 @@ const hmc_net_plugin_v1_t kPlugin = {
     ofi_progress,
     ofi_wait_fd,
     ofi_arm,
+    nullptr,  // connect_hello: not offered (nothing the listener must learn before traffic)
+    nullptr,  // accept_hello
 };
 
 }  // namespace

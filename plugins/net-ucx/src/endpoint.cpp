@@ -1,5 +1,6 @@
 #include "endpoint.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <memory>
 
@@ -60,10 +61,10 @@ hmc_plugin_status_t Endpoint::connect(Context& ctx, const wire::Handle& h, Endpo
   hello.who = ctx.self();
   hello.address = ctx.full_address().data();
   hello.address_len = ctx.full_address().size();
-  std::vector<uint8_t> bytes;
-  wire::encode_hello(hello, &bytes);
-  e->hello_ = ctx.post_control_send(e->uep_, tags::control(tags::Ctrl::kHello, e->peer_id_),
-                                    std::move(bytes));
+  // Sent over UCX by this context's next progress pass (service()), unless the core takes it
+  // first to carry it over its control plane (take_hello).
+  wire::encode_hello(hello, &e->unsent_hello_);
+  ctx.attend(e.get());
   e->deadline_ns_ = ctx.now_ns() + ctx.timeout_ns();
   *out = e.release();
   return HMC_PLUGIN_SUCCESS;
@@ -159,6 +160,22 @@ void Endpoint::drop_control(Request** rp) {
   if (u != nullptr) ucp_request_cancel(ctx_.worker(), u);
 }
 
+hmc_plugin_status_t Endpoint::take_hello(uint8_t* out, size_t* len) {
+  if (unsent_hello_.empty()) {
+    *len = 0;
+    return HMC_PLUGIN_SUCCESS;
+  }
+  if (unsent_hello_.size() > *len) {
+    ctx_.log().write(HMC_LOG_ERROR, "connect_hello: the hello (%zu bytes) does not fit in %zu",
+                     unsent_hello_.size(), *len);
+    return HMC_PLUGIN_ERR_NO_MEMORY;
+  }
+  std::copy(unsent_hello_.begin(), unsent_hello_.end(), out);
+  *len = unsent_hello_.size();
+  unsent_hello_.clear();
+  return HMC_PLUGIN_SUCCESS;
+}
+
 hmc_plugin_status_t Endpoint::ready_status() {
   if (state_ == State::kReady) return HMC_PLUGIN_SUCCESS;
   if (state_ == State::kFailed) return HMC_PLUGIN_ERR_PEER_LOST;
@@ -221,6 +238,11 @@ void Endpoint::schedule_failure(const std::string& reason) {
 }
 
 void Endpoint::service() {
+  if (!unsent_hello_.empty() && state_ == State::kConnecting) {
+    hello_ = ctx_.post_control_send(uep_, tags::control(tags::Ctrl::kHello, peer_id_),
+                                    std::move(unsent_hello_));
+    unsent_hello_.clear();
+  }
   if (!failure_.empty()) {
     std::string why;
     why.swap(failure_);

@@ -43,6 +43,12 @@ class Endpoint {
   Context& ctx() const { return ctx_; }
   // ep_ready: SUCCESS once established, IN_PROGRESS before, PEER_LOST once failed.
   hmc_plugin_status_t ready_status();
+  // connect_hello (net.h): the connector's hello, for the core to carry to the listener, in
+  // place of sending it over UCX (which the context's next progress pass does otherwise): the
+  // listener then makes its endpoint before any message arrives on its interfaces, and UCX
+  // polls the interface that carries the data last, as for an endpoint made from an exchanged
+  // address. *len: room on entry, bytes written on return (0: it was sent over UCX already).
+  hmc_plugin_status_t take_hello(uint8_t* out, size_t* len);
   bool failed() const { return state_ == State::kFailed; }
   ucp_ep_h uep() const { return uep_; }
 
@@ -101,6 +107,7 @@ class Endpoint {
   ProcessWatch watch_;
   Request* pending_ = nullptr;  // user requests with UCX operations outstanding
   Request* hello_ = nullptr;    // connector: the hello send
+  std::vector<uint8_t> unsent_hello_;  // connector: the hello until it is sent or handed over
   Request* welcome_ = nullptr;  // connector: the receive for the listener's welcome
   Request* bye_ = nullptr;      // the receive for the peer's bye
   bool bye_arrived_ = false;

@@ -370,6 +370,20 @@ hmc_plugin_status_t ux_arm(hmc_net_ctx_t* ctx) {
   });
 }
 
+hmc_plugin_status_t ux_connect_hello(hmc_net_ep_t* ep, void* hello, size_t* len) {
+  return guarded([&] {
+    if (ep == nullptr || hello == nullptr || len == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    return as_ep(ep)->take_hello(static_cast<uint8_t*>(hello), len);
+  });
+}
+
+hmc_plugin_status_t ux_accept_hello(hmc_net_listener_t* listener, const void* hello, size_t len) {
+  return guarded([&] {
+    if (listener == nullptr || (hello == nullptr && len > 0)) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    return as_listener(listener)->take_hello(static_cast<const uint8_t*>(hello), len);
+  });
+}
+
 const hmc_net_plugin_v1_t kPlugin = {
     HMC_ABI_HEADER_INIT(hmc_net_plugin_v1_t),
     "ucx",
@@ -398,6 +412,8 @@ const hmc_net_plugin_v1_t kPlugin = {
     ux_progress,
     ux_wait_fd,
     ux_arm,
+    ux_connect_hello,
+    ux_accept_hello,
 };
 
 }  // namespace

@@ -75,7 +75,7 @@ hmc_plugin_status_t Listener::accept(Endpoint** out) {
   }
   ctx_.progress();
   if (pending_ != nullptr) return finish_accept(out);
-  if (!hello_->done) return HMC_PLUGIN_IN_PROGRESS;
+  if (hello_ == nullptr || !hello_->done) return HMC_PLUGIN_IN_PROGRESS;
   Request* h = hello_;
   hello_ = nullptr;
   wire::Hello hello;
@@ -94,13 +94,44 @@ hmc_plugin_status_t Listener::accept(Endpoint** out) {
     post_hello();
     return HMC_PLUGIN_IN_PROGRESS;
   }
+  hmc_plugin_status_t st = answer(hello);
+  ctx_.abandon(h);  // hello's address pointed into h
+  if (st != HMC_PLUGIN_SUCCESS) return st;
+  return finish_accept(out);
+}
+
+hmc_plugin_status_t Listener::take_hello(const uint8_t* bytes, size_t len) {
+  if (handed_out_) {
+    ctx_.log().write(HMC_LOG_ERROR, "accept_hello: listener %u already made its endpoint", id_);
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  }
+  wire::Hello hello;
+  std::string why;
+  if (!wire::decode_hello(bytes, len, &hello, &why))
+    why = "invalid hello: " + why;
+  else if (hello.nonce != nonce_)
+    why = "wrong connection nonce (the handle is not this listener's)";
+  if (!why.empty()) {
+    ctx_.log().write(HMC_LOG_ERROR, "accept_hello: listener %u: %s", id_, why.c_str());
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  }
+  // No hello will come over UCX: the receive posted for one goes.
+  if (hello_ != nullptr) {
+    void* u = hello_->ucx;
+    ctx_.abandon(hello_);
+    if (u != nullptr) ucp_request_cancel(ctx_.worker(), u);
+    hello_ = nullptr;
+  }
+  return answer(hello);
+}
+
+hmc_plugin_status_t Listener::answer(const wire::Hello& hello) {
   // The endpoint takes the id over, even when it cannot be made (then it returns the id).
   handed_out_ = true;
   hmc_plugin_status_t st = Endpoint::accept(ctx_, id_, hello, &pending_, &welcome_);
-  ctx_.abandon(h);  // hello's address pointed into h
   if (st != HMC_PLUGIN_SUCCESS) return st;
   deadline_ns_ = ctx_.now_ns() + ctx_.timeout_ns();
-  return finish_accept(out);
+  return HMC_PLUGIN_SUCCESS;
 }
 
 // Hands the endpoint out once its welcome left: over tcp that needs this side's progress (the

@@ -7,6 +7,7 @@
 
 #include "hmc/plugin/net.h"
 #include "request.h"
+#include "wire.h"
 
 namespace hmc::ucx {
 
@@ -26,10 +27,16 @@ class Listener {
   // PEER_LOST when the answer could not be sent, INVALID_ARGUMENT after the endpoint was
   // already handed out.
   hmc_plugin_status_t accept(Endpoint** out);
+  // accept_hello (net.h): the connector's hello, carried by the core instead of over UCX. Makes
+  // the endpoint (accept hands it out once its answer left); INVALID_ARGUMENT for a hello that
+  // is malformed or not for this listener, or when an endpoint was made already.
+  hmc_plugin_status_t take_hello(const uint8_t* bytes, size_t len);
 
  private:
   explicit Listener(Context& ctx) : ctx_(ctx) {}
   bool post_hello();
+  // Makes the endpoint for a hello that passed the checks (takes the rx id over).
+  hmc_plugin_status_t answer(const wire::Hello& hello);
   hmc_plugin_status_t finish_accept(Endpoint** out);
 
   Context& ctx_;

@@ -457,6 +457,10 @@ static const hmc_net_plugin_v1_t plugin_table = {
     .progress = NULL, /* TO DO: drive your completion queues here */
     .wait_fd = NULL,  /* TO DO: an fd that wakes the core when progress has work */
     .arm = NULL,
+    /* A plugin whose listener must learn who connects before any traffic: the core can carry
+     * the connector's hello (net.h). */
+    .connect_hello = NULL,
+    .accept_hello = NULL,
 };
 
 HMC_PLUGIN_EXPORT const hmc_net_plugin_v1_t* hmc_net_plugin_v1(void) {

@@ -44,6 +44,7 @@ extern "C" {
 /* Bounds on opaque blobs the core carries between peers. */
 #define HMC_NET_HANDLE_MAX 256u /* connection handle from listen */
 #define HMC_NET_RKEY_MAX 256u   /* packed remote key from reg_mr */
+#define HMC_NET_HELLO_MAX 65536u /* connector's hello from connect_hello */
 
 /* Memory kinds a net device can read and write directly (hmc_net_device_props_t.mem_kinds). */
 #define HMC_NET_MEM_HOST (1u << 0)   /* ordinary host memory */
@@ -183,6 +184,24 @@ typedef struct hmc_net_plugin_v1 {
    * the fd from now on). IN_PROGRESS: there is work already; the core calls progress instead of
    * sleeping. Without this slot the core bounds its sleeps to a short interval. */
   hmc_plugin_status_t (*arm)(hmc_net_ctx_t* ctx);
+
+  /* The connector's half of the handshake, carried by the core's control plane (offer both or
+   * neither). A plugin whose listening side must learn who connects (the connector's address)
+   * can have it there before any traffic on the data path, as it would have it had both sides
+   * created their endpoints from exchanged addresses. For UCX this matters: an endpoint made in
+   * answer to traffic that already arrived leaves the receiving interface first in the worker's
+   * progress order, and each completion on it then waits for a poll of every other interface.
+   *  - connect_hello: called once, right after connect returned ep and before ep_ready. Writes
+   *    at most *len bytes (on entry HMC_NET_HELLO_MAX) and sets *len; 0 means nothing to carry.
+   *    Once it gave a hello, the plugin sends none of its own on the data path.
+   *  - accept_hello: the listening side gets those bytes before accept is expected to return
+   *    the endpoint they announce; an error fails the accept.
+   * Where the core carries no hello (these slots missing on either side, or a caller that uses
+   * listen/connect/accept directly), the plugin runs its handshake on the data path: a plugin
+   * offering these slots must keep working when connect_hello is never called. */
+  hmc_plugin_status_t (*connect_hello)(hmc_net_ep_t* ep, void* hello, size_t* len);
+  hmc_plugin_status_t (*accept_hello)(hmc_net_listener_t* listener, const void* hello,
+                                      size_t len);
 } hmc_net_plugin_v1_t;
 
 /* The entry symbol's type and name. */

@@ -1,0 +1,58 @@
+// Setup messages of the control plane whose layout grew: NetHandle's appended flags (absent from
+// an older peer's message) and NetHello, the connector's plugin hello.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "control/wire.h"
+#include "hmc/plugin/net.h"
+#include "peer/messages.h"
+
+namespace hmc {
+namespace {
+
+TEST(PeerMessages, NetHandleFlagsRoundTripAndDefaultToZeroWhenAbsent) {
+  msg::NetHandle nh;
+  nh.text = "ranked 1 of 2";
+  nh.plugin = "ucx";
+  nh.device = "ucx";
+  nh.handle = {1, 2, 3, 4};
+  nh.flags = msg::kNetHandleTakesHello;
+  control::Writer w;
+  msg::encode_net_handle(nh, &w);
+  msg::NetHandle back;
+  ASSERT_TRUE(msg::decode_net_handle(w.data().data(), w.size(), &back));
+  EXPECT_EQ(back.flags, msg::kNetHandleTakesHello);
+  EXPECT_EQ(back.handle, nh.handle);
+  EXPECT_EQ(back.plugin, "ucx");
+  // An older peer's NetHandle ends after the handle: it asks for no hello.
+  ASSERT_TRUE(msg::decode_net_handle(w.data().data(), w.size() - 1, &back));
+  EXPECT_EQ(back.flags, 0);
+  EXPECT_EQ(back.handle, nh.handle);
+  // Cut inside the handle: malformed.
+  EXPECT_FALSE(msg::decode_net_handle(w.data().data(), w.size() - 3, &back));
+}
+
+TEST(PeerMessages, NetHelloRoundTripsAndIsBounded) {
+  msg::NetHello h;
+  h.hello.assign(300, 0x42);
+  control::Writer w;
+  msg::encode_net_hello(h, &w);
+  msg::NetHello back;
+  ASSERT_TRUE(msg::decode_net_hello(w.data().data(), w.size(), &back));
+  EXPECT_EQ(back.hello, h.hello);
+  EXPECT_FALSE(msg::decode_net_hello(w.data().data(), w.size() - 1, &back));
+  msg::NetHello big;
+  big.hello.assign(HMC_NET_HELLO_MAX + 1, 1);
+  control::Writer wb;
+  msg::encode_net_hello(big, &wb);
+  EXPECT_FALSE(msg::decode_net_hello(wb.data().data(), wb.size(), &back));
+  msg::NetHello empty;
+  control::Writer we;
+  msg::encode_net_hello(empty, &we);
+  ASSERT_TRUE(msg::decode_net_hello(we.data().data(), we.size(), &back));
+  EXPECT_TRUE(back.hello.empty());
+}
+
+}  // namespace
+}  // namespace hmc
