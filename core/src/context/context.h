@@ -298,15 +298,20 @@ class Context {
   // While alive, this thread drives progress itself (a wait): the progress thread stays parked.
   class PollerScope {
    public:
-    explicit PollerScope(Context& c) : c_(c) { ++c_.active_pollers_; }
+    // Only a progress thread looks at the count (use_progress_thread_ is fixed once the
+    // context is made): without one, a wait pays for neither the count nor the notification.
+    explicit PollerScope(Context& c) : c_(c), counted_(c.use_progress_thread_) {
+      if (counted_) ++c_.active_pollers_;
+    }
     ~PollerScope() {
-      if (--c_.active_pollers_ == 0) c_.thread_cv_.notify_all();
+      if (counted_ && --c_.active_pollers_ == 0) c_.thread_cv_.notify_all();
     }
     PollerScope(const PollerScope&) = delete;
     PollerScope& operator=(const PollerScope&) = delete;
 
    private:
     Context& c_;
+    bool counted_;
   };
   std::atomic<bool> thread_sleeping_{false};
   control::Fd wake_fd_;  // eventfd

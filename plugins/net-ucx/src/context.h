@@ -156,10 +156,25 @@ class Context {
   static constexpr uint64_t kCloseBudgetNs = 1000ull * 1000000;
 
   const hmc_host_services_t* host_;
+  // What every progress pass reads, together (a test's poll touches these lines and no others
+  // of the context).
+  ucp_worker_h worker_ = nullptr;
+  const void* last_call_ = nullptr;
+  int skips_ = 0;
+  uint32_t ticks_ = 0;
+  size_t unreported_ = 0;  // requests done but not yet tested
+  std::vector<Endpoint*> attention_;
+  struct Lingering {
+    ucp_ep_h uep;
+    Request* bye;
+    uint64_t deadline_ns;
+  };
+  std::vector<Lingering> lingering_;
+  uint64_t next_periodic_ns_ = 0;
+
   Log log_;
   Config cfg_;
   ucp_context_h ucp_ = nullptr;
-  ucp_worker_h worker_ = nullptr;
   int efd_ = -1;
   bool rma_ = false;
   bool same_host_only_ = false;
@@ -171,24 +186,12 @@ class Context {
   ProcessIdentity self_;
 
   RequestPool pool_;
-  const void* last_call_ = nullptr;
-  int skips_ = 0;
-  uint32_t ticks_ = 0;
-  uint64_t next_periodic_ns_ = 0;
-  size_t unreported_ = 0;  // requests done but not yet tested
 
   std::vector<bool> id_used_;
   uint32_t next_id_ = 1;
   std::vector<Endpoint*> eps_;
   std::unordered_map<ucp_ep_h, Endpoint*> by_uep_;
   std::vector<Listener*> listeners_;
-  std::vector<Endpoint*> attention_;
-  struct Lingering {
-    ucp_ep_h uep;
-    Request* bye;
-    uint64_t deadline_ns;
-  };
-  std::vector<Lingering> lingering_;
   std::vector<void*> closing_;  // ucp_ep_close_nbx requests still running
   std::unordered_set<MemRegion*> mrs_;
   std::unordered_set<RemoteKey*> rkeys_;
