@@ -410,7 +410,8 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
       std::vector<control::Channel::Message> msgs;
       hmc_status_t rs = ch->receive(&msgs);
       for (auto& msg : msgs) {
-        if (!ready && msg.type == control::MsgType::NetHello && rs == HMC_SUCCESS) {
+        if (!ready && msg.type == control::MsgType::NetHello) {
+          if (rs != HMC_SUCCESS) continue;  // failing already: the first error stands
           msg::NetHello hello;
           hmc_plugin_status_t ps = HMC_PLUGIN_ERR_INVALID_ARGUMENT;
           if (msg::decode_net_hello(msg.payload.data(), msg.payload.size(), &hello)) {

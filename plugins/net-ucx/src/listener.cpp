@@ -51,14 +51,17 @@ hmc_plugin_status_t Listener::create(Context& ctx, void* handle, size_t* handle_
 Listener::~Listener() {
   if (welcome_ != nullptr) ctx_.abandon(welcome_);
   delete pending_;  // never handed out: closed like any endpoint
-  if (hello_ != nullptr) {
-    void* u = hello_->ucx;
-    ctx_.abandon(hello_);
-    if (u != nullptr) ucp_request_cancel(ctx_.worker(), u);
-    hello_ = nullptr;
-  }
+  drop_hello_recv();
   if (!handed_out_) ctx_.free_id(id_);
   ctx_.remove_listener(this);
+}
+
+void Listener::drop_hello_recv() {
+  if (hello_ == nullptr) return;
+  void* u = hello_->ucx;
+  ctx_.abandon(hello_);
+  if (u != nullptr) ucp_request_cancel(ctx_.worker(), u);
+  hello_ = nullptr;
 }
 
 bool Listener::post_hello() {
@@ -115,13 +118,7 @@ hmc_plugin_status_t Listener::take_hello(const uint8_t* bytes, size_t len) {
     ctx_.log().write(HMC_LOG_ERROR, "accept_hello: listener %u: %s", id_, why.c_str());
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   }
-  // No hello will come over UCX: the receive posted for one goes.
-  if (hello_ != nullptr) {
-    void* u = hello_->ucx;
-    ctx_.abandon(hello_);
-    if (u != nullptr) ucp_request_cancel(ctx_.worker(), u);
-    hello_ = nullptr;
-  }
+  drop_hello_recv();  // no hello will come over UCX
   return answer(hello);
 }
 

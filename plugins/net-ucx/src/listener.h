@@ -35,6 +35,8 @@ class Listener {
  private:
   explicit Listener(Context& ctx) : ctx_(ctx) {}
   bool post_hello();
+  // Withdraws the receive posted for a hello over UCX.
+  void drop_hello_recv();
   // Makes the endpoint for a hello that passed the checks (takes the rx id over).
   hmc_plugin_status_t answer(const wire::Hello& hello);
   hmc_plugin_status_t finish_accept(Endpoint** out);
