@@ -1373,6 +1373,14 @@ struct LocalPair {
     ASSERT_EQ(T()->connect(b, 0, handle, handle_len, &eb), HMC_PLUGIN_SUCCESS);
     ASSERT_NO_FATAL_FAILURE(finish_connect());
   }
+  // Listens on a, and connects from b with a handle whose nonce is not the listener's.
+  void connect_with_wrong_nonce(hmc_net_ep_t** bad) {
+    ASSERT_NO_FATAL_FAILURE(init());
+    ASSERT_EQ(T()->listen(a, 0, handle, &handle_len, &l), HMC_PLUGIN_SUCCESS);
+    std::vector<uint8_t> forged(handle, handle + handle_len);
+    forged[8] ^= 0xff;  // nonce bytes 8..15
+    ASSERT_EQ(T()->connect(b, 0, forged.data(), forged.size(), bad), HMC_PLUGIN_SUCCESS);
+  }
   void finish_connect() {
     hmc_plugin_status_t sa = HMC_PLUGIN_IN_PROGRESS, sb = HMC_PLUGIN_IN_PROGRESS;
     uint64_t deadline = mono_ns() + 10000000000ull;
@@ -1462,12 +1470,8 @@ TEST_P(UcxLocal, ArmAndWaitFdWakeUp) {
 // the right peer afterwards, and accept after the endpoint was handed out is an error.
 TEST_P(UcxLocal, WrongNonceIgnoredThenRightPeerAccepted) {
   LocalPair p(cfg(), 300);
-  ASSERT_NO_FATAL_FAILURE(p.init());
-  ASSERT_EQ(T()->listen(p.a, 0, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
-  std::vector<uint8_t> forged(p.handle, p.handle + p.handle_len);
-  forged[8] ^= 0xff;  // nonce bytes 8..15
   hmc_net_ep_t* bad = nullptr;
-  ASSERT_EQ(T()->connect(p.b, 0, forged.data(), forged.size(), &bad), HMC_PLUGIN_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(p.connect_with_wrong_nonce(&bad));
   hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
   uint64_t t0 = mono_ns();
   while (st == HMC_PLUGIN_IN_PROGRESS && mono_ns() - t0 < 5000000000ull) {
@@ -1545,12 +1549,8 @@ TEST_P(UcxLocal, HelloCarriedOutsideUcx) {
 // A hello whose nonce is not the listener's is refused and leaves the listener waiting.
 TEST_P(UcxLocal, CarriedHelloWithTheWrongNonceIsRefused) {
   LocalPair p(cfg(), 300);
-  ASSERT_NO_FATAL_FAILURE(p.init());
-  ASSERT_EQ(T()->listen(p.a, 0, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
-  std::vector<uint8_t> forged(p.handle, p.handle + p.handle_len);
-  forged[8] ^= 0xff;  // nonce bytes 8..15
   hmc_net_ep_t* bad = nullptr;
-  ASSERT_EQ(T()->connect(p.b, 0, forged.data(), forged.size(), &bad), HMC_PLUGIN_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(p.connect_with_wrong_nonce(&bad));
   std::vector<uint8_t> hello(HMC_NET_HELLO_MAX);
   size_t len = hello.size();
   ASSERT_EQ(T()->connect_hello(bad, hello.data(), &len), HMC_PLUGIN_SUCCESS);
