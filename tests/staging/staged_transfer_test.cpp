@@ -389,9 +389,12 @@ TEST(DeviceIpc, HostReceiveBufferGetsThePiecesAndIpcStaysOn) {
 
 TEST(DeviceIpc, CostModelPrefersSharedBouncesWhenDeviceCopiesAreSlow) {
   // Same vendor on both sides, so device IPC is open, but the receiver's device-to-device copies
-  // run at 50 MB/s while its copies to and from host memory are unlimited (as between two GPUs
+  // run at 5 MB/s while its copies to and from host memory are unlimited (as between two GPUs
   // without a peer link). The figures it measured at connect (the sender here keeps the default
-  // ones) make the sender's cost model choose shared bounces; the bytes arrive intact.
+  // ones) make the sender's cost model choose shared bounces; the bytes arrive intact. The gap is
+  // wide on purpose: on a machine whose cores are all busy (CI running other two-process tests
+  // beside this one) the emulated host copies were measured as slow as 100 MB/s, which with
+  // device copies at 50 MB/s made IPC the cheaper way.
   const size_t size = 3 * kChunk + 11;
   run_pair("hoststage/shm",
            [&](hmc_context_t ctx, hmc_peer_t peer) {
@@ -405,7 +408,7 @@ TEST(DeviceIpc, CostModelPrefersSharedBouncesWhenDeviceCopiesAreSlow) {
              for (int i = 0; i < n; ++i)
                if (hmc_device_info(ctx, i, &info) == HMC_SUCCESS &&
                    std::string(info.name) == "cuda:0" &&
-                   (info.copy_d2d_MBps == 0 || info.copy_d2d_MBps > 100 ||
+                   (info.copy_d2d_MBps == 0 || info.copy_d2d_MBps > 10 ||
                     std::string(info.copy_basis) != "measured"))
                  v |= 4;  // the measured device-to-device rate is what the fake was told
              hmc_mem_free(ctx, dev);
@@ -423,7 +426,7 @@ TEST(DeviceIpc, CostModelPrefersSharedBouncesWhenDeviceCopiesAreSlow) {
              EXPECT_EQ(info.shared_staged_messages, 2u);
              hmc_mem_free(ctx, buf);
            },
-           {{"FAKEGPU_CUDA_D2D_BANDWIDTH_MBPS", "50"}, {"HMC_DEVICE_COPY_CALIBRATE", "1"}},
+           {{"FAKEGPU_CUDA_D2D_BANDWIDTH_MBPS", "5"}, {"HMC_DEVICE_COPY_CALIBRATE", "1"}},
            "cuda:0");
 }
 
