@@ -55,7 +55,6 @@ struct alignas(64) Request {
   std::string error;                 // message for hmc_last_error when status is an error
 };
 
-
 // The table of request slots. Slots come in segments that are allocated on demand and never
 // freed, so a lookup never touches freed memory; a lookup takes no lock.
 class RequestTable {

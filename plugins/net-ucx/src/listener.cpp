@@ -87,10 +87,8 @@ hmc_plugin_status_t Listener::accept(Endpoint** out) {
     why = "its hello is larger than " + std::to_string(kHelloCap) + " bytes";
   else if (h->result != HMC_PLUGIN_SUCCESS)
     why = std::string("its hello could not be received (") + status_name(h->result) + ")";
-  else if (!wire::decode_hello(h->payload.data(), h->bytes, &hello, &why))
-    why = "invalid hello: " + why;
-  else if (hello.nonce != nonce_)
-    why = "wrong connection nonce (the handle is not this listener's)";
+  else
+    why = check_hello(h->payload.data(), h->bytes, &hello);
   if (!why.empty()) {
     UX_WARN(ctx_.log(), "listener %u ignored a connection attempt: %s", id_, why.c_str());
     ctx_.abandon(h);
@@ -109,17 +107,20 @@ hmc_plugin_status_t Listener::take_hello(const uint8_t* bytes, size_t len) {
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   }
   wire::Hello hello;
-  std::string why;
-  if (!wire::decode_hello(bytes, len, &hello, &why))
-    why = "invalid hello: " + why;
-  else if (hello.nonce != nonce_)
-    why = "wrong connection nonce (the handle is not this listener's)";
+  std::string why = check_hello(bytes, len, &hello);
   if (!why.empty()) {
     ctx_.log().write(HMC_LOG_ERROR, "accept_hello: listener %u: %s", id_, why.c_str());
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   }
   drop_hello_recv();  // no hello will come over UCX
   return answer(hello);
+}
+
+std::string Listener::check_hello(const uint8_t* bytes, size_t len, wire::Hello* hello) const {
+  std::string why;
+  if (!wire::decode_hello(bytes, len, hello, &why)) return "invalid hello: " + why;
+  if (hello->nonce != nonce_) return "wrong connection nonce (the handle is not this listener's)";
+  return "";
 }
 
 hmc_plugin_status_t Listener::answer(const wire::Hello& hello) {

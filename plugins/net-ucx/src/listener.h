@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "hmc/plugin/net.h"
 #include "request.h"
@@ -37,6 +38,9 @@ class Listener {
   bool post_hello();
   // Withdraws the receive posted for a hello over UCX.
   void drop_hello_recv();
+  // Decodes a connector's hello into *hello and checks it names this listener: the reason it
+  // is refused, or empty.
+  std::string check_hello(const uint8_t* bytes, size_t len, wire::Hello* hello) const;
   // Makes the endpoint for a hello that passed the checks (takes the rx id over).
   hmc_plugin_status_t answer(const wire::Hello& hello);
   hmc_plugin_status_t finish_accept(Endpoint** out);
