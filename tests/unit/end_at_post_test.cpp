@@ -1,0 +1,85 @@
+// EndAtPost (core/src/xfer/end_at_post.h): which posts get tested at once.
+#include <gtest/gtest.h>
+
+#include "xfer/end_at_post.h"
+
+namespace hmc {
+namespace {
+
+// Posts `n` messages of `size` the way post_common does; `ends` says whether a tested post
+// ended. Returns how many were tested.
+int run(EndAtPost& e, size_t size, int n, bool ends) {
+  int tested = 0;
+  for (int i = 0; i < n; ++i) {
+    if (!e.should_test(size)) continue;
+    ++tested;
+    e.note(size, ends);
+  }
+  return tested;
+}
+
+TEST(EndAtPost, SizeClassesArePowersOfTwo) {
+  EXPECT_EQ(EndAtPost::class_of(0), 0u);
+  EXPECT_EQ(EndAtPost::class_of(1), 1u);
+  EXPECT_EQ(EndAtPost::class_of(2), 2u);
+  EXPECT_EQ(EndAtPost::class_of(3), 2u);
+  EXPECT_EQ(EndAtPost::class_of(4096), 13u);
+  EXPECT_EQ(EndAtPost::class_of(8191), 13u);
+  EXPECT_EQ(EndAtPost::class_of(4u << 20), 23u);
+  EXPECT_EQ(EndAtPost::class_of(SIZE_MAX), 64u);
+}
+
+TEST(EndAtPost, PostsThatEndAreAlwaysTested) {
+  EndAtPost e;
+  EXPECT_EQ(run(e, 8, 1000, true), 1000);
+}
+
+TEST(EndAtPost, PostsThatRunOnAreTestedOnlyAsProbes) {
+  EndAtPost e;
+  // EndAtPost::kMisses tests find it running; after them one post in kProbe is tested.
+  int n = EndAtPost::kMisses + 64 * EndAtPost::kProbe;
+  EXPECT_EQ(run(e, 4u << 20, n, false), EndAtPost::kMisses + 64);
+}
+
+TEST(EndAtPost, MissesMustComeInARow) {
+  EndAtPost e;
+  for (int round = 0; round < 100; ++round) {
+    for (int i = 0; i + 1 < EndAtPost::kMisses; ++i) {
+      ASSERT_TRUE(e.should_test(4096));
+      e.note(4096, false);
+    }
+    ASSERT_TRUE(e.should_test(4096));
+    e.note(4096, true);  // one that ended starts the count again
+  }
+  EXPECT_TRUE(e.should_test(4096));
+}
+
+TEST(EndAtPost, AProbeThatEndsRestoresTesting) {
+  EndAtPost e;
+  run(e, 65536, EndAtPost::kMisses, false);
+  int skipped = 0;
+  while (!e.should_test(65536)) ++skipped;
+  EXPECT_EQ(skipped, static_cast<int>(EndAtPost::kProbe) - 1);
+  e.note(65536, true);
+  EXPECT_EQ(run(e, 65536, 100, true), 100);
+}
+
+TEST(EndAtPost, AProbeThatFindsItRunningKeepsProbing) {
+  EndAtPost e;
+  run(e, 65536, EndAtPost::kMisses, false);
+  while (!e.should_test(65536)) {
+  }
+  e.note(65536, false);
+  EXPECT_EQ(run(e, 65536, 10 * EndAtPost::kProbe, false), 10);
+}
+
+TEST(EndAtPost, ClassesLearnApart) {
+  EndAtPost e;
+  run(e, 4u << 20, 1000, false);            // large messages run on
+  EXPECT_EQ(run(e, 64, 1000, true), 1000);  // small ones still end at post: all tested
+  EXPECT_FALSE(e.should_test(5u << 20));    // 4 MiB's class: 4 MiB up to 8 MiB - 1
+  EXPECT_TRUE(e.should_test(3u << 20));     // another class, not learned yet
+}
+
+}  // namespace
+}  // namespace hmc
