@@ -8,6 +8,7 @@
 #include "hmc/hmc.h"
 #include "peer/capabilities.h"
 #include "util/handles.h"
+#include "util/hot.h"
 #include "util/status.h"
 
 using namespace hmc;
@@ -534,7 +535,7 @@ hmc_status_t check_tag(uint64_t tag, const char* func) {
 }
 }  // namespace
 
-HMC_API hmc_status_t hmc_send(hmc_peer_t peer, const void* buf, size_t size, uint64_t tag,
+HMC_HOT HMC_API hmc_status_t hmc_send(hmc_peer_t peer, const void* buf, size_t size, uint64_t tag,
                               hmc_request_t* req) {
   HMC_TRY
   CHECK_HANDLE(peer, Peer);
@@ -550,7 +551,7 @@ HMC_API hmc_status_t hmc_send(hmc_peer_t peer, const void* buf, size_t size, uin
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_recv(hmc_peer_t peer, void* buf, size_t size, uint64_t tag,
+HMC_HOT HMC_API hmc_status_t hmc_recv(hmc_peer_t peer, void* buf, size_t size, uint64_t tag,
                               hmc_request_t* req) {
   HMC_TRY
   CHECK_HANDLE(peer, Peer);
@@ -614,14 +615,14 @@ HMC_API hmc_status_t hmc_notify_wait(hmc_context_t ctx, int timeout_ms, hmc_noti
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_request_test(hmc_request_t req, size_t* bytes) {
+HMC_HOT HMC_API hmc_status_t hmc_request_test(hmc_request_t req, size_t* bytes) {
   HMC_TRY
   CHECK_REQUEST(req, r);
   return r->peer->ctx->test(r, bytes);
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms, size_t* bytes) {
+HMC_HOT HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms, size_t* bytes) {
   HMC_TRY
   CHECK_REQUEST(req, r);
   CHECK_TIMEOUT(timeout_ms);

@@ -18,6 +18,7 @@
 #include "device/stage_pool.h"
 #include "peer/messages.h"
 #include "util/handles.h"
+#include "util/hot.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -275,7 +276,7 @@ Context::~Context() {
 
 // --- progress -------------------------------------------------------------------------------
 
-void Context::complete_locked(Request* req, hmc_status_t status, std::string error) {
+HMC_HOT void Context::complete_locked(Request* req, hmc_status_t status, std::string error) {
   req->status = status;
   req->error = std::move(error);
   req->peer->add_pending_locked(-1);
@@ -301,7 +302,7 @@ void Context::flush_notifications_locked(Peer& peer) {
   }
 }
 
-void Context::finish_request_locked(Request* req, hmc_plugin_status_t result, size_t bytes) {
+HMC_HOT void Context::finish_request_locked(Request* req, hmc_plugin_status_t result, size_t bytes) {
   Peer& peer = *req->peer;
   req->net = nullptr;
   if (req->temp_mr) {
@@ -330,7 +331,7 @@ void Context::finish_request_locked(Request* req, hmc_plugin_status_t result, si
   end_request_locked(req, from_plugin_status(result), std::move(error));
 }
 
-void Context::end_request_locked(Request* req, hmc_status_t status, std::string error) {
+HMC_HOT void Context::end_request_locked(Request* req, hmc_status_t status, std::string error) {
   Peer& peer = *req->peer;
   peer.completions.store(peer.completions.load(std::memory_order_relaxed) + 1,
                          std::memory_order_relaxed);
@@ -587,7 +588,7 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
   return busy;
 }
 
-void Context::progress_request(Request* req, int turns) {
+HMC_HOT void Context::progress_request(Request* req, int turns) {
   if (req->control_driven) {  // its end comes with a control message: service them now
     progress(true);
     return;
@@ -603,7 +604,7 @@ void Context::progress_request(Request* req, int turns) {
     test_net_locked(peer, req);
 }
 
-void Context::test_net_locked(Peer& peer, Request* req) {
+HMC_HOT void Context::test_net_locked(Peer& peer, Request* req) {
   if (!req->net) return;
   int done = 0;
   size_t bytes = 0;

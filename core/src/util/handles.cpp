@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "util/hot.h"
+
 namespace hmc {
 namespace {
 std::mutex& registry_mutex() {
@@ -36,7 +38,7 @@ void Handles::remove(const void* h) {
   g_epoch.fetch_add(1, std::memory_order_acq_rel);
 }
 
-bool Handles::valid(const void* h, HandleKind kind) {
+HMC_HOT bool Handles::valid(const void* h, HandleKind kind) {
   if (!h) return false;
   Remembered& last = t_last[static_cast<int>(kind)];
   uint64_t epoch = g_epoch.load(std::memory_order_acquire);

@@ -2,6 +2,7 @@
 #include <new>
 #include <vector>
 
+#include "util/hot.h"
 #include "xfer/framed.h"
 #include "xfer/request.h"
 
@@ -40,7 +41,7 @@ Request* slot(Table& t, uint32_t index) {
 }
 
 // Resets a request to its just-constructed state, keeping its slot bookkeeping.
-void reset(Request* r) {
+HMC_HOT void reset(Request* r) {
   r->op = Op::Send;
   r->peer.reset();
   r->size = 0;
@@ -70,7 +71,7 @@ uint64_t next_generation(uint64_t state) {
 namespace {
 
 // Pushes the chain first..last (linked through next_free already) onto the free stack.
-void push_free(Table& t, Request* first, Request* last) {
+HMC_HOT void push_free(Table& t, Request* first, Request* last) {
   uint64_t head = t.free_head.load(std::memory_order_relaxed);
   uint64_t top;
   do {
@@ -81,7 +82,7 @@ void push_free(Table& t, Request* first, Request* last) {
 }
 
 // Pops a free slot, or nullptr when there is none.
-Request* pop_free(Table& t) {
+HMC_HOT Request* pop_free(Table& t) {
   uint64_t head = t.free_head.load(std::memory_order_acquire);
   for (;;) {
     uint32_t top = uint32_t(head);
@@ -100,7 +101,7 @@ Request* pop_free(Table& t) {
 
 }  // namespace
 
-Request* RequestTable::acquire(Context* ctx) {
+HMC_HOT Request* RequestTable::acquire(Context* ctx) {
   Table& t = table();
   Request* r;
   while (!(r = pop_free(t))) {
@@ -125,7 +126,7 @@ Request* RequestTable::acquire(Context* ctx) {
   return r;
 }
 
-Request* RequestTable::acquire(Context* ctx, Op op, std::shared_ptr<Peer> peer, size_t size,
+HMC_HOT Request* RequestTable::acquire(Context* ctx, Op op, std::shared_ptr<Peer> peer, size_t size,
                               uint64_t tag, bool notify, uint64_t notify_value) {
   Request* r = acquire(ctx);
   r->op = op;
@@ -137,7 +138,7 @@ Request* RequestTable::acquire(Context* ctx, Op op, std::shared_ptr<Peer> peer, 
   return r;
 }
 
-void RequestTable::release(Request* req) {
+HMC_HOT void RequestTable::release(Request* req) {
   // Stale first (lookups fail from here on), then reset: dropping the last reference to a
   // peer may run its destructor.
   uint64_t st = req->state.load(std::memory_order_relaxed);
@@ -161,7 +162,7 @@ void RequestTable::release_all(Context* ctx) {
   for (Request* r : mine) release(r);
 }
 
-Request* RequestTable::lookup(hmc_request_t handle) {
+HMC_HOT Request* RequestTable::lookup(hmc_request_t handle) {
   auto h = reinterpret_cast<uintptr_t>(handle);
   uint64_t index_plus_1 = h & 0xffffffffu;
   uint64_t gen = h >> 32;

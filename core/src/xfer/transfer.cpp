@@ -3,10 +3,11 @@
 #include <sched.h>
 
 #include "context/context.h"
-#include "xfer/framed.h"
 #include "control/socket.h"
+#include "util/hot.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "xfer/framed.h"
 
 namespace hmc {
 
@@ -167,7 +168,7 @@ hmc_status_t check_peer(const Peer& peer, const char* what, bool receiving = fal
 
 // Posts req through `post` (called with the net mutex held and the endpoint live).
 template <typename PostFn>
-static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
+HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
   Peer& peer = *req->peer;
   NetPlugin& net = *peer.net;
   const Op op = req->op;
@@ -205,7 +206,7 @@ static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
   return HMC_SUCCESS;
 }
 
-hmc_status_t Context::post_send(std::shared_ptr<Peer> peer, const void* buf, size_t size,
+HMC_HOT hmc_status_t Context::post_send(std::shared_ptr<Peer> peer, const void* buf, size_t size,
                                 uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "send");
   if (st != HMC_SUCCESS) return st;
@@ -226,7 +227,7 @@ hmc_status_t Context::post_send(std::shared_ptr<Peer> peer, const void* buf, siz
   return HMC_SUCCESS;
 }
 
-hmc_status_t Context::post_recv(std::shared_ptr<Peer> peer, void* buf, size_t size,
+HMC_HOT hmc_status_t Context::post_recv(std::shared_ptr<Peer> peer, void* buf, size_t size,
                                 uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "recv", true);
   if (st != HMC_SUCCESS) return st;
@@ -340,7 +341,7 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
 }
 
 namespace {
-hmc_status_t finish(Request* req, size_t* bytes) {
+HMC_HOT hmc_status_t finish(Request* req, size_t* bytes) {
   hmc_status_t st = req->status;
   if (st == HMC_SUCCESS) {
     if (bytes) *bytes = req->bytes;
@@ -351,7 +352,7 @@ hmc_status_t finish(Request* req, size_t* bytes) {
 }
 }  // namespace
 
-hmc_status_t Context::test(Request* req, size_t* bytes) {
+HMC_HOT hmc_status_t Context::test(Request* req, size_t* bytes) {
   if (!req->done.load(std::memory_order_acquire)) {
     progress_request(req);
     if (!use_progress_thread_ || control::elapsed_ns(control::now_ns(), last_control_ns_) > kControlIntervalNs)
@@ -364,7 +365,7 @@ hmc_status_t Context::test(Request* req, size_t* bytes) {
 }
 
 template <typename Pred>
-bool Context::poll_until(Pred pred, int timeout_ms, Request* fast) {
+HMC_HOT bool Context::poll_until(Pred pred, int timeout_ms, Request* fast) {
   if (pred()) return true;
   PollerScope scope(*this);
   // The clock is read for the first time on the 16th turn (tens of ns on a VM, on the path of
@@ -402,7 +403,7 @@ bool Context::poll_until(Pred pred, int timeout_ms, Request* fast) {
   }
 }
 
-hmc_status_t Context::wait(Request* req, int timeout_ms, size_t* bytes) {
+HMC_HOT hmc_status_t Context::wait(Request* req, int timeout_ms, size_t* bytes) {
   bool done = poll_until([&] { return req->done.load(std::memory_order_acquire); }, timeout_ms, req);
   if (!done)
     return fail(HMC_ERR_TIMEOUT, "hmc_request_wait: {} of {} bytes with {} still running after "

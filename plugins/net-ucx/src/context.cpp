@@ -378,7 +378,7 @@ uint64_t Context::random64() {
 
 // --- progress ----------------------------------------------------------------------------
 
-void Context::progress() {
+UX_HOT void Context::progress() {
   ucp_worker_progress(worker_);
   skips_ = 0;
   if (!attention_.empty()) service();
@@ -442,7 +442,7 @@ hmc_plugin_status_t Context::arm() {
 
 // --- requests ----------------------------------------------------------------------------
 
-void Context::finish(Request* r, hmc_plugin_status_t st) {
+UX_HOT void Context::finish(Request* r, hmc_plugin_status_t st) {
   r->done = true;
   r->result = st;
   if (st == HMC_PLUGIN_SUCCESS &&
@@ -456,7 +456,7 @@ void Context::finish(Request* r, hmc_plugin_status_t st) {
   if (r->on_done != nullptr) r->on_done(r);
 }
 
-void Context::complete(Request* r) {
+UX_HOT void Context::complete(Request* r) {
   if (r->orphan) {
     pool_.put(r);
     return;
@@ -487,7 +487,7 @@ void Context::complete(Request* r) {
                          ucs_status_string(us) + ")");
 }
 
-void Context::release(Request* r) {
+UX_HOT void Context::release(Request* r) {
   if (r->counted) {
     r->counted = false;
     --unreported_;
@@ -502,7 +502,7 @@ void Context::abandon(Request* r) {
   release(r);
 }
 
-ucs_status_t Context::absorb(Request* r, void* s) {
+UX_HOT ucs_status_t Context::absorb(Request* r, void* s) {
   // A request pointer: pending, or (NO_IMM_CMPL) already called back inside the call; either
   // way its callback accounts for it.
   if (s == nullptr) {
@@ -553,7 +553,7 @@ Request* Context::post_control_send(ucp_ep_h uep, uint64_t tag, std::vector<uint
   return r;
 }
 
-void Context::send_cb(void* ucx_req, ucs_status_t st, void* user) {
+UX_HOT void Context::send_cb(void* ucx_req, ucs_status_t st, void* user) {
   // Freeing inside the callback is allowed: UCX recycles the request once the callback returns.
   ucp_request_free(ucx_req);
   auto* r = static_cast<Request*>(user);
@@ -561,7 +561,7 @@ void Context::send_cb(void* ucx_req, ucs_status_t st, void* user) {
   if (--r->outstanding == 0) r->ctx->complete(r);
 }
 
-void Context::recv_cb(void* ucx_req, ucs_status_t st, const ucp_tag_recv_info_t* info,
+UX_HOT void Context::recv_cb(void* ucx_req, ucs_status_t st, const ucp_tag_recv_info_t* info,
                       void* user) {
   ucp_request_free(ucx_req);
   auto* r = static_cast<Request*>(user);

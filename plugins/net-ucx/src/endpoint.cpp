@@ -338,7 +338,7 @@ hmc_plugin_status_t Endpoint::post_error(Request* r, ucs_status_t us, const char
   return st;
 }
 
-hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, uint64_t tag,
+UX_HOT hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, uint64_t tag,
                                         Request** out) {
   hmc_plugin_status_t st = usable("isend");
   if (st != HMC_PLUGIN_SUCCESS) return st;
@@ -358,7 +358,7 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, uint64_t ta
   return HMC_PLUGIN_SUCCESS;
 }
 
-hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, uint64_t tag, Request** out) {
+UX_HOT hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, uint64_t tag, Request** out) {
   const uint64_t utag = tags::data(rx_id_, tag);
   const bool after_break = state_ == State::kFailed;
   if (after_break) {

@@ -145,7 +145,7 @@ hmc_plugin_status_t ux_close_ep(hmc_net_ep_t* ep) {
   });
 }
 
-hmc_plugin_status_t ux_test(hmc_net_request_t* req, int* done, size_t* bytes) {
+UX_HOT hmc_plugin_status_t ux_test(hmc_net_request_t* req, int* done, size_t* bytes) {
   return guarded([&] {
     if (req == nullptr || done == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     Request* r = as_req(req);
@@ -251,7 +251,7 @@ hmc_plugin_status_t ux_dereg_mr(hmc_net_ctx_t* ctx, hmc_net_mr_t* mr) {
   });
 }
 
-hmc_plugin_status_t ux_isend(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_net_mr_t*,
+UX_HOT hmc_plugin_status_t ux_isend(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_net_mr_t*,
                              uint64_t tag, hmc_net_request_t** req) {
   return guarded([&] {
     if (ep == nullptr || req == nullptr || (buf == nullptr && len > 0))
@@ -264,7 +264,7 @@ hmc_plugin_status_t ux_isend(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_
   });
 }
 
-hmc_plugin_status_t ux_irecv(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_t*,
+UX_HOT hmc_plugin_status_t ux_irecv(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_t*,
                              uint64_t tag, hmc_net_request_t** req) {
   return guarded([&] {
     if (ep == nullptr || req == nullptr || (buf == nullptr && len > 0))
