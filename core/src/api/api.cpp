@@ -536,7 +536,7 @@ hmc_status_t check_tag(uint64_t tag, const char* func) {
 }  // namespace
 
 HMC_HOT HMC_API hmc_status_t hmc_send(hmc_peer_t peer, const void* buf, size_t size, uint64_t tag,
-                              hmc_request_t* req) {
+                                      hmc_request_t* req) {
   HMC_TRY
   CHECK_HANDLE(peer, Peer);
   CHECK_NOT_NULL(req);
@@ -552,7 +552,7 @@ HMC_HOT HMC_API hmc_status_t hmc_send(hmc_peer_t peer, const void* buf, size_t s
 }
 
 HMC_HOT HMC_API hmc_status_t hmc_recv(hmc_peer_t peer, void* buf, size_t size, uint64_t tag,
-                              hmc_request_t* req) {
+                                      hmc_request_t* req) {
   HMC_TRY
   CHECK_HANDLE(peer, Peer);
   CHECK_NOT_NULL(req);

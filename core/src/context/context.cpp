@@ -302,7 +302,8 @@ void Context::flush_notifications_locked(Peer& peer) {
   }
 }
 
-HMC_HOT void Context::finish_request_locked(Request* req, hmc_plugin_status_t result, size_t bytes) {
+HMC_HOT void Context::finish_request_locked(Request* req, hmc_plugin_status_t result,
+                                            size_t bytes) {
   Peer& peer = *req->peer;
   req->net = nullptr;
   if (req->temp_mr) {

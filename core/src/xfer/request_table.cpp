@@ -127,7 +127,7 @@ HMC_HOT Request* RequestTable::acquire(Context* ctx) {
 }
 
 HMC_HOT Request* RequestTable::acquire(Context* ctx, Op op, std::shared_ptr<Peer> peer, size_t size,
-                              uint64_t tag, bool notify, uint64_t notify_value) {
+                                       uint64_t tag, bool notify, uint64_t notify_value) {
   Request* r = acquire(ctx);
   r->op = op;
   r->peer = std::move(peer);

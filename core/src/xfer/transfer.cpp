@@ -207,7 +207,7 @@ HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post)
 }
 
 HMC_HOT hmc_status_t Context::post_send(std::shared_ptr<Peer> peer, const void* buf, size_t size,
-                                uint64_t tag, Request** out) {
+                                        uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "send");
   if (st != HMC_SUCCESS) return st;
   if (peer->framing.on()) {
@@ -228,7 +228,7 @@ HMC_HOT hmc_status_t Context::post_send(std::shared_ptr<Peer> peer, const void* 
 }
 
 HMC_HOT hmc_status_t Context::post_recv(std::shared_ptr<Peer> peer, void* buf, size_t size,
-                                uint64_t tag, Request** out) {
+                                        uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "recv", true);
   if (st != HMC_SUCCESS) return st;
   if (peer->framing.on()) {

@@ -562,7 +562,7 @@ UX_HOT void Context::send_cb(void* ucx_req, ucs_status_t st, void* user) {
 }
 
 UX_HOT void Context::recv_cb(void* ucx_req, ucs_status_t st, const ucp_tag_recv_info_t* info,
-                      void* user) {
+                             void* user) {
   ucp_request_free(ucx_req);
   auto* r = static_cast<Request*>(user);
   r->ucx = nullptr;

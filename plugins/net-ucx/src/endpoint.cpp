@@ -339,7 +339,7 @@ hmc_plugin_status_t Endpoint::post_error(Request* r, ucs_status_t us, const char
 }
 
 UX_HOT hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, uint64_t tag,
-                                        Request** out) {
+                                               Request** out) {
   hmc_plugin_status_t st = usable("isend");
   if (st != HMC_PLUGIN_SUCCESS) return st;
   Request* r = ctx_.new_request(ReqKind::kSend);

@@ -252,7 +252,7 @@ hmc_plugin_status_t ux_dereg_mr(hmc_net_ctx_t* ctx, hmc_net_mr_t* mr) {
 }
 
 UX_HOT hmc_plugin_status_t ux_isend(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_net_mr_t*,
-                             uint64_t tag, hmc_net_request_t** req) {
+                                    uint64_t tag, hmc_net_request_t** req) {
   return guarded([&] {
     if (ep == nullptr || req == nullptr || (buf == nullptr && len > 0))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
@@ -265,7 +265,7 @@ UX_HOT hmc_plugin_status_t ux_isend(hmc_net_ep_t* ep, const void* buf, size_t le
 }
 
 UX_HOT hmc_plugin_status_t ux_irecv(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_t*,
-                             uint64_t tag, hmc_net_request_t** req) {
+                                    uint64_t tag, hmc_net_request_t** req) {
   return guarded([&] {
     if (ep == nullptr || req == nullptr || (buf == nullptr && len > 0))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
