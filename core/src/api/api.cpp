@@ -545,7 +545,7 @@ HMC_HOT HMC_API hmc_status_t hmc_send(hmc_peer_t peer, const void* buf, size_t s
   if ((st = check_tag(tag, __func__)) != HMC_SUCCESS) return st;
   Peer* p = peer_of(peer);
   Request* r = nullptr;
-  st = p->ctx->post_send(p->shared_from_this(), buf, size, tag, &r);
+  st = p->ctx->post_send(p, buf, size, tag, &r);
   if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
   HMC_CATCH
@@ -561,7 +561,7 @@ HMC_HOT HMC_API hmc_status_t hmc_recv(hmc_peer_t peer, void* buf, size_t size, u
   if ((st = check_tag(tag, __func__)) != HMC_SUCCESS) return st;
   Peer* p = peer_of(peer);
   Request* r = nullptr;
-  st = p->ctx->post_recv(p->shared_from_this(), buf, size, tag, &r);
+  st = p->ctx->post_recv(p, buf, size, tag, &r);
   if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
   HMC_CATCH

@@ -43,7 +43,7 @@ Request* slot(Table& t, uint32_t index) {
 // Resets a request to its just-constructed state, keeping its slot bookkeeping.
 HMC_HOT void reset(Request* r) {
   r->op = Op::Send;
-  r->peer.reset();
+  r->peer = nullptr;
   r->size = 0;
   r->tag = 0;
   r->notify = false;
@@ -126,11 +126,11 @@ HMC_HOT Request* RequestTable::acquire(Context* ctx) {
   return r;
 }
 
-HMC_HOT Request* RequestTable::acquire(Context* ctx, Op op, std::shared_ptr<Peer> peer, size_t size,
+HMC_HOT Request* RequestTable::acquire(Context* ctx, Op op, Peer* peer, size_t size,
                                        uint64_t tag, bool notify, uint64_t notify_value) {
   Request* r = acquire(ctx);
   r->op = op;
-  r->peer = std::move(peer);
+  r->peer = peer;
   r->size = size;
   r->tag = tag;
   r->notify = notify;

@@ -93,7 +93,7 @@ hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, ui
   rec->op = op;
   rec->size = size;
   rec->inner = inner;
-  Request* user = RequestTable::acquire(this, op, peer, size, 0, notify, notify_value);
+  Request* user = RequestTable::acquire(this, op, peer.get(), size, 0, notify, notify_value);
   user->control_driven = true;
   bool live;
   {

@@ -135,7 +135,7 @@ bool Context::framed_sends_waiting(Peer& peer, uint64_t tag) {
 hmc_status_t Context::post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<Framed> f,
                                   Op op, size_t size, uint64_t tag, Request** out, bool notify,
                                   uint64_t notify_value) {
-  Request* req = RequestTable::acquire(this, op, peer, size, tag, notify, notify_value);
+  Request* req = RequestTable::acquire(this, op, peer.get(), size, tag, notify, notify_value);
   req->framed = std::move(f);
   {
     std::lock_guard<std::mutex> lock(peer->net->mutex());
@@ -177,8 +177,7 @@ HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post)
     std::lock_guard<std::mutex> lock(net.mutex());
     if (peer.lost || !peer.ep) {
       std::string reason = peer.lost_reason;
-      auto keep = req->peer;  // the request may hold the last reference
-      RequestTable::release(req);
+      RequestTable::release(req);  // the context keeps the peer
       return fail(peer.closed ? HMC_ERR_INVALID_HANDLE : HMC_ERR_PEER_LOST, "hmc_{}: peer {} is {}",
                   op_name(op), peer.name, peer.closed ? "closed" : "lost (" + reason + ")");
     }
@@ -197,8 +196,7 @@ HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post)
     }
   }
   if (ps != HMC_PLUGIN_SUCCESS) {
-    auto keep = req->peer;  // the request may hold the last reference
-    RequestTable::release(req);
+    RequestTable::release(req);  // the context keeps the peer
     if (ps == HMC_PLUGIN_ERR_PEER_LOST) ctx.progress(true);
     return fail(from_plugin_status(ps), "hmc_{} with {} via {}: {}", op_name(op), peer.name,
                 peer.choice.key(), plugin_status_string(ps));
@@ -206,7 +204,7 @@ HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post)
   return HMC_SUCCESS;
 }
 
-HMC_HOT hmc_status_t Context::post_send(std::shared_ptr<Peer> peer, const void* buf, size_t size,
+HMC_HOT hmc_status_t Context::post_send(Peer* peer, const void* buf, size_t size,
                                         uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "send");
   if (st != HMC_SUCCESS) return st;
@@ -215,10 +213,11 @@ HMC_HOT hmc_status_t Context::post_send(std::shared_ptr<Peer> peer, const void* 
     MemoryLocation loc;
     if ((st = memory_access(*peer, buf, size, "send", &staged, &loc)) != HMC_SUCCESS) return st;
     if (staged || peer->framing.multi_piece(size) || framed_sends_waiting(*peer, tag))
-      return post_framed(peer, make_framed_send(*peer, buf, size, tag, staged, loc), Op::Send,
+      return post_framed(peer->shared_from_this(),
+                         make_framed_send(*peer, buf, size, tag, staged, loc), Op::Send,
                          size, tag, out);
   }
-  Request* req = RequestTable::acquire(this, Op::Send, std::move(peer), size, tag);
+  Request* req = RequestTable::acquire(this, Op::Send, peer, size, tag);
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     return net.table()->isend(ep, buf, size, nullptr, tag, nr);
   });
@@ -227,7 +226,7 @@ HMC_HOT hmc_status_t Context::post_send(std::shared_ptr<Peer> peer, const void* 
   return HMC_SUCCESS;
 }
 
-HMC_HOT hmc_status_t Context::post_recv(std::shared_ptr<Peer> peer, void* buf, size_t size,
+HMC_HOT hmc_status_t Context::post_recv(Peer* peer, void* buf, size_t size,
                                         uint64_t tag, Request** out) {
   hmc_status_t st = check_peer(*peer, "recv", true);
   if (st != HMC_SUCCESS) return st;
@@ -235,10 +234,11 @@ HMC_HOT hmc_status_t Context::post_recv(std::shared_ptr<Peer> peer, void* buf, s
     bool staged = false;
     MemoryLocation loc;
     if ((st = memory_access(*peer, buf, size, "recv", &staged, &loc)) != HMC_SUCCESS) return st;
-    return post_framed(peer, make_framed_recv(*peer, buf, size, tag, staged, loc), Op::Recv,
+    return post_framed(peer->shared_from_this(),
+                       make_framed_recv(*peer, buf, size, tag, staged, loc), Op::Recv,
                        size, tag, out);
   }
-  Request* req = RequestTable::acquire(this, Op::Recv, std::move(peer), size, tag);
+  Request* req = RequestTable::acquire(this, Op::Recv, peer, size, tag);
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     return net.table()->irecv(ep, buf, size, nullptr, tag, nr);
   });
@@ -285,7 +285,8 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
   Request* req =
-      RequestTable::acquire(this, Op::Put, peer, size, 0, flags & HMC_PUT_NOTIFY, notify_value);
+      RequestTable::acquire(this, Op::Put, peer.get(), size, 0, flags & HMC_PUT_NOTIFY,
+                            notify_value);
   uint64_t addr = remote->base + offset;
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
@@ -325,7 +326,7 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
-  Request* req = RequestTable::acquire(this, Op::Get, peer, size);
+  Request* req = RequestTable::acquire(this, Op::Get, peer.get(), size);
   uint64_t addr = remote->base + offset;
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
