@@ -150,6 +150,40 @@ TEST_F(ApiErrors, SendOnALocallyClosedPeerIsAnInvalidHandle) {
   EXPECT_HMC(HMC_ERR_INVALID_HANDLE, hmc_send(ours, &v, sizeof v, 1, &req));
 }
 
+// Requests point at their peer without owning it (the context keeps closed peers): a request
+// still running when its own peer is closed ends cancelled, and its wait touches no freed peer
+// (the sanitizer build would see it).
+TEST_F(ApiErrors, RequestsOfALocallyClosedPeerEndCancelled) {
+  Context other;
+  hmc_peer_t ours = nullptr, theirs = nullptr;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(&other, &ours, &theirs));
+  uint64_t a = 0, b = 0;
+  hmc_request_t r1 = nullptr, r2 = nullptr;
+  ASSERT_HMC_OK(hmc_recv(ours, &a, sizeof a, 7, &r1));
+  ASSERT_HMC_OK(hmc_recv(ours, &b, sizeof b, 8, &r2));
+  ASSERT_HMC_OK(hmc_peer_close(ours));
+  EXPECT_HMC(HMC_ERR_CANCELLED, finish(r1, kOpTimeoutMs));
+  size_t bytes = 1;
+  hmc_status_t st;
+  while ((st = hmc_request_test(r2, &bytes)) == HMC_IN_PROGRESS) std::this_thread::yield();
+  EXPECT_EQ(st, HMC_ERR_CANCELLED) << hmc_last_error();
+}
+
+// Destroying a context with a request still running releases the request: its handle is stale
+// afterwards, not a pointer into the destroyed context's peers.
+TEST_F(ApiErrors, RequestsDieWithTheirContext) {
+  Context other;
+  hmc_peer_t ours = nullptr, theirs = nullptr;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(&other, &ours, &theirs));
+  uint64_t v = 0;
+  hmc_request_t pending = nullptr;
+  ASSERT_HMC_OK(hmc_recv(theirs, &v, sizeof v, 9, &pending));
+  ASSERT_HMC_OK(other.reset());
+  EXPECT_HMC(HMC_ERR_INVALID_HANDLE, hmc_request_wait(pending, 0, nullptr));
+  // Our side saw the peer go: a send to it fails rather than hangs.
+  EXPECT_HMC(HMC_ERR_PEER_LOST, send_wait(ours, &v, sizeof v, 9, kOpTimeoutMs));
+}
+
 // A request is released by the wait that returns its final status; waiting on it again is
 // detected (best effort by the header, expected of libhmc).
 TEST_F(ApiErrors, WaitOnAFinishedRequestIsAnInvalidHandle) {
