@@ -68,10 +68,8 @@ class Context {
   hmc_status_t close_peer(const std::shared_ptr<Peer>& peer);
 
   // --- transfers (xfer/transfer.cpp) -------------------------------------------------------
-  hmc_status_t post_send(Peer* peer, const void* buf, size_t size,
-                         uint64_t tag, Request** out);
-  hmc_status_t post_recv(Peer* peer, void* buf, size_t size, uint64_t tag,
-                         Request** out);
+  hmc_status_t post_send(Peer* peer, const void* buf, size_t size, uint64_t tag, Request** out);
+  hmc_status_t post_recv(Peer* peer, void* buf, size_t size, uint64_t tag, Request** out);
   hmc_status_t post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
                         uint32_t flags, uint64_t notify_value, Request** out);
   hmc_status_t post_get(Remote* remote, void* buf, size_t size, uint64_t offset, Request** out);

@@ -43,8 +43,8 @@ struct alignas(64) Request {
   hmc_net_request_t* net = nullptr;  // guarded by peer->net->mutex(); nullptr once ended
   // Not owned: a context keeps each of its peers, open or closed, until it is destroyed, and
   // releases its requests before it lets them go (Context::~Context). A shared_ptr here cost two
-  // atomic read-modify-writes per message (a multi-threaded process's reference counts are
-  // atomic): 2-5% of an 8-byte round trip over shared memory.
+  // atomic read-modify-writes per message in a multi-threaded process (shared_from_this() and
+  // the release): about 2% of an 8-byte round trip over shared memory.
   Peer* peer = nullptr;
   size_t bytes = 0;
   size_t size = 0;
@@ -66,8 +66,8 @@ class RequestTable {
   // A fresh request owned by ctx. Throws std::bad_alloc when the table is full.
   static Request* acquire(Context* ctx);
   // The same, with what every transfer sets.
-  static Request* acquire(Context* ctx, Op op, Peer* peer, size_t size,
-                          uint64_t tag = 0, bool notify = false, uint64_t notify_value = 0);
+  static Request* acquire(Context* ctx, Op op, Peer* peer, size_t size, uint64_t tag = 0,
+                          bool notify = false, uint64_t notify_value = 0);
   // Ends the request's life: its handle goes stale, its slot is reused later.
   static void release(Request* req);
   // Releases every live request of ctx (at context destruction).

@@ -126,8 +126,8 @@ HMC_HOT Request* RequestTable::acquire(Context* ctx) {
   return r;
 }
 
-HMC_HOT Request* RequestTable::acquire(Context* ctx, Op op, Peer* peer, size_t size,
-                                       uint64_t tag, bool notify, uint64_t notify_value) {
+HMC_HOT Request* RequestTable::acquire(Context* ctx, Op op, Peer* peer, size_t size, uint64_t tag,
+                                       bool notify, uint64_t notify_value) {
   Request* r = acquire(ctx);
   r->op = op;
   r->peer = peer;

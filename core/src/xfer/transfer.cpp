@@ -204,8 +204,8 @@ HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post)
   return HMC_SUCCESS;
 }
 
-HMC_HOT hmc_status_t Context::post_send(Peer* peer, const void* buf, size_t size,
-                                        uint64_t tag, Request** out) {
+HMC_HOT hmc_status_t Context::post_send(Peer* peer, const void* buf, size_t size, uint64_t tag,
+                                        Request** out) {
   hmc_status_t st = check_peer(*peer, "send");
   if (st != HMC_SUCCESS) return st;
   if (peer->framing.on()) {
@@ -214,8 +214,8 @@ HMC_HOT hmc_status_t Context::post_send(Peer* peer, const void* buf, size_t size
     if ((st = memory_access(*peer, buf, size, "send", &staged, &loc)) != HMC_SUCCESS) return st;
     if (staged || peer->framing.multi_piece(size) || framed_sends_waiting(*peer, tag))
       return post_framed(peer->shared_from_this(),
-                         make_framed_send(*peer, buf, size, tag, staged, loc), Op::Send,
-                         size, tag, out);
+                         make_framed_send(*peer, buf, size, tag, staged, loc), Op::Send, size, tag,
+                         out);
   }
   Request* req = RequestTable::acquire(this, Op::Send, peer, size, tag);
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
@@ -226,8 +226,8 @@ HMC_HOT hmc_status_t Context::post_send(Peer* peer, const void* buf, size_t size
   return HMC_SUCCESS;
 }
 
-HMC_HOT hmc_status_t Context::post_recv(Peer* peer, void* buf, size_t size,
-                                        uint64_t tag, Request** out) {
+HMC_HOT hmc_status_t Context::post_recv(Peer* peer, void* buf, size_t size, uint64_t tag,
+                                        Request** out) {
   hmc_status_t st = check_peer(*peer, "recv", true);
   if (st != HMC_SUCCESS) return st;
   if (peer->framing.on()) {
@@ -235,8 +235,8 @@ HMC_HOT hmc_status_t Context::post_recv(Peer* peer, void* buf, size_t size,
     MemoryLocation loc;
     if ((st = memory_access(*peer, buf, size, "recv", &staged, &loc)) != HMC_SUCCESS) return st;
     return post_framed(peer->shared_from_this(),
-                       make_framed_recv(*peer, buf, size, tag, staged, loc), Op::Recv,
-                       size, tag, out);
+                       make_framed_recv(*peer, buf, size, tag, staged, loc), Op::Recv, size, tag,
+                       out);
   }
   Request* req = RequestTable::acquire(this, Op::Recv, peer, size, tag);
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
@@ -284,9 +284,8 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
-  Request* req =
-      RequestTable::acquire(this, Op::Put, peer.get(), size, 0, flags & HMC_PUT_NOTIFY,
-                            notify_value);
+  Request* req = RequestTable::acquire(this, Op::Put, peer.get(), size, 0, flags & HMC_PUT_NOTIFY,
+                                       notify_value);
   uint64_t addr = remote->base + offset;
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
