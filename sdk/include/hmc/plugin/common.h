@@ -25,6 +25,21 @@ extern "C" {
  * with new entry-symbol names (hmc_device_plugin_v2 ...). Minor growth is by appending only. */
 #define HMC_PLUGIN_ABI_VERSION 1u
 
+/* Where memory lives, independent of vendor (as libfabric's enum fi_hmem_iface). A device plugin
+ * declares the interface of its devices' memory (hmc_device_plugin_v1_t.mem_iface); a net plugin
+ * says which interfaces each device reaches natively (hmc_net_device_props_t.mem_ifaces) and
+ * registers memory described by interface plus device ordinal (hmc_net_mem_desc_t). Values are
+ * frozen; new vendors are appended below 64 so that a 64-bit mask covers every interface. */
+typedef enum hmc_mem_iface {
+  HMC_MEM_IFACE_HOST = 0, /* ordinary host memory */
+  HMC_MEM_IFACE_CUDA = 1, /* NVIDIA CUDA device memory */
+  HMC_MEM_IFACE_ROCM = 2, /* AMD ROCm/HIP and Hygon DTK device memory */
+  HMC_MEM_IFACE_MLU = 3,  /* Cambricon MLU (CNRT) device memory */
+  HMC_MEM_IFACE_MUSA = 4  /* Moore Threads MUSA device memory */
+} hmc_mem_iface_t;
+#define HMC_MEM_IFACE_MAX 64u /* interfaces are numbered below this */
+#define HMC_MEM_IFACE_BIT(iface) (1ull << (unsigned)(iface))
+
 /* Export marker for a plugin's entry symbol; everything else should be hidden
  * (-fvisibility=hidden; hmc_add_plugin() from the hmc-sdk CMake package sets it). */
 #if defined(__GNUC__)

@@ -133,6 +133,11 @@ typedef struct hmc_device_plugin_v1 {
    * where ptr lies inside the exported buffer. */
   hmc_plugin_status_t (*dmabuf_export)(hmc_device_ctx_t* ctx, const void* ptr, size_t size,
                                        int* fd, uint64_t* offset);
+
+  /* Appended: the interface of this plugin's device memory (an hmc_mem_iface_t value), which
+   * net plugins are told when they register it. Absent (a table too short to hold it) means the
+   * core knows of no net device that reaches the memory natively; dma-buf export still works. */
+  uint32_t mem_iface;
 } hmc_device_plugin_v1_t;
 
 typedef const hmc_device_plugin_v1_t* (*hmc_device_plugin_v1_entry_t)(void);

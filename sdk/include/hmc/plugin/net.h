@@ -1,5 +1,5 @@
 /*
- * hmc net plugin ABI, version 1.
+ * hmc net plugin ABI, version 2.
  *
  * A net plugin moves bytes between two processes: tagged two-sided messages and one-sided
  * put/get against memory the peer registered. Its shape follows NCCL's net plugin (devices,
@@ -7,8 +7,17 @@
  * registration, non-blocking requests completed by test) plus one-sided operations.
  *
  * Entry point: a plugin exports exactly one symbol,
- *     HMC_PLUGIN_EXPORT const hmc_net_plugin_v1_t* hmc_net_plugin_v1(void);
- * returning a table with static storage duration.
+ *     HMC_PLUGIN_EXPORT const hmc_net_plugin_v2_t* hmc_net_plugin_v2(void);
+ * returning a table with static storage duration, whose hdr is HMC_NET_ABI_HEADER_INIT.
+ *
+ * Version 2 changed the memory model (a core refuses a version 1 plugin and says so):
+ *  - registration is per net device, each with its own remote key (reg_mr takes the device);
+ *  - memory is described by a vendor-neutral interface (hmc_mem_iface_t) plus a device ordinal,
+ *    and by a dma-buf fd and offset when the device plugin exported one; a device says which
+ *    interfaces it reaches natively (mem_ifaces) and whether it registers dma-bufs
+ *    (HMC_NET_FLAG_DMABUF);
+ *  - optional slots: flush, vectored put/get, put with a notification carried with the data;
+ *    device properties name the NIC and port (nic_guid, nic_port).
  *
  * Threading: the core serialises every call into one plugin context (the hmc_net_ctx_t and every
  * object made from it); no two slots run concurrently on the same context. A plugin needs no
@@ -41,22 +50,22 @@
 extern "C" {
 #endif
 
+/* The net ABI's major version: a version 2 table's hdr.abi_version, and the structs' below. */
+#define HMC_NET_ABI_VERSION 2u
+#define HMC_NET_ABI_HEADER_INIT(type) \
+  { (uint32_t)sizeof(type), HMC_NET_ABI_VERSION }
+
 /* Bounds on opaque blobs the core carries between peers. */
 #define HMC_NET_HANDLE_MAX 256u /* connection handle from listen */
-#define HMC_NET_RKEY_MAX 256u   /* packed remote key from reg_mr */
+#define HMC_NET_RKEY_MAX 256u   /* packed remote key from reg_mr, per device */
 #define HMC_NET_HELLO_MAX 65536u /* connector's hello from connect_hello */
-
-/* Memory kinds a net device can read and write directly (hmc_net_device_props_t.mem_kinds). */
-#define HMC_NET_MEM_HOST (1u << 0)   /* ordinary host memory */
-#define HMC_NET_MEM_DMABUF (1u << 1) /* device memory exported as a dma-buf fd */
-#define HMC_NET_MEM_CUDA (1u << 2)   /* CUDA device pointers, natively */
-#define HMC_NET_MEM_ROCM (1u << 3)   /* ROCm/HIP device pointers, natively */
 
 /* hmc_net_device_props_t.flags */
 #define HMC_NET_FLAG_RMA (1u << 0)        /* iput/iget are offered */
 #define HMC_NET_FLAG_TAGGED (1u << 1)     /* isend/irecv are offered */
 #define HMC_NET_FLAG_SAME_HOST (1u << 2)  /* reaches only processes on the same host */
 #define HMC_NET_FLAG_NEEDS_REG (1u << 3)  /* local buffers must be registered (mr != NULL) */
+#define HMC_NET_FLAG_DMABUF (1u << 4)     /* reg_mr accepts device memory as a dma-buf fd */
 
 /* Opaque plugin objects. */
 typedef struct hmc_net_ctx hmc_net_ctx_t;
@@ -69,37 +78,54 @@ typedef struct hmc_net_request hmc_net_request_t;
 /* Properties of one net device (NIC, rail, or transport flavour). The caller sets hdr; the
  * plugin fills every field that fits in hdr.struct_size. Strings are owned by the plugin and
  * live until finalize. A value of 0 for bandwidth or latency means "unknown": the core then
- * calibrates. */
+ * calibrates. Devices with the same nonzero nic_guid are ports or rails of one physical NIC (the
+ * core does not count their bandwidth twice). */
 typedef struct hmc_net_device_props {
   hmc_abi_header_t hdr;
   const char* name;       /* "tcp", "shm", "mlx5_0:1" */
   const char* pci_path;   /* sysfs PCI path, or NULL */
   uint64_t bandwidth_MBps; /* expected bandwidth, 10^6 bytes/s, 0 = unknown */
   uint32_t latency_ns;    /* expected one-way small-message latency, 0 = unknown */
-  uint32_t mem_kinds;     /* HMC_NET_MEM_* */
   uint32_t flags;         /* HMC_NET_FLAG_* */
   uint32_t max_inflight;  /* requests per endpoint the plugin handles well, 0 = no limit */
   uint64_t max_msg_size;  /* largest single message or put/get, 0 = no limit */
+  /* Interfaces whose memory this device reads and writes by pointer, without a dma-buf:
+   * HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST) for host memory (every device that moves bytes sets
+   * it), plus a vendor's bit where the transport reaches its device memory natively (UCX or
+   * libfabric built with CUDA, legacy GPUDirect through nvidia_peermem). */
+  uint64_t mem_ifaces;
+  uint64_t nic_guid;      /* the NIC's identity (node GUID, or a MAC), 0 = unknown */
+  uint32_t nic_port;      /* port of that NIC, 0 = unknown */
 } hmc_net_device_props_t;
 
 /* Memory to register. addr/len always describe the virtual range the core will pass to
- * operations; for HMC_NET_MEM_DMABUF the fd/offset describe the same bytes. */
+ * operations. For device memory, iface and device_ordinal say whose it is; when dmabuf_fd is not
+ * -1 the fd (owned by the core, valid during the call only) and dmabuf_offset describe the same
+ * bytes, and a device with HMC_NET_FLAG_DMABUF registers them through it. */
 typedef struct hmc_net_mem_desc {
   hmc_abi_header_t hdr;
   void* addr;
   size_t len;
-  uint32_t mem_kind;       /* one HMC_NET_MEM_* bit */
+  uint32_t iface;          /* hmc_mem_iface_t */
+  int32_t device_ordinal;  /* the device plugin's device index, -1 for host memory */
+  int32_t dmabuf_fd;       /* -1: none; register by pointer */
   uint32_t access;         /* HMC_NET_ACCESS_* */
-  int dmabuf_fd;           /* -1 unless mem_kind is HMC_NET_MEM_DMABUF */
-  uint64_t dmabuf_offset;
-  int device_ordinal;      /* vendor device index for native device memory, else -1 */
+  uint64_t dmabuf_offset;  /* where addr lies inside the dma-buf */
 } hmc_net_mem_desc_t;
+
+/* One piece of a vectored put or get: len bytes between buf (registered as mr) and remote_addr. */
+typedef struct hmc_net_iov {
+  void* buf;
+  size_t len;
+  hmc_net_mr_t* mr;
+  uint64_t remote_addr;
+} hmc_net_iov_t;
 
 #define HMC_NET_ACCESS_LOCAL (1u << 0)        /* used as a local buffer */
 #define HMC_NET_ACCESS_REMOTE_READ (1u << 1)  /* peers may iget from it */
 #define HMC_NET_ACCESS_REMOTE_WRITE (1u << 2) /* peers may iput into it */
 
-typedef struct hmc_net_plugin_v1 {
+typedef struct hmc_net_plugin_v2 {
   hmc_abi_header_t hdr;
   const char* name;                    /* short lowercase name: "hoststage", "ucx" */
   const char* version;                 /* the plugin's own version text */
@@ -145,9 +171,13 @@ typedef struct hmc_net_plugin_v1 {
 
   /* --- optional slots (NULL, or beyond hdr.struct_size, means not supported) ------------ */
 
-  /* Registers memory. Writes a packed remote key (at most HMC_NET_RKEY_MAX bytes) for peers.
-   * Required when any device sets HMC_NET_FLAG_RMA or HMC_NET_FLAG_NEEDS_REG. */
-  hmc_plugin_status_t (*reg_mr)(hmc_net_ctx_t* ctx, const hmc_net_mem_desc_t* mem,
+  /* Registers memory with device dev. Writes that device's packed remote key (at most
+   * HMC_NET_RKEY_MAX bytes) for peers whose endpoint is on the same device; the registration
+   * serves local buffers only on endpoints of dev. Required when any device sets
+   * HMC_NET_FLAG_RMA or HMC_NET_FLAG_NEEDS_REG. NOT_SUPPORTED: this device cannot reach this
+   * memory (the core then stages it); NO_MEMORY: the kernel refused to pin it (log why: a low
+   * RLIMIT_MEMLOCK is the usual cause). */
+  hmc_plugin_status_t (*reg_mr)(hmc_net_ctx_t* ctx, int dev, const hmc_net_mem_desc_t* mem,
                                 hmc_net_mr_t** mr, void* rkey, size_t* rkey_len);
   hmc_plugin_status_t (*dereg_mr)(hmc_net_ctx_t* ctx, hmc_net_mr_t* mr);
 
@@ -202,10 +232,42 @@ typedef struct hmc_net_plugin_v1 {
   hmc_plugin_status_t (*connect_hello)(hmc_net_ep_t* ep, void* hello, size_t* len);
   hmc_plugin_status_t (*accept_hello)(hmc_net_listener_t* listener, const void* hello,
                                       size_t len);
-} hmc_net_plugin_v1_t;
+
+  /* Makes data that a receive or get placed into memory registered by pointer or dma-buf (not
+   * host memory) visible to the device that owns it, as GPUDirect RDMA needs after the NIC's
+   * writes (a read through the NIC that orders them). The core calls it after such a transfer
+   * ended and before it reports the transfer complete; a plugin whose writes need no flush
+   * leaves the slot NULL. */
+  hmc_plugin_status_t (*iflush)(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_t* mr,
+                                hmc_net_request_t** req);
+
+  /* Vectored one-sided operations (devices with HMC_NET_FLAG_RMA): count pieces against one
+   * remote key, ending as one request when all pieces are in place. The iov array is read
+   * during the call only. Same checks and completion as iput/iget per piece; a piece the target
+   * refuses ends the whole request with that error. */
+  hmc_plugin_status_t (*iput_v)(hmc_net_ep_t* ep, const hmc_net_iov_t* iov, size_t count,
+                                hmc_net_rkey_t* rkey, hmc_net_request_t** req);
+  hmc_plugin_status_t (*iget_v)(hmc_net_ep_t* ep, const hmc_net_iov_t* iov, size_t count,
+                                hmc_net_rkey_t* rkey, hmc_net_request_t** req);
+
+  /* A put whose notification travels with the data (RDMA write with immediate, or a message
+   * ordered after the write on the same connection): the target's plugin makes `value` available
+   * to notify_poll on the target's endpoint only once the put's data is in place there.
+   * notify_poll returns SUCCESS with one value (in the order the puts were posted), or
+   * IN_PROGRESS when none is waiting; the core calls it in progress for endpoints of plugins that
+   * offer it (offer both or neither). Without them the core sends the notification on its
+   * control plane after the put ended. */
+  hmc_plugin_status_t (*iput_notify)(hmc_net_ep_t* ep, const void* buf, size_t len,
+                                     hmc_net_mr_t* mr, uint64_t remote_addr,
+                                     hmc_net_rkey_t* rkey, uint64_t value,
+                                     hmc_net_request_t** req);
+  hmc_plugin_status_t (*notify_poll)(hmc_net_ep_t* ep, uint64_t* value);
+} hmc_net_plugin_v2_t;
 
 /* The entry symbol's type and name. */
-typedef const hmc_net_plugin_v1_t* (*hmc_net_plugin_v1_entry_t)(void);
+typedef const hmc_net_plugin_v2_t* (*hmc_net_plugin_v2_entry_t)(void);
+#define HMC_NET_PLUGIN_ENTRY_V2 "hmc_net_plugin_v2"
+/* The previous version's entry symbol: a core finding only it says the plugin needs rebuilding. */
 #define HMC_NET_PLUGIN_ENTRY_V1 "hmc_net_plugin_v1"
 
 #ifdef __cplusplus
