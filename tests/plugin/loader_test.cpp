@@ -120,22 +120,25 @@ std::string too_small(size_t have, size_t need) {
 }
 
 std::vector<BrokenCase> broken_cases() {
-  const size_t net_need = offsetof(hmc_net_plugin_v1_t, test) + sizeof(void*);
+  const size_t net_need = offsetof(hmc_net_plugin_v2_t, test) + sizeof(void*);
   const size_t dev_need = offsetof(hmc_device_plugin_v1_t, event_query) + sizeof(void*);
   return {
       {"garbage", Kind::Net, State::Broken, "not a shared object (no ELF header)"},
-      {"noentry", Kind::Net, State::Broken, "missing entry symbol hmc_net_plugin_v1"},
+      {"noentry", Kind::Net, State::Broken, "missing entry symbol hmc_net_plugin_v2"},
       {"wrongkind", Kind::Net, State::Broken,
-       "missing entry symbol hmc_net_plugin_v1 (it exports hmc_device_plugin_v1: name the file "
+       "missing entry symbol hmc_net_plugin_v2 (it exports hmc_device_plugin_v1: name the file "
        "libhmc-device-wrongkind.so)"},
       {"elsewhere", Kind::Net, State::Broken,
-       "entry symbol hmc_net_plugin_v1 resolves to " + real(kExtra + "/libtp_entry_helper.so") +
+       "entry symbol hmc_net_plugin_v2 resolves to " + real(kExtra + "/libtp_entry_helper.so") +
            ", not to the plugin itself"},
-      {"entrynull", Kind::Net, State::Broken, "entry hmc_net_plugin_v1() returned NULL"},
-      {"abi2", Kind::Net, State::Broken, "incompatible ABI version 2 (core accepts 1..1)"},
-      {"abi0", Kind::Net, State::Broken, "incompatible ABI version 0 (core accepts 1..1)"},
+      {"entrynull", Kind::Net, State::Broken, "entry hmc_net_plugin_v2() returned NULL"},
+      {"abi3", Kind::Net, State::Broken, "incompatible ABI version 3 (core accepts 2..2)"},
+      {"abi0", Kind::Net, State::Broken, "incompatible ABI version 0 (core accepts 2..2)"},
+      {"netabi1", Kind::Net, State::Broken,
+       "it exports hmc_net_plugin_v1 (net ABI 1); this core loads net ABI 2 (hmc_net_plugin_v2): "
+       "rebuild the plugin against this SDK, whose net.h says what changed"},
       {"short", Kind::Net, State::Broken,
-       too_small(offsetof(hmc_net_plugin_v1_t, listen), net_need)},
+       too_small(offsetof(hmc_net_plugin_v2_t, listen), net_need)},
       {"devshort", Kind::Device, State::Broken,
        too_small(offsetof(hmc_device_plugin_v1_t, mem_alloc), dev_need)},
       {"nullaccept", Kind::Net, State::Broken, "required slot 'accept' is NULL"},
@@ -197,10 +200,10 @@ INSTANTIATE_TEST_SUITE_P(Mixed, BrokenPluginTest, ::testing::ValuesIn(broken_cas
                          });
 
 TEST_F(LoaderTest, BrokenAbiVersionIsRecorded) {
-  setenv("HMC_PLUGIN_PATH", (kMixed + "/libhmc-net-abi2.so").c_str(), 1);
+  setenv("HMC_PLUGIN_PATH", (kMixed + "/libhmc-net-abi3.so").c_str(), 1);
   load();
   ASSERT_EQ(loader_->records().size(), 1u);
-  EXPECT_EQ(record("abi2").abi_version, 2u);
+  EXPECT_EQ(record("abi3").abi_version, 3u);
 }
 
 TEST_F(LoaderTest, GoodPluginsLoadWithTheirDetails) {
@@ -210,7 +213,7 @@ TEST_F(LoaderTest, GoodPluginsLoadWithTheirDetails) {
   EXPECT_EQ(net.state, State::Loaded);
   EXPECT_TRUE(net.loaded);
   EXPECT_EQ(net.kind, Kind::Net);
-  EXPECT_EQ(net.abi_version, 1u);
+  EXPECT_EQ(net.abi_version, HMC_NET_ABI_VERSION);
   EXPECT_EQ(net.version, "test");
   EXPECT_EQ(net.device_count, 1);
   EXPECT_EQ(net.reason, "");
@@ -247,8 +250,8 @@ TEST_F(LoaderTest, TableIsZeroExtendedToTheCoreSize) {
   load();
   const Record& r = record("minimal");
   ASSERT_TRUE(r.loaded) << r.reason;
-  EXPECT_EQ(r.table_size, offsetof(hmc_net_plugin_v1_t, reg_mr));
-  EXPECT_EQ(r.net->hdr.struct_size, sizeof(hmc_net_plugin_v1_t));
+  EXPECT_EQ(r.table_size, offsetof(hmc_net_plugin_v2_t, reg_mr));
+  EXPECT_EQ(r.net->hdr.struct_size, sizeof(hmc_net_plugin_v2_t));
   EXPECT_NE(r.net->test, nullptr);
   EXPECT_EQ(r.net->reg_mr, nullptr);
   EXPECT_EQ(r.net->isend, nullptr);
@@ -319,7 +322,7 @@ TEST_F(LoaderTest, UnconventionalFileWhoseEntryIsInADependency) {
   const Record& r = *loader_->records()[0];
   EXPECT_EQ(r.kind, Kind::Net);
   EXPECT_EQ(r.path, real(kMixed + "/libhmc-net-elsewhere.so"));
-  EXPECT_EQ(r.reason, "entry symbol hmc_net_plugin_v1 resolves to " +
+  EXPECT_EQ(r.reason, "entry symbol hmc_net_plugin_v2 resolves to " +
                           real(kExtra + "/libtp_entry_helper.so") + ", not to the plugin itself");
 }
 
@@ -336,7 +339,7 @@ TEST_F(LoaderTest, InitReceivesWorkingHostServices) {
   EXPECT_NE(probe.find("name=goodnet\n"), std::string::npos) << probe;
   EXPECT_NE(probe.find("option=hello\n"), std::string::npos) << probe;
   EXPECT_NE(probe.find("timeout_ms=1234\n"), std::string::npos) << probe;
-  EXPECT_NE(probe.find("abi=1..1\n"), std::string::npos) << probe;
+  EXPECT_NE(probe.find("abi=2..2\n"), std::string::npos) << probe;
   EXPECT_NE(probe.find("hdr_size=" + std::to_string(sizeof(hmc_host_services_t)) + "\n"),
             std::string::npos)
       << probe;

@@ -54,8 +54,10 @@ for kind in device net; do
   quiet "$cmake" --build "$work/$kind-build"
   so=$work/$kind-build/libhmc-$kind-template.so
   [ -f "$so" ] || fail "building the $kind template did not produce $so"
+  entry=hmc_device_plugin_v1
+  [ "$kind" = net ] && entry=hmc_net_plugin_v2
   exported=$(nm -D --defined-only "$so" | awk '{ print $3 }' | sort | tr '\n' ' ')
-  [ "$exported" = "hmc_${kind}_plugin_v1 " ] || fail "$so exports '$exported', not only hmc_${kind}_plugin_v1"
+  [ "$exported" = "$entry " ] || fail "$so exports '$exported', not only $entry"
   plugin_path=$plugin_path${plugin_path:+:}$work/$kind-build
 done
 

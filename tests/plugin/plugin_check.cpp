@@ -46,7 +46,7 @@ int poll_until_done(Fn fn) {
 }
 
 // Tests req until it ends; returns its status and the bytes it moved.
-int wait_request(const hmc_net_plugin_v1_t* t, hmc_net_request_t* req, size_t* bytes) {
+int wait_request(const hmc_net_plugin_v2_t* t, hmc_net_request_t* req, size_t* bytes) {
   return poll_until_done([&] {
     int done = 0;
     int st = t->test(req, &done, bytes);
@@ -55,7 +55,7 @@ int wait_request(const hmc_net_plugin_v1_t* t, hmc_net_request_t* req, size_t* b
 }
 
 bool exercise_net(const Record& rec) {
-  const hmc_net_plugin_v1_t* t = rec.net;
+  const hmc_net_plugin_v2_t* t = rec.net;
   if (!t->isend || !t->irecv) {
     fprintf(stderr, "FAIL net/%s offers no isend/irecv\n", rec.name.c_str());
     return false;

@@ -14,6 +14,7 @@
  *   TP_HELPER                build that helper: the entry plus tp_helper_marker()
  *   TP_ENTRY_NULL            the entry returns NULL
  *   TP_ABI=n                 hdr.abi_version
+ *   TP_V1_ENTRY              (net) export the previous ABI's entry, hmc_net_plugin_v1, instead
  *   TP_SHORT_TABLE           hdr.struct_size ends before the last required slots (too small)
  *   TP_MIN_TABLE             (net) hdr.struct_size ends right after the last required slot: valid,
  *                            and the optional slots the static table still holds must be ignored
@@ -47,7 +48,11 @@
 #define TP_VERSION "test"
 #endif
 #ifndef TP_ABI
+#ifdef TP_NET
+#define TP_ABI HMC_NET_ABI_VERSION
+#else
 #define TP_ABI HMC_PLUGIN_ABI_VERSION
+#endif
 #endif
 #ifndef TP_NET_FLAGS
 #define TP_NET_FLAGS HMC_NET_FLAG_TAGGED
@@ -167,13 +172,13 @@ static hmc_plugin_status_t tp_device_count(hmc_net_ctx_t* ctx, int* count) {
   return HMC_PLUGIN_SUCCESS;
 }
 static hmc_plugin_status_t tp_device_props(hmc_net_ctx_t* ctx, int dev, hmc_net_device_props_t* p) {
-  if (dev != 0 || !HMC_ABI_HAS_FIELD(p, hmc_net_device_props_t, max_msg_size))
+  if (dev != 0 || !HMC_ABI_HAS_FIELD(p, hmc_net_device_props_t, mem_ifaces))
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   p->name = "fake0";
   p->pci_path = NULL;
   p->bandwidth_MBps = 1000;
   p->latency_ns = 1000;
-  p->mem_kinds = HMC_NET_MEM_HOST;
+  p->mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
 #ifdef TP_RMA_NO_IPUT
   p->flags = HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_RMA;
 #else
@@ -209,7 +214,7 @@ static hmc_plugin_status_t tp_close_ep(hmc_net_ep_t* ep) {
 static hmc_plugin_status_t tp_test(hmc_net_request_t* r, int* done, size_t* bytes) {
   return HMC_PLUGIN_ERR_NOT_SUPPORTED;
 }
-static hmc_plugin_status_t tp_reg_mr(hmc_net_ctx_t* c, const hmc_net_mem_desc_t* m,
+static hmc_plugin_status_t tp_reg_mr(hmc_net_ctx_t* c, int dev, const hmc_net_mem_desc_t* m,
                                      hmc_net_mr_t** mr, void* rkey, size_t* rkey_len) {
   return HMC_PLUGIN_ERR_NOT_SUPPORTED;
 }
@@ -243,14 +248,14 @@ static hmc_plugin_status_t tp_iput(hmc_net_ep_t* ep, const void* b, size_t n, hm
 #endif
 
 #if defined(TP_SHORT_TABLE)
-#define TP_STRUCT_SIZE offsetof(hmc_net_plugin_v1_t, listen)
+#define TP_STRUCT_SIZE offsetof(hmc_net_plugin_v2_t, listen)
 #elif defined(TP_MIN_TABLE)
-#define TP_STRUCT_SIZE offsetof(hmc_net_plugin_v1_t, reg_mr)
+#define TP_STRUCT_SIZE offsetof(hmc_net_plugin_v2_t, reg_mr)
 #else
-#define TP_STRUCT_SIZE sizeof(hmc_net_plugin_v1_t)
+#define TP_STRUCT_SIZE sizeof(hmc_net_plugin_v2_t)
 #endif
 
-static const hmc_net_plugin_v1_t tp_table = {
+static const hmc_net_plugin_v2_t tp_table = {
     .hdr = {(uint32_t)(TP_STRUCT_SIZE), TP_ABI},
     .name = TP_TABLE_NAME,
     .version = TP_VERSION,
@@ -289,8 +294,12 @@ const void* tp_table_address(void) {
   return &tp_table;
 }
 
-#ifndef TP_NO_ENTRY
-HMC_PLUGIN_EXPORT const hmc_net_plugin_v1_t* hmc_net_plugin_v1(void) {
+#if defined(TP_V1_ENTRY)
+HMC_PLUGIN_EXPORT const hmc_net_plugin_v2_t* hmc_net_plugin_v1(void) {
+  return &tp_table;
+}
+#elif !defined(TP_NO_ENTRY)
+HMC_PLUGIN_EXPORT const hmc_net_plugin_v2_t* hmc_net_plugin_v2(void) {
 #ifdef TP_ENTRY_NULL
   return NULL;
 #else

@@ -102,7 +102,7 @@ path::NetRecord unknown_record(const std::string& plugin, const std::string& dev
   path::NetRecord r;
   r.plugin = plugin;
   r.device = dev;
-  r.mem_kinds = HMC_NET_MEM_HOST;
+  r.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
   r.flags = flags;
   return r;
 }
@@ -469,6 +469,9 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   caps.net.push_back(unknown_record("hoststage", "shm", HMC_NET_FLAG_TAGGED));
   caps.net[0].measured_bandwidth_MBps = 1234;
   caps.net[0].measured_latency_ns = 5678;
+  caps.net[1].mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST) | HMC_MEM_IFACE_BIT(40);
+  caps.net[1].nic_guid = 0xfeedf00dull;
+  caps.net[1].nic_port = 2;
   caps.stage_chunk = 1 << 20;
   caps.device_count = 2;
   caps.ipc_plugins = {"cuda", "hip"};
@@ -485,6 +488,11 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   EXPECT_EQ(back.copy[0].h2d_MBps, 11000u);
   EXPECT_EQ(back.copy[0].d2d_MBps, 90000u);
   EXPECT_EQ(back.copy[1].plugin, "hip");
+  // Every interface (the first 32 ride in the record, the rest in the appended section) and
+  // the NIC identity come back.
+  EXPECT_EQ(back.net[1].mem_ifaces, caps.net[1].mem_ifaces);
+  EXPECT_EQ(back.net[1].nic_guid, 0xfeedf00dull);
+  EXPECT_EQ(back.net[1].nic_port, 2u);
   // A cut copy section is malformed; a peer from before the copy figures sends none.
   EXPECT_FALSE(msg::decode_caps(full.data().data(), full.size() - 3, &back));
   caps.copy.clear();
@@ -492,7 +500,14 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   msg::encode_caps(caps, &w);
   ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size(), &back));
   EXPECT_TRUE(back.copy.empty());
-  const size_t wlen = w.size() - 4;  // ... and without one, as the older peers below send it
+  // A peer from before the interface section sends none (its count and 20 bytes per record):
+  // only the first 32 interfaces arrive.
+  const size_t iface_section = 4 + caps.net.size() * 20;
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - iface_section, &back));
+  EXPECT_EQ(back.net[1].mem_ifaces, HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST));
+  EXPECT_EQ(back.net[1].nic_guid, 0u);
+  // ... and without a copy section, as the older peers below send it.
+  const size_t wlen = w.size() - iface_section - 4;
   ASSERT_TRUE(msg::decode_caps(w.data().data(), wlen, &back));
   ASSERT_EQ(back.net.size(), 2u);
   EXPECT_EQ(back.net[0].measured_bandwidth_MBps, 1234u);
@@ -514,7 +529,7 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   no_ipc.ipc_plugins.clear();
   control::Writer w2;
   msg::encode_caps(no_ipc, &w2);
-  size_t ipc_section = 4 + (wlen - (w2.size() - 4));  // an empty section is its 4-byte count
+  size_t ipc_section = 4 + (w.size() - w2.size());  // an empty section is its 4-byte count
   ASSERT_TRUE(msg::decode_caps(w.data().data(), wlen - 12 - ipc_section, &back));
   EXPECT_TRUE(back.ipc_plugins.empty());
   EXPECT_EQ(back.stage_chunk, 1u << 20);

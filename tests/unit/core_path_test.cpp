@@ -14,7 +14,7 @@ path::NetRecord rec(const std::string& plugin, const std::string& dev, uint64_t 
   r.device = dev;
   r.bandwidth_MBps = bw;
   r.latency_ns = lat_ns;
-  r.mem_kinds = HMC_NET_MEM_HOST;
+  r.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
   r.flags = flags;
   return r;
 }

@@ -40,9 +40,9 @@ constexpr size_t kTcpEager = 64 << 10;
 constexpr size_t kShmEager = 16 << 10;
 
 // The plugin's table; a missing or broken build of it ends the test process with the reason.
-const hmc_net_plugin_v1_t* T() {
+const hmc_net_plugin_v2_t* T() {
   std::string err;
-  const hmc_net_plugin_v1_t* t = hs_test::plugin(&err);
+  const hmc_net_plugin_v2_t* t = hs_test::plugin(&err);
   if (t == nullptr) {
     std::fprintf(stderr, "cannot load the hoststage plugin from %s: %s\n", HMC_TEST_PLUGIN_DIR,
                  err.c_str());
@@ -463,17 +463,17 @@ RemoteRegion recv_region(Side& s) {
 
 hmc_net_mr_t* reg(Side& s, void* addr, size_t len, uint32_t access, std::vector<uint8_t>* rkey) {
   hmc_net_mem_desc_t d{};
-  d.hdr = HMC_ABI_HEADER_INIT(hmc_net_mem_desc_t);
+  d.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_mem_desc_t);
   d.addr = addr;
   d.len = len;
-  d.mem_kind = HMC_NET_MEM_HOST;
+  d.iface = HMC_MEM_IFACE_HOST;
   d.access = access;
   d.dmabuf_fd = -1;
   d.device_ordinal = -1;
   hmc_net_mr_t* mr = nullptr;
   rkey->assign(HMC_NET_RKEY_MAX, 0);
   size_t n = 0;
-  EXPECT_EQ(T()->reg_mr(s.ctx(), &d, &mr, rkey->data(), &n), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(T()->reg_mr(s.ctx(), s.dev(), &d, &mr, rkey->data(), &n), HMC_PLUGIN_SUCCESS);
   EXPECT_GT(n, 0u);
   EXPECT_LE(n, HMC_NET_RKEY_MAX);
   rkey->resize(n);
@@ -1263,9 +1263,9 @@ TEST(HoststageConfig, ListenAnyAdvertisesAConcreteAddress) {
 TEST(HoststageProps, DevicesAndProperties) {
   std::string err;
   ASSERT_NE(hs_test::plugin(&err), nullptr) << err;
-  const hmc_net_plugin_v1_t* t = T();
-  EXPECT_EQ(t->hdr.abi_version, HMC_PLUGIN_ABI_VERSION);
-  EXPECT_EQ(t->hdr.struct_size, sizeof(hmc_net_plugin_v1_t));
+  const hmc_net_plugin_v2_t* t = T();
+  EXPECT_EQ(t->hdr.abi_version, HMC_NET_ABI_VERSION);
+  EXPECT_EQ(t->hdr.struct_size, sizeof(hmc_net_plugin_v2_t));
   EXPECT_STREQ(t->name, "hoststage");
   for (auto slot : {reinterpret_cast<void*>(t->reg_mr), reinterpret_cast<void*>(t->isend),
                     reinterpret_cast<void*>(t->iput), reinterpret_cast<void*>(t->cancel),
@@ -1279,11 +1279,11 @@ TEST(HoststageProps, DevicesAndProperties) {
   ASSERT_EQ(t->device_count(c, &n), HMC_PLUGIN_SUCCESS);
   ASSERT_EQ(n, 2);
   hmc_net_device_props_t p{};
-  p.hdr = HMC_ABI_HEADER_INIT(hmc_net_device_props_t);
+  p.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
   ASSERT_EQ(t->device_props(c, 0, &p), HMC_PLUGIN_SUCCESS);
   EXPECT_STREQ(p.name, "tcp");
   EXPECT_EQ(p.flags, HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED);
-  EXPECT_EQ(p.mem_kinds, HMC_NET_MEM_HOST);
+  EXPECT_EQ(p.mem_ifaces, HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST));
   EXPECT_EQ(p.max_msg_size, 0u);
   ASSERT_EQ(t->device_props(c, 1, &p), HMC_PLUGIN_SUCCESS);
   EXPECT_STREQ(p.name, "shm");

@@ -54,8 +54,8 @@ bool plugin_built() {
 }
 
 // The plugin table, loaded once per process (before any fork; dlopen starts no thread).
-const hmc_net_plugin_v1_t* plugin(std::string* err = nullptr) {
-  static const hmc_net_plugin_v1_t* table = nullptr;
+const hmc_net_plugin_v2_t* plugin(std::string* err = nullptr) {
+  static const hmc_net_plugin_v2_t* table = nullptr;
   static std::string error;
   if (table == nullptr && error.empty()) {
     std::string path = plugin_path();
@@ -63,9 +63,9 @@ const hmc_net_plugin_v1_t* plugin(std::string* err = nullptr) {
     if (dl == nullptr) {
       error = std::string("dlopen: ") + dlerror();
     } else {
-      auto entry = reinterpret_cast<hmc_net_plugin_v1_entry_t>(dlsym(dl, HMC_NET_PLUGIN_ENTRY_V1));
+      auto entry = reinterpret_cast<hmc_net_plugin_v2_entry_t>(dlsym(dl, HMC_NET_PLUGIN_ENTRY_V2));
       if (entry == nullptr)
-        error = "no hmc_net_plugin_v1 symbol";
+        error = "no hmc_net_plugin_v2 symbol";
       else
         table = entry();
     }
@@ -73,7 +73,7 @@ const hmc_net_plugin_v1_t* plugin(std::string* err = nullptr) {
   if (err != nullptr) *err = error;
   return table;
 }
-const hmc_net_plugin_v1_t* T() {
+const hmc_net_plugin_v2_t* T() {
   return plugin();
 }
 
@@ -95,8 +95,8 @@ class Host {
   explicit Host(Cfg cfg, uint32_t timeout_ms = 5000, int print_level = HMC_LOG_WARN)
       : cfg_(std::move(cfg)), print_level_(print_level) {
     svc_.hdr = HMC_ABI_HEADER_INIT(hmc_host_services_t);
-    svc_.core_abi_min = 1;
-    svc_.core_abi_max = 1;
+    svc_.core_abi_min = HMC_NET_ABI_VERSION;
+    svc_.core_abi_max = HMC_NET_ABI_VERSION;
     svc_.host_ctx = this;
     svc_.log = &Host::log_cb;
     svc_.log_enabled = [](void*, int) { return 1; };
@@ -911,17 +911,17 @@ RemoteRegion recv_region(Side& s) {
 
 hmc_net_mr_t* reg(Side& s, void* addr, size_t len, uint32_t access, std::vector<uint8_t>* rkey) {
   hmc_net_mem_desc_t d{};
-  d.hdr = HMC_ABI_HEADER_INIT(hmc_net_mem_desc_t);
+  d.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_mem_desc_t);
   d.addr = addr;
   d.len = len;
-  d.mem_kind = HMC_NET_MEM_HOST;
+  d.iface = HMC_MEM_IFACE_HOST;
   d.access = access;
   d.dmabuf_fd = -1;
   d.device_ordinal = -1;
   hmc_net_mr_t* mr = nullptr;
   rkey->assign(HMC_NET_RKEY_MAX, 0);
   size_t n = 0;
-  EXPECT_EQ(T()->reg_mr(s.ctx(), &d, &mr, rkey->data(), &n), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(T()->reg_mr(s.ctx(), 0, &d, &mr, rkey->data(), &n), HMC_PLUGIN_SUCCESS);
   EXPECT_GT(n, 0u);
   EXPECT_LE(n, HMC_NET_RKEY_MAX);
   rkey->resize(n);
@@ -1762,9 +1762,9 @@ TEST(OfiConfig, DeclaresEveryVariableItReads) {
 // loopback by default.
 TEST(OfiProps, DevicesAndProperties) {
   REQUIRE_PLUGIN();
-  const hmc_net_plugin_v1_t* t = T();
-  EXPECT_EQ(t->hdr.abi_version, HMC_PLUGIN_ABI_VERSION);
-  EXPECT_EQ(t->hdr.struct_size, sizeof(hmc_net_plugin_v1_t));
+  const hmc_net_plugin_v2_t* t = T();
+  EXPECT_EQ(t->hdr.abi_version, HMC_NET_ABI_VERSION);
+  EXPECT_EQ(t->hdr.struct_size, sizeof(hmc_net_plugin_v2_t));
   EXPECT_STREQ(t->name, "ofi");
   if (probe_init(Cfg{}).status == HMC_PLUGIN_ERR_NO_DEVICE)
     GTEST_SKIP() << "libfabric offers no provider here: " << probe_init(Cfg{}).logs;
@@ -1778,14 +1778,14 @@ TEST(OfiProps, DevicesAndProperties) {
     bool saw_tcp = false;
     for (int d = 0; d < n; ++d) {
       hmc_net_device_props_t p{};
-      p.hdr = HMC_ABI_HEADER_INIT(hmc_net_device_props_t);
+      p.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
       ASSERT_EQ(t->device_props(c, d, &p), HMC_PLUGIN_SUCCESS);
       ASSERT_NE(p.name, nullptr);
       std::string name = p.name;
-      std::printf("[ info ] device %d: %s flags 0x%x mem_kinds 0x%x max_inflight %u\n", d, p.name,
-                  p.flags, p.mem_kinds, p.max_inflight);
+      std::printf("[ info ] device %d: %s flags 0x%x mem_ifaces 0x%llx max_inflight %u\n", d,
+                  p.name, p.flags, static_cast<unsigned long long>(p.mem_ifaces), p.max_inflight);
       EXPECT_TRUE(p.flags & HMC_NET_FLAG_TAGGED);
-      EXPECT_TRUE(p.mem_kinds & HMC_NET_MEM_HOST);
+      EXPECT_TRUE(p.mem_ifaces & HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST));
       EXPECT_FALSE(p.flags & HMC_NET_FLAG_NEEDS_REG) << "local registration is the plugin's job";
       if (name == "shm") {
         EXPECT_TRUE(p.flags & HMC_NET_FLAG_SAME_HOST);
@@ -1811,7 +1811,7 @@ TEST(OfiProps, DevicesAndProperties) {
     }
     EXPECT_TRUE(saw_tcp) << "the automatic choice on this machine should include tcp";
     hmc_net_device_props_t p{};
-    p.hdr = HMC_ABI_HEADER_INIT(hmc_net_device_props_t);
+    p.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
     EXPECT_EQ(t->device_props(c, n, &p), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     // A caller compiled against a shorter struct only gets the fields that fit.
     struct Short {

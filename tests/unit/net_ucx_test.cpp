@@ -56,8 +56,8 @@ bool plugin_built() { return ::access(plugin_path().c_str(), F_OK) == 0; }
   } while (0)
 
 // The plugin table, loaded once per process (before any fork: no threads yet).
-const hmc_net_plugin_v1_t* plugin(std::string* err = nullptr) {
-  static const hmc_net_plugin_v1_t* table = nullptr;
+const hmc_net_plugin_v2_t* plugin(std::string* err = nullptr) {
+  static const hmc_net_plugin_v2_t* table = nullptr;
   static std::string error;
   if (table == nullptr && error.empty()) {
     std::string path = plugin_path();
@@ -65,15 +65,15 @@ const hmc_net_plugin_v1_t* plugin(std::string* err = nullptr) {
     if (dl == nullptr) {
       error = std::string("dlopen: ") + dlerror();
     } else {
-      auto entry = reinterpret_cast<hmc_net_plugin_v1_entry_t>(dlsym(dl, HMC_NET_PLUGIN_ENTRY_V1));
-      if (entry == nullptr) error = "no hmc_net_plugin_v1 symbol";
+      auto entry = reinterpret_cast<hmc_net_plugin_v2_entry_t>(dlsym(dl, HMC_NET_PLUGIN_ENTRY_V2));
+      if (entry == nullptr) error = "no hmc_net_plugin_v2 symbol";
       else table = entry();
     }
   }
   if (err != nullptr) *err = error;
   return table;
 }
-const hmc_net_plugin_v1_t* T() { return plugin(); }
+const hmc_net_plugin_v2_t* T() { return plugin(); }
 
 // Host services: config from a map, log to stderr at or below print_level, every message kept.
 class Host {
@@ -81,8 +81,8 @@ class Host {
   explicit Host(Cfg cfg, uint32_t timeout_ms = 5000, int print_level = HMC_LOG_WARN)
       : cfg_(std::move(cfg)), print_level_(print_level) {
     svc_.hdr = HMC_ABI_HEADER_INIT(hmc_host_services_t);
-    svc_.core_abi_min = 1;
-    svc_.core_abi_max = 1;
+    svc_.core_abi_min = HMC_NET_ABI_VERSION;
+    svc_.core_abi_max = HMC_NET_ABI_VERSION;
     svc_.host_ctx = this;
     svc_.log = &Host::log_cb;
     svc_.log_enabled = [](void*, int) { return 1; };
@@ -871,17 +871,17 @@ RemoteRegion recv_region(Side& s) {
 
 hmc_net_mr_t* reg(Side& s, void* addr, size_t len, uint32_t access, std::vector<uint8_t>* rkey) {
   hmc_net_mem_desc_t d{};
-  d.hdr = HMC_ABI_HEADER_INIT(hmc_net_mem_desc_t);
+  d.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_mem_desc_t);
   d.addr = addr;
   d.len = len;
-  d.mem_kind = HMC_NET_MEM_HOST;
+  d.iface = HMC_MEM_IFACE_HOST;
   d.access = access;
   d.dmabuf_fd = -1;
   d.device_ordinal = -1;
   hmc_net_mr_t* mr = nullptr;
   rkey->assign(HMC_NET_RKEY_MAX, 0);
   size_t n = 0;
-  EXPECT_EQ(T()->reg_mr(s.ctx(), &d, &mr, rkey->data(), &n), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(T()->reg_mr(s.ctx(), 0, &d, &mr, rkey->data(), &n), HMC_PLUGIN_SUCCESS);
   EXPECT_GT(n, 0u);
   EXPECT_LE(n, HMC_NET_RKEY_MAX);
   rkey->resize(n);
@@ -1509,7 +1509,7 @@ TEST_P(UcxLocal, WrongNonceIgnoredThenRightPeerAccepted) {
 TEST_P(UcxLocal, HelloCarriedOutsideUcx) {
   LocalPair p(cfg());
   ASSERT_NO_FATAL_FAILURE(p.init());
-  ASSERT_TRUE(HMC_ABI_HAS_FIELD(T(), hmc_net_plugin_v1_t, accept_hello));
+  ASSERT_TRUE(HMC_ABI_HAS_FIELD(T(), hmc_net_plugin_v2_t, accept_hello));
   ASSERT_NE(T()->connect_hello, nullptr);
   ASSERT_NE(T()->accept_hello, nullptr);
   ASSERT_EQ(T()->listen(p.a, 0, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
@@ -1598,17 +1598,17 @@ TEST_P(UcxLocal, PutCompletionMeansDataInPlace) {
   std::vector<uint8_t> region(1u << 20, 0);
   std::vector<uint8_t> rkey;
   hmc_net_mem_desc_t d{};
-  d.hdr = HMC_ABI_HEADER_INIT(hmc_net_mem_desc_t);
+  d.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_mem_desc_t);
   d.addr = region.data();
   d.len = region.size();
-  d.mem_kind = HMC_NET_MEM_HOST;
+  d.iface = HMC_MEM_IFACE_HOST;
   d.access = HMC_NET_ACCESS_REMOTE_READ | HMC_NET_ACCESS_REMOTE_WRITE;
   d.dmabuf_fd = -1;
   d.device_ordinal = -1;
   hmc_net_mr_t* mr = nullptr;
   rkey.resize(HMC_NET_RKEY_MAX);
   size_t n = 0;
-  ASSERT_EQ(T()->reg_mr(p.a, &d, &mr, rkey.data(), &n), HMC_PLUGIN_SUCCESS);
+  ASSERT_EQ(T()->reg_mr(p.a, 0, &d, &mr, rkey.data(), &n), HMC_PLUGIN_SUCCESS);
   hmc_net_rkey_t* k = nullptr;
   ASSERT_EQ(T()->rkey_unpack(p.eb, rkey.data(), n, &k), HMC_PLUGIN_SUCCESS);
   std::vector<uint8_t> src(region.size());
@@ -1628,7 +1628,7 @@ TEST_P(UcxLocal, PutCompletionMeansDataInPlace) {
   hmc_net_mr_t* mr0 = nullptr;
   std::vector<uint8_t> rkey0(HMC_NET_RKEY_MAX);
   size_t n0 = 0;
-  ASSERT_EQ(T()->reg_mr(p.a, &d, &mr0, rkey0.data(), &n0), HMC_PLUGIN_SUCCESS);
+  ASSERT_EQ(T()->reg_mr(p.a, 0, &d, &mr0, rkey0.data(), &n0), HMC_PLUGIN_SUCCESS);
   hmc_net_rkey_t* k0 = nullptr;
   ASSERT_EQ(T()->rkey_unpack(p.eb, rkey0.data(), n0, &k0), HMC_PLUGIN_SUCCESS);
   hmc_net_request_t* r = nullptr;
@@ -1721,9 +1721,9 @@ TEST(UcxProps, DevicesAndProperties) {
   SKIP_WITHOUT_PLUGIN();
   std::string err;
   ASSERT_NE(plugin(&err), nullptr) << err;
-  const hmc_net_plugin_v1_t* t = T();
-  EXPECT_EQ(t->hdr.abi_version, HMC_PLUGIN_ABI_VERSION);
-  EXPECT_EQ(t->hdr.struct_size, sizeof(hmc_net_plugin_v1_t));
+  const hmc_net_plugin_v2_t* t = T();
+  EXPECT_EQ(t->hdr.abi_version, HMC_NET_ABI_VERSION);
+  EXPECT_EQ(t->hdr.struct_size, sizeof(hmc_net_plugin_v2_t));
   EXPECT_STREQ(t->name, "ucx");
   for (const Variant& v : variants()) {
     SCOPED_TRACE(v.name);
@@ -1740,14 +1740,14 @@ TEST(UcxProps, DevicesAndProperties) {
     ASSERT_EQ(t->device_count(c, &n), HMC_PLUGIN_SUCCESS);
     ASSERT_EQ(n, 1);
     hmc_net_device_props_t p{};
-    p.hdr = HMC_ABI_HEADER_INIT(hmc_net_device_props_t);
+    p.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
     ASSERT_EQ(t->device_props(c, 0, &p), HMC_PLUGIN_SUCCESS);
     EXPECT_STREQ(p.name, "ucx");
     uint32_t want = HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED |
                     (v.tls == "posix,cma,self" ? HMC_NET_FLAG_SAME_HOST : 0u);
     EXPECT_EQ(p.flags, want);
-    EXPECT_TRUE(p.mem_kinds & HMC_NET_MEM_HOST);
-    EXPECT_FALSE(p.mem_kinds & HMC_NET_MEM_DMABUF);
+    EXPECT_TRUE(p.mem_ifaces & HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST));
+    EXPECT_FALSE(p.flags & HMC_NET_FLAG_DMABUF);
     EXPECT_EQ(p.max_msg_size, 0u);
     EXPECT_EQ(t->device_props(c, 1, &p), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     // A caller compiled against a shorter struct only gets the fields that fit.
@@ -1765,20 +1765,20 @@ TEST(UcxProps, DevicesAndProperties) {
     EXPECT_EQ(g.canary, 0x1122334455667788ull);
     // Memory the plugin cannot access directly is refused, not mis-registered.
     hmc_net_mem_desc_t d{};
-    d.hdr = HMC_ABI_HEADER_INIT(hmc_net_mem_desc_t);
+    d.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_mem_desc_t);
     uint8_t buf[64];
     d.addr = buf;
     d.len = sizeof(buf);
-    d.mem_kind = HMC_NET_MEM_DMABUF;
-    d.dmabuf_fd = -1;
+    d.iface = HMC_MEM_IFACE_CUDA;
+    d.dmabuf_fd = 0;  // a dma-buf: this UCX registers none
     d.device_ordinal = -1;
     hmc_net_mr_t* mr = nullptr;
     uint8_t rkey[HMC_NET_RKEY_MAX];
     size_t rlen = 0;
-    EXPECT_EQ(t->reg_mr(c, &d, &mr, rkey, &rlen), HMC_PLUGIN_ERR_NOT_SUPPORTED);
-    if (!(p.mem_kinds & HMC_NET_MEM_CUDA)) {
-      d.mem_kind = HMC_NET_MEM_CUDA;
-      EXPECT_EQ(t->reg_mr(c, &d, &mr, rkey, &rlen), HMC_PLUGIN_ERR_NOT_SUPPORTED);
+    EXPECT_EQ(t->reg_mr(c, 0, &d, &mr, rkey, &rlen), HMC_PLUGIN_ERR_NOT_SUPPORTED);
+    if (!(p.mem_ifaces & HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA))) {
+      d.dmabuf_fd = -1;
+      EXPECT_EQ(t->reg_mr(c, 0, &d, &mr, rkey, &rlen), HMC_PLUGIN_ERR_NOT_SUPPORTED);
     }
     EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
   }

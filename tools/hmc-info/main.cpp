@@ -43,11 +43,11 @@ struct Args {
 
 // Names of set bits; unknown bits as hex so nothing is silently dropped.
 struct BitName {
-  uint32_t bit;
+  uint64_t bit;
   const char* name;
 };
 
-std::vector<std::string> bit_names(uint32_t v, const std::vector<BitName>& names) {
+std::vector<std::string> bit_names(uint64_t v, const std::vector<BitName>& names) {
   std::vector<std::string> out;
   for (const auto& n : names)
     if (v & n.bit) {
@@ -70,17 +70,17 @@ const std::vector<BitName> kDeviceCaps = {
     {HMC_DEVICE_CAP_GPUDIRECT_RDMA, "gpudirect-rdma"},
     {HMC_DEVICE_CAP_IPC_UNIQUE_HANDLES, "ipc-unique-handles"},
 };
-const std::vector<BitName> kNetMemKinds = {
-    {HMC_NET_MEM_HOST, "host"},
-    {HMC_NET_MEM_DMABUF, "dma-buf"},
-    {HMC_NET_MEM_CUDA, "cuda"},
-    {HMC_NET_MEM_ROCM, "rocm"},
+const std::vector<BitName> kMemIfaces = {
+    {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST), "host"}, {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA), "cuda"},
+    {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM), "rocm"}, {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_MLU), "mlu"},
+    {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_MUSA), "musa"},
 };
 const std::vector<BitName> kNetFlags = {
     {HMC_NET_FLAG_RMA, "rma (put/get)"},
     {HMC_NET_FLAG_TAGGED, "tagged (send/recv)"},
     {HMC_NET_FLAG_SAME_HOST, "same-host only"},
     {HMC_NET_FLAG_NEEDS_REG, "needs registered buffers"},
+    {HMC_NET_FLAG_DMABUF, "dma-buf registration"},
 };
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -189,10 +189,14 @@ void print_device_paths(const Inventory& inv) {
     std::vector<std::string> ipc_devs;
     for (const auto& d : inv.devices)
       if (str(d.plugin) == v && (d.caps & HMC_DEVICE_CAP_IPC)) ipc_devs.push_back(str(d.name));
-    uint32_t native = v == "cuda" ? HMC_NET_MEM_CUDA : v == "hip" ? HMC_NET_MEM_ROCM : 0;
+    int iface = -1;
+    for (const auto& d : inv.devices)
+      if (str(d.plugin) == v) iface = d.mem_iface;
     std::vector<std::string> direct;
     for (const auto& n : inv.nets)
-      if (native && (n.mem_kinds & native)) direct.push_back(str(n.plugin) + "/" + str(n.name));
+      if ((iface >= 0 && (n.mem_ifaces & HMC_MEM_IFACE_BIT(iface))) || n.dmabuf)
+        direct.push_back(str(n.plugin) + "/" + str(n.name) +
+                         (iface >= 0 && (n.mem_ifaces & HMC_MEM_IFACE_BIT(iface)) ? "" : " (dma-buf)"));
     std::printf("  %s\n", v.c_str());
 #ifdef HMC_HAS_DEVICE_COPY_FIGURES
     for (const auto& d : inv.devices) {
@@ -300,8 +304,11 @@ void print_text(const Inventory& inv) {
                   n.measured_bandwidth_MBps, n.measured_latency_ns / 1000.0);
     if (n.calibration[0] != '\0') std::printf("    calibration   %s\n", n.calibration);
 #endif
-    auto kinds = bit_names(n.mem_kinds, kNetMemKinds);
+    auto kinds = bit_names(n.mem_ifaces, kMemIfaces);
+    if (n.dmabuf) kinds.push_back("device memory by dma-buf");
     std::printf("    memory        %s\n", kinds.empty() ? "none" : join(kinds, ", ").c_str());
+    if (n.nic_guid)
+      std::printf("    nic           guid %016" PRIx64 ", port %u\n", n.nic_guid, n.nic_port);
     auto flags = bit_names(n.flags, kNetFlags);
     std::printf("    flags         %s\n", flags.empty() ? "none" : join(flags, ", ").c_str());
     if (n.max_inflight)
@@ -365,7 +372,9 @@ void print_json(const Inventory& inv) {
          ",\"measured_latency_ns\":" + std::to_string(n.measured_latency_ns) +
          ",\"calibration\":" + json_escape(str(n.calibration)) +
 #endif
-         ",\"mem_kinds\":" + json_list(bit_names(n.mem_kinds, kNetMemKinds)) +
+         ",\"mem_ifaces\":" + json_list(bit_names(n.mem_ifaces, kMemIfaces)) +
+         ",\"dmabuf\":" + (n.dmabuf ? "true" : "false") +
+         ",\"nic_guid\":" + std::to_string(n.nic_guid) + ",\"nic_port\":" + std::to_string(n.nic_port) +
          ",\"flags\":" + json_list(bit_names(n.flags, kNetFlags)) +
          ",\"max_inflight\":" + std::to_string(n.max_inflight) +
          ",\"max_msg_size\":" + std::to_string(n.max_msg_size) + "}";

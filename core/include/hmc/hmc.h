@@ -140,6 +140,9 @@ typedef struct hmc_device_info {
   uint64_t copy_d2d_MBps;
   char copy_basis[96];
   char copy_ways[256];
+  /* Appended (HMC_HAS_NET_MEM_IFACES): the interface of the device's memory (hmc_mem_iface_t of
+   * hmc/plugin/common.h; 0, host, for host memory), -1 when its plugin declares none. */
+  int32_t mem_iface;
 } hmc_device_info_t;
 
 HMC_API hmc_status_t hmc_device_count(hmc_context_t ctx, int* count);
@@ -159,7 +162,7 @@ typedef struct hmc_net_device_info {
   char pci_path[256];
   uint64_t bandwidth_MBps;
   uint32_t latency_ns;
-  uint32_t mem_kinds;    /* HMC_NET_MEM_* of sdk/include/hmc/plugin/net.h */
+  uint32_t mem_kinds;    /* the first 32 bits of mem_ifaces, below */
   uint32_t flags;        /* HMC_NET_FLAG_* */
   uint32_t max_inflight;
   uint64_t max_msg_size;
@@ -171,7 +174,15 @@ typedef struct hmc_net_device_info {
   uint64_t measured_bandwidth_MBps;
   uint32_t measured_latency_ns;
   char calibration[192];
+  /* Appended (HMC_HAS_NET_MEM_IFACES): the memory interfaces (hmc_mem_iface_t of
+   * hmc/plugin/common.h, as bits 1 << iface) the device reads and writes natively, whether it
+   * registers device memory from dma-bufs (dmabuf), and which NIC and port it is (0: unknown). */
+  uint64_t mem_ifaces;
+  uint32_t dmabuf;
+  uint32_t nic_port;
+  uint64_t nic_guid;
 } hmc_net_device_info_t;
+#define HMC_HAS_NET_MEM_IFACES 1
 
 /* Net devices of every loaded net plugin. hmc_net_device_info never measures: the measured
  * figures are those this process or the calibration cache already has. */

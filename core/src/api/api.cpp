@@ -194,6 +194,8 @@ HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_in
     copy_str(info->copy_basis, f.basis);
     copy_str(info->copy_ways, d.is_host() || f.basis.empty() ? "" : same_host_ways(*ctx_of(ctx), d));
   }
+  if (info->struct_size >= offsetof(hmc_device_info_t, mem_iface) + sizeof info->mem_iface)
+    info->mem_iface = d.mem_iface;
   return HMC_SUCCESS;
   HMC_CATCH
 }
@@ -233,7 +235,13 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
   copy_str(info->pci_path, d.pci_path);
   info->bandwidth_MBps = d.props.bandwidth_MBps;
   info->latency_ns = d.props.latency_ns;
-  info->mem_kinds = d.props.mem_kinds;
+  info->mem_kinds = static_cast<uint32_t>(d.props.mem_ifaces);
+  if (info->struct_size >= offsetof(hmc_net_device_info_t, nic_guid) + sizeof info->nic_guid) {
+    info->mem_ifaces = d.props.mem_ifaces;
+    info->dmabuf = (d.props.flags & HMC_NET_FLAG_DMABUF) != 0;
+    info->nic_port = d.props.nic_port;
+    info->nic_guid = d.props.nic_guid;
+  }
   info->flags = d.props.flags;
   info->max_inflight = d.props.max_inflight;
   info->max_msg_size = d.props.max_msg_size;

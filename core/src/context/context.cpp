@@ -210,7 +210,9 @@ void Context::build_capabilities() {
       r.device = d.name;
       r.bandwidth_MBps = d.props.bandwidth_MBps;
       r.latency_ns = d.props.latency_ns;
-      r.mem_kinds = d.props.mem_kinds;
+      r.mem_ifaces = d.props.mem_ifaces;
+      r.nic_guid = d.props.nic_guid;
+      r.nic_port = d.props.nic_port;
       r.flags = d.props.flags;
       r.preference = pref;
       caps_.net.push_back(r);
@@ -259,7 +261,8 @@ Context::~Context() {
     }
     remotes_.clear();
     for (Region* r : regions_) {  // no other thread runs any more: no plugin lock needed
-      for (auto& reg : r->registrations) reg.net->table()->dereg_mr(reg.net->ctx(), reg.mr);
+      for (auto& reg : r->registrations)
+        reg.dev->plugin->table()->dereg_mr(reg.dev->plugin->ctx(), reg.mr);
       Handles::remove(r);
       delete r;
     }

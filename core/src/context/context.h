@@ -81,6 +81,12 @@ class Context {
 
   // --- registration (net/registration.cpp) -------------------------------------------------
   hmc_status_t register_memory(void* addr, size_t size, uint32_t access, Region** out);
+  // Registers [addr, addr+size) (at loc) with net device nd into region: host memory and device
+  // memory nd reaches natively by pointer, other device memory through a dma-buf exported once
+  // per region (dmabuf). False with *why when nd does not register it.
+  bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
+                     const MemoryLocation& loc, DmabufExport* dmabuf, Region* region,
+                     std::string* why);
   hmc_status_t deregister_memory(Region* region);
   hmc_status_t import_remote(const std::shared_ptr<Peer>& peer, const void* desc, size_t len,
                              Remote** out);
@@ -129,7 +135,8 @@ class Context {
   bool framed_broken_locked(Peer& peer, Request* req);
   // Framed transfers (xfer/transfer.cpp).
   hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
-                             bool* staged, MemoryLocation* where = nullptr);
+                             bool* staged, MemoryLocation* where = nullptr,
+                             hmc_net_mr_t** mr = nullptr);
   bool ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc, IpcExport* ex);
   bool framed_sends_waiting(Peer& peer, uint64_t tag);
   std::unique_ptr<Framed> make_framed_send(const Peer& peer, const void* buf, size_t size,

@@ -60,6 +60,7 @@ DeviceRegistry::DeviceRegistry() {
   Device host;
   host.name = "host";
   host.plugin_name = "builtin";
+  host.mem_iface = HMC_MEM_IFACE_HOST;
   host.model = "host memory";
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page > 0) host.mem_bytes = static_cast<uint64_t>(pages) * page;
@@ -121,6 +122,10 @@ void DeviceRegistry::add_plugin(const hmc_device_plugin_v1_t* table, hmc_device_
     d.caps = info.caps;
     if (HMC_ABI_HAS_FIELD(&info, hmc_device_props_t, copy_bandwidth_MBps))
       d.copy_bandwidth_MBps = info.copy_bandwidth_MBps;
+    // Host is no device memory's interface: a plugin saying so declared nothing useful.
+    if (HMC_ABI_HAS_FIELD(table, hmc_device_plugin_v1_t, mem_iface) &&
+        table->mem_iface != HMC_MEM_IFACE_HOST && table->mem_iface < HMC_MEM_IFACE_MAX)
+      d.mem_iface = static_cast<int>(table->mem_iface);
     devices_.push_back(std::move(d));
   }
 }

@@ -35,6 +35,9 @@ struct Device {
   uint64_t mem_bytes = 0;
   uint32_t caps = 0;
   uint64_t copy_bandwidth_MBps = 0;  // declared by the plugin; 0: unknown
+  // The interface of its memory (hmc_mem_iface_t) as the plugin declares it; -1: not declared,
+  // so no net device reaches it natively (dma-buf export may still work).
+  int mem_iface = -1;
   bool is_host() const { return plugin == nullptr; }
 };
 

@@ -7,7 +7,7 @@ namespace hmc {
 
 std::string NetDevice::key() const { return plugin->name() + "/" + name; }
 
-NetPlugin::NetPlugin(const hmc_net_plugin_v1_t* table, hmc_net_ctx_t* ctx, std::string name,
+NetPlugin::NetPlugin(const hmc_net_plugin_v2_t* table, hmc_net_ctx_t* ctx, std::string name,
                      const hmc_host_services_t* host)
     : table_(table), ctx_(ctx), name_(std::move(name)), host_(host) {}
 
@@ -23,7 +23,7 @@ hmc_status_t NetPlugin::query_devices() {
     NetDevice d;
     d.plugin = this;
     d.index = i;
-    d.props.hdr = HMC_ABI_HEADER_INIT(hmc_net_device_props_t);
+    d.props.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
     st = table_->device_props(ctx_, i, &d.props);
     if (st != HMC_PLUGIN_SUCCESS)
       return fail(HMC_ERR_PLUGIN, "net plugin {}: device_props({}) failed: {}", name_, i,

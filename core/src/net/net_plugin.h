@@ -14,7 +14,7 @@ namespace hmc {
 
 // True when `table` (whose header says how large it is) has a non-NULL slot `slot`.
 #define HMC_NET_SLOT(table, slot) \
-  (HMC_ABI_HAS_FIELD((table), hmc_net_plugin_v1_t, slot) && (table)->slot != nullptr)
+  (HMC_ABI_HAS_FIELD((table), hmc_net_plugin_v2_t, slot) && (table)->slot != nullptr)
 
 class NetPlugin;
 
@@ -29,7 +29,7 @@ struct NetDevice {
 
 class NetPlugin {
  public:
-  NetPlugin(const hmc_net_plugin_v1_t* table, hmc_net_ctx_t* ctx, std::string name,
+  NetPlugin(const hmc_net_plugin_v2_t* table, hmc_net_ctx_t* ctx, std::string name,
             const hmc_host_services_t* host = nullptr);
   NetPlugin(const NetPlugin&) = delete;
   NetPlugin& operator=(const NetPlugin&) = delete;
@@ -38,7 +38,7 @@ class NetPlugin {
   hmc_status_t query_devices();
 
   const std::string& name() const { return name_; }
-  const hmc_net_plugin_v1_t* table() const { return table_; }
+  const hmc_net_plugin_v2_t* table() const { return table_; }
   hmc_net_ctx_t* ctx() const { return ctx_; }
   // The services ctx was created with (nullptr when unknown): another context of the same
   // plugin can be created with them.
@@ -53,7 +53,7 @@ class NetPlugin {
 
  private:
   // Every call into the plugin reads these three: they share a cache line.
-  const hmc_net_plugin_v1_t* table_;
+  const hmc_net_plugin_v2_t* table_;
   hmc_net_ctx_t* ctx_;
   std::mutex mutex_;
   std::string name_;

@@ -9,7 +9,7 @@
 namespace hmc {
 namespace {
 constexpr uint32_t kRegionMagic = 0x52434d48;  // "HMCR"
-constexpr uint16_t kRegionVersion = 1;
+constexpr uint16_t kRegionVersion = 2;
 }  // namespace
 
 std::vector<uint8_t> pack_region(const Region& r) {
@@ -21,7 +21,8 @@ std::vector<uint8_t> pack_region(const Region& r) {
   w.u32(r.access);
   w.u32(static_cast<uint32_t>(r.registrations.size()));
   for (const auto& reg : r.registrations) {
-    w.str(reg.net->name());
+    w.str(reg.dev->plugin->name());
+    w.str(reg.dev->name);
     w.blob(reg.rkey);
   }
   if (r.id) {
@@ -44,14 +45,16 @@ hmc_status_t unpack_region(const void* data, size_t len, PackedRegion* out) {
     return fail(HMC_ERR_VERSION, "hmc_remote_import: descriptor version {}, this library reads {}",
                 version, kRegionVersion);
   PackedRegion p;
-  if (!r.u64(&p.base) || !r.u64(&p.size) || !r.u32(&p.access) || !r.u32(&n) || n > 64)
+  if (!r.u64(&p.base) || !r.u64(&p.size) || !r.u32(&p.access) || !r.u32(&n))
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
+  if (n > kMaxRegionKeys)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: the descriptor carries {} keys, more "
+                "than the {} this library reads", n, kMaxRegionKeys);
   for (uint32_t i = 0; i < n; ++i) {
-    std::string name;
-    std::vector<uint8_t> key;
-    if (!r.str(&name, 256) || !r.blob(&key, HMC_NET_RKEY_MAX))
+    PackedRegion::Key k;
+    if (!r.str(&k.plugin, 256) || !r.str(&k.device, 256) || !r.blob(&k.rkey, HMC_NET_RKEY_MAX))
       return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
-    p.rkeys.emplace_back(std::move(name), std::move(key));
+    p.rkeys.push_back(std::move(k));
   }
   // The owner's ids: absent from an owner that does not track imports.
   if (r.remaining() > 0 && (!r.u64(&p.context_id) || !r.u64(&p.region_id) || p.region_id == 0))
@@ -63,6 +66,19 @@ hmc_status_t unpack_region(const void* data, size_t len, PackedRegion* out) {
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor region wraps around");
   *out = std::move(p);
   return HMC_SUCCESS;
+}
+
+const std::vector<uint8_t>* PackedRegion::key_for(const std::string& plugin,
+                                                   const std::string& device) const {
+  for (const auto& k : rkeys)
+    if (k.plugin == plugin && k.device == device) return &k.rkey;
+  return nullptr;
+}
+
+const Region::Registration* Region::registration_on(const NetDevice* dev) const {
+  for (const auto& reg : registrations)
+    if (reg.dev == dev) return &reg;
+  return nullptr;
 }
 
 void track_remote_request_locked(Remote* r, hmc_request_t req) {

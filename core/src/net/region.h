@@ -34,12 +34,15 @@ struct Region {
   // never reused (0: not tracked, the descriptor has the layout of owners that do not track).
   uint64_t context_id = 0;
   uint64_t id = 0;
+  // One per net device that registered the memory, each with that device's key.
   struct Registration {
-    NetPlugin* net;
+    NetDevice* dev;
     hmc_net_mr_t* mr;
     std::vector<uint8_t> rkey;
   };
-  std::vector<Registration> registrations;  // one per net plugin that registers memory
+  std::vector<Registration> registrations;
+  // The registration on dev, or nullptr.
+  const Registration* registration_on(const NetDevice* dev) const;
 
   // Who imported it (guarded by Context::region_proto_mutex_).
   struct Importer {
@@ -51,13 +54,26 @@ struct Region {
   std::vector<Importer> importers;
   bool departing = false;  // hmc_mem_deregister started: new imports are refused
 
-  // Target-side staging: device memory none of the owner's net plugins can reach. It has no
-  // plugin registration; peers reach it through StagedPut/StagedGet (xfer/transfer.cpp), which
-  // the owner's progress engine serves with framed transfers into or out of it.
+  // Target-side staging, for device memory: peers whose path has no registration of it (the net
+  // device reaches it neither natively nor by dma-buf, or registering failed) reach it through
+  // StagedPut/StagedGet (xfer/transfer.cpp), which the owner's progress engine serves with
+  // framed transfers into or out of it.
   bool staged = false;
   // Internal transfers into or out of it still running (guarded by region_proto_mutex_);
   // hmc_mem_deregister waits for them to end. Departing regions refuse new ones.
   uint32_t staged_inflight = 0;
+};
+
+// A dma-buf of a region's device memory, exported at most once while it is registered.
+struct DmabufExport {
+  bool tried = false;
+  int fd = -1;  // closed on destruction (the net devices keep their own reference)
+  uint64_t offset = 0;
+  std::string error;
+  DmabufExport() = default;
+  DmabufExport(const DmabufExport&) = delete;
+  DmabufExport& operator=(const DmabufExport&) = delete;
+  ~DmabufExport();
 };
 
 // Descriptor flags (in the trailer after the ids).
@@ -94,16 +110,25 @@ void track_remote_request_locked(Remote* r, hmc_request_t req);
 // Whether an operation on r may still be running (peer->net->mutex() held); prunes.
 bool remote_busy_locked(Remote* r);
 
-// Descriptor layout: magic, version, base, size, access, then (plugin name, rkey) per plugin,
-// then, when the region has an id, the owner's context id, the region id and the region's flags
-// (kRegionFlag*) (appended: readers of version 1 that predate them ignore trailing bytes; the
-// flags are absent from owners that predate them).
+// Descriptor layout (version 2): magic, version, base, size, access, then (plugin name, device
+// name, rkey) per registered net device, then, when the region has an id, the owner's context
+// id, the region id and the region's flags (kRegionFlag*). Version 1 (one key per plugin, net
+// ABI 1) is refused with HMC_ERR_VERSION.
 std::vector<uint8_t> pack_region(const Region& r);
+// The most keys a descriptor may carry; unpacking more fails, loudly.
+constexpr uint32_t kMaxRegionKeys = 4096;
 struct PackedRegion {
+  struct Key {
+    std::string plugin;
+    std::string device;
+    std::vector<uint8_t> rkey;
+  };
   uint64_t base = 0;
   uint64_t size = 0;
   uint32_t access = 0;
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> rkeys;
+  std::vector<Key> rkeys;
+  // The key for a path ("plugin", "device"), or nullptr.
+  const std::vector<uint8_t>* key_for(const std::string& plugin, const std::string& device) const;
   uint64_t context_id = 0;  // both 0: packed by an owner that does not track imports
   uint64_t region_id = 0;
   uint32_t flags = 0;  // kRegionFlag*

@@ -38,6 +38,7 @@
 // Locks: region_proto_mutex_ is a leaf (dispatch_control holds a ctrl_mutex when it takes it);
 // messages are sent with the peer's ctrl_mutex, taken after the net and regions mutexes.
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -61,6 +62,86 @@ hmc_status_t wire_status(int32_t v) {
 
 }  // namespace
 
+namespace {
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+}  // namespace
+
+DmabufExport::~DmabufExport() {
+  if (fd >= 0) close(fd);
+}
+
+bool Context::register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
+                            const MemoryLocation& loc, DmabufExport* dmabuf, Region* region,
+                            std::string* why) {
+  const Device& dev = *loc.device;
+  NetPlugin& net = *nd.plugin;
+  hmc_net_mem_desc_t desc{};
+  desc.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_mem_desc_t);
+  desc.addr = addr;
+  desc.len = size;
+  desc.iface = dev.is_host() ? HMC_MEM_IFACE_HOST : static_cast<uint32_t>(std::max(dev.mem_iface, 0));
+  desc.device_ordinal = dev.is_host() ? -1 : dev.index;
+  desc.dmabuf_fd = -1;
+  desc.access = HMC_NET_ACCESS_LOCAL | access;
+  const bool native = dev.mem_iface >= 0 && (nd.props.mem_ifaces & HMC_MEM_IFACE_BIT(dev.mem_iface));
+  if (!dev.is_host() && !native) {
+    // Device memory the net device cannot reach by pointer: by dma-buf, where both sides can.
+    if (!(nd.props.flags & HMC_NET_FLAG_DMABUF)) {
+      *why = "no native access, no dma-buf";
+      return false;
+    }
+    if (!(dev.caps & HMC_DEVICE_CAP_DMABUF) || !dev.plugin->dmabuf_export) {
+      *why = dev.name + " exports no dma-buf";
+      return false;
+    }
+    if (!dmabuf->tried) {
+      dmabuf->tried = true;
+      int fd = -1;
+      uint64_t offset = 0;
+      hmc_plugin_status_t ps = dev.plugin->dmabuf_export(dev.plugin_ctx, addr, size, &fd, &offset);
+      if (ps == HMC_PLUGIN_SUCCESS && fd >= 0) {
+        dmabuf->fd = fd;
+        dmabuf->offset = offset;
+      } else {
+        dmabuf->error = fmt::format("dma-buf export failed: {}", plugin_status_string(ps));
+      }
+    }
+    if (dmabuf->fd < 0) {
+      *why = dmabuf->error;
+      return false;
+    }
+    desc.dmabuf_fd = dmabuf->fd;
+    desc.dmabuf_offset = dmabuf->offset;
+  }
+  std::vector<uint8_t> rkey(HMC_NET_RKEY_MAX);
+  size_t len = rkey.size();
+  hmc_net_mr_t* mr = nullptr;
+  hmc_plugin_status_t ps;
+  {
+    std::lock_guard<std::mutex> lock(net.mutex());
+    ps = net.table()->reg_mr(net.ctx(), nd.index, &desc, &mr, rkey.data(), &len);
+  }
+  if (ps != HMC_PLUGIN_SUCCESS || len > HMC_NET_RKEY_MAX) {
+    *why = fmt::format("reg_mr: {}", ps == HMC_PLUGIN_SUCCESS ? "key too long" : plugin_status_string(ps));
+    if (ps == HMC_PLUGIN_SUCCESS) {
+      std::lock_guard<std::mutex> lock(net.mutex());
+      net.table()->dereg_mr(net.ctx(), mr);
+    }
+    // Host memory has no fallback: one-sided access through this device is refused.
+    if (dev.is_host())
+      HMC_LOG_W("net plugin {} could not register {} bytes at {} with {}: {}; one-sided access "
+                "to this region through it is refused", net.name(), size, addr, nd.name, *why);
+    return false;
+  }
+  rkey.resize(len);
+  region->registrations.push_back({&nd, mr, std::move(rkey)});
+  return true;
+}
+
 hmc_status_t Context::register_memory(void* addr, size_t size, uint32_t access, Region** out) {
   MemoryLocation loc = devices_.locate(addr);
   if (loc.size && reinterpret_cast<uintptr_t>(addr) - loc.base + size > loc.size)
@@ -72,41 +153,27 @@ hmc_status_t Context::register_memory(void* addr, size_t size, uint32_t access, 
   region->size = size;
   region->access = access;
   region->context_id = id_;
-  // Device memory: no net plugin of this build registers it (they reach host memory only), so
-  // peers reach it by target-side staging: our progress engine moves the bytes with framed
-  // transfers (xfer/transfer.cpp). The descriptor says so; no plugin registration is made.
-  region->staged = !loc.device->is_host();
-  if (region->staged)
-    HMC_LOG_D("hmc_mem_register: {} bytes at {} on {}: served by target-side staging", size, addr,
-              loc.device->name);
+  const Device& dev = *loc.device;
+  // Device memory is also served by target-side staging (xfer/transfer.cpp), for peers whose
+  // path has no registration of it; the descriptor says so.
+  region->staged = !dev.is_host();
+  DmabufExport dmabuf;
+  std::vector<std::string> direct, staged;
   for (auto& net : nets_) {
-    if (region->staged) break;
     if (!HMC_NET_SLOT(net->table(), reg_mr)) continue;
-    hmc_net_mem_desc_t desc{};
-    desc.hdr = HMC_ABI_HEADER_INIT(hmc_net_mem_desc_t);
-    desc.addr = addr;
-    desc.len = size;
-    desc.mem_kind = HMC_NET_MEM_HOST;
-    desc.access = HMC_NET_ACCESS_LOCAL | access;
-    desc.dmabuf_fd = -1;
-    desc.device_ordinal = -1;
-    std::vector<uint8_t> rkey(HMC_NET_RKEY_MAX);
-    size_t len = rkey.size();
-    hmc_net_mr_t* mr = nullptr;
-    hmc_plugin_status_t ps;
-    {
-      std::lock_guard<std::mutex> lock(net->mutex());
-      ps = net->table()->reg_mr(net->ctx(), &desc, &mr, rkey.data(), &len);
+    for (auto& nd : net->devices()) {
+      std::string why;
+      if (register_with(nd, addr, size, access, loc, &dmabuf, region.get(), &why))
+        direct.push_back(nd.key());
+      else if (!why.empty())
+        staged.push_back(nd.key() + " (" + why + ")");
     }
-    if (ps != HMC_PLUGIN_SUCCESS || len > HMC_NET_RKEY_MAX) {
-      // A plugin that cannot register this memory just cannot serve one-sided access to it.
-      HMC_LOG_W("net plugin {} could not register {} bytes at {}: {}; one-sided access to this "
-                "region through it is refused", net->name(), size, addr, plugin_status_string(ps));
-      continue;
-    }
-    rkey.resize(len);
-    region->registrations.push_back({net.get(), mr, std::move(rkey)});
   }
+  if (region->staged)
+    HMC_LOG_I("hmc_mem_register: {} bytes at {} on {}: {}{}{}", size, addr, dev.name,
+              direct.empty() ? "" : "direct on " + join(direct, ", "),
+              direct.empty() || staged.empty() ? "" : "; ",
+              staged.empty() ? "" : "staged for " + join(staged, ", "));
   Region* r = region.release();
   {
     std::lock_guard<std::mutex> lock(regions_mutex_);
@@ -149,10 +216,12 @@ hmc_status_t Context::deregister_memory(Region* region) {
     regions_by_id_.erase(region->id);
   }
   for (auto& reg : region->registrations) {
-    std::lock_guard<std::mutex> lock(reg.net->mutex());
-    hmc_plugin_status_t ps = reg.net->table()->dereg_mr(reg.net->ctx(), reg.mr);
+    NetPlugin& net = *reg.dev->plugin;
+    std::lock_guard<std::mutex> lock(net.mutex());
+    hmc_plugin_status_t ps = net.table()->dereg_mr(net.ctx(), reg.mr);
     if (ps != HMC_PLUGIN_SUCCESS)
-      HMC_LOG_W("net plugin {}: dereg_mr failed: {}", reg.net->name(), plugin_status_string(ps));
+      HMC_LOG_W("net plugin {}: dereg_mr on {} failed: {}", net.name(), reg.dev->name,
+                plugin_status_string(ps));
   }
   delete region;
   return HMC_SUCCESS;
@@ -240,11 +309,12 @@ hmc_status_t Context::import_remote(const std::shared_ptr<Peer>& peer, const voi
   remote->size = packed.size;
   remote->access = packed.access;
   remote->region_id = packed.region_id;
-  remote->staged = (packed.flags & kRegionFlagStaged) && packed.region_id;
   NetPlugin& net = *peer->net;
-  const std::vector<uint8_t>* key = nullptr;
-  for (const auto& [name, k] : packed.rkeys)
-    if (name == net.name()) key = &k;
+  // The owner registered the region per net device; our path is the same device on both sides.
+  const std::vector<uint8_t>* key =
+      peer->net_device ? packed.key_for(net.name(), peer->net_device->name) : nullptr;
+  // Device memory without a key for our path is reached by target-side staging.
+  remote->staged = !key && (packed.flags & kRegionFlagStaged) && packed.region_id;
   {
     std::lock_guard<std::mutex> lock(net.mutex());
     if (peer->lost || !peer->ep)

@@ -136,10 +136,10 @@ class Loopback {
     if (!HMC_NET_SLOT(t_, reg_mr))
       return fail(HMC_ERR_PLUGIN, "needs registered buffers but has no reg_mr");
     hmc_net_mem_desc_t d{};
-    d.hdr = HMC_ABI_HEADER_INIT(hmc_net_mem_desc_t);
+    d.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_mem_desc_t);
     d.addr = buf;
     d.len = len;
-    d.mem_kind = HMC_NET_MEM_HOST;
+    d.iface = HMC_MEM_IFACE_HOST;
     d.access = HMC_NET_ACCESS_LOCAL;
     d.dmabuf_fd = -1;
     d.device_ordinal = -1;
@@ -147,7 +147,7 @@ class Loopback {
     size_t rkey_len = sizeof rkey;
     std::lock_guard<std::mutex> lock(net_.mutex());
     hmc_net_ctx_t* ctx = far ? far_ctx() : net_.ctx();
-    hmc_plugin_status_t ps = t_->reg_mr(ctx, &d, mr, rkey, &rkey_len);
+    hmc_plugin_status_t ps = t_->reg_mr(ctx, dev_.index, &d, mr, rkey, &rkey_len);
     if (ps != HMC_PLUGIN_SUCCESS)
       return fail(from_plugin_status(ps), "registering {} bytes failed: {}", len,
                   plugin_status_string(ps));
@@ -211,7 +211,7 @@ class Loopback {
 
   NetDevice& dev_;
   NetPlugin& net_;
-  const hmc_net_plugin_v1_t* t_;
+  const hmc_net_plugin_v2_t* t_;
   hmc_net_ctx_t* far_;  // the second context (FarContexts owns it), or nullptr
   hmc_net_listener_t* listener_ = nullptr;
   hmc_net_ep_t* conn_ = nullptr;
@@ -445,18 +445,18 @@ hmc_net_ctx_t* FarContexts::get(NetDevice& dev) {
   if (it != made_.end()) {
     c = it->second;
   } else {
-    const hmc_net_plugin_v1_t* t = net.table();
+    const hmc_net_plugin_v2_t* t = net.table();
     std::lock_guard<std::mutex> lock(net.mutex());
     if (!net.host_services() || t->init(net.host_services(), &c) != HMC_PLUGIN_SUCCESS) c = nullptr;
     made_.push_back({&net, c});
   }
   if (!c) return nullptr;
   // The same configuration gives the same device list; checked all the same.
-  const hmc_net_plugin_v1_t* t = net.table();
+  const hmc_net_plugin_v2_t* t = net.table();
   std::lock_guard<std::mutex> lock(net.mutex());
   int count = 0;
   hmc_net_device_props_t p{};
-  p.hdr = HMC_ABI_HEADER_INIT(hmc_net_device_props_t);
+  p.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
   if (t->device_count(c, &count) != HMC_PLUGIN_SUCCESS || dev.index >= count ||
       t->device_props(c, dev.index, &p) != HMC_PLUGIN_SUCCESS || !p.name || dev.name != p.name)
     return nullptr;

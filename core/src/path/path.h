@@ -41,13 +41,15 @@ struct NetRecord {
   std::string device;
   uint64_t bandwidth_MBps = 0;  // declared by the plugin; 0: unknown
   uint32_t latency_ns = 0;      // declared by the plugin; 0: unknown
-  uint32_t mem_kinds = 0;
+  uint64_t mem_ifaces = 0;      // HMC_MEM_IFACE_BIT of the interfaces it reaches natively
   uint32_t flags = 0;
   uint32_t preference = 0;      // position in HMC_NET_PLUGINS when listed, else 0
   // Measured by calibration on the advertising host, over loopback; 0: not measured (declared
   // figures present, calibration off, failed or not run).
   uint64_t measured_bandwidth_MBps = 0;
   uint32_t measured_latency_ns = 0;
+  uint64_t nic_guid = 0;  // the NIC it is a port or rail of; 0: unknown
+  uint32_t nic_port = 0;
   std::string key() const { return plugin + "/" + device; }
 };
 

@@ -21,7 +21,7 @@ void encode_caps(const path::Capabilities& caps, control::Writer* w) {
     w->str(n.device);
     w->u64(n.bandwidth_MBps);
     w->u32(n.latency_ns);
-    w->u32(n.mem_kinds);
+    w->u32(static_cast<uint32_t>(n.mem_ifaces));  // the first 32 interfaces; all of them below
     w->u32(n.flags);
     w->u32(n.preference);
   }
@@ -50,6 +50,13 @@ void encode_caps(const path::Capabilities& caps, control::Writer* w) {
     w->u64(c.h2d_MBps);
     w->u64(c.d2d_MBps);
   }
+  // Appended after that: every interface each record reaches, and its NIC identity.
+  w->u32(static_cast<uint32_t>(caps.net.size()));
+  for (const auto& n : caps.net) {
+    w->u64(n.mem_ifaces);
+    w->u64(n.nic_guid);
+    w->u32(n.nic_port);
+  }
 }
 
 bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
@@ -61,10 +68,12 @@ bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
     return false;
   for (uint32_t i = 0; i < n; ++i) {
     path::NetRecord rec;
+    uint32_t low_ifaces = 0;
     if (!r.str(&rec.plugin, kMaxName) || !r.str(&rec.device, kMaxName) ||
-        !r.u64(&rec.bandwidth_MBps) || !r.u32(&rec.latency_ns) || !r.u32(&rec.mem_kinds) ||
+        !r.u64(&rec.bandwidth_MBps) || !r.u32(&rec.latency_ns) || !r.u32(&low_ifaces) ||
         !r.u32(&rec.flags) || !r.u32(&rec.preference))
       return false;
+    rec.mem_ifaces = low_ifaces;
     c.net.push_back(std::move(rec));
   }
   // The measured figures: absent from a peer that predates calibration; when present, one
@@ -98,6 +107,13 @@ bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
       if (!r.str(&x.plugin, kMaxName) || !r.u64(&x.d2h_MBps) || !r.u64(&x.h2d_MBps) ||
           !r.u64(&x.d2d_MBps))
         return false;
+  }
+  // Interfaces and NIC identity: absent from a peer that predates them; else one per record.
+  if (r.remaining() > 0) {
+    uint32_t m = 0;
+    if (!r.u32(&m) || m != n) return false;
+    for (auto& rec : c.net)
+      if (!r.u64(&rec.mem_ifaces) || !r.u64(&rec.nic_guid) || !r.u32(&rec.nic_port)) return false;
   }
   *caps = std::move(c);
   return true;

@@ -8,11 +8,11 @@
 namespace hmc::plugin {
 
 HostServices::HostServices(std::string prefix, const Config& cfg, std::set<std::string> declared,
-                           uint32_t timeout_ms)
+                           uint32_t timeout_ms, uint32_t abi_min, uint32_t abi_max)
     : prefix_("[" + prefix + "] "), cfg_(cfg), declared_(std::move(declared)) {
   table_.hdr = HMC_ABI_HEADER_INIT(hmc_host_services_t);
-  table_.core_abi_min = HMC_PLUGIN_ABI_VERSION;
-  table_.core_abi_max = HMC_PLUGIN_ABI_VERSION;
+  table_.core_abi_min = abi_min;
+  table_.core_abi_max = abi_max;
   table_.host_ctx = this;
   table_.log = &HostServices::cb_log;
   table_.log_enabled = &HostServices::cb_log_enabled;

@@ -23,9 +23,10 @@ class HostServices {
  public:
   // prefix: "net/hoststage". cfg: must outlive this object (the loader passes its own snapshot).
   // declared: the variable names this plugin may read (the core's and its own config_vars);
-  // reading another one works but is warned about once per name.
+  // reading another one works but is warned about once per name. abi_min/abi_max: the ABI
+  // versions the core accepts for this plugin's kind.
   HostServices(std::string prefix, const Config& cfg, std::set<std::string> declared,
-               uint32_t timeout_ms);
+               uint32_t timeout_ms, uint32_t abi_min, uint32_t abi_max);
   HostServices(const HostServices&) = delete;
   HostServices& operator=(const HostServices&) = delete;
 

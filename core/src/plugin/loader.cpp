@@ -48,7 +48,7 @@ struct Record::Internal {
   detail::DlHandle handle;
   std::unique_ptr<HostServices> host;
   // Zero-extended copies of the plugin's table (see Record::net).
-  std::unique_ptr<hmc_net_plugin_v1_t> net_table;
+  std::unique_ptr<hmc_net_plugin_v2_t> net_table;
   std::unique_ptr<hmc_device_plugin_v1_t> device_table;
   bool claimed = false;  // this record holds its (kind, name) against later ones
 };
@@ -214,19 +214,26 @@ void Loader::load_one(const Candidate& c, Record& rec, Config& cfg) {
 
   // The kind comes from the entry symbol the object exports; a conventional file name says which
   // one it must export.
-  void* net_sym = dlsym(handle, HMC_NET_PLUGIN_ENTRY_V1);
+  void* net_sym = dlsym(handle, HMC_NET_PLUGIN_ENTRY_V2);
   void* dev_sym = dlsym(handle, HMC_DEVICE_PLUGIN_ENTRY_V1);
+  // A net plugin of the previous ABI: its memory model cannot be served, so it is refused.
+  if (!net_sym && !dev_sym && dlsym(handle, HMC_NET_PLUGIN_ENTRY_V1))
+    return mark(rec, State::Broken,
+                fmt::format("it exports {} (net ABI 1); this core loads net ABI {} ({}): rebuild "
+                            "the plugin against this SDK, whose net.h says what changed",
+                            HMC_NET_PLUGIN_ENTRY_V1, HMC_NET_ABI_VERSION,
+                            HMC_NET_PLUGIN_ENTRY_V2));
   void* sym = nullptr;
   const char* sym_name = nullptr;
   if (c.conventional) {
     bool net = rec.kind == Kind::Net;
     sym = net ? net_sym : dev_sym;
-    sym_name = net ? HMC_NET_PLUGIN_ENTRY_V1 : HMC_DEVICE_PLUGIN_ENTRY_V1;
+    sym_name = net ? HMC_NET_PLUGIN_ENTRY_V2 : HMC_DEVICE_PLUGIN_ENTRY_V1;
     if (!sym) {
       std::string hint;
       if (net ? dev_sym : net_sym)
         hint = fmt::format(" (it exports {}: name the file libhmc-{}-{}.so)",
-                           net ? HMC_DEVICE_PLUGIN_ENTRY_V1 : HMC_NET_PLUGIN_ENTRY_V1,
+                           net ? HMC_DEVICE_PLUGIN_ENTRY_V1 : HMC_NET_PLUGIN_ENTRY_V2,
                            net ? "device" : "net", rec.name);
       return mark(rec, State::Broken, fmt::format("missing entry symbol {}{}", sym_name, hint));
     }
@@ -239,15 +246,15 @@ void Loader::load_one(const Candidate& c, Record& rec, Config& cfg) {
       return mark(rec, State::Broken,
                   fmt::format("exports both {} and {}: name the file libhmc-<kind>-<name>.so to "
                               "say which it is",
-                              HMC_DEVICE_PLUGIN_ENTRY_V1, HMC_NET_PLUGIN_ENTRY_V1));
+                              HMC_DEVICE_PLUGIN_ENTRY_V1, HMC_NET_PLUGIN_ENTRY_V2));
     if (!net_sym && !dev_sym)
       return mark(rec, State::Broken,
                   fmt::format("missing entry symbol (exports neither {} nor {})",
-                              HMC_DEVICE_PLUGIN_ENTRY_V1, HMC_NET_PLUGIN_ENTRY_V1));
+                              HMC_DEVICE_PLUGIN_ENTRY_V1, HMC_NET_PLUGIN_ENTRY_V2));
     bool net = own_net || (!own_dev && net_sym);
     rec.kind = net ? Kind::Net : Kind::Device;
     sym = net ? net_sym : dev_sym;
-    sym_name = net ? HMC_NET_PLUGIN_ENTRY_V1 : HMC_DEVICE_PLUGIN_ENTRY_V1;
+    sym_name = net ? HMC_NET_PLUGIN_ENTRY_V2 : HMC_DEVICE_PLUGIN_ENTRY_V1;
   }
 
   // dlsym also searches the plugin's dependencies: the entry must be the plugin's own.
@@ -262,7 +269,7 @@ void Loader::load_one(const Candidate& c, Record& rec, Config& cfg) {
   const hmc_config_var_t* vars = nullptr;
   std::string problem;
   if (rec.kind == Kind::Net) {
-    const hmc_net_plugin_v1_t* t = reinterpret_cast<hmc_net_plugin_v1_entry_t>(sym)();
+    const hmc_net_plugin_v2_t* t = reinterpret_cast<hmc_net_plugin_v2_entry_t>(sym)();
     if (!t) return mark(rec, State::Broken, fmt::format("entry {}() returned NULL", sym_name));
     hdr = &t->hdr;
     problem = check_net_table(t);
@@ -337,8 +344,11 @@ void Loader::initialise(Record& rec, Config& cfg, const hmc_config_var_t* vars) 
   for (const auto& v : cfg.declared()) readable.insert(v.name);
 
   auto& in = *rec.internal;
+  const bool net = rec.kind == Kind::Net;
   in.host = std::make_unique<HostServices>(fmt::format("{}/{}", kind_name(rec.kind), rec.name),
-                                           snapshot_, std::move(readable), timeout_ms_);
+                                           snapshot_, std::move(readable), timeout_ms_,
+                                           net ? kNetAbiMin : kDeviceAbiMin,
+                                           net ? kNetAbiMax : kDeviceAbiMax);
   // From here the plugin's code may have started threads or registered handlers.
   in.handle.keep_open();
 

@@ -68,7 +68,7 @@ struct Record {
   // Set only while loaded and not finalized. The table is the loader's copy, zero-extended to the
   // core's full v1 size: hdr.struct_size is sizeof the v1 table, and a slot the plugin's (possibly
   // shorter) table lacks is NULL. Check an optional slot for NULL, nothing more.
-  const hmc_net_plugin_v1_t* net = nullptr;
+  const hmc_net_plugin_v2_t* net = nullptr;
   hmc_net_ctx_t* net_ctx = nullptr;
   // The services the plugin was initialised with; valid as long as the record (a second
   // context of the plugin may be created with them, as calibration does).

@@ -20,12 +20,12 @@ struct Slot {
   }
 
 const Slot kNetRequired[] = {
-    HMC_SLOT(hmc_net_plugin_v1_t, init),           HMC_SLOT(hmc_net_plugin_v1_t, finalize),
-    HMC_SLOT(hmc_net_plugin_v1_t, device_count),   HMC_SLOT(hmc_net_plugin_v1_t, device_props),
-    HMC_SLOT(hmc_net_plugin_v1_t, listen),         HMC_SLOT(hmc_net_plugin_v1_t, accept),
-    HMC_SLOT(hmc_net_plugin_v1_t, close_listener), HMC_SLOT(hmc_net_plugin_v1_t, connect),
-    HMC_SLOT(hmc_net_plugin_v1_t, ep_ready),       HMC_SLOT(hmc_net_plugin_v1_t, close_ep),
-    HMC_SLOT(hmc_net_plugin_v1_t, test),
+    HMC_SLOT(hmc_net_plugin_v2_t, init),           HMC_SLOT(hmc_net_plugin_v2_t, finalize),
+    HMC_SLOT(hmc_net_plugin_v2_t, device_count),   HMC_SLOT(hmc_net_plugin_v2_t, device_props),
+    HMC_SLOT(hmc_net_plugin_v2_t, listen),         HMC_SLOT(hmc_net_plugin_v2_t, accept),
+    HMC_SLOT(hmc_net_plugin_v2_t, close_listener), HMC_SLOT(hmc_net_plugin_v2_t, connect),
+    HMC_SLOT(hmc_net_plugin_v2_t, ep_ready),       HMC_SLOT(hmc_net_plugin_v2_t, close_ep),
+    HMC_SLOT(hmc_net_plugin_v2_t, test),
 };
 
 const Slot kDeviceRequired[] = {
@@ -61,11 +61,12 @@ size_t min_size(const Slot (&slots)[N]) {
 }
 
 template <typename Table, size_t N>
-std::string check_table(const Table* t, const Slot (&required)[N]) {
+std::string check_table(const Table* t, const Slot (&required)[N], uint32_t abi_min,
+                        uint32_t abi_max) {
   const hmc_abi_header_t& hdr = t->hdr;
-  if (hdr.abi_version < kCoreAbiMin || hdr.abi_version > kCoreAbiMax)
+  if (hdr.abi_version < abi_min || hdr.abi_version > abi_max)
     return fmt::format("incompatible ABI version {} (core accepts {}..{})", hdr.abi_version,
-                       kCoreAbiMin, kCoreAbiMax);
+                       abi_min, abi_max);
   size_t need = min_size(required);
   if (hdr.struct_size < need)
     return fmt::format("table too small: {} bytes, need at least {}", hdr.struct_size, need);
@@ -110,24 +111,28 @@ std::string check_name(const char* name) {
   return "";
 }
 
-std::string check_net_table(const hmc_net_plugin_v1_t* t) {
-  return check_table(t, kNetRequired);
+std::string check_net_table(const hmc_net_plugin_v2_t* t) {
+  return check_table(t, kNetRequired, kNetAbiMin, kNetAbiMax);
 }
 
 std::string check_device_table(const hmc_device_plugin_v1_t* t) {
-  return check_table(t, kDeviceRequired);
+  return check_table(t, kDeviceRequired, kDeviceAbiMin, kDeviceAbiMax);
 }
 
-std::string check_net_devices(const hmc_net_plugin_v1_t* t, hmc_net_ctx_t* ctx, int* count) {
+std::string check_net_devices(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* ctx, int* count) {
   int n = -1;
   int st = t->device_count(ctx, &n);
   if (st != HMC_PLUGIN_SUCCESS) return "device_count failed: " + status_text(st);
   if (n < 0) return fmt::format("device_count reported {} devices", n);
   *count = n;
-  using T = hmc_net_plugin_v1_t;
+  using T = hmc_net_plugin_v2_t;
+  if (slot_null(t, offsetof(T, iput_notify)) != slot_null(t, offsetof(T, notify_poll)))
+    return fmt::format("slot '{}' is NULL but '{}' is not: offer both or neither",
+                       slot_null(t, offsetof(T, iput_notify)) ? "iput_notify" : "notify_poll",
+                       slot_null(t, offsetof(T, iput_notify)) ? "notify_poll" : "iput_notify");
   for (int dev = 0; dev < n; ++dev) {
     hmc_net_device_props_t props{};
-    props.hdr = HMC_ABI_HEADER_INIT(hmc_net_device_props_t);
+    props.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
     st = t->device_props(ctx, dev, &props);
     if (st != HMC_PLUGIN_SUCCESS)
       return fmt::format("device_props({}) failed: {}", dev, status_text(st));
@@ -145,6 +150,11 @@ std::string check_net_devices(const hmc_net_plugin_v1_t* t, hmc_net_ctx_t* ctx, 
     }
     if (props.flags & HMC_NET_FLAG_NEEDS_REG) {
       bad = need_slots(t, desc.c_str(), "HMC_NET_FLAG_NEEDS_REG",
+                       {{"reg_mr", offsetof(T, reg_mr)}, {"dereg_mr", offsetof(T, dereg_mr)}});
+      if (!bad.empty()) return bad;
+    }
+    if (props.flags & HMC_NET_FLAG_DMABUF) {
+      bad = need_slots(t, desc.c_str(), "HMC_NET_FLAG_DMABUF",
                        {{"reg_mr", offsetof(T, reg_mr)}, {"dereg_mr", offsetof(T, dereg_mr)}});
       if (!bad.empty()) return bad;
     }

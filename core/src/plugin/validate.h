@@ -13,16 +13,19 @@
 
 namespace hmc::plugin {
 
-// The plugin ABI versions this core accepts.
-constexpr uint32_t kCoreAbiMin = 1;
-constexpr uint32_t kCoreAbiMax = 1;
+// The ABI versions this core accepts, per plugin kind: device plugins speak the device ABI 1, net
+// plugins the net ABI 2 (a version 1 net plugin is refused with a reason: loader.cpp).
+constexpr uint32_t kDeviceAbiMin = HMC_PLUGIN_ABI_VERSION;
+constexpr uint32_t kDeviceAbiMax = HMC_PLUGIN_ABI_VERSION;
+constexpr uint32_t kNetAbiMin = HMC_NET_ABI_VERSION;
+constexpr uint32_t kNetAbiMax = HMC_NET_ABI_VERSION;
 
-// Bytes of a v1 table up to and including its last required slot.
+// Bytes of a table up to and including its last required slot.
 size_t net_table_min_size();
 size_t device_table_min_size();
 
 // Header, name and required slots of a table as the plugin returned it.
-std::string check_net_table(const hmc_net_plugin_v1_t* table);
+std::string check_net_table(const hmc_net_plugin_v2_t* table);
 std::string check_device_table(const hmc_device_plugin_v1_t* table);
 // A plugin name: non-empty, [a-z0-9_]+.
 std::string check_name(const char* name);
@@ -30,7 +33,7 @@ std::string check_name(const char* name);
 // After a successful init. `table` is the loader's zero-extended copy, so an optional slot is
 // "offered" exactly when it is non-NULL. Fills *count with the number of devices, and for device
 // plugins with 0 devices *unavailable with the plugin's reason (may stay empty).
-std::string check_net_devices(const hmc_net_plugin_v1_t* table, hmc_net_ctx_t* ctx, int* count);
+std::string check_net_devices(const hmc_net_plugin_v2_t* table, hmc_net_ctx_t* ctx, int* count);
 std::string check_device_devices(const hmc_device_plugin_v1_t* table, hmc_device_ctx_t* ctx,
                                  int* count, std::string* unavailable);
 

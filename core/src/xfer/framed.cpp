@@ -186,7 +186,7 @@ void piece_geometry(size_t index, uint64_t total, const FrameGeometry& g, size_t
 
 // Tests a posted plugin request: false while it runs; true once it ended, with *r cleared and
 // st and got saying how (the plugin released the request).
-bool ended(const hmc_net_plugin_v1_t* t, hmc_net_request_t** r, hmc_plugin_status_t* st,
+bool ended(const hmc_net_plugin_v2_t* t, hmc_net_request_t** r, hmc_plugin_status_t* st,
            size_t* got) {
   int done = 0;
   *got = 0;
@@ -333,7 +333,7 @@ bool Framed::advance(Request* req, Peer& peer, const StageEnv& env) {
 // ---- put and get of staged local memory ------------------------------------------------------
 
 bool Framed::advance_rma(Peer& peer, const StageEnv& env) {
-  const hmc_net_plugin_v1_t* t = peer.net->table();
+  const hmc_net_plugin_v2_t* t = peer.net->table();
   const char* what = send_ ? "hmc_put" : "hmc_get";
   bool moved = false;
   // New pieces, unless a piece failed: then the rest is not issued and the transfer ends once
@@ -523,7 +523,7 @@ bool Framed::poll_copies(const StageEnv& env) {
 bool Framed::post_sends(Request* req, Peer& peer, const StageEnv& env) {
   if (in_sends_ && !is_front(peer.framing.sends, tag_, req)) return false;
   bool moved = false;
-  const hmc_net_plugin_v1_t* t = peer.net->table();
+  const hmc_net_plugin_v2_t* t = peer.net->table();
   for (auto& s : slots_) {
     if (s.index != posted_) continue;
     if (s.state != SlotState::Ready) break;
@@ -573,7 +573,7 @@ bool Framed::post_sends(Request* req, Peer& peer, const StageEnv& env) {
 
 bool Framed::test_posted(Peer& peer, const StageEnv& env) {
   bool moved = false;
-  const hmc_net_plugin_v1_t* t = peer.net->table();
+  const hmc_net_plugin_v2_t* t = peer.net->table();
   for (auto& s : slots_) {
     if (s.state != SlotState::Posted || s.shared) continue;
     hmc_plugin_status_t st;
@@ -745,7 +745,7 @@ void Framed::finish_piece_recv(Slot& s, const StageEnv& env) {
 
 bool Framed::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
   bool moved = false;
-  const hmc_net_plugin_v1_t* t = peer.net->table();
+  const hmc_net_plugin_v2_t* t = peer.net->table();
   if (!piece0_posted_) {
     auto& first = peer.framing.first;
     auto waiting = first.find(tag_);
@@ -1058,7 +1058,7 @@ void Framed::on_shared_header(Peer& peer) {
 // acknowledgement is posted (in piece order, as the receiver sends them). False when the path
 // failed.
 bool Framed::post_shared_piece(Slot& s, Peer& peer, const StageEnv& env) {
-  const hmc_net_plugin_v1_t* t = peer.net->table();
+  const hmc_net_plugin_v2_t* t = peer.net->table();
   Desc d;
   StagePool::SharedRef ref;
   if (s.bounce && s.len > 0 && env.pool->shared_ref(s.bounce, &ref)) {
@@ -1084,7 +1084,7 @@ bool Framed::post_shared_piece(Slot& s, Peer& peer, const StageEnv& env) {
 // Sender: a shared piece is done when its descriptor left and its acknowledgement came; then
 // its bounce buffer goes back to the pool (release).
 bool Framed::advance_shared_send(Peer& peer) {
-  const hmc_net_plugin_v1_t* t = peer.net->table();
+  const hmc_net_plugin_v2_t* t = peer.net->table();
   bool moved = false;
   for (auto& s : slots_) {
     if (!s.shared || s.state != SlotState::Posted) continue;
@@ -1165,7 +1165,7 @@ bool Framed::start_shared_copy(Slot& s, Peer& peer, const StageEnv& env) {
 
 // Receiver: descriptor in -> copy out of the sender's bounce -> acknowledgement, in piece order.
 bool Framed::advance_shared_recv(Peer& peer, const StageEnv& env) {
-  const hmc_net_plugin_v1_t* t = peer.net->table();
+  const hmc_net_plugin_v2_t* t = peer.net->table();
   bool moved = false;
   for (auto& s : slots_) {
     if (!s.shared) continue;

@@ -36,9 +36,12 @@ constexpr int kFastTurns = 8;
 }  // namespace
 
 // Where buf lives, for a peer pair that frames its messages: host memory and device memory the
-// path reaches natively go direct, other device memory is staged through bounce buffers.
+// path reaches natively go direct, other device memory is staged through bounce buffers. With
+// mr (one-sided operations), device memory inside a region registered with the path's net device
+// (by dma-buf) goes direct too, and *mr is that registration.
 hmc_status_t Context::memory_access(const Peer& peer, const void* buf, size_t size,
-                                    const char* what, bool* staged, MemoryLocation* where) {
+                                    const char* what, bool* staged, MemoryLocation* where,
+                                    hmc_net_mr_t** mr) {
   *staged = false;
   if (size == 0) return HMC_SUCCESS;
   MemoryLocation loc = devices_.locate(buf);
@@ -47,11 +50,23 @@ hmc_status_t Context::memory_access(const Peer& peer, const void* buf, size_t si
   if (loc.size && reinterpret_cast<uintptr_t>(buf) - loc.base + size > loc.size)
     return fail(HMC_ERR_OUT_OF_BOUNDS, "hmc_{}: {} bytes at {} overrun its {}-byte allocation on "
                 "{}", what, size, buf, loc.size, loc.device->name);
-  uint32_t kinds = peer.net_device ? peer.net_device->props.mem_kinds : 0;
-  uint32_t native = loc.device->plugin_name == "cuda" ? HMC_NET_MEM_CUDA
-                    : loc.device->plugin_name == "hip" ? HMC_NET_MEM_ROCM
-                                                       : 0;
-  *staged = !(kinds & native);
+  const NetDevice* nd = peer.net_device;
+  const int iface = loc.device->mem_iface;
+  if (nd && iface >= 0 && (nd->props.mem_ifaces & HMC_MEM_IFACE_BIT(iface))) return HMC_SUCCESS;
+  *staged = true;
+  if (mr && nd) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(buf);
+    std::lock_guard<std::mutex> lock(regions_mutex_);
+    for (const Region* r : regions_) {
+      const uintptr_t base = reinterpret_cast<uintptr_t>(r->addr);
+      if (a < base || a - base > r->size || size > r->size - (a - base)) continue;
+      if (const Region::Registration* reg = r->registration_on(nd)) {
+        *mr = reg->mr;
+        *staged = false;
+        break;
+      }
+    }
+  }
   return HMC_SUCCESS;
 }
 
@@ -268,9 +283,11 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   if (remote->staged)
     return post_staged_rma(remote, const_cast<void*>(buf), size, offset, Op::Put,
                            flags & HMC_PUT_NOTIFY, notify_value, out);
+  hmc_net_mr_t* mr = nullptr;
   if (peer->framing.on()) {
     bool staged = false;
-    if ((st = memory_access(*peer, buf, size, "put", &staged)) != HMC_SUCCESS) return st;
+    if ((st = memory_access(*peer, buf, size, "put", &staged, nullptr, &mr)) != HMC_SUCCESS)
+      return st;
     if (staged) {
       if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
@@ -291,7 +308,7 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
     // Checked and recorded under the net mutex, where a withdrawal marks and looks.
     if (remote->dead.load(std::memory_order_relaxed)) return HMC_PLUGIN_ERR_REMOTE;
-    hmc_plugin_status_t ps = net.table()->iput(ep, buf, size, nullptr, addr, remote->rkey, nr);
+    hmc_plugin_status_t ps = net.table()->iput(ep, buf, size, mr, addr, remote->rkey, nr);
     if (ps == HMC_PLUGIN_SUCCESS && remote->region_id)
       track_remote_request_locked(remote, RequestTable::handle(req));
     return ps;
@@ -309,9 +326,11 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   if ((st = check_remote_range(*remote, offset, size, "get")) != HMC_SUCCESS) return st;
   if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "get");
   if (remote->staged) return post_staged_rma(remote, buf, size, offset, Op::Get, false, 0, out);
+  hmc_net_mr_t* mr = nullptr;
   if (peer->framing.on()) {
     bool staged = false;
-    if ((st = memory_access(*peer, buf, size, "get", &staged)) != HMC_SUCCESS) return st;
+    if ((st = memory_access(*peer, buf, size, "get", &staged, nullptr, &mr)) != HMC_SUCCESS)
+      return st;
     if (staged) {
       if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
@@ -330,7 +349,7 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
     if (remote->dead.load(std::memory_order_relaxed)) return HMC_PLUGIN_ERR_REMOTE;
-    hmc_plugin_status_t ps = net.table()->iget(ep, buf, size, nullptr, addr, remote->rkey, nr);
+    hmc_plugin_status_t ps = net.table()->iget(ep, buf, size, mr, addr, remote->rkey, nr);
     if (ps == HMC_PLUGIN_SUCCESS && remote->region_id)
       track_remote_request_locked(remote, RequestTable::handle(req));
     return ps;

@@ -625,6 +625,7 @@ hmc_device_plugin_v1_t make_device_table(const PluginInfo& info,
   t.ipc_open = dp_ipc_open;
   t.ipc_close = dp_ipc_close;
   t.dmabuf_export = dp_dmabuf_export;
+  t.mem_iface = info.mem_iface;
   return t;
 }
 

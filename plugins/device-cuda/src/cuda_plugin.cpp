@@ -295,7 +295,7 @@ const hmc_config_var_t kConfigVars[] = {
     {nullptr, nullptr, nullptr}};
 
 const PluginInfo kInfo = {"cuda",      "NVIDIA",     "0.1.0", "HMC_CUDA_LIBRARY",
-                          kConfigVars, &make_backend};
+                          kConfigVars, &make_backend, HMC_MEM_IFACE_CUDA};
 
 }  // namespace
 }  // namespace hmc::devplug::cuda

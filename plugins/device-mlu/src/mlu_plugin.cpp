@@ -474,7 +474,7 @@ const hmc_config_var_t kConfigVars[] = {
     {nullptr, nullptr, nullptr}};
 
 const PluginInfo kInfo = {"mlu",       "Cambricon",  "0.1.0", "HMC_MLU_LIBRARY",
-                          kConfigVars, &make_backend};
+                          kConfigVars, &make_backend, HMC_MEM_IFACE_MLU};
 
 }  // namespace
 }  // namespace hmc::devplug::mlu

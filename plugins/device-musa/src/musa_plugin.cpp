@@ -211,7 +211,7 @@ const hmc_config_var_t kConfigVars[] = {
     {nullptr, nullptr, nullptr}};
 
 const PluginInfo kInfo = {"musa",      "Moore Threads", "0.1.0", "HMC_MUSA_LIBRARY",
-                          kConfigVars, &make_backend};
+                          kConfigVars, &make_backend, HMC_MEM_IFACE_MUSA};
 
 }  // namespace
 }  // namespace hmc::devplug::musa

@@ -33,7 +33,7 @@ constexpr size_t kMinShmRing = size_t{64} << 10;
 constexpr size_t kMaxShmRing = size_t{64} << 20;
 constexpr int kMaxStreams = 64;
 
-// NULL-terminated table for hmc_net_plugin_v1_t.config_vars.
+// NULL-terminated table for hmc_net_plugin_v2_t.config_vars.
 extern const hmc_config_var_t kConfigVars[];
 
 // Reads and validates every variable. On failure logs an error naming the variable and returns

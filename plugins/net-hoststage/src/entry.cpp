@@ -1,4 +1,4 @@
-// The plugin's C boundary: hmc_net_plugin_v1 and one thin function per slot. Each converts the
+// The plugin's C boundary: hmc_net_plugin_v2 and one thin function per slot. Each converts the
 // opaque handles, checks arguments, calls into the C++ internals and catches everything, so no
 // exception crosses the ABI.
 #include <cstddef>
@@ -46,8 +46,8 @@ hmc_plugin_status_t hs_init(const hmc_host_services_t* host, hmc_net_ctx_t** ctx
     if (!HMC_ABI_HAS_FIELD(host, hmc_host_services_t, timeout_ms) || host->log == nullptr ||
         host->log_enabled == nullptr || host->config_get == nullptr || host->now_ns == nullptr)
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-    if (host->core_abi_min > HMC_PLUGIN_ABI_VERSION ||
-        host->core_abi_max < HMC_PLUGIN_ABI_VERSION) {
+    if (host->core_abi_min > HMC_NET_ABI_VERSION ||
+        host->core_abi_max < HMC_NET_ABI_VERSION) {
       host->log(host->host_ctx, HMC_LOG_ERROR,
                 "hoststage: the core accepts plugin ABI versions outside this plugin's (1)");
       return HMC_PLUGIN_ERR_VERSION;
@@ -85,11 +85,14 @@ hmc_plugin_status_t hs_device_props(hmc_net_ctx_t* ctx, int dev, hmc_net_device_
   // core calibrates instead of trusting a made-up number.
   if (HMC_ABI_HAS_FIELD(props, P, bandwidth_MBps)) props->bandwidth_MBps = 0;
   if (HMC_ABI_HAS_FIELD(props, P, latency_ns)) props->latency_ns = 0;
-  if (HMC_ABI_HAS_FIELD(props, P, mem_kinds)) props->mem_kinds = HMC_NET_MEM_HOST;
   if (HMC_ABI_HAS_FIELD(props, P, flags))
     props->flags = HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | (shm ? HMC_NET_FLAG_SAME_HOST : 0u);
   if (HMC_ABI_HAS_FIELD(props, P, max_inflight)) props->max_inflight = 0;
   if (HMC_ABI_HAS_FIELD(props, P, max_msg_size)) props->max_msg_size = 0;
+  if (HMC_ABI_HAS_FIELD(props, P, mem_ifaces))
+    props->mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
+  if (HMC_ABI_HAS_FIELD(props, P, nic_guid)) props->nic_guid = 0;
+  if (HMC_ABI_HAS_FIELD(props, P, nic_port)) props->nic_port = 0;
   return HMC_PLUGIN_SUCCESS;
 }
 
@@ -181,15 +184,17 @@ hmc_plugin_status_t hs_test(hmc_net_request_t* req, int* done, size_t* bytes) {
   });
 }
 
-hmc_plugin_status_t hs_reg_mr(hmc_net_ctx_t* ctx, const hmc_net_mem_desc_t* mem, hmc_net_mr_t** mr,
-                              void* rkey, size_t* rkey_len) {
+hmc_plugin_status_t hs_reg_mr(hmc_net_ctx_t* ctx, int dev, const hmc_net_mem_desc_t* mem,
+                              hmc_net_mr_t** mr, void* rkey, size_t* rkey_len) {
   return guarded([&] {
     if (ctx == nullptr || mem == nullptr || mr == nullptr || rkey == nullptr ||
-        rkey_len == nullptr || !HMC_ABI_HAS_FIELD(mem, hmc_net_mem_desc_t, access))
+        rkey_len == nullptr || !HMC_ABI_HAS_FIELD(mem, hmc_net_mem_desc_t, dmabuf_offset) ||
+        !as_ctx(ctx)->valid_device(dev))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     Context& c = *as_ctx(ctx);
-    if (mem->mem_kind != HMC_NET_MEM_HOST) {
-      HS_DEBUG(c.log(), "reg_mr: memory kind 0x%x is not host memory", mem->mem_kind);
+    if (mem->iface != HMC_MEM_IFACE_HOST || mem->dmabuf_fd >= 0) {
+      HS_DEBUG(c.log(), "reg_mr: memory of interface %u (dma-buf fd %d) is not host memory",
+                mem->iface, mem->dmabuf_fd);
       return HMC_PLUGIN_ERR_NOT_SUPPORTED;
     }
     uintptr_t base = reinterpret_cast<uintptr_t>(mem->addr);
@@ -326,8 +331,8 @@ hmc_plugin_status_t hs_arm(hmc_net_ctx_t* ctx) {
   });
 }
 
-const hmc_net_plugin_v1_t kPlugin = {
-    HMC_ABI_HEADER_INIT(hmc_net_plugin_v1_t),
+const hmc_net_plugin_v2_t kPlugin = {
+    HMC_NET_ABI_HEADER_INIT(hmc_net_plugin_v2_t),
     "hoststage",
     "0.1.0",
     kConfigVars,
@@ -361,6 +366,6 @@ const hmc_net_plugin_v1_t kPlugin = {
 }  // namespace
 }  // namespace hmc::hoststage
 
-extern "C" HMC_PLUGIN_EXPORT const hmc_net_plugin_v1_t* hmc_net_plugin_v1(void) {
+extern "C" HMC_PLUGIN_EXPORT const hmc_net_plugin_v2_t* hmc_net_plugin_v2(void) {
   return &hmc::hoststage::kPlugin;
 }

@@ -39,7 +39,7 @@ constexpr size_t kMaxWriteChunk = size_t{1} << 30;
 // 6.6-12 GB/s (256K-768K alike; 1M was as slow as one write).
 constexpr size_t kTcpWriteChunk = size_t{512} << 10;
 
-// NULL-terminated table for hmc_net_plugin_v1_t.config_vars.
+// NULL-terminated table for hmc_net_plugin_v2_t.config_vars.
 extern const hmc_config_var_t kConfigVars[];
 
 // Reads and validates every variable. On failure logs an error naming the variable and returns

@@ -225,7 +225,7 @@ hmc_plugin_status_t Device::open() {
   if (choice_.rma) {
     std::string why;
     fid_mr* mr = nullptr;
-    if (!register_memory(liveness_, sizeof(liveness_), FI_REMOTE_READ, HMC_NET_MEM_HOST, -1, &mr,
+    if (!register_memory(liveness_, sizeof(liveness_), FI_REMOTE_READ, HMC_MEM_IFACE_HOST, -1, &mr,
                          &why)) {
       log().write(HMC_LOG_WARN, "device '%s': cannot register the liveness word: %s",
                   name().c_str(), why.c_str());
@@ -286,7 +286,7 @@ void Device::fill_props(hmc_net_device_props_t* props) const {
     mbps = static_cast<uint64_t>(info->nic->link_attr->speed) / 8 / 1000000;
   if (HMC_ABI_HAS_FIELD(props, P, bandwidth_MBps)) props->bandwidth_MBps = mbps;
   if (HMC_ABI_HAS_FIELD(props, P, latency_ns)) props->latency_ns = 0;
-  if (HMC_ABI_HAS_FIELD(props, P, mem_kinds)) props->mem_kinds = choice_.mem_kinds;
+  if (HMC_ABI_HAS_FIELD(props, P, mem_ifaces)) props->mem_ifaces = choice_.mem_ifaces;
   if (HMC_ABI_HAS_FIELD(props, P, flags))
     props->flags = HMC_NET_FLAG_TAGGED | (choice_.rma ? HMC_NET_FLAG_RMA : 0u) |
                    (same_host() ? HMC_NET_FLAG_SAME_HOST : 0u);
@@ -564,13 +564,13 @@ void Device::finish_recv(Request* r, int err) {
   }
   if (h.type == MsgType::kEager) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(h.len, r->len));
-    if (n > 0 && r->mem_kind != HMC_NET_MEM_HOST) {
+    if (n > 0 && r->iface != HMC_MEM_IFACE_HOST) {
       // The plugin cannot copy into device memory; peers sending into device memory must
       // send everything by rendezvous (HMC_OFI_EAGER_LIMIT=0 on their side).
       log().write(HMC_LOG_ERROR,
                   "%s: a %llu-byte eager message arrived for a receive into device "
                   "memory (kind 0x%x); the sender must set HMC_OFI_EAGER_LIMIT=0",
-                  name().c_str(), static_cast<unsigned long long>(h.len), r->mem_kind);
+                  name().c_str(), static_cast<unsigned long long>(h.len), r->iface);
       end(HMC_PLUGIN_ERR_NOT_SUPPORTED, 0);
       return;
     }
@@ -1003,7 +1003,7 @@ void Device::bounce_put(Bounce b) {
 
 hmc_plugin_status_t Device::register_rndv(Request* r, size_t len, uint64_t access) {
   std::string why;
-  if (!register_memory(r->buf, len, access, r->mem_kind, r->ordinal, &r->own_mr, &why)) {
+  if (!register_memory(r->buf, len, access, r->iface, r->ordinal, &r->own_mr, &why)) {
     log().write(HMC_LOG_ERROR, "%s: cannot register a %zu-byte buffer for the peer's %s: %s",
                 name().c_str(), len, (access & FI_REMOTE_READ) ? "read" : "write", why.c_str());
     return HMC_PLUGIN_ERR_NO_MEMORY;
@@ -1092,7 +1092,7 @@ hmc_plugin_status_t Device::local_desc(const void* buf, size_t len, void* mr_des
   return cache_->acquire(buf, len, &r->desc, &r->cached);
 }
 
-bool Device::register_memory(void* addr, size_t len, uint64_t access, uint32_t mem_kind,
+bool Device::register_memory(void* addr, size_t len, uint64_t access, uint32_t iface,
                              int ordinal, fid_mr** out, std::string* why) {
   iovec iov{addr, len};
   fi_mr_attr attr{};
@@ -1101,10 +1101,10 @@ bool Device::register_memory(void* addr, size_t len, uint64_t access, uint32_t m
   attr.access = access;
   attr.offset = 0;  // without FI_MR_VIRT_ADDR, peers address the region from offset 0
   attr.iface = FI_HMEM_SYSTEM;
-  if (mem_kind == HMC_NET_MEM_CUDA) {
+  if (iface == HMC_MEM_IFACE_CUDA) {
     attr.iface = FI_HMEM_CUDA;
     attr.device.cuda = ordinal;
-  } else if (mem_kind == HMC_NET_MEM_ROCM) {
+  } else if (iface == HMC_MEM_IFACE_ROCM) {
     attr.iface = FI_HMEM_ROCR;
   }
   const bool prov_key = (mr_mode_ & FI_MR_PROV_KEY) != 0;

@@ -64,7 +64,7 @@ class Device {
   bool virt_addr() const { return (mr_mode_ & FI_MR_VIRT_ADDR) != 0; }
   // Puts are followed by an ordered 1-byte read instead of asking for delivery completion.
   bool read_completion() const { return read_completion_; }
-  uint32_t mem_kinds() const { return choice_.mem_kinds; }
+  uint64_t mem_ifaces() const { return choice_.mem_ifaces; }
   fid_ep* ep() const { return ep_.get(); }
   const std::vector<uint8_t>& address() const { return address_; }
   int wait_fd() const { return wait_fd_; }
@@ -117,10 +117,10 @@ class Device {
   hmc_plugin_status_t local_desc(const void* buf, size_t len, void* mr_desc, Request* r);
   bool needs_local_desc() const { return needs_local_desc_; }
   // Registers memory with this domain the way mr_mode asks (keys, endpoint binding, iface).
-  bool register_memory(void* addr, size_t len, uint64_t access, uint32_t mem_kind, int ordinal,
+  bool register_memory(void* addr, size_t len, uint64_t access, uint32_t iface, int ordinal,
                        fid_mr** out, std::string* why);
   bool register_local(void* addr, size_t len, fid_mr** out, std::string* why) {
-    return register_memory(addr, len, FI_SEND | FI_RECV | FI_READ | FI_WRITE, HMC_NET_MEM_HOST, -1,
+    return register_memory(addr, len, FI_SEND | FI_RECV | FI_READ | FI_WRITE, HMC_MEM_IFACE_HOST, -1,
                            out, why);
   }
   // Registers the first len bytes of r's user buffer for the peer's part of a rendezvous

@@ -177,10 +177,10 @@ bool choose(const std::string& prov, const Config& cfg, const Log& log, const Ru
     out->rma = a.rma;
     out->directed = a.directed;
     out->hmem = a.hmem;
-    out->mem_kinds = HMC_NET_MEM_HOST;
+    out->mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
     if (a.hmem) {
-      if (rt.cuda) out->mem_kinds |= HMC_NET_MEM_CUDA;
-      if (rt.rocm) out->mem_kinds |= HMC_NET_MEM_ROCM;
+      if (rt.cuda) out->mem_ifaces |= HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA);
+      if (rt.rocm) out->mem_ifaces |= HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM);
     }
     // Completion semantics are an op flag; a provider that cannot give delivery completion
     // declines a hint that asks for it.

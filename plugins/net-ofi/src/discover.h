@@ -21,7 +21,7 @@ struct DeviceChoice {
   bool directed = false;           // FI_DIRECTED_RECV granted
   bool delivery_complete = false;  // fi_getinfo accepts FI_DELIVERY_COMPLETE as an op flag
   bool hmem = false;               // FI_HMEM granted
-  uint32_t mem_kinds = 0;          // HMC_NET_MEM_* this device reads and writes directly
+  uint64_t mem_ifaces = 0;  // HMC_MEM_IFACE_BIT of the interfaces this device reaches directly
 };
 
 // The devices to open, in order. When the list is empty, *why_none says why (for the log and

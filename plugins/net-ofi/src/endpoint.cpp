@@ -156,11 +156,11 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const Local
   r->ep = this;
   r->buf = const_cast<void*>(buf);
   r->len = len;
-  r->mem_kind = lb.mem_kind;
+  r->iface = lb.iface;
   r->ordinal = lb.ordinal;
   r->addr = av_->fi_addr;
   r->tag = data_tag(peer_slot_, tag);
-  const bool host = lb.mem_kind == HMC_NET_MEM_HOST;
+  const bool host = lb.iface == HMC_MEM_IFACE_HOST;
   if (!dev_.protocol()) {
     r->native = true;
     st = dev_.local_desc(buf, len, lb.desc, r);
@@ -220,7 +220,7 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const LocalBuf& l
   r->len = len;
   r->addr = dev_.directed() ? av_->fi_addr : FI_ADDR_UNSPEC;
   r->tag = data_tag(my_slot_, tag);
-  r->mem_kind = lb.mem_kind;
+  r->iface = lb.iface;
   r->ordinal = lb.ordinal;
   if (!dev_.protocol()) {
     r->native = true;

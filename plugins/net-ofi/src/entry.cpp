@@ -1,4 +1,4 @@
-// The plugin's C boundary: hmc_net_plugin_v1 and one thin function per slot. Each converts the
+// The plugin's C boundary: hmc_net_plugin_v2 and one thin function per slot. Each converts the
 // opaque handles, checks arguments, calls into the C++ internals and catches everything, so no
 // exception crosses the ABI.
 #include <algorithm>
@@ -68,7 +68,7 @@ hmc_plugin_status_t local_buf(Endpoint& ep, hmc_net_mr_t* mr, const void* buf, s
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   }
   lb->desc = m->desc_for(&ep.dev());
-  lb->mem_kind = m->mem_kind;
+  lb->iface = m->iface;
   lb->ordinal = m->ordinal;
   return HMC_PLUGIN_SUCCESS;
 }
@@ -79,8 +79,8 @@ hmc_plugin_status_t ofi_init(const hmc_host_services_t* host, hmc_net_ctx_t** ct
     if (!HMC_ABI_HAS_FIELD(host, hmc_host_services_t, timeout_ms) || host->log == nullptr ||
         host->log_enabled == nullptr || host->config_get == nullptr || host->now_ns == nullptr)
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-    if (host->core_abi_min > HMC_PLUGIN_ABI_VERSION ||
-        host->core_abi_max < HMC_PLUGIN_ABI_VERSION) {
+    if (host->core_abi_min > HMC_NET_ABI_VERSION ||
+        host->core_abi_max < HMC_NET_ABI_VERSION) {
       host->log(host->host_ctx, HMC_LOG_ERROR,
                 "ofi: the core accepts plugin ABI versions outside this plugin's (1)");
       return HMC_PLUGIN_ERR_VERSION;
@@ -216,18 +216,16 @@ hmc_plugin_status_t ofi_test(hmc_net_request_t* req, int* done, size_t* bytes) {
   });
 }
 
-hmc_plugin_status_t ofi_reg_mr(hmc_net_ctx_t* ctx, const hmc_net_mem_desc_t* mem, hmc_net_mr_t** mr,
-                               void* rkey, size_t* rkey_len) {
+hmc_plugin_status_t ofi_reg_mr(hmc_net_ctx_t* ctx, int dev, const hmc_net_mem_desc_t* mem,
+                               hmc_net_mr_t** mr, void* rkey, size_t* rkey_len) {
   return guarded([&] {
     if (ctx == nullptr || mem == nullptr || mr == nullptr || rkey == nullptr ||
-        rkey_len == nullptr || !HMC_ABI_HAS_FIELD(mem, hmc_net_mem_desc_t, access))
+        rkey_len == nullptr || !HMC_ABI_HAS_FIELD(mem, hmc_net_mem_desc_t, dmabuf_offset))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     Context& c = *as_ctx(ctx);
-    hmc_net_mem_desc_t m{};
-    std::memcpy(&m, mem, std::min<size_t>(mem->hdr.struct_size, sizeof(m)));
-    if (!HMC_ABI_HAS_FIELD(mem, hmc_net_mem_desc_t, device_ordinal)) m.device_ordinal = -1;
+    if (dev < 0 || dev >= c.device_count()) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     MemRegion* region = nullptr;
-    hmc_plugin_status_t st = register_region(c, &m, &region, rkey, rkey_len);
+    hmc_plugin_status_t st = register_region(c, dev, mem, &region, rkey, rkey_len);
     if (st != HMC_PLUGIN_SUCCESS) return st;
     c.regions().insert(region);
     *mr = reinterpret_cast<hmc_net_mr_t*>(region);
@@ -367,8 +365,8 @@ hmc_plugin_status_t ofi_arm(hmc_net_ctx_t* ctx) {
   });
 }
 
-const hmc_net_plugin_v1_t kPlugin = {
-    HMC_ABI_HEADER_INIT(hmc_net_plugin_v1_t),
+const hmc_net_plugin_v2_t kPlugin = {
+    HMC_NET_ABI_HEADER_INIT(hmc_net_plugin_v2_t),
     "ofi",
     "0.1.0",
     kConfigVars,
@@ -402,6 +400,6 @@ const hmc_net_plugin_v1_t kPlugin = {
 }  // namespace
 }  // namespace hmc::ofi
 
-extern "C" HMC_PLUGIN_EXPORT const hmc_net_plugin_v1_t* hmc_net_plugin_v1(void) {
+extern "C" HMC_PLUGIN_EXPORT const hmc_net_plugin_v2_t* hmc_net_plugin_v2(void) {
   return &hmc::ofi::kPlugin;
 }

@@ -28,18 +28,20 @@ bool remote_range_ok(const RemoteKey& k, uint64_t addr, size_t len) {
   return off <= k.size && static_cast<uint64_t>(len) <= k.size - off;
 }
 
-hmc_plugin_status_t register_region(Context& ctx, const hmc_net_mem_desc_t* mem, MemRegion** out,
-                                    void* rkey, size_t* rkey_len) {
+hmc_plugin_status_t register_region(Context& ctx, int dev, const hmc_net_mem_desc_t* mem,
+                                    MemRegion** out, void* rkey, size_t* rkey_len) {
   const Log& log = ctx.log();
   const uintptr_t base = reinterpret_cast<uintptr_t>(mem->addr);
   if (mem->addr == nullptr || mem->len == 0 || mem->len > UINTPTR_MAX - base) {
     log.write(HMC_LOG_ERROR, "reg_mr: invalid range (%p, %zu bytes)", mem->addr, mem->len);
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   }
-  const uint32_t kind = mem->mem_kind;
-  if (kind != HMC_NET_MEM_HOST && kind != HMC_NET_MEM_CUDA && kind != HMC_NET_MEM_ROCM) {
+  const uint32_t kind = mem->iface;
+  if (mem->dmabuf_fd >= 0 ||
+      (kind != HMC_MEM_IFACE_HOST && kind != HMC_MEM_IFACE_CUDA && kind != HMC_MEM_IFACE_ROCM)) {
     // dma-buf registration (FI_MR_DMABUF) arrived after libfabric 1.17.
-    OFI_DEBUG(log, "reg_mr: memory kind 0x%x is not supported", kind);
+    OFI_DEBUG(log, "reg_mr: memory of interface %u (dma-buf fd %d) is not supported", kind,
+              mem->dmabuf_fd);
     return HMC_PLUGIN_ERR_NOT_SUPPORTED;
   }
   const bool remote =
@@ -48,22 +50,23 @@ hmc_plugin_status_t register_region(Context& ctx, const hmc_net_mem_desc_t* mem,
   region->base = base;
   region->len = mem->len;
   region->access = mem->access;
-  region->mem_kind = kind;
+  region->iface = kind;
   region->ordinal = mem->device_ordinal;
   PackedRkey packed;
   packed.base = base;
   packed.size = mem->len;
   packed.access = mem->access & (HMC_NET_ACCESS_REMOTE_READ | HMC_NET_ACCESS_REMOTE_WRITE);
-  bool kind_known = false;
   std::string failures;
-  for (int i = 0; i < ctx.device_count(); ++i) {
-    Device& d = *ctx.device(i);
-    if ((d.mem_kinds() & kind) == 0) continue;
-    kind_known = true;
+  do {  // with the one device: break leaves it
+    Device& d = *ctx.device(dev);
+    if ((d.mem_ifaces() & HMC_MEM_IFACE_BIT(kind)) == 0) {
+      OFI_DEBUG(log, "reg_mr: device %s does not reach memory of interface %u", d.name().c_str(),
+                kind);
+      return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+    }
     const bool serves_remote = remote && d.rma();
     // Registering helps a device only for one-sided access or for local descriptors.
-    if (!serves_remote && !d.needs_local_desc()) continue;
-    if (packed.entries.size() * kRkeyEntry + kRkeyHeader + kRkeyEntry > HMC_NET_RKEY_MAX) break;
+    if (!serves_remote && !d.needs_local_desc()) break;
     uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
     bool readable = false;
     if (serves_remote) {
@@ -79,9 +82,8 @@ hmc_plugin_status_t register_region(Context& ctx, const hmc_net_mem_desc_t* mem,
     fid_mr* mr = nullptr;
     std::string why;
     if (!d.register_memory(mem->addr, mem->len, access, kind, mem->device_ordinal, &mr, &why)) {
-      if (!failures.empty()) failures += "; ";
-      failures += d.name() + ": " + why;
-      continue;
+      failures = d.name() + ": " + why;
+      break;
     }
     region->regs.push_back({&d, mr});
     if (serves_remote) {
@@ -92,16 +94,11 @@ hmc_plugin_status_t register_region(Context& ctx, const hmc_net_mem_desc_t* mem,
       e.readable = readable;
       packed.entries.push_back(std::move(e));
     }
-  }
-  if (!kind_known) {
-    OFI_DEBUG(log, "reg_mr: no device reaches memory kind 0x%x", kind);
-    return HMC_PLUGIN_ERR_NOT_SUPPORTED;
-  }
+  } while (false);
   if (!failures.empty()) {
-    log.write(region->regs.empty() ? HMC_LOG_ERROR : HMC_LOG_WARN,
-              "reg_mr: %zu bytes at %p could not be registered with %s", mem->len, mem->addr,
-              failures.c_str());
-    if (region->regs.empty()) return HMC_PLUGIN_ERR_NO_MEMORY;
+    log.write(HMC_LOG_ERROR, "reg_mr: %zu bytes at %p could not be registered with %s", mem->len,
+              mem->addr, failures.c_str());
+    return HMC_PLUGIN_ERR_NO_MEMORY;
   }
   uint8_t buf[HMC_NET_RKEY_MAX];
   size_t n = encode_rkey(packed, buf, sizeof(buf));

@@ -1,6 +1,5 @@
-// Memory registration (reg_mr) and remote keys (rkey_unpack). A region is registered with every
-// device of the context that can use it, so its packed key serves whichever device the core's
-// path to a peer runs on.
+// Memory registration (reg_mr) and remote keys (rkey_unpack). A region is registered with the one
+// device reg_mr names (the core registers per device), and its packed key names that device.
 #pragma once
 
 #include <rdma/fi_domain.h>
@@ -25,7 +24,7 @@ struct MemRegion {
   uintptr_t base = 0;
   size_t len = 0;
   uint32_t access = 0;    // HMC_NET_ACCESS_*
-  uint32_t mem_kind = 0;  // HMC_NET_MEM_*
+  uint32_t iface = 0;  // hmc_mem_iface_t
   int ordinal = -1;       // vendor device index (device memory)
   std::vector<Reg> regs;
 
@@ -49,8 +48,8 @@ struct RemoteKey {
 };
 
 // reg_mr: validates the descriptor, registers with each device, packs the remote key.
-hmc_plugin_status_t register_region(Context& ctx, const hmc_net_mem_desc_t* mem, MemRegion** out,
-                                    void* rkey, size_t* rkey_len);
+hmc_plugin_status_t register_region(Context& ctx, int dev, const hmc_net_mem_desc_t* mem,
+                                    MemRegion** out, void* rkey, size_t* rkey_len);
 
 // rkey_unpack: the entry of the packed key for the endpoint's device.
 hmc_plugin_status_t unpack_remote_key(Endpoint& ep, const void* rkey, size_t len, RemoteKey** out);

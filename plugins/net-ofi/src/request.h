@@ -49,7 +49,7 @@ struct Bounce {
 // What the caller's registration (reg_mr) says about a local buffer; defaults for none.
 struct LocalBuf {
   void* desc = nullptr;  // descriptor on the endpoint's device, or nullptr
-  uint32_t mem_kind = HMC_NET_MEM_HOST;
+  uint32_t iface = HMC_MEM_IFACE_HOST;
   int ordinal = -1;  // vendor device index for device memory
 };
 
@@ -79,7 +79,7 @@ struct Request {
   size_t len = 0;
   void* desc = nullptr;        // its local descriptor (FI_MR_LOCAL), or nullptr
   CachedMr* cached = nullptr;  // the cache entry desc came from, released with the request
-  uint32_t mem_kind = HMC_NET_MEM_HOST;  // HMC_NET_MEM_* of the user buffer
+  uint32_t iface = HMC_MEM_IFACE_HOST;  // hmc_mem_iface_t of the user buffer
   int ordinal = -1;                      // its vendor device index (device memory)
   fi_addr_t addr = FI_ADDR_UNSPEC;
   uint64_t tag = 0;

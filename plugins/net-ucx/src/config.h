@@ -9,7 +9,7 @@
 
 namespace hmc::ucx {
 
-// Declared to the core (hmc_net_plugin_v1_t.config_vars), NULL-terminated.
+// Declared to the core (hmc_net_plugin_v2_t.config_vars), NULL-terminated.
 extern const hmc_config_var_t kConfigVars[];
 
 struct Config {

@@ -226,8 +226,10 @@ hmc_plugin_status_t Context::init_ucp(ucp_config_t* cfg) {
   ucp_context_attr_t attr{};
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
   if (ucp_context_query(ucp_, &attr) == UCS_OK) {
-    if (attr.memory_types & (1ull << UCS_MEMORY_TYPE_CUDA)) mem_kinds_ |= HMC_NET_MEM_CUDA;
-    if (attr.memory_types & (1ull << UCS_MEMORY_TYPE_ROCM)) mem_kinds_ |= HMC_NET_MEM_ROCM;
+    if (attr.memory_types & (1ull << UCS_MEMORY_TYPE_CUDA))
+      mem_ifaces_ |= HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA);
+    if (attr.memory_types & (1ull << UCS_MEMORY_TYPE_ROCM))
+      mem_ifaces_ |= HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM);
   }
 
   ucp_worker_params_t wp{};
@@ -282,8 +284,8 @@ hmc_plugin_status_t Context::init_ucp(ucp_config_t* cfg) {
             full_address_.size(), net_only.size(), HMC_NET_HANDLE_MAX);
   }
   std::string kinds = "host";
-  if (mem_kinds_ & HMC_NET_MEM_CUDA) kinds += ", cuda";
-  if (mem_kinds_ & HMC_NET_MEM_ROCM) kinds += ", rocm";
+  if (mem_ifaces_ & HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA)) kinds += ", cuda";
+  if (mem_ifaces_ & HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM)) kinds += ", rocm";
   UX_INFO(log_, "UCX %s ready: transports %s (%s); memory %s; put/get %s; wait fd %s; error "
           "mode %s; worker address %zu bytes",
           ucp_get_version_string(), transports_.empty() ? "?" : transports_.c_str(),
@@ -357,7 +359,9 @@ void Context::fill_props(hmc_net_device_props_t* props) const {
   // RDMA) differ by orders of magnitude, so the core calibrates.
   if (HMC_ABI_HAS_FIELD(props, P, bandwidth_MBps)) props->bandwidth_MBps = 0;
   if (HMC_ABI_HAS_FIELD(props, P, latency_ns)) props->latency_ns = 0;
-  if (HMC_ABI_HAS_FIELD(props, P, mem_kinds)) props->mem_kinds = mem_kinds_;
+  if (HMC_ABI_HAS_FIELD(props, P, mem_ifaces)) props->mem_ifaces = mem_ifaces_;
+  if (HMC_ABI_HAS_FIELD(props, P, nic_guid)) props->nic_guid = 0;
+  if (HMC_ABI_HAS_FIELD(props, P, nic_port)) props->nic_port = 0;
   if (HMC_ABI_HAS_FIELD(props, P, flags))
     props->flags = HMC_NET_FLAG_TAGGED | (rma_ ? HMC_NET_FLAG_RMA : 0u) |
                    (same_host_only_ ? HMC_NET_FLAG_SAME_HOST : 0u);

@@ -37,7 +37,7 @@ class Context {
 
   static bool valid_device(int dev) { return dev == 0; }
   void fill_props(hmc_net_device_props_t* props) const;
-  uint32_t mem_kinds() const { return mem_kinds_; }
+  uint64_t mem_ifaces() const { return mem_ifaces_; }
   bool rma() const { return rma_; }
   // Endpoints use UCP_ERR_HANDLING_MODE_PEER (else NONE): HMC_UCX_ERROR_MODE.
   bool peer_errors() const { return cfg_.peer_errors; }
@@ -178,7 +178,7 @@ class Context {
   int efd_ = -1;
   bool rma_ = false;
   bool same_host_only_ = false;
-  uint32_t mem_kinds_ = HMC_NET_MEM_HOST;
+  uint64_t mem_ifaces_ = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
   std::string transports_;  // "tcp/lo tcp/eth0", for log messages
   std::vector<uint8_t> full_address_;
   std::vector<uint8_t> handle_address_;

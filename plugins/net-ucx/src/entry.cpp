@@ -1,4 +1,4 @@
-// The plugin's C boundary: hmc_net_plugin_v1 and one thin function per slot. Each converts the
+// The plugin's C boundary: hmc_net_plugin_v2 and one thin function per slot. Each converts the
 // opaque handles, checks arguments, calls into the C++ internals and catches everything, so no
 // exception crosses the ABI.
 #include <cstddef>
@@ -42,7 +42,7 @@ hmc_plugin_status_t ux_init(const hmc_host_services_t* host, hmc_net_ctx_t** ctx
     if (!HMC_ABI_HAS_FIELD(host, hmc_host_services_t, timeout_ms) || host->log == nullptr ||
         host->log_enabled == nullptr || host->config_get == nullptr || host->now_ns == nullptr)
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-    if (host->core_abi_min > HMC_PLUGIN_ABI_VERSION || host->core_abi_max < HMC_PLUGIN_ABI_VERSION) {
+    if (host->core_abi_min > HMC_NET_ABI_VERSION || host->core_abi_max < HMC_NET_ABI_VERSION) {
       host->log(host->host_ctx, HMC_LOG_ERROR,
                 "ucx: the core accepts plugin ABI versions outside this plugin's (1)");
       return HMC_PLUGIN_ERR_VERSION;
@@ -165,11 +165,13 @@ UX_HOT hmc_plugin_status_t ux_test(hmc_net_request_t* req, int* done, size_t* by
   });
 }
 
-hmc_plugin_status_t ux_reg_mr(hmc_net_ctx_t* ctx, const hmc_net_mem_desc_t* mem,
+// UCX maps memory for its whole context, so a registration per device is one ucp_mem_map each.
+hmc_plugin_status_t ux_reg_mr(hmc_net_ctx_t* ctx, int dev, const hmc_net_mem_desc_t* mem,
                               hmc_net_mr_t** mr, void* rkey, size_t* rkey_len) {
   return guarded([&] {
     if (ctx == nullptr || mem == nullptr || mr == nullptr || rkey == nullptr ||
-        rkey_len == nullptr || !HMC_ABI_HAS_FIELD(mem, hmc_net_mem_desc_t, access))
+        rkey_len == nullptr || !HMC_ABI_HAS_FIELD(mem, hmc_net_mem_desc_t, dmabuf_offset) ||
+        !Context::valid_device(dev))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     Context& c = *as_ctx(ctx);
     c.note_call();
@@ -178,15 +180,17 @@ hmc_plugin_status_t ux_reg_mr(hmc_net_ctx_t* ctx, const hmc_net_mem_desc_t* mem,
       return HMC_PLUGIN_ERR_NOT_SUPPORTED;
     }
     ucs_memory_type_t mt;
-    if (mem->mem_kind == HMC_NET_MEM_HOST) {
+    const bool reachable =
+        mem->iface < HMC_MEM_IFACE_MAX && (c.mem_ifaces() & HMC_MEM_IFACE_BIT(mem->iface));
+    if (mem->dmabuf_fd < 0 && reachable && mem->iface == HMC_MEM_IFACE_HOST) {
       mt = UCS_MEMORY_TYPE_HOST;
-    } else if (mem->mem_kind == HMC_NET_MEM_CUDA && (c.mem_kinds() & HMC_NET_MEM_CUDA)) {
+    } else if (mem->dmabuf_fd < 0 && reachable && mem->iface == HMC_MEM_IFACE_CUDA) {
       mt = UCS_MEMORY_TYPE_CUDA;
-    } else if (mem->mem_kind == HMC_NET_MEM_ROCM && (c.mem_kinds() & HMC_NET_MEM_ROCM)) {
+    } else if (mem->dmabuf_fd < 0 && reachable && mem->iface == HMC_MEM_IFACE_ROCM) {
       mt = UCS_MEMORY_TYPE_ROCM;
     } else {
-      UX_DEBUG(c.log(), "reg_mr: memory kind 0x%x is not one this UCX can access directly",
-               mem->mem_kind);
+      UX_DEBUG(c.log(), "reg_mr: memory of interface %u (dma-buf fd %d) is not one this UCX "
+               "can access directly", mem->iface, mem->dmabuf_fd);
       return HMC_PLUGIN_ERR_NOT_SUPPORTED;
     }
     uintptr_t base = reinterpret_cast<uintptr_t>(mem->addr);
@@ -384,8 +388,8 @@ hmc_plugin_status_t ux_accept_hello(hmc_net_listener_t* listener, const void* he
   });
 }
 
-const hmc_net_plugin_v1_t kPlugin = {
-    HMC_ABI_HEADER_INIT(hmc_net_plugin_v1_t),
+const hmc_net_plugin_v2_t kPlugin = {
+    HMC_NET_ABI_HEADER_INIT(hmc_net_plugin_v2_t),
     "ucx",
     "0.1.0",
     kConfigVars,
@@ -419,6 +423,6 @@ const hmc_net_plugin_v1_t kPlugin = {
 }  // namespace
 }  // namespace hmc::ucx
 
-extern "C" HMC_PLUGIN_EXPORT const hmc_net_plugin_v1_t* hmc_net_plugin_v1(void) {
+extern "C" HMC_PLUGIN_EXPORT const hmc_net_plugin_v2_t* hmc_net_plugin_v2(void) {
   return &hmc::ucx::kPlugin;
 }

@@ -210,6 +210,9 @@ static const hmc_device_plugin_v1_t plugin_table = {
     /* optional: TO DO, set the ones you implement and announce them in hmc_device_props_t.caps
      * (host_alloc/host_free, host_register/host_unregister, ipc_export/ipc_open/ipc_close,
      * dmabuf_export). A NULL slot means "not supported". */
+    /* TO DO: the interface of your devices' memory, as net plugins know it (hmc/plugin/common.h;
+     * a new vendor's value is added there). */
+    .mem_iface = HMC_MEM_IFACE_CUDA,
 };
 
 HMC_PLUGIN_EXPORT const hmc_device_plugin_v1_t* hmc_device_plugin_v1(void) {

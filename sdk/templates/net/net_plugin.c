@@ -1,5 +1,5 @@
 /*
- * Template of an hmc net plugin (ABI v1): a complete, working in-process loopback transport.
+ * Template of an hmc net plugin (net ABI v2): a complete, working in-process loopback transport.
  *
  * It moves tagged messages between two endpoints of the same process, which is enough to show
  * how the slots fit together: listen gives a connection handle the core carries to the peer,
@@ -7,7 +7,7 @@
  * directory, then replace the loopback parts (marked "TO DO") with your transport.
  *
  * Rules that matter (sdk/include/hmc/plugin/common.h and net.h have the details):
- *  - Export exactly one symbol, hmc_net_plugin_v1 (hmc_add_plugin() hides everything else).
+ *  - Export exactly one symbol, hmc_net_plugin_v2 (hmc_add_plugin() hides everything else).
  *  - The core serialises all calls into one context; this plugin still takes a lock because the
  *    two ends of a loopback connection may belong to two contexts (a real transport whose peer is
  *    another process usually needs none, unless it runs threads of its own).
@@ -225,10 +225,18 @@ static hmc_plugin_status_t net_device_props(hmc_net_ctx_t* ctx, int dev,
   p->pci_path = NULL;
   p->bandwidth_MBps = 0; /* unknown: the core measures */
   p->latency_ns = 0;
-  p->mem_kinds = HMC_NET_MEM_HOST;
   p->flags = HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_SAME_HOST;
   if (HMC_ABI_HAS_FIELD(p, hmc_net_device_props_t, max_inflight)) p->max_inflight = 0;
   if (HMC_ABI_HAS_FIELD(p, hmc_net_device_props_t, max_msg_size)) p->max_msg_size = 0;
+  /* Memory interfaces reached by pointer (add a vendor's bit where your transport reads its
+   * device memory natively; set HMC_NET_FLAG_DMABUF where reg_mr takes dma-buf fds), and the
+   * NIC's identity (0: unknown). */
+  if (HMC_ABI_HAS_FIELD(p, hmc_net_device_props_t, mem_ifaces))
+    p->mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
+  if (HMC_ABI_HAS_FIELD(p, hmc_net_device_props_t, nic_port)) {
+    p->nic_guid = 0;
+    p->nic_port = 0;
+  }
   return HMC_PLUGIN_SUCCESS;
 }
 
@@ -427,8 +435,8 @@ static hmc_plugin_status_t net_cancel(hmc_net_request_t* r) {
 
 /* ---- the table ------------------------------------------------------------------------------ */
 
-static const hmc_net_plugin_v1_t plugin_table = {
-    .hdr = HMC_ABI_HEADER_INIT(hmc_net_plugin_v1_t),
+static const hmc_net_plugin_v2_t plugin_table = {
+    .hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_plugin_v2_t),
     .name = PLUGIN_NAME,
     .version = PLUGIN_VERSION,
     .config_vars = NULL, /* TO DO: your HMC_<PLUGIN>_<NAME> options, NULL-terminated */
@@ -463,6 +471,6 @@ static const hmc_net_plugin_v1_t plugin_table = {
     .accept_hello = NULL,
 };
 
-HMC_PLUGIN_EXPORT const hmc_net_plugin_v1_t* hmc_net_plugin_v1(void) {
+HMC_PLUGIN_EXPORT const hmc_net_plugin_v2_t* hmc_net_plugin_v2(void) {
   return &plugin_table;
 }

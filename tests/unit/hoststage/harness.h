@@ -35,8 +35,8 @@ inline uint64_t mono_ns() {
 }
 
 // The plugin table, loaded once per process (dlopen before fork is fine: no threads).
-inline const hmc_net_plugin_v1_t* plugin(std::string* err = nullptr) {
-  static const hmc_net_plugin_v1_t* table = nullptr;
+inline const hmc_net_plugin_v2_t* plugin(std::string* err = nullptr) {
+  static const hmc_net_plugin_v2_t* table = nullptr;
   static std::string error;
   if (table == nullptr && error.empty()) {
     std::string path = std::string(HMC_TEST_PLUGIN_DIR) + "/libhmc-net-hoststage.so";
@@ -44,9 +44,9 @@ inline const hmc_net_plugin_v1_t* plugin(std::string* err = nullptr) {
     if (dl == nullptr) {
       error = std::string("dlopen: ") + dlerror();
     } else {
-      auto entry = reinterpret_cast<hmc_net_plugin_v1_entry_t>(dlsym(dl, HMC_NET_PLUGIN_ENTRY_V1));
+      auto entry = reinterpret_cast<hmc_net_plugin_v2_entry_t>(dlsym(dl, HMC_NET_PLUGIN_ENTRY_V2));
       if (entry == nullptr)
-        error = "no hmc_net_plugin_v1 symbol";
+        error = "no hmc_net_plugin_v2 symbol";
       else
         table = entry();
     }
@@ -62,8 +62,8 @@ class Host {
                 int print_level = HMC_LOG_WARN)
       : cfg_(std::move(cfg)), print_level_(print_level) {
     svc_.hdr = HMC_ABI_HEADER_INIT(hmc_host_services_t);
-    svc_.core_abi_min = 1;
-    svc_.core_abi_max = 1;
+    svc_.core_abi_min = HMC_NET_ABI_VERSION;
+    svc_.core_abi_max = HMC_NET_ABI_VERSION;
     svc_.host_ctx = this;
     svc_.log = &Host::log_cb;
     svc_.log_enabled = &Host::log_enabled_cb;
@@ -159,11 +159,12 @@ class Side {
   Side(const Side&) = delete;
   Side& operator=(const Side&) = delete;
 
-  const hmc_net_plugin_v1_t* t() const { return t_; }
+  const hmc_net_plugin_v2_t* t() const { return t_; }
   hmc_net_ctx_t* ctx() const { return ctx_; }
   hmc_net_ep_t* ep() const { return ep_; }
   Host& host() { return host_; }
   int ctl() const { return ctl_; }
+  int dev() const { return dev_; }
 
   // Listener side: init, listen, send the handle over ctl, accept. Connector side: init, read
   // the handle, connect, wait for ep_ready. Returns "" or what went wrong.
@@ -363,7 +364,7 @@ class Side {
   Host host_;
   int dev_;
   int ctl_;
-  const hmc_net_plugin_v1_t* t_;
+  const hmc_net_plugin_v2_t* t_;
   hmc_net_ctx_t* ctx_ = nullptr;
   hmc_net_listener_t* listener_ = nullptr;
   hmc_net_ep_t* ep_ = nullptr;

@@ -28,6 +28,7 @@ struct PluginInfo {
   const char* library_var;  // "HMC_CUDA_LIBRARY": names the runtime library to open instead
   const hmc_config_var_t* config_vars;  // must declare library_var
   std::unique_ptr<Backend> (*create_backend)();
+  hmc_mem_iface_t mem_iface;  // the interface of the devices' memory, for net plugins
 };
 
 // The slots' implementation of init, for the entry point's init function.
