@@ -1,11 +1,15 @@
-// One-sided put and get into a peer's registered DEVICE memory over paths that reach host memory
-// only (target-side staging): the owner's progress engine moves the bytes with framed transfers
-// into and out of its region, two processes on emulated runtimes, over hoststage's TCP and
-// shared-memory paths.
+// One-sided put and get into a peer's registered DEVICE memory, two processes on emulated
+// runtimes, over hoststage's TCP and shared-memory paths: by target-side staging (the owner's
+// progress engine moves the bytes with framed transfers into and out of its region; dma-buf
+// registration off, HMC_NET_DMABUF=0), and device-direct (the region registered with the net
+// device through a dma-buf of the emulated memory, which hoststage maps), with the per-region
+// fallback to staging where the runtime exports no dma-buf.
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <functional>
+#include <sstream>
 
 #include "two_process.h"
 
@@ -127,7 +131,10 @@ std::string put_get_target(hmc_context_t ctx, hmc_peer_t peer, const char* mem) 
   return "";
 }
 
-std::string put_get_initiator(hmc_context_t ctx, hmc_peer_t peer, const char* mem) {
+// register_local: src and dst are registered too, so that (where the path takes dma-bufs) they are
+// read and written device-direct on this side as well.
+std::string put_get_initiator_with(hmc_context_t ctx, hmc_peer_t peer, const char* mem,
+                                   bool register_local) {
   hmc_remote_t remote;
   STEP(import_region(peer, &remote));
   auto segs = segments();
@@ -135,6 +142,11 @@ std::string put_get_initiator(hmc_context_t ctx, hmc_peer_t peer, const char* me
   size_t max = segs.back().size;
   CHECK_OK(hmc_mem_alloc(ctx, mem, max, &src));
   CHECK_OK(hmc_mem_alloc(ctx, mem, max, &dst));
+  hmc_region_t src_reg = nullptr, dst_reg = nullptr;
+  if (register_local) {
+    CHECK_OK(hmc_mem_register(ctx, src, max, 0, &src_reg));
+    CHECK_OK(hmc_mem_register(ctx, dst, max, 0, &dst_reg));
+  }
   for (size_t k = 0; k < segs.size(); ++k) {
     CHECK_TRUE(fill(ctx, src, segs[k].size, int(k)), "fill failed");
     auto t0 = std::chrono::steady_clock::now();
@@ -160,9 +172,15 @@ std::string put_get_initiator(hmc_context_t ctx, hmc_peer_t peer, const char* me
   }
   STEP(step_send(peer, 10));
   CHECK_OK(hmc_remote_release(remote));
+  if (src_reg) CHECK_OK(hmc_mem_deregister(src_reg));
+  if (dst_reg) CHECK_OK(hmc_mem_deregister(dst_reg));
   hmc_mem_free(ctx, src);
   hmc_mem_free(ctx, dst);
   return "";
+}
+
+std::string put_get_initiator(hmc_context_t ctx, hmc_peer_t peer, const char* mem) {
+  return put_get_initiator_with(ctx, peer, mem, false);
 }
 
 struct Case {
@@ -175,6 +193,14 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << (c.child_initiates ? c.child_mem : c.parent_mem) << " -> "
       << (c.child_initiates ? c.parent_mem : c.child_mem) << " over " << c.path;
 }
+// Target-side staging is what these tests check: device memory is not registered by dma-buf.
+class TargetStagingEnv : public testing::Environment {
+ public:
+  void SetUp() override { setenv("HMC_NET_DMABUF", "0", 1); }
+};
+const auto* const g_target_staging_env =
+    testing::AddGlobalTestEnvironment(new TargetStagingEnv);
+
 class TargetStaging : public testing::TestWithParam<Case> {};
 
 TEST_P(TargetStaging, PutAndGetIntoPeerDeviceMemoryByteExact) {
@@ -474,5 +500,79 @@ TEST(TargetStagingScenarios, InitiatorKilledMidStagedPutLetsTheTargetDeregisterP
       // The initiator's copies run at 20 MB/s: the 8 MiB put cannot be done when it dies.
       {{"FAKEGPU_BANDWIDTH_MBPS", "20"}}, true);
 }
+
+// ---- device-direct: the region registered with the net device by dma-buf ----------------------
+
+struct DirectCase {
+  const char* initiator_mem;  // the parent
+  const char* target_mem;     // the child, which owns the region
+  const char* path;
+  bool target_exports_dmabuf;  // else its runtime has no dma-buf export: the region is staged
+};
+void PrintTo(const DirectCase& c, std::ostream* os) {
+  *os << c.initiator_mem << " -> " << c.target_mem << " over " << c.path
+      << (c.target_exports_dmabuf ? "" : ", target without dma-buf export");
+}
+class DmabufDirect : public testing::TestWithParam<DirectCase> {};
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST_P(DmabufDirect, PutAndGetByteExactDirectOrFallingBackPerRegion) {
+  const DirectCase& c = GetParam();
+  setenv("HMC_NET_DMABUF", "1", 1);
+  std::string log = testing::TempDir() + "hmc-dmabuf-target.log";
+  unlink(log.c_str());
+  std::string nodmabuf_lib = std::string(FAKEGPU_DIR) + "/" + vendor_of(c.target_mem) +
+                             "-nodmabuf/libcuda.so.1";
+  EnvList env = {{"HMC_LOG_FILE", log.c_str()}, {"HMC_LOG_LEVEL", "info"}};
+  if (!c.target_exports_dmabuf) env.push_back({"HMC_CUDA_LIBRARY", nodmabuf_lib.c_str()});
+  // Both sides register their device memory: the initiator's buffers go direct on its side too.
+  run_roles(c.path, c.initiator_mem, c.target_mem, put_get_target,
+            [](hmc_context_t ctx, hmc_peer_t peer, const char* mem) {
+              return put_get_initiator_with(ctx, peer, mem, true);
+            },
+            env);
+  setenv("HMC_NET_DMABUF", "0", 1);
+  // The target's registration of the region says how it is reached: "direct on <devices>" or
+  // "staged for <device> (<why>)", one line.
+  std::string line, text = read_text(log);
+  std::istringstream lines(text);
+  while (std::getline(lines, line))
+    if (line.find(std::string("hmc_mem_register: ") + std::to_string(kRegionSize)) !=
+        std::string::npos)
+      break;
+  const std::string direct = std::string("on ") + c.target_mem + ": direct on ";
+  if (c.target_exports_dmabuf) {
+    auto at = line.find(direct);
+    ASSERT_NE(at, std::string::npos) << "no direct registration in the target's log:\n" << text;
+    EXPECT_NE(line.find(c.path, at), std::string::npos) << line;
+  } else {
+    EXPECT_EQ(line.find(direct), std::string::npos) << line;
+    EXPECT_NE(line.find(std::string("staged for ") + c.path + " (" + c.target_mem +
+                        " exports no dma-buf)"),
+              std::string::npos)
+        << line;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pairs, DmabufDirect,
+    testing::Values(DirectCase{"hip:0", "cuda:0", "hoststage/tcp", true},
+                    DirectCase{"hip:0", "cuda:0", "hoststage/shm", true},
+                    DirectCase{"cuda:0", "cuda:0", "hoststage/shm", true},
+                    DirectCase{"hip:0", "cuda:0", "hoststage/tcp", false}),
+    [](const testing::TestParamInfo<DirectCase>& info) {
+      std::string n = std::string(info.param.initiator_mem) + "_to_" + info.param.target_mem +
+                      "_" + info.param.path +
+                      (info.param.target_exports_dmabuf ? "" : "_no_dmabuf_export");
+      for (char& ch : n)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
 
 }  // namespace

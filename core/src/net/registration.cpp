@@ -94,6 +94,10 @@ bool Context::register_with(NetDevice& nd, void* addr, size_t size, uint32_t acc
       *why = "no native access, no dma-buf";
       return false;
     }
+    if (!config_.get_bool("HMC_NET_DMABUF")) {
+      *why = "HMC_NET_DMABUF=0";
+      return false;
+    }
     if (!(dev.caps & HMC_DEVICE_CAP_DMABUF) || !dev.plugin->dmabuf_export) {
       *why = dev.name + " exports no dma-buf";
       return false;

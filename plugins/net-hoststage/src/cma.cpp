@@ -28,7 +28,7 @@ void Endpoint::run_cma() {
       // The owner re-checks its region before every step: a deregistration stops the copy.
       uint32_t need =
           j.kind == CmaJob::kPutPull ? HMC_NET_ACCESS_REMOTE_WRITE : HMC_NET_ACCESS_REMOTE_READ;
-      if (ctx_.regions().check(j.key, reinterpret_cast<uintptr_t>(local), n, need) == nullptr) {
+      if (!ctx_.regions().check_local(j.key, local, n, need)) {
         CmaJob done = j;
         cma_.pop_front();
         finish_cma(done, HMC_PLUGIN_ERR_REMOTE, HMC_PLUGIN_ERR_REMOTE);

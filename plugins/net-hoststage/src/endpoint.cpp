@@ -468,8 +468,8 @@ bool Endpoint::next_chunk(OutFrame* f) {
     BulkJob& j = bulk_.front();
     const size_t chunk = dev_ == DevKind::kTcp ? ctx_.cfg().chunk : ctx_.cfg().shm_chunk;
     uint64_t n = std::min<uint64_t>(chunk, j.total - j.next);
-    if (j.key != 0 && ctx_.regions().check(j.key, reinterpret_cast<uintptr_t>(j.base + j.next), n,
-                                           HMC_NET_ACCESS_REMOTE_READ) == nullptr) {
+    if (j.key != 0 &&
+        !ctx_.regions().check_local(j.key, j.base + j.next, n, HMC_NET_ACCESS_REMOTE_READ)) {
       // The region went away while answering a get: stop reading it, and end the get.
       uint64_t id = j.get_id;
       bulk_.pop_front();
@@ -525,8 +525,7 @@ uint8_t* Endpoint::data_dst(uint64_t sink, uint64_t off, uint64_t len) {
   if (s.kind == SinkKind::kPutTarget) {
     // The owner re-checks its region before every write: a deregistration mid-transfer stops it.
     if (!s.valid) return nullptr;
-    if (ctx_.regions().check(s.key, reinterpret_cast<uintptr_t>(s.dst + off), len,
-                             HMC_NET_ACCESS_REMOTE_WRITE) == nullptr) {
+    if (!ctx_.regions().check_local(s.key, s.dst + off, len, HMC_NET_ACCESS_REMOTE_WRITE)) {
       s.valid = false;
       return nullptr;
     }

@@ -85,8 +85,10 @@ hmc_plugin_status_t hs_device_props(hmc_net_ctx_t* ctx, int dev, hmc_net_device_
   // core calibrates instead of trusting a made-up number.
   if (HMC_ABI_HAS_FIELD(props, P, bandwidth_MBps)) props->bandwidth_MBps = 0;
   if (HMC_ABI_HAS_FIELD(props, P, latency_ns)) props->latency_ns = 0;
+  // dma-buf: device memory whose exporter lets the CPU map it is registered through the mapping.
   if (HMC_ABI_HAS_FIELD(props, P, flags))
-    props->flags = HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | (shm ? HMC_NET_FLAG_SAME_HOST : 0u);
+    props->flags = HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_DMABUF |
+                   (shm ? HMC_NET_FLAG_SAME_HOST : 0u);
   if (HMC_ABI_HAS_FIELD(props, P, max_inflight)) props->max_inflight = 0;
   if (HMC_ABI_HAS_FIELD(props, P, max_msg_size)) props->max_msg_size = 0;
   if (HMC_ABI_HAS_FIELD(props, P, mem_ifaces))
@@ -192,18 +194,30 @@ hmc_plugin_status_t hs_reg_mr(hmc_net_ctx_t* ctx, int dev, const hmc_net_mem_des
         !as_ctx(ctx)->valid_device(dev))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     Context& c = *as_ctx(ctx);
-    if (mem->iface != HMC_MEM_IFACE_HOST || mem->dmabuf_fd >= 0) {
-      HS_DEBUG(c.log(), "reg_mr: memory of interface %u (dma-buf fd %d) is not host memory",
-                mem->iface, mem->dmabuf_fd);
-      return HMC_PLUGIN_ERR_NOT_SUPPORTED;
-    }
     uintptr_t base = reinterpret_cast<uintptr_t>(mem->addr);
     if ((base == 0 && mem->len > 0) || mem->len > UINTPTR_MAX - base) {
       c.log().write(HMC_LOG_ERROR, "reg_mr: invalid range (%p, %zu bytes)", mem->addr, mem->len);
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     }
-    const Region& r = c.regions().add(base, mem->len, mem->access);
-    auto m = std::make_unique<MemRegion>(MemRegion{r.key});
+    // Host memory by pointer; device memory only through a dma-buf the CPU can map, whose
+    // mapping then holds the bytes that peers read and write.
+    auto m = std::make_unique<MemRegion>(0);
+    if (mem->dmabuf_fd >= 0) {
+      std::string why;
+      if (mem->len == 0 || !map_dmabuf(mem->dmabuf_fd, mem->dmabuf_offset, mem->len, m.get(), &why)) {
+        HS_DEBUG(c.log(), "reg_mr: %zu bytes of device memory (interface %u) at %p: %s", mem->len,
+                 mem->iface, mem->addr, mem->len == 0 ? "empty" : why.c_str());
+        return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+      }
+      m->base = base;
+      m->len = mem->len;
+    } else if (mem->iface != HMC_MEM_IFACE_HOST) {
+      HS_DEBUG(c.log(), "reg_mr: memory of interface %u without a dma-buf is not host memory",
+               mem->iface);
+      return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+    }
+    const Region& r = c.regions().add(base, mem->len, mem->access, m->local);
+    m->key = r.key;
     c.mrs().insert(m.get());
     *rkey_len = pack_rkey(r, rkey);
     *mr = reinterpret_cast<hmc_net_mr_t*>(m.release());
@@ -277,14 +291,29 @@ hmc_plugin_status_t hs_rkey_release(hmc_net_rkey_t* rkey) {
   });
 }
 
+// A local buffer of a put or get registered as mr: where its bytes are (the mapping of device
+// memory registered by dma-buf). False for an mr that is not live.
+bool local_buffer(Endpoint& ep, hmc_net_mr_t* mr, const void* buf, size_t len, const void** out) {
+  auto* m = reinterpret_cast<MemRegion*>(mr);
+  if (ep.ctx().mrs().count(m) == 0) {
+    ep.ctx().log().write(HMC_LOG_ERROR, "unknown or deregistered mr %p", static_cast<void*>(mr));
+    return false;
+  }
+  *out = m->local_of(buf, len);
+  return true;
+}
+
 hmc_plugin_status_t hs_iput(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_net_mr_t* mr,
                             uint64_t remote_addr, hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
   return guarded([&] {
     if (ep == nullptr || rkey == nullptr || req == nullptr || (buf == nullptr && len > 0))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    const void* local = buf;
+    if (mr != nullptr && !local_buffer(*as_ep(ep), mr, buf, len, &local))
+      return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     Request* r = nullptr;
     hmc_plugin_status_t st =
-        as_ep(ep)->post_put(buf, len, remote_addr, reinterpret_cast<RemoteKey*>(rkey)->key, &r);
+        as_ep(ep)->post_put(local, len, remote_addr, reinterpret_cast<RemoteKey*>(rkey)->key, &r);
     if (st == HMC_PLUGIN_SUCCESS) *req = reinterpret_cast<hmc_net_request_t*>(r);
     return st;
   });
@@ -295,9 +324,12 @@ hmc_plugin_status_t hs_iget(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_
   return guarded([&] {
     if (ep == nullptr || rkey == nullptr || req == nullptr || (buf == nullptr && len > 0))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    const void* local = buf;
+    if (mr != nullptr && !local_buffer(*as_ep(ep), mr, buf, len, &local))
+      return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     Request* r = nullptr;
-    hmc_plugin_status_t st =
-        as_ep(ep)->post_get(buf, len, remote_addr, reinterpret_cast<RemoteKey*>(rkey)->key, &r);
+    hmc_plugin_status_t st = as_ep(ep)->post_get(const_cast<void*>(local), len, remote_addr,
+                                                 reinterpret_cast<RemoteKey*>(rkey)->key, &r);
     if (st == HMC_PLUGIN_SUCCESS) *req = reinterpret_cast<hmc_net_request_t*>(r);
     return st;
   });
