@@ -525,7 +525,7 @@ std::string read_text(const std::string& path) {
 TEST_P(DmabufDirect, PutAndGetByteExactDirectOrFallingBackPerRegion) {
   const DirectCase& c = GetParam();
   setenv("HMC_NET_DMABUF", "1", 1);
-  std::string log = testing::TempDir() + "hmc-dmabuf-target.log";
+  std::string log = testing::TempDir() + "hmc-dmabuf-target-" + std::to_string(getpid()) + ".log";
   unlink(log.c_str());
   std::string nodmabuf_lib = std::string(FAKEGPU_DIR) + "/" + vendor_of(c.target_mem) +
                              "-nodmabuf/libcuda.so.1";
@@ -541,6 +541,7 @@ TEST_P(DmabufDirect, PutAndGetByteExactDirectOrFallingBackPerRegion) {
   // The target's registration of the region says how it is reached: "direct on <devices>" or
   // "staged for <device> (<why>)", one line.
   std::string line, text = read_text(log);
+  unlink(log.c_str());
   std::istringstream lines(text);
   while (std::getline(lines, line))
     if (line.find(std::string("hmc_mem_register: ") + std::to_string(kRegionSize)) !=
