@@ -7,7 +7,6 @@
  * its launcher). The parent connects and sends; hmc chooses the path and moves device memory
  * however that path allows. On an error the process prints hmc's message and exits. */
 #include <hmc/hmc.h>
-
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>

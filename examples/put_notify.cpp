@@ -7,13 +7,12 @@
 // parent its address blob and the region's packed descriptor through a pipe. The parent
 // connects, imports the descriptor and puts a message with a notification; the target waits
 // for the notification, which arrives once the data is in place, and reads the region.
-#include <hmc/hmc.hpp>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <hmc/hmc.hpp>
 #include <string>
 #include <vector>
 

@@ -20,7 +20,8 @@
 
 namespace {
 
-const char* kUsage = R"(usage: hmc-info [--config] [--format text|json|markdown] [--json] [--calibrate]
+const char* kUsage =
+    R"(usage: hmc-info [--config] [--format text|json|markdown] [--json] [--calibrate]
 
 Shows what hmc found: its version, the plugins (loaded, or skipped and why), the devices and
 the net devices with their properties.
@@ -493,8 +494,7 @@ int main(int argc, char** argv) {
                      f.c_str(), kUsage);
         return 2;
       }
-    }
-    else if (arg == "--calibrate")
+    } else if (arg == "--calibrate")
       a.calibrate = true;
     else if (arg == "--help" || arg == "-h")
       a.help = true;
