@@ -1,9 +1,10 @@
 // hmc-info: what hmc found on this machine, and why not. Lists the plugins (loaded, or skipped
 // with the reason), the devices, the net devices with all their properties, and with --config
 // every HMC_ variable with its value, default and meaning. --json gives the same as one JSON
-// object. It creates a context without a progress thread and never connects anywhere;
-// --calibrate measures the net devices that declare no figures, over loopback in this process,
-// and the device plugins' copy rates.
+// object; --config --format markdown gives the variables as the Markdown tables of
+// docs/configuration.md. It creates a context without a progress thread and never connects
+// anywhere; --calibrate measures the net devices that declare no figures, over loopback in this
+// process, and the device plugins' copy rates.
 #include <hmc/hmc.h>
 #include <hmc/plugin/device.h>
 #include <hmc/plugin/net.h>
@@ -15,15 +16,21 @@
 #include <string>
 #include <vector>
 
+#include "config_markdown.h"
+
 namespace {
 
-const char* kUsage = R"(usage: hmc-info [--config] [--json] [--calibrate]
+const char* kUsage =
+    R"(usage: hmc-info [--config] [--format text|json|markdown] [--json] [--calibrate]
 
 Shows what hmc found: its version, the plugins (loaded, or skipped and why), the devices and
 the net devices with their properties.
 
   --config     list every HMC_ variable instead: its value, default, who reads it and its meaning
-  --json       print one JSON object instead of text
+  --format F   text (default); json: one JSON object; markdown (with --config only): the
+               variables of the core and of the plugins that load here as Markdown tables of
+               name, default and meaning, one per owner (the layout of docs/configuration.md)
+  --json       the same as --format json
   --calibrate  first measure the net devices that declare no bandwidth or latency (over loopback
                in this process, about a second) and the copy rates of each device plugin (a few
                milliseconds; otherwise both are done at a context's first connect), and show the
@@ -34,9 +41,11 @@ the net devices with their properties.
 exit status: 0 success, 1 hmc failed (the message says why), 2 bad arguments
 )";
 
+enum class Format { Text, Json, Markdown };
+
 struct Args {
   bool config = false;
-  bool json = false;
+  Format format = Format::Text;
   bool calibrate = false;
   bool help = false;
 };
@@ -441,6 +450,26 @@ void print_config_json(const std::vector<hmc_config_entry_t>& entries) {
   std::printf("%s\n", s.c_str());
 }
 
+// The Markdown tables of docs/configuration.md. A plugin's variables go under its folder name
+// (net-hoststage, device-cuda), found from the plugin list; plugins is empty when no context
+// could be made, and then only the core's variables are listed.
+void print_config_markdown(const std::vector<hmc_config_entry_t>& entries,
+                           const std::vector<hmc_plugin_info_t>& plugins) {
+  std::vector<hmc_info::ConfigDocEntry> doc;
+  for (const auto& e : entries) {
+    std::string owner = e.owner[0] ? str(e.owner) : "core";
+    std::string section = owner;
+    for (const auto& p : plugins)
+      if (p.loaded && str(p.name) == owner && p.kind != HMC_PLUGIN_KIND_UNKNOWN)
+        section = std::string(kind_text(p.kind)) + "-" + owner;
+    std::string help = str(e.help);
+    // The C API hands out at most sizeof(help) - 1 bytes: say so rather than end mid-word.
+    if (help.size() == sizeof(e.help) - 1) help += "... (cut: hmc_config_entry_t holds 255 bytes)";
+    doc.push_back({str(e.name), str(e.default_value), help, section});
+  }
+  hmc_info::print_config_markdown(doc, stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -450,8 +479,31 @@ int main(int argc, char** argv) {
     if (arg == "--config")
       a.config = true;
     else if (arg == "--json")
-      a.json = true;
-    else if (arg == "--calibrate")
+      a.format = Format::Json;
+    else if (arg == "--format" || arg.rfind("--format=", 0) == 0) {
+      std::string f;
+      if (arg == "--format") {
+        if (i + 1 >= argc) {
+          std::fprintf(stderr, "hmc-info: --format needs a value (text, json or markdown)\n\n%s",
+                       kUsage);
+          return 2;
+        }
+        f = argv[++i];
+      } else {
+        f = arg.substr(std::strlen("--format="));
+      }
+      if (f == "text")
+        a.format = Format::Text;
+      else if (f == "json")
+        a.format = Format::Json;
+      else if (f == "markdown")
+        a.format = Format::Markdown;
+      else {
+        std::fprintf(stderr, "hmc-info: unknown format '%s' (text, json or markdown)\n\n%s",
+                     f.c_str(), kUsage);
+        return 2;
+      }
+    } else if (arg == "--calibrate")
       a.calibrate = true;
     else if (arg == "--help" || arg == "-h")
       a.help = true;
@@ -463,6 +515,10 @@ int main(int argc, char** argv) {
   if (a.help) {
     std::fputs(kUsage, stdout);
     return 0;
+  }
+  if (a.format == Format::Markdown && !a.config) {
+    std::fprintf(stderr, "hmc-info: --format markdown applies to --config only\n\n%s", kUsage);
+    return 2;
   }
 
   // No progress thread: hmc-info only asks questions.
@@ -479,15 +535,21 @@ int main(int argc, char** argv) {
     // most, so fall back to the core's table without a context.
     if (ctx == nullptr) std::fprintf(stderr, "hmc-info: %s\n", create_error.c_str());
     std::vector<hmc_config_entry_t> entries;
+    std::vector<hmc_plugin_info_t> plugins;
+    std::vector<std::string> errors;
     std::string err;
     bool ok = read_config(ctx, &entries, &err);
+    if (ok && ctx != nullptr && a.format == Format::Markdown)
+      read_list(ctx, hmc_plugin_count, hmc_plugin_info, "hmc_plugin_info", &plugins, &errors);
     if (ctx != nullptr) hmc_context_destroy(ctx);
-    if (!ok) {
-      std::fprintf(stderr, "hmc-info: %s\n", err.c_str());
+    if (!ok || !errors.empty()) {
+      std::fprintf(stderr, "hmc-info: %s\n", ok ? errors.front().c_str() : err.c_str());
       return 1;
     }
-    if (a.json)
+    if (a.format == Format::Json)
       print_config_json(entries);
+    else if (a.format == Format::Markdown)
+      print_config_markdown(entries, plugins);
     else
       print_config_text(entries);
     return create_error.empty() ? 0 : 1;
@@ -517,7 +579,7 @@ int main(int argc, char** argv) {
             &inv.errors);
   std::string config_error;
   if (!read_config(ctx, &inv.config, &config_error)) inv.errors.push_back(config_error);
-  if (a.json)
+  if (a.format == Format::Json)
     print_json(inv);
   else
     print_text(inv);
