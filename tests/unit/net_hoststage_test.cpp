@@ -1282,12 +1282,13 @@ TEST(HoststageProps, DevicesAndProperties) {
   p.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
   ASSERT_EQ(t->device_props(c, 0, &p), HMC_PLUGIN_SUCCESS);
   EXPECT_STREQ(p.name, "tcp");
-  EXPECT_EQ(p.flags, HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED);
+  EXPECT_EQ(p.flags, HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_DMABUF);
   EXPECT_EQ(p.mem_ifaces, HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST));
   EXPECT_EQ(p.max_msg_size, 0u);
   ASSERT_EQ(t->device_props(c, 1, &p), HMC_PLUGIN_SUCCESS);
   EXPECT_STREQ(p.name, "shm");
-  EXPECT_EQ(p.flags, HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_SAME_HOST);
+  EXPECT_EQ(p.flags,
+            HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_DMABUF | HMC_NET_FLAG_SAME_HOST);
   EXPECT_EQ(t->device_props(c, 2, &p), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
   // A caller compiled against a shorter struct only gets the fields that fit.
   struct Short {
