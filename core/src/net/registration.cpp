@@ -60,9 +60,6 @@ hmc_status_t wire_status(int32_t v) {
   return v < 0 && v >= HMC_ERR_INTERNAL ? static_cast<hmc_status_t>(v) : HMC_ERR_REMOTE;
 }
 
-}  // namespace
-
-namespace {
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
