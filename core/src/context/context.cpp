@@ -99,8 +99,8 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   st = CopySettings::from_config(config_, timeout_ms_, &copy_settings);
   if (st != HMC_SUCCESS) return st;
   devices_.set_copy_settings(copy_settings);
-  // Framed transfers (xfer/framed.h) use the registry's pool and engine; creating them maps and
-  // creates nothing until the first staged byte.
+  // Framed transfers (xfer/framed_transfer.h) use the registry's pool and engine; creating them
+  // maps and creates nothing until the first staged byte.
   stage_chunk_ = copy_settings.stage_chunk;
   stage_env_.pool = &devices_.stage_pool();
   stage_env_.copier = &devices_.copy_engine();
@@ -189,7 +189,7 @@ void Context::build_capabilities() {
   if (config_.get_bool("HMC_STAGE_SHARED"))
     caps_.features |= path::kFeatureSharedBounces | path::kFeatureIpcOrShared;
   caps_.device_count = static_cast<uint32_t>(devices_.devices().size() - 1);  // all but host
-  // Device IPC (xfer/framed.h): the device plugins with an IPC-capable device.
+  // Device IPC (xfer/framed_transfer.h): the device plugins with an IPC-capable device.
   if (config_.get_bool("HMC_DEVICE_IPC"))
     for (const Device& d : devices_.devices())
       if (!d.is_host() && (d.caps & HMC_DEVICE_CAP_IPC) &&
@@ -425,7 +425,7 @@ bool Context::closed_in_order_locked(Peer& peer) {
 // A framed request whose path broke: fails the peer, unless it was a receive that matched
 // nothing from a peer that closed in order. Net mutex held. Returns true when the peer failed.
 bool Context::framed_broken_locked(Peer& peer, Request* req) {
-  Framed& f = *req->framed;
+  FramedTransfer& f = *req->framed;
   if (f.unmatched() && closed_in_order_locked(peer)) {
     f.end_unmatched(req, peer);
     f.release(stage_env_);
@@ -437,7 +437,7 @@ bool Context::framed_broken_locked(Peer& peer, Request* req) {
 }
 
 bool Context::advance_framed_locked(Peer& peer, Request* req) {
-  Framed& f = *req->framed;
+  FramedTransfer& f = *req->framed;
   bool moved = f.advance(req, peer, stage_env_);
   if (f.broken() && framed_broken_locked(peer, req)) return true;
   if (!f.finished()) return moved;
@@ -454,12 +454,12 @@ bool Context::advance_framed_locked(Peer& peer, Request* req) {
 }
 
 void Context::end_framed_locked(Request* req) {
-  Framed& f = *req->framed;
+  FramedTransfer& f = *req->framed;
   req->bytes = f.bytes();
   end_request_locked(req, f.status(), f.error());
 }
 
-void Context::bury(std::unique_ptr<Framed> f) {
+void Context::bury(std::unique_ptr<FramedTransfer> f) {
   f->settle(stage_env_);
   if (f->idle()) return;
   std::lock_guard<std::mutex> lock(buried_mutex_);
@@ -646,7 +646,7 @@ bool Context::progress(bool control) {
       for (size_t i = 0; i < pend.size();) {
         Request* req = pend[i];
         if (req->framed) {
-          Framed& f = *req->framed;
+          FramedTransfer& f = *req->framed;
           busy |= f.advance(req, *peer, stage_env_);
           if (f.broken() && framed_broken_locked(*peer, req)) break;  // pending was cleared
           if (!f.finished()) {

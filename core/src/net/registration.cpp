@@ -358,7 +358,7 @@ hmc_status_t refuse_withdrawn(const Remote& r, const char* what) {
               r.base);
 }
 
-hmc_status_t Context::post_tracked_rma(Remote* remote, std::unique_ptr<Framed> f, Op op,
+hmc_status_t Context::post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
                                        size_t size, Request** out, bool notify,
                                        uint64_t notify_value) {
   const auto& peer = remote->peer;

@@ -95,7 +95,7 @@ bool decode_region_id(const uint8_t* p, size_t n, uint64_t* region_id);
 
 // --- Target-side staging (xfer/transfer.cpp) ---------------------------------------------
 // One-sided access to a peer's region of device memory that its net plugins cannot reach: the
-// owner moves the bytes with a framed transfer on an internal tag (xfer/framed.h,
+// owner moves the bytes with a framed transfer on an internal tag (xfer/framed_transfer.h,
 // kInternalTagBit) posted by its progress engine.
 
 // StagedPut / StagedGet (initiator -> owner): "receive my framed send on `tag` into region

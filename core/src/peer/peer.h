@@ -17,7 +17,7 @@
 #include "net/net_plugin.h"
 #include "path/path.h"
 #include "xfer/end_at_post.h"
-#include "xfer/framed.h"
+#include "xfer/framed_transfer.h"
 
 namespace hmc {
 

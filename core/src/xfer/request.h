@@ -18,7 +18,7 @@
 namespace hmc {
 
 class Context;
-class Framed;
+class FramedTransfer;
 struct Peer;
 
 enum class Op { Send, Recv, Put, Get };
@@ -51,8 +51,9 @@ struct alignas(64) Request {
 
   uint64_t tag = 0;
   hmc_net_mr_t* temp_mr = nullptr;   // a registration made for this request only
-  // A send or receive cut into pieces (xfer/framed.h); nullptr for single plugin operations.
-  std::unique_ptr<Framed> framed;
+  // A send or receive cut into pieces (xfer/framed_transfer.h); nullptr for single plugin
+  // operations.
+  std::unique_ptr<FramedTransfer> framed;
   Context* owner = nullptr;          // owned by RequestTable
   uint64_t notify_value = 0;
   std::atomic<uint32_t> next_free{0};  // free list: index + 1 of the next free slot, 0 = end

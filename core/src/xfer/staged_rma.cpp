@@ -5,7 +5,7 @@
 #include "peer/messages.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/framed.h"
+#include "xfer/framed_transfer.h"
 
 namespace hmc {
 
@@ -74,9 +74,9 @@ hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, ui
   hmc_status_t st = memory_access(*peer, buf, size, what, &staged, &loc);
   if (st != HMC_SUCCESS) return st;
   const uint64_t tag = kInternalTagBit | next_staged_tag_.fetch_add(1);
-  std::unique_ptr<Framed> f = op == Op::Put
-                                  ? make_framed_send(*peer, buf, size, tag, staged, loc)
-                                  : make_framed_recv(*peer, buf, size, tag, staged, loc);
+  std::unique_ptr<FramedTransfer> f = op == Op::Put
+                                          ? make_framed_send(*peer, buf, size, tag, staged, loc)
+                                          : make_framed_recv(*peer, buf, size, tag, staged, loc);
   // posting before dead is read, as in post_tracked_rma: a withdrawal that marks the Remote
   // dead from here on waits for this request (it is tracked before posting drops).
   remote->posting.fetch_add(1);
@@ -216,7 +216,7 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
     if (it != regions_by_id_.end() && it->second->staged_inflight) --it->second->staged_inflight;
   };
   const FrameGeometry geo = peer.framing.geometry();
-  std::unique_ptr<Framed> f;
+  std::unique_ptr<FramedTransfer> f;
   if (refusal == HMC_SUCCESS) {
     bool staged = false;
     MemoryLocation loc;
@@ -242,8 +242,8 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
     d.text = why;
     send_staged_done(peer, d);
     // End the initiator's message on the tag: drain a put's, send an empty one for a get.
-    f = a.get ? Framed::make_send(nullptr, 0, a.tag, false, geo)
-              : Framed::make_recv(nullptr, 0, a.tag, false, geo);
+    f = a.get ? FramedTransfer::make_send(nullptr, 0, a.tag, false, geo)
+              : FramedTransfer::make_recv(nullptr, 0, a.tag, false, geo);
   }
   Request* inner = nullptr;
   if (post_framed(a.peer, std::move(f), a.get ? Op::Send : Op::Recv, refusal ? 0 : a.size, a.tag,
@@ -386,7 +386,7 @@ bool Context::advance_staged() {
       over = !op->user && in_done && (!op->flush || op->flush->done.load(std::memory_order_acquire));
     }
     if (flush) {
-      auto f = Framed::make_send(nullptr, 0, tag, false, peer.framing.geometry());
+      auto f = FramedTransfer::make_send(nullptr, 0, tag, false, peer.framing.geometry());
       if (post_framed(op->peer, std::move(f), Op::Send, 0, tag, &op->flush) != HMC_SUCCESS)
         op->flush = nullptr;  // the peer is lost: nothing to end
     }

@@ -7,7 +7,7 @@
 #include "util/hot.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/framed.h"
+#include "xfer/framed_transfer.h"
 
 namespace hmc {
 
@@ -82,10 +82,10 @@ bool Context::ipc_export(const Peer& peer, const void* buf, const MemoryLocation
 // bounces, one copy out and one in; the transport) are tried in the order the cost model ranks
 // them for this size (path/device_modes.h). A way that cannot serve this message (the
 // allocation does not export, the peer refused shared buffers) passes to the next.
-std::unique_ptr<Framed> Context::make_framed_send(const Peer& peer, const void* buf, size_t size,
-                                                  uint64_t tag, bool staged,
-                                                  const MemoryLocation& loc) {
-  auto f = Framed::make_send(buf, size, tag, staged, peer.framing.geometry());
+std::unique_ptr<FramedTransfer> Context::make_framed_send(const Peer& peer, const void* buf,
+                                                          size_t size, uint64_t tag, bool staged,
+                                                          const MemoryLocation& loc) {
+  auto f = FramedTransfer::make_send(buf, size, tag, staged, peer.framing.geometry());
   if (!staged || size <= peer.framing.first_piece || !loc.device) return f;
   const auto* costs = peer.framing.modes_for(loc.device->plugin_name);
   path::DeviceMode order[3] = {path::DeviceMode::Ipc, path::DeviceMode::Shared,
@@ -117,10 +117,10 @@ std::unique_ptr<Framed> Context::make_framed_send(const Peer& peer, const void* 
 }
 
 // A framed receive into buf, which copies staged pieces into loc's device.
-std::unique_ptr<Framed> Context::make_framed_recv(const Peer& peer, void* buf, size_t size,
-                                                  uint64_t tag, bool staged,
-                                                  const MemoryLocation& loc) {
-  auto f = Framed::make_recv(buf, size, tag, staged, peer.framing.geometry());
+std::unique_ptr<FramedTransfer> Context::make_framed_recv(const Peer& peer, void* buf, size_t size,
+                                                          uint64_t tag, bool staged,
+                                                          const MemoryLocation& loc) {
+  auto f = FramedTransfer::make_recv(buf, size, tag, staged, peer.framing.geometry());
   if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
   return f;
 }
@@ -132,9 +132,9 @@ bool Context::framed_sends_waiting(Peer& peer, uint64_t tag) {
 
 // Posts a framed send or receive: its first step runs now, under the net mutex, so that its
 // place in the per-tag order is the order of the posts.
-hmc_status_t Context::post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<Framed> f,
-                                  Op op, size_t size, uint64_t tag, Request** out, bool notify,
-                                  uint64_t notify_value) {
+hmc_status_t Context::post_framed(const std::shared_ptr<Peer>& peer,
+                                  std::unique_ptr<FramedTransfer> f, Op op, size_t size,
+                                  uint64_t tag, Request** out, bool notify, uint64_t notify_value) {
   Request* req = RequestTable::acquire(this, op, peer.get(), size, tag, notify, notify_value);
   req->framed = std::move(f);
   {
@@ -276,8 +276,8 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
                     peer->choice.key(), peer->name);
       return post_tracked_rma(remote,
-                              Framed::make_put(buf, size, remote->base + offset, remote->rkey,
-                                               peer->framing.chunk),
+                              FramedTransfer::make_put(buf, size, remote->base + offset,
+                                                       remote->rkey, peer->framing.chunk),
                               Op::Put, size, out, flags & HMC_PUT_NOTIFY, notify_value);
     }
   }
@@ -317,8 +317,8 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
                     peer->choice.key(), peer->name);
       return post_tracked_rma(remote,
-                              Framed::make_get(buf, size, remote->base + offset, remote->rkey,
-                                               peer->framing.chunk),
+                              FramedTransfer::make_get(buf, size, remote->base + offset,
+                                                       remote->rkey, peer->framing.chunk),
                               Op::Get, size, out);
     }
   }

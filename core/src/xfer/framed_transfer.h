@@ -127,7 +127,7 @@ struct PeerFraming {
   uint64_t chunk = 0;  // 0: framing off for this peer pair
   uint64_t first_piece = 0;  // piece 0's size (<= chunk)
   FrameGeometry geometry() const { return {first_piece, chunk}; }
-  // Whether a message of `size` bytes goes through a Framed transfer even from host memory.
+  // Whether a message of `size` bytes goes through a FramedTransfer even from host memory.
   bool multi_piece(uint64_t size) const { return size >= chunk || size == first_piece; }
   // Sends with pieces not yet all posted, per tag, in post order.
   std::unordered_map<uint64_t, std::deque<Request*>> sends;
@@ -187,12 +187,12 @@ struct PeerFraming {
 };
 
 // One framed send or receive; owned by its Request.
-class Framed {
+class FramedTransfer {
  public:
   // `staged`: the user memory is a device the path cannot reach (pieces go through bounces).
-  static std::unique_ptr<Framed> make_send(const void* buf, size_t size, uint64_t tag, bool staged,
+  static std::unique_ptr<FramedTransfer> make_send(const void* buf, size_t size, uint64_t tag, bool staged,
                                            const FrameGeometry& g);
-  static std::unique_ptr<Framed> make_recv(void* buf, size_t capacity, uint64_t tag, bool staged,
+  static std::unique_ptr<FramedTransfer> make_recv(void* buf, size_t capacity, uint64_t tag, bool staged,
                                            const FrameGeometry& g);
   // Sends the message (more than the first piece) by device IPC from the allocation `ex`
   // describes.
@@ -209,11 +209,11 @@ class Framed {
   // the path can (its registration at addr, rkey): pieces of `chunk` bytes through bounce
   // buffers, `depth` in flight (put: device-to-host copy, then iput; get: iget, then
   // host-to-device copy). No framing on the wire: the target sees ordinary puts and gets.
-  static std::unique_ptr<Framed> make_put(const void* buf, size_t size, uint64_t addr,
+  static std::unique_ptr<FramedTransfer> make_put(const void* buf, size_t size, uint64_t addr,
                                           hmc_net_rkey_t* rkey, uint64_t chunk);
-  static std::unique_ptr<Framed> make_get(void* buf, size_t size, uint64_t addr,
+  static std::unique_ptr<FramedTransfer> make_get(void* buf, size_t size, uint64_t addr,
                                           hmc_net_rkey_t* rkey, uint64_t chunk);
-  ~Framed();
+  ~FramedTransfer();
 
   // Moves the transfer along; net mutex held; `req` is the request owning this transfer.
   // Returns true when something happened. Errors of the path (the plugin's status) are
@@ -271,7 +271,7 @@ class Framed {
     std::shared_ptr<SharedSlab> slab;  // receiver: held while the copy reads it
   };
 
-  Framed() = default;
+  FramedTransfer() = default;
   bool advance_send(Request* req, Peer& peer, const StageEnv& env);
   bool advance_rma(Peer& peer, const StageEnv& env);
   bool advance_recv(Request* req, Peer& peer, const StageEnv& env);

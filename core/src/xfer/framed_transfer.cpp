@@ -1,4 +1,4 @@
-#include "xfer/framed.h"
+#include "xfer/framed_transfer.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -220,9 +220,9 @@ bool is_front(std::unordered_map<uint64_t, std::deque<Request*>>& fifos, uint64_
 
 }  // namespace
 
-std::unique_ptr<Framed> Framed::make_send(const void* buf, size_t size, uint64_t tag, bool staged,
+std::unique_ptr<FramedTransfer> FramedTransfer::make_send(const void* buf, size_t size, uint64_t tag, bool staged,
                                           const FrameGeometry& g) {
-  std::unique_ptr<Framed> f(new Framed());
+  std::unique_ptr<FramedTransfer> f(new FramedTransfer());
   f->send_ = true;
   f->staged_ = staged;
   f->user_ = static_cast<uint8_t*>(const_cast<void*>(buf));
@@ -233,9 +233,9 @@ std::unique_ptr<Framed> Framed::make_send(const void* buf, size_t size, uint64_t
   return f;
 }
 
-std::unique_ptr<Framed> Framed::make_recv(void* buf, size_t capacity, uint64_t tag, bool staged,
+std::unique_ptr<FramedTransfer> FramedTransfer::make_recv(void* buf, size_t capacity, uint64_t tag, bool staged,
                                           const FrameGeometry& g) {
-  std::unique_ptr<Framed> f(new Framed());
+  std::unique_ptr<FramedTransfer> f(new FramedTransfer());
   f->send_ = false;
   f->staged_ = staged;
   f->user_ = static_cast<uint8_t*>(buf);
@@ -245,9 +245,9 @@ std::unique_ptr<Framed> Framed::make_recv(void* buf, size_t capacity, uint64_t t
   return f;
 }
 
-std::unique_ptr<Framed> Framed::make_put(const void* buf, size_t size, uint64_t addr,
+std::unique_ptr<FramedTransfer> FramedTransfer::make_put(const void* buf, size_t size, uint64_t addr,
                                          hmc_net_rkey_t* rkey, uint64_t chunk) {
-  std::unique_ptr<Framed> f = make_send(buf, size, 0, true, FrameGeometry{chunk, chunk});
+  std::unique_ptr<FramedTransfer> f = make_send(buf, size, 0, true, FrameGeometry{chunk, chunk});
   f->rma_ = true;
   f->rma_addr_ = addr;
   f->rkey_ = rkey;
@@ -255,9 +255,9 @@ std::unique_ptr<Framed> Framed::make_put(const void* buf, size_t size, uint64_t 
   return f;
 }
 
-std::unique_ptr<Framed> Framed::make_get(void* buf, size_t size, uint64_t addr,
+std::unique_ptr<FramedTransfer> FramedTransfer::make_get(void* buf, size_t size, uint64_t addr,
                                          hmc_net_rkey_t* rkey, uint64_t chunk) {
-  std::unique_ptr<Framed> f = make_recv(buf, size, 0, true, FrameGeometry{chunk, chunk});
+  std::unique_ptr<FramedTransfer> f = make_recv(buf, size, 0, true, FrameGeometry{chunk, chunk});
   f->rma_ = true;
   f->rma_addr_ = addr;
   f->rkey_ = rkey;
@@ -265,9 +265,9 @@ std::unique_ptr<Framed> Framed::make_get(void* buf, size_t size, uint64_t addr,
   return f;
 }
 
-Framed::~Framed() = default;
+FramedTransfer::~FramedTransfer() = default;
 
-void Framed::use_ipc(IpcExport ex, bool shared_too) {
+void FramedTransfer::use_ipc(IpcExport ex, bool shared_too) {
   ipc_ = true;
   ipc_export_ = std::move(ex);
   ipc_shared_too_ = shared_too;
@@ -296,7 +296,7 @@ void PeerFraming::trim_ipc(size_t keep) {
   }
 }
 
-void Framed::offer_shared() {
+void FramedTransfer::offer_shared() {
   shared_offer_ = true;
   pieces_ = framed_pieces(size_, geo_);
 }
@@ -310,21 +310,21 @@ IpcMapping::~IpcMapping() {
   }
 }
 
-size_t Framed::window() const { return slots_.size(); }
+size_t FramedTransfer::window() const { return slots_.size(); }
 
-void Framed::fail_local(hmc_status_t st, std::string why) {
+void FramedTransfer::fail_local(hmc_status_t st, std::string why) {
   if (status_ == HMC_SUCCESS) {
     status_ = st;
     error_ = std::move(why);
   }
 }
 
-void Framed::plugin_failed(hmc_plugin_status_t st) {
+void FramedTransfer::plugin_failed(hmc_plugin_status_t st) {
   broken_ = true;
   plugin_status_ = st;
 }
 
-bool Framed::advance(Request* req, Peer& peer, const StageEnv& env) {
+bool FramedTransfer::advance(Request* req, Peer& peer, const StageEnv& env) {
   if (finished_ || broken_) return false;
   if (rma_) return advance_rma(peer, env);
   return send_ ? advance_send(req, peer, env) : advance_recv(req, peer, env);
@@ -332,7 +332,7 @@ bool Framed::advance(Request* req, Peer& peer, const StageEnv& env) {
 
 // ---- put and get of staged local memory ------------------------------------------------------
 
-bool Framed::advance_rma(Peer& peer, const StageEnv& env) {
+bool FramedTransfer::advance_rma(Peer& peer, const StageEnv& env) {
   const hmc_net_plugin_v1_t* t = peer.net->table();
   const char* what = send_ ? "hmc_put" : "hmc_get";
   bool moved = false;
@@ -445,7 +445,7 @@ bool Framed::advance_rma(Peer& peer, const StageEnv& env) {
 
 // ---- send -----------------------------------------------------------------------------------
 
-bool Framed::prepare_send(const StageEnv& env) {
+bool FramedTransfer::prepare_send(const StageEnv& env) {
   bool moved = false;
   while (next_index_ < pieces_ && window() < env.depth) {
     if (dropped_) break;
@@ -494,7 +494,7 @@ bool Framed::prepare_send(const StageEnv& env) {
   return moved;
 }
 
-bool Framed::poll_copies(const StageEnv& env) {
+bool FramedTransfer::poll_copies(const StageEnv& env) {
   bool moved = false;
   for (auto& s : slots_) {
     if (s.state != SlotState::Copying && s.state != SlotState::Unloading) continue;
@@ -520,7 +520,7 @@ bool Framed::poll_copies(const StageEnv& env) {
   return moved;
 }
 
-bool Framed::post_sends(Request* req, Peer& peer, const StageEnv& env) {
+bool FramedTransfer::post_sends(Request* req, Peer& peer, const StageEnv& env) {
   if (in_sends_ && !is_front(peer.framing.sends, tag_, req)) return false;
   bool moved = false;
   const hmc_net_plugin_v1_t* t = peer.net->table();
@@ -571,7 +571,7 @@ bool Framed::post_sends(Request* req, Peer& peer, const StageEnv& env) {
   return moved;
 }
 
-bool Framed::test_posted(Peer& peer, const StageEnv& env) {
+bool FramedTransfer::test_posted(Peer& peer, const StageEnv& env) {
   bool moved = false;
   const hmc_net_plugin_v1_t* t = peer.net->table();
   for (auto& s : slots_) {
@@ -667,7 +667,7 @@ bool Framed::test_posted(Peer& peer, const StageEnv& env) {
   return moved;
 }
 
-bool Framed::advance_send(Request* req, Peer& peer, const StageEnv& env) {
+bool FramedTransfer::advance_send(Request* req, Peer& peer, const StageEnv& env) {
   if (!in_sends_ && posted_ == 0 && next_index_ == 0) {  // first call, at post time
     peer.framing.sends[tag_].push_back(req);
     in_sends_ = true;
@@ -692,7 +692,7 @@ bool Framed::advance_send(Request* req, Peer& peer, const StageEnv& env) {
 // ---- receive --------------------------------------------------------------------------------
 
 // Piece 0 arrived: a whole small message, or the start of a longer one.
-void Framed::on_piece0(Peer& peer, size_t got, hmc_plugin_status_t st) {
+void FramedTransfer::on_piece0(Peer& peer, size_t got, hmc_plugin_status_t st) {
   if (st == HMC_PLUGIN_ERR_TRUNCATED) {
     status_ = HMC_ERR_TRUNCATED;
     error_ = fmt::format("hmc_recv from {} (tag {}): the message was larger than the {}-byte "
@@ -712,7 +712,7 @@ void Framed::on_piece0(Peer& peer, size_t got, hmc_plugin_status_t st) {
   bytes_ = got;  // the rest comes after the header
 }
 
-void Framed::on_header(Peer& peer) {
+void FramedTransfer::on_header(Peer& peer) {
   pieces_ = framed_pieces(total_, geo_);
   next_index_ = 2;
   if (!draining_ && total_ > size_) {
@@ -723,7 +723,7 @@ void Framed::on_header(Peer& peer) {
   }
 }
 
-void Framed::finish_piece_recv(Slot& s, const StageEnv& env) {
+void FramedTransfer::finish_piece_recv(Slot& s, const StageEnv& env) {
   // Called when a received piece sits in its bounce buffer; direct pieces are already in place.
   if (!s.bounce || s.fit == 0 || draining_) {
     s.state = SlotState::Done;
@@ -743,7 +743,7 @@ void Framed::finish_piece_recv(Slot& s, const StageEnv& env) {
   s.state = SlotState::Unloading;
 }
 
-bool Framed::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
+bool FramedTransfer::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
   bool moved = false;
   const hmc_net_plugin_v1_t* t = peer.net->table();
   if (!piece0_posted_) {
@@ -856,7 +856,7 @@ bool Framed::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
   return moved;
 }
 
-bool Framed::advance_recv(Request* req, Peer& peer, const StageEnv& env) {
+bool FramedTransfer::advance_recv(Request* req, Peer& peer, const StageEnv& env) {
   if (!in_streams_ && !piece0_posted_) {
     peer.framing.streams[tag_].push_back(req);
     in_streams_ = true;
@@ -882,7 +882,7 @@ bool Framed::advance_recv(Request* req, Peer& peer, const StageEnv& env) {
   return moved;
 }
 
-void Framed::try_finish(Request* req, Peer& peer) {
+void FramedTransfer::try_finish(Request* req, Peer& peer) {
   if (finished_ || !slots_.empty()) return;
   if (send_) {
     bool all_out = (posted_ == pieces_ && !awaiting_reply_) || dropped_;
@@ -908,7 +908,7 @@ void Framed::try_finish(Request* req, Peer& peer) {
 
 // A version 2 header arrived: copy the rest of the message out of the sender's allocation, or
 // ask for the pieces.
-void Framed::on_ipc_header(Peer& peer, const StageEnv& env, const IpcExport& ex) {
+void FramedTransfer::on_ipc_header(Peer& peer, const StageEnv& env, const IpcExport& ex) {
   pieces_ = 2;
   next_index_ = 2;
   if (draining_ || total_ > size_) {  // truncated: nothing to copy, nothing to drain
@@ -982,12 +982,12 @@ void Framed::on_ipc_header(Peer& peer, const StageEnv& env, const IpcExport& ex)
 
 // Mappings kept open per peer: none where the runtime may hand a recycled handle to another
 // allocation (a cached mapping could then show the wrong memory).
-size_t Framed::ipc_keep(const StageEnv& env) const {
+size_t FramedTransfer::ipc_keep(const StageEnv& env) const {
   bool unique = local_device_ && (local_device_->caps & HMC_DEVICE_CAP_IPC_UNIQUE_HANDLES);
   return unique ? env.ipc_cache : 0;
 }
 
-bool Framed::finish_ipc_copy(Peer& peer, const StageEnv& env) {
+bool FramedTransfer::finish_ipc_copy(Peer& peer, const StageEnv& env) {
   for (auto& s : slots_) {
     if (s.index != kIpcCopyIndex || s.state != SlotState::Unloading) continue;
     hmc_status_t st = s.copy.poll();
@@ -1004,7 +1004,7 @@ bool Framed::finish_ipc_copy(Peer& peer, const StageEnv& env) {
   return false;
 }
 
-bool Framed::post_reply(Peer& peer, uint32_t code) {
+bool FramedTransfer::post_reply(Peer& peer, uint32_t code) {
   std::memcpy(reply_, &code, 4);
   std::memset(reply_ + 4, 0, 4);
   Slot r;
@@ -1022,7 +1022,7 @@ bool Framed::post_reply(Peer& peer, uint32_t code) {
 }
 
 // The sender's end of the reply.
-void Framed::on_reply(Peer& peer) {
+void FramedTransfer::on_reply(Peer& peer) {
   awaiting_reply_ = false;
   uint32_t code;
   std::memcpy(&code, reply_, 4);
@@ -1047,7 +1047,7 @@ void Framed::on_reply(Peer& peer) {
 
 // A version 3 header arrived: read the pieces out of the sender's bounces when this side stages
 // (its buffer is device memory the path cannot reach), else ask for the pieces.
-void Framed::on_shared_header(Peer& peer) {
+void FramedTransfer::on_shared_header(Peer& peer) {
   bool take = staged_ && !draining_ && total_ <= size_;
   if (!post_reply(peer, take ? kReplyShared : kReplyPieces)) return;
   shared_ = take;
@@ -1057,7 +1057,7 @@ void Framed::on_shared_header(Peer& peer) {
 // Sender: the piece sits in its bounce buffer; its descriptor goes out, and the receive of its
 // acknowledgement is posted (in piece order, as the receiver sends them). False when the path
 // failed.
-bool Framed::post_shared_piece(Slot& s, Peer& peer, const StageEnv& env) {
+bool FramedTransfer::post_shared_piece(Slot& s, Peer& peer, const StageEnv& env) {
   const hmc_net_plugin_v1_t* t = peer.net->table();
   Desc d;
   StagePool::SharedRef ref;
@@ -1083,7 +1083,7 @@ bool Framed::post_shared_piece(Slot& s, Peer& peer, const StageEnv& env) {
 
 // Sender: a shared piece is done when its descriptor left and its acknowledgement came; then
 // its bounce buffer goes back to the pool (release).
-bool Framed::advance_shared_send(Peer& peer) {
+bool FramedTransfer::advance_shared_send(Peer& peer) {
   const hmc_net_plugin_v1_t* t = peer.net->table();
   bool moved = false;
   for (auto& s : slots_) {
@@ -1118,7 +1118,7 @@ bool Framed::advance_shared_send(Peer& peer) {
 
 // Receiver: maps the sender's slab (once per peer) and starts the piece's host-to-device copy
 // out of it. False when the piece cannot be read (status set; the acknowledgement says so).
-bool Framed::start_shared_copy(Slot& s, Peer& peer, const StageEnv& env) {
+bool FramedTransfer::start_shared_copy(Slot& s, Peer& peer, const StageEnv& env) {
   Desc d;
   decode_desc(s.desc, kDescSize, &d);
   auto key = std::make_pair(d.fd, d.slab_bytes);
@@ -1164,7 +1164,7 @@ bool Framed::start_shared_copy(Slot& s, Peer& peer, const StageEnv& env) {
 }
 
 // Receiver: descriptor in -> copy out of the sender's bounce -> acknowledgement, in piece order.
-bool Framed::advance_shared_recv(Peer& peer, const StageEnv& env) {
+bool FramedTransfer::advance_shared_recv(Peer& peer, const StageEnv& env) {
   const hmc_net_plugin_v1_t* t = peer.net->table();
   bool moved = false;
   for (auto& s : slots_) {
@@ -1238,7 +1238,7 @@ bool Framed::advance_shared_recv(Peer& peer, const StageEnv& env) {
 
 // ---- shared ---------------------------------------------------------------------------------
 
-bool Framed::release(const StageEnv& env) {
+bool FramedTransfer::release(const StageEnv& env) {
   bool moved = false;
   for (auto it = slots_.begin(); it != slots_.end();) {
     if (it->state != SlotState::Done) {
@@ -1252,7 +1252,7 @@ bool Framed::release(const StageEnv& env) {
   return moved;
 }
 
-hmc_plugin_status_t Framed::cancel(Request* req, Peer& peer) {
+hmc_plugin_status_t FramedTransfer::cancel(Request* req, Peer& peer) {
   if (finished_ || broken_ || rma_) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
   if (send_) {
     if (piece0_posted_) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
@@ -1274,7 +1274,7 @@ hmc_plugin_status_t Framed::cancel(Request* req, Peer& peer) {
   return peer.net->table()->cancel(slots_.front().net);  // test reports CANCELLED later
 }
 
-void Framed::end_unmatched(Request* req, Peer& peer) {
+void FramedTransfer::end_unmatched(Request* req, Peer& peer) {
   broken_ = false;
   unmatched_ = false;
   fail_local(HMC_ERR_PEER_LOST, fmt::format("hmc_recv from {} (tag {}): the peer closed the "
@@ -1285,7 +1285,7 @@ void Framed::end_unmatched(Request* req, Peer& peer) {
   try_finish(req, peer);
 }
 
-void Framed::settle(const StageEnv& env) {
+void FramedTransfer::settle(const StageEnv& env) {
   for (auto& s : slots_) {
     bool copying = s.state == SlotState::Copying || s.state == SlotState::Unloading;
     if (copying && s.copy.poll() != HMC_IN_PROGRESS) s.state = SlotState::Done;
@@ -1294,7 +1294,7 @@ void Framed::settle(const StageEnv& env) {
   if (idle()) mapping_.reset();  // no copy reads the peer's memory any more
 }
 
-void Framed::forget_plugin_requests() {
+void FramedTransfer::forget_plugin_requests() {
   for (auto& s : slots_) {
     if (s.state == SlotState::Posted || s.state == SlotState::Ready ||
         s.state == SlotState::Acking) {
