@@ -16,8 +16,8 @@
 #include "control/channel.h"
 #include "net/net_plugin.h"
 #include "path/path.h"
-#include "xfer/end_at_post.h"
 #include "xfer/framed_transfer.h"
+#include "xfer/post_test_learner.h"
 
 namespace hmc {
 
@@ -57,7 +57,7 @@ struct Peer : std::enable_shared_from_this<Peer> {
   // after those of every earlier one, so the target sees them in order. Guarded by net->mutex().
   std::deque<Request*> notify_queue;
   std::string lost_reason;          // guarded by net->mutex()
-  EndAtPost end_at_post;            // guarded by net->mutex()
+  PostTestLearner post_test_learner;  // guarded by net->mutex()
 
   std::mutex ctrl_mutex;
   std::unique_ptr<control::Channel> ctrl;  // guarded by ctrl_mutex

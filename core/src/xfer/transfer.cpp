@@ -188,10 +188,10 @@ HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post)
       peer.add_pending_locked(1);
       // A send or put that ended as it was posted (copied into the transport) ends here, so
       // that its wait returns at once; where posts of its size do not end so, the test is left
-      // out (xfer/end_at_post.h). Receives rarely end at post, and are never tested here.
-      if ((op == Op::Send || op == Op::Put) && peer.end_at_post.should_test(req->size)) {
+      // out (xfer/post_test_learner.h). Receives rarely end at post, and are never tested here.
+      if ((op == Op::Send || op == Op::Put) && peer.post_test_learner.should_test(req->size)) {
         ctx.test_net_locked(peer, req);
-        peer.end_at_post.note(req->size, req->done.load(std::memory_order_acquire));
+        peer.post_test_learner.note(req->size, req->done.load(std::memory_order_acquire));
       }
     }
   }

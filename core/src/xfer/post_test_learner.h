@@ -28,7 +28,7 @@
 
 namespace hmc {
 
-class EndAtPost {
+class PostTestLearner {
  public:
   static constexpr uint8_t kMisses = 4;
   static constexpr uint32_t kProbe = 64;
