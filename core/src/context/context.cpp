@@ -265,7 +265,7 @@ Context::~Context() {
     }
     regions_.clear();
   }
-  reap_buried(control::now_ns() + uint64_t(timeout_ms_) * 1000000);
+  reap_parked_transfers(control::now_ns() + uint64_t(timeout_ms_) * 1000000);
   RequestTable::release_all(this);
   peers.clear();
   closed_peers_.clear();
@@ -378,7 +378,7 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
     req->net = nullptr;
     if (req->framed) {
       req->framed->forget_plugin_requests();
-      bury(std::move(req->framed));
+      park_failed_transfer(std::move(req->framed));
     }
     if (req->temp_mr) {
       peer.net->table()->dereg_mr(peer.net->ctx(), req->temp_mr);
@@ -459,32 +459,33 @@ void Context::end_framed_locked(Request* req) {
   end_request_locked(req, f.status(), f.error());
 }
 
-void Context::bury(std::unique_ptr<FramedTransfer> f) {
+void Context::park_failed_transfer(std::unique_ptr<FramedTransfer> f) {
   f->settle(stage_env_);
   if (f->idle()) return;
-  std::lock_guard<std::mutex> lock(buried_mutex_);
-  buried_.push_back(std::move(f));
+  std::lock_guard<std::mutex> lock(parked_transfers_mutex_);
+  parked_transfers_.push_back(std::move(f));
 }
 
-void Context::reap_buried(uint64_t deadline_ns) {
+void Context::reap_parked_transfers(uint64_t deadline_ns) {
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(buried_mutex_);
-      for (size_t i = 0; i < buried_.size();) {
-        buried_[i]->settle(stage_env_);
-        if (buried_[i]->idle()) {
-          buried_[i] = std::move(buried_.back());
-          buried_.pop_back();
+      std::lock_guard<std::mutex> lock(parked_transfers_mutex_);
+      for (size_t i = 0; i < parked_transfers_.size();) {
+        parked_transfers_[i]->settle(stage_env_);
+        if (parked_transfers_[i]->idle()) {
+          parked_transfers_[i] = std::move(parked_transfers_.back());
+          parked_transfers_.pop_back();
         } else {
           ++i;
         }
       }
-      if (buried_.empty() || deadline_ns == 0) return;
+      if (parked_transfers_.empty() || deadline_ns == 0) return;
       if (control::now_ns() >= deadline_ns) {
         HMC_LOG_W("{} failed transfers still have device copies running; their staging buffers "
-                  "are leaked", buried_.size());
-        for (auto& f : buried_) f.release();  // never freed: a copy may still write into them
-        buried_.clear();
+                  "are leaked", parked_transfers_.size());
+        // Never freed: a copy may still write into them.
+        for (auto& f : parked_transfers_) f.release();
+        parked_transfers_.clear();
         return;
       }
     }
@@ -678,7 +679,7 @@ bool Context::progress(bool control) {
   if (control) {
     uint64_t now = control::now_ns();
     last_control_ns_ = now;
-    reap_buried();
+    reap_parked_transfers();
     for (auto& peer : peers_) busy |= service_control(peer, now);
     busy |= advance_staged();      // after the StagedPut/Get/Done messages just dispatched
     busy |= settle_withdrawals();  // after the RegionGone messages just dispatched

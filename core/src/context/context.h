@@ -147,9 +147,9 @@ class Context {
   // Ends a framed request that finished (net mutex held; the caller took it off `pending`).
   void end_framed_locked(Request* req);
   // Parks a failed transfer's staging state until its device copies ended.
-  void bury(std::unique_ptr<FramedTransfer> f);
+  void park_failed_transfer(std::unique_ptr<FramedTransfer> f);
   // Frees parked transfers whose copies ended; with a deadline, waits for all of them.
-  void reap_buried(uint64_t deadline_ns = 0);
+  void reap_parked_transfers(uint64_t deadline_ns = 0);
   // Spins on progress until pred() holds or timeout_ms (resolve_timeout) passes.
   template <typename Pred>
   bool poll_until(Pred pred, int timeout_ms, Request* fast = nullptr);
@@ -321,11 +321,11 @@ class Context {
   std::atomic<uint64_t> last_control_ns_{0};
 
   // Staging of device memory over host-only paths (xfer/framed_transfer.h). ~Context ends every
-  // transfer and drains the buried ones before devices_.release_all() ends the pool and engine.
+  // transfer and drains the parked ones before devices_.release_all() ends the pool and engine.
   uint64_t stage_chunk_ = 0;
   StageEnv stage_env_;  // the registry's pool and engine
-  std::mutex buried_mutex_;
-  std::vector<std::unique_ptr<FramedTransfer>> buried_;
+  std::mutex parked_transfers_mutex_;
+  std::vector<std::unique_ptr<FramedTransfer>> parked_transfers_;
 };
 
 }  // namespace hmc

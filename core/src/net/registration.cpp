@@ -538,7 +538,7 @@ void Context::settle_staged_region(Region* region) {
   if (progress_until(idle, t0 + uint64_t(timeout_ms_) * 1000000)) return;
   // A transfer that does not end (its peer stopped moving) must not write into the memory after
   // hmc_mem_deregister returned: its peer's connection is closed, which ends it (and waits for
-  // its device copies, Context::bury).
+  // its device copies, Context::park_failed_transfer).
   std::vector<std::shared_ptr<Peer>> stuck;
   {
     std::lock_guard<std::mutex> plock(peers_mutex_);  // advance_staged runs under it
