@@ -46,7 +46,7 @@ struct Peer : std::enable_shared_from_this<Peer> {
   // life too, but reading the clock for each costs more than a small message. service_control
   // turns a change of this count into last_heard_ns.
   std::atomic<uint64_t> completions{0};
-  PeerFraming framing;              // guarded by net->mutex() (chunk, first: set at connect)
+  PeerFramingState framing;  // guarded by net->mutex() (chunk, first: set at connect)
 
   std::string name;  // "pid 123 on host"
   path::Capabilities remote;

@@ -284,7 +284,7 @@ SharedSlab::~SharedSlab() {
   if (base) munmap(base, bytes);
 }
 
-void PeerFraming::trim_ipc(size_t keep) {
+void PeerFramingState::trim_ipc(size_t keep) {
   while (ipc_maps.size() > keep) {
     auto victim = ipc_maps.end();
     for (auto it = ipc_maps.begin(); it != ipc_maps.end(); ++it)

@@ -123,7 +123,7 @@ struct IpcMapping {
 };
 
 // Per peer framing state; guarded by the peer's net mutex.
-struct PeerFraming {
+struct PeerFramingState {
   uint64_t chunk = 0;  // 0: framing off for this peer pair
   uint64_t first_piece = 0;  // piece 0's size (<= chunk)
   FrameGeometry geometry() const { return {first_piece, chunk}; }
@@ -316,8 +316,8 @@ class FramedTransfer {
   size_t posted_ = 0;        // send: pieces posted, in order
   bool piece0_posted_ = false;
   bool stream_owner_ = false;  // receive: this message's continuation stream is being read
-  bool in_streams_ = false;    // receive: listed in PeerFraming::streams
-  bool in_sends_ = false;      // send: listed in PeerFraming::sends
+  bool in_streams_ = false;    // receive: listed in PeerFramingState::streams
+  bool in_sends_ = false;      // send: listed in PeerFramingState::sends
   bool draining_ = false;      // receive: the pieces are read and dropped (truncated)
   bool aborted_ = false;       // send: device failed mid-message, rest goes out empty
   bool dropped_ = false;       // send: failed (or cancelled) before piece 0 left: nothing goes out
