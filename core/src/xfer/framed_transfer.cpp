@@ -20,170 +20,6 @@
 namespace hmc {
 namespace {
 
-constexpr uint32_t kHeaderMagic = 0x464d4348;  // "HCMF"
-constexpr uint16_t kHeaderVersion = 1;
-constexpr size_t kHeaderSize = 16;
-// Version 2, device IPC: the version 1 fields with the handle's length at bytes 6..7, then
-//   16 u64 offset of the message in the exported allocation
-//   24 char[16] device plugin name, NUL-padded
-//   40 the plugin's IPC handle
-constexpr uint16_t kIpcHeaderVersion = 2;
-constexpr size_t kIpcHeaderFixed = 40;
-// Version 4: version 2's fields, then u32 flags and u32 0 (48 bytes), then the handle.
-constexpr uint16_t kIpcSharedHeaderVersion = 4;
-constexpr size_t kIpcSharedHeaderFixed = 48;
-constexpr uint32_t kIpcFlagSharedToo = 1;  // shared bounces are offered as well
-constexpr size_t kPluginNameMax = 16;
-// Version 3, shared bounces: the version 1 fields, then u32 the sender's pid, u32 0 (24 bytes).
-constexpr uint16_t kSharedHeaderVersion = 3;
-constexpr size_t kSharedHeaderSize = 24;
-// A shared-bounce piece's descriptor: u32 magic, i32 slab fd, u64 slab bytes, u64 offset of the
-// buffer in the slab, u64 piece length (0: the sender's device failed; the message is aborted).
-constexpr uint32_t kDescMagic = 0x44534d48;  // "HMSD"
-constexpr size_t kDescSize = 32;
-// Reply codes (u32 at byte 0 of the 8-byte reply).
-constexpr uint32_t kReplyDone = 0;       // the receiver has what it needs; the sender is done
-constexpr uint32_t kReplyPieces = 1;     // send the pieces (version 1)
-constexpr uint32_t kReplyNoIpc = 2;      // send the pieces, and no more IPC to this peer
-constexpr uint32_t kReplyShared = 3;     // send descriptors of shared bounces
-// A shared-bounce piece's acknowledgement (u32 at byte 0): read, or could not be read (the
-// sender then offers shared bounces to this peer no more).
-constexpr uint32_t kAckRead = 0;
-constexpr uint32_t kAckUnreadable = 1;
-
-void encode_header(uint8_t* out, uint64_t total) {
-  std::memcpy(out, &kHeaderMagic, 4);
-  std::memcpy(out + 4, &kHeaderVersion, 2);
-  std::memset(out + 6, 0, 2);
-  std::memcpy(out + 8, &total, 8);
-}
-
-// Version 2, or version 4 when ex.shared_too.
-size_t encode_ipc_header(uint8_t* out, uint64_t total, const IpcExport& ex) {
-  const uint16_t version = ex.shared_too ? kIpcSharedHeaderVersion : kIpcHeaderVersion;
-  const size_t fixed = ex.shared_too ? kIpcSharedHeaderFixed : kIpcHeaderFixed;
-  const uint16_t handle_len = static_cast<uint16_t>(ex.handle.size());
-  std::memset(out, 0, fixed);
-  std::memcpy(out, &kHeaderMagic, 4);
-  std::memcpy(out + 4, &version, 2);
-  std::memcpy(out + 6, &handle_len, 2);
-  std::memcpy(out + 8, &total, 8);
-  std::memcpy(out + 16, &ex.offset, 8);
-  std::memcpy(out + 24, ex.plugin.data(), std::min(ex.plugin.size(), kPluginNameMax - 1));
-  if (ex.shared_too) std::memcpy(out + kIpcHeaderFixed, &kIpcFlagSharedToo, 4);
-  std::memcpy(out + fixed, ex.handle.data(), ex.handle.size());
-  return fixed + ex.handle.size();
-}
-
-// A version 2 or 4 header of `got` bytes: fills ex (plugin, handle, offset, shared_too) and
-// total.
-bool decode_ipc_header(const uint8_t* in, size_t got, uint64_t first, uint64_t* total,
-                       IpcExport* ex) {
-  uint32_t magic, flags = 0;
-  uint16_t version, handle_len;
-  if (got < kIpcHeaderFixed) return false;
-  std::memcpy(&magic, in, 4);
-  std::memcpy(&version, in + 4, 2);
-  std::memcpy(&handle_len, in + 6, 2);
-  std::memcpy(total, in + 8, 8);
-  std::memcpy(&ex->offset, in + 16, 8);
-  size_t fixed = version == kIpcSharedHeaderVersion ? kIpcSharedHeaderFixed : kIpcHeaderFixed;
-  if (magic != kHeaderMagic ||
-      (version != kIpcHeaderVersion && version != kIpcSharedHeaderVersion) || *total < first ||
-      handle_len == 0 || handle_len > HMC_DEVICE_IPC_HANDLE_MAX || got != fixed + handle_len ||
-      in[24 + kPluginNameMax - 1] != 0)
-    return false;
-  if (version == kIpcSharedHeaderVersion) std::memcpy(&flags, in + kIpcHeaderFixed, 4);
-  ex->plugin.assign(reinterpret_cast<const char*>(in + 24));
-  ex->handle.assign(in + fixed, in + fixed + handle_len);
-  ex->shared_too = (flags & kIpcFlagSharedToo) != 0;
-  return true;
-}
-
-void encode_shared_header(uint8_t* out, uint64_t total) {
-  const uint16_t version = kSharedHeaderVersion;
-  const uint32_t pid = static_cast<uint32_t>(getpid());
-  std::memset(out, 0, kSharedHeaderSize);
-  std::memcpy(out, &kHeaderMagic, 4);
-  std::memcpy(out + 4, &version, 2);
-  std::memcpy(out + 8, &total, 8);
-  std::memcpy(out + 16, &pid, 4);
-}
-
-bool decode_shared_header(const uint8_t* in, size_t got, uint64_t first, uint64_t* total) {
-  uint32_t magic;
-  uint16_t version;
-  if (got != kSharedHeaderSize) return false;
-  std::memcpy(&magic, in, 4);
-  std::memcpy(&version, in + 4, 2);
-  std::memcpy(total, in + 8, 8);
-  return magic == kHeaderMagic && version == kSharedHeaderVersion && *total >= first;
-}
-
-struct Desc {
-  int32_t fd = -1;
-  uint64_t slab_bytes = 0;
-  uint64_t offset = 0;
-  uint64_t len = 0;
-};
-
-void encode_desc(uint8_t* out, const Desc& d) {
-  std::memcpy(out, &kDescMagic, 4);
-  std::memcpy(out + 4, &d.fd, 4);
-  std::memcpy(out + 8, &d.slab_bytes, 8);
-  std::memcpy(out + 16, &d.offset, 8);
-  std::memcpy(out + 24, &d.len, 8);
-}
-
-bool decode_desc(const uint8_t* in, size_t got, Desc* d) {
-  uint32_t magic;
-  if (got != kDescSize) return false;
-  std::memcpy(&magic, in, 4);
-  std::memcpy(&d->fd, in + 4, 4);
-  std::memcpy(&d->slab_bytes, in + 8, 8);
-  std::memcpy(&d->offset, in + 16, 8);
-  std::memcpy(&d->len, in + 24, 8);
-  return magic == kDescMagic && (d->len == 0 || (d->offset <= d->slab_bytes &&
-                                                 d->len <= d->slab_bytes - d->offset));
-}
-
-bool decode_header(const uint8_t* in, uint64_t first, uint64_t* total) {
-  uint32_t magic;
-  uint16_t version;
-  std::memcpy(&magic, in, 4);
-  std::memcpy(&version, in + 4, 2);
-  std::memcpy(total, in + 8, 8);
-  return magic == kHeaderMagic && version == kHeaderVersion && *total >= first;
-}
-
-// Whether a message of `size` bytes is sent as pieces (else as one plugin message): from the
-// chunk up, and at exactly the first piece's size, which a whole message must never have (a
-// piece 0 of that size is what announces a header).
-bool multi_piece(uint64_t size, const FrameGeometry& g) { return size >= g.chunk || size == g.first; }
-
-// Pieces of a message of `size` bytes sent as pieces, header included.
-size_t framed_pieces(uint64_t size, const FrameGeometry& g) {
-  uint64_t rest = size <= g.first ? 0 : (size + g.chunk - 1) / g.chunk - g.first / g.chunk;
-  return 2 + static_cast<size_t>(rest);
-}
-
-// Pieces of a message of `size` bytes, header included (1 for a single message).
-size_t piece_count(uint64_t size, const FrameGeometry& g) {
-  return multi_piece(size, g) ? framed_pieces(size, g) : 1;
-}
-
-// Where piece `index` (>= 2) starts in the message, and how long it is. The pieces after the
-// first end on multiples of the chunk, so that all but the first of them start chunk-aligned in
-// the user's buffer (device copies of aligned addresses are the fast ones).
-void piece_geometry(size_t index, uint64_t total, const FrameGeometry& g, size_t* offset,
-                    size_t* len) {
-  uint64_t j = index - 2, base = g.first / g.chunk;
-  uint64_t off = j == 0 ? g.first : (base + j) * g.chunk;
-  uint64_t end = std::min<uint64_t>((base + j + 1) * g.chunk, total);
-  *offset = static_cast<size_t>(off);
-  *len = static_cast<size_t>(end - off);
-}
-
 // Tests a posted plugin request: false while it runs; true once it ended, with *r cleared and
 // st and got saying how (the plugin released the request).
 bool ended(const hmc_net_plugin_v1_t* t, hmc_net_request_t** r, hmc_plugin_status_t* st,
@@ -195,9 +31,6 @@ bool ended(const hmc_net_plugin_v1_t* t, hmc_net_request_t** r, hmc_plugin_statu
   *r = nullptr;
   return true;
 }
-
-uint64_t wire_tag(uint64_t tag, size_t index) { return index == 0 ? tag : tag | kContinuationTagBit; }
-uint64_t reply_tag(uint64_t tag) { return tag | kReplyTagBit; }
 
 // Removes req from the FIFO of its tag in `fifos`, wherever it is.
 void unlist(std::unordered_map<uint64_t, std::deque<Request*>>& fifos, uint64_t tag, Request* req) {
@@ -298,7 +131,7 @@ void PeerFramingState::trim_ipc(size_t keep) {
 
 void FramedTransfer::offer_shared() {
   shared_offer_ = true;
-  pieces_ = framed_pieces(size_, geo_);
+  pieces_ = framed_piece_count(size_, geo_);
 }
 
 IpcMapping::~IpcMapping() {
@@ -458,15 +291,14 @@ bool FramedTransfer::prepare_send(const StageEnv& env) {
         ipc_export_.shared_too = ipc_shared_too_ && env.pool->shareable();
         s.len = encode_ipc_header(header_, size_, ipc_export_);
       } else if (shared_offer_) {
-        encode_shared_header(header_, size_);
-        s.len = kSharedHeaderSize;
+        s.len = encode_shared_header(header_, size_, static_cast<uint32_t>(getpid()));
       } else {
-        encode_header(header_, size_);
-        s.len = kHeaderSize;
+        s.len = encode_pieces_header(header_, size_);
       }
     } else {
       if (s.index == 0) s.len = static_cast<size_t>(pieces_ == 1 ? size_ : geo_.first);
-      else piece_geometry(s.index, size_, geo_, &s.offset, &s.len);
+      else
+        piece_span(s.index, size_, geo_, &s.offset, &s.len);
       if (aborted_) s.len = 0;
       if (staged_ && s.len > 0) {
         s.bounce = env.pool->take();
@@ -640,21 +472,20 @@ bool FramedTransfer::test_posted(Peer& peer, const StageEnv& env) {
     s.got = got;
     if (s.index == 1) {
       s.state = SlotState::Done;
-      IpcExport ex;
-      if (got == kHeaderSize && decode_header(header_, geo_.first, &total_)) {
-        on_header(peer);
-      } else if (decode_ipc_header(header_, got, geo_.first, &total_, &ex)) {
-        on_ipc_header(peer, env, ex);
-        if (broken_) return true;
-      } else if (decode_shared_header(header_, got, geo_.first, &total_)) {
-        on_shared_header(peer);
-        if (broken_) return true;
-      } else {
+      Header h;
+      if (!decode_header(header_, got, geo_.first, &h)) {
         HMC_LOG_W("peer {}: framed message on tag {}: malformed header ({} bytes)", peer.name,
                   tag_, got);
         plugin_failed(HMC_PLUGIN_ERR_INTERNAL);
         return true;
       }
+      total_ = h.total;
+      switch (h.kind) {
+        case HeaderKind::Pieces: on_header(peer); break;
+        case HeaderKind::Ipc: on_ipc_header(peer, env, h.ipc); break;
+        case HeaderKind::Shared: on_shared_header(peer); break;
+      }
+      if (broken_) return true;
       continue;
     }
     if (got < s.len)
@@ -713,7 +544,7 @@ void FramedTransfer::on_piece0(Peer& peer, size_t got, hmc_plugin_status_t st) {
 }
 
 void FramedTransfer::on_header(Peer& peer) {
-  pieces_ = framed_pieces(total_, geo_);
+  pieces_ = framed_piece_count(total_, geo_);
   next_index_ = 2;
   if (!draining_ && total_ > size_) {
     status_ = HMC_ERR_TRUNCATED;
@@ -818,11 +649,11 @@ bool FramedTransfer::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
     Slot s;
     s.index = next_index_;
     s.shared = true;
-    piece_geometry(s.index, total_, geo_, &s.offset, &s.len);
+    piece_span(s.index, total_, geo_, &s.offset, &s.len);
     s.fit = s.len;
     Slot& in = slots_.emplace_back(std::move(s));  // received into in place: list nodes stay put
     hmc_plugin_status_t ps =
-        t->irecv(peer.ep, in.desc, kDescSize, nullptr, wire_tag(tag_, in.index), &in.net);
+        t->irecv(peer.ep, in.desc, kDescriptorSize, nullptr, wire_tag(tag_, in.index), &in.net);
     if (ps != HMC_PLUGIN_SUCCESS) {
       in.state = SlotState::Done;
       plugin_failed(ps);
@@ -835,7 +666,7 @@ bool FramedTransfer::post_recvs(Request* req, Peer& peer, const StageEnv& env) {
   while (!shared_ && next_index_ < pieces_ && window() < env.depth) {
     Slot s;
     s.index = next_index_;
-    piece_geometry(s.index, total_, geo_, &s.offset, &s.len);
+    piece_span(s.index, total_, geo_, &s.offset, &s.len);
     s.fit = s.offset >= size_ ? 0 : std::min(s.len, size_ - s.offset);
     if (draining_ || staged_ || s.fit < s.len) {
       s.bounce = env.pool->take();
@@ -977,7 +808,7 @@ void FramedTransfer::on_ipc_header(Peer& peer, const StageEnv& env, const IpcExp
       peer.framing.trim_ipc(ipc_keep(env));
     }
   }
-  if (post_reply(peer, code)) pieces_ = framed_pieces(total_, geo_);  // as in version 1
+  if (post_reply(peer, code)) pieces_ = framed_piece_count(total_, geo_);  // as in version 1
 }
 
 // Mappings kept open per peer: none where the runtime may hand a recycled handle to another
@@ -1005,8 +836,7 @@ bool FramedTransfer::finish_ipc_copy(Peer& peer, const StageEnv& env) {
 }
 
 bool FramedTransfer::post_reply(Peer& peer, uint32_t code) {
-  std::memcpy(reply_, &code, 4);
-  std::memset(reply_ + 4, 0, 4);
+  encode_reply(reply_, code);
   Slot r;
   r.index = kReplyIndex;
   r.len = sizeof reply_;
@@ -1024,8 +854,7 @@ bool FramedTransfer::post_reply(Peer& peer, uint32_t code) {
 // The sender's end of the reply.
 void FramedTransfer::on_reply(Peer& peer) {
   awaiting_reply_ = false;
-  uint32_t code;
-  std::memcpy(&code, reply_, 4);
+  const uint32_t code = decode_reply(reply_);
   if (code == kReplyDone && ipc_) return;
   bool known = ipc_ ? code == kReplyPieces || code == kReplyNoIpc ||
                            (code == kReplyShared && ipc_export_.shared_too)
@@ -1040,7 +869,7 @@ void FramedTransfer::on_reply(Peer& peer) {
               peer.name);
   ipc_ = false;
   shared_ = code == kReplyShared;
-  pieces_ = framed_pieces(size_, geo_);  // prepare_send goes on from piece 2
+  pieces_ = framed_piece_count(size_, geo_);  // prepare_send goes on from piece 2
 }
 
 // ---- shared bounces ---------------------------------------------------------------------------
@@ -1059,7 +888,7 @@ void FramedTransfer::on_shared_header(Peer& peer) {
 // failed.
 bool FramedTransfer::post_shared_piece(Slot& s, Peer& peer, const StageEnv& env) {
   const hmc_net_plugin_v1_t* t = peer.net->table();
-  Desc d;
+  PieceDescriptor d;
   StagePool::SharedRef ref;
   if (s.bounce && s.len > 0 && env.pool->shared_ref(s.bounce, &ref)) {
     d.fd = ref.fd;
@@ -1067,12 +896,12 @@ bool FramedTransfer::post_shared_piece(Slot& s, Peer& peer, const StageEnv& env)
     d.offset = ref.offset;
     d.len = s.len;
   }  // else len 0: the device failed (aborted_), or a slab that cannot be shared: an abort
-  encode_desc(s.desc, d);
+  encode_descriptor(s.desc, d);
   s.shared = true;
   hmc_plugin_status_t ps =
       t->irecv(peer.ep, s.ack_msg, sizeof s.ack_msg, nullptr, reply_tag(tag_), &s.ack);
   if (ps == HMC_PLUGIN_SUCCESS)
-    ps = t->isend(peer.ep, s.desc, kDescSize, nullptr, wire_tag(tag_, s.index), &s.net);
+    ps = t->isend(peer.ep, s.desc, kDescriptorSize, nullptr, wire_tag(tag_, s.index), &s.net);
   if (ps != HMC_PLUGIN_SUCCESS) {
     plugin_failed(ps);
     return false;
@@ -1105,8 +934,7 @@ bool FramedTransfer::advance_shared_send(Peer& peer) {
         plugin_failed(st);
         return true;
       }
-      uint32_t code = kAckRead;
-      if (is_ack) std::memcpy(&code, s.ack_msg, 4);
+      uint32_t code = is_ack ? decode_reply(s.ack_msg) : kAckRead;
       if (code == kAckUnreadable && !peer.framing.shared_refused.exchange(true))
         HMC_LOG_W("peer {}: it could not read this process's staging buffers; messages to it "
                   "are sent in pieces from now on", peer.name);
@@ -1119,8 +947,8 @@ bool FramedTransfer::advance_shared_send(Peer& peer) {
 // Receiver: maps the sender's slab (once per peer) and starts the piece's host-to-device copy
 // out of it. False when the piece cannot be read (status set; the acknowledgement says so).
 bool FramedTransfer::start_shared_copy(Slot& s, Peer& peer, const StageEnv& env) {
-  Desc d;
-  decode_desc(s.desc, kDescSize, &d);
+  PieceDescriptor d;
+  decode_descriptor(s.desc, kDescriptorSize, &d);
   auto key = std::make_pair(d.fd, d.slab_bytes);
   auto& slabs = peer.framing.shared_slabs;
   auto it = slabs.find(key);
@@ -1174,8 +1002,9 @@ bool FramedTransfer::advance_shared_recv(Peer& peer, const StageEnv& env) {
       size_t got;
       if (!ended(t, &s.net, &st, &got)) continue;
       moved = true;
-      Desc d;
-      if (st == HMC_PLUGIN_SUCCESS && !decode_desc(s.desc, got, &d)) st = HMC_PLUGIN_ERR_TRUNCATED;
+      PieceDescriptor d;
+      if (st == HMC_PLUGIN_SUCCESS && !decode_descriptor(s.desc, got, &d))
+        st = HMC_PLUGIN_ERR_TRUNCATED;
       if (st == HMC_PLUGIN_SUCCESS && d.len != 0 && d.len != s.len) st = HMC_PLUGIN_ERR_TRUNCATED;
       if (st != HMC_PLUGIN_SUCCESS) {
         if (st == HMC_PLUGIN_ERR_TRUNCATED) {
@@ -1195,7 +1024,7 @@ bool FramedTransfer::advance_shared_recv(Peer& peer, const StageEnv& env) {
       } else if (status_ == HMC_SUCCESS && !start_shared_copy(s, peer, env)) {
         code = kAckUnreadable;
       }
-      std::memcpy(s.ack_msg, &code, 4);
+      encode_reply(s.ack_msg, code);
     }
     if (s.state == SlotState::Unloading) {
       hmc_status_t st = s.copy.poll();

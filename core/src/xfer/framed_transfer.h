@@ -62,6 +62,7 @@
 #include "hmc/hmc.h"
 #include "hmc/plugin/net.h"
 #include "path/device_modes.h"
+#include "xfer/frame_header.h"
 
 namespace hmc {
 
@@ -72,37 +73,12 @@ struct Device;
 struct Peer;
 struct Request;
 
-// The reserved tag bit of continuation streams (user tags are below HMC_TAG_MAX = 2^59).
-constexpr uint64_t kContinuationTagBit = uint64_t(1) << 59;
-// The reserved tag bit of a device-IPC message's reply (receiver to sender).
-constexpr uint64_t kReplyTagBit = uint64_t(1) << 60;
-// The reserved tag bit of the core's internal transfers (target-side staging, xfer/transfer.cpp).
-constexpr uint64_t kInternalTagBit = uint64_t(1) << 61;
-
-// The first piece's size peers offer (the pair uses the smaller offer, at most its chunk): odd,
-// so that no power-of-two message is sent as pieces below the chunk.
-constexpr uint64_t kFirstPiece = (64u << 10) + 1;
-
-// Sizes of a framed message's pieces (see the wire format above).
-struct FrameGeometry {
-  uint64_t first = 0;  // piece 0
-  uint64_t chunk = 0;  // every later piece
-};
-
 // What framed transfers use of their context.
 struct StageEnv {
   StagePool* pool = nullptr;
   CopyEngine* copier = nullptr;
   uint32_t depth = 4;
   size_t ipc_cache = 64;  // HMC_DEVICE_IPC_CACHE: peer allocations kept mapped, per peer
-};
-
-// A sender's device IPC export of the allocation holding a message (DeviceRegistry::ipc_export).
-struct IpcExport {
-  std::string plugin;           // device plugin name ("cuda"), as the receiver's registry knows it
-  std::vector<uint8_t> handle;  // the plugin's handle (at most HMC_DEVICE_IPC_HANDLE_MAX bytes)
-  uint64_t offset = 0;          // where the message starts in the allocation
-  bool shared_too = false;      // the header (version 4) also offers shared bounces
 };
 
 // A staging slab of a peer process on this host, mapped here (shared bounces) and pinned for the
@@ -321,7 +297,7 @@ class FramedTransfer {
   bool draining_ = false;      // receive: the pieces are read and dropped (truncated)
   bool aborted_ = false;       // send: device failed mid-message, rest goes out empty
   bool dropped_ = false;       // send: failed (or cancelled) before piece 0 left: nothing goes out
-  uint8_t header_[176] = {};   // version 1: 16 bytes; device IPC: version 2 up to 168, 4 up to 176
+  uint8_t header_[kHeaderMax] = {};  // any version
   uint64_t total_ = 0;         // receive: message size from the header
 
   // Device IPC.
