@@ -16,7 +16,7 @@
 #include "control/channel.h"
 #include "net/net_plugin.h"
 #include "path/path.h"
-#include "xfer/framed_transfer.h"
+#include "xfer/peer_framing_state.h"
 #include "xfer/post_test_learner.h"
 
 namespace hmc {

@@ -5,7 +5,7 @@
 #include "peer/messages.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/framed_transfer.h"
+#include "xfer/framed_message.h"
 
 namespace hmc {
 
@@ -242,8 +242,10 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
     d.text = why;
     send_staged_done(peer, d);
     // End the initiator's message on the tag: drain a put's, send an empty one for a get.
-    f = a.get ? FramedTransfer::make_send(nullptr, 0, a.tag, false, geo)
-              : FramedTransfer::make_recv(nullptr, 0, a.tag, false, geo);
+    if (a.get)
+      f = std::make_unique<FramedSend>(nullptr, 0, a.tag, false, geo);
+    else
+      f = std::make_unique<FramedRecv>(nullptr, 0, a.tag, false, geo);
   }
   Request* inner = nullptr;
   if (post_framed(a.peer, std::move(f), a.get ? Op::Send : Op::Recv, refusal ? 0 : a.size, a.tag,
@@ -386,7 +388,7 @@ bool Context::advance_staged() {
       over = !op->user && in_done && (!op->flush || op->flush->done.load(std::memory_order_acquire));
     }
     if (flush) {
-      auto f = FramedTransfer::make_send(nullptr, 0, tag, false, peer.framing.geometry());
+      auto f = std::make_unique<FramedSend>(nullptr, 0, tag, false, peer.framing.geometry());
       if (post_framed(op->peer, std::move(f), Op::Send, 0, tag, &op->flush) != HMC_SUCCESS)
         op->flush = nullptr;  // the peer is lost: nothing to end
     }

@@ -7,7 +7,8 @@
 #include "util/hot.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/framed_transfer.h"
+#include "xfer/bounced_rma.h"
+#include "xfer/framed_message.h"
 
 namespace hmc {
 
@@ -85,7 +86,7 @@ bool Context::ipc_export(const Peer& peer, const void* buf, const MemoryLocation
 std::unique_ptr<FramedTransfer> Context::make_framed_send(const Peer& peer, const void* buf,
                                                           size_t size, uint64_t tag, bool staged,
                                                           const MemoryLocation& loc) {
-  auto f = FramedTransfer::make_send(buf, size, tag, staged, peer.framing.geometry());
+  auto f = std::make_unique<FramedSend>(buf, size, tag, staged, peer.framing.geometry());
   if (!staged || size <= peer.framing.first_piece || !loc.device) return f;
   const auto* costs = peer.framing.modes_for(loc.device->plugin_name);
   path::DeviceMode order[3] = {path::DeviceMode::Ipc, path::DeviceMode::Shared,
@@ -120,7 +121,7 @@ std::unique_ptr<FramedTransfer> Context::make_framed_send(const Peer& peer, cons
 std::unique_ptr<FramedTransfer> Context::make_framed_recv(const Peer& peer, void* buf, size_t size,
                                                           uint64_t tag, bool staged,
                                                           const MemoryLocation& loc) {
-  auto f = FramedTransfer::make_recv(buf, size, tag, staged, peer.framing.geometry());
+  auto f = std::make_unique<FramedRecv>(buf, size, tag, staged, peer.framing.geometry());
   if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
   return f;
 }
@@ -275,10 +276,10 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
       if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
                     peer->choice.key(), peer->name);
-      return post_tracked_rma(remote,
-                              FramedTransfer::make_put(buf, size, remote->base + offset,
-                                                       remote->rkey, peer->framing.chunk),
-                              Op::Put, size, out, flags & HMC_PUT_NOTIFY, notify_value);
+      return post_tracked_rma(
+          remote,
+          BouncedRma::put(buf, size, remote->base + offset, remote->rkey, peer->framing.chunk),
+          Op::Put, size, out, flags & HMC_PUT_NOTIFY, notify_value);
     }
   }
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
@@ -316,10 +317,10 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
       if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
                     peer->choice.key(), peer->name);
-      return post_tracked_rma(remote,
-                              FramedTransfer::make_get(buf, size, remote->base + offset,
-                                                       remote->rkey, peer->framing.chunk),
-                              Op::Get, size, out);
+      return post_tracked_rma(
+          remote,
+          BouncedRma::get(buf, size, remote->base + offset, remote->rkey, peer->framing.chunk),
+          Op::Get, size, out);
     }
   }
   if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
