@@ -189,7 +189,7 @@ void Context::build_capabilities() {
   if (config_.get_bool("HMC_STAGE_SHARED"))
     caps_.features |= path::kFeatureSharedBounces | path::kFeatureIpcOrShared;
   caps_.device_count = static_cast<uint32_t>(devices_.devices().size() - 1);  // all but host
-  // Device IPC (xfer/framed_transfer.h): the device plugins with an IPC-capable device.
+  // Device IPC (xfer/ipc.cpp): the device plugins with an IPC-capable device.
   if (config_.get_bool("HMC_DEVICE_IPC"))
     for (const Device& d : devices_.devices())
       if (!d.is_host() && (d.caps & HMC_DEVICE_CAP_IPC) &&
