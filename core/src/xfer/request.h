@@ -42,9 +42,8 @@ struct alignas(64) Request {
   hmc_status_t status = HMC_IN_PROGRESS;
   hmc_net_request_t* net = nullptr;  // guarded by peer->net->mutex(); nullptr once ended
   // Not owned: a context keeps each of its peers, open or closed, until it is destroyed, and
-  // releases its requests before it lets them go (Context::~Context). A shared_ptr here cost two
-  // atomic read-modify-writes per message in a multi-threaded process (shared_from_this() and
-  // the release): about 2% of an 8-byte round trip over shared memory.
+  // releases its requests before it lets them go (Context::~Context). A shared_ptr would cost two
+  // atomic operations per message (docs/performance-history-xfer.md).
   Peer* peer = nullptr;
   size_t bytes = 0;
   size_t size = 0;

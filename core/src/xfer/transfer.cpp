@@ -29,9 +29,8 @@ constexpr uint64_t kControlIntervalNs = 200 * 1000;
 constexpr uint64_t kQuietNs = 50 * 1000;
 // How many times a wait tests its own request's plugin in a row, under one lock, per turn of its
 // loop: the lock is then taken once per eight tests, and the rest of the loop (the clock, the
-// control plane, yielding) comes once per 128. Over loopback tcp that cut net-ucx's latency tail,
-// which otherwise put its 8-byte average 2-10 us above the median in some minutes on the
-// development VM.
+// control plane, yielding) comes once per 128: it cut net-ucx's latency tail over tcp
+// (docs/performance-history-xfer.md).
 constexpr int kFastTurns = 8;
 
 }  // namespace
