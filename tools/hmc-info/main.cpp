@@ -183,7 +183,8 @@ std::string config_value(const Inventory& inv, const char* name) {
 }
 
 // How device memory of each vendor present crosses to a peer, by where the peer is; the choice
-// is made per message by the core (xfer/framed.h), and hmc_peer_info says what a peer got.
+// is made per message by the core (docs/protocols-wire.md), and hmc_peer_info says what a peer
+// got.
 void print_device_paths(const Inventory& inv) {
   std::vector<std::string> vendors;
   for (const auto& d : inv.devices)

@@ -99,8 +99,8 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   st = CopySettings::from_config(config_, timeout_ms_, &copy_settings);
   if (st != HMC_SUCCESS) return st;
   devices_.set_copy_settings(copy_settings);
-  // Framed transfers (xfer/framed.h) use the registry's pool and engine; creating them maps and
-  // creates nothing until the first staged byte.
+  // Framed transfers (xfer/framed_transfer.h) use the registry's pool and engine; creating them
+  // maps and creates nothing until the first staged byte.
   stage_chunk_ = copy_settings.stage_chunk;
   stage_env_.pool = &devices_.stage_pool();
   stage_env_.copier = &devices_.copy_engine();
@@ -189,7 +189,7 @@ void Context::build_capabilities() {
   if (config_.get_bool("HMC_STAGE_SHARED"))
     caps_.features |= path::kFeatureSharedBounces | path::kFeatureIpcOrShared;
   caps_.device_count = static_cast<uint32_t>(devices_.devices().size() - 1);  // all but host
-  // Device IPC (xfer/framed.h): the device plugins with an IPC-capable device.
+  // Device IPC (xfer/ipc.cpp): the device plugins with an IPC-capable device.
   if (config_.get_bool("HMC_DEVICE_IPC"))
     for (const Device& d : devices_.devices())
       if (!d.is_host() && (d.caps & HMC_DEVICE_CAP_IPC) &&
@@ -268,7 +268,7 @@ Context::~Context() {
     }
     regions_.clear();
   }
-  reap_buried(control::now_ns() + uint64_t(timeout_ms_) * 1000000);
+  reap_parked_transfers(control::now_ns() + uint64_t(timeout_ms_) * 1000000);
   RequestTable::release_all(this);
   peers.clear();
   closed_peers_.clear();
@@ -381,7 +381,7 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
     req->net = nullptr;
     if (req->framed) {
       req->framed->forget_plugin_requests();
-      bury(std::move(req->framed));
+      park_failed_transfer(std::move(req->framed));
     }
     if (req->temp_mr) {
       peer.net->table()->dereg_mr(peer.net->ctx(), req->temp_mr);
@@ -428,7 +428,7 @@ bool Context::closed_in_order_locked(Peer& peer) {
 // A framed request whose path broke: fails the peer, unless it was a receive that matched
 // nothing from a peer that closed in order. Net mutex held. Returns true when the peer failed.
 bool Context::framed_broken_locked(Peer& peer, Request* req) {
-  Framed& f = *req->framed;
+  FramedTransfer& f = *req->framed;
   if (f.unmatched() && closed_in_order_locked(peer)) {
     f.end_unmatched(req, peer);
     f.release(stage_env_);
@@ -440,7 +440,7 @@ bool Context::framed_broken_locked(Peer& peer, Request* req) {
 }
 
 bool Context::advance_framed_locked(Peer& peer, Request* req) {
-  Framed& f = *req->framed;
+  FramedTransfer& f = *req->framed;
   bool moved = f.advance(req, peer, stage_env_);
   if (f.broken() && framed_broken_locked(peer, req)) return true;
   if (!f.finished()) return moved;
@@ -457,37 +457,38 @@ bool Context::advance_framed_locked(Peer& peer, Request* req) {
 }
 
 void Context::end_framed_locked(Request* req) {
-  Framed& f = *req->framed;
+  FramedTransfer& f = *req->framed;
   req->bytes = f.bytes();
   end_request_locked(req, f.status(), f.error());
 }
 
-void Context::bury(std::unique_ptr<Framed> f) {
+void Context::park_failed_transfer(std::unique_ptr<FramedTransfer> f) {
   f->settle(stage_env_);
   if (f->idle()) return;
-  std::lock_guard<std::mutex> lock(buried_mutex_);
-  buried_.push_back(std::move(f));
+  std::lock_guard<std::mutex> lock(parked_transfers_mutex_);
+  parked_transfers_.push_back(std::move(f));
 }
 
-void Context::reap_buried(uint64_t deadline_ns) {
+void Context::reap_parked_transfers(uint64_t deadline_ns) {
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(buried_mutex_);
-      for (size_t i = 0; i < buried_.size();) {
-        buried_[i]->settle(stage_env_);
-        if (buried_[i]->idle()) {
-          buried_[i] = std::move(buried_.back());
-          buried_.pop_back();
+      std::lock_guard<std::mutex> lock(parked_transfers_mutex_);
+      for (size_t i = 0; i < parked_transfers_.size();) {
+        parked_transfers_[i]->settle(stage_env_);
+        if (parked_transfers_[i]->idle()) {
+          parked_transfers_[i] = std::move(parked_transfers_.back());
+          parked_transfers_.pop_back();
         } else {
           ++i;
         }
       }
-      if (buried_.empty() || deadline_ns == 0) return;
+      if (parked_transfers_.empty() || deadline_ns == 0) return;
       if (control::now_ns() >= deadline_ns) {
         HMC_LOG_W("{} failed transfers still have device copies running; their staging buffers "
-                  "are leaked", buried_.size());
-        for (auto& f : buried_) f.release();  // never freed: a copy may still write into them
-        buried_.clear();
+                  "are leaked", parked_transfers_.size());
+        // Never freed: a copy may still write into them.
+        for (auto& f : parked_transfers_) f.release();
+        parked_transfers_.clear();
         return;
       }
     }
@@ -649,7 +650,7 @@ bool Context::progress(bool control) {
       for (size_t i = 0; i < pend.size();) {
         Request* req = pend[i];
         if (req->framed) {
-          Framed& f = *req->framed;
+          FramedTransfer& f = *req->framed;
           busy |= f.advance(req, *peer, stage_env_);
           if (f.broken() && framed_broken_locked(*peer, req)) break;  // pending was cleared
           if (!f.finished()) {
@@ -681,7 +682,7 @@ bool Context::progress(bool control) {
   if (control) {
     uint64_t now = control::now_ns();
     last_control_ns_ = now;
-    reap_buried();
+    reap_parked_transfers();
     for (auto& peer : peers_) busy |= service_control(peer, now);
     busy |= advance_staged();      // after the StagedPut/Get/Done messages just dispatched
     busy |= settle_withdrawals();  // after the RegionGone messages just dispatched

@@ -32,7 +32,7 @@
 #include "peer/peer.h"
 #include "plugin/loader.h"
 #include "util/config.h"
-#include "xfer/framed.h"
+#include "xfer/framed_transfer.h"
 #include "xfer/request.h"
 
 namespace hmc {
@@ -139,12 +139,14 @@ class Context {
                              hmc_net_mr_t** mr = nullptr);
   bool ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc, IpcExport* ex);
   bool framed_sends_waiting(Peer& peer, uint64_t tag);
-  std::unique_ptr<Framed> make_framed_send(const Peer& peer, const void* buf, size_t size,
-                                           uint64_t tag, bool staged, const MemoryLocation& loc);
-  std::unique_ptr<Framed> make_framed_recv(const Peer& peer, void* buf, size_t size, uint64_t tag,
-                                           bool staged, const MemoryLocation& loc);
-  hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<Framed> f, Op op,
-                           size_t size, uint64_t tag, Request** out, bool notify = false,
+  std::unique_ptr<FramedTransfer> make_framed_send(const Peer& peer, const void* buf, size_t size,
+                                                   uint64_t tag, bool staged,
+                                                   const MemoryLocation& loc);
+  std::unique_ptr<FramedTransfer> make_framed_recv(const Peer& peer, void* buf, size_t size,
+                                                   uint64_t tag, bool staged,
+                                                   const MemoryLocation& loc);
+  hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<FramedTransfer> f,
+                           Op op, size_t size, uint64_t tag, Request** out, bool notify = false,
                            uint64_t notify_value = 0);
   // Moves a framed request along (net mutex held); ends it when it finished. Returns true when
   // something happened. A broken path fails the peer (and with it every pending request).
@@ -152,9 +154,9 @@ class Context {
   // Ends a framed request that finished (net mutex held; the caller took it off `pending`).
   void end_framed_locked(Request* req);
   // Parks a failed transfer's staging state until its device copies ended.
-  void bury(std::unique_ptr<Framed> f);
+  void park_failed_transfer(std::unique_ptr<FramedTransfer> f);
   // Frees parked transfers whose copies ended; with a deadline, waits for all of them.
-  void reap_buried(uint64_t deadline_ns = 0);
+  void reap_parked_transfers(uint64_t deadline_ns = 0);
   // Spins on progress until pred() holds or timeout_ms (resolve_timeout) passes.
   template <typename Pred>
   bool poll_until(Pred pred, int timeout_ms, Request* fast = nullptr);
@@ -176,10 +178,11 @@ class Context {
   void drop_remote(Remote* remote, bool tell_owner);
   // post_framed for a put/get on remote, recorded in its inflight list when it is tracked (a
   // framed transfer records its request after posting: remote->posting covers the gap).
-  hmc_status_t post_tracked_rma(Remote* remote, std::unique_ptr<Framed> f, Op op, size_t size,
-                                Request** out, bool notify = false, uint64_t notify_value = 0);
+  hmc_status_t post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
+                                size_t size, Request** out, bool notify = false,
+                                uint64_t notify_value = 0);
 
-  // Target-side staging (xfer/transfer.cpp; the protocol is described there): put/get on a
+  // Target-side staging (xfer/staged_rma.cpp; docs/protocols-wire.md): put/get on a
   // Remote whose region is device memory the owner's net plugins cannot reach.
   // Posts the initiator's side: an internal framed transfer on a fresh internal tag, the
   // application's request (ended by advance_staged), and the StagedPut/StagedGet message.
@@ -324,12 +327,12 @@ class Context {
   std::condition_variable thread_cv_;
   std::atomic<uint64_t> last_control_ns_{0};
 
-  // Staging of device memory over host-only paths (xfer/framed.h). ~Context ends every transfer
-  // and drains the buried ones before devices_.release_all() ends the pool and engine.
+  // Staging of device memory over host-only paths (xfer/framed_transfer.h). ~Context ends every
+  // transfer and drains the parked ones before devices_.release_all() ends the pool and engine.
   uint64_t stage_chunk_ = 0;
   StageEnv stage_env_;  // the registry's pool and engine
-  std::mutex buried_mutex_;
-  std::vector<std::unique_ptr<Framed>> buried_;
+  std::mutex parked_transfers_mutex_;
+  std::vector<std::unique_ptr<FramedTransfer>> parked_transfers_;
 };
 
 }  // namespace hmc

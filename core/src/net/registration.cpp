@@ -429,7 +429,7 @@ hmc_status_t refuse_withdrawn(const Remote& r, const char* what) {
               r.base);
 }
 
-hmc_status_t Context::post_tracked_rma(Remote* remote, std::unique_ptr<Framed> f, Op op,
+hmc_status_t Context::post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
                                        size_t size, Request** out, bool notify,
                                        uint64_t notify_value) {
   const auto& peer = remote->peer;
@@ -609,7 +609,7 @@ void Context::settle_staged_region(Region* region) {
   if (progress_until(idle, t0 + uint64_t(timeout_ms_) * 1000000)) return;
   // A transfer that does not end (its peer stopped moving) must not write into the memory after
   // hmc_mem_deregister returned: its peer's connection is closed, which ends it (and waits for
-  // its device copies, Context::bury).
+  // its device copies, Context::park_failed_transfer).
   std::vector<std::shared_ptr<Peer>> stuck;
   {
     std::lock_guard<std::mutex> plock(peers_mutex_);  // advance_staged runs under it

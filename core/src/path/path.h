@@ -59,15 +59,16 @@ struct Capabilities {
   int32_t pid = 0;
   uint64_t context_id = 0;
   std::vector<NetRecord> net;
-  // Staging (xfer/framed.h): this side's HMC_STAGE_CHUNK and how many device-memory devices it
-  // has. A pair where either side has devices frames its messages with the smaller chunk.
+  // Staging (docs/protocols-wire.md): this side's HMC_STAGE_CHUNK and how many device-memory
+  // devices it has. A pair where either side has devices frames its messages with the smaller
+  // chunk.
   uint64_t stage_chunk = 0;  // 0: a peer that predates framing
   uint32_t device_count = 0;
   // Device plugins ("cuda") with a device that can export and map memory by IPC, offered to
   // peers on this host (HMC_DEVICE_IPC=0: none).
   std::vector<std::string> ipc_plugins;
-  // The first piece's size of framed messages this side offers (xfer/framed.h); 0: a peer that
-  // predates it, whose first piece is its chunk.
+  // The first piece's size of framed messages this side offers (xfer/frame_header.h); 0: a peer
+  // that predates it, whose first piece is its chunk.
   uint64_t stage_first = 0;
   // Optional protocol features this side offers (kFeature*); 0 from a peer that predates them.
   uint32_t features = 0;
@@ -77,7 +78,7 @@ struct Capabilities {
 };
 
 // Capabilities::features
-constexpr uint32_t kFeatureSharedBounces = 1u << 0;  // shared staging buffers (xfer/framed.h)
+constexpr uint32_t kFeatureSharedBounces = 1u << 0;  // shared bounces (xfer/shared_bounces.cpp)
 // Version 4 device IPC headers: IPC offered with shared bounces as the receiver's alternative.
 constexpr uint32_t kFeatureIpcOrShared = 1u << 1;
 

@@ -68,8 +68,8 @@ std::string peer_name(const control::HelloInfo& h) {
 
 }  // namespace
 
-// The piece size both sides frame messages with (xfer/framed.h), or 0 when neither side has
-// device memory (and every message is a single plugin message, as between host-only peers).
+// The piece size both sides frame messages with (docs/protocols-wire.md), or 0 when neither side
+// has device memory (and every message is a single plugin message, as between host-only peers).
 uint64_t framing_chunk(const path::Capabilities& mine, const path::Capabilities& theirs) {
   if (mine.device_count == 0 && theirs.device_count == 0) return 0;
   if (theirs.stage_chunk == 0) {

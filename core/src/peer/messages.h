@@ -93,9 +93,9 @@ bool decode_region_reply(const uint8_t* p, size_t n, RegionReply* m);
 void encode_region_id(const uint64_t& region_id, control::Writer* w);
 bool decode_region_id(const uint8_t* p, size_t n, uint64_t* region_id);
 
-// --- Target-side staging (xfer/transfer.cpp) ---------------------------------------------
+// --- Target-side staging (xfer/staged_rma.cpp) -------------------------------------------
 // One-sided access to a peer's region of device memory that its net plugins cannot reach: the
-// owner moves the bytes with a framed transfer on an internal tag (xfer/framed.h,
+// owner moves the bytes with a framed transfer on an internal tag (docs/protocols-wire.md,
 // kInternalTagBit) posted by its progress engine.
 
 // StagedPut / StagedGet (initiator -> owner): "receive my framed send on `tag` into region

@@ -16,8 +16,8 @@
 #include "control/channel.h"
 #include "net/net_plugin.h"
 #include "path/path.h"
-#include "xfer/end_at_post.h"
-#include "xfer/framed.h"
+#include "xfer/peer_framing_state.h"
+#include "xfer/post_test_learner.h"
 
 namespace hmc {
 
@@ -46,7 +46,7 @@ struct Peer : std::enable_shared_from_this<Peer> {
   // life too, but reading the clock for each costs more than a small message. service_control
   // turns a change of this count into last_heard_ns.
   std::atomic<uint64_t> completions{0};
-  PeerFraming framing;              // guarded by net->mutex() (chunk, first: set at connect)
+  PeerFramingState framing;  // guarded by net->mutex() (chunk, first: set at connect)
 
   std::string name;  // "pid 123 on host"
   path::Capabilities remote;
@@ -57,7 +57,7 @@ struct Peer : std::enable_shared_from_this<Peer> {
   // after those of every earlier one, so the target sees them in order. Guarded by net->mutex().
   std::deque<Request*> notify_queue;
   std::string lost_reason;          // guarded by net->mutex()
-  EndAtPost end_at_post;            // guarded by net->mutex()
+  PostTestLearner post_test_learner;  // guarded by net->mutex()
 
   std::mutex ctrl_mutex;
   std::unique_ptr<control::Channel> ctrl;  // guarded by ctrl_mutex

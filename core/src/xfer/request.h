@@ -18,7 +18,7 @@
 namespace hmc {
 
 class Context;
-class Framed;
+class FramedTransfer;
 struct Peer;
 
 enum class Op { Send, Recv, Put, Get };
@@ -42,17 +42,16 @@ struct alignas(64) Request {
   hmc_status_t status = HMC_IN_PROGRESS;
   hmc_net_request_t* net = nullptr;  // guarded by peer->net->mutex(); nullptr once ended
   // Not owned: a context keeps each of its peers, open or closed, until it is destroyed, and
-  // releases its requests before it lets them go (Context::~Context). A shared_ptr here cost two
-  // atomic read-modify-writes per message in a multi-threaded process (shared_from_this() and
-  // the release): about 2% of an 8-byte round trip over shared memory.
+  // releases its requests before it lets them go (Context::~Context). A shared_ptr would cost two
+  // atomic operations per message (docs/performance-history-xfer.md).
   Peer* peer = nullptr;
   size_t bytes = 0;
   size_t size = 0;
 
   uint64_t tag = 0;
   hmc_net_mr_t* temp_mr = nullptr;   // a registration made for this request only
-  // A send or receive cut into pieces (xfer/framed.h); nullptr for single plugin operations.
-  std::unique_ptr<Framed> framed;
+  // A transfer in pieces (xfer/framed_transfer.h); nullptr for single plugin operations.
+  std::unique_ptr<FramedTransfer> framed;
   Context* owner = nullptr;          // owned by RequestTable
   uint64_t notify_value = 0;
   std::atomic<uint32_t> next_free{0};  // free list: index + 1 of the next free slot, 0 = end

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "util/hot.h"
-#include "xfer/framed.h"
+#include "xfer/framed_transfer.h"
 #include "xfer/request.h"
 
 namespace hmc {

@@ -5,43 +5,13 @@
 #include "peer/messages.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/framed.h"
+#include "xfer/framed_message.h"
 
 namespace hmc {
 
-// Target-side staging. One-sided access to a region of device memory that the owner's net
-// plugins cannot reach (its descriptor carries kRegionFlagStaged: net/registration.cpp
-// registers device memory so). The
-// bytes move as one framed two-sided message on an internal tag (kInternalTagBit | a counter of
-// the initiator's), staged on either side through bounce buffers, device IPC or shared bounces
-// as any framed message is; the owner's side is posted by its progress engine (progress thread
-// or any hmc call), never by the application. Control messages (peer/messages.h):
-//  put:  the initiator posts a framed send of its buffer on the tag, then sends StagedPut {tag,
-//        region id, offset, size}. The owner's next progress pass checks the region (registered,
-//        not departing, staged, imported by that peer, remote write granted, in bounds) and
-//        posts a framed receive into region + offset; once that ended (the bytes are in place)
-//        it answers StagedDone {tag, status}. The initiator's request ends on StagedDone (its
-//        send ending is not enough). With HMC_PUT_NOTIFY the initiator then sends the Notify,
-//        in post order with its other notifying puts, as for every put: the value reaches the
-//        target after the data, in order with notifications of puts to host regions.
-//  get:  the initiator posts a framed receive into its buffer and sends StagedGet; the owner
-//        checks (remote read) and posts a framed send out of the region, and answers
-//        StagedDone when it ended. The initiator's request ends when its receive holds all the
-//        bytes, or on a StagedDone that reports a failure.
-//  refusal: the owner answers StagedDone {HMC_ERR_REMOTE or HMC_ERR_OUT_OF_BOUNDS, why} at
-//        once, and still ends the message on the tag so that nothing is left in the transport:
-//        a put's message is received into nothing (drained; no byte lands), a get is sent an
-//        empty message. The initiator's request ends with the refusal.
-//  initiator failure: a put whose send failed before anything left sends an empty message on
-//        the tag, which ends the owner's receive (short: nothing was written).
-//  withdrawal: a departing region refuses new asks; hmc_mem_deregister first waits for the
-//        owner's transfers on it (Region::staged_inflight, settle_staged_region), then
-//        withdraws it from its importers, whose acknowledgements wait for their requests as for
-//        every put and get (the application's request is tracked on the Remote).
-//  loss: the internal requests sit in their peer's pending list like any other, so a lost peer
-//        or a destroyed context fails them; advance_staged then ends the application's
-//        requests (HMC_ERR_PEER_LOST, or HMC_ERR_CANCELLED for a closed peer) and releases the
-//        internal ones. Internal requests are never handed to the application.
+// Target-side staging: a put or get into a peer's device memory that its net plugins cannot
+// reach travels as one framed message on an internal tag, asked for and answered by StagedPut,
+// StagedGet and StagedDone control messages (docs/protocols-wire.md).
 // Locks: dispatch_staged_message takes region_proto_mutex_ only; advance_staged runs in a
 // progress pass (peers_mutex_ held) and takes net mutexes, then region_proto_mutex_ (a leaf)
 // or a ctrl_mutex, never the other way.
@@ -74,9 +44,9 @@ hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, ui
   hmc_status_t st = memory_access(*peer, buf, size, what, &staged, &loc);
   if (st != HMC_SUCCESS) return st;
   const uint64_t tag = kInternalTagBit | next_staged_tag_.fetch_add(1);
-  std::unique_ptr<Framed> f = op == Op::Put
-                                  ? make_framed_send(*peer, buf, size, tag, staged, loc)
-                                  : make_framed_recv(*peer, buf, size, tag, staged, loc);
+  std::unique_ptr<FramedTransfer> f = op == Op::Put
+                                          ? make_framed_send(*peer, buf, size, tag, staged, loc)
+                                          : make_framed_recv(*peer, buf, size, tag, staged, loc);
   // posting before dead is read, as in post_tracked_rma: a withdrawal that marks the Remote
   // dead from here on waits for this request (it is tracked before posting drops).
   remote->posting.fetch_add(1);
@@ -216,7 +186,7 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
     if (it != regions_by_id_.end() && it->second->staged_inflight) --it->second->staged_inflight;
   };
   const FrameGeometry geo = peer.framing.geometry();
-  std::unique_ptr<Framed> f;
+  std::unique_ptr<FramedTransfer> f;
   if (refusal == HMC_SUCCESS) {
     bool staged = false;
     MemoryLocation loc;
@@ -242,8 +212,10 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
     d.text = why;
     send_staged_done(peer, d);
     // End the initiator's message on the tag: drain a put's, send an empty one for a get.
-    f = a.get ? Framed::make_send(nullptr, 0, a.tag, false, geo)
-              : Framed::make_recv(nullptr, 0, a.tag, false, geo);
+    if (a.get)
+      f = std::make_unique<FramedSend>(nullptr, 0, a.tag, false, geo);
+    else
+      f = std::make_unique<FramedRecv>(nullptr, 0, a.tag, false, geo);
   }
   Request* inner = nullptr;
   if (post_framed(a.peer, std::move(f), a.get ? Op::Send : Op::Recv, refusal ? 0 : a.size, a.tag,
@@ -386,7 +358,7 @@ bool Context::advance_staged() {
       over = !op->user && in_done && (!op->flush || op->flush->done.load(std::memory_order_acquire));
     }
     if (flush) {
-      auto f = Framed::make_send(nullptr, 0, tag, false, peer.framing.geometry());
+      auto f = std::make_unique<FramedSend>(nullptr, 0, tag, false, peer.framing.geometry());
       if (post_framed(op->peer, std::move(f), Op::Send, 0, tag, &op->flush) != HMC_SUCCESS)
         op->flush = nullptr;  // the peer is lost: nothing to end
     }

@@ -7,7 +7,8 @@
 #include "util/hot.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/framed.h"
+#include "xfer/bounced_rma.h"
+#include "xfer/framed_message.h"
 
 namespace hmc {
 
@@ -28,9 +29,8 @@ constexpr uint64_t kControlIntervalNs = 200 * 1000;
 constexpr uint64_t kQuietNs = 50 * 1000;
 // How many times a wait tests its own request's plugin in a row, under one lock, per turn of its
 // loop: the lock is then taken once per eight tests, and the rest of the loop (the clock, the
-// control plane, yielding) comes once per 128. Over loopback tcp that cut net-ucx's latency tail,
-// which otherwise put its 8-byte average 2-10 us above the median in some minutes on the
-// development VM.
+// control plane, yielding) comes once per 128: it cut net-ucx's latency tail over tcp
+// (docs/performance-history-xfer.md).
 constexpr int kFastTurns = 8;
 
 }  // namespace
@@ -97,10 +97,10 @@ bool Context::ipc_export(const Peer& peer, const void* buf, const MemoryLocation
 // bounces, one copy out and one in; the transport) are tried in the order the cost model ranks
 // them for this size (path/device_modes.h). A way that cannot serve this message (the
 // allocation does not export, the peer refused shared buffers) passes to the next.
-std::unique_ptr<Framed> Context::make_framed_send(const Peer& peer, const void* buf, size_t size,
-                                                  uint64_t tag, bool staged,
-                                                  const MemoryLocation& loc) {
-  auto f = Framed::make_send(buf, size, tag, staged, peer.framing.geometry());
+std::unique_ptr<FramedTransfer> Context::make_framed_send(const Peer& peer, const void* buf,
+                                                          size_t size, uint64_t tag, bool staged,
+                                                          const MemoryLocation& loc) {
+  auto f = std::make_unique<FramedSend>(buf, size, tag, staged, peer.framing.geometry());
   if (!staged || size <= peer.framing.first_piece || !loc.device) return f;
   const auto* costs = peer.framing.modes_for(loc.device->plugin_name);
   path::DeviceMode order[3] = {path::DeviceMode::Ipc, path::DeviceMode::Shared,
@@ -132,10 +132,10 @@ std::unique_ptr<Framed> Context::make_framed_send(const Peer& peer, const void* 
 }
 
 // A framed receive into buf, which copies staged pieces into loc's device.
-std::unique_ptr<Framed> Context::make_framed_recv(const Peer& peer, void* buf, size_t size,
-                                                  uint64_t tag, bool staged,
-                                                  const MemoryLocation& loc) {
-  auto f = Framed::make_recv(buf, size, tag, staged, peer.framing.geometry());
+std::unique_ptr<FramedTransfer> Context::make_framed_recv(const Peer& peer, void* buf, size_t size,
+                                                          uint64_t tag, bool staged,
+                                                          const MemoryLocation& loc) {
+  auto f = std::make_unique<FramedRecv>(buf, size, tag, staged, peer.framing.geometry());
   if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
   return f;
 }
@@ -147,9 +147,9 @@ bool Context::framed_sends_waiting(Peer& peer, uint64_t tag) {
 
 // Posts a framed send or receive: its first step runs now, under the net mutex, so that its
 // place in the per-tag order is the order of the posts.
-hmc_status_t Context::post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<Framed> f,
-                                  Op op, size_t size, uint64_t tag, Request** out, bool notify,
-                                  uint64_t notify_value) {
+hmc_status_t Context::post_framed(const std::shared_ptr<Peer>& peer,
+                                  std::unique_ptr<FramedTransfer> f, Op op, size_t size,
+                                  uint64_t tag, Request** out, bool notify, uint64_t notify_value) {
   Request* req = RequestTable::acquire(this, op, peer.get(), size, tag, notify, notify_value);
   req->framed = std::move(f);
   {
@@ -203,10 +203,10 @@ HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post)
       peer.add_pending_locked(1);
       // A send or put that ended as it was posted (copied into the transport) ends here, so
       // that its wait returns at once; where posts of its size do not end so, the test is left
-      // out (xfer/end_at_post.h). Receives rarely end at post, and are never tested here.
-      if ((op == Op::Send || op == Op::Put) && peer.end_at_post.should_test(req->size)) {
+      // out (xfer/post_test_learner.h). Receives rarely end at post, and are never tested here.
+      if ((op == Op::Send || op == Op::Put) && peer.post_test_learner.should_test(req->size)) {
         ctx.test_net_locked(peer, req);
-        peer.end_at_post.note(req->size, req->done.load(std::memory_order_acquire));
+        peer.post_test_learner.note(req->size, req->done.load(std::memory_order_acquire));
       }
     }
   }
@@ -292,10 +292,10 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
       if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
                     peer->choice.key(), peer->name);
-      return post_tracked_rma(remote,
-                              Framed::make_put(buf, size, remote->base + offset, remote->rkey,
-                                               peer->framing.chunk),
-                              Op::Put, size, out, flags & HMC_PUT_NOTIFY, notify_value);
+      return post_tracked_rma(
+          remote,
+          BouncedRma::put(buf, size, remote->base + offset, remote->rkey, peer->framing.chunk),
+          Op::Put, size, out, flags & HMC_PUT_NOTIFY, notify_value);
     }
   }
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
@@ -335,10 +335,10 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
       if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
                     peer->choice.key(), peer->name);
-      return post_tracked_rma(remote,
-                              Framed::make_get(buf, size, remote->base + offset, remote->rkey,
-                                               peer->framing.chunk),
-                              Op::Get, size, out);
+      return post_tracked_rma(
+          remote,
+          BouncedRma::get(buf, size, remote->base + offset, remote->rkey, peer->framing.chunk),
+          Op::Get, size, out);
     }
   }
   if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
