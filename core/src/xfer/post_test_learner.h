@@ -3,7 +3,7 @@
 // message still in flight the test only costs a progress pass. Learned per peer and size class
 // (powers of two): after kMisses tests in a row that found the request running, only every
 // kProbe-th post of the class is tested, and a probe that finds it ended restores testing.
-// Measurements: docs/performance-history-xfer.md. Not thread-safe: used under net->mutex().
+// Measurements: docs/performance.md, "History". Not thread-safe: used under net->mutex().
 #pragma once
 
 #include <array>

@@ -43,7 +43,7 @@ struct alignas(64) Request {
   hmc_net_request_t* net = nullptr;  // guarded by peer->net->mutex(); nullptr once ended
   // Not owned: a context keeps each of its peers, open or closed, until it is destroyed, and
   // releases its requests before it lets them go (Context::~Context). A shared_ptr would cost two
-  // atomic operations per message (docs/performance-history-xfer.md).
+  // atomic operations per message (docs/performance.md, "History").
   Peer* peer = nullptr;
   size_t bytes = 0;
   size_t size = 0;

@@ -30,7 +30,7 @@ constexpr uint64_t kQuietNs = 50 * 1000;
 // How many times a wait tests its own request's plugin in a row, under one lock, per turn of its
 // loop: the lock is then taken once per eight tests, and the rest of the loop (the clock, the
 // control plane, yielding) comes once per 128: it cut net-ucx's latency tail over tcp
-// (docs/performance-history-xfer.md).
+// (docs/performance.md, "History").
 constexpr int kFastTurns = 8;
 
 }  // namespace
