@@ -17,6 +17,7 @@
 #include "device/copy.h"
 #include "device/stage_pool.h"
 #include "peer/messages.h"
+#include "util/clock.h"
 #include "util/handles.h"
 #include "util/hot.h"
 #include "util/log.h"
@@ -265,7 +266,7 @@ Context::~Context() {
     }
     regions_.clear();
   }
-  reap_buried(control::now_ns() + uint64_t(timeout_ms_) * 1000000);
+  reap_buried(now_ns() + uint64_t(timeout_ms_) * 1000000);
   RequestTable::release_all(this);
   peers.clear();
   closed_peers_.clear();
@@ -480,7 +481,7 @@ void Context::reap_buried(uint64_t deadline_ns) {
         }
       }
       if (buried_.empty() || deadline_ns == 0) return;
-      if (control::now_ns() >= deadline_ns) {
+      if (now_ns() >= deadline_ns) {
         HMC_LOG_W("{} failed transfers still have device copies running; their staging buffers "
                   "are leaked", buried_.size());
         for (auto& f : buried_) f.release();  // never freed: a copy may still write into them
@@ -565,7 +566,7 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
       lost = "control connection: " + last_error();
     }
     if (lost.empty() && !peer->remote_closed &&
-        control::elapsed_ns(now, peer->last_sent_ns) > uint64_t(heartbeat_ms_) * 1000000) {
+        elapsed_ns(now, peer->last_sent_ns) > uint64_t(heartbeat_ms_) * 1000000) {
       control::Writer w;
       if (peer->ctrl->send(control::MsgType::Heartbeat, w) == HMC_SUCCESS) peer->last_sent_ns = now;
       else lost = "control connection: " + last_error();
@@ -580,7 +581,7 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
   }
   // A silent peer with work outstanding is declared lost after the timeout.
   if (lost.empty() && peer->pending_count.load(std::memory_order_relaxed) > 0 &&
-      control::elapsed_ns(now, peer->last_heard_ns.load()) > uint64_t(timeout_ms_) * 1000000)
+      elapsed_ns(now, peer->last_heard_ns.load()) > uint64_t(timeout_ms_) * 1000000)
     lost = fmt::format("nothing heard for {} ms (HMC_TIMEOUT_MS)", timeout_ms_);
   if (!lost.empty()) {
     fail_peer(*peer, HMC_ERR_PEER_LOST, lost);
@@ -676,7 +677,7 @@ bool Context::progress(bool control) {
     }
   }
   if (control) {
-    uint64_t now = control::now_ns();
+    uint64_t now = now_ns();
     last_control_ns_ = now;
     reap_buried();
     for (auto& peer : peers_) busy |= service_control(peer, now);
@@ -746,7 +747,7 @@ void Context::progress_thread_main() {
 }
 
 void Context::register_peer(const std::shared_ptr<Peer>& peer) {
-  peer->last_heard_ns = control::now_ns();
+  peer->last_heard_ns = now_ns();
   {
     std::lock_guard<std::mutex> lock(peers_mutex_);
     peers_.push_back(peer);

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "control/random.h"
-#include "control/socket.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/status.h"
 

@@ -17,8 +17,8 @@
 #include <sstream>
 
 #include "control/sha256.h"
-#include "control/socket.h"
 #include "net/net_plugin.h"
+#include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -42,8 +42,6 @@ constexpr int kPingPongs = 64;        // measured round trips, at most
 constexpr int kMinPingPongs = 4;      // fewer than this within the budget: no latency figure
 constexpr uint64_t kBulkBytes = 32u << 20;  // measured bytes, at most
 constexpr uint64_t kTagLatency = 1, kTagLatencyBack = 2, kTagBulk = 3;
-
-uint64_t now_ns() { return control::now_ns(); }
 
 uint64_t median(std::vector<uint64_t> v) {
   std::sort(v.begin(), v.end());
