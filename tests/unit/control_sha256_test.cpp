@@ -1,11 +1,9 @@
-// SHA-256 (FIPS 180-4 examples), HMAC-SHA256 (RFC 4231 test cases), constant-time compare and
-// random bytes of core/src/control/.
+// SHA-256 (FIPS 180-4 examples), HMAC-SHA256 (RFC 4231 test cases) and constant-time compare of
+// core/src/control/.
 #include <gtest/gtest.h>
 
 #include <string>
-#include <vector>
 
-#include "control/random.h"
 #include "control/sha256.h"
 
 using namespace hmc::control;
@@ -96,14 +94,4 @@ TEST(ControlSha256, ConstantTimeEqual) {
   EXPECT_FALSE(constant_time_equal(a, d, 4));
   EXPECT_TRUE(constant_time_equal(a, c, 3));  // only the first len bytes count
   EXPECT_TRUE(constant_time_equal(a, d, 0));
-}
-
-TEST(ControlRandom, FillsDistinctBytes) {
-  std::vector<uint8_t> x(32, 0), y(32, 0);
-  ASSERT_EQ(random_bytes(x.data(), x.size()), HMC_SUCCESS);
-  ASSERT_EQ(random_bytes(y.data(), y.size()), HMC_SUCCESS);
-  // Two 256-bit draws collide, or come out all zero, with probability 2^-256.
-  EXPECT_NE(x, y);
-  EXPECT_NE(x, std::vector<uint8_t>(32, 0));
-  EXPECT_EQ(random_bytes(nullptr, 0), HMC_SUCCESS);
 }

@@ -12,7 +12,6 @@
 #include <cstring>
 
 #include "control/frame.h"
-#include "control/random.h"
 #include "control/socket.h"
 #include "device/copy.h"
 #include "device/stage_pool.h"
@@ -21,6 +20,7 @@
 #include "util/handles.h"
 #include "util/hot.h"
 #include "util/log.h"
+#include "util/random.h"
 #include "util/status.h"
 
 namespace hmc {
@@ -88,7 +88,7 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
     if (has(offsetof(hmc_context_options_t, listen_port) + sizeof(uint16_t)) && opts->listen_port)
       port = opts->listen_port;
   }
-  if (control::random_bytes(&id_, sizeof id_) != HMC_SUCCESS) return HMC_ERR_SYSTEM;
+  if (random_bytes(&id_, sizeof id_) != HMC_SUCCESS) return HMC_ERR_SYSTEM;
 
   st = loader_.load(config_);
   if (st != HMC_SUCCESS) return st;

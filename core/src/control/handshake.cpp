@@ -4,9 +4,9 @@
 #include <cstring>
 #include <vector>
 
-#include "control/random.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/random.h"
 #include "util/status.h"
 
 namespace hmc::control {
