@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "control/fuzz.h"
+#include "control_fuzz_entry.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hmc::control::fuzz_one(data, size);

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "control/frame.h"
-#include "control/fuzz.h"
+#include "control_fuzz_entry.h"
 
 namespace {
 

@@ -16,9 +16,12 @@
 
 #include "control/channel.h"
 #include "control/socket.h"
+#include "util/clock.h"
 #include "util/status.h"
 
 using namespace hmc::control;
+using hmc::deadline_after_ms;
+using hmc::now_ns;
 
 namespace {
 

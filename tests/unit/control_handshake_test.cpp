@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -13,9 +14,16 @@
 
 #include "control/handshake.h"
 #include "control/socket.h"
+#include "util/clock.h"
+#include "util/digest.h"
 #include "util/status.h"
 
 using namespace hmc::control;
+using hmc::deadline_after_ms;
+using hmc::hmac_sha256;
+using hmc::now_ns;
+using hmc::sha256;
+using hmc::Sha256Digest;
 
 namespace {
 
@@ -410,6 +418,57 @@ TEST(ControlHandshake, ForgedAuthProofIsRefused) {
   ErrorMsg e;
   ASSERT_TRUE(decode_error(err.payload.data(), err.payload.size(), &e));
   EXPECT_EQ(e.status, HMC_ERR_AUTH);
+}
+
+// The proofs are computed here from the bytes on the wire, as handshake.h describes them: a peer
+// built from that description (or from an older hmc) interoperates.
+TEST(ControlHandshake, ProofsFollowTheDocumentedTranscript) {
+  auto pair = channel_pair();
+  Channel& test_side = pair.first;
+  Channel& acceptor_side = pair.second;
+  const std::string token = "s3cret-token";
+  Result acc;
+  std::thread t([&] {
+    acc.status = handshake_acceptor(acceptor_side, info_of("b", 2, 2), token,
+                                    deadline_after_ms(2000), &acc.theirs);
+    acc.error = hmc::last_error();
+  });
+  HelloMsg hello;
+  hello.flags = kHelloFlagToken;
+  hello.info = info_of("a", 1, 1);
+  for (size_t i = 0; i < hello.nonce.size(); ++i) hello.nonce[i] = static_cast<uint8_t>(i);
+  Writer w;
+  encode_hello(hello, &w);
+  send_frame(test_side, MsgType::Hello, w);
+  Message m = expect_message(test_side, MsgType::HelloAck);
+  HelloAckMsg ack;
+  ASSERT_TRUE(decode_hello_ack(m.payload.data(), m.payload.size(), &ack));
+
+  // T = SHA256(Hello payload) || SHA256(HelloAck payload with proof_a zeroed)
+  std::vector<uint8_t> ack_zeroed = m.payload;
+  std::fill_n(ack_zeroed.begin() + kHelloAckProofOffset, ack.proof.size(), 0);
+  Sha256Digest hello_hash{}, ack_hash{};
+  EXPECT_EQ(sha256(w.data().data(), w.size(), &hello_hash), HMC_SUCCESS);
+  EXPECT_EQ(sha256(ack_zeroed.data(), ack_zeroed.size(), &ack_hash), HMC_SUCCESS);
+  auto proof = [&](const std::string& label, const Nonce& first, const Nonce& second) {
+    std::vector<uint8_t> msg(label.begin(), label.end());
+    for (const auto* part : {&first, &second}) msg.insert(msg.end(), part->begin(), part->end());
+    msg.insert(msg.end(), hello_hash.begin(), hello_hash.end());
+    msg.insert(msg.end(), ack_hash.begin(), ack_hash.end());
+    Sha256Digest d{};
+    EXPECT_EQ(hmac_sha256(token.data(), token.size(), msg.data(), msg.size(), &d), HMC_SUCCESS);
+    return d;
+  };
+  EXPECT_EQ(ack.proof, proof("hmc-acceptor", hello.nonce, ack.nonce));
+  AuthMsg auth;
+  auth.proof = proof("hmc-initiator", ack.nonce, hello.nonce);
+  Writer wa;
+  encode_auth(auth, &wa);
+  send_frame(test_side, MsgType::Auth, wa);
+  expect_message(test_side, MsgType::Welcome);
+  t.join();
+  EXPECT_EQ(acc.status, HMC_SUCCESS) << acc.error;
+  EXPECT_EQ(acc.theirs.hostname, "a");
 }
 
 TEST(ControlHandshake, TokenNeverCrossesTheWire) {

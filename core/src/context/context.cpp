@@ -12,14 +12,15 @@
 #include <cstring>
 
 #include "control/frame.h"
-#include "control/random.h"
 #include "control/socket.h"
 #include "device/copy.h"
 #include "device/stage_pool.h"
 #include "peer/messages.h"
+#include "util/clock.h"
 #include "util/handles.h"
 #include "util/hot.h"
 #include "util/log.h"
+#include "util/random.h"
 #include "util/status.h"
 
 namespace hmc {
@@ -87,7 +88,7 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
     if (has(offsetof(hmc_context_options_t, listen_port) + sizeof(uint16_t)) && opts->listen_port)
       port = opts->listen_port;
   }
-  if (control::random_bytes(&id_, sizeof id_) != HMC_SUCCESS) return HMC_ERR_SYSTEM;
+  if (random_bytes(&id_, sizeof id_) != HMC_SUCCESS) return HMC_ERR_SYSTEM;
 
   st = loader_.load(config_);
   if (st != HMC_SUCCESS) return st;
@@ -268,7 +269,7 @@ Context::~Context() {
     }
     regions_.clear();
   }
-  reap_parked_transfers(control::now_ns() + uint64_t(timeout_ms_) * 1000000);
+  reap_parked_transfers(now_ns() + uint64_t(timeout_ms_) * 1000000);
   RequestTable::release_all(this);
   peers.clear();
   closed_peers_.clear();
@@ -483,7 +484,7 @@ void Context::reap_parked_transfers(uint64_t deadline_ns) {
         }
       }
       if (parked_transfers_.empty() || deadline_ns == 0) return;
-      if (control::now_ns() >= deadline_ns) {
+      if (now_ns() >= deadline_ns) {
         HMC_LOG_W("{} failed transfers still have device copies running; their staging buffers "
                   "are leaked", parked_transfers_.size());
         // Never freed: a copy may still write into them.
@@ -569,7 +570,7 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
       lost = "control connection: " + last_error();
     }
     if (lost.empty() && !peer->remote_closed &&
-        control::elapsed_ns(now, peer->last_sent_ns) > uint64_t(heartbeat_ms_) * 1000000) {
+        elapsed_ns(now, peer->last_sent_ns) > uint64_t(heartbeat_ms_) * 1000000) {
       control::Writer w;
       if (peer->ctrl->send(control::MsgType::Heartbeat, w) == HMC_SUCCESS) peer->last_sent_ns = now;
       else lost = "control connection: " + last_error();
@@ -584,7 +585,7 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
   }
   // A silent peer with work outstanding is declared lost after the timeout.
   if (lost.empty() && peer->pending_count.load(std::memory_order_relaxed) > 0 &&
-      control::elapsed_ns(now, peer->last_heard_ns.load()) > uint64_t(timeout_ms_) * 1000000)
+      elapsed_ns(now, peer->last_heard_ns.load()) > uint64_t(timeout_ms_) * 1000000)
     lost = fmt::format("nothing heard for {} ms (HMC_TIMEOUT_MS)", timeout_ms_);
   if (!lost.empty()) {
     fail_peer(*peer, HMC_ERR_PEER_LOST, lost);
@@ -680,7 +681,7 @@ bool Context::progress(bool control) {
     }
   }
   if (control) {
-    uint64_t now = control::now_ns();
+    uint64_t now = now_ns();
     last_control_ns_ = now;
     reap_parked_transfers();
     for (auto& peer : peers_) busy |= service_control(peer, now);
@@ -750,7 +751,7 @@ void Context::progress_thread_main() {
 }
 
 void Context::register_peer(const std::shared_ptr<Peer>& peer) {
-  peer->last_heard_ns = control::now_ns();
+  peer->last_heard_ns = now_ns();
   {
     std::lock_guard<std::mutex> lock(peers_mutex_);
     peers_.push_back(peer);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "control/socket.h"
+#include "util/clock.h"
 #include "util/status.h"
 
 namespace hmc::control {

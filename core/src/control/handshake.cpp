@@ -4,9 +4,9 @@
 #include <cstring>
 #include <vector>
 
-#include "control/random.h"
-#include "control/socket.h"
+#include "util/clock.h"
 #include "util/log.h"
+#include "util/random.h"
 #include "util/status.h"
 
 namespace hmc::control {
@@ -42,22 +42,23 @@ hmc_status_t refuse(Channel& ch, uint64_t deadline_ns, hmc_status_t status,
   return set_error(status, std::move(local));
 }
 
-Digest transcript_hash_ack(const std::vector<uint8_t>& ack_payload) {
+hmc_status_t transcript_hash_ack(const std::vector<uint8_t>& ack_payload, Sha256Digest* out) {
   std::vector<uint8_t> copy = ack_payload;
   if (copy.size() >= kHelloAckProofOffset + 32)
     std::fill(copy.begin() + kHelloAckProofOffset, copy.begin() + kHelloAckProofOffset + 32, 0);
-  return sha256(copy.data(), copy.size());
+  return sha256(copy.data(), copy.size(), out);
 }
 
-Digest make_proof(const std::string& token, const char* label, const Nonce& first,
-                  const Nonce& second, const Digest& hello_hash, const Digest& ack_hash) {
+hmc_status_t make_proof(const std::string& token, const char* label, const Nonce& first,
+                        const Nonce& second, const Sha256Digest& hello_hash,
+                        const Sha256Digest& ack_hash, Sha256Digest* out) {
   Writer m;
   m.bytes(label, strlen(label));
   m.bytes(first.data(), first.size());
   m.bytes(second.data(), second.size());
   m.bytes(hello_hash.data(), hello_hash.size());
   m.bytes(ack_hash.data(), ack_hash.size());
-  return hmac_sha256(token.data(), token.size(), m.data().data(), m.size());
+  return hmac_sha256(token.data(), token.size(), m.data().data(), m.size(), out);
 }
 
 hmc_status_t check_info(const char* side, const HelloInfo& mine) {
@@ -272,10 +273,12 @@ hmc_status_t handshake_initiator(Channel& ch, const HelloInfo& mine, const std::
                     fmt::format("handshake with {}: peer did not prove HMC_AUTH_TOKEN (it has "
                                 "none set)",
                                 peer));
-    const Digest hello_hash = sha256(hello_bytes.data().data(), hello_bytes.size());
-    const Digest ack_hash = transcript_hash_ack(m.payload);
-    const Digest expected =
-        make_proof(token, kAcceptorLabel, hello.nonce, ack.nonce, hello_hash, ack_hash);
+    Sha256Digest hello_hash, ack_hash, expected;
+    if ((st = sha256(hello_bytes.data().data(), hello_bytes.size(), &hello_hash)) != HMC_SUCCESS ||
+        (st = transcript_hash_ack(m.payload, &ack_hash)) != HMC_SUCCESS ||
+        (st = make_proof(token, kAcceptorLabel, hello.nonce, ack.nonce, hello_hash, ack_hash,
+                         &expected)) != HMC_SUCCESS)
+      return fail(st, "handshake with {} (checking the peer's proof): {}", peer, last_error());
     if (!constant_time_equal(expected.data(), ack.proof.data(), expected.size()))
       return refuse(ch, deadline_ns, HMC_ERR_AUTH,
                     "the connecting side rejected this side's HMC_AUTH_TOKEN proof: the tokens "
@@ -284,7 +287,9 @@ hmc_status_t handshake_initiator(Channel& ch, const HelloInfo& mine, const std::
                                 "does not match: the tokens differ)",
                                 peer));
     AuthMsg auth;
-    auth.proof = make_proof(token, kInitiatorLabel, ack.nonce, hello.nonce, hello_hash, ack_hash);
+    if ((st = make_proof(token, kInitiatorLabel, ack.nonce, hello.nonce, hello_hash, ack_hash,
+                         &auth.proof)) != HMC_SUCCESS)
+      return fail(st, "handshake with {} (proving the token): {}", peer, last_error());
     Writer w;
     encode_auth(auth, &w);
     if ((st = ch.send_wait(MsgType::Auth, w, deadline_ns)) != HMC_SUCCESS)
@@ -375,11 +380,13 @@ hmc_status_t handshake_acceptor(Channel& ch, const HelloInfo& mine, const std::s
   if ((st = random_bytes(ack.nonce.data(), ack.nonce.size())) != HMC_SUCCESS) return st;
   Writer ack_bytes;
   encode_hello_ack(ack, &ack_bytes);  // proof zeroed: the form the transcript hashes
-  Digest hello_hash{}, ack_hash{};
+  Sha256Digest hello_hash{}, ack_hash{};
   if (have_token) {
-    hello_hash = sha256(hello_payload.data(), hello_payload.size());
-    ack_hash = sha256(ack_bytes.data().data(), ack_bytes.size());
-    ack.proof = make_proof(token, kAcceptorLabel, hello.nonce, ack.nonce, hello_hash, ack_hash);
+    if ((st = sha256(hello_payload.data(), hello_payload.size(), &hello_hash)) != HMC_SUCCESS ||
+        (st = sha256(ack_bytes.data().data(), ack_bytes.size(), &ack_hash)) != HMC_SUCCESS ||
+        (st = make_proof(token, kAcceptorLabel, hello.nonce, ack.nonce, hello_hash, ack_hash,
+                         &ack.proof)) != HMC_SUCCESS)
+      return fail(st, "handshake with {} (proving the token): {}", peer, last_error());
     ack_bytes.clear();
     encode_hello_ack(ack, &ack_bytes);
   }
@@ -394,8 +401,10 @@ hmc_status_t handshake_acceptor(Channel& ch, const HelloInfo& mine, const std::s
     AuthMsg auth;
     if (!decode_auth(m.payload.data(), m.payload.size(), &auth))
       return malformed(ch, deadline_ns, MsgType::Auth);
-    const Digest expected =
-        make_proof(token, kInitiatorLabel, ack.nonce, hello.nonce, hello_hash, ack_hash);
+    Sha256Digest expected;
+    if ((st = make_proof(token, kInitiatorLabel, ack.nonce, hello.nonce, hello_hash, ack_hash,
+                         &expected)) != HMC_SUCCESS)
+      return fail(st, "handshake with {} (checking the peer's proof): {}", peer, last_error());
     if (!constant_time_equal(expected.data(), auth.proof.data(), expected.size()))
       return refuse(ch, deadline_ns, HMC_ERR_AUTH,
                     "the accepting side rejected this side's HMC_AUTH_TOKEN proof: the tokens "

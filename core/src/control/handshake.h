@@ -31,9 +31,9 @@
 #include <string>
 
 #include "control/channel.h"
-#include "control/sha256.h"
 #include "control/wire.h"
 #include "hmc/hmc.h"
+#include "util/digest.h"
 
 namespace hmc::control {
 
@@ -89,12 +89,12 @@ struct HelloAckMsg {
   uint16_t version = kProtocolVersion;
   uint8_t flags = 0;
   Nonce nonce{};
-  Digest proof{};
+  Sha256Digest proof{};
   HelloInfo info;
 };
 
 struct AuthMsg {
-  Digest proof{};
+  Sha256Digest proof{};
 };
 
 struct WelcomeMsg {};

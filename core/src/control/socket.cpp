@@ -17,6 +17,7 @@
 #include <fstream>
 #include <limits>
 
+#include "util/clock.h"
 #include "util/status.h"
 
 namespace hmc::control {
@@ -110,17 +111,6 @@ int remaining_ms(uint64_t deadline_ns) {
 }
 
 }  // namespace
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-uint64_t deadline_after_ms(int64_t timeout_ms) {
-  if (timeout_ms < 0) timeout_ms = 0;
-  return now_ns() + static_cast<uint64_t>(timeout_ms) * 1000000ull;
-}
 
 int wait_fd(int fd, short events, uint64_t deadline_ns, short* revents) {
   for (;;) {

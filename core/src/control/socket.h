@@ -44,14 +44,6 @@ hmc_status_t connect_tcp(const std::string& host, uint16_t port, int timeout_ms,
 // listens on that name), HMC_ERR_INVALID_ARGUMENT.
 hmc_status_t connect_unix(const std::string& name, int timeout_ms, Fd* out);
 
-// Monotonic clock (CLOCK_MONOTONIC) in nanoseconds: the base of every deadline in control/.
-uint64_t now_ns();
-// Nanoseconds from `since` to `now`; 0 when `since` is later (another thread may have stamped it
-// after `now` was read), so that elapsed-time checks never see an unsigned wrap-around.
-inline uint64_t elapsed_ns(uint64_t now, uint64_t since) { return now > since ? now - since : 0; }
-// A deadline timeout_ms from now (timeout_ms < 0 is treated as 0).
-uint64_t deadline_after_ms(int64_t timeout_ms);
-
 // "<hostname>/<boot_id>": equal on two processes exactly when they run on the same machine in
 // the same boot (containers sharing a kernel share the boot id, hence the hostname too). Falls
 // back to the hostname alone when /proc/sys/kernel/random/boot_id cannot be read.

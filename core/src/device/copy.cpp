@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 
 #include "device/stage_pool.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -67,16 +67,6 @@ using copy_detail::DeviceLanes;
 
 namespace {
 
-uint64_t now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-uint64_t deadline_after(int timeout_ms) {
-  return now_ns() + static_cast<uint64_t>(std::max(timeout_ms, 0)) * 1000000ull;
-}
-
 // Waiting on a device: device events have no file descriptor, so a waiter polls them. It yields
 // first (the copy is usually short, and on a small machine the thread that completes it may need
 // this core), then sleeps in short steps so a long copy does not burn a core.
@@ -104,7 +94,7 @@ CopyJob::~CopyJob() {
   if (!active()) return;
   CopyEngine* engine = engine_;
   // A drop must not change the thread's error message: this wait polls without fail().
-  uint64_t deadline = deadline_after(CopyEngine::kDropWaitMs);
+  uint64_t deadline = deadline_after_ms(CopyEngine::kDropWaitMs);
   Backoff backoff;
   while (active()) {
     hmc_plugin_status_t st = lanes_->device->plugin->event_query(event_);
@@ -186,7 +176,7 @@ hmc_status_t CopyJob::poll() {
 }
 
 hmc_status_t CopyJob::wait(int timeout_ms) {
-  uint64_t deadline = deadline_after(timeout_ms);
+  uint64_t deadline = deadline_after_ms(timeout_ms);
   Backoff backoff;
   for (;;) {
     hmc_status_t st = poll();
@@ -360,7 +350,7 @@ hmc_status_t CopyEngine::copy(void* dst, const MemoryLocation& dl, const void* s
     memmove(dst, src, n);
     return HMC_SUCCESS;
   }
-  uint64_t deadline = deadline_after(timeout_ms);
+  uint64_t deadline = deadline_after_ms(timeout_ms);
   bool staged = !sd->is_host() && !dd->is_host() && sd != dd &&
                 !(sd->plugin_ctx == dd->plugin_ctx && (sd->caps & HMC_DEVICE_CAP_PEER_ACCESS) &&
                   (dd->caps & HMC_DEVICE_CAP_PEER_ACCESS));
@@ -485,7 +475,7 @@ void CopyEngine::park(CopyJob&& job) {
 }
 
 void CopyEngine::reap_parked(int max_wait_ms) {
-  uint64_t deadline = deadline_after(max_wait_ms);
+  uint64_t deadline = deadline_after_ms(max_wait_ms);
   Backoff backoff;
   for (;;) {
     {

@@ -43,8 +43,8 @@
 #include <algorithm>
 
 #include "context/context.h"
-#include "control/socket.h"
 #include "peer/messages.h"
+#include "util/clock.h"
 #include "util/handles.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -229,7 +229,7 @@ hmc_status_t Context::deregister_memory(Region* region) {
 }
 
 void Context::withdraw_region(Region* region) {
-  const uint64_t t0 = control::now_ns();
+  const uint64_t t0 = now_ns();
   std::vector<std::shared_ptr<Peer>> told;
   {
     std::lock_guard<std::mutex> lock(region_proto_mutex_);
@@ -278,7 +278,7 @@ void Context::withdraw_region(Region* region) {
                           region->id, region->size, region->addr, timeout_ms_));
   }
   HMC_LOG_D("hmc_mem_deregister: region {} withdrawn from {} peer(s) in {} us", region->id,
-            told.size(), (control::now_ns() - t0) / 1000);
+            told.size(), (now_ns() - t0) / 1000);
 }
 
 bool Context::progress_until(const std::function<bool()>& done, uint64_t deadline_ns) {
@@ -287,7 +287,7 @@ bool Context::progress_until(const std::function<bool()>& done, uint64_t deadlin
     if (done()) return true;
     bool busy = progress(true);
     if (done()) return true;
-    if (control::now_ns() >= deadline_ns) return false;
+    if (now_ns() >= deadline_ns) return false;
     // Give the core to the peer process (and the kernel's socket work) on small machines.
     if (!busy) sched_yield();
   }
@@ -362,7 +362,7 @@ hmc_status_t Context::import_remote(const std::shared_ptr<Peer>& peer, const voi
       std::lock_guard<std::mutex> lock(region_proto_mutex_);
       return import_waits_[token].answered || peer_gone(*peer);
     };
-    if (asked) progress_until(answered, control::now_ns() + uint64_t(timeout_ms_) * 1000000);
+    if (asked) progress_until(answered, now_ns() + uint64_t(timeout_ms_) * 1000000);
     ImportWait answer;
     {
       // A reply arriving after this finds no token and releases the import it counted.
@@ -601,7 +601,7 @@ bool Context::settle_withdrawals() {
 }
 
 void Context::settle_staged_region(Region* region) {
-  const uint64_t t0 = control::now_ns();
+  const uint64_t t0 = now_ns();
   auto idle = [&] {
     std::lock_guard<std::mutex> lock(region_proto_mutex_);
     return region->staged_inflight == 0;
@@ -622,7 +622,7 @@ void Context::settle_staged_region(Region* region) {
                           "region {} ({} bytes at {}) did not end within {} ms (HMC_TIMEOUT_MS); "
                           "the connection is closed to end it", region->id, region->size,
                           region->addr, timeout_ms_));
-  progress_until(idle, control::now_ns() + uint64_t(timeout_ms_) * 1000000);
+  progress_until(idle, now_ns() + uint64_t(timeout_ms_) * 1000000);
 }
 
 }  // namespace hmc

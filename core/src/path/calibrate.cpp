@@ -1,6 +1,7 @@
 #include "path/calibrate.h"
 
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,10 +17,10 @@
 #include <mutex>
 #include <sstream>
 
-#include "control/sha256.h"
-#include "control/socket.h"
 #include "net/net_plugin.h"
+#include "util/clock.h"
 #include "util/config.h"
+#include "util/digest.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -43,21 +44,9 @@ constexpr int kMinPingPongs = 4;      // fewer than this within the budget: no l
 constexpr uint64_t kBulkBytes = 32u << 20;  // measured bytes, at most
 constexpr uint64_t kTagLatency = 1, kTagLatencyBack = 2, kTagBulk = 3;
 
-uint64_t now_ns() { return control::now_ns(); }
-
 uint64_t median(std::vector<uint64_t> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-std::string hex(const control::Digest& d) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (uint8_t b : d) {
-    s += digits[b >> 4];
-    s += digits[b & 15];
-  }
-  return s;
 }
 
 // The loopback objects of one measurement. The far end lives in a second context of the same
@@ -528,7 +517,9 @@ std::string calibration_key(const std::string& host_id, const std::string& plugi
   if (!file_identity(plugin_file, &identity)) return "";
   std::string text = fmt::format("hmc-calibration {}\nhost {}\nfile {}\nplugin {}\ndevice {}\n{}",
                                  kMethodVersion, host_id, identity, plugin, device, config_text);
-  return hex(control::sha256(text.data(), text.size()));
+  Sha256Digest digest;
+  if (sha256(text.data(), text.size(), &digest) != HMC_SUCCESS) return "";
+  return fmt::format("{:02x}", fmt::join(digest, ""));
 }
 
 std::string device_config_text(const Config& config, const std::string& plugin) {

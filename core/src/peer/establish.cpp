@@ -19,6 +19,7 @@
 #include "path/calibrate.h"
 #include "peer/capabilities.h"
 #include "peer/messages.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -27,11 +28,13 @@ namespace hmc {
 namespace {
 
 int remaining_ms(uint64_t deadline) {
-  uint64_t now = control::now_ns();
+  uint64_t now = now_ns();
   return now >= deadline ? 0 : static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, INT32_MAX));
 }
 
-uint64_t deadline_after(int timeout_ms) { return control::now_ns() + uint64_t(timeout_ms) * 1000000; }
+uint64_t deadline_after(int timeout_ms) {
+  return now_ns() + uint64_t(timeout_ms) * 1000000;
+}
 
 // Waits a little for the plugin to have something to do.
 void idle_wait(NetPlugin& net) {
@@ -127,7 +130,7 @@ struct PeerSetup {
     peer->net_device = dev;
     peer->ep = ep;
     peer->ctrl = std::move(ch);
-    peer->last_sent_ns = control::now_ns();
+    peer->last_sent_ns = now_ns();
     peer->framing.chunk = framing_chunk(ctx.caps_, remote);
     // A peer that predates the first piece's size frames from the chunk on.
     peer->framing.first_piece = std::min({peer->framing.chunk,
@@ -267,7 +270,7 @@ hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_p
     std::string text;
     if (ps != HMC_PLUGIN_IN_PROGRESS)
       text = fmt::format("{} endpoint failed: {}", dev->key(), plugin_status_string(ps));
-    else if (control::now_ns() >= deadline)
+    else if (now_ns() >= deadline)
       text = fmt::format("{} endpoint not established within {} ms", dev->key(), timeout_ms);
     if (!text.empty()) {
       if (ps == HMC_PLUGIN_IN_PROGRESS) {
@@ -322,7 +325,7 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
     }
     if (st == HMC_SUCCESS) break;
     if (st != HMC_IN_PROGRESS) return st;
-    if (control::now_ns() >= deadline)
+    if (now_ns() >= deadline)
       return fail(HMC_ERR_TIMEOUT, "hmc_accept: no peer connected within {} ms", timeout_ms);
   }
   // A peer has connected: its setup gets the full default timeout, whatever was left of the
@@ -446,7 +449,7 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
       }
     }
     if (ep && ready) break;
-    if (control::now_ns() >= deadline) {
+    if (now_ns() >= deadline) {
       close_listener();
       if (ep) {
         std::lock_guard<std::mutex> lock(net.mutex());

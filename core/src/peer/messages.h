@@ -57,8 +57,9 @@ bool decode_notify(const uint8_t* p, size_t n, uint64_t* value);
 void encode_bye(const std::string& reason, control::Writer* w);
 bool decode_bye(const uint8_t* p, size_t n, std::string* reason);
 
-// Decoders take the payload bytes of one message; the fuzz target (control/fuzz.cpp) runs each
-// of them through a decode -> encode -> decode round trip.
+// Decoders take the payload bytes of one message; the fuzz target
+// (tests/fuzz/control_fuzz_entry.cpp) runs each of them through a decode -> encode -> decode
+// round trip.
 
 // --- Region bookkeeping (net/registration.cpp) --------------------------------------------
 // An importer tells the owner of a region which of its regions it holds, so that the owner can

@@ -1,7 +1,6 @@
 #include "plugin/host_services.h"
 
-#include <time.h>
-
+#include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
 
@@ -91,9 +90,7 @@ const char* HostServices::cb_config_get(void* host_ctx, const char* name) {
 }
 
 uint64_t HostServices::cb_now_ns(void*) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  return now_ns();
 }
 
 }  // namespace hmc::plugin

@@ -1,7 +1,6 @@
 #include <algorithm>
 
 #include "context/context.h"
-#include "control/socket.h"
 #include "peer/messages.h"
 #include "util/log.h"
 #include "util/status.h"

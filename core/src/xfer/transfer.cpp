@@ -3,7 +3,7 @@
 #include <sched.h>
 
 #include "context/context.h"
-#include "control/socket.h"
+#include "util/clock.h"
 #include "util/hot.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -374,7 +374,7 @@ HMC_HOT hmc_status_t finish(Request* req, size_t* bytes) {
 HMC_HOT hmc_status_t Context::test(Request* req, size_t* bytes) {
   if (!req->done.load(std::memory_order_acquire)) {
     progress_request(req);
-    if (!use_progress_thread_ || control::elapsed_ns(control::now_ns(), last_control_ns_) > kControlIntervalNs)
+    if (!use_progress_thread_ || elapsed_ns(now_ns(), last_control_ns_) > kControlIntervalNs)
       progress(true);
   }
   if (!req->done.load(std::memory_order_acquire)) return HMC_IN_PROGRESS;
@@ -399,14 +399,14 @@ HMC_HOT bool Context::poll_until(Pred pred, int timeout_ms, Request* fast) {
       // sees its end soonest.
       if ((i & 15) != 0) continue;
     }
-    uint64_t now = control::now_ns();
+    uint64_t now = now_ns();
     if (deadline_ns == 0) {
       deadline_ns = now + uint64_t(resolve_timeout(timeout_ms)) * 1000000;
       last_event = now;
     }
     // The request's own plugin is tested every turn; everything else (other plugins, the control
     // plane, heartbeats, liveness) every kControlIntervalNs.
-    bool control_due = control::elapsed_ns(now, last_control_ns_) > kControlIntervalNs;
+    bool control_due = elapsed_ns(now, last_control_ns_) > kControlIntervalNs;
     if (!fast || control_due) {
       if (progress(control_due)) last_event = now;
     }
@@ -417,8 +417,7 @@ HMC_HOT bool Context::poll_until(Pred pred, int timeout_ms, Request* fast) {
     // kernel's TCP work) may need it, on small machines most of all. A staged transfer always
     // depends on copy workers: its wait yields on every 16th turn.
     bool staged_wait = fast && fast->framed;
-    if ((i & 15) == 0 && (staged_wait || control::elapsed_ns(now, last_event) > kQuietNs))
-      sched_yield();
+    if ((i & 15) == 0 && (staged_wait || elapsed_ns(now, last_event) > kQuietNs)) sched_yield();
   }
 }
 

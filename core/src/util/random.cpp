@@ -1,4 +1,4 @@
-#include "control/random.h"
+#include "util/random.h"
 
 #include <sys/random.h>
 
@@ -8,7 +8,7 @@
 
 #include "util/status.h"
 
-namespace hmc::control {
+namespace hmc {
 
 hmc_status_t random_bytes(void* buf, size_t len) {
   uint8_t* p = static_cast<uint8_t*>(buf);
@@ -25,4 +25,4 @@ hmc_status_t random_bytes(void* buf, size_t len) {
   return HMC_SUCCESS;
 }
 
-}  // namespace hmc::control
+}  // namespace hmc

@@ -1,4 +1,4 @@
-#include "control/fuzz.h"
+#include "control_fuzz_entry.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -60,7 +60,8 @@ const DecoderEntry kDecoders[] = {
     {MsgType::Welcome, round_trip<WelcomeMsg, decode_welcome, encode_welcome>},
     {MsgType::Error, round_trip<ErrorMsg, decode_error, encode_error>},
     {MsgType::Caps, round_trip<path::Capabilities, msg::decode_caps, msg::encode_caps>},
-    {MsgType::NetHandle, round_trip<msg::NetHandle, msg::decode_net_handle, msg::encode_net_handle>},
+    {MsgType::NetHandle,
+     round_trip<msg::NetHandle, msg::decode_net_handle, msg::encode_net_handle>},
     {MsgType::NetReady, round_trip<msg::NetReady, msg::decode_net_ready, msg::encode_net_ready>},
     {MsgType::Notify, round_trip<uint64_t, msg::decode_notify, msg::encode_notify>},
     {MsgType::Bye, round_trip<std::string, msg::decode_bye, msg::encode_bye>},
@@ -260,23 +261,25 @@ std::vector<FuzzSeed> fuzz_seeds() {
   msg::encode_bye(std::string("context destroyed"), &w_bye);
   seeds.push_back({"stream-setup",
                    concat({frame_of(MsgType::Caps, w_caps), frame_of(MsgType::NetHandle, w_nh),
-                           frame_of(MsgType::NetReady, w_ready), frame_of(MsgType::Notify, w_notify),
-                           frame_of(MsgType::Bye, w_bye)})});
+                           frame_of(MsgType::NetReady, w_ready),
+                           frame_of(MsgType::Notify, w_notify), frame_of(MsgType::Bye, w_bye)})});
   seeds.push_back({"select-caps", selector_input(MsgType::Caps, w_caps)});
   seeds.push_back({"select-net-handle", selector_input(MsgType::NetHandle, w_nh)});
   seeds.push_back({"select-net-ready", selector_input(MsgType::NetReady, w_ready)});
 
   // Region withdrawal (net/registration.cpp).
   msg::RegionRequest rq{7, info.context_id, 3, 0x7f0000001000ull, 65573, 6};
-  msg::RegionReply rp{7, 3, HMC_ERR_REMOTE, "region 3 (65573 bytes at 0x7f0000001000) is not registered"};
+  msg::RegionReply rp{7, 3, HMC_ERR_REMOTE,
+                      "region 3 (65573 bytes at 0x7f0000001000) is not registered"};
   Writer w_rq, w_rp, w_id;
   msg::encode_region_request(rq, &w_rq);
   msg::encode_region_reply(rp, &w_rp);
   msg::encode_region_id(uint64_t{3}, &w_id);
-  seeds.push_back({"stream-region",
-                   concat({frame_of(MsgType::RegionRequest, w_rq), frame_of(MsgType::RegionReply, w_rp),
-                           frame_of(MsgType::RegionGone, w_id), frame_of(MsgType::RegionGoneAck, w_id),
-                           frame_of(MsgType::RegionRelease, w_id)})});
+  seeds.push_back(
+      {"stream-region",
+       concat({frame_of(MsgType::RegionRequest, w_rq), frame_of(MsgType::RegionReply, w_rp),
+               frame_of(MsgType::RegionGone, w_id), frame_of(MsgType::RegionGoneAck, w_id),
+               frame_of(MsgType::RegionRelease, w_id)})});
   seeds.push_back({"select-region-request", selector_input(MsgType::RegionRequest, w_rq)});
   seeds.push_back({"select-region-reply", selector_input(MsgType::RegionReply, w_rp)});
   seeds.push_back({"select-region-gone", selector_input(MsgType::RegionGone, w_id)});

@@ -1,5 +1,5 @@
 // Fuzz entry for everything that parses bytes from a control-plane peer. Used by the libFuzzer
-// target and by the always-built bounded smoke driver (tests/fuzz/).
+// target and by the always-built bounded smoke driver; built into those, not into the library.
 #pragma once
 
 #include <cstddef>
