@@ -182,7 +182,7 @@ class Context {
                                 size_t size, Request** out, bool notify = false,
                                 uint64_t notify_value = 0);
 
-  // Target-side staging (xfer/staged_rma.cpp; docs/protocols-wire.md): put/get on a
+  // Target-side staging (xfer/target_staging.cpp; docs/protocols-wire.md): put/get on a
   // Remote whose region is device memory the owner's net plugins cannot reach.
   // Posts the initiator's side: an internal framed transfer on a fresh internal tag, the
   // application's request (ended by advance_staged), and the StagedPut/StagedGet message.

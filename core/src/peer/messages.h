@@ -94,7 +94,7 @@ bool decode_region_reply(const uint8_t* p, size_t n, RegionReply* m);
 void encode_region_id(const uint64_t& region_id, control::Writer* w);
 bool decode_region_id(const uint8_t* p, size_t n, uint64_t* region_id);
 
-// --- Target-side staging (xfer/staged_rma.cpp) -------------------------------------------
+// --- Target-side staging (xfer/target_staging.cpp) -------------------------------------------
 // One-sided access to a peer's region of device memory that its net plugins cannot reach: the
 // owner moves the bytes with a framed transfer on an internal tag (docs/protocols-wire.md,
 // kInternalTagBit) posted by its progress engine.
