@@ -1,13 +1,16 @@
 #!/bin/sh
 # The SDK as a vendor sees it. Installs this build into a temporary prefix, checks the package's
-# contents, builds both plugin templates (copied from the installed share/hmc/templates) against it
-# with find_package(hmc-sdk), checks that each exports only its entry symbol, and has the core's
-# loader load them (and send messages through the net template).
+# contents, compiles the SDK's C++ helpers against it, builds both plugin templates (copied from
+# the installed share/hmc/templates) against it with find_package(hmc-sdk), checks that each
+# exports only its entry symbol, and runs the installed hmc-plugin-check on them (by file, and by
+# name once they are installed beside the library).
 #
-# usage: out_of_tree.sh BUILD_DIR SOURCE_DIR CMAKE GENERATOR C_COMPILER HMC_PLUGIN_CHECK
+# usage: out_of_tree.sh BUILD_DIR SOURCE_DIR CMAKE GENERATOR C_COMPILER CXX_COMPILER WITH_CHECKER
+#   WITH_CHECKER: 1 when the build has hmc-plugin-check (HMC_BUILD_TOOLS), else 0
 set -eu
-[ $# -eq 6 ] || { echo "usage: $0 BUILD_DIR SOURCE_DIR CMAKE GENERATOR C_COMPILER HMC_PLUGIN_CHECK" >&2; exit 2; }
-build=$1 src=$2 cmake=$3 generator=$4 cc=$5 check=$6
+usage="usage: $0 BUILD_DIR SOURCE_DIR CMAKE GENERATOR C_COMPILER CXX_COMPILER WITH_CHECKER"
+[ $# -eq 7 ] || { echo "$usage" >&2; exit 2; }
+build=$1 src=$2 cmake=$3 generator=$4 cc=$5 cxx=$6 with_checker=$7
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/hmc-out-of-tree.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -26,7 +29,9 @@ quiet() {
 }
 
 for f in include/hmc/hmc.h include/hmc/plugin/common.h include/hmc/plugin/device.h \
-         include/hmc/plugin/net.h lib/cmake/hmc-sdk/hmc-sdk-config.cmake \
+         include/hmc/plugin/net.h include/hmc/plugin/log.hpp include/hmc/plugin/status.hpp \
+         include/hmc/plugin/boundary.hpp include/hmc/plugin/config.hpp \
+         lib/cmake/hmc-sdk/hmc-sdk-config.cmake \
          lib/cmake/hmc-sdk/hmc-sdk-config-version.cmake lib/cmake/hmc-sdk/hmc-sdk-targets.cmake \
          lib/cmake/hmc-sdk/HmcPlugin.cmake share/hmc/templates/device/CMakeLists.txt \
          share/hmc/templates/net/CMakeLists.txt; do
@@ -45,7 +50,16 @@ if grep -rl -e "$src" -e "$build" "$prefix/lib/cmake" "$prefix/share/hmc" >&2; t
   fail "installed package files refer to the source or build tree"
 fi
 
-plugin_path=""
+check=$prefix/bin/hmc-plugin-check
+if [ "$with_checker" = 1 ]; then
+  [ -x "$check" ] || fail "the installed package lacks bin/hmc-plugin-check"
+fi
+
+# The C++ helpers compile against the installed headers alone, and work.
+quiet "$cxx" -std=c++17 -Wall -Wextra -Werror -I"$prefix/include" \
+  "$src/tests/plugin/installed_helpers.cpp" -o "$work/installed_helpers"
+quiet "$work/installed_helpers"
+
 for kind in device net; do
   cp -R "$prefix/share/hmc/templates/$kind" "$work/$kind"
   quiet "$cmake" -S "$work/$kind" -B "$work/$kind-build" -G "$generator" \
@@ -58,13 +72,14 @@ for kind in device net; do
   [ "$kind" = net ] && entry=hmc_net_plugin_v2
   exported=$(nm -D --defined-only "$so" | awk '{ print $3 }' | sort | tr '\n' ' ')
   [ "$exported" = "$entry " ] || fail "$so exports '$exported', not only $entry"
-  plugin_path=$plugin_path${plugin_path:+:}$work/$kind-build
 done
 
-# The core's loader (linked statically into hmc_plugin_check) finds them through HMC_PLUGIN_PATH.
+# The installed checker, as a vendor runs it on the files they built.
 unset HMC_PLUGIN_PATH HMC_DEVICE_PLUGINS HMC_NET_PLUGINS
-HMC_PLUGIN_PATH=$plugin_path HMC_LOG_LEVEL=info \
-  "$check" --no-default-dirs --exercise-net template device:template net:template
+if [ "$with_checker" = 1 ]; then
+  "$check" "$work/net-build/libhmc-net-template.so" "$work/device-build/libhmc-device-template.so" ||
+    fail "hmc-plugin-check failed the templates"
+fi
 
 # The installed libhmc.so finds them in <prefix>/lib/hmc, with no variable set; a program built
 # from the installed headers and library alone says so through the public API.
@@ -73,3 +88,7 @@ cp "$work/device-build/libhmc-device-template.so" "$work/net-build/libhmc-net-te
 quiet "$cc" -std=c11 -Wall -Wextra -Werror -I"$prefix/include" "$src/tests/plugin/installed_check.c" \
   -o "$work/installed_check" -L"$prefix/lib" -lhmc -Wl,-rpath,"$prefix/lib"
 HMC_LOG_LEVEL=info "$work/installed_check" device:template net:template
+# ... and so does the installed checker, by name.
+if [ "$with_checker" = 1 ]; then
+  "$check" net:template device:template || fail "hmc-plugin-check net:template device:template failed"
+fi

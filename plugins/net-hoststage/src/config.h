@@ -1,7 +1,7 @@
 // The plugin's deploy-time settings: one table (name, default, help) that the plugin table
 // exports as config_vars, and one parser that validates every value read through the core's
-// config_get. An invalid value fails init with HMC_PLUGIN_ERR_INVALID_ARGUMENT and a logged
-// message naming the variable.
+// config_get (with the SDK's hmc/plugin/config.hpp). An invalid value fails init with
+// HMC_PLUGIN_ERR_INVALID_ARGUMENT and a logged message naming the variable.
 #pragma once
 
 #include <cstddef>
@@ -39,8 +39,5 @@ extern const hmc_config_var_t kConfigVars[];
 // Reads and validates every variable. On failure logs an error naming the variable and returns
 // HMC_PLUGIN_ERR_INVALID_ARGUMENT.
 hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log, Config* out);
-
-// "123", "64K", "4M", "1G" (powers of 1024, case-insensitive). False on garbage or overflow.
-bool parse_size(const char* text, size_t* out);
 
 }  // namespace hmc::hoststage

@@ -1,11 +1,11 @@
 // The plugin's C boundary: hmc_net_plugin_v2 and one thin function per slot. Each converts the
 // opaque handles, checks arguments, calls into the C++ internals and catches everything, so no
-// exception crosses the ABI.
+// exception crosses the ABI (hmc/plugin/boundary.hpp).
 #include <cstddef>
-#include <new>
 
 #include "context.h"
 #include "endpoint.h"
+#include "hmc/plugin/boundary.hpp"
 #include "hmc/plugin/net.h"
 #include "listener.h"
 #include "region.h"
@@ -14,16 +14,7 @@
 namespace hmc::hoststage {
 namespace {
 
-template <typename F>
-hmc_plugin_status_t guarded(F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return HMC_PLUGIN_ERR_NO_MEMORY;
-  } catch (...) {
-    return HMC_PLUGIN_ERR_INTERNAL;
-  }
-}
+using hmc::plugin::guarded;
 
 Context* as_ctx(hmc_net_ctx_t* c) {
   return reinterpret_cast<Context*>(c);
@@ -42,16 +33,9 @@ constexpr char kDevNames[2][4] = {"tcp", "shm"};
 
 hmc_plugin_status_t hs_init(const hmc_host_services_t* host, hmc_net_ctx_t** ctx) {
   return guarded([&] {
-    if (host == nullptr || ctx == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-    if (!HMC_ABI_HAS_FIELD(host, hmc_host_services_t, timeout_ms) || host->log == nullptr ||
-        host->log_enabled == nullptr || host->config_get == nullptr || host->now_ns == nullptr)
-      return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-    if (host->core_abi_min > HMC_NET_ABI_VERSION ||
-        host->core_abi_max < HMC_NET_ABI_VERSION) {
-      host->log(host->host_ctx, HMC_LOG_ERROR,
-                "hoststage: the core accepts plugin ABI versions outside this plugin's (1)");
-      return HMC_PLUGIN_ERR_VERSION;
-    }
+    if (ctx == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    hmc_plugin_status_t checked = hmc::plugin::check_host_services(host, HMC_NET_ABI_VERSION);
+    if (checked != HMC_PLUGIN_SUCCESS) return checked;
     Context* c = nullptr;
     hmc_plugin_status_t st = Context::create(host, &c);
     if (st == HMC_PLUGIN_SUCCESS) *ctx = reinterpret_cast<hmc_net_ctx_t*>(c);
@@ -204,7 +188,8 @@ hmc_plugin_status_t hs_reg_mr(hmc_net_ctx_t* ctx, int dev, const hmc_net_mem_des
     auto m = std::make_unique<MemRegion>(0);
     if (mem->dmabuf_fd >= 0) {
       std::string why;
-      if (mem->len == 0 || !map_dmabuf(mem->dmabuf_fd, mem->dmabuf_offset, mem->len, m.get(), &why)) {
+      if (mem->len == 0 ||
+          !map_dmabuf(mem->dmabuf_fd, mem->dmabuf_offset, mem->len, m.get(), &why)) {
         HS_DEBUG(c.log(), "reg_mr: %zu bytes of device memory (interface %u) at %p: %s", mem->len,
                  mem->iface, mem->addr, mem->len == 0 ? "empty" : why.c_str());
         return HMC_PLUGIN_ERR_NOT_SUPPORTED;
@@ -393,6 +378,11 @@ const hmc_net_plugin_v2_t kPlugin = {
     hs_arm,
     nullptr,  // connect_hello: not offered (nothing the listener must learn before traffic)
     nullptr,  // accept_hello
+    nullptr,  // iflush: not offered
+    nullptr,  // iput_v: not offered
+    nullptr,  // iget_v
+    nullptr,  // iput_notify: not offered
+    nullptr,  // notify_poll
 };
 
 }  // namespace

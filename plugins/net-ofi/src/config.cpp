@@ -2,8 +2,7 @@
 
 #include <strings.h>
 
-#include <cerrno>
-#include <cstdlib>
+#include "hmc/plugin/config.hpp"
 
 namespace hmc::ofi {
 
@@ -43,50 +42,6 @@ const hmc_config_var_t kConfigVars[] = {
 
 namespace {
 
-bool parse_bool(const char* text, bool* out) {
-  static const char* const kTrue[] = {"1", "true", "yes", "on"};
-  static const char* const kFalse[] = {"0", "false", "no", "off"};
-  for (const char* t : kTrue)
-    if (::strcasecmp(text, t) == 0) return *out = true, true;
-  for (const char* f : kFalse)
-    if (::strcasecmp(text, f) == 0) return *out = false, true;
-  return false;
-}
-
-// Splits "a, b,c" into trimmed names; an empty element ("a,,b", "a,") makes it invalid.
-bool parse_list(const std::string& all, std::vector<std::string>* out) {
-  out->clear();
-  size_t pos = 0;
-  for (;;) {
-    size_t comma = all.find(',', pos);
-    std::string item =
-        all.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    size_t b = item.find_first_not_of(" \t");
-    if (b == std::string::npos) return false;
-    size_t e = item.find_last_not_of(" \t");
-    out->push_back(item.substr(b, e - b + 1));
-    if (comma == std::string::npos) return true;
-    pos = comma + 1;
-  }
-}
-
-// A byte count with an optional K, M or G suffix (powers of 1024), at most max.
-bool parse_size(const char* v, size_t max, size_t* out) {
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  unsigned shift = 0;
-  if (end != v && (*end == 'k' || *end == 'K'))
-    shift = 10, ++end;
-  else if (end != v && (*end == 'm' || *end == 'M'))
-    shift = 20, ++end;
-  else if (end != v && (*end == 'g' || *end == 'G'))
-    shift = 30, ++end;
-  if (errno != 0 || end == v || *end != '\0' || *v == '-' || n > (max >> shift)) return false;
-  *out = static_cast<size_t>(n << shift);
-  return true;
-}
-
 bool valid_name(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
   for (char c : s)
@@ -100,80 +55,61 @@ bool valid_name(const std::string& s) {
 
 hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log, Config* out) {
   Config c;
-  auto get = [&](const char* name) -> const char* {
-    const char* v = host->config_get(host->host_ctx, name);
-    return (v != nullptr && *v != '\0') ? v : nullptr;
+  hmc::plugin::ConfigReader r(host, log);
+  constexpr hmc_plugin_status_t kBad = HMC_PLUGIN_ERR_INVALID_ARGUMENT;  // the reader logged why
+  auto bad = [&](const char* name, const std::string& value, const char* want) {
+    r.invalid(name, value, want);
+    return kBad;
   };
-  auto bad = [&](const char* name, const char* value, const char* want) {
-    log.write(HMC_LOG_ERROR, "invalid %s=\"%s\": expected %s", name, value, want);
-    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  };
+  std::string v;
 
-  if (const char* v = get("HMC_OFI_PROVIDER")) {
-    if (!parse_list(v, &c.providers) || c.providers.size() > 8)
-      return bad("HMC_OFI_PROVIDER", v, "a comma-separated list of up to 8 provider names");
-    for (const std::string& p : c.providers)
-      if (!valid_name(p)) return bad("HMC_OFI_PROVIDER", v, "provider names (\"tcp\", \"shm\")");
-  }
-  if (const char* v = get("HMC_OFI_DOMAIN")) {
+  if (!r.read_list("HMC_OFI_PROVIDER", 8, &c.providers,
+                   "a comma-separated list of up to 8 provider names"))
+    return kBad;
+  for (const std::string& p : c.providers)
+    if (!valid_name(p))
+      return bad("HMC_OFI_PROVIDER", r.text("HMC_OFI_PROVIDER"),
+                 "provider names (\"tcp\", \"shm\")");
+  if (!(v = r.text("HMC_OFI_DOMAIN")).empty()) {
     if (!valid_name(v)) return bad("HMC_OFI_DOMAIN", v, "a domain name (\"lo\", \"mlx5_0\")");
     c.domain = v;
   }
-  if (const char* v = get("HMC_OFI_HMEM")) {
+  if (!(v = r.text("HMC_OFI_HMEM")).empty()) {
     bool b = false;
-    if (::strcasecmp(v, "auto") == 0)
-      c.hmem = HmemMode::kAuto;
-    else if (parse_bool(v, &b))
+    if (hmc::plugin::parse_bool(v, &b))
       c.hmem = b ? HmemMode::kOn : HmemMode::kOff;
+    else if (::strcasecmp(v.c_str(), "auto") == 0)
+      c.hmem = HmemMode::kAuto;
     else
       return bad("HMC_OFI_HMEM", v, "auto, 1 or 0");
   }
-  if (const char* v = get("HMC_OFI_PUT_COMPLETION")) {
-    if (::strcasecmp(v, "auto") == 0)
-      c.put_completion = PutCompletion::kAuto;
-    else if (::strcasecmp(v, "delivery") == 0)
-      c.put_completion = PutCompletion::kDelivery;
-    else if (::strcasecmp(v, "read") == 0)
-      c.put_completion = PutCompletion::kRead;
-    else
-      return bad("HMC_OFI_PUT_COMPLETION", v, "auto, delivery or read");
-  }
-  if (const char* v = get("HMC_OFI_MR_CACHE")) {
-    errno = 0;
-    char* end = nullptr;
-    long long n = std::strtoll(v, &end, 10);
-    if (errno != 0 || *end != '\0' || n < 0 || n > 65536)
-      return bad("HMC_OFI_MR_CACHE", v, "an integer from 0 to 65536");
-    c.mr_cache = static_cast<size_t>(n);
-  }
-  if (const char* v = get("HMC_OFI_EAGER_LIMIT")) {
-    if (!parse_size(v, kMaxEagerLimit, &c.eager_limit))
-      return bad("HMC_OFI_EAGER_LIMIT", v, "a size from 0 to 1M (\"8K\")");
-  }
-  if (const char* v = get("HMC_OFI_WRITE_CHUNK")) {
-    if (::strcasecmp(v, "auto") == 0) {
+  int choice = 0;  // index in the list of choices, the first being the default
+  static constexpr PutCompletion kPutCompletions[] = {
+      PutCompletion::kAuto, PutCompletion::kDelivery, PutCompletion::kRead};
+  if (!r.read_choice("HMC_OFI_PUT_COMPLETION", {"auto", "delivery", "read"}, &choice)) return kBad;
+  c.put_completion = kPutCompletions[choice];
+  if (!r.read_int("HMC_OFI_MR_CACHE", size_t{0}, size_t{65536}, &c.mr_cache)) return kBad;
+  if (!r.read_size("HMC_OFI_EAGER_LIMIT", 0, kMaxEagerLimit, &c.eager_limit,
+                   "a size from 0 to 1M (\"8K\")"))
+    return kBad;
+  if (!(v = r.text("HMC_OFI_WRITE_CHUNK")).empty()) {
+    size_t n = 0;
+    if (::strcasecmp(v.c_str(), "auto") == 0) {
       c.write_chunk_auto = true;
-    } else if (parse_size(v, kMaxWriteChunk, &c.write_chunk) &&
-               (c.write_chunk == 0 || c.write_chunk >= kMinWriteChunk)) {
+    } else if (hmc::plugin::parse_size(v, &n) && n <= kMaxWriteChunk &&
+               (n == 0 || n >= kMinWriteChunk)) {
       c.write_chunk_auto = false;
+      c.write_chunk = n;
     } else {
       return bad("HMC_OFI_WRITE_CHUNK", v, "auto, 0, or a size from 4K to 1G (\"512K\")");
     }
   }
-  if (const char* v = get("HMC_OFI_RNDV")) {
-    if (::strcasecmp(v, "auto") == 0)
-      c.rndv = RndvMode::kAuto;
-    else if (::strcasecmp(v, "read") == 0)
-      c.rndv = RndvMode::kRead;
-    else if (::strcasecmp(v, "write") == 0)
-      c.rndv = RndvMode::kWrite;
-    else
-      return bad("HMC_OFI_RNDV", v, "auto, read or write");
-  }
-  if (const char* v = get("HMC_OFI_MR_LOCAL")) {
-    if (!parse_bool(v, &c.force_mr_local)) return bad("HMC_OFI_MR_LOCAL", v, "0 or 1");
-  }
-  if (const char* v = get("HMC_LISTEN_HOST")) c.listen_host = v;
+  choice = 0;
+  static constexpr RndvMode kRndvModes[] = {RndvMode::kAuto, RndvMode::kRead, RndvMode::kWrite};
+  if (!r.read_choice("HMC_OFI_RNDV", {"auto", "read", "write"}, &choice)) return kBad;
+  c.rndv = kRndvModes[choice];
+  if (!r.read_bool("HMC_OFI_MR_LOCAL", &c.force_mr_local)) return kBad;
+  if (!(v = r.text("HMC_LISTEN_HOST")).empty()) c.listen_host = v;
 
   *out = std::move(c);
   return HMC_PLUGIN_SUCCESS;

@@ -1,7 +1,7 @@
 // The plugin's deploy-time settings: one table (name, default, help) that the plugin table
 // exports as config_vars, and one parser that validates every value read through the core's
-// config_get. An invalid value fails init with HMC_PLUGIN_ERR_INVALID_ARGUMENT and a logged
-// message naming the variable.
+// config_get (with the SDK's hmc/plugin/config.hpp). An invalid value fails init with
+// HMC_PLUGIN_ERR_INVALID_ARGUMENT and a logged message naming the variable.
 #pragma once
 
 #include <cstddef>

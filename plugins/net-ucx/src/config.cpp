@@ -1,7 +1,8 @@
 #include "config.h"
 
 #include <cctype>
-#include <cstring>
+
+#include "hmc/plugin/config.hpp"
 
 namespace hmc::ucx {
 
@@ -25,29 +26,6 @@ const hmc_config_var_t kConfigVars[] = {
 };
 
 namespace {
-
-std::string trimmed(const char* v) {
-  if (v == nullptr) return "";
-  std::string s(v);
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
-bool parse_bool(const std::string& s, bool* out) {
-  std::string l;
-  for (char c : s) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (l == "1" || l == "y" || l == "yes" || l == "on" || l == "true") {
-    *out = true;
-    return true;
-  }
-  if (l == "0" || l == "n" || l == "no" || l == "off" || l == "false") {
-    *out = false;
-    return true;
-  }
-  return false;
-}
 
 // UCX lists: comma-separated names of letters, digits, '_', ':', '.', '-', with an optional
 // leading '^' (exclusion). Anything else is a typo better reported here than by UCX's parser.
@@ -73,36 +51,19 @@ bool valid_list(const std::string& s) {
 }  // namespace
 
 bool Config::read(const hmc_host_services_t* host, const Log& log) {
-  auto get = [&](const char* name) { return trimmed(host->config_get(host->host_ctx, name)); };
-  tls = get("HMC_UCX_TLS");
-  if (!tls.empty() && !valid_list(tls)) {
-    log.write(HMC_LOG_ERROR, "HMC_UCX_TLS=\"%s\" is not a comma-separated list of UCX transport "
-              "names", tls.c_str());
-    return false;
-  }
-  net_devices = get("HMC_UCX_NET_DEVICES");
-  if (!net_devices.empty() && !valid_list(net_devices)) {
-    log.write(HMC_LOG_ERROR, "HMC_UCX_NET_DEVICES=\"%s\" is not a comma-separated list of "
-              "device names", net_devices.c_str());
-    return false;
-  }
-  std::string w = get("HMC_UCX_WAKEUP");
-  if (!w.empty() && !parse_bool(w, &wakeup)) {
-    log.write(HMC_LOG_ERROR, "HMC_UCX_WAKEUP=\"%s\" is not a boolean (0/1, on/off, yes/no)",
-              w.c_str());
-    return false;
-  }
-  std::string m = get("HMC_UCX_ERROR_MODE");
-  error_mode_auto = m.empty() || m == "auto";
-  if (error_mode_auto || m == "peer") {
-    peer_errors = true;  // auto: decided once the transports are known
-  } else if (m == "none") {
-    peer_errors = false;
-  } else {
-    log.write(HMC_LOG_ERROR, "HMC_UCX_ERROR_MODE=\"%s\" is not \"auto\", \"peer\" or \"none\"",
-              m.c_str());
-    return false;
-  }
+  hmc::plugin::ConfigReader r(host, log);
+  tls = r.text("HMC_UCX_TLS");
+  if (!tls.empty() && !valid_list(tls))
+    return r.invalid("HMC_UCX_TLS", tls, "a comma-separated list of UCX transport names");
+  net_devices = r.text("HMC_UCX_NET_DEVICES");
+  if (!net_devices.empty() && !valid_list(net_devices))
+    return r.invalid("HMC_UCX_NET_DEVICES", net_devices, "a comma-separated list of device names");
+  if (!r.read_bool("HMC_UCX_WAKEUP", &wakeup)) return false;
+  enum { kAuto, kPeer, kNone };
+  int mode = kAuto;
+  if (!r.read_choice("HMC_UCX_ERROR_MODE", {"auto", "peer", "none"}, &mode)) return false;
+  error_mode_auto = mode == kAuto;
+  peer_errors = mode != kNone;  // auto: decided once the transports are known
   return true;
 }
 

@@ -1,14 +1,14 @@
 // The plugin's C boundary: hmc_net_plugin_v2 and one thin function per slot. Each converts the
 // opaque handles, checks arguments, calls into the C++ internals and catches everything, so no
-// exception crosses the ABI.
+// exception crosses the ABI (hmc/plugin/boundary.hpp).
 #include <cstddef>
 #include <memory>
-#include <new>
 #include <string>
 
 #include "config.h"
 #include "context.h"
 #include "endpoint.h"
+#include "hmc/plugin/boundary.hpp"
 #include "hmc/plugin/net.h"
 #include "listener.h"
 #include "region.h"
@@ -19,34 +19,29 @@
 namespace hmc::ucx {
 namespace {
 
-template <typename F>
-hmc_plugin_status_t guarded(F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return HMC_PLUGIN_ERR_NO_MEMORY;
-  } catch (...) {
-    return HMC_PLUGIN_ERR_INTERNAL;
-  }
-}
+using hmc::plugin::guarded;
 
-Context* as_ctx(hmc_net_ctx_t* c) { return reinterpret_cast<Context*>(c); }
-Endpoint* as_ep(hmc_net_ep_t* e) { return reinterpret_cast<Endpoint*>(e); }
-Listener* as_listener(hmc_net_listener_t* l) { return reinterpret_cast<Listener*>(l); }
-Request* as_req(hmc_net_request_t* r) { return reinterpret_cast<Request*>(r); }
-hmc_net_request_t* to_req(Request* r) { return reinterpret_cast<hmc_net_request_t*>(r); }
+Context* as_ctx(hmc_net_ctx_t* c) {
+  return reinterpret_cast<Context*>(c);
+}
+Endpoint* as_ep(hmc_net_ep_t* e) {
+  return reinterpret_cast<Endpoint*>(e);
+}
+Listener* as_listener(hmc_net_listener_t* l) {
+  return reinterpret_cast<Listener*>(l);
+}
+Request* as_req(hmc_net_request_t* r) {
+  return reinterpret_cast<Request*>(r);
+}
+hmc_net_request_t* to_req(Request* r) {
+  return reinterpret_cast<hmc_net_request_t*>(r);
+}
 
 hmc_plugin_status_t ux_init(const hmc_host_services_t* host, hmc_net_ctx_t** ctx) {
   return guarded([&] {
-    if (host == nullptr || ctx == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-    if (!HMC_ABI_HAS_FIELD(host, hmc_host_services_t, timeout_ms) || host->log == nullptr ||
-        host->log_enabled == nullptr || host->config_get == nullptr || host->now_ns == nullptr)
-      return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-    if (host->core_abi_min > HMC_NET_ABI_VERSION || host->core_abi_max < HMC_NET_ABI_VERSION) {
-      host->log(host->host_ctx, HMC_LOG_ERROR,
-                "ucx: the core accepts plugin ABI versions outside this plugin's (1)");
-      return HMC_PLUGIN_ERR_VERSION;
-    }
+    if (ctx == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    hmc_plugin_status_t checked = hmc::plugin::check_host_services(host, HMC_NET_ABI_VERSION);
+    if (checked != HMC_PLUGIN_SUCCESS) return checked;
     Context* c = nullptr;
     hmc_plugin_status_t st = Context::create(host, &c);
     if (st == HMC_PLUGIN_SUCCESS) *ctx = reinterpret_cast<hmc_net_ctx_t*>(c);
@@ -189,8 +184,10 @@ hmc_plugin_status_t ux_reg_mr(hmc_net_ctx_t* ctx, int dev, const hmc_net_mem_des
     } else if (mem->dmabuf_fd < 0 && reachable && mem->iface == HMC_MEM_IFACE_ROCM) {
       mt = UCS_MEMORY_TYPE_ROCM;
     } else {
-      UX_DEBUG(c.log(), "reg_mr: memory of interface %u (dma-buf fd %d) is not one this UCX "
-               "can access directly", mem->iface, mem->dmabuf_fd);
+      UX_DEBUG(c.log(),
+               "reg_mr: memory of interface %u (dma-buf fd %d) is not one this UCX "
+               "can access directly",
+               mem->iface, mem->dmabuf_fd);
       return HMC_PLUGIN_ERR_NOT_SUPPORTED;
     }
     uintptr_t base = reinterpret_cast<uintptr_t>(mem->addr);
@@ -201,8 +198,8 @@ hmc_plugin_status_t ux_reg_mr(hmc_net_ctx_t* ctx, int dev, const hmc_net_mem_des
     auto m = std::make_unique<MemRegion>();
     m->base = base;
     m->len = mem->len;
-    m->access = mem->access & (HMC_NET_ACCESS_LOCAL | HMC_NET_ACCESS_REMOTE_READ |
-                               HMC_NET_ACCESS_REMOTE_WRITE);
+    m->access = mem->access &
+                (HMC_NET_ACCESS_LOCAL | HMC_NET_ACCESS_REMOTE_READ | HMC_NET_ACCESS_REMOTE_WRITE);
     void* ucx_key = nullptr;
     size_t ucx_len = 0;
     if (mem->len > 0) {
@@ -214,8 +211,8 @@ hmc_plugin_status_t ux_reg_mr(hmc_net_ctx_t* ctx, int dev, const hmc_net_mem_des
       mp.memory_type = mt;
       ucs_status_t us = ucp_mem_map(c.ucp(), &mp, &m->memh);
       if (us != UCS_OK) {
-        c.log().write(HMC_LOG_ERROR, "reg_mr: ucp_mem_map of %zu bytes at %p failed: %s",
-                      mem->len, mem->addr, ucs_status_string(us));
+        c.log().write(HMC_LOG_ERROR, "reg_mr: ucp_mem_map of %zu bytes at %p failed: %s", mem->len,
+                      mem->addr, ucs_status_string(us));
         return from_ucs(us) == HMC_PLUGIN_ERR_INVALID_ARGUMENT ? HMC_PLUGIN_ERR_INVALID_ARGUMENT
                                                                : HMC_PLUGIN_ERR_NO_MEMORY;
       }
@@ -229,9 +226,10 @@ hmc_plugin_status_t ux_reg_mr(hmc_net_ctx_t* ctx, int dev, const hmc_net_mem_des
     size_t n = pack_rkey(*m, ucx_key, ucx_len, rkey, HMC_NET_RKEY_MAX);
     if (ucx_key != nullptr) ucp_rkey_buffer_release(ucx_key);
     if (n == 0) {
-      c.log().write(HMC_LOG_ERROR, "reg_mr: UCX's remote key (%zu bytes) does not fit in %u "
-                    "bytes; restrict HMC_UCX_TLS or HMC_UCX_NET_DEVICES", ucx_len,
-                    HMC_NET_RKEY_MAX - static_cast<unsigned>(kRkeyHeader));
+      c.log().write(HMC_LOG_ERROR,
+                    "reg_mr: UCX's remote key (%zu bytes) does not fit in %u "
+                    "bytes; restrict HMC_UCX_TLS or HMC_UCX_NET_DEVICES",
+                    ucx_len, HMC_NET_RKEY_MAX - static_cast<unsigned>(kRkeyHeader));
       if (m->memh != nullptr) ucp_mem_unmap(c.ucp(), m->memh);
       return HMC_PLUGIN_ERR_NOT_SUPPORTED;
     }
@@ -316,8 +314,8 @@ hmc_plugin_status_t ux_iput(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_n
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     as_ep(ep)->ctx().note_call();
     Request* r = nullptr;
-    hmc_plugin_status_t st = as_ep(ep)->post_put(buf, len, remote_addr,
-                                                 reinterpret_cast<RemoteKey*>(rkey), &r);
+    hmc_plugin_status_t st =
+        as_ep(ep)->post_put(buf, len, remote_addr, reinterpret_cast<RemoteKey*>(rkey), &r);
     if (st == HMC_PLUGIN_SUCCESS) *req = to_req(r);
     return st;
   });
@@ -330,8 +328,8 @@ hmc_plugin_status_t ux_iget(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     as_ep(ep)->ctx().note_call();
     Request* r = nullptr;
-    hmc_plugin_status_t st = as_ep(ep)->post_get(buf, len, remote_addr,
-                                                 reinterpret_cast<RemoteKey*>(rkey), &r);
+    hmc_plugin_status_t st =
+        as_ep(ep)->post_get(buf, len, remote_addr, reinterpret_cast<RemoteKey*>(rkey), &r);
     if (st == HMC_PLUGIN_SUCCESS) *req = to_req(r);
     return st;
   });
@@ -383,7 +381,8 @@ hmc_plugin_status_t ux_connect_hello(hmc_net_ep_t* ep, void* hello, size_t* len)
 
 hmc_plugin_status_t ux_accept_hello(hmc_net_listener_t* listener, const void* hello, size_t len) {
   return guarded([&] {
-    if (listener == nullptr || (hello == nullptr && len > 0)) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    if (listener == nullptr || (hello == nullptr && len > 0))
+      return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     return as_listener(listener)->take_hello(static_cast<const uint8_t*>(hello), len);
   });
 }
@@ -418,6 +417,11 @@ const hmc_net_plugin_v2_t kPlugin = {
     ux_arm,
     ux_connect_hello,
     ux_accept_hello,
+    nullptr,  // iflush: not offered
+    nullptr,  // iput_v: not offered
+    nullptr,  // iget_v
+    nullptr,  // iput_notify: not offered
+    nullptr,  // notify_poll
 };
 
 }  // namespace

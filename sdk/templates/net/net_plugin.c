@@ -125,11 +125,12 @@ static void complete(struct hmc_net_request* r, hmc_plugin_status_t st, size_t b
   r->bytes = bytes;
 }
 
-/* Copies a message into a posted receive and ends it. */
+/* Copies a message into a posted receive and ends it. A truncated receive reports the length
+ * that was sent (the core relies on it to skip the rest of a message it cut into pieces). */
 static void deliver(struct hmc_net_request* recv, const void* data, size_t len) {
   size_t n = len < recv->len ? len : recv->len;
   if (n) memcpy(recv->buf, data, n);
-  complete(recv, len > recv->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, n);
+  complete(recv, len > recv->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, len);
 }
 
 static void ep_close_locked(struct hmc_net_ep* ep) {

@@ -1,0 +1,571 @@
+#include "device_check.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "hmc/plugin/status.hpp"
+#include "pattern.h"
+#include "rules.h"
+#include "target.h"
+#include "wait.h"
+
+extern char** environ;
+
+namespace hmc::check {
+namespace {
+
+using hmc::plugin::status_name;
+
+constexpr size_t kAlloc = size_t{1} << 20;
+constexpr size_t kOddOffset = 3, kOddSize = 4097;  // a copy that starts and ends unaligned
+
+std::string to_hex(const unsigned char* p, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += kDigits[p[i] >> 4];
+    s += kDigits[p[i] & 15];
+  }
+  return s;
+}
+
+bool from_hex(const std::string& s, std::vector<unsigned char>* out) {
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  if (s.size() % 2 != 0) return false;
+  out->clear();
+  for (size_t i = 0; i < s.size(); i += 2) {
+    int hi = nibble(s[i]), lo = nibble(s[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<unsigned char>(hi * 16 + lo));
+  }
+  return true;
+}
+
+// A stream and an event of one device; copies are enqueued on the stream and waited for through
+// the event, within the limit.
+class Copier {
+ public:
+  Copier(const hmc_device_plugin_v1_t* t, hmc_device_ctx_t* ctx, const Waiter& wait)
+      : t_(t), ctx_(ctx), wait_(wait) {}
+  ~Copier() {
+    if (event_ != nullptr) t_->event_destroy(event_);
+    if (stream_ != nullptr) t_->stream_destroy(stream_);
+  }
+  Copier(const Copier&) = delete;
+  Copier& operator=(const Copier&) = delete;
+
+  // Creates the stream and the event; the failing slot's status otherwise, named in *what.
+  int open(int dev, const char** what) {
+    int st = t_->stream_create(ctx_, dev, &stream_);
+    if (st != HMC_PLUGIN_SUCCESS) {
+      stream_ = nullptr;
+      *what = "stream_create";
+      return st;
+    }
+    st = t_->event_create(ctx_, dev, &event_);
+    if (st != HMC_PLUGIN_SUCCESS) {
+      event_ = nullptr;
+      *what = "event_create";
+    }
+    return st;
+  }
+  int copy(void* dst, const void* src, size_t n, hmc_copy_kind_t kind) {
+    return t_->copy_async(stream_, dst, src, n, kind);
+  }
+  // Records the event after the copies enqueued so far and polls it. SUCCESS, the error it
+  // answered, or IN_PROGRESS when it had not answered when the time was up.
+  int finish() {
+    int st = t_->event_record(event_, stream_);
+    if (st != HMC_PLUGIN_SUCCESS) return st;
+    wait_.until([&] { return static_cast<int>(t_->event_query(event_)); }, [] {}, &st);
+    return st;
+  }
+
+ private:
+  const hmc_device_plugin_v1_t* t_;
+  hmc_device_ctx_t* ctx_;
+  const Waiter& wait_;
+  hmc_device_stream_t* stream_ = nullptr;
+  hmc_device_event_t* event_ = nullptr;
+};
+
+class DeviceCheck {
+ public:
+  DeviceCheck(const DeviceTarget& target, const DeviceOptions& options, Report& report)
+      : t_(target.table),
+        ctx_(target.ctx),
+        target_(target),
+        options_(options),
+        wait_(options.timeout),
+        r_(report) {}
+
+  void run();
+
+ private:
+  bool devices();
+  void contexts();
+  void exercise(int dev);
+  void copies(int dev, unsigned char* d1, unsigned char* d2);
+  void host_memory(int dev, unsigned char* d1);
+  void ipc(int dev, unsigned char* d1);
+  void dmabuf(int dev, unsigned char* d1);
+  std::string id(const char* name) const { return prefix_ + name; }
+
+  const hmc_device_plugin_v1_t* t_;
+  hmc_device_ctx_t* ctx_;
+  const DeviceTarget& target_;
+  DeviceOptions options_;
+  Waiter wait_;
+  Report& r_;
+  int count_ = 0;
+  std::vector<hmc_device_props_t> props_;
+  std::string prefix_;
+};
+
+void DeviceCheck::run() {
+  r_.step("devices");
+  if (!devices()) return;
+  contexts();
+  if (count_ == 0) return;
+  if (options_.device >= count_) {
+    r_.fail("device", rule::kDeviceIndex, "--device %d: the plugin has %d device%s",
+            options_.device, count_, count_ == 1 ? "" : "s");
+  } else if (options_.device >= 0) {
+    exercise(options_.device);
+  } else {
+    for (int d = 0; d < count_; ++d) {
+      prefix_ = "dev" + std::to_string(d) + ".";
+      exercise(d);
+    }
+    prefix_.clear();
+  }
+}
+
+bool DeviceCheck::devices() {
+  int st = t_->device_count(ctx_, &count_);
+  if (st != HMC_PLUGIN_SUCCESS || count_ < 0) {
+    r_.fail("devices", rule::kDeviceInfo, "device_count returned %s with %d", status_name(st),
+            count_);
+    return false;
+  }
+  if (count_ == 0) {
+    const char* why = t_->unavailable_reason(ctx_);
+    if (why == nullptr || *why == '\0')
+      r_.warn("devices", rule::kNoDevice, "0 devices, and unavailable_reason gives no reason");
+    if (options_.require_devices)
+      r_.fail("devices", rule::kNoDevice, "0 devices here (--require-devices): %s",
+              why != nullptr ? why : "no reason given");
+    else
+      r_.skip("devices", "0 devices here, so nothing is exercised: %s",
+              why != nullptr ? why : "no reason given");
+    return true;
+  }
+  std::string names;
+  for (int d = 0; d < count_; ++d) {
+    hmc_device_props_t p{};
+    p.hdr = HMC_ABI_HEADER_INIT(hmc_device_props_t);
+    st = t_->device_info(ctx_, d, &p);
+    if (st != HMC_PLUGIN_SUCCESS) {
+      r_.fail("device_info", rule::kDeviceInfo, "device_info(%d) returned %s", d, status_name(st));
+      return false;
+    }
+    if (p.name == nullptr || *p.name == '\0')
+      r_.fail("device_info", rule::kDeviceInfo, "device %d has no name", d);
+    if ((p.caps & HMC_DEVICE_CAP_IPC) &&
+        (p.ipc_handle_size == 0 || p.ipc_handle_size > HMC_DEVICE_IPC_HANDLE_MAX))
+      r_.fail("device_info", rule::kDeviceInfo,
+              "device %d sets HMC_DEVICE_CAP_IPC with an "
+              "ipc_handle_size of %u bytes",
+              d, p.ipc_handle_size);
+    names += std::string(names.empty() ? "" : ", ") + (p.name != nullptr ? p.name : "(unnamed)");
+    props_.push_back(p);
+  }
+  const char* runtime = t_->runtime_version(ctx_);
+  r_.ok("device_info", "%d device%s (%s), runtime %s", count_, count_ == 1 ? "" : "s",
+        names.c_str(), runtime != nullptr ? runtime : "(none given)");
+
+  ExpectedErrors quiet;
+  for (int bad : {count_, -1}) {
+    hmc_device_props_t p{};
+    p.hdr = HMC_ABI_HEADER_INIT(hmc_device_props_t);
+    if (t_->device_info(ctx_, bad, &p) == HMC_PLUGIN_SUCCESS)
+      r_.fail("device_index", rule::kDeviceIndex, "device_info(%d) returned SUCCESS", bad);
+  }
+  void* none = nullptr;
+  st = t_->mem_alloc(ctx_, count_, 4096, &none);
+  if (st == HMC_PLUGIN_SUCCESS) {
+    r_.fail("device_index", rule::kDeviceIndex, "mem_alloc on device %d (of %d) returned SUCCESS",
+            count_, count_);
+    t_->mem_free(ctx_, none);
+  }
+
+  // A caller that does not know the appended copy_bandwidth_MBps.
+  constexpr size_t kShort = offsetof(hmc_device_props_t, copy_bandwidth_MBps);
+  alignas(hmc_device_props_t) unsigned char raw[sizeof(hmc_device_props_t) + 64];
+  std::memset(raw, 0xA5, sizeof raw);
+  auto* shorter = reinterpret_cast<hmc_device_props_t*>(raw);
+  shorter->hdr = {static_cast<uint32_t>(kShort), HMC_PLUGIN_ABI_VERSION};
+  st = t_->device_info(ctx_, 0, shorter);
+  size_t i = kShort;
+  while (i < sizeof raw && raw[i] == 0xA5) ++i;
+  if (st == HMC_PLUGIN_SUCCESS && i != sizeof raw)
+    r_.fail("struct_size", rule::kStructSize,
+            "device_info with hdr.struct_size %zu wrote byte %zu of the caller's struct", kShort,
+            i);
+  else
+    r_.ok("struct_size", "device_info with a %zu-byte struct %s", kShort,
+          st == HMC_PLUGIN_SUCCESS ? "wrote only what fits" : "was refused");
+  return true;
+}
+
+void DeviceCheck::contexts() {
+  r_.step("a second context");
+  hmc_device_ctx_t* other = nullptr;
+  int st = t_->init(target_.host, &other);
+  if (st != HMC_PLUGIN_SUCCESS || other == nullptr) {
+    r_.fail("contexts", rule::kContexts, "a second init returned %s", status_name(st));
+    return;
+  }
+  int n = -1;
+  st = t_->device_count(other, &n);
+  int fin = t_->finalize(other);
+  if (st != HMC_PLUGIN_SUCCESS || n != count_)
+    r_.fail("contexts", rule::kContexts, "the second context has %d devices (%s), the first %d", n,
+            status_name(st), count_);
+  else if (fin != HMC_PLUGIN_SUCCESS)
+    r_.fail("contexts", rule::kContexts, "finalize of the second context returned %s",
+            status_name(fin));
+  else
+    r_.ok("contexts", "a second context, with the same %d device%s, finalized", n,
+          n == 1 ? "" : "s");
+}
+
+void DeviceCheck::exercise(int dev) {
+  r_.step("memory");
+  void* p1 = nullptr;
+  void* p2 = nullptr;
+  int st = t_->mem_alloc(ctx_, dev, kAlloc, &p1);
+  if (st == HMC_PLUGIN_SUCCESS) st = t_->mem_alloc(ctx_, dev, kAlloc, &p2);
+  if (st != HMC_PLUGIN_SUCCESS || p1 == nullptr || p2 == nullptr) {
+    r_.fail(id("alloc"), rule::kAlloc, "mem_alloc of %zu bytes on device %d returned %s", kAlloc,
+            dev, status_name(st));
+    if (p1 != nullptr) t_->mem_free(ctx_, p1);
+    return;
+  }
+  auto* d1 = static_cast<unsigned char*>(p1);
+  auto* d2 = static_cast<unsigned char*>(p2);
+
+  hmc_device_ptr_info_t info{};
+  info.hdr = HMC_ABI_HEADER_INIT(hmc_device_ptr_info_t);
+  st = t_->ptr_query(ctx_, d1 + 100, &info);
+  if (st != HMC_PLUGIN_SUCCESS || info.owned != 1 || info.device != dev || info.is_host != 0 ||
+      info.base != reinterpret_cast<uintptr_t>(d1) || info.size < kAlloc)
+    r_.fail(id("alloc"), rule::kAlloc,
+            "ptr_query inside a %zu-byte allocation at %p answered %s: owned %d, device %d, "
+            "is_host %d, base 0x%llx, size %llu",
+            kAlloc, p1, status_name(st), info.owned, info.device, info.is_host,
+            static_cast<unsigned long long>(info.base), static_cast<unsigned long long>(info.size));
+  else
+    r_.ok(id("alloc"), "%zu bytes on device %d, known to ptr_query", kAlloc, dev);
+
+  int on_stack = 0;
+  info = hmc_device_ptr_info_t{};
+  info.hdr = HMC_ABI_HEADER_INIT(hmc_device_ptr_info_t);
+  int freed;
+  {
+    ExpectedErrors quiet;
+    st = t_->ptr_query(ctx_, &on_stack, &info);
+    freed = t_->mem_free(ctx_, &on_stack);
+  }
+  if (st != HMC_PLUGIN_SUCCESS || info.owned != 0)
+    r_.fail(id("foreign"), rule::kForeign, "ptr_query of a stack address answered %s, owned %d",
+            status_name(st), info.owned);
+  else if (freed == HMC_PLUGIN_SUCCESS)
+    r_.fail(id("foreign"), rule::kForeign, "mem_free of a stack address returned SUCCESS");
+  else
+    r_.ok(id("foreign"), "a stack address is not the plugin's");
+
+  copies(dev, d1, d2);
+  host_memory(dev, d1);
+  dmabuf(dev, d1);
+  ipc(dev, d1);
+
+  r_.step("free");
+  int f1 = t_->mem_free(ctx_, p1), f2 = t_->mem_free(ctx_, p2);
+  if (f1 != HMC_PLUGIN_SUCCESS || f2 != HMC_PLUGIN_SUCCESS)
+    r_.fail(id("free"), rule::kAlloc, "mem_free returned %s and %s", status_name(f1),
+            status_name(f2));
+  else
+    r_.ok(id("free"), "both allocations freed");
+}
+
+void DeviceCheck::copies(int dev, unsigned char* d1, unsigned char* d2) {
+  r_.step("copies");
+  Copier c(t_, ctx_, wait_);
+  const char* what = "";
+  int st = c.open(dev, &what);
+  if (st != HMC_PLUGIN_SUCCESS) {
+    r_.fail(id("copy"), rule::kCopy, "%s on device %d returned %s", what, dev, status_name(st));
+    return;
+  }
+  std::vector<unsigned char> src(kAlloc), back(kAlloc, 0);
+  fill_pattern(src.data(), kAlloc, 21);
+  // Host to device, then device to device and device to host behind one event.
+  st = c.copy(d1, src.data(), kAlloc, HMC_COPY_HOST_TO_DEVICE);
+  if (st == HMC_PLUGIN_SUCCESS) st = c.finish();
+  if (st == HMC_PLUGIN_SUCCESS) st = c.copy(d2, d1, kAlloc, HMC_COPY_DEVICE_TO_DEVICE);
+  if (st == HMC_PLUGIN_SUCCESS) st = c.copy(back.data(), d2, kAlloc, HMC_COPY_DEVICE_TO_HOST);
+  if (st == HMC_PLUGIN_SUCCESS) st = c.finish();
+  size_t bad = pattern_mismatch(back.data(), kAlloc, 21);
+  if (st != HMC_PLUGIN_SUCCESS || bad != kAlloc) {
+    r_.fail(id("copy"), rule::kCopy,
+            "host->device->device->host of %zu bytes: %s%s, first wrong byte %zu", kAlloc,
+            status_name(st), st == HMC_PLUGIN_IN_PROGRESS ? " when the time was up" : "", bad);
+    return;
+  }
+  // Unaligned: a piece at an odd offset, there and back.
+  fill_pattern(src.data(), kOddSize, 22);
+  std::memset(back.data(), 0, kOddSize);
+  st = c.copy(d1 + kOddOffset, src.data(), kOddSize, HMC_COPY_HOST_TO_DEVICE);
+  if (st == HMC_PLUGIN_SUCCESS)
+    st = c.copy(back.data(), d1 + kOddOffset, kOddSize, HMC_COPY_DEVICE_TO_HOST);
+  if (st == HMC_PLUGIN_SUCCESS) st = c.finish();
+  bad = pattern_mismatch(back.data(), kOddSize, 22);
+  if (st != HMC_PLUGIN_SUCCESS || bad != kOddSize)
+    r_.fail(id("copy"), rule::kCopy,
+            "%zu bytes at offset %zu there and back: %s, first wrong "
+            "byte %zu",
+            kOddSize, kOddOffset, status_name(st), bad);
+  else
+    r_.ok(id("copy"),
+          "host->device, device->device, device->host (%zu bytes, and %zu at an odd "
+          "offset), completed through events",
+          kAlloc, kOddSize);
+}
+
+void DeviceCheck::host_memory(int dev, unsigned char* d1) {
+  if (t_->host_alloc != nullptr && t_->host_free != nullptr) {
+    r_.step("pinned host memory");
+    void* h = nullptr;
+    int st = t_->host_alloc(ctx_, kAlloc, &h);
+    if (st != HMC_PLUGIN_SUCCESS || h == nullptr) {
+      r_.fail(id("host_alloc"), rule::kHostAlloc, "host_alloc of %zu bytes returned %s", kAlloc,
+              status_name(st));
+    } else {
+      auto* hp = static_cast<unsigned char*>(h);
+      fill_pattern(hp, kAlloc, 23);
+      std::vector<unsigned char> back(kAlloc, 0);
+      Copier c(t_, ctx_, wait_);
+      const char* what = "";
+      st = c.open(dev, &what);
+      if (st == HMC_PLUGIN_SUCCESS) st = c.copy(d1, hp, kAlloc, HMC_COPY_HOST_TO_DEVICE);
+      if (st == HMC_PLUGIN_SUCCESS) st = c.copy(back.data(), d1, kAlloc, HMC_COPY_DEVICE_TO_HOST);
+      if (st == HMC_PLUGIN_SUCCESS) st = c.finish();
+      size_t bad = pattern_mismatch(back.data(), kAlloc, 23);
+      hmc_device_ptr_info_t info{};
+      info.hdr = HMC_ABI_HEADER_INIT(hmc_device_ptr_info_t);
+      int q = t_->ptr_query(ctx_, hp, &info);
+      int freed = t_->host_free(ctx_, h);
+      if (st != HMC_PLUGIN_SUCCESS || bad != kAlloc)
+        r_.fail(id("host_alloc"), rule::kHostAlloc,
+                "copies through pinned host memory: %s, first wrong byte %zu", status_name(st),
+                bad);
+      else if (q != HMC_PLUGIN_SUCCESS || info.owned != 1 || info.is_host != 1)
+        r_.fail(id("host_alloc"), rule::kHostAlloc,
+                "ptr_query of pinned host memory answered %s, owned %d, is_host %d", status_name(q),
+                info.owned, info.is_host);
+      else if (freed != HMC_PLUGIN_SUCCESS)
+        r_.fail(id("host_alloc"), rule::kHostAlloc, "host_free returned %s", status_name(freed));
+      else
+        r_.ok(id("host_alloc"), "pinned host memory, copied to and from the device");
+    }
+  } else {
+    r_.skip(id("host_alloc"), "host_alloc is not offered");
+  }
+
+  if (!(props_[dev].caps & HMC_DEVICE_CAP_HOST_REGISTER)) return;
+  r_.step("host registration");
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::unique_ptr<void, decltype(&std::free)> mem(std::aligned_alloc(page, kAlloc), &std::free);
+  int st = t_->host_register(ctx_, mem.get(), kAlloc);
+  if (st != HMC_PLUGIN_SUCCESS) {
+    r_.fail(id("host_register"), rule::kHostAlloc, "host_register of %zu bytes returned %s", kAlloc,
+            status_name(st));
+    return;
+  }
+  st = t_->host_unregister(ctx_, mem.get());
+  if (st != HMC_PLUGIN_SUCCESS)
+    r_.fail(id("host_register"), rule::kHostAlloc, "host_unregister returned %s", status_name(st));
+  else
+    r_.ok(id("host_register"), "%zu bytes registered and unregistered", kAlloc);
+}
+
+void DeviceCheck::dmabuf(int dev, unsigned char* d1) {
+  if (!(props_[dev].caps & HMC_DEVICE_CAP_DMABUF)) {
+    r_.skip(id("dmabuf"), "device %d does not set HMC_DEVICE_CAP_DMABUF", dev);
+    return;
+  }
+  r_.step("dma-buf export");
+  int fd = -1;
+  uint64_t offset = 0;
+  int st = t_->dmabuf_export(ctx_, d1, kAlloc, &fd, &offset);
+  if (st != HMC_PLUGIN_SUCCESS || fd < 0) {
+    r_.fail(id("dmabuf"), rule::kDmabuf,
+            "dmabuf_export of a %zu-byte allocation returned %s, fd %d", kAlloc, status_name(st),
+            fd);
+    return;
+  }
+  ::close(fd);
+  r_.ok(id("dmabuf"), "an fd for %zu bytes at offset %llu", kAlloc,
+        static_cast<unsigned long long>(offset));
+}
+
+// Runs the peer; its exit status, or -1 when it did not end within the limit (then killed).
+int run_peer(const std::vector<std::string>& args, std::chrono::milliseconds limit) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -2;
+  const auto deadline = Clock::now() + limit;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (Clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void DeviceCheck::ipc(int dev, unsigned char* d1) {
+  if (!(props_[dev].caps & HMC_DEVICE_CAP_IPC)) {
+    r_.skip(id("ipc"), "device %d does not set HMC_DEVICE_CAP_IPC", dev);
+    return;
+  }
+  r_.step("IPC");
+  // The pattern the peer must see, in the exported allocation.
+  std::vector<unsigned char> buf(kAlloc);
+  fill_pattern(buf.data(), kAlloc, 31);
+  Copier c(t_, ctx_, wait_);
+  const char* what = "";
+  int st = c.open(dev, &what);
+  if (st == HMC_PLUGIN_SUCCESS) st = c.copy(d1, buf.data(), kAlloc, HMC_COPY_HOST_TO_DEVICE);
+  if (st == HMC_PLUGIN_SUCCESS) st = c.finish();
+  if (st != HMC_PLUGIN_SUCCESS) {
+    r_.fail(id("ipc"), rule::kCopy, "preparing the exported memory: %s", status_name(st));
+    return;
+  }
+  unsigned char handle[HMC_DEVICE_IPC_HANDLE_MAX + 64];
+  size_t len = HMC_DEVICE_IPC_HANDLE_MAX;
+  st = t_->ipc_export(ctx_, d1, handle, &len);
+  if (st != HMC_PLUGIN_SUCCESS || len == 0 || len > HMC_DEVICE_IPC_HANDLE_MAX) {
+    r_.fail(id("ipc"), rule::kIpc, "ipc_export returned %s with a %zu-byte handle", status_name(st),
+            len);
+    return;
+  }
+  int rc = run_peer({options_.self, "--ipc-peer", target_.path, std::to_string(dev),
+                     to_hex(handle, len), std::to_string(kAlloc), "31"},
+                    wait_.limit() * 3);
+  if (rc != 0) {
+    r_.fail(id("ipc"), rule::kIpc, "the peer process %s (its messages are above)",
+            rc == -1   ? "did not end in time"
+            : rc == -2 ? "could not be started"
+                       : ("exited with " + std::to_string(rc)).c_str());
+    return;
+  }
+  std::memset(buf.data(), 0, kAlloc);
+  st = c.copy(buf.data(), d1, kAlloc, HMC_COPY_DEVICE_TO_HOST);
+  if (st == HMC_PLUGIN_SUCCESS) st = c.finish();
+  size_t bad = pattern_mismatch(buf.data(), kAlloc, 32);
+  if (st != HMC_PLUGIN_SUCCESS || bad != kAlloc)
+    r_.fail(id("ipc"), rule::kIpc,
+            "what the peer wrote through its mapping: %s, first wrong "
+            "byte %zu",
+            status_name(st), bad);
+  else
+    r_.ok(id("ipc"), "another process opened a %zu-byte handle, read the memory and wrote it", len);
+}
+
+// The peer's problems go to stderr (the checker's output shows them above its verdict).
+int peer_fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+int peer_fail(const char* fmt, ...) {
+  std::fprintf(stderr, "hmc-plugin-check (IPC peer): ");
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  std::fputc('\n', stderr);
+  return 1;
+}
+
+int ipc_peer(const std::vector<std::string>& args) {
+  std::vector<unsigned char> handle;
+  if (args.size() != 5 || !from_hex(args[2], &handle))
+    return peer_fail("usage: --ipc-peer PLUGIN DEVICE HANDLE_HEX SIZE SEED");
+  const int dev = std::atoi(args[1].c_str());
+  const size_t size = std::strtoull(args[3].c_str(), nullptr, 10);
+  const unsigned seed = static_cast<unsigned>(std::strtoul(args[4].c_str(), nullptr, 10));
+  Target target;
+  std::string why;
+  if (!parse_target(args[0], &target, &why)) return peer_fail("%s", why.c_str());
+  auto loader = load_targets({target}, false);
+  const plugin::Record* rec = find_record(*loader, target);
+  if (rec == nullptr || rec->device == nullptr)
+    return peer_fail("%s did not load: %s", args[0].c_str(),
+                     rec != nullptr ? rec->reason.c_str() : "not found");
+  const hmc_device_plugin_v1_t* t = rec->device;
+  hmc_device_ctx_t* ctx = rec->device_ctx;
+  void* mapped = nullptr;
+  int st = t->ipc_open(ctx, dev, handle.data(), handle.size(), &mapped);
+  if (st != HMC_PLUGIN_SUCCESS) return peer_fail("ipc_open returned %s", status_name(st));
+  Waiter wait(std::chrono::seconds(10));
+  int rc = 0;
+  {
+    Copier c(t, ctx, wait);
+    const char* what = "";
+    std::vector<unsigned char> buf(size);
+    st = c.open(dev, &what);
+    if (st == HMC_PLUGIN_SUCCESS) st = c.copy(buf.data(), mapped, size, HMC_COPY_DEVICE_TO_HOST);
+    if (st == HMC_PLUGIN_SUCCESS) st = c.finish();
+    if (st != HMC_PLUGIN_SUCCESS) {
+      rc = peer_fail("reading the mapping: %s", status_name(st));
+    } else if (size_t bad = pattern_mismatch(buf.data(), size, seed); bad != size) {
+      rc = peer_fail("the mapping does not hold what the exporter wrote (byte %zu)", bad);
+    } else {
+      fill_pattern(buf.data(), size, seed + 1);
+      st = c.copy(mapped, buf.data(), size, HMC_COPY_HOST_TO_DEVICE);
+      if (st == HMC_PLUGIN_SUCCESS) st = c.finish();
+      if (st != HMC_PLUGIN_SUCCESS)
+        rc = peer_fail("writing through the mapping: %s", status_name(st));
+    }
+  }
+  st = t->ipc_close(ctx, mapped);
+  if (st != HMC_PLUGIN_SUCCESS && rc == 0) rc = peer_fail("ipc_close returned %s", status_name(st));
+  return rc;
+}
+
+}  // namespace
+
+void check_device(const DeviceTarget& target, const DeviceOptions& options, Report& report) {
+  DeviceCheck(target, options, report).run();
+}
+
+int ipc_peer_main(const std::vector<std::string>& args) {
+  return ipc_peer(args);
+}
+
+}  // namespace hmc::check
