@@ -53,9 +53,11 @@ NetConfig ofi(const std::string& provider) {
   // key; shm has no wait object.
   c.gaps = kPeerCloseUnseen | kStaleKeysAccepted | kNoEmptyRegions | kReadyAfterLoss |
            kArrivedDroppedOnLoss;
+  c.gaps |= kConnectTimesOut;
   if (provider == "shm") c.gaps |= kTimerWaitFd | kStuckReadOnDeath;
   c.gaps_doc = "plugins/net-ofi/README.md; the known defects are not written up there";
-  c.peer_lost_log = "peer lost";
+  c.logs.peer_lost = "peer lost";
+  c.logs.no_answer = "did not answer";
   return c;
 }
 

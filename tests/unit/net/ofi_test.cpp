@@ -169,37 +169,6 @@ INSTANTIATE_TEST_SUITE_P(Modes, OfiPairModes, ::testing::ValuesIn(modes()), conf
 
 class OfiLocal : public NetLocal {};
 
-// A handle whose listener is gone: the hello reaches the endpoint but nobody answers (RDM: no
-// refusal), so ep_ready fails only at the host's timeout, saying so.
-TEST_P(OfiLocal, ListenerGoneTimesOut) {
-  local(
-      [&](LocalPair& p) {
-        const hmc_net_plugin_v1_t* t = p.t;
-        ASSERT_NO_FATAL_FAILURE(p.init());
-        ASSERT_EQ(t->listen(p.a, p.dev, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
-        ASSERT_EQ(t->close_listener(p.l), HMC_PLUGIN_SUCCESS);
-        p.l = nullptr;
-        hmc_net_ep_t* ep = nullptr;
-        ASSERT_EQ(t->connect(p.b, p.dev, p.handle, p.handle_len, &ep), HMC_PLUGIN_SUCCESS);
-        uint64_t t0 = mono_ns();
-        hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
-        while (st == HMC_PLUGIN_IN_PROGRESS && mono_ns() - t0 < 5000000000ull) {
-          st = t->ep_ready(ep);
-          t->progress(p.a);
-        }
-        double ms = static_cast<double>(mono_ns() - t0) / 1e6;
-        EXPECT_EQ(st, HMC_PLUGIN_ERR_PEER_LOST);
-        EXPECT_GE(ms, 250);
-        EXPECT_LT(ms, 2000);
-        EXPECT_TRUE(p.hb.logged("did not answer")) << p.hb.all_logs();
-        hmc_net_request_t* r = nullptr;
-        uint8_t b[4];
-        EXPECT_EQ(t->isend(ep, b, 4, nullptr, 1, &r), HMC_PLUGIN_ERR_PEER_LOST);
-        EXPECT_EQ(t->close_ep(ep), HMC_PLUGIN_SUCCESS);
-      },
-      300);
-}
-
 // Handles of another protocol version (byte 4) or for another device (its name from byte 16)
 // are invalid arguments, saying why; the top four bits of tags belong to the plugin; packed keys
 // that are not the plugin's (a wrong first byte, cut short) are refused at unpack.

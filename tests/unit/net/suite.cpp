@@ -32,6 +32,7 @@ const char* gap_text(Gap g) {
       return "known defect: messages that arrived before the peer was lost are dropped";
     case kStuckReadOnDeath:
       return "known defect: a receive reading from a peer that dies never ends";
+    case kConnectTimesOut: return "a connect to a closed listener fails only at the timeout";
   }
   return "?";
 }

@@ -52,6 +52,9 @@ enum Gap : uint32_t {
   // Known defect (net.h asks otherwise): a receive reading a rendezvous message from a peer that
   // dies in the middle never ends.
   kStuckReadOnDeath = 1u << 8,
+  // A connect to a closed listener is not refused: nobody answers, and it fails only at the
+  // host's timeout.
+  kConnectTimesOut = 1u << 9,
 };
 
 // One line on gap g, for skip messages.
@@ -71,8 +74,13 @@ struct NetConfig {
   // message scenarios run over it, those of connection handling and properties do not.
   bool variant = false;
   uint32_t gaps = kNoGap;
-  std::string gaps_doc;       // where the gaps are explained
-  std::string peer_lost_log;  // logged when the plugin notices a lost peer ("": not checked)
+  std::string gaps_doc;  // where the gaps are explained
+  // What the plugin logs ("": not checked) when it notices a lost peer, and when a connect
+  // timed out with nobody answering.
+  struct {
+    std::string peer_lost;
+    std::string no_answer;
+  } logs;
 
   bool lacks(Gap g) const { return (gaps & g) != 0; }
 };
