@@ -55,7 +55,7 @@ NetConfig ofi(const std::string& provider) {
            kArrivedDroppedOnLoss;
   c.gaps |= kConnectTimesOut;
   if (provider == "shm") c.gaps |= kTimerWaitFd | kStuckReadOnDeath;
-  c.gaps_doc = "plugins/net-ofi/README.md; the known defects are not written up there";
+  c.gaps_doc = "plugins/net-ofi/README.md";
   c.logs.peer_lost = "peer lost";
   c.logs.no_answer = "did not answer";
   return c;
