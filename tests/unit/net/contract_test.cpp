@@ -14,8 +14,7 @@
 namespace net_test {
 namespace {
 
-// Sizes around which plugins change protocol: the configuration's eager limit when it has one,
-// and sizes well past any eager limit.
+// The configuration's eager limit where it is known, else fallback.
 size_t eager_or(const NetConfig& c, size_t fallback) {
   return c.eager != 0 ? c.eager : fallback;
 }
@@ -1238,8 +1237,8 @@ TEST_P(NetPlugin, TableSettingsAndDevices) {
   EXPECT_EQ(t->hdr.abi_version, HMC_PLUGIN_ABI_VERSION);
   EXPECT_EQ(t->hdr.struct_size, sizeof(hmc_net_plugin_v1_t));
   EXPECT_EQ(std::string(t->name), config().plugin);
-  for (auto slot : {reinterpret_cast<void*>(t->reg_mr), reinterpret_cast<void*>(t->dereg_mr),
-                    reinterpret_cast<void*>(t->isend), reinterpret_cast<void*>(t->irecv),
+  EXPECT_TRUE(offers_registration(t));
+  for (auto slot : {reinterpret_cast<void*>(t->isend), reinterpret_cast<void*>(t->irecv),
                     reinterpret_cast<void*>(t->rkey_unpack), reinterpret_cast<void*>(t->iput),
                     reinterpret_cast<void*>(t->iget), reinterpret_cast<void*>(t->cancel),
                     reinterpret_cast<void*>(t->progress), reinterpret_cast<void*>(t->wait_fd),

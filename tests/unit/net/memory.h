@@ -33,6 +33,12 @@ inline std::set<MemKind> device_mem_kinds(const hmc_net_device_props_t& props) {
   return kinds;
 }
 
+// Whether the plugin offers memory registration (the slots register_memory and
+// deregister_memory call).
+inline bool offers_registration(const hmc_net_plugin_v1_t* t) {
+  return t->reg_mr != nullptr && t->dereg_mr != nullptr;
+}
+
 // Registers [addr, addr + len), memory of `kind`, for use on device dev of ctx with `access`
 // (HMC_NET_ACCESS_*). Device memory is described without a dma-buf fd or device ordinal (the
 // tests only register it to see it refused). On SUCCESS *mr is the registration and *rkey holds

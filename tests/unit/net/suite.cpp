@@ -141,12 +141,6 @@ void NetTest::SetUp() {
   require_plugin(GetParam().plugin, &t_);
 }
 
-Cfg NetTest::cfg(const Cfg& extra) const {
-  Cfg c = GetParam().cfg;
-  for (const auto& kv : extra) c[kv.first] = kv.second;
-  return c;
-}
-
 void NetTest::require_no(Gap g) {
   if (GetParam().lacks(g))
     GTEST_SKIP() << GetParam().name << ": " << gap_text(g) << " (" << GetParam().gaps_doc << ")";

@@ -120,7 +120,7 @@ class NetTest : public ::testing::TestWithParam<NetConfig> {
   const NetConfig& config() const { return GetParam(); }
   const hmc_net_plugin_v1_t* t() const { return t_; }
   int dev() const { return GetParam().dev; }
-  Cfg cfg(const Cfg& extra = {}) const;
+  const Cfg& cfg() const { return GetParam().cfg; }
   // Skips the test when the configuration has gap g.
   void require_no(Gap g);
 
