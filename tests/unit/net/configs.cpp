@@ -1,0 +1,91 @@
+// The net plugin configurations the suite runs over. A plugin that is not built here, or has no
+// device here with a configuration's settings (init answers NO_DEVICE), is skipped with the
+// reason. Testing another plugin is adding its entries here (and, for what is particular to it,
+// a <plugin>_test.cpp).
+#include "suite.h"
+
+namespace net_test {
+namespace {
+
+constexpr size_t kHoststageTcpEager = 64 << 10;
+constexpr size_t kHoststageShmEager = 16 << 10;
+constexpr size_t kOneGiB = size_t{1} << 30;
+
+// hoststage: device 0 is tcp (streams 1, 2 (default), 4, and interface binding), device 1 is
+// shm (with and without cross-memory attach). The eager limits are set explicitly; settings
+// beyond them make a variant.
+NetConfig hoststage(const std::string& variant, int dev, const Cfg& extra = {}) {
+  NetConfig c;
+  c.name = "hoststage_" + variant;
+  c.plugin = "hoststage";
+  c.dev = dev;
+  c.cfg = {{"HMC_HOSTSTAGE_EAGER_LIMIT", std::to_string(kHoststageTcpEager)},
+           {"HMC_HOSTSTAGE_SHM_EAGER_LIMIT", std::to_string(kHoststageShmEager)}};
+  for (const auto& kv : extra) c.cfg[kv.first] = kv.second;
+  c.eager = dev == 0 ? kHoststageTcpEager : kHoststageShmEager;
+  c.largest = 64u << 20;  // several chunks on every stream
+  c.variant = !extra.empty();
+  return c;
+}
+
+// ucx: the transports that work on any Linux machine, passed as HMC_UCX_TLS; tcp on loopback
+// only. Error mode: the plugin's default (none for tcp, peer with shared memory).
+NetConfig ucx(const std::string& variant, const std::string& tls) {
+  NetConfig c;
+  c.name = "ucx_" + variant;
+  c.plugin = "ucx";
+  c.cfg = {{"HMC_UCX_TLS", tls}};
+  if (tls == "tcp") c.cfg["HMC_UCX_NET_DEVICES"] = "lo";
+  c.gaps = kStaleKeysAccepted | kTruncatedDataUnset;
+  if (tls != "tcp") c.gaps |= kSendsWaitForPeer;
+  c.gaps_doc = "plugins/net-ucx/README.md";
+  return c;
+}
+
+// ofi: the libfabric providers that need no special hardware, passed as HMC_OFI_PROVIDER.
+NetConfig ofi(const std::string& provider) {
+  NetConfig c;
+  c.name = "ofi_" + provider;
+  c.plugin = "ofi";
+  c.cfg = {{"HMC_OFI_PROVIDER", provider}};
+  c.eager = 8 << 10;  // HMC_OFI_EAGER_LIMIT's default
+  // RDM endpoints have no connection to watch; accesses are checked by the initiator from the
+  // key; shm has no wait object.
+  c.gaps = kPeerCloseUnseen | kStaleKeysAccepted | kNoEmptyRegions | kReadyAfterLoss |
+           kArrivedDroppedOnLoss;
+  c.gaps |= kConnectTimesOut;
+  if (provider == "shm") c.gaps |= kTimerWaitFd | kStuckReadOnDeath;
+  c.gaps_doc = "plugins/net-ofi/README.md";
+  c.logs.peer_lost = "peer lost";
+  c.logs.no_answer = "did not answer";
+  return c;
+}
+
+}  // namespace
+
+const std::vector<NetConfig>& net_configs() {
+  static const std::vector<NetConfig> configs = [] {
+    std::vector<NetConfig> v = {
+        hoststage("tcp", 0),
+        hoststage("tcp_streams1", 0, {{"HMC_HOSTSTAGE_STREAMS", "1"}}),
+        hoststage("tcp_streams4", 0,
+                  {{"HMC_HOSTSTAGE_STREAMS", "4"}, {"HMC_HOSTSTAGE_CHUNK", "256K"}}),
+        hoststage("tcp_ifnames_lo", 0,
+                  {{"HMC_HOSTSTAGE_STREAMS", "3"}, {"HMC_HOSTSTAGE_IFNAMES", "lo,lo"}}),
+        hoststage("shm", 1),
+        hoststage("shm_nocma", 1,
+                  {{"HMC_HOSTSTAGE_SHM_CMA", "0"}, {"HMC_HOSTSTAGE_SHM_CHUNK", "256K"}}),
+        ucx("tcp", "tcp"),
+        ucx("shm", "posix,cma,self"),
+        ofi("tcp"),
+        ofi("shm"),
+    };
+    // One 1 GiB message over the default hoststage configurations.
+    for (NetConfig& c : v)
+      if (c.name == "hoststage_tcp" || c.name == "hoststage_shm") c.huge = kOneGiB;
+    return v;
+  }();
+  return configs;
+}
+
+}  // namespace net_test

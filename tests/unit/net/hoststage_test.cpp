@@ -1,0 +1,475 @@
+// What is particular to plugins/net-hoststage (device 0 tcp over one or more streams, device 1
+// shm): its socket writes, its ring and socket flow control, its handle and key layouts, its
+// connection nonce, its settings and its two devices. The contract scenarios run over its
+// configurations in contract_test.cpp.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cstddef>
+
+#include "suite.h"
+
+namespace net_test {
+namespace {
+
+constexpr int kTcp = 0;
+constexpr int kShm = 1;
+
+// The settings of the hoststage_tcp configuration (explicit eager limits).
+Cfg base_cfg() {
+  for (const NetConfig& c : net_configs())
+    if (c.name == "hoststage_tcp") return c.cfg;
+  return {};
+}
+
+class HoststagePair : public NetTest {};
+
+// Sending into a connection whose peer process died without reading: no SIGPIPE (the test
+// process would die of it), PEER_LOST.
+TEST_P(HoststagePair, WritesToDeadPeerFailCleanly) {
+  run(
+      [&](Side& s) {
+        ASSERT_TRUE(s.await());  // the child is about to die
+        // Its end of the control socket closing tells us it is gone.
+        std::vector<uint8_t> ignored;
+        EXPECT_FALSE(s.ctl_recv(&ignored, 10));
+        std::vector<uint8_t> buf(1024, 1);
+        hmc_plugin_status_t st = HMC_PLUGIN_SUCCESS;
+        for (int i = 0; i < 10000 && st == HMC_PLUGIN_SUCCESS; ++i) {
+          hmc_net_request_t* r = nullptr;
+          st = s.t()->isend(s.ep(), buf.data(), buf.size(), nullptr, 1, &r);
+          if (st == HMC_PLUGIN_SUCCESS) st = s.wait(r, nullptr, 10);
+        }
+        EXPECT_EQ(st, HMC_PLUGIN_ERR_PEER_LOST);
+      },
+      [&](Side& s) {
+        if (!s.signal()) _exit(1);
+        raise(SIGKILL);
+      },
+      30, SIGKILL);
+}
+
+INSTANTIATE_TEST_SUITE_P(Hoststage, HoststagePair, ::testing::ValuesIn(net_configs_of("hoststage")),
+                         config_name);
+
+class HoststageLocal : public NetLocal {};
+
+// A message that arrived for an armed context makes arm report work (IN_PROGRESS); a producer
+// blocked on a full ring (shm) or full socket buffers (tcp) is woken when the consumer drains
+// them.
+TEST_P(HoststageLocal, ArmAndWaitFdWakeUps) {
+  const size_t msg = config().eager;
+  local([&](LocalPair& p) {
+    const hmc_net_plugin_v2_t* t = p.t;
+    ASSERT_NO_FATAL_FAILURE(p.connect());
+    int fd_a = -1, fd_b = -1;
+    ASSERT_EQ(t->wait_fd(p.a, &fd_a), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t->wait_fd(p.b, &fd_b), HMC_PLUGIN_SUCCESS);
+    std::vector<uint8_t> rbuf(8), sbuf(8);
+    fill(sbuf.data(), 8, 5);
+    hmc_net_request_t* r = nullptr;
+    ASSERT_EQ(t->irecv(p.ea, rbuf.data(), 8, nullptr, 1, &r), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(arm_until_idle(t, p.a), HMC_PLUGIN_SUCCESS);
+    EXPECT_FALSE(readable_within(fd_a, 0)) << "an idle, armed context must not look busy";
+    hmc_net_request_t* s = nullptr;
+    ASSERT_EQ(t->isend(p.eb, sbuf.data(), 8, nullptr, 1, &s), HMC_PLUGIN_SUCCESS);
+    int done = 0;
+    for (int i = 0; i < 1000 && !done; ++i)
+      ASSERT_EQ(t->test(s, &done, nullptr), HMC_PLUGIN_SUCCESS);
+    ASSERT_TRUE(done);
+    EXPECT_TRUE(readable_within(fd_a, 5000)) << "the message did not wake the sleeping side";
+    EXPECT_EQ(t->arm(p.a), HMC_PLUGIN_IN_PROGRESS) << "arm must report the waiting message";
+    size_t n = 0;
+    EXPECT_EQ(p.wait(r, &n), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(first_mismatch(rbuf.data(), 8, 5), -1);
+
+    // Flood a with unexpected eager messages until b's sends stop completing (ring or socket
+    // buffers full), then let b sleep: a draining its side must wake b.
+    std::vector<uint8_t> big(msg);
+    std::vector<hmc_net_request_t*> pending;
+    for (int i = 0; i < 4096 && pending.size() < 4; ++i) {
+      hmc_net_request_t* q = nullptr;
+      ASSERT_EQ(t->isend(p.eb, big.data(), msg, nullptr, 9, &q), HMC_PLUGIN_SUCCESS);
+      int d = 0;
+      t->test(q, &d, nullptr);
+      if (!d) pending.push_back(q);
+    }
+    ASSERT_FALSE(pending.empty()) << "b's sends never blocked";
+    ASSERT_EQ(arm_until_idle(t, p.b), HMC_PLUGIN_SUCCESS);
+    EXPECT_FALSE(readable_within(fd_b, 0));
+    for (int i = 0; i < 100; ++i) t->progress(p.a);
+    EXPECT_TRUE(readable_within(fd_b, 5000)) << "draining did not wake the blocked producer";
+    for (hmc_net_request_t* q : pending) EXPECT_EQ(p.wait(q, nullptr, 10), HMC_PLUGIN_SUCCESS);
+  });
+}
+
+// A stream presenting the wrong nonce (handle bytes 4..11) is closed (the connector fails,
+// the listener logs why), and the listener still accepts the right peer afterwards.
+TEST_P(HoststageLocal, WrongNonceRefusedThenRightPeerAccepted) {
+  local([&](LocalPair& p) {
+    const hmc_net_plugin_v2_t* t = p.t;
+    ASSERT_NO_FATAL_FAILURE(p.init());
+    ASSERT_EQ(t->listen(p.a, p.dev, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
+    std::vector<uint8_t> forged(p.handle, p.handle + p.handle_len);
+    forged[4] ^= 0xff;
+    hmc_net_ep_t* bad = nullptr;
+    ASSERT_EQ(t->connect(p.b, p.dev, forged.data(), forged.size(), &bad), HMC_PLUGIN_SUCCESS);
+    hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
+    uint64_t deadline = deadline_after(10);
+    while (st == HMC_PLUGIN_IN_PROGRESS && mono_ns() < deadline) {
+      EXPECT_EQ(t->accept(p.l, &p.ea), HMC_PLUGIN_IN_PROGRESS);
+      st = t->ep_ready(bad);
+    }
+    EXPECT_EQ(st, HMC_PLUGIN_ERR_PEER_LOST);
+    EXPECT_TRUE(p.ha.logged("wrong connection nonce"));
+    t->close_ep(bad);
+    ASSERT_EQ(t->connect(p.b, p.dev, p.handle, p.handle_len, &p.eb), HMC_PLUGIN_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(p.finish_connect());
+    std::vector<uint8_t> x(100), y(100);
+    fill(x.data(), 100, 3);
+    hmc_net_request_t *r = nullptr, *s = nullptr;
+    ASSERT_EQ(t->irecv(p.ea, y.data(), 100, nullptr, 1, &r), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t->isend(p.eb, x.data(), 100, nullptr, 1, &s), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(p.wait(s), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(x, y);
+  });
+}
+
+// The owner checks the key bytes (8..15 of the packed key) before touching its memory: a
+// forged key ends every access with REMOTE, whatever its length.
+TEST_P(HoststageLocal, ForgedKeyRefusedByTheOwner) {
+  const size_t large = 2 * config().eager;
+  local([&](LocalPair& p) {
+    const hmc_net_plugin_v2_t* t = p.t;
+    ASSERT_NO_FATAL_FAILURE(p.connect());
+    std::vector<uint8_t> region(4 * config().eager), rkey;
+    fill(region.data(), region.size(), 20);
+    hmc_net_mr_t* mr = reg(t, p.a, p.dev, region.data(), region.size(), kRemoteRw, &rkey);
+    ASSERT_NE(mr, nullptr);
+    ASSERT_GE(rkey.size(), 16u);
+    std::vector<uint8_t> forged = rkey;
+    forged[8] ^= 0x5a;
+    forged[15] ^= 0xa5;
+    hmc_net_rkey_t* k = nullptr;
+    ASSERT_EQ(t->rkey_unpack(p.eb, forged.data(), forged.size(), &k), HMC_PLUGIN_SUCCESS);
+    const uint64_t base = reinterpret_cast<uintptr_t>(region.data());
+    std::vector<uint8_t> src(large), dst(large);
+    fill(src.data(), src.size(), 99);
+    for (size_t len : {size_t{10}, large, size_t{0}}) {
+      hmc_net_request_t* r = nullptr;
+      ASSERT_EQ(t->iput(p.eb, src.data(), len, nullptr, base, k, &r), HMC_PLUGIN_SUCCESS);
+      EXPECT_EQ(p.wait(r), HMC_PLUGIN_ERR_REMOTE) << "put of " << len << " bytes";
+      ASSERT_EQ(t->iget(p.eb, dst.data(), len, nullptr, base, k, &r), HMC_PLUGIN_SUCCESS);
+      EXPECT_EQ(p.wait(r), HMC_PLUGIN_ERR_REMOTE) << "get of " << len << " bytes";
+    }
+    EXPECT_EQ(first_mismatch(region.data(), region.size(), 20), -1) << "the region was written";
+    EXPECT_EQ(t->rkey_release(k), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(deregister_memory(t, p.a, p.dev, mr), HMC_PLUGIN_SUCCESS);
+  });
+}
+
+// Device memory registered through a dma-buf the CPU can map (a memfd stands in for the
+// exporter): puts and gets reach the dma-buf's bytes, not the registered address, on both the
+// target's side (the region) and the initiator's (a local buffer passed with its mr); an fd that
+// cannot be mapped is refused as NOT_SUPPORTED, so that the core stages that region instead.
+TEST_P(HoststageLocal, DmabufRegionIsReadAndWrittenThroughItsMapping) {
+  const size_t len = 3 * config().eager + 4096 + 17;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  local([&](LocalPair& p) {
+    const hmc_net_plugin_v2_t* t = p.t;
+    ASSERT_NO_FATAL_FAILURE(p.connect());
+    // Two "dma-bufs" with their data at an offset inside; the registered addresses are
+    // unrelated placeholders the plugin must never touch (PROT_NONE).
+    auto make = [&](uint8_t** view, int* fd) {
+      *fd = memfd_create("hmc-test-dmabuf", MFD_CLOEXEC);
+      ASSERT_GE(*fd, 0);
+      ASSERT_EQ(ftruncate(*fd, static_cast<off_t>(len + page)), 0);
+      void* v = mmap(nullptr, len + page, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+      ASSERT_NE(v, MAP_FAILED);
+      *view = static_cast<uint8_t*>(v) + 100;  // the data starts 100 bytes into the buffer
+    };
+    uint8_t *target_view = nullptr, *local_view = nullptr;
+    int target_fd = -1, local_fd = -1;
+    ASSERT_NO_FATAL_FAILURE(make(&target_view, &target_fd));
+    ASSERT_NO_FATAL_FAILURE(make(&local_view, &local_fd));
+    void* fake = mmap(nullptr, 2 * (len + page), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(fake, MAP_FAILED);
+    uint8_t* target_addr = static_cast<uint8_t*>(fake);
+    uint8_t* local_addr = target_addr + len + page;
+    fill(target_view, len, 1);
+    std::vector<uint8_t> rkey, unused;
+    hmc_net_mr_t* tmr = nullptr;
+    ASSERT_EQ(register_memory(t, p.a, p.dev, MemKind::kDmabuf, target_addr, len, kRemoteRw, &tmr,
+                              &rkey, target_fd, 100),
+              HMC_PLUGIN_SUCCESS);
+    hmc_net_mr_t* lmr = nullptr;
+    ASSERT_EQ(register_memory(t, p.b, p.dev, MemKind::kDmabuf, local_addr, len,
+                              HMC_NET_ACCESS_LOCAL, &lmr, &unused, local_fd, 100),
+              HMC_PLUGIN_SUCCESS);
+    // The mappings hold their own reference: the fds may go.
+    close(target_fd);
+    close(local_fd);
+    hmc_net_rkey_t* k = nullptr;
+    ASSERT_EQ(t->rkey_unpack(p.eb, rkey.data(), rkey.size(), &k), HMC_PLUGIN_SUCCESS);
+    const uint64_t base = reinterpret_cast<uintptr_t>(target_addr);
+    for (size_t n : {size_t{10}, len - 1}) {
+      fill(local_view, n, 7);
+      hmc_net_request_t* r = nullptr;
+      ASSERT_EQ(t->iput(p.eb, local_addr, n, lmr, base + 1, k, &r), HMC_PLUGIN_SUCCESS);
+      ASSERT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS) << "put of " << n << " bytes";
+      EXPECT_EQ(first_mismatch(target_view + 1, n, 7), -1) << "put of " << n << " bytes";
+      fill(target_view, len, 3);
+      ASSERT_EQ(t->iget(p.eb, local_addr, n, lmr, base + 1, k, &r), HMC_PLUGIN_SUCCESS);
+      ASSERT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS) << "get of " << n << " bytes";
+      std::vector<uint8_t> want(target_view + 1, target_view + 1 + n);
+      EXPECT_EQ(std::vector<uint8_t>(local_view, local_view + n), want) << "get of " << n;
+    }
+    EXPECT_EQ(t->rkey_release(k), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(deregister_memory(t, p.a, p.dev, tmr), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(deregister_memory(t, p.b, p.dev, lmr), HMC_PLUGIN_SUCCESS);
+    // An fd that cannot be mapped (a pipe) is not a dma-buf this plugin reads.
+    int pipefd[2];
+    ASSERT_EQ(pipe(pipefd), 0);
+    hmc_net_mr_t* bad = nullptr;
+    EXPECT_EQ(register_memory(t, p.a, p.dev, MemKind::kDmabuf, target_addr, len, kRemoteRw, &bad,
+                              &unused, pipefd[0], 0),
+              HMC_PLUGIN_ERR_NOT_SUPPORTED);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    munmap(fake, 2 * (len + page));
+    munmap(target_view - 100, len + page);
+    munmap(local_view - 100, len + page);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Hoststage, HoststageLocal,
+                         ::testing::ValuesIn(net_configs_of("hoststage", false)), config_name);
+
+// ---------------------------------------------------------------------------------------------
+// Connection handles
+
+// A peer that accepts the connection at the socket level but never answers the hello: ep_ready
+// fails within the host's timeout, and posts fail.
+TEST(HoststageConnect, SilentPeerTimesOut) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("hoststage", &t);
+  in_child([&] {
+    for (int dev : {kTcp, kShm}) {
+      SCOPED_TRACE(dev == kTcp ? "tcp" : "shm");
+      Host host(base_cfg(), 300);
+      hmc_net_ctx_t* c = nullptr;
+      ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
+      // A real handle gives the format; its address is replaced by a socket nobody serves.
+      uint8_t handle[HMC_NET_HANDLE_MAX];
+      size_t len = 0;
+      hmc_net_listener_t* l = nullptr;
+      ASSERT_EQ(t->listen(c, dev, handle, &len, &l), HMC_PLUGIN_SUCCESS);
+      int silent = -1;
+      if (dev == kTcp) {
+        silent = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t al = sizeof(a);
+        ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+        ASSERT_EQ(listen(silent, 16), 0);
+        ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&a), &al), 0);
+        ASSERT_EQ(handle[12], 1);  // one address: ip at 13..16, port at 17..18 (network order)
+        std::memcpy(handle + 17, &a.sin_port, 2);
+      } else {
+        silent = socket(AF_UNIX, SOCK_STREAM, 0);
+        sockaddr_un u{};
+        u.sun_family = AF_UNIX;
+        // Same length as the real name, so the handle layout stays valid.
+        size_t nlen = handle[16];
+        std::string name(nlen, 'z');
+        std::memcpy(u.sun_path + 1, name.data(), nlen);
+        ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&u),
+                       static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + nlen)),
+                  0);
+        ASSERT_EQ(listen(silent, 16), 0);
+        std::memcpy(handle + 17, name.data(), nlen);
+      }
+      hmc_net_ep_t* ep = nullptr;
+      ASSERT_EQ(t->connect(c, dev, handle, len, &ep), HMC_PLUGIN_SUCCESS);
+      uint64_t t0 = mono_ns();
+      hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
+      while (st == HMC_PLUGIN_IN_PROGRESS && mono_ns() - t0 < 5000000000ull) st = t->ep_ready(ep);
+      double ms = static_cast<double>(mono_ns() - t0) / 1e6;
+      EXPECT_EQ(st, HMC_PLUGIN_ERR_PEER_LOST);
+      EXPECT_GE(ms, 250);
+      EXPECT_LT(ms, 2000);
+      hmc_net_request_t* r = nullptr;
+      uint8_t b[4];
+      EXPECT_EQ(t->isend(ep, b, 4, nullptr, 1, &r), HMC_PLUGIN_ERR_PEER_LOST);
+      t->close_ep(ep);
+      t->close_listener(l);
+      close(silent);
+      EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+    }
+  });
+}
+
+// A port nobody listens on refuses; a handle of another protocol version (byte 0) or for the
+// other device is an invalid argument.
+TEST(HoststageConnect, RefusedAndMalformedHandles) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("hoststage", &t);
+  in_child([&] {
+    Host host(base_cfg(), 2000);
+    hmc_net_ctx_t* c = nullptr;
+    ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
+    uint8_t handle[HMC_NET_HANDLE_MAX];
+    size_t len = 0;
+    hmc_net_listener_t* l = nullptr;
+    ASSERT_EQ(t->listen(c, kTcp, handle, &len, &l), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t->close_listener(l), HMC_PLUGIN_SUCCESS);
+    hmc_net_ep_t* ep = nullptr;
+    ASSERT_EQ(t->connect(c, kTcp, handle, len, &ep), HMC_PLUGIN_SUCCESS);
+    hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
+    uint64_t t0 = mono_ns();
+    while (st == HMC_PLUGIN_IN_PROGRESS && mono_ns() - t0 < 5000000000ull) st = t->ep_ready(ep);
+    EXPECT_EQ(st, HMC_PLUGIN_ERR_PEER_LOST);
+    t->close_ep(ep);
+    ep = nullptr;
+    EXPECT_EQ(t->connect(c, kShm, handle, len, &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+    std::vector<uint8_t> v(handle, handle + len);
+    v[0] = 99;  // protocol version
+    EXPECT_EQ(t->connect(c, kTcp, v.data(), v.size(), &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(host.logged("protocol version"));
+    EXPECT_EQ(t->connect(c, 7, handle, len, &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ep, nullptr);
+    EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings and devices
+
+TEST(HoststageConfig, InvalidValuesFailInitNamingTheVariable) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("hoststage", &t);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"HMC_HOSTSTAGE_STREAMS", "abc"},
+      {"HMC_HOSTSTAGE_STREAMS", "0"},
+      {"HMC_HOSTSTAGE_STREAMS", "65"},
+      {"HMC_HOSTSTAGE_STREAMS", "2x"},
+      {"HMC_HOSTSTAGE_SHM", "maybe"},
+      {"HMC_HOSTSTAGE_SHM_CMA", "2"},
+      {"HMC_HOSTSTAGE_EAGER_LIMIT", "-1"},
+      {"HMC_HOSTSTAGE_EAGER_LIMIT", "2M"},
+      {"HMC_HOSTSTAGE_SHM_RING", "100K"},
+      {"HMC_HOSTSTAGE_SHM_EAGER_LIMIT", "1M"},
+      {"HMC_HOSTSTAGE_CHUNK", "1"},
+      {"HMC_HOSTSTAGE_CHUNK", "4Q"},
+      {"HMC_HOSTSTAGE_SHM_CHUNK", "2G"},
+      {"HMC_HOSTSTAGE_SOCKBUF", "lots"},
+      {"HMC_HOSTSTAGE_IFNAMES", "lo,,lo"},
+      {"HMC_HOSTSTAGE_IFNAMES", "hmcnosuchif0"},
+      {"HMC_LISTEN_HOST", "not a host name!"},
+  };
+  in_child([&] {
+    for (const auto& kv : bad) {
+      SCOPED_TRACE(kv.first + "=" + kv.second);
+      Host host(Cfg{{kv.first, kv.second}}, 5000, HMC_LOG_ERROR - 1);
+      hmc_net_ctx_t* c = nullptr;
+      EXPECT_EQ(t->init(host.services(), &c), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+      EXPECT_EQ(c, nullptr);
+      EXPECT_TRUE(host.logged(kv.first)) << "no log message names " << kv.first;
+    }
+    // Valid spellings are accepted.
+    Host ok(Cfg{{"HMC_HOSTSTAGE_STREAMS", "4"},
+                {"HMC_HOSTSTAGE_EAGER_LIMIT", "32k"},
+                {"HMC_HOSTSTAGE_SHM", "off"},
+                {"HMC_HOSTSTAGE_IFNAMES", " lo "},
+                {"HMC_HOSTSTAGE_SOCKBUF", "0"}});
+    hmc_net_ctx_t* c = nullptr;
+    ASSERT_EQ(t->init(ok.services(), &c), HMC_PLUGIN_SUCCESS);
+    int n = 0;
+    EXPECT_EQ(t->device_count(c, &n), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(n, 1) << "HMC_HOSTSTAGE_SHM=off must hide the shm device";
+    EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+  });
+}
+
+TEST(HoststageConfig, InterfaceListGivesOneAddressEach) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("hoststage", &t);
+  in_child([&] {
+    Host host(Cfg{{"HMC_HOSTSTAGE_IFNAMES", "lo,lo"}});
+    hmc_net_ctx_t* c = nullptr;
+    ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
+    uint8_t handle[HMC_NET_HANDLE_MAX];
+    size_t len = 0;
+    hmc_net_listener_t* l = nullptr;
+    ASSERT_EQ(t->listen(c, kTcp, handle, &len, &l), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(handle[12], 2) << "one advertised address per listed interface";
+    ASSERT_EQ(len, 13u + 2 * 6);
+    for (int i = 0; i < 2; ++i) {
+      uint32_t ip = 0;
+      uint16_t port = 0;
+      std::memcpy(&ip, handle + 13 + 6 * i, 4);
+      std::memcpy(&port, handle + 17 + 6 * i, 2);
+      EXPECT_EQ(ip, htonl(INADDR_LOOPBACK));
+      EXPECT_NE(port, 0);
+    }
+    t->close_listener(l);
+    EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+  });
+}
+
+TEST(HoststageConfig, ListenAnyAdvertisesAConcreteAddress) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("hoststage", &t);
+  in_child([&] {
+    Host host(Cfg{{"HMC_LISTEN_HOST", "0.0.0.0"}});
+    hmc_net_ctx_t* c = nullptr;
+    ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
+    uint8_t handle[HMC_NET_HANDLE_MAX];
+    size_t len = 0;
+    hmc_net_listener_t* l = nullptr;
+    ASSERT_EQ(t->listen(c, kTcp, handle, &len, &l), HMC_PLUGIN_SUCCESS);
+    ASSERT_GE(len, 19u);
+    uint32_t ip = 0;
+    std::memcpy(&ip, handle + 13, 4);
+    EXPECT_NE(ip, 0u) << "0.0.0.0 must not be advertised";
+    t->close_listener(l);
+    EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+  });
+}
+
+// Two devices, tcp and shm, host memory only, no message size limit.
+TEST(HoststageProps, DevicesAndProperties) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("hoststage", &t);
+  EXPECT_STREQ(t->name, "hoststage");
+  in_child([&] {
+    Host host(base_cfg());
+    hmc_net_ctx_t* c = nullptr;
+    ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
+    int n = 0;
+    ASSERT_EQ(t->device_count(c, &n), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(n, 2);
+    hmc_net_device_props_t p{};
+    p.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
+    ASSERT_EQ(t->device_props(c, kTcp, &p), HMC_PLUGIN_SUCCESS);
+    EXPECT_STREQ(p.name, "tcp");
+    EXPECT_EQ(p.flags, HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_DMABUF);
+    EXPECT_EQ(device_mem_kinds(p), (std::set<MemKind>{MemKind::kHost, MemKind::kDmabuf}));
+    EXPECT_EQ(p.max_msg_size, 0u);
+    ASSERT_EQ(t->device_props(c, kShm, &p), HMC_PLUGIN_SUCCESS);
+    EXPECT_STREQ(p.name, "shm");
+    EXPECT_EQ(p.flags,
+              HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_DMABUF | HMC_NET_FLAG_SAME_HOST);
+    EXPECT_EQ(t->device_props(c, 2, &p), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+  });
+}
+
+}  // namespace
+}  // namespace net_test
