@@ -3,6 +3,7 @@
 
 #include "net/region.h"
 #include "peer/address.h"
+#include "util/status.h"
 
 using namespace hmc;
 
@@ -68,4 +69,57 @@ TEST(RegionDescriptor, RoundTripWithoutPlugins) {
   EXPECT_TRUE(p.rkeys.empty());
   for (size_t n = 0; n < packed.size(); ++n)
     EXPECT_NE(unpack_region(packed.data(), n, &p), HMC_SUCCESS) << n;
+}
+
+// One key per registered net device, found by (plugin, device): a path on another device of
+// the same plugin has no key (and reaches device memory by staging instead).
+TEST(RegionDescriptor, OneKeyPerNetDevice) {
+  NetPlugin net(nullptr, nullptr, "hoststage");
+  NetDevice tcp, shm;
+  tcp.plugin = shm.plugin = &net;
+  tcp.name = "tcp";
+  shm.name = "shm";
+  Region r;
+  char buf[64];
+  r.addr = buf;
+  r.size = sizeof buf;
+  r.id = 7;
+  r.context_id = 9;
+  r.staged = true;
+  r.registrations.push_back({&tcp, nullptr, {1, 2, 3}});
+  r.registrations.push_back({&shm, nullptr, {4, 5}});
+  EXPECT_EQ(r.registration_on(&shm), &r.registrations[1]);
+  auto packed = pack_region(r);
+  PackedRegion p;
+  ASSERT_EQ(unpack_region(packed.data(), packed.size(), &p), HMC_SUCCESS);
+  ASSERT_EQ(p.rkeys.size(), 2u);
+  ASSERT_NE(p.key_for("hoststage", "tcp"), nullptr);
+  EXPECT_EQ(*p.key_for("hoststage", "tcp"), (std::vector<uint8_t>{1, 2, 3}));
+  EXPECT_EQ(*p.key_for("hoststage", "shm"), (std::vector<uint8_t>{4, 5}));
+  EXPECT_EQ(p.key_for("hoststage", "rdma0"), nullptr);
+  EXPECT_EQ(p.key_for("ucx", "tcp"), nullptr);
+  EXPECT_EQ(p.region_id, 7u);
+  EXPECT_EQ(p.flags, kRegionFlagStaged);
+}
+
+// More keys than a reader takes fail loudly, naming the bound; a version 1 descriptor (one key
+// per plugin, net ABI 1) is refused as a version mismatch.
+TEST(RegionDescriptor, TooManyKeysAndOldVersionsAreRefused) {
+  Region r;
+  char buf[8];
+  r.addr = buf;
+  r.size = sizeof buf;
+  auto packed = pack_region(r);
+  // The key count sits right after magic (4), version (2), base, size (8 each) and access (4).
+  const size_t count_at = 4 + 2 + 8 + 8 + 4;
+  uint32_t many = kMaxRegionKeys + 1;
+  memcpy(packed.data() + count_at, &many, sizeof many);
+  PackedRegion p;
+  EXPECT_EQ(unpack_region(packed.data(), packed.size(), &p), HMC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("4097 keys"), std::string::npos)
+      << last_error();
+  packed = pack_region(r);
+  uint16_t v1 = 1;
+  memcpy(packed.data() + 4, &v1, sizeof v1);
+  EXPECT_EQ(unpack_region(packed.data(), packed.size(), &p), HMC_ERR_VERSION);
 }
