@@ -248,8 +248,9 @@ TEST_P(UcxLocal, ForgedKeysAreRefused) {
   });
 }
 
-// One device named "ucx": same-host only with shared-memory transports, host memory only;
-// memory the plugin cannot access directly is refused, not mis-registered.
+// One device named "ucx": same-host only with shared-memory transports, host memory only, a
+// shorter props struct filled only as far as it goes; memory the plugin cannot access directly
+// is refused, not mis-registered.
 TEST_P(UcxLocal, DevicesAndProperties) {
   const bool shm = cfg().at("HMC_UCX_TLS") == "posix,cma,self";
   const hmc_net_plugin_v2_t* t = this->t();
@@ -275,6 +276,19 @@ TEST_P(UcxLocal, DevicesAndProperties) {
     EXPECT_EQ(kinds.count(MemKind::kDmabuf), 0u);
     EXPECT_EQ(p.max_msg_size, 0u);
     EXPECT_EQ(t->device_props(c, 1, &p), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+    // A caller compiled against a shorter struct only gets the fields that fit.
+    struct Short {
+      hmc_abi_header_t hdr;
+      const char* name;
+    };
+    struct Guarded {
+      Short s;
+      uint64_t canary;
+    } g{{{static_cast<uint32_t>(sizeof(Short)), 1}, nullptr}, 0x1122334455667788ull};
+    ASSERT_EQ(t->device_props(c, 0, reinterpret_cast<hmc_net_device_props_t*>(&g.s)),
+              HMC_PLUGIN_SUCCESS);
+    EXPECT_STREQ(g.s.name, "ucx");
+    EXPECT_EQ(g.canary, 0x1122334455667788ull);
     uint8_t buf[64];
     hmc_net_mr_t* mr = nullptr;
     std::vector<uint8_t> rkey;
