@@ -54,7 +54,8 @@ hmc_status_t Context::memory_access(const Peer& peer, const void* buf, size_t si
   const int iface = loc.device->mem_iface;
   if (nd && iface >= 0 && (nd->props.mem_ifaces & HMC_MEM_IFACE_BIT(iface))) return HMC_SUCCESS;
   *staged = true;
-  if (mr && nd) {
+  // Only a net device that takes dma-bufs holds registrations of memory it cannot reach natively.
+  if (mr && nd && (nd->props.flags & HMC_NET_FLAG_DMABUF)) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(buf);
     std::lock_guard<std::mutex> lock(regions_mutex_);
     for (const Region* r : regions_) {
