@@ -63,7 +63,7 @@ const DecoderEntry kDecoders[] = {
     {MsgType::NetHandle,
      round_trip<msg::NetHandle, msg::decode_net_handle, msg::encode_net_handle>},
     {MsgType::NetReady, round_trip<msg::NetReady, msg::decode_net_ready, msg::encode_net_ready>},
-    {MsgType::Notify, round_trip<uint64_t, msg::decode_notify, msg::encode_notify>},
+    {MsgType::Notify, round_trip<msg::Notify, msg::decode_notify, msg::encode_notify>},
     {MsgType::Bye, round_trip<std::string, msg::decode_bye, msg::encode_bye>},
     {MsgType::RegionRequest,
      round_trip<msg::RegionRequest, msg::decode_region_request, msg::encode_region_request>},
@@ -79,6 +79,7 @@ const DecoderEntry kDecoders[] = {
     {MsgType::StagedDone,
      round_trip<msg::StagedDone, msg::decode_staged_done, msg::encode_staged_done>},
     {MsgType::NetHello, round_trip<msg::NetHello, msg::decode_net_hello, msg::encode_net_hello>},
+    {MsgType::NotifyAck, round_trip<uint64_t, msg::decode_notify_ack, msg::encode_notify_ack>},
 };
 constexpr size_t kNumDecoders = sizeof(kDecoders) / sizeof(kDecoders[0]);
 
@@ -257,7 +258,7 @@ std::vector<FuzzSeed> fuzz_seeds() {
   msg::encode_caps(caps, &w_caps);
   msg::encode_net_handle(nh, &w_nh);
   msg::encode_net_ready({HMC_ERR_NO_PATH, "no common path"}, &w_ready);
-  msg::encode_notify(0xfeedull, &w_notify);
+  msg::encode_notify({0xfeedull, 2}, &w_notify);
   msg::encode_bye(std::string("context destroyed"), &w_bye);
   seeds.push_back({"stream-setup",
                    concat({frame_of(MsgType::Caps, w_caps), frame_of(MsgType::NetHandle, w_nh),

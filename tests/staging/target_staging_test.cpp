@@ -229,6 +229,13 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
 // ---- notification: after the data, in order with a put into host memory ------------------------
 
 TEST(TargetStagingScenarios, NotificationFollowsTheDataInOrderWithAHostRegionPut) {
@@ -280,6 +287,88 @@ TEST(TargetStagingScenarios, NotificationFollowsTheDataInOrderWithAHostRegionPut
           hmc_mem_free(ctx, src);
           return "";
         });
+  }
+}
+
+// Puts into host memory carry their notifications with the data where the path offers it
+// (hoststage does); puts into staged device memory notify on the control plane. Mixed, the
+// target still sees every notification after its data and in the order of the puts: a Notify
+// waits for the carried ones before it, and the initiator carries again only once its Notify
+// messages were delivered.
+TEST(TargetStagingScenarios, NotificationsKeepPutOrderAcrossBothChannels) {
+  struct Put {
+    bool device;  // into the staged device region, else into the host region
+    size_t offset, size;
+  };
+  const std::vector<Put> puts = {{false, 0, 1u << 20},     {false, 1u << 20, 8},
+                                 {false, 2u << 20, 300000}, {true, 0, 2 * kChunk + 99},
+                                 {false, 3u << 20, 5},      {false, 3u << 20 | 64, 70000},
+                                 {true, 1u << 20, 1000},    {false, 3u << 20 | 200000, 1},
+                                 {false, 4u << 20, 0}};
+  const size_t region = 5u << 20;
+  for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
+    SCOPED_TRACE(path);
+    std::string log = testing::TempDir() + "hmc-notify-order-" + std::to_string(getpid()) + ".log";
+    unlink(log.c_str());
+    run_roles(
+        path, "cuda:0", "hip:0",
+        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+          void* dev;
+          hmc_region_t dreg, hreg;
+          STEP(export_region(ctx, peer, mem, region, HMC_ACCESS_REMOTE_WRITE, &dev, &dreg, 7));
+          std::vector<uint8_t> host(region, kUntouched);
+          CHECK_OK(hmc_mem_register(ctx, host.data(), host.size(), HMC_ACCESS_REMOTE_WRITE, &hreg));
+          uint8_t desc[512];
+          size_t len = sizeof desc;
+          CHECK_OK(hmc_region_pack(hreg, desc, &len));
+          CHECK_OK(send_wait(peer, desc, len, 6));
+          for (size_t i = 0; i < puts.size(); ++i) {
+            hmc_notification_t n;
+            CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
+            CHECK_TRUE(n.value == i + 1, "notification " + std::to_string(n.value) + " came " +
+                                             std::to_string(i + 1) + "th");
+            const Put& p = puts[i];
+            const uint8_t* base = p.device ? static_cast<uint8_t*>(dev) : host.data();
+            long bad = check(ctx, base + p.offset, p.size, int(i));
+            CHECK_TRUE(bad == -1, "notification " + std::to_string(i + 1) +
+                                      " came before its data: byte " + std::to_string(bad));
+          }
+          STEP(step_send(peer, 8));
+          CHECK_OK(hmc_mem_deregister(hreg));
+          CHECK_OK(hmc_mem_deregister(dreg));
+          hmc_mem_free(ctx, dev);
+          return "";
+        },
+        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+          hmc_remote_t dr, hr;
+          STEP(import_region(peer, &dr, 7));
+          STEP(import_region(peer, &hr, 6));
+          std::vector<void*> srcs;
+          std::vector<hmc_request_t> reqs;
+          for (size_t i = 0; i < puts.size(); ++i) {
+            const Put& p = puts[i];
+            void* src;
+            CHECK_OK(hmc_mem_alloc(ctx, p.device ? mem : "host", std::max<size_t>(p.size, 1),
+                                   &src));
+            srcs.push_back(src);
+            CHECK_TRUE(fill(ctx, src, p.size, int(i)), "fill failed");
+            hmc_request_t q;
+            CHECK_OK(hmc_put(peer, src, p.size, p.device ? dr : hr, p.offset, HMC_PUT_NOTIFY,
+                             i + 1, &q));
+            reqs.push_back(q);
+          }
+          for (hmc_request_t q : reqs) CHECK_OK(hmc_request_wait(q, kTimeoutMs, nullptr));
+          STEP(step_recv(peer, 8));
+          hmc_remote_release(dr);
+          hmc_remote_release(hr);
+          for (void* src : srcs) hmc_mem_free(ctx, src);
+          return "";
+        },
+        {{"HMC_LOG_FILE", log.c_str()}, {"HMC_LOG_LEVEL", "info"}});
+    std::string text = read_text(log);
+    unlink(log.c_str());
+    EXPECT_NE(text.find("put notifications travel with the data"), std::string::npos)
+        << "the path did not carry notifications:\n" << text;
   }
 }
 
@@ -514,13 +603,6 @@ void PrintTo(const DirectCase& c, std::ostream* os) {
       << (c.target_exports_dmabuf ? "" : ", target without dma-buf export");
 }
 class DmabufDirect : public testing::TestWithParam<DirectCase> {};
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 TEST_P(DmabufDirect, PutAndGetByteExactDirectOrFallingBackPerRegion) {
   const DirectCase& c = GetParam();

@@ -189,6 +189,7 @@ void Context::build_capabilities() {
   caps_.stage_first = std::min<uint64_t>(kFirstPiece, stage_chunk_);
   if (config_.get_bool("HMC_STAGE_SHARED"))
     caps_.features |= path::kFeatureSharedBounces | path::kFeatureIpcOrShared;
+  caps_.features |= path::kFeatureCarriedNotify;
   caps_.device_count = static_cast<uint32_t>(devices_.devices().size() - 1);  // all but host
   // Device IPC (xfer/ipc.cpp): the device plugins with an IPC-capable device.
   if (config_.get_bool("HMC_DEVICE_IPC"))
@@ -291,11 +292,16 @@ void Context::flush_notifications_locked(Peer& peer) {
   while (!peer.notify_queue.empty() && peer.notify_queue.front()->landed) {
     Request* req = peer.notify_queue.front();
     peer.notify_queue.pop_front();
+    if (req->carried) {  // the plugin delivered it with the data
+      peer.notify_sender.carried_landed();
+      complete_locked(req, HMC_SUCCESS, "");
+      continue;
+    }
     hmc_status_t st;
     {
       std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
       control::Writer w;
-      msg::encode_notify(req->notify_value, &w);
+      msg::encode_notify({req->notify_value, peer.notify_sender.control_sending()}, &w);
       st = peer.ctrl ? peer.ctrl->send(control::MsgType::Notify, w) : HMC_ERR_PEER_LOST;
     }
     if (st == HMC_SUCCESS) complete_locked(req, HMC_SUCCESS, "");
@@ -403,6 +409,7 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
   for (Request* req : peer.notify_queue)
     if (req->landed) fail_one(req);  // the others were just failed as pending
   peer.notify_queue.clear();
+  drain_held_notifications(peer);
 }
 
 // Whether a request ending with st means the path to the peer is gone. A receive that matched
@@ -511,16 +518,8 @@ std::string Context::dispatch_control(const std::shared_ptr<Peer>& peer,
   const uint8_t* p = m.payload.data();
   size_t n = m.payload.size();
   switch (m.type) {
-    case control::MsgType::Notify: {
-      uint64_t value = 0;
-      if (!msg::decode_notify(p, n, &value)) return "malformed notification";
-      {
-        std::lock_guard<std::mutex> lock(notify_mutex_);
-        notifications_.push_back({reinterpret_cast<hmc_peer_t>(peer.get()), value});
-      }
-      notify_cv_.notify_all();
-      return "";
-    }
+    case control::MsgType::Notify: return on_notify_ctrl_locked(*peer, p, n);
+    case control::MsgType::NotifyAck: return on_notify_ack(*peer, p, n);
     case control::MsgType::Heartbeat: return "";
     case control::MsgType::Bye: {
       std::string reason;
@@ -644,8 +643,11 @@ bool Context::progress(bool control) {
     if (!used) continue;
     std::lock_guard<std::mutex> lock(net->mutex());
     if (HMC_NET_SLOT(net->table(), progress)) net->table()->progress(net->ctx());
+    const bool carried_notify = HMC_NET_SLOT(net->table(), notify_poll);
     for (auto& peer : peers_) {
-      if (peer->net != net.get() || peer->pending.empty()) continue;
+      if (peer->net != net.get()) continue;
+      if (carried_notify) poll_carried_notifications_locked(*peer);
+      if (peer->pending.empty()) continue;
       auto& pend = peer->pending;
       bool broken = false;
       for (size_t i = 0; i < pend.size();) {

@@ -121,6 +121,16 @@ class Context {
   void end_request_locked(Request* req, hmc_status_t status, std::string error);
   // Sends the notifications of landed puts at the head of the peer's queue (net mutex held).
   void flush_notifications_locked(Peer& peer);
+  // Target side of put notifications (context/notify.cpp, ordered by xfer/notify_order.h): those
+  // the net plugin carried (net mutex held), Notify and NotifyAck messages (ctrl_mutex held),
+  // and those held for carried ones that will never come (the peer is gone).
+  void poll_carried_notifications_locked(Peer& peer);
+  std::string on_notify_ctrl_locked(Peer& peer, const uint8_t* p, size_t n);
+  std::string on_notify_ack(Peer& peer, const uint8_t* p, size_t n);
+  void drain_held_notifications(Peer& peer);
+  template <typename Fn>
+  uint64_t deliver_notifications(Peer& peer, Fn fn);
+  void send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered);
   // Marks the peer lost (net mutex held): closes its endpoint, fails every pending request.
   void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason);
   void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason);

@@ -51,7 +51,8 @@ bool is_known_type(uint16_t type) {
     case MsgType::StagedPut:
     case MsgType::StagedGet:
     case MsgType::StagedDone:
-    case MsgType::NetHello: return true;
+    case MsgType::NetHello:
+    case MsgType::NotifyAck: return true;
   }
   return false;
 }
@@ -78,6 +79,7 @@ const char* msg_type_name(MsgType type) {
     case MsgType::StagedPut: return "StagedPut";
     case MsgType::StagedGet: return "StagedGet";
     case MsgType::StagedDone: return "StagedDone";
+    case MsgType::NotifyAck: return "NotifyAck";
     case MsgType::NetHello: return "NetHello";
   }
   return "unknown";

@@ -55,6 +55,9 @@ enum class MsgType : uint16_t {
   StagedGet = 30,   // initiator -> owner: send me this part of your region, framed
   StagedDone = 31,  // owner -> initiator: how the owner's side of a StagedPut/StagedGet ended
   NetHello = 32,    // initiator -> acceptor during setup: the net plugin's hello (peer/messages.h)
+  // Target -> initiator: how many of its Notify messages were delivered (xfer/notify_order.h).
+  // Sent only to peers offering kFeatureCarriedNotify.
+  NotifyAck = 33,
 };
 
 bool is_known_type(uint16_t type);

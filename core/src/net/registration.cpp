@@ -80,7 +80,8 @@ bool Context::register_with(NetDevice& nd, void* addr, size_t size, uint32_t acc
   desc.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_mem_desc_t);
   desc.addr = addr;
   desc.len = size;
-  desc.iface = dev.is_host() ? HMC_MEM_IFACE_HOST : static_cast<uint32_t>(std::max(dev.mem_iface, 0));
+  desc.iface = dev.is_host() ? uint32_t{HMC_MEM_IFACE_HOST}
+                             : static_cast<uint32_t>(std::max(dev.mem_iface, 0));
   desc.device_ordinal = dev.is_host() ? -1 : dev.index;
   desc.dmabuf_fd = -1;
   desc.access = HMC_NET_ACCESS_LOCAL | access;

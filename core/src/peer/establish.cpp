@@ -129,6 +129,9 @@ struct PeerSetup {
     peer->net = dev->plugin;
     peer->net_device = dev;
     peer->ep = ep;
+    peer->notify_sender.carry_offered = HMC_NET_SLOT(dev->plugin->table(), iput_notify) &&
+                                        (remote.features & path::kFeatureCarriedNotify) &&
+                                        ctx.config_.get_bool("HMC_NET_NOTIFY_CARRIED");
     peer->ctrl = std::move(ch);
     peer->last_sent_ns = now_ns();
     peer->framing.chunk = framing_chunk(ctx.caps_, remote);
@@ -158,10 +161,11 @@ struct PeerSetup {
         peer->framing.device_modes.emplace_back(local.plugin, std::move(costs));
       }
     }
-    HMC_LOG_I("peer {}: path {} ({}){}{}", peer->name, choice.key(), choice.reason,
+    HMC_LOG_I("peer {}: path {} ({}){}{}{}", peer->name, choice.key(), choice.reason,
               peer->framing.on() ? fmt::format(", messages framed in {}-byte pieces",
                                                peer->framing.chunk)
                                  : "",
+              peer->notify_sender.carry_offered ? ", put notifications travel with the data" : "",
               modes.empty() ? "" : fmt::format("; expected for {} MiB of device memory the net "
                                                "path cannot reach, best first{}",
                                                kModeLogSize >> 20, modes));

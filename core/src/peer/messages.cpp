@@ -162,10 +162,23 @@ bool decode_net_ready(const uint8_t* p, size_t n, NetReady* m) {
   return true;
 }
 
-void encode_notify(const uint64_t& value, control::Writer* w) { w->u64(value); }
-bool decode_notify(const uint8_t* p, size_t n, uint64_t* value) {
+void encode_notify(const Notify& m, control::Writer* w) {
+  w->u64(m.value);
+  w->u64(m.carried_before);
+}
+bool decode_notify(const uint8_t* p, size_t n, Notify* m) {
   control::Reader r(p, n);
-  return r.u64(value);
+  Notify x;
+  if (!r.u64(&x.value)) return false;
+  if (r.remaining() > 0 && !r.u64(&x.carried_before)) return false;
+  *m = x;
+  return true;
+}
+
+void encode_notify_ack(const uint64_t& delivered, control::Writer* w) { w->u64(delivered); }
+bool decode_notify_ack(const uint8_t* p, size_t n, uint64_t* delivered) {
+  control::Reader r(p, n);
+  return r.u64(delivered);
 }
 
 void encode_bye(const std::string& reason, control::Writer* w) { w->str(reason); }

@@ -49,9 +49,19 @@ struct NetReady {
 void encode_net_ready(const NetReady& m, control::Writer* w);
 bool decode_net_ready(const uint8_t* p, size_t n, NetReady* m);
 
-// Notify: the value of a put with HMC_PUT_NOTIFY, sent after the data is in place.
-void encode_notify(const uint64_t& value, control::Writer* w);
-bool decode_notify(const uint8_t* p, size_t n, uint64_t* value);
+// Notify: the value of a put with HMC_PUT_NOTIFY, sent after the data is in place, and how many
+// notifications the initiator's net plugin carried to this target before it (appended in
+// protocol 1 by peers offering kFeatureCarriedNotify; 0 when absent).
+struct Notify {
+  uint64_t value = 0;
+  uint64_t carried_before = 0;
+};
+void encode_notify(const Notify& m, control::Writer* w);
+bool decode_notify(const uint8_t* p, size_t n, Notify* m);
+
+// NotifyAck: how many Notify messages from the receiver of this one were delivered so far.
+void encode_notify_ack(const uint64_t& delivered, control::Writer* w);
+bool decode_notify_ack(const uint8_t* p, size_t n, uint64_t* delivered);
 
 // Bye: orderly close, with a reason.
 void encode_bye(const std::string& reason, control::Writer* w);

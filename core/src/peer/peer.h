@@ -16,6 +16,7 @@
 #include "control/channel.h"
 #include "net/net_plugin.h"
 #include "path/path.h"
+#include "xfer/notify_order.h"
 #include "xfer/peer_framing_state.h"
 #include "xfer/post_test_learner.h"
 
@@ -56,6 +57,8 @@ struct Peer : std::enable_shared_from_this<Peer> {
   // Puts with HMC_PUT_NOTIFY in the order they were posted; a put's notification is sent only
   // after those of every earlier one, so the target sees them in order. Guarded by net->mutex().
   std::deque<Request*> notify_queue;
+  NotifySender notify_sender;      // guarded by net->mutex() (but its acked())
+  NotifyReceiver notify_receiver;  // guarded by Context::notify_mutex_
   std::string lost_reason;          // guarded by net->mutex()
   PostTestLearner post_test_learner;  // guarded by net->mutex()
 

@@ -46,6 +46,8 @@ const std::vector<ConfigVar>& core_config_vars() {
        "per peer, how many of its device allocations stay mapped after a device IPC message, for the next ones, where the runtime's IPC handles are unique (hmc-info: ipc-unique-handles); 0: map and unmap per message; 0 to 4096", "core"},
       {"HMC_NET_DMABUF", ConfigType::Bool, "1",
        "register device memory with net devices that take dma-bufs (hmc_mem_register; one-sided access then goes device-direct); 0: device memory is reached by staging only", "core"},
+      {"HMC_NET_NOTIFY_CARRIED", ConfigType::Bool, "1",
+       "a put's notification travels with its data where the path's net plugin offers it (RDMA write with immediate, a message after the data); 0: always on the control plane, after the put ended", "core"},
       {"HMC_STAGE_SHARED", ConfigType::Bool, "1",
        "between processes on one host, a receiver of staged device memory copies the pieces straight out of the sender's staging buffers (one copy out, one copy in); 0: through the transport", "core"},
       {"HMC_DEVICE_COPY_CALIBRATE", ConfigType::Bool, "1",

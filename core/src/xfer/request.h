@@ -39,6 +39,7 @@ struct alignas(64) Request {
   bool control_driven = false;
   bool notify = false;
   bool landed = false;  // a notifying put whose data is in place, waiting to notify in order
+  bool carried = false;  // a notifying put whose notification the net plugin carries
   hmc_status_t status = HMC_IN_PROGRESS;
   hmc_net_request_t* net = nullptr;  // guarded by peer->net->mutex(); nullptr once ended
   // Not owned: a context keeps each of its peers, open or closed, until it is destroyed, and

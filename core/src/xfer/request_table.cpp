@@ -49,6 +49,7 @@ HMC_HOT void reset(Request* r) {
   r->notify = false;
   r->notify_value = 0;
   r->landed = false;
+  r->carried = false;
   r->net = nullptr;
   r->temp_mr = nullptr;
   r->control_driven = false;

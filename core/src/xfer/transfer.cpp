@@ -1,5 +1,6 @@
 // Posting transfers on a peer's data path, and completing them: test, wait (busy-polling the
 // request's own plugin, with a full progress pass now and then), cancel, notifications.
+#include <algorithm>
 #include <sched.h>
 
 #include "context/context.h"
@@ -309,7 +310,15 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
     // Checked and recorded under the net mutex, where a withdrawal marks and looks.
     if (remote->dead.load(std::memory_order_relaxed)) return HMC_PLUGIN_ERR_REMOTE;
-    hmc_plugin_status_t ps = net.table()->iput(ep, buf, size, mr, addr, remote->rkey, nr);
+    // The notification travels with the data where the plugin carries it and that keeps the
+    // order of notifications (xfer/notify_order.h).
+    req->carried = req->notify && peer->notify_sender.may_carry(std::none_of(
+                                      peer->notify_queue.begin(), peer->notify_queue.end(),
+                                      [](const Request* q) { return !q->carried; }));
+    hmc_plugin_status_t ps =
+        req->carried
+            ? net.table()->iput_notify(ep, buf, size, mr, addr, remote->rkey, req->notify_value, nr)
+            : net.table()->iput(ep, buf, size, mr, addr, remote->rkey, nr);
     if (ps == HMC_PLUGIN_SUCCESS && remote->region_id)
       track_remote_request_locked(remote, RequestTable::handle(req));
     return ps;

@@ -86,7 +86,10 @@ void Endpoint::finish_cma(const CmaJob& j, hmc_plugin_status_t local_st,
       complete(r, st, local_st == HMC_PLUGIN_SUCCESS ? static_cast<size_t>(j.len) : 0);
       break;
     }
-    case CmaJob::kPutPull: reply(kMsgPutAck, j.peer_id, peer_st); break;
+    case CmaJob::kPutPull:
+      notes_.landed(j.note, peer_st == HMC_PLUGIN_SUCCESS);
+      reply(kMsgPutAck, j.peer_id, peer_st);
+      break;
     case CmaJob::kGetPush: reply(kMsgGetResp, j.peer_id, peer_st); break;
   }
 }
@@ -119,7 +122,8 @@ void Endpoint::cma_fallback(const CmaJob& j, int err) {
     }
     case CmaJob::kPutPull: {
       uint64_t sid = next_id_++;
-      sinks_[sid] = Sink{SinkKind::kPutTarget, j.local, j.len, 0, nullptr, j.key, j.peer_id, true};
+      sinks_[sid] =
+          Sink{SinkKind::kPutTarget, j.local, j.len, 0, nullptr, j.key, j.peer_id, true, j.note};
       WireHdr h{};
       h.type = kMsgPutCts;
       h.id = j.peer_id;

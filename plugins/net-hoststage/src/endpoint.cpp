@@ -283,7 +283,7 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, uint64_t tag, Req
 }
 
 hmc_plugin_status_t Endpoint::post_put(const void* buf, size_t len, uint64_t raddr, uint64_t key,
-                                       Request** out) {
+                                       bool notify, uint64_t value, Request** out) {
   hmc_plugin_status_t st = check_postable();
   if (st != HMC_PLUGIN_SUCCESS) return st;
   Busy busy(*this);
@@ -297,8 +297,12 @@ hmc_plugin_status_t Endpoint::post_put(const void* buf, size_t len, uint64_t rad
   h.id = r->id;
   h.addr = raddr;
   h.len = len;
+  if (notify) {
+    h.flags = kFlagNotify;
+    h.sink = value;
+  }
   if (len <= inline_limit_) {
-    h.flags = kFlagPayload;
+    h.flags |= kFlagPayload;
     send_ctrl(h, buf, len, nullptr);
   } else {
     h.aux = reinterpret_cast<uintptr_t>(buf);
@@ -555,6 +559,7 @@ void Endpoint::finish_sink(uint64_t id) {
       complete(s.req, HMC_PLUGIN_SUCCESS, static_cast<size_t>(s.len));
       break;
     case SinkKind::kPutTarget:
+      notes_.landed(s.note, s.valid);
       reply(kMsgPutAck, s.put_id, s.valid ? HMC_PLUGIN_SUCCESS : HMC_PLUGIN_ERR_REMOTE);
       break;
   }
@@ -673,21 +678,25 @@ void Endpoint::on_fin(const WireHdr& h) {
 void Endpoint::on_put(const WireHdr& h, const uint8_t* payload) {
   // Checked before any byte is written: key, bounds and access of a live region.
   uint8_t* dst = ctx_.regions().check(h.tag, h.addr, h.len, HMC_NET_ACCESS_REMOTE_WRITE);
+  // A notification takes its place in order now, and is released once the data is in place.
+  const uint64_t note = (h.flags & kFlagNotify) != 0 ? notes_.arrive(h.sink) : PutNotes::kNone;
   if ((h.flags & kFlagPayload) != 0) {
     if (dst != nullptr && h.len > 0) std::memcpy(dst, payload, static_cast<size_t>(h.len));
+    notes_.landed(note, dst != nullptr);
     reply(kMsgPutAck, h.id, dst != nullptr ? HMC_PLUGIN_SUCCESS : HMC_PLUGIN_ERR_REMOTE);
     return;
   }
   if (dst == nullptr) {
+    notes_.landed(note, false);
     reply(kMsgPutAck, h.id, HMC_PLUGIN_ERR_REMOTE);
     return;
   }
   if (dev_ == DevKind::kShm && cma_ok_) {
-    cma_.push_back(CmaJob{CmaJob::kPutPull, nullptr, dst, h.aux, h.len, 0, h.id, h.tag});
+    cma_.push_back(CmaJob{CmaJob::kPutPull, nullptr, dst, h.aux, h.len, 0, h.id, h.tag, note});
     return;
   }
   uint64_t sid = next_id_++;
-  sinks_[sid] = Sink{SinkKind::kPutTarget, dst, h.len, 0, nullptr, h.tag, h.id, true};
+  sinks_[sid] = Sink{SinkKind::kPutTarget, dst, h.len, 0, nullptr, h.tag, h.id, true, note};
   WireHdr c{};
   c.type = kMsgPutCts;
   c.id = h.id;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "handle.h"
+#include "put_notes.h"
 #include "request.h"
 #include "ring.h"
 #include "stream.h"
@@ -74,8 +75,11 @@ class Endpoint {
   // --- operations (entry points; arguments already validated) ---
   hmc_plugin_status_t post_send(const void* buf, size_t len, uint64_t tag, Request** out);
   hmc_plugin_status_t post_recv(void* buf, size_t len, uint64_t tag, Request** out);
+  // notify: the put carries `value` to the target's notify_poll (iput_notify).
   hmc_plugin_status_t post_put(const void* buf, size_t len, uint64_t raddr, uint64_t key,
-                               Request** out);
+                               bool notify, uint64_t value, Request** out);
+  // The next notification of a put that landed here, in the order of the puts (notify_poll).
+  bool poll_notification(uint64_t* value) { return notes_.poll(value); }
   hmc_plugin_status_t post_get(void* buf, size_t len, uint64_t raddr, uint64_t key, Request** out);
   hmc_plugin_status_t cancel(Request* r);
   void release(Request* r);  // test reported r done
@@ -127,6 +131,7 @@ class Endpoint {
     uint64_t key;     // kPutTarget: region re-checked before every chunk
     uint64_t put_id;  // kPutTarget: initiator's request, for the ack
     bool valid;       // kPutTarget: false once the region went away (data then discarded)
+    uint64_t note = PutNotes::kNone;  // kPutTarget: the put's notification slot
   };
   // Chunks this side still has to stream.
   struct BulkJob {
@@ -148,6 +153,7 @@ class Endpoint {
     uint64_t done;
     uint64_t peer_id;  // sender's request (recv) or initiator's request (put/get)
     uint64_t key;      // put/get: owner's region, re-checked before every step
+    uint64_t note = PutNotes::kNone;  // kPutPull: the put's notification slot
   };
 
   friend class Busy;
@@ -251,6 +257,7 @@ class Endpoint {
   std::unordered_map<uint64_t, Sink> sinks_;
   std::deque<BulkJob> bulk_;
   std::deque<CmaJob> cma_;
+  PutNotes notes_;
 };
 
 }  // namespace hmc::hoststage

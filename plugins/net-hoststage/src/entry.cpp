@@ -288,8 +288,9 @@ bool local_buffer(Endpoint& ep, hmc_net_mr_t* mr, const void* buf, size_t len, c
   return true;
 }
 
-hmc_plugin_status_t hs_iput(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_net_mr_t* mr,
-                            uint64_t remote_addr, hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+hmc_plugin_status_t post_put(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_net_mr_t* mr,
+                             uint64_t remote_addr, hmc_net_rkey_t* rkey, bool notify,
+                             uint64_t value, hmc_net_request_t** req) {
   return guarded([&] {
     if (ep == nullptr || rkey == nullptr || req == nullptr || (buf == nullptr && len > 0))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
@@ -297,10 +298,28 @@ hmc_plugin_status_t hs_iput(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_n
     if (mr != nullptr && !local_buffer(*as_ep(ep), mr, buf, len, &local))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     Request* r = nullptr;
-    hmc_plugin_status_t st =
-        as_ep(ep)->post_put(local, len, remote_addr, reinterpret_cast<RemoteKey*>(rkey)->key, &r);
+    hmc_plugin_status_t st = as_ep(ep)->post_put(
+        local, len, remote_addr, reinterpret_cast<RemoteKey*>(rkey)->key, notify, value, &r);
     if (st == HMC_PLUGIN_SUCCESS) *req = reinterpret_cast<hmc_net_request_t*>(r);
     return st;
+  });
+}
+
+hmc_plugin_status_t hs_iput(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_net_mr_t* mr,
+                            uint64_t remote_addr, hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+  return post_put(ep, buf, len, mr, remote_addr, rkey, false, 0, req);
+}
+
+hmc_plugin_status_t hs_iput_notify(hmc_net_ep_t* ep, const void* buf, size_t len,
+                                   hmc_net_mr_t* mr, uint64_t remote_addr, hmc_net_rkey_t* rkey,
+                                   uint64_t value, hmc_net_request_t** req) {
+  return post_put(ep, buf, len, mr, remote_addr, rkey, true, value, req);
+}
+
+hmc_plugin_status_t hs_notify_poll(hmc_net_ep_t* ep, uint64_t* value) {
+  return guarded([&] {
+    if (ep == nullptr || value == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    return as_ep(ep)->poll_notification(value) ? HMC_PLUGIN_SUCCESS : HMC_PLUGIN_IN_PROGRESS;
   });
 }
 
@@ -378,11 +397,11 @@ const hmc_net_plugin_v2_t kPlugin = {
     hs_arm,
     nullptr,  // connect_hello: not offered (nothing the listener must learn before traffic)
     nullptr,  // accept_hello
-    nullptr,  // iflush: not offered
+    nullptr,  // iflush: its writes are CPU stores, visible without one
     nullptr,  // iput_v: not offered
     nullptr,  // iget_v
-    nullptr,  // iput_notify: not offered
-    nullptr,  // notify_poll
+    hs_iput_notify,
+    hs_notify_poll,
 };
 
 }  // namespace

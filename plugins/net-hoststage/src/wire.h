@@ -42,7 +42,8 @@ enum MsgType : uint8_t {
   kMsgCts,        // id (sender's request), sink, len (bytes the receiver accepts): stream DATA
   kMsgFin,        // id (sender's request), status: the receiver pulled the data itself (shm)
   kMsgData,       // sink, addr (offset in the sink), len + payload: one chunk of a bulk transfer
-  kMsgPut,        // tag (region key), id, addr, len [+ payload], aux (initiator's buffer, shm)
+  kMsgPut,        // tag (region key), id, addr, len [+ payload], aux (initiator's buffer, shm),
+                  // sink (the notification's value, with kFlagNotify)
   kMsgPutCts,     // id, sink: the owner accepted a large put; stream DATA into sink
   kMsgPutAck,     // id, status: the put is in place (or was refused)
   kMsgGet,        // tag (region key), id, addr, len, aux (initiator's buffer, shm)
@@ -53,6 +54,8 @@ enum MsgType : uint8_t {
 // WireHdr.flags: a payload of len bytes follows the header (not used by kMsgData, whose payload
 // always follows).
 constexpr uint8_t kFlagPayload = 1;
+// kMsgPut: the put carries a notification (iput_notify), whose value travels in `sink`.
+constexpr uint8_t kFlagNotify = 2;
 
 struct WireHdr {
   uint8_t type;  // MsgType

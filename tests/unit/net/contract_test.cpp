@@ -1219,6 +1219,71 @@ TEST_P(NetLocal, PutCompletionMeansDataInPlace) {
   });
 }
 
+// Notifications carried with the data (iput_notify), where the plugin offers them: each reaches
+// the target's notify_poll only once its put's data is in place, in the order the puts were
+// posted whatever their sizes (inline, streamed, empty); a refused put carries none.
+TEST_P(NetLocal, PutNotificationsFollowTheirDataInOrder) {
+  const hmc_net_plugin_v2_t* tab = t();
+  if (offsetof(hmc_net_plugin_v2_t, notify_poll) >= tab->hdr.struct_size ||
+      tab->iput_notify == nullptr)
+    GTEST_SKIP() << config().plugin << " carries no put notifications (iput_notify)";
+  local([&](LocalPair& p) {
+    const hmc_net_plugin_v2_t* t = p.t;
+    ASSERT_NO_FATAL_FAILURE(p.connect());
+    std::vector<uint8_t> region(6u << 20, 0), rkey;
+    hmc_net_mr_t* mr = reg(t, p.a, p.dev, region.data(), region.size(), kRemoteRw, &rkey);
+    ASSERT_NE(mr, nullptr);
+    hmc_net_rkey_t* k = nullptr;
+    ASSERT_EQ(t->rkey_unpack(p.eb, rkey.data(), rkey.size(), &k), HMC_PLUGIN_SUCCESS);
+    const uint64_t base = reinterpret_cast<uintptr_t>(region.data());
+    struct Put {
+      size_t offset, len;
+      uint64_t value;
+      bool refused;
+    };
+    const std::vector<Put> puts = {{0, 4u << 20, 100, false},       // streamed, posted first
+                                   {5u << 20, 8, 101, false},       // inline, overtakes nothing
+                                   {region.size() - 4, 8, 999, true},  // past the region
+                                   {(5u << 20) + 64, 100000, 102, false},
+                                   {(5u << 20) + 200000, 0, 103, false}};
+    std::vector<std::vector<uint8_t>> src;
+    std::vector<hmc_net_request_t*> reqs;
+    for (size_t i = 0; i < puts.size(); ++i) {
+      src.emplace_back(puts[i].len + 1);
+      fill(src.back().data(), puts[i].len, 200 + i);
+      hmc_net_request_t* r = nullptr;
+      ASSERT_EQ(t->iput_notify(p.eb, src.back().data(), puts[i].len, nullptr,
+                               base + puts[i].offset, k, puts[i].value, &r),
+                HMC_PLUGIN_SUCCESS)
+          << "put " << i;
+      reqs.push_back(r);
+    }
+    std::vector<uint64_t> got;
+    const uint64_t deadline = deadline_after(20);
+    while (got.size() < 4 && mono_ns() < deadline) {
+      t->progress(p.a);
+      t->progress(p.b);
+      uint64_t v = 0;
+      hmc_plugin_status_t st = t->notify_poll(p.ea, &v);
+      if (st == HMC_PLUGIN_IN_PROGRESS) continue;
+      ASSERT_EQ(st, HMC_PLUGIN_SUCCESS);
+      got.push_back(v);
+      for (size_t i = 0; i < puts.size(); ++i)
+        if (puts[i].value == v)
+          EXPECT_EQ(first_mismatch(region.data() + puts[i].offset, puts[i].len, 200 + i), -1)
+              << "notification " << v << " came before its data";
+    }
+    EXPECT_EQ(got, (std::vector<uint64_t>{100, 101, 102, 103}));
+    for (size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(p.wait(reqs[i]), puts[i].refused ? HMC_PLUGIN_ERR_REMOTE : HMC_PLUGIN_SUCCESS)
+          << "put " << i;
+    uint64_t v = 0;
+    EXPECT_EQ(t->notify_poll(p.ea, &v), HMC_PLUGIN_IN_PROGRESS) << "a notification too many";
+    EXPECT_EQ(t->rkey_release(k), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(deregister_memory(t, p.a, p.dev, mr), HMC_PLUGIN_SUCCESS);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Net, NetLocal, ::testing::ValuesIn(net_base_configs()), config_name);
 
 // ---------------------------------------------------------------------------------------------

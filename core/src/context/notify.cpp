@@ -1,0 +1,76 @@
+// Put notifications at the target: those a net plugin carried with the data (notify_poll) and
+// those sent on the control plane (Notify), delivered to hmc_notify_wait in the initiator's put
+// order (xfer/notify_order.h says how the two channels are ordered).
+#include <vector>
+
+#include "context/context.h"
+#include "peer/messages.h"
+#include "util/log.h"
+#include "util/status.h"
+
+namespace hmc {
+
+// Applies fn to the peer's receiver and queues what it releases, under notify_mutex_; returns
+// the Notify messages delivered so far when fn released one of them, else 0.
+template <typename Fn>
+uint64_t Context::deliver_notifications(Peer& peer, Fn fn) {
+  std::vector<uint64_t> out;
+  uint64_t acked = 0;
+  {
+    std::lock_guard<std::mutex> lock(notify_mutex_);
+    uint64_t before = peer.notify_receiver.control_delivered();
+    fn(peer.notify_receiver, &out);
+    for (uint64_t v : out) notifications_.push_back({reinterpret_cast<hmc_peer_t>(&peer), v});
+    if (peer.notify_receiver.control_delivered() != before)
+      acked = peer.notify_receiver.control_delivered();
+  }
+  if (!out.empty()) notify_cv_.notify_all();
+  return acked;
+}
+
+// Tells the initiator how many of its Notify messages were delivered (ctrl_mutex held). Peers
+// that predate carried notifications neither need nor know NotifyAck.
+void Context::send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered) {
+  if (!delivered || !(peer.remote.features & path::kFeatureCarriedNotify) || !peer.ctrl) return;
+  control::Writer w;
+  msg::encode_notify_ack(delivered, &w);
+  if (peer.ctrl->send(control::MsgType::NotifyAck, w) != HMC_SUCCESS)
+    HMC_LOG_D("peer {}: NotifyAck not sent: {}", peer.name, last_error());
+}
+
+void Context::poll_carried_notifications_locked(Peer& peer) {
+  const auto* t = peer.net->table();
+  uint64_t value = 0;
+  while (peer.ep && t->notify_poll(peer.ep, &value) == HMC_PLUGIN_SUCCESS) {
+    uint64_t acked = deliver_notifications(peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) {
+      r.carried(value, out);
+    });
+    if (acked) {
+      std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
+      send_notify_ack_ctrl_locked(peer, acked);
+    }
+  }
+}
+
+std::string Context::on_notify_ctrl_locked(Peer& peer, const uint8_t* p, size_t n) {
+  msg::Notify m;
+  if (!msg::decode_notify(p, n, &m)) return "malformed notification";
+  uint64_t acked = deliver_notifications(peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) {
+    r.control(m.value, m.carried_before, out);
+  });
+  send_notify_ack_ctrl_locked(peer, acked);
+  return "";
+}
+
+std::string Context::on_notify_ack(Peer& peer, const uint8_t* p, size_t n) {
+  uint64_t delivered = 0;
+  if (!msg::decode_notify_ack(p, n, &delivered)) return "malformed notification acknowledgement";
+  peer.notify_sender.acked(delivered);
+  return "";
+}
+
+void Context::drain_held_notifications(Peer& peer) {
+  deliver_notifications(peer, [](NotifyReceiver& r, std::vector<uint64_t>* out) { r.drain(out); });
+}
+
+}  // namespace hmc
