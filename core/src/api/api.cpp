@@ -368,7 +368,7 @@ HMC_API hmc_status_t hmc_mem_register(hmc_context_t ctx, void* addr, size_t size
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_mem_register: unknown access bits {:#x}",
                 access & ~(HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE));
   Region* r = nullptr;
-  st = ctx_of(ctx)->register_memory(addr, size, access, &r);
+  st = ctx_of(ctx)->regions().register_memory(addr, size, access, &r);
   if (st == HMC_SUCCESS) *region = reinterpret_cast<hmc_region_t>(r);
   return st;
   HMC_CATCH
@@ -378,7 +378,7 @@ HMC_API hmc_status_t hmc_mem_deregister(hmc_region_t region) {
   HMC_TRY
   CHECK_HANDLE(region, Region);
   Region* r = region_of(region);
-  return r->ctx->deregister_memory(r);
+  return r->ctx->regions().deregister_memory(r);
   HMC_CATCH
 }
 
@@ -407,7 +407,7 @@ HMC_API hmc_status_t hmc_remote_import(hmc_peer_t peer, const void* desc, size_t
   CHECK_NOT_NULL(remote);
   Peer* p = peer_of(peer);
   Remote* r = nullptr;
-  hmc_status_t st = p->ctx->import_remote(p->shared_from_this(), desc, len, &r);
+  hmc_status_t st = p->ctx->regions().import_remote(p->shared_from_this(), desc, len, &r);
   if (st == HMC_SUCCESS) *remote = reinterpret_cast<hmc_remote_t>(r);
   return st;
   HMC_CATCH
@@ -417,7 +417,7 @@ HMC_API hmc_status_t hmc_remote_release(hmc_remote_t remote) {
   HMC_TRY
   CHECK_HANDLE(remote, Remote);
   Remote* r = remote_of(remote);
-  return r->peer->ctx->release_remote(r);
+  return r->peer->ctx->regions().release_remote(r);
   HMC_CATCH
 }
 

@@ -1,10 +1,11 @@
 // The context: what hmc_context_create builds and every other handle hangs off. It owns the
-// configuration, the plugins, the devices, the control-plane listeners, the peers and the
-// progress thread. Its methods are spread over the folders of their concern:
+// configuration, the plugins, the devices, the control-plane listeners, the peers, the progress
+// thread and the subsystems (regions: xfer/regions.h), and wires them together: each subsystem
+// registers the handlers of its control messages with the dispatch table (peer/dispatch.h).
+// Its methods are spread over the folders of their concern:
 //   context/context.cpp   creation, teardown, the progress engine and its thread
 //   peer/establish.cpp    connect and accept (hello, capabilities, path, data endpoint)
 //   xfer/transfer.cpp     send/recv/put/get, request test/wait/cancel, notifications
-//   net/registration.cpp  memory registration and remote descriptors
 #pragma once
 
 #include <atomic>
@@ -29,19 +30,21 @@
 #include "path/device_modes.h"
 #include "path/path.h"
 #include "peer/address.h"
+#include "peer/dispatch.h"
 #include "peer/peer.h"
 #include "plugin/loader.h"
 #include "util/config.h"
 #include "xfer/framed_transfer.h"
+#include "xfer/regions.h"
 #include "xfer/request.h"
 
 namespace hmc {
 
-class Context {
+class Context : private RegionServices {
  public:
   // Builds a context; on failure returns the status with the thread's error message set.
   static hmc_status_t create(const hmc_context_options_t* opts, std::unique_ptr<Context>* out);
-  ~Context();
+  ~Context() override;
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
@@ -79,18 +82,8 @@ class Context {
   hmc_status_t cancel(Request* req);
   hmc_status_t notify_wait(int timeout_ms, hmc_notification_t* out);
 
-  // --- registration (net/registration.cpp) -------------------------------------------------
-  hmc_status_t register_memory(void* addr, size_t size, uint32_t access, Region** out);
-  // Registers [addr, addr+size) (at loc) with net device nd into region: host memory and device
-  // memory nd reaches natively by pointer, other device memory through a dma-buf exported once
-  // per region (dmabuf). False with *why when nd does not register it.
-  bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
-                     const MemoryLocation& loc, DmabufExport* dmabuf, Region* region,
-                     std::string* why);
-  hmc_status_t deregister_memory(Region* region);
-  hmc_status_t import_remote(const std::shared_ptr<Peer>& peer, const void* desc, size_t len,
-                             Remote** out);
-  hmc_status_t release_remote(Remote* remote);
+  // --- regions (xfer/regions.h) ---------------------------------------------------------
+  Regions& regions() { return *regions_; }
 
   // --- progress (context/context.cpp) ------------------------------------------------------
   // One pass over every plugin, pending request and control channel. Returns true when
@@ -123,12 +116,10 @@ class Context {
   void flush_notifications_locked(Peer& peer);
   // Marks the peer lost (net mutex held): closes its endpoint, fails every pending request.
   void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason);
-  void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason);
   // Reads and handles the peer's control messages, sends heartbeats, checks liveness.
   bool service_control(const std::shared_ptr<Peer>& peer, uint64_t now);
-  // Handles one control message of a registered peer; returns why the peer is gone, or "".
-  std::string dispatch_control(const std::shared_ptr<Peer>& peer,
-                               const control::Channel::Message& m);
+  // Registers the control handlers of the protocols the context still owns.
+  void wire_control_handlers();
   void register_peer(const std::shared_ptr<Peer>& peer);
   bool breaks_path(Peer& peer, const Request& req, hmc_plugin_status_t st);
   bool closed_in_order_locked(Peer& peer);
@@ -161,21 +152,12 @@ class Context {
   template <typename Pred>
   bool poll_until(Pred pred, int timeout_ms, Request* fast = nullptr);
 
-  // Region withdrawal (net/registration.cpp; the protocol is described there).
-  // Handles a region message of a peer (dispatch_control: that peer's ctrl_mutex held, maybe
-  // its net mutex; takes region_proto_mutex_ only). Returns why the peer is gone, or "".
-  std::string dispatch_region_message(const std::shared_ptr<Peer>& peer,
-                                      const control::Channel::Message& m);
-  // Acknowledges the withdrawals whose Remotes have no operation left running (progress pass;
-  // peers_mutex_ may be held, no other lock). Returns true when it sent something.
-  bool settle_withdrawals();
-  // Withdraws a departing region from the importers in `told` and waits for them (no lock held).
-  void withdraw_region(Region* region);
-  // Drives progress from this thread until done() holds or the deadline passes.
-  bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns);
-  // Takes an imported Remote out of remotes_ and frees it (no lock held); tell_owner: send
-  // RegionRelease when the owner tracks it.
-  void drop_remote(Remote* remote, bool tell_owner);
+  // RegionServices.
+  bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns) override;
+  void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason) override;
+  // hmc_mem_deregister of a staged region: waits (HMC_TIMEOUT_MS) for its internal transfers
+  // (no lock held; the region is departing).
+  void settle_staged_region(Region* region) override;
   // post_framed for a put/get on remote, recorded in its inflight list when it is tracked (a
   // framed transfer records its request after posting: remote->posting covers the gap).
   hmc_status_t post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
@@ -189,7 +171,7 @@ class Context {
   hmc_status_t post_staged_rma(Remote* remote, void* buf, size_t size, uint64_t offset, Op op,
                                bool notify, uint64_t notify_value, Request** out);
   // Handles StagedPut/StagedGet/StagedDone (dispatch_control: that peer's ctrl_mutex held,
-  // maybe its net mutex; takes region_proto_mutex_ only). Returns why the peer is gone, or "".
+  // maybe its net mutex; takes regions_->protocol_mutex() only). Returns why the peer is gone, or "".
   std::string dispatch_staged_message(const std::shared_ptr<Peer>& peer,
                                       const control::Channel::Message& m);
   // Serves the asks received, ends the application's requests whose transfer ended, answers
@@ -199,9 +181,6 @@ class Context {
   bool advance_staged();
   // Ends an initiator's application request of a staged put/get (net mutex held).
   void end_staged_user_locked(Request* user, hmc_status_t status, std::string error);
-  // hmc_mem_deregister of a staged region: waits (HMC_TIMEOUT_MS) for its internal transfers
-  // (no lock held; the region is departing).
-  void settle_staged_region(Region* region);
   struct StagedAskIn;
   // Checks an ask against the region and posts the owner's framed transfer (or, refused, the
   // answer and a transfer that ends the initiator's without touching the region).
@@ -231,38 +210,17 @@ class Context {
   control::Fd tcp_listener_;
   Address address_;
   std::mutex accept_mutex_;  // one hmc_accept at a time
+  ControlDispatch dispatch_;  // filled by init, read-only after
 
   std::mutex peers_mutex_;
   std::vector<std::shared_ptr<Peer>> peers_;         // live peers
   std::vector<std::shared_ptr<Peer>> closed_peers_;  // kept until destroy (requests may point at them)
 
 
-  std::mutex regions_mutex_;
-  std::unordered_set<Region*> regions_;
-  std::unordered_set<Remote*> remotes_;
+  std::unique_ptr<Regions> regions_;  // made by init
 
-  // Region withdrawal (net/registration.cpp). A leaf lock: taken under any of the locks above
-  // (dispatch_control holds a ctrl_mutex), none taken while it is held.
-  std::mutex region_proto_mutex_;
-  uint64_t next_region_id_ = 1;
-  std::unordered_map<uint64_t, Region*> regions_by_id_;  // registered and departing regions
-  // Our imports waiting for the owner's RegionReply, by token.
-  struct ImportWait {
-    bool answered = false;
-    int32_t status = 0;
-    std::string text;
-  };
-  uint64_t next_import_token_ = 1;
-  std::unordered_map<uint64_t, ImportWait> import_waits_;
-  // RegionGone messages received, to be acknowledged once their Remotes are idle.
-  struct Withdrawal {
-    std::weak_ptr<Peer> peer;  // weak: a pending acknowledgement does not keep a peer alive
-    uint64_t region_id;
-  };
-  std::vector<Withdrawal> withdrawals_;
-  std::atomic<bool> withdrawals_pending_{false};
-
-  // Target-side staging (xfer/transfer.cpp), guarded by region_proto_mutex_ unless said.
+  // Target-side staging (xfer/target_staging.cpp), guarded by regions_->protocol_mutex() unless
+  // said.
   // Asks received (StagedPut/StagedGet), served by the next progress pass.
   struct StagedAskIn {
     std::shared_ptr<Peer> peer;

@@ -467,7 +467,7 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
   close_listener();
   auto peer = PeerSetup::make_peer(*this, std::move(ch), theirs, remote, choice, dev, ep);
   register_peer(peer);
-  for (auto& msg : extra) dispatch_control(peer, msg);
+  for (auto& msg : extra) dispatch_.dispatch(peer, msg);
   *out = peer;
   return HMC_SUCCESS;
 }

@@ -2,6 +2,7 @@
 
 #include "context/context.h"
 #include "peer/messages.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "xfer/framed_message.h"
@@ -11,8 +12,8 @@ namespace hmc {
 // Target-side staging: a put or get into a peer's device memory that its net plugins cannot
 // reach travels as one framed message on an internal tag, asked for and answered by StagedPut,
 // StagedGet and StagedDone control messages (docs/protocols-wire.md).
-// Locks: dispatch_staged_message takes region_proto_mutex_ only; advance_staged runs in a
-// progress pass (peers_mutex_ held) and takes net mutexes, then region_proto_mutex_ (a leaf)
+// Locks: dispatch_staged_message takes the regions' protocol mutex only; advance_staged runs in
+// a progress pass (peers_mutex_ held) and takes net mutexes, then that mutex (a leaf)
 // or a ctrl_mutex, never the other way.
 
 namespace {
@@ -79,7 +80,7 @@ hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, ui
   }
   {
     // Without an application request advance_staged just releases the internal one.
-    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    std::lock_guard<std::mutex> lock(regions_->protocol_mutex());
     staged_ops_[tag] = rec;
   }
   if (!live) {
@@ -118,7 +119,7 @@ std::string Context::dispatch_staged_message(const std::shared_ptr<Peer>& peer,
   if (m.type == control::MsgType::StagedDone) {  // we initiated
     msg::StagedDone d;
     if (!msg::decode_staged_done(p, n, &d)) return "malformed StagedDone";
-    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    std::lock_guard<std::mutex> lock(regions_->protocol_mutex());
     auto it = staged_ops_.find(d.tag);
     // A get that ended with its bytes may be gone already: its answer is not needed.
     if (it == staged_ops_.end() || it->second->peer != peer) return "";
@@ -132,7 +133,7 @@ std::string Context::dispatch_staged_message(const std::shared_ptr<Peer>& peer,
   // An internal tag, and nothing of the framing bits (they are the transfer's own).
   if ((a.tag & ~(kInternalTagBit - 1)) != kInternalTagBit)
     return fmt::format("StagedPut/StagedGet with tag 0x{:x}, outside the internal range", a.tag);
-  std::lock_guard<std::mutex> lock(region_proto_mutex_);
+  std::lock_guard<std::mutex> lock(regions_->protocol_mutex());
   StagedAskIn in;
   in.peer = peer;
   in.get = m.type == control::MsgType::StagedGet;
@@ -152,9 +153,8 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
   std::string why;
   uint8_t* addr = nullptr;
   {
-    std::lock_guard<std::mutex> lock(region_proto_mutex_);
-    auto it = regions_by_id_.find(a.region_id);
-    Region* r = it == regions_by_id_.end() ? nullptr : it->second;
+    std::lock_guard<std::mutex> lock(regions_->protocol_mutex());
+    Region* r = regions_->find_locked(a.region_id);
     const uint32_t need = a.get ? HMC_ACCESS_REMOTE_READ : HMC_ACCESS_REMOTE_WRITE;
     if (!r || r->departing) {
       refusal = HMC_ERR_REMOTE;
@@ -180,9 +180,9 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
     }
   }
   auto uncount = [&] {
-    std::lock_guard<std::mutex> lock(region_proto_mutex_);
-    auto it = regions_by_id_.find(a.region_id);
-    if (it != regions_by_id_.end() && it->second->staged_inflight) --it->second->staged_inflight;
+    std::lock_guard<std::mutex> lock(regions_->protocol_mutex());
+    Region* r = regions_->find_locked(a.region_id);
+    if (r && r->staged_inflight) --r->staged_inflight;
   };
   const FrameGeometry geo = peer.framing.geometry();
   std::unique_ptr<FramedTransfer> f;
@@ -241,7 +241,7 @@ bool Context::advance_staged() {
   std::vector<StagedAskIn> asks;
   std::vector<std::pair<uint64_t, std::shared_ptr<StagedOp>>> ops;
   {
-    std::lock_guard<std::mutex> lock(region_proto_mutex_);
+    std::lock_guard<std::mutex> lock(regions_->protocol_mutex());
     if (staged_asks_.empty() && staged_ops_.empty() && staged_served_.empty()) return false;
     asks.swap(staged_asks_);
     ops.assign(staged_ops_.begin(), staged_ops_.end());
@@ -271,10 +271,9 @@ bool Context::advance_staged() {
     busy = true;
     if (s.region_id) {  // (refusals were answered when they were made)
       {
-        std::lock_guard<std::mutex> lock(region_proto_mutex_);
-        auto it = regions_by_id_.find(s.region_id);
-        if (it != regions_by_id_.end() && it->second->staged_inflight)
-          --it->second->staged_inflight;
+        std::lock_guard<std::mutex> lock(regions_->protocol_mutex());
+        Region* r = regions_->find_locked(s.region_id);
+        if (r && r->staged_inflight) --r->staged_inflight;
       }
       msg::StagedDone d;
       d.tag = s.tag;
@@ -308,7 +307,7 @@ bool Context::advance_staged() {
         int32_t status;
         std::string text;
         {
-          std::lock_guard<std::mutex> rlock(region_proto_mutex_);
+          std::lock_guard<std::mutex> rlock(regions_->protocol_mutex());
           answered = op->answered;
           status = op->status;
           text = op->text;
@@ -364,12 +363,37 @@ bool Context::advance_staged() {
     if (over) {
       RequestTable::release(op->inner);
       if (op->flush) RequestTable::release(op->flush);
-      std::lock_guard<std::mutex> lock(region_proto_mutex_);
+      std::lock_guard<std::mutex> lock(regions_->protocol_mutex());
       staged_ops_.erase(tag);
       busy = true;
     }
   }
   return busy;
+}
+
+void Context::settle_staged_region(Region* region) {
+  const uint64_t t0 = now_ns();
+  auto idle = [&] {
+    std::lock_guard<std::mutex> lock(regions_->protocol_mutex());
+    return region->staged_inflight == 0;
+  };
+  if (progress_until(idle, t0 + uint64_t(timeout_ms_) * 1000000)) return;
+  // A transfer that does not end (its peer stopped moving) must not write into the memory after
+  // hmc_mem_deregister returned: its peer's connection is closed, which ends it (and waits for
+  // its device copies, Context::park_failed_transfer).
+  std::vector<std::shared_ptr<Peer>> stuck;
+  {
+    std::lock_guard<std::mutex> plock(peers_mutex_);  // advance_staged runs under it
+    for (const auto& s : staged_served_)
+      if (s.region_id == region->id) stuck.push_back(s.peer);
+  }
+  for (auto& p : stuck)
+    fail_peer(*p, HMC_ERR_PEER_LOST,
+              fmt::format("hmc_mem_deregister: a transfer of target-side staging into or out of "
+                          "region {} ({} bytes at {}) did not end within {} ms (HMC_TIMEOUT_MS); "
+                          "the connection is closed to end it", region->id, region->size,
+                          region->addr, timeout_ms_));
+  progress_until(idle, now_ns() + uint64_t(timeout_ms_) * 1000000);
 }
 
 }  // namespace hmc

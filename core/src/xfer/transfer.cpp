@@ -56,17 +56,7 @@ hmc_status_t Context::memory_access(const Peer& peer, const void* buf, size_t si
   *staged = true;
   // Only a net device that takes dma-bufs holds registrations of memory it cannot reach natively.
   if (mr && nd && (nd->props.flags & HMC_NET_FLAG_DMABUF)) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(buf);
-    std::lock_guard<std::mutex> lock(regions_mutex_);
-    for (const Region* r : regions_) {
-      const uintptr_t base = reinterpret_cast<uintptr_t>(r->addr);
-      if (a < base || a - base > r->size || size > r->size - (a - base)) continue;
-      if (const Region::Registration* reg = r->registration_on(nd)) {
-        *mr = reg->mr;
-        *staged = false;
-        break;
-      }
-    }
+    if ((*mr = regions_->registration_covering(nd, buf, size))) *staged = false;
   }
   return HMC_SUCCESS;
 }
@@ -204,7 +194,7 @@ HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post)
       peer.add_pending_locked(1);
       // A send or put that ended as it was posted (copied into the transport) ends here, so
       // that its wait returns at once; where posts of its size do not end so, the test is left
-      // out (xfer/post_test_learner.h). Receives rarely end at post, and are never tested here.
+      // out (peer/post_test_learner.h). Receives rarely end at post, and are never tested here.
       if ((op == Op::Send || op == Op::Put) && peer.post_test_learner.should_test(req->size)) {
         ctx.test_net_locked(peer, req);
         peer.post_test_learner.note(req->size, req->done.load(std::memory_order_acquire));
@@ -358,6 +348,29 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   if (st != HMC_SUCCESS) return remote->dead.load() ? refuse_withdrawn(*remote, "get") : st;
   *out = req;
   return HMC_SUCCESS;
+}
+
+hmc_status_t Context::post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
+                                       size_t size, Request** out, bool notify,
+                                       uint64_t notify_value) {
+  const auto& peer = remote->peer;
+  if (!remote->region_id)
+    return post_framed(peer, std::move(f), op, size, 0, out, notify, notify_value);
+  // posting before dead is read, dead set before posting is read (settle_withdrawals): one of
+  // the two sees the other (sequentially consistent atomics).
+  remote->posting.fetch_add(1);
+  hmc_status_t st;
+  if (remote->dead.load()) {
+    st = refuse_withdrawn(*remote, op_name(op));
+  } else {
+    st = post_framed(peer, std::move(f), op, size, 0, out, notify, notify_value);
+    if (st == HMC_SUCCESS) {
+      std::lock_guard<std::mutex> lock(peer->net->mutex());
+      track_remote_request_locked(remote, RequestTable::handle(*out));
+    }
+  }
+  remote->posting.fetch_sub(1);
+  return st;
 }
 
 namespace {
