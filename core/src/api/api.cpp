@@ -192,7 +192,7 @@ HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_in
     info->copy_h2d_MBps = f.h2d_MBps;
     info->copy_d2d_MBps = f.d2d_MBps;
     copy_str(info->copy_basis, f.basis);
-    copy_str(info->copy_ways, d.is_host() || f.basis.empty() ? "" : same_host_ways(*ctx_of(ctx), d));
+    copy_str(info->copy_ways, d.is_host() || f.basis.empty() ? "" : same_host_ways(ctx_of(ctx)->connector(), d));
   }
   if (info->struct_size >= offsetof(hmc_device_info_t, mem_iface) + sizeof info->mem_iface)
     info->mem_iface = d.mem_iface;
@@ -248,7 +248,7 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
   if (info->struct_size >= offsetof(hmc_net_device_info_t, calibration) + sizeof info->calibration) {
     std::vector<path::CalibrationOutcome> outcomes;
     path::Capabilities caps =
-        local_capabilities(*ctx_of(ctx), path::CalibrationMode::LookupOnly, &outcomes);
+        local_capabilities(ctx_of(ctx)->connector(), path::CalibrationMode::LookupOnly, &outcomes);
     info->measured_bandwidth_MBps = 0;
     info->measured_latency_ns = 0;
     copy_str(info->calibration, "");
@@ -266,7 +266,7 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
 HMC_API hmc_status_t hmc_net_calibrate(hmc_context_t ctx) {
   HMC_TRY
   CHECK_HANDLE(ctx, Context);
-  local_capabilities(*ctx_of(ctx), path::CalibrationMode::MeasureAll, nullptr);
+  local_capabilities(ctx_of(ctx)->connector(), path::CalibrationMode::MeasureAll, nullptr);
   return HMC_SUCCESS;
   HMC_CATCH
 }

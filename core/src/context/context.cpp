@@ -128,6 +128,20 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
 
   st = start_control_plane(host, static_cast<uint16_t>(port));
   if (st != HMC_SUCCESS) return st;
+  PeerConnector::Settings peer_settings;
+  peer_settings.owner = this;
+  peer_settings.config = &config_;
+  peer_settings.loader = &loader_;
+  peer_settings.nets = &nets_;
+  peer_settings.caps = caps_;
+  peer_settings.auth_token = auth_token_;
+  peer_settings.forced_path = forced_path_;
+  peer_settings.context_id = id_;
+  peer_settings.timeout_ms = timeout_ms_;
+  peer_settings.unix_listener = unix_listener_.get();
+  peer_settings.tcp_listener = tcp_listener_.get();
+  connector_ = std::make_unique<PeerConnector>(static_cast<EstablishServices&>(*this),
+                                               std::move(peer_settings));
 
   int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (efd < 0) return fail(HMC_ERR_SYSTEM, "eventfd: {}", strerror(errno));
@@ -731,6 +745,27 @@ void Context::register_peer(const std::shared_ptr<Peer>& peer) {
   }
   Handles::add(peer.get(), HandleKind::Peer);
   wake_progress_thread();
+}
+
+hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out) {
+  std::shared_ptr<Peer> peer;
+  hmc_status_t st = connector_->connect(addr, timeout_ms, &peer);
+  if (st != HMC_SUCCESS) return st;
+  register_peer(peer);
+  *out = peer;
+  return HMC_SUCCESS;
+}
+
+hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
+  std::lock_guard<std::mutex> accept_lock(accept_mutex_);
+  std::shared_ptr<Peer> peer;
+  std::vector<control::Channel::Message> extra;
+  hmc_status_t st = connector_->accept(timeout_ms, &peer, &extra);
+  if (st != HMC_SUCCESS) return st;
+  register_peer(peer);
+  for (auto& msg : extra) dispatch_.dispatch(peer, msg);
+  *out = peer;
+  return HMC_SUCCESS;
 }
 
 hmc_status_t Context::close_peer(const std::shared_ptr<Peer>& peer) {

@@ -4,7 +4,6 @@
 // registers the handlers of its control messages with the dispatch table (peer/dispatch.h).
 // Its methods are spread over the folders of their concern:
 //   context/context.cpp   creation, teardown, the progress engine and its thread
-//   peer/establish.cpp    connect and accept (hello, capabilities, path, data endpoint)
 //   xfer/transfer.cpp     send/recv/put/get, request test/wait/cancel, notifications
 #pragma once
 
@@ -31,6 +30,7 @@
 #include "path/path.h"
 #include "peer/address.h"
 #include "peer/dispatch.h"
+#include "peer/establish.h"
 #include "peer/peer.h"
 #include "plugin/loader.h"
 #include "util/config.h"
@@ -40,7 +40,7 @@
 
 namespace hmc {
 
-class Context : private RegionServices {
+class Context : private RegionServices, private EstablishServices {
  public:
   // Builds a context; on failure returns the status with the thread's error message set.
   static hmc_status_t create(const hmc_context_options_t* opts, std::unique_ptr<Context>* out);
@@ -56,7 +56,7 @@ class Context : private RegionServices {
   // Copy figures of each device plugin, from its first device (device/copy_figures.h): declared,
   // or measured once, on first use, unless HMC_DEVICE_COPY_CALIBRATE=0. Thread-safe. With
   // measure false: only what is known already (empty before the measurement).
-  const std::vector<path::CopyRecord>& copy_records(bool measure = true);
+  const std::vector<path::CopyRecord>& copy_records(bool measure = true) override;
   // The figures that stand for device d (its plugin's first device's), with their basis
   // ("measured on cuda:0" for the others); an empty basis before the measurement.
   CopyFigures copy_figures_of(const Device& d);
@@ -64,8 +64,9 @@ class Context : private RegionServices {
   // -1 -> HMC_TIMEOUT_MS; other negatives are rejected by the API layer.
   int resolve_timeout(int timeout_ms) const { return timeout_ms < 0 ? timeout_ms_ : timeout_ms; }
 
-  // --- peers (peer/establish.cpp) ----------------------------------------------------------
+  // --- peers (peer/establish.h) -------------------------------------------------------------
   std::vector<uint8_t> address() const;
+  PeerConnector& connector() { return *connector_; }
   hmc_status_t connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out);
   hmc_status_t accept(int timeout_ms, std::shared_ptr<Peer>* out);
   hmc_status_t close_peer(const std::shared_ptr<Peer>& peer);
@@ -186,8 +187,6 @@ class Context : private RegionServices {
   // answer and a transfer that ends the initiator's without touching the region).
   void serve_staged_ask(const StagedAskIn& ask);
 
-  friend struct PeerSetup;
-  friend std::string same_host_ways(Context& ctx, const Device& d);
 
   // Device copy figures (copy_records), guarded by copy_mutex_; fixed once copy_done_.
   std::mutex copy_mutex_;
@@ -211,6 +210,7 @@ class Context : private RegionServices {
   Address address_;
   std::mutex accept_mutex_;  // one hmc_accept at a time
   ControlDispatch dispatch_;  // filled by init, read-only after
+  std::unique_ptr<PeerConnector> connector_;  // made by init
 
   std::mutex peers_mutex_;
   std::vector<std::shared_ptr<Peer>> peers_;         // live peers
