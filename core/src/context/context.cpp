@@ -124,6 +124,8 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   regions_ = std::make_unique<Regions>(
       static_cast<RegionServices&>(*this), devices_, nets_,
       Regions::Settings{this, id_, timeout_ms_, config_.get_bool("HMC_NET_DMABUF")});
+  staging_ = std::make_unique<TargetStaging>(static_cast<StagingServices&>(*this), *regions_, this,
+                                             timeout_ms_);
   wire_control_handlers();
 
   st = start_control_plane(host, static_cast<uint16_t>(port));
@@ -514,13 +516,7 @@ void Context::wire_control_handlers() {
     return std::string();
   });
   regions_->add_handlers(dispatch_);
-  // Target-side staging (xfer/target_staging.cpp): takes only the leaf protocol mutex of regions_.
-  for (auto type : {control::MsgType::StagedPut, control::MsgType::StagedGet,
-                    control::MsgType::StagedDone})
-    dispatch_.add(type, [this](const std::shared_ptr<Peer>& peer,
-                               const control::Channel::Message& m) {
-      return dispatch_staged_message(peer, m);
-    });
+  staging_->add_handlers(dispatch_);
 }
 
 bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
@@ -660,7 +656,7 @@ bool Context::progress(bool control) {
     last_control_ns_ = now;
     reap_parked_transfers();
     for (auto& peer : peers_) busy |= service_control(peer, now);
-    busy |= advance_staged();      // after the StagedPut/Get/Done messages just dispatched
+    busy |= staging_->advance();   // after the StagedPut/Get/Done messages just dispatched
     busy |= regions_->settle_withdrawals();  // after the RegionGone messages just dispatched
   }
   return busy;

@@ -36,11 +36,12 @@
 #include "util/config.h"
 #include "xfer/framed_transfer.h"
 #include "xfer/regions.h"
+#include "xfer/target_staging.h"
 #include "xfer/request.h"
 
 namespace hmc {
 
-class Context : private RegionServices, private EstablishServices {
+class Context final : private RegionServices, private EstablishServices, private StagingServices {
  public:
   // Builds a context; on failure returns the status with the thread's error message set.
   static hmc_status_t create(const hmc_context_options_t* opts, std::unique_ptr<Context>* out);
@@ -112,7 +113,7 @@ class Context : private RegionServices, private EstablishServices {
   // Ends req with status (net mutex held). A notifying put that succeeded only lands: its
   // notification and its end follow those of earlier puts (flush_notifications_locked); one
   // that failed leaves the queue, which may let later ones go.
-  void end_request_locked(Request* req, hmc_status_t status, std::string error);
+  void end_request_locked(Request* req, hmc_status_t status, std::string error) override;
   // Sends the notifications of landed puts at the head of the peer's queue (net mutex held).
   void flush_notifications_locked(Peer& peer);
   // Marks the peer lost (net mutex held): closes its endpoint, fails every pending request.
@@ -128,18 +129,18 @@ class Context : private RegionServices, private EstablishServices {
   // Framed transfers (xfer/transfer.cpp).
   hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
                              bool* staged, MemoryLocation* where = nullptr,
-                             hmc_net_mr_t** mr = nullptr);
+                             hmc_net_mr_t** mr = nullptr) override;
   bool ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc, IpcExport* ex);
   bool framed_sends_waiting(Peer& peer, uint64_t tag);
   std::unique_ptr<FramedTransfer> make_framed_send(const Peer& peer, const void* buf, size_t size,
                                                    uint64_t tag, bool staged,
-                                                   const MemoryLocation& loc);
+                                                   const MemoryLocation& loc) override;
   std::unique_ptr<FramedTransfer> make_framed_recv(const Peer& peer, void* buf, size_t size,
                                                    uint64_t tag, bool staged,
-                                                   const MemoryLocation& loc);
+                                                   const MemoryLocation& loc) override;
   hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<FramedTransfer> f,
                            Op op, size_t size, uint64_t tag, Request** out, bool notify = false,
-                           uint64_t notify_value = 0);
+                           uint64_t notify_value = 0) override;
   // Moves a framed request along (net mutex held); ends it when it finished. Returns true when
   // something happened. A broken path fails the peer (and with it every pending request).
   bool advance_framed_locked(Peer& peer, Request* req);
@@ -153,40 +154,16 @@ class Context : private RegionServices, private EstablishServices {
   template <typename Pred>
   bool poll_until(Pred pred, int timeout_ms, Request* fast = nullptr);
 
-  // RegionServices.
+  // RegionServices and StagingServices.
   bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns) override;
   void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason) override;
-  // hmc_mem_deregister of a staged region: waits (HMC_TIMEOUT_MS) for its internal transfers
-  // (no lock held; the region is departing).
-  void settle_staged_region(Region* region) override;
+  void settle_staged_region(Region* region) override { staging_->settle_region(region); }
+  std::mutex& progress_mutex() override { return peers_mutex_; }
   // post_framed for a put/get on remote, recorded in its inflight list when it is tracked (a
   // framed transfer records its request after posting: remote->posting covers the gap).
   hmc_status_t post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
                                 size_t size, Request** out, bool notify = false,
                                 uint64_t notify_value = 0);
-
-  // Target-side staging (xfer/target_staging.cpp; docs/protocols-wire.md): put/get on a
-  // Remote whose region is device memory the owner's net plugins cannot reach.
-  // Posts the initiator's side: an internal framed transfer on a fresh internal tag, the
-  // application's request (ended by advance_staged), and the StagedPut/StagedGet message.
-  hmc_status_t post_staged_rma(Remote* remote, void* buf, size_t size, uint64_t offset, Op op,
-                               bool notify, uint64_t notify_value, Request** out);
-  // Handles StagedPut/StagedGet/StagedDone (dispatch_control: that peer's ctrl_mutex held,
-  // maybe its net mutex; takes regions_->protocol_mutex() only). Returns why the peer is gone, or "".
-  std::string dispatch_staged_message(const std::shared_ptr<Peer>& peer,
-                                      const control::Channel::Message& m);
-  // Serves the asks received, ends the application's requests whose transfer ended, answers
-  // StagedDone for the owner's transfers that ended, releases internal requests (progress
-  // pass: peers_mutex_ held, no other lock; passes are serialized by peers_mutex_). Returns
-  // true when something happened.
-  bool advance_staged();
-  // Ends an initiator's application request of a staged put/get (net mutex held).
-  void end_staged_user_locked(Request* user, hmc_status_t status, std::string error);
-  struct StagedAskIn;
-  // Checks an ask against the region and posts the owner's framed transfer (or, refused, the
-  // answer and a transfer that ends the initiator's without touching the region).
-  void serve_staged_ask(const StagedAskIn& ask);
-
 
   // Device copy figures (copy_records), guarded by copy_mutex_; fixed once copy_done_.
   std::mutex copy_mutex_;
@@ -219,39 +196,7 @@ class Context : private RegionServices, private EstablishServices {
 
   std::unique_ptr<Regions> regions_;  // made by init
 
-  // Target-side staging (xfer/target_staging.cpp), guarded by regions_->protocol_mutex() unless
-  // said.
-  // Asks received (StagedPut/StagedGet), served by the next progress pass.
-  struct StagedAskIn {
-    std::shared_ptr<Peer> peer;
-    bool get = false;
-    uint64_t tag = 0, region_id = 0, offset = 0, size = 0;
-  };
-  std::vector<StagedAskIn> staged_asks_;
-  // Our staged puts/gets as initiator, by internal tag.
-  struct StagedOp {
-    std::shared_ptr<Peer> peer;
-    Op op = Op::Put;
-    size_t size = 0;
-    Request* inner = nullptr;     // the internal framed send (put) / receive (get)
-    Request* flush = nullptr;     // an empty send that ends the owner's receive (see transfer.cpp)
-    hmc_request_t user = nullptr; // the application's request; nullptr once we ended it
-    bool answered = false;        // StagedDone arrived
-    int32_t status = 0;
-    std::string text;
-  };
-  std::unordered_map<uint64_t, std::shared_ptr<StagedOp>> staged_ops_;
-  std::atomic<uint64_t> next_staged_tag_{1};
-  // Transfers we serve as owner; touched by advance_staged only (no lock).
-  struct StagedServed {
-    std::shared_ptr<Peer> peer;
-    uint64_t tag = 0;
-    uint64_t region_id = 0;  // the region whose staged_inflight counts it; 0: refused
-    size_t size = 0;
-    bool get = false;
-    Request* inner = nullptr;
-  };
-  std::vector<StagedServed> staged_served_;
+  std::unique_ptr<TargetStaging> staging_;  // made by init
 
   std::mutex notify_mutex_;
   std::condition_variable notify_cv_;

@@ -456,7 +456,7 @@ std::string Regions::handle_message(const std::shared_ptr<Peer>& peer,
 }
 
 bool Regions::settle_withdrawals() {
-  // (progress() runs advance_staged first: staged requests end before the withdrawals that
+  // (progress() runs TargetStaging::advance first: staged requests end before the withdrawals that
   // wait for them.)
   bool busy = false;
   if (!withdrawals_pending_.load(std::memory_order_acquire)) return busy;

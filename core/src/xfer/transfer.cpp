@@ -272,7 +272,7 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   if ((st = check_remote_range(*remote, offset, size, "put")) != HMC_SUCCESS) return st;
   if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "put");
   if (remote->staged)
-    return post_staged_rma(remote, const_cast<void*>(buf), size, offset, Op::Put,
+    return staging_->post(remote, const_cast<void*>(buf), size, offset, Op::Put,
                            flags & HMC_PUT_NOTIFY, notify_value, out);
   hmc_net_mr_t* mr = nullptr;
   if (peer->framing.on()) {
@@ -316,7 +316,7 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   if (st != HMC_SUCCESS) return st;
   if ((st = check_remote_range(*remote, offset, size, "get")) != HMC_SUCCESS) return st;
   if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "get");
-  if (remote->staged) return post_staged_rma(remote, buf, size, offset, Op::Get, false, 0, out);
+  if (remote->staged) return staging_->post(remote, buf, size, offset, Op::Get, false, 0, out);
   hmc_net_mr_t* mr = nullptr;
   if (peer->framing.on()) {
     bool staged = false;
