@@ -1,8 +1,9 @@
 // The context: what hmc_context_create builds and every other handle hangs off. It owns the
 // configuration, the plugins, the devices, the control-plane listeners, the peers, the progress
-// thread and the subsystems (regions: xfer/regions.h), and wires them together: each subsystem
-// registers the handlers of its control messages with the dispatch table (peer/dispatch.h).
-// Its methods are spread over the folders of their concern:
+// thread and the subsystems (connect and accept: peer/establish.h; regions: xfer/regions.h;
+// target-side staging: xfer/target_staging.h), and wires them together: each subsystem registers
+// the handlers of its control messages with the dispatch table (peer/dispatch.h). Its own
+// methods:
 //   context/context.cpp   creation, teardown, the progress engine and its thread
 //   xfer/transfer.cpp     send/recv/put/get, request test/wait/cancel, notifications
 #pragma once

@@ -34,8 +34,8 @@
 // stream: control/frame.h). Remotes of an old owner's descriptors are not tracked, as before.
 // Staged regions (device memory no net plugin reaches) have no plugin registration: peers reach
 // them through StagedPut/StagedGet (xfer/target_staging.cpp has that protocol). Deregistering one
-// first waits for the transfers the owner runs on it (RegionServices::settle_staged_region), new asks being
-// refused as the region is departing, then withdraws it from its importers as above.
+// first waits for the transfers the owner runs on it (RegionServices::settle_staged_region), new
+// asks being refused as the region is departing, then withdraws it from its importers as above.
 // Locks: proto_mutex_ is a leaf (a control handler holds a ctrl_mutex when it takes it);
 // messages are sent with the peer's ctrl_mutex, taken after the net and regions mutexes.
 #include "xfer/regions.h"
