@@ -268,7 +268,7 @@ std::vector<FuzzSeed> fuzz_seeds() {
   seeds.push_back({"select-net-handle", selector_input(MsgType::NetHandle, w_nh)});
   seeds.push_back({"select-net-ready", selector_input(MsgType::NetReady, w_ready)});
 
-  // Region withdrawal (net/registration.cpp).
+  // Region withdrawal (xfer/regions.cpp).
   msg::RegionRequest rq{7, info.context_id, 3, 0x7f0000001000ull, 65573, 6};
   msg::RegionReply rp{7, 3, HMC_ERR_REMOTE,
                       "region 3 (65573 bytes at 0x7f0000001000) is not registered"};

@@ -1,12 +1,12 @@
 // Put notifications carried by the net plugin and sent on the control plane, ordered as the
-// initiator's puts (xfer/notify_order.h), and the Notify message's appended count.
+// initiator's puts (peer/notify_order.h), and the Notify message's appended count.
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "control/wire.h"
 #include "peer/messages.h"
-#include "xfer/notify_order.h"
+#include "peer/notify_order.h"
 
 namespace hmc {
 namespace {

@@ -1,7 +1,7 @@
-// PostTestLearner (core/src/xfer/post_test_learner.h): which posts get tested at once.
+// PostTestLearner (core/src/peer/post_test_learner.h): which posts get tested at once.
 #include <gtest/gtest.h>
 
-#include "xfer/post_test_learner.h"
+#include "peer/post_test_learner.h"
 
 namespace hmc {
 namespace {

@@ -192,7 +192,7 @@ HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_in
     info->copy_h2d_MBps = f.h2d_MBps;
     info->copy_d2d_MBps = f.d2d_MBps;
     copy_str(info->copy_basis, f.basis);
-    copy_str(info->copy_ways, d.is_host() || f.basis.empty() ? "" : same_host_ways(*ctx_of(ctx), d));
+    copy_str(info->copy_ways, d.is_host() || f.basis.empty() ? "" : same_host_ways(ctx_of(ctx)->connector(), d));
   }
   if (info->struct_size >= offsetof(hmc_device_info_t, mem_iface) + sizeof info->mem_iface)
     info->mem_iface = d.mem_iface;
@@ -248,7 +248,7 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
   if (info->struct_size >= offsetof(hmc_net_device_info_t, calibration) + sizeof info->calibration) {
     std::vector<path::CalibrationOutcome> outcomes;
     path::Capabilities caps =
-        local_capabilities(*ctx_of(ctx), path::CalibrationMode::LookupOnly, &outcomes);
+        local_capabilities(ctx_of(ctx)->connector(), path::CalibrationMode::LookupOnly, &outcomes);
     info->measured_bandwidth_MBps = 0;
     info->measured_latency_ns = 0;
     copy_str(info->calibration, "");
@@ -266,7 +266,7 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
 HMC_API hmc_status_t hmc_net_calibrate(hmc_context_t ctx) {
   HMC_TRY
   CHECK_HANDLE(ctx, Context);
-  local_capabilities(*ctx_of(ctx), path::CalibrationMode::MeasureAll, nullptr);
+  local_capabilities(ctx_of(ctx)->connector(), path::CalibrationMode::MeasureAll, nullptr);
   return HMC_SUCCESS;
   HMC_CATCH
 }
@@ -368,7 +368,7 @@ HMC_API hmc_status_t hmc_mem_register(hmc_context_t ctx, void* addr, size_t size
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_mem_register: unknown access bits {:#x}",
                 access & ~(HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE));
   Region* r = nullptr;
-  st = ctx_of(ctx)->register_memory(addr, size, access, &r);
+  st = ctx_of(ctx)->regions().register_memory(addr, size, access, &r);
   if (st == HMC_SUCCESS) *region = reinterpret_cast<hmc_region_t>(r);
   return st;
   HMC_CATCH
@@ -378,7 +378,7 @@ HMC_API hmc_status_t hmc_mem_deregister(hmc_region_t region) {
   HMC_TRY
   CHECK_HANDLE(region, Region);
   Region* r = region_of(region);
-  return r->ctx->deregister_memory(r);
+  return r->ctx->regions().deregister_memory(r);
   HMC_CATCH
 }
 
@@ -407,7 +407,7 @@ HMC_API hmc_status_t hmc_remote_import(hmc_peer_t peer, const void* desc, size_t
   CHECK_NOT_NULL(remote);
   Peer* p = peer_of(peer);
   Remote* r = nullptr;
-  hmc_status_t st = p->ctx->import_remote(p->shared_from_this(), desc, len, &r);
+  hmc_status_t st = p->ctx->regions().import_remote(p->shared_from_this(), desc, len, &r);
   if (st == HMC_SUCCESS) *remote = reinterpret_cast<hmc_remote_t>(r);
   return st;
   HMC_CATCH
@@ -417,7 +417,7 @@ HMC_API hmc_status_t hmc_remote_release(hmc_remote_t remote) {
   HMC_TRY
   CHECK_HANDLE(remote, Remote);
   Remote* r = remote_of(remote);
-  return r->peer->ctx->release_remote(r);
+  return r->peer->ctx->regions().release_remote(r);
   HMC_CATCH
 }
 

@@ -15,6 +15,7 @@
 #include "control/socket.h"
 #include "device/copy.h"
 #include "device/stage_pool.h"
+#include "peer/dispatch.h"
 #include "peer/messages.h"
 #include "util/clock.h"
 #include "util/handles.h"
@@ -26,9 +27,6 @@
 namespace hmc {
 
 namespace {
-// How a Bye reads in a lost peer's reason: an orderly close, logged as information.
-constexpr const char* kPeerClosed = "the peer closed the connection";
-
 
 // The address peers on other hosts should dial when we listen on every interface.
 std::string first_external_ipv4() {
@@ -123,9 +121,29 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
     HMC_LOG_W("no net plugin loaded: this context can allocate and copy memory but reach no peer "
               "(hmc-info shows why plugins were skipped)");
   build_capabilities();
+  regions_ = std::make_unique<Regions>(
+      static_cast<RegionServices&>(*this), devices_, nets_,
+      Regions::Settings{this, id_, timeout_ms_, config_.get_bool("HMC_NET_DMABUF")});
+  staging_ = std::make_unique<TargetStaging>(static_cast<StagingServices&>(*this), *regions_, this,
+                                             timeout_ms_);
+  wire_control_handlers();
 
   st = start_control_plane(host, static_cast<uint16_t>(port));
   if (st != HMC_SUCCESS) return st;
+  PeerConnector::Settings peer_settings;
+  peer_settings.owner = this;
+  peer_settings.config = &config_;
+  peer_settings.loader = &loader_;
+  peer_settings.nets = &nets_;
+  peer_settings.caps = caps_;
+  peer_settings.auth_token = auth_token_;
+  peer_settings.forced_path = forced_path_;
+  peer_settings.context_id = id_;
+  peer_settings.timeout_ms = timeout_ms_;
+  peer_settings.unix_listener = unix_listener_.get();
+  peer_settings.tcp_listener = tcp_listener_.get();
+  connector_ = std::make_unique<PeerConnector>(static_cast<EstablishServices&>(*this),
+                                               std::move(peer_settings));
 
   int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (efd < 0) return fail(HMC_ERR_SYSTEM, "eventfd: {}", strerror(errno));
@@ -255,21 +273,7 @@ Context::~Context() {
     Handles::remove(p.get());
   }
   for (auto& p : closed_peers_) Handles::remove(p.get());
-  {
-    std::lock_guard<std::mutex> lock(regions_mutex_);
-    for (Remote* r : remotes_) {  // their keys went with their peers, above
-      Handles::remove(r);
-      delete r;
-    }
-    remotes_.clear();
-    for (Region* r : regions_) {  // no other thread runs any more: no plugin lock needed
-      for (auto& reg : r->registrations)
-        reg.dev->plugin->table()->dereg_mr(reg.dev->plugin->ctx(), reg.mr);
-      Handles::remove(r);
-      delete r;
-    }
-    regions_.clear();
-  }
+  if (regions_) regions_->release_all();  // the Remotes' keys went with their peers, above
   reap_parked_transfers(now_ns() + uint64_t(timeout_ms_) * 1000000);
   RequestTable::release_all(this);
   peers.clear();
@@ -370,16 +374,7 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
     if (orderly) HMC_LOG_I("peer {} closed: {}", peer.name, reason);
     else HMC_LOG_W("peer {} lost: {}", peer.name, reason);
   }
-  {
-    // Keys unpacked on the endpoint go before it.
-    std::lock_guard<std::mutex> lock(regions_mutex_);
-    for (Remote* r : remotes_) {
-      if (r->peer.get() == &peer && r->rkey) {
-        if (HMC_NET_SLOT(peer.net->table(), rkey_release)) peer.net->table()->rkey_release(r->rkey);
-        r->rkey = nullptr;
-      }
-    }
-  }
+  regions_->release_keys_locked(peer);  // keys unpacked on the endpoint go before it
   if (peer.ep) {
     peer.net->table()->close_ep(peer.ep);  // releases the plugin's side of every pending request
     peer.ep = nullptr;
@@ -429,7 +424,7 @@ bool Context::closed_in_order_locked(Peer& peer) {
   std::vector<control::Channel::Message> msgs;
   peer.ctrl->receive(&msgs);  // its failure is service_control's business
   auto self = peer.shared_from_this();
-  for (auto& m : msgs) dispatch_control(self, m);
+  for (auto& m : msgs) dispatch_.dispatch(self, m);
   return peer.remote_closed;
 }
 
@@ -513,38 +508,18 @@ void Context::fail_peer(Peer& peer, hmc_status_t status, const std::string& reas
   fail_peer_locked(peer, status, reason);
 }
 
-std::string Context::dispatch_control(const std::shared_ptr<Peer>& peer,
-                                      const control::Channel::Message& m) {
-  const uint8_t* p = m.payload.data();
-  size_t n = m.payload.size();
-  switch (m.type) {
-    case control::MsgType::Notify: return on_notify_ctrl_locked(*peer, p, n);
-    case control::MsgType::NotifyAck: return on_notify_ack(*peer, p, n);
-    case control::MsgType::Heartbeat: return "";
-    case control::MsgType::Bye: {
-      std::string reason;
-      if (!msg::decode_bye(p, n, &reason)) reason = "no reason given";
-      // Not lost yet: messages it sent before closing may still be arriving on the data path,
-      // and its end of that path breaking is what ends the receives waiting for more.
-      if (!peer->remote_closed.exchange(true))
-        HMC_LOG_I("peer {}: {} ({})", peer->name, kPeerClosed, reason);
-      return "";
-    }
-    // Region withdrawal (net/registration.cpp): takes only the leaf region_proto_mutex_.
-    case control::MsgType::RegionRequest:
-    case control::MsgType::RegionReply:
-    case control::MsgType::RegionRelease:
-    case control::MsgType::RegionGone:
-    case control::MsgType::RegionGoneAck: return dispatch_region_message(peer, m);
-    // Target-side staging (xfer/transfer.cpp): takes only the leaf region_proto_mutex_.
-    case control::MsgType::StagedPut:
-    case control::MsgType::StagedGet:
-    case control::MsgType::StagedDone: return dispatch_staged_message(peer, m);
-    default:
-      HMC_LOG_W("peer {}: unexpected control message type {} ignored", peer->name,
-                static_cast<int>(m.type));
-      return "";
-  }
+void Context::wire_control_handlers() {
+  add_liveness_handlers(dispatch_);
+  dispatch_.add(control::MsgType::Notify, [this](const std::shared_ptr<Peer>& peer,
+                                                 const control::Channel::Message& m) {
+    return on_notify_ctrl_locked(*peer, m.payload.data(), m.payload.size());
+  });
+  dispatch_.add(control::MsgType::NotifyAck, [this](const std::shared_ptr<Peer>& peer,
+                                                    const control::Channel::Message& m) {
+    return on_notify_ack(*peer, m.payload.data(), m.payload.size());
+  });
+  regions_->add_handlers(dispatch_);
+  staging_->add_handlers(dispatch_);
 }
 
 bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
@@ -558,7 +533,7 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
     for (auto& m : msgs) {
       busy = true;
       peer->last_heard_ns = now;
-      std::string why = dispatch_control(peer, m);
+      std::string why = dispatch_.dispatch(peer, m);
       if (lost.empty()) lost = why;
     }
     if (lost.empty() && st != HMC_SUCCESS) {
@@ -687,10 +662,22 @@ bool Context::progress(bool control) {
     last_control_ns_ = now;
     reap_parked_transfers();
     for (auto& peer : peers_) busy |= service_control(peer, now);
-    busy |= advance_staged();      // after the StagedPut/Get/Done messages just dispatched
-    busy |= settle_withdrawals();  // after the RegionGone messages just dispatched
+    busy |= staging_->advance();   // after the StagedPut/Get/Done messages just dispatched
+    busy |= regions_->settle_withdrawals();  // after the RegionGone messages just dispatched
   }
   return busy;
+}
+
+bool Context::progress_until(const std::function<bool()>& done, uint64_t deadline_ns) {
+  PollerScope scope(*this);
+  for (;;) {
+    if (done()) return true;
+    bool busy = progress(true);
+    if (done()) return true;
+    if (now_ns() >= deadline_ns) return false;
+    // Give the core to the peer process (and the kernel's socket work) on small machines.
+    if (!busy) sched_yield();
+  }
 }
 
 void Context::wake_progress_thread() {
@@ -760,6 +747,27 @@ void Context::register_peer(const std::shared_ptr<Peer>& peer) {
   }
   Handles::add(peer.get(), HandleKind::Peer);
   wake_progress_thread();
+}
+
+hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out) {
+  std::shared_ptr<Peer> peer;
+  hmc_status_t st = connector_->connect(addr, timeout_ms, &peer);
+  if (st != HMC_SUCCESS) return st;
+  register_peer(peer);
+  *out = peer;
+  return HMC_SUCCESS;
+}
+
+hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
+  std::lock_guard<std::mutex> accept_lock(accept_mutex_);
+  std::shared_ptr<Peer> peer;
+  std::vector<control::Channel::Message> extra;
+  hmc_status_t st = connector_->accept(timeout_ms, &peer, &extra);
+  if (st != HMC_SUCCESS) return st;
+  register_peer(peer);
+  for (auto& msg : extra) dispatch_.dispatch(peer, msg);
+  *out = peer;
+  return HMC_SUCCESS;
 }
 
 hmc_status_t Context::close_peer(const std::shared_ptr<Peer>& peer) {

@@ -1,10 +1,11 @@
 // The context: what hmc_context_create builds and every other handle hangs off. It owns the
-// configuration, the plugins, the devices, the control-plane listeners, the peers and the
-// progress thread. Its methods are spread over the folders of their concern:
+// configuration, the plugins, the devices, the control-plane listeners, the peers, the progress
+// thread and the subsystems (connect and accept: peer/establish.h; regions: xfer/regions.h;
+// target-side staging: xfer/target_staging.h), and wires them together: each subsystem registers
+// the handlers of its control messages with the dispatch table (peer/dispatch.h). Its own
+// methods:
 //   context/context.cpp   creation, teardown, the progress engine and its thread
-//   peer/establish.cpp    connect and accept (hello, capabilities, path, data endpoint)
 //   xfer/transfer.cpp     send/recv/put/get, request test/wait/cancel, notifications
-//   net/registration.cpp  memory registration and remote descriptors
 #pragma once
 
 #include <atomic>
@@ -29,19 +30,23 @@
 #include "path/device_modes.h"
 #include "path/path.h"
 #include "peer/address.h"
+#include "peer/dispatch.h"
+#include "peer/establish.h"
 #include "peer/peer.h"
 #include "plugin/loader.h"
 #include "util/config.h"
 #include "xfer/framed_transfer.h"
+#include "xfer/regions.h"
+#include "xfer/target_staging.h"
 #include "xfer/request.h"
 
 namespace hmc {
 
-class Context {
+class Context final : private RegionServices, private EstablishServices, private StagingServices {
  public:
   // Builds a context; on failure returns the status with the thread's error message set.
   static hmc_status_t create(const hmc_context_options_t* opts, std::unique_ptr<Context>* out);
-  ~Context();
+  ~Context() override;
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
@@ -53,7 +58,7 @@ class Context {
   // Copy figures of each device plugin, from its first device (device/copy_figures.h): declared,
   // or measured once, on first use, unless HMC_DEVICE_COPY_CALIBRATE=0. Thread-safe. With
   // measure false: only what is known already (empty before the measurement).
-  const std::vector<path::CopyRecord>& copy_records(bool measure = true);
+  const std::vector<path::CopyRecord>& copy_records(bool measure = true) override;
   // The figures that stand for device d (its plugin's first device's), with their basis
   // ("measured on cuda:0" for the others); an empty basis before the measurement.
   CopyFigures copy_figures_of(const Device& d);
@@ -61,8 +66,9 @@ class Context {
   // -1 -> HMC_TIMEOUT_MS; other negatives are rejected by the API layer.
   int resolve_timeout(int timeout_ms) const { return timeout_ms < 0 ? timeout_ms_ : timeout_ms; }
 
-  // --- peers (peer/establish.cpp) ----------------------------------------------------------
+  // --- peers (peer/establish.h) -------------------------------------------------------------
   std::vector<uint8_t> address() const;
+  PeerConnector& connector() { return *connector_; }
   hmc_status_t connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out);
   hmc_status_t accept(int timeout_ms, std::shared_ptr<Peer>* out);
   hmc_status_t close_peer(const std::shared_ptr<Peer>& peer);
@@ -79,18 +85,8 @@ class Context {
   hmc_status_t cancel(Request* req);
   hmc_status_t notify_wait(int timeout_ms, hmc_notification_t* out);
 
-  // --- registration (net/registration.cpp) -------------------------------------------------
-  hmc_status_t register_memory(void* addr, size_t size, uint32_t access, Region** out);
-  // Registers [addr, addr+size) (at loc) with net device nd into region: host memory and device
-  // memory nd reaches natively by pointer, other device memory through a dma-buf exported once
-  // per region (dmabuf). False with *why when nd does not register it.
-  bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
-                     const MemoryLocation& loc, DmabufExport* dmabuf, Region* region,
-                     std::string* why);
-  hmc_status_t deregister_memory(Region* region);
-  hmc_status_t import_remote(const std::shared_ptr<Peer>& peer, const void* desc, size_t len,
-                             Remote** out);
-  hmc_status_t release_remote(Remote* remote);
+  // --- regions (xfer/regions.h) ---------------------------------------------------------
+  Regions& regions() { return *regions_; }
 
   // --- progress (context/context.cpp) ------------------------------------------------------
   // One pass over every plugin, pending request and control channel. Returns true when
@@ -118,10 +114,10 @@ class Context {
   // Ends req with status (net mutex held). A notifying put that succeeded only lands: its
   // notification and its end follow those of earlier puts (flush_notifications_locked); one
   // that failed leaves the queue, which may let later ones go.
-  void end_request_locked(Request* req, hmc_status_t status, std::string error);
+  void end_request_locked(Request* req, hmc_status_t status, std::string error) override;
   // Sends the notifications of landed puts at the head of the peer's queue (net mutex held).
   void flush_notifications_locked(Peer& peer);
-  // Target side of put notifications (context/notify.cpp, ordered by xfer/notify_order.h): those
+  // Target side of put notifications (context/notify.cpp, ordered by peer/notify_order.h): those
   // the net plugin carried (net mutex held), Notify and NotifyAck messages (ctrl_mutex held),
   // and those held for carried ones that will never come (the peer is gone).
   void poll_carried_notifications_locked(Peer& peer);
@@ -133,12 +129,10 @@ class Context {
   void send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered);
   // Marks the peer lost (net mutex held): closes its endpoint, fails every pending request.
   void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason);
-  void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason);
   // Reads and handles the peer's control messages, sends heartbeats, checks liveness.
   bool service_control(const std::shared_ptr<Peer>& peer, uint64_t now);
-  // Handles one control message of a registered peer; returns why the peer is gone, or "".
-  std::string dispatch_control(const std::shared_ptr<Peer>& peer,
-                               const control::Channel::Message& m);
+  // Registers the control handlers of the protocols the context still owns.
+  void wire_control_handlers();
   void register_peer(const std::shared_ptr<Peer>& peer);
   bool breaks_path(Peer& peer, const Request& req, hmc_plugin_status_t st);
   bool closed_in_order_locked(Peer& peer);
@@ -146,18 +140,18 @@ class Context {
   // Framed transfers (xfer/transfer.cpp).
   hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
                              bool* staged, MemoryLocation* where = nullptr,
-                             hmc_net_mr_t** mr = nullptr);
+                             hmc_net_mr_t** mr = nullptr) override;
   bool ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc, IpcExport* ex);
   bool framed_sends_waiting(Peer& peer, uint64_t tag);
   std::unique_ptr<FramedTransfer> make_framed_send(const Peer& peer, const void* buf, size_t size,
                                                    uint64_t tag, bool staged,
-                                                   const MemoryLocation& loc);
+                                                   const MemoryLocation& loc) override;
   std::unique_ptr<FramedTransfer> make_framed_recv(const Peer& peer, void* buf, size_t size,
                                                    uint64_t tag, bool staged,
-                                                   const MemoryLocation& loc);
+                                                   const MemoryLocation& loc) override;
   hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<FramedTransfer> f,
                            Op op, size_t size, uint64_t tag, Request** out, bool notify = false,
-                           uint64_t notify_value = 0);
+                           uint64_t notify_value = 0) override;
   // Moves a framed request along (net mutex held); ends it when it finished. Returns true when
   // something happened. A broken path fails the peer (and with it every pending request).
   bool advance_framed_locked(Peer& peer, Request* req);
@@ -171,54 +165,16 @@ class Context {
   template <typename Pred>
   bool poll_until(Pred pred, int timeout_ms, Request* fast = nullptr);
 
-  // Region withdrawal (net/registration.cpp; the protocol is described there).
-  // Handles a region message of a peer (dispatch_control: that peer's ctrl_mutex held, maybe
-  // its net mutex; takes region_proto_mutex_ only). Returns why the peer is gone, or "".
-  std::string dispatch_region_message(const std::shared_ptr<Peer>& peer,
-                                      const control::Channel::Message& m);
-  // Acknowledges the withdrawals whose Remotes have no operation left running (progress pass;
-  // peers_mutex_ may be held, no other lock). Returns true when it sent something.
-  bool settle_withdrawals();
-  // Withdraws a departing region from the importers in `told` and waits for them (no lock held).
-  void withdraw_region(Region* region);
-  // Drives progress from this thread until done() holds or the deadline passes.
-  bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns);
-  // Takes an imported Remote out of remotes_ and frees it (no lock held); tell_owner: send
-  // RegionRelease when the owner tracks it.
-  void drop_remote(Remote* remote, bool tell_owner);
+  // RegionServices and StagingServices.
+  bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns) override;
+  void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason) override;
+  void settle_staged_region(Region* region) override { staging_->settle_region(region); }
+  std::mutex& progress_mutex() override { return peers_mutex_; }
   // post_framed for a put/get on remote, recorded in its inflight list when it is tracked (a
   // framed transfer records its request after posting: remote->posting covers the gap).
   hmc_status_t post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
                                 size_t size, Request** out, bool notify = false,
                                 uint64_t notify_value = 0);
-
-  // Target-side staging (xfer/target_staging.cpp; docs/protocols-wire.md): put/get on a
-  // Remote whose region is device memory the owner's net plugins cannot reach.
-  // Posts the initiator's side: an internal framed transfer on a fresh internal tag, the
-  // application's request (ended by advance_staged), and the StagedPut/StagedGet message.
-  hmc_status_t post_staged_rma(Remote* remote, void* buf, size_t size, uint64_t offset, Op op,
-                               bool notify, uint64_t notify_value, Request** out);
-  // Handles StagedPut/StagedGet/StagedDone (dispatch_control: that peer's ctrl_mutex held,
-  // maybe its net mutex; takes region_proto_mutex_ only). Returns why the peer is gone, or "".
-  std::string dispatch_staged_message(const std::shared_ptr<Peer>& peer,
-                                      const control::Channel::Message& m);
-  // Serves the asks received, ends the application's requests whose transfer ended, answers
-  // StagedDone for the owner's transfers that ended, releases internal requests (progress
-  // pass: peers_mutex_ held, no other lock; passes are serialized by peers_mutex_). Returns
-  // true when something happened.
-  bool advance_staged();
-  // Ends an initiator's application request of a staged put/get (net mutex held).
-  void end_staged_user_locked(Request* user, hmc_status_t status, std::string error);
-  // hmc_mem_deregister of a staged region: waits (HMC_TIMEOUT_MS) for its internal transfers
-  // (no lock held; the region is departing).
-  void settle_staged_region(Region* region);
-  struct StagedAskIn;
-  // Checks an ask against the region and posts the owner's framed transfer (or, refused, the
-  // answer and a transfer that ends the initiator's without touching the region).
-  void serve_staged_ask(const StagedAskIn& ask);
-
-  friend struct PeerSetup;
-  friend std::string same_host_ways(Context& ctx, const Device& d);
 
   // Device copy figures (copy_records), guarded by copy_mutex_; fixed once copy_done_.
   std::mutex copy_mutex_;
@@ -241,69 +197,17 @@ class Context {
   control::Fd tcp_listener_;
   Address address_;
   std::mutex accept_mutex_;  // one hmc_accept at a time
+  ControlDispatch dispatch_;  // filled by init, read-only after
+  std::unique_ptr<PeerConnector> connector_;  // made by init
 
   std::mutex peers_mutex_;
   std::vector<std::shared_ptr<Peer>> peers_;         // live peers
   std::vector<std::shared_ptr<Peer>> closed_peers_;  // kept until destroy (requests may point at them)
 
 
-  std::mutex regions_mutex_;
-  std::unordered_set<Region*> regions_;
-  std::unordered_set<Remote*> remotes_;
+  std::unique_ptr<Regions> regions_;  // made by init
 
-  // Region withdrawal (net/registration.cpp). A leaf lock: taken under any of the locks above
-  // (dispatch_control holds a ctrl_mutex), none taken while it is held.
-  std::mutex region_proto_mutex_;
-  uint64_t next_region_id_ = 1;
-  std::unordered_map<uint64_t, Region*> regions_by_id_;  // registered and departing regions
-  // Our imports waiting for the owner's RegionReply, by token.
-  struct ImportWait {
-    bool answered = false;
-    int32_t status = 0;
-    std::string text;
-  };
-  uint64_t next_import_token_ = 1;
-  std::unordered_map<uint64_t, ImportWait> import_waits_;
-  // RegionGone messages received, to be acknowledged once their Remotes are idle.
-  struct Withdrawal {
-    std::weak_ptr<Peer> peer;  // weak: a pending acknowledgement does not keep a peer alive
-    uint64_t region_id;
-  };
-  std::vector<Withdrawal> withdrawals_;
-  std::atomic<bool> withdrawals_pending_{false};
-
-  // Target-side staging (xfer/transfer.cpp), guarded by region_proto_mutex_ unless said.
-  // Asks received (StagedPut/StagedGet), served by the next progress pass.
-  struct StagedAskIn {
-    std::shared_ptr<Peer> peer;
-    bool get = false;
-    uint64_t tag = 0, region_id = 0, offset = 0, size = 0;
-  };
-  std::vector<StagedAskIn> staged_asks_;
-  // Our staged puts/gets as initiator, by internal tag.
-  struct StagedOp {
-    std::shared_ptr<Peer> peer;
-    Op op = Op::Put;
-    size_t size = 0;
-    Request* inner = nullptr;     // the internal framed send (put) / receive (get)
-    Request* flush = nullptr;     // an empty send that ends the owner's receive (see transfer.cpp)
-    hmc_request_t user = nullptr; // the application's request; nullptr once we ended it
-    bool answered = false;        // StagedDone arrived
-    int32_t status = 0;
-    std::string text;
-  };
-  std::unordered_map<uint64_t, std::shared_ptr<StagedOp>> staged_ops_;
-  std::atomic<uint64_t> next_staged_tag_{1};
-  // Transfers we serve as owner; touched by advance_staged only (no lock).
-  struct StagedServed {
-    std::shared_ptr<Peer> peer;
-    uint64_t tag = 0;
-    uint64_t region_id = 0;  // the region whose staged_inflight counts it; 0: refused
-    size_t size = 0;
-    bool get = false;
-    Request* inner = nullptr;
-  };
-  std::vector<StagedServed> staged_served_;
+  std::unique_ptr<TargetStaging> staging_;  // made by init
 
   std::mutex notify_mutex_;
   std::condition_variable notify_cv_;

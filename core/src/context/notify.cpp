@@ -1,6 +1,6 @@
 // Put notifications at the target: those a net plugin carried with the data (notify_poll) and
 // those sent on the control plane (Notify), delivered to hmc_notify_wait in the initiator's put
-// order (xfer/notify_order.h says how the two channels are ordered).
+// order (peer/notify_order.h says how the two channels are ordered).
 #include <vector>
 
 #include "context/context.h"

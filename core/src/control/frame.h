@@ -28,7 +28,7 @@ constexpr size_t kMaxFramePayload = 1 << 20;
 // msg_type_name in frame.cpp), never renumbered. A peer built before a type existed fails the
 // whole stream on it (decode_frame above), so a newer type may only be sent to a peer that has
 // shown it knows it: the region messages go only to peers that took part in the exchange
-// (net/registration.cpp says how).
+// (xfer/regions.cpp says how).
 enum class MsgType : uint16_t {
   Hello = 1,
   HelloAck = 2,
@@ -55,7 +55,7 @@ enum class MsgType : uint16_t {
   StagedGet = 30,   // initiator -> owner: send me this part of your region, framed
   StagedDone = 31,  // owner -> initiator: how the owner's side of a StagedPut/StagedGet ended
   NetHello = 32,    // initiator -> acceptor during setup: the net plugin's hello (peer/messages.h)
-  // Target -> initiator: how many of its Notify messages were delivered (xfer/notify_order.h).
+  // Target -> initiator: how many of its Notify messages were delivered (peer/notify_order.h).
   // Sent only to peers offering kFeatureCarriedNotify.
   NotifyAck = 33,
 };

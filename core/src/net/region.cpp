@@ -4,7 +4,6 @@
 
 #include "control/wire.h"
 #include "util/status.h"
-#include "xfer/request.h"
 
 namespace hmc {
 namespace {
@@ -79,27 +78,6 @@ const Region::Registration* Region::registration_on(const NetDevice* dev) const 
   for (const auto& reg : registrations)
     if (reg.dev == dev) return &reg;
   return nullptr;
-}
-
-void track_remote_request_locked(Remote* r, hmc_request_t req) {
-  if (r->inflight.size() >= r->prune_at) {
-    remote_busy_locked(r);
-    r->prune_at = std::max<size_t>(16, 2 * r->inflight.size());
-  }
-  r->inflight.push_back(req);
-}
-
-bool remote_busy_locked(Remote* r) {
-  auto& v = r->inflight;
-  // A handle names a slot and its generation: lookup answers nullptr once the request was
-  // released, so a slot reused by a later request is not mistaken for this one.
-  v.erase(std::remove_if(v.begin(), v.end(),
-                         [](hmc_request_t h) {
-                           Request* req = RequestTable::lookup(h);
-                           return !req || req->done.load(std::memory_order_acquire);
-                         }),
-          v.end());
-  return !v.empty() || r->posting.load() > 0;
 }
 
 }  // namespace hmc

@@ -8,7 +8,7 @@
 // hmc_remote_import returns), and hmc_mem_deregister withdraws the region from each of them
 // (RegionGone) and waits for their acknowledgement (RegionGoneAck: the importer's Remotes of
 // it are dead and none of their operations is still running) before it ends the registration.
-// net/registration.cpp has the protocol.
+// xfer/regions.cpp has the protocol.
 #pragma once
 
 #include <atomic>
@@ -44,7 +44,7 @@ struct Region {
   // The registration on dev, or nullptr.
   const Registration* registration_on(const NetDevice* dev) const;
 
-  // Who imported it (guarded by Context::region_proto_mutex_).
+  // Who imported it (guarded by Regions::protocol_mutex()).
   struct Importer {
     std::shared_ptr<Peer> peer;
     uint32_t count = 0;  // imports not yet released
@@ -56,10 +56,10 @@ struct Region {
 
   // Target-side staging, for device memory: peers whose path has no registration of it (the net
   // device reaches it neither natively nor by dma-buf, or registering failed) reach it through
-  // StagedPut/StagedGet (xfer/transfer.cpp), which the owner's progress engine serves with
+  // StagedPut/StagedGet (xfer/target_staging.cpp), which the owner's progress engine serves with
   // framed transfers into or out of it.
   bool staged = false;
-  // Internal transfers into or out of it still running (guarded by region_proto_mutex_);
+  // Internal transfers into or out of it still running (guarded by Regions::protocol_mutex());
   // hmc_mem_deregister waits for them to end. Departing regions refuse new ones.
   uint32_t staged_inflight = 0;
 };
@@ -102,13 +102,6 @@ struct Remote {
   // The region is served by target-side staging (its descriptor says so).
   bool staged = false;
 };
-
-// Fails with HMC_ERR_REMOTE: `what` ("put", "get") on r, whose owner withdrew the region.
-hmc_status_t refuse_withdrawn(const Remote& r, const char* what);
-// Records req as running on r (peer->net->mutex() held); prunes ended requests now and then.
-void track_remote_request_locked(Remote* r, hmc_request_t req);
-// Whether an operation on r may still be running (peer->net->mutex() held); prunes.
-bool remote_busy_locked(Remote* r);
 
 // Descriptor layout (version 2): magic, version, base, size, access, then (plugin name, device
 // name, rkey) per registered net device, then, when the region has an id, the owner's context

@@ -82,7 +82,7 @@ constexpr uint32_t kFeatureSharedBounces = 1u << 0;  // shared bounces (xfer/sha
 // Version 4 device IPC headers: IPC offered with shared bounces as the receiver's alternative.
 constexpr uint32_t kFeatureIpcOrShared = 1u << 1;
 // Polls net plugins' carried put notifications, orders them with Notify messages and answers
-// those with NotifyAck (xfer/notify_order.h).
+// those with NotifyAck (peer/notify_order.h).
 constexpr uint32_t kFeatureCarriedNotify = 1u << 2;
 
 struct Choice {

@@ -9,13 +9,16 @@
 //                               <-     NetHandle {chosen plugin/device, plugin handle | error}
 //   plugin connect, ep_ready           plugin accept
 //   NetReady {status}           ->
-#include <algorithm>
+#include "peer/establish.h"
+
 #include <poll.h>
 #include <unistd.h>
 
-#include "context/context.h"
+#include <algorithm>
+
 #include "control/handshake.h"
 #include "control/socket.h"
+#include "device/registry.h"
 #include "path/calibrate.h"
 #include "peer/capabilities.h"
 #include "peer/messages.h"
@@ -85,98 +88,98 @@ uint64_t framing_chunk(const path::Capabilities& mine, const path::Capabilities&
 // The message size the per-peer log line shows device-memory ways at.
 constexpr uint64_t kModeLogSize = 64u << 20;
 
-// Shared by connect and accept.
-struct PeerSetup {
-  // This side's capability record (see peer/capabilities.h).
-  static path::Capabilities capabilities(Context& ctx, path::CalibrationMode mode,
-                                         std::vector<path::CalibrationOutcome>* outcomes) {
-    path::Capabilities caps = ctx.caps_;
-    // Device copy figures, for the peer's choice of how our device memory crosses (measured
-    // once per context, at the first connect or accept).
-    if (caps.device_count > 0) caps.copy = ctx.copy_records(mode == path::CalibrationMode::Measure);
-    if (mode == path::CalibrationMode::Measure && !outcomes &&
-        (!ctx.forced_path_.empty() || !path::calibration_useful(caps)))
-      return caps;  // the common case of a single device or a forced path: nothing to look up
-    path::CalibrationSettings settings = path::calibration_settings(ctx.config_);
-    std::vector<path::CalibrationTarget> targets;
-    for (auto& net : ctx.nets_) {
-      const plugin::Record* rec = ctx.loader_.find(plugin::Kind::Net, net->name());
-      std::string config_text = path::device_config_text(ctx.config_, net->name());
-      for (auto& d : net->devices()) targets.push_back({&d, rec ? rec->path : "", config_text});
-    }
-    path::calibrate_capabilities(settings, targets, &caps, mode, outcomes);
-    return caps;
+path::Capabilities PeerConnector::capabilities(path::CalibrationMode mode,
+                                               std::vector<path::CalibrationOutcome>* outcomes) {
+  path::Capabilities caps = s_.caps;
+  // Device copy figures, for the peer's choice of how our device memory crosses (measured
+  // once per context, at the first connect or accept).
+  if (caps.device_count > 0)
+    caps.copy = services_.copy_records(mode == path::CalibrationMode::Measure);
+  if (mode == path::CalibrationMode::Measure && !outcomes &&
+      (!s_.forced_path.empty() || !path::calibration_useful(caps)))
+    return caps;  // the common case of a single device or a forced path: nothing to look up
+  path::CalibrationSettings settings = path::calibration_settings(*s_.config);
+  std::vector<path::CalibrationTarget> targets;
+  for (auto& net : *s_.nets) {
+    const plugin::Record* rec = s_.loader->find(plugin::Kind::Net, net->name());
+    std::string config_text = path::device_config_text(*s_.config, net->name());
+    for (auto& d : net->devices()) targets.push_back({&d, rec ? rec->path : "", config_text});
   }
-  // Finds the local net device the path names.
-  static NetDevice* find_device(Context& ctx, const std::string& plugin, const std::string& dev) {
-    for (auto& net : ctx.nets_)
-      if (net->name() == plugin)
-        for (auto& d : net->devices())
-          if (d.name == dev) return &d;
-    return nullptr;
-  }
-  static std::shared_ptr<Peer> make_peer(Context& ctx, std::unique_ptr<control::Channel> ch,
-                                         const control::HelloInfo& hello,
-                                         const path::Capabilities& remote,
-                                         const path::Choice& choice, NetDevice* dev,
-                                         hmc_net_ep_t* ep) {
-    auto peer = std::make_shared<Peer>();
-    peer->ctx = &ctx;
-    peer->name = peer_name(hello);
-    peer->remote = remote;
-    peer->choice = choice;
-    peer->same_host = !remote.host_id.empty() && remote.host_id == ctx.caps_.host_id;
-    peer->net = dev->plugin;
-    peer->net_device = dev;
-    peer->ep = ep;
-    peer->notify_sender.carry_offered = HMC_NET_SLOT(dev->plugin->table(), iput_notify) &&
-                                        (remote.features & path::kFeatureCarriedNotify) &&
-                                        ctx.config_.get_bool("HMC_NET_NOTIFY_CARRIED");
-    peer->ctrl = std::move(ch);
-    peer->last_sent_ns = now_ns();
-    peer->framing.chunk = framing_chunk(ctx.caps_, remote);
-    // A peer that predates the first piece's size frames from the chunk on.
-    peer->framing.first_piece = std::min({peer->framing.chunk,
-                                    remote.stage_first ? remote.stage_first : remote.stage_chunk,
-                                    ctx.caps_.stage_first});
-    // Device IPC: another process on this host, both sides offering the vendor.
-    if (peer->framing.on() && peer->same_host && remote.pid != ctx.caps_.pid)
-      for (const auto& p : ctx.caps_.ipc_plugins)
-        if (std::find(remote.ipc_plugins.begin(), remote.ipc_plugins.end(), p) !=
-            remote.ipc_plugins.end())
-          peer->framing.ipc_plugins.push_back(p);
-    peer->framing.shared_ok = peer->framing.on() && peer->same_host &&
-                              remote.pid != ctx.caps_.pid &&
-                              (remote.features & ctx.caps_.features & path::kFeatureSharedBounces);
-    peer->framing.ipc_or_shared = peer->framing.shared_ok &&
-                                  (remote.features & ctx.caps_.features & path::kFeatureIpcOrShared);
-    std::string modes;
-    if (peer->framing.on()) {
-      for (const auto& local : ctx.copy_records()) {
-        auto costs = path::device_mode_costs({local, remote.copy, peer->framing.ipc_for(local.plugin),
-                                              peer->framing.shared_ok, choice.bandwidth_MBps,
-                                              choice.latency_us, peer->framing.chunk});
-        modes += fmt::format("; {} memory: {}", local.plugin,
-                             path::describe_modes(costs, kModeLogSize));
-        peer->framing.device_modes.emplace_back(local.plugin, std::move(costs));
-      }
-    }
-    HMC_LOG_I("peer {}: path {} ({}){}{}{}", peer->name, choice.key(), choice.reason,
-              peer->framing.on() ? fmt::format(", messages framed in {}-byte pieces",
-                                               peer->framing.chunk)
-                                 : "",
-              peer->notify_sender.carry_offered ? ", put notifications travel with the data" : "",
-              modes.empty() ? "" : fmt::format("; expected for {} MiB of device memory the net "
-                                               "path cannot reach, best first{}",
-                                               kModeLogSize >> 20, modes));
-    return peer;
-  }
-};
+  path::calibrate_capabilities(settings, targets, &caps, mode, outcomes);
+  return caps;
+}
 
-hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out) {
+// Finds the local net device the path names.
+NetDevice* PeerConnector::find_device(const std::string& plugin, const std::string& dev) {
+  for (auto& net : *s_.nets)
+    if (net->name() == plugin)
+      for (auto& d : net->devices())
+        if (d.name == dev) return &d;
+  return nullptr;
+}
+
+std::shared_ptr<Peer> PeerConnector::make_peer(std::unique_ptr<control::Channel> ch,
+                                               const control::HelloInfo& hello,
+                                               const path::Capabilities& remote,
+                                               const path::Choice& choice, NetDevice* dev,
+                                               hmc_net_ep_t* ep) {
+  auto peer = std::make_shared<Peer>();
+  peer->ctx = s_.owner;
+  peer->name = peer_name(hello);
+  peer->remote = remote;
+  peer->choice = choice;
+  peer->same_host = !remote.host_id.empty() && remote.host_id == s_.caps.host_id;
+  peer->net = dev->plugin;
+  peer->net_device = dev;
+  peer->ep = ep;
+  peer->notify_sender.carry_offered = HMC_NET_SLOT(dev->plugin->table(), iput_notify) &&
+                                      (remote.features & path::kFeatureCarriedNotify) &&
+                                      s_.config->get_bool("HMC_NET_NOTIFY_CARRIED");
+  peer->ctrl = std::move(ch);
+  peer->last_sent_ns = now_ns();
+  peer->framing.chunk = framing_chunk(s_.caps, remote);
+  // A peer that predates the first piece's size frames from the chunk on.
+  peer->framing.first_piece = std::min({peer->framing.chunk,
+                                  remote.stage_first ? remote.stage_first : remote.stage_chunk,
+                                  s_.caps.stage_first});
+  // Device IPC: another process on this host, both sides offering the vendor.
+  if (peer->framing.on() && peer->same_host && remote.pid != s_.caps.pid)
+    for (const auto& p : s_.caps.ipc_plugins)
+      if (std::find(remote.ipc_plugins.begin(), remote.ipc_plugins.end(), p) !=
+          remote.ipc_plugins.end())
+        peer->framing.ipc_plugins.push_back(p);
+  peer->framing.shared_ok = peer->framing.on() && peer->same_host &&
+                            remote.pid != s_.caps.pid &&
+                            (remote.features & s_.caps.features & path::kFeatureSharedBounces);
+  peer->framing.ipc_or_shared = peer->framing.shared_ok &&
+                                (remote.features & s_.caps.features & path::kFeatureIpcOrShared);
+  std::string modes;
+  if (peer->framing.on()) {
+    for (const auto& local : services_.copy_records(true)) {
+      auto costs = path::device_mode_costs({local, remote.copy, peer->framing.ipc_for(local.plugin),
+                                            peer->framing.shared_ok, choice.bandwidth_MBps,
+                                            choice.latency_us, peer->framing.chunk});
+      modes += fmt::format("; {} memory: {}", local.plugin,
+                           path::describe_modes(costs, kModeLogSize));
+      peer->framing.device_modes.emplace_back(local.plugin, std::move(costs));
+    }
+  }
+  HMC_LOG_I("peer {}: path {} ({}){}{}{}", peer->name, choice.key(), choice.reason,
+            peer->framing.on() ? fmt::format(", messages framed in {}-byte pieces",
+                                             peer->framing.chunk)
+                               : "",
+            peer->notify_sender.carry_offered ? ", put notifications travel with the data" : "",
+            modes.empty() ? "" : fmt::format("; expected for {} MiB of device memory the net "
+                                             "path cannot reach, best first{}",
+                                             kModeLogSize >> 20, modes));
+  return peer;
+}
+
+hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms,
+                                    std::shared_ptr<Peer>* out) {
   uint64_t deadline = deadline_after(timeout_ms);
   control::Fd fd;
-  bool local = !addr.unix_name.empty() && (addr.tcp_port == 0 || addr.host_id == caps_.host_id);
+  bool local = !addr.unix_name.empty() && (addr.tcp_port == 0 || addr.host_id == s_.caps.host_id);
   std::string where = local ? "unix:@" + addr.unix_name
                             : fmt::format("{}:{}", addr.tcp_host, addr.tcp_port);
   hmc_status_t st = local ? control::connect_unix(addr.unix_name, remaining_ms(deadline), &fd)
@@ -185,13 +188,14 @@ hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_p
   auto ch = std::make_unique<control::Channel>(std::move(fd));
   ch->set_peer_name(where);
 
-  control::HelloInfo mine{control::kProtocolVersion, caps_.host_id, caps_.hostname, caps_.pid, id_};
+  control::HelloInfo mine{control::kProtocolVersion, s_.caps.host_id, s_.caps.hostname, s_.caps.pid,
+                          s_.context_id};
   control::HelloInfo theirs;
-  st = control::handshake_initiator(*ch, mine, auth_token_, deadline, &theirs);
+  st = control::handshake_initiator(*ch, mine, s_.auth_token, deadline, &theirs);
   if (st != HMC_SUCCESS) return st;
   ch->set_peer_name(peer_name(theirs));
 
-  path::Capabilities mine_caps = PeerSetup::capabilities(*this, path::CalibrationMode::Measure, nullptr);
+  path::Capabilities mine_caps = capabilities(path::CalibrationMode::Measure, nullptr);
   control::Writer w;
   msg::encode_caps(mine_caps, &w);
   if ((st = ch->send_wait(control::MsgType::Caps, w, deadline)) != HMC_SUCCESS) return st;
@@ -215,7 +219,7 @@ hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_p
     msg::encode_net_ready({status, text}, &rw);
     ch->send_wait(control::MsgType::NetReady, rw, deadline);
   };
-  NetDevice* dev = PeerSetup::find_device(*this, nh.plugin, nh.device);
+  NetDevice* dev = find_device(nh.plugin, nh.device);
   if (!dev) {
     std::string text = fmt::format("the peer chose path {}/{}, which this side does not have",
                                    nh.plugin, nh.device);
@@ -305,19 +309,17 @@ hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_p
       choice.basis = c.basis;
       choice.score = c.score;
     }
-  auto peer = PeerSetup::make_peer(*this, std::move(ch), theirs, remote, choice, dev, ep);
-  register_peer(peer);
-  *out = peer;
+  *out = make_peer(std::move(ch), theirs, remote, choice, dev, ep);
   return HMC_SUCCESS;
 }
 
-hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
-  std::lock_guard<std::mutex> accept_lock(accept_mutex_);
+hmc_status_t PeerConnector::accept(int timeout_ms, std::shared_ptr<Peer>* out,
+                                   std::vector<control::Channel::Message>* extra_out) {
   uint64_t deadline = deadline_after(timeout_ms);
   control::Fd fd;
   std::string where;
   for (;;) {
-    struct pollfd fds[2] = {{unix_listener_.get(), POLLIN, 0}, {tcp_listener_.get(), POLLIN, 0}};
+    struct pollfd fds[2] = {{s_.unix_listener, POLLIN, 0}, {s_.tcp_listener, POLLIN, 0}};
     int rc = poll(fds, 2, remaining_ms(deadline));
     if (rc < 0 && errno != EINTR) return fail(HMC_ERR_SYSTEM, "hmc_accept: poll: {}", strerror(errno));
     hmc_status_t st = HMC_IN_PROGRESS;
@@ -334,13 +336,14 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
   }
   // A peer has connected: its setup gets the full default timeout, whatever was left of the
   // wait, so that polling hmc_accept with short timeouts cannot cut a handshake off.
-  deadline = deadline_after(timeout_ms_);
-  timeout_ms = timeout_ms_;
+  deadline = deadline_after(s_.timeout_ms);
+  timeout_ms = s_.timeout_ms;
   auto ch = std::make_unique<control::Channel>(std::move(fd));
   ch->set_peer_name(where);
-  control::HelloInfo mine{control::kProtocolVersion, caps_.host_id, caps_.hostname, caps_.pid, id_};
+  control::HelloInfo mine{control::kProtocolVersion, s_.caps.host_id, s_.caps.hostname, s_.caps.pid,
+                          s_.context_id};
   control::HelloInfo theirs;
-  hmc_status_t st = control::handshake_acceptor(*ch, mine, auth_token_, deadline, &theirs);
+  hmc_status_t st = control::handshake_acceptor(*ch, mine, s_.auth_token, deadline, &theirs);
   if (st != HMC_SUCCESS) return st;
   ch->set_peer_name(peer_name(theirs));
 
@@ -349,7 +352,7 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
   path::Capabilities remote;
   if (!msg::decode_caps(m.payload.data(), m.payload.size(), &remote))
     return fail(HMC_ERR_PROTOCOL, "hmc_accept: malformed capabilities from {}", ch->peer_name());
-  path::Capabilities mine_caps = PeerSetup::capabilities(*this, path::CalibrationMode::Measure, nullptr);
+  path::Capabilities mine_caps = capabilities(path::CalibrationMode::Measure, nullptr);
   control::Writer w;
   msg::encode_caps(mine_caps, &w);
   if ((st = ch->send_wait(control::MsgType::Caps, w, deadline)) != HMC_SUCCESS) return st;
@@ -357,8 +360,8 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
   // Path choice is ours to make; the initiator follows it.
   path::Choice choice;
   msg::NetHandle nh;
-  st = path::choose(mine_caps, remote, forced_path_, &choice);
-  NetDevice* dev = st == HMC_SUCCESS ? PeerSetup::find_device(*this, choice.plugin, choice.device) : nullptr;
+  st = path::choose(mine_caps, remote, s_.forced_path, &choice);
+  NetDevice* dev = st == HMC_SUCCESS ? find_device(choice.plugin, choice.device) : nullptr;
   if (st == HMC_SUCCESS && !dev) st = fail(HMC_ERR_INTERNAL, "hmc_accept: chosen path {} vanished", choice.key());
   hmc_net_listener_t* listener = nullptr;
   if (st == HMC_SUCCESS) {
@@ -469,29 +472,22 @@ hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
     }
   }
   close_listener();
-  auto peer = PeerSetup::make_peer(*this, std::move(ch), theirs, remote, choice, dev, ep);
-  register_peer(peer);
-  for (auto& msg : extra) dispatch_control(peer, msg);
-  *out = peer;
+  *out = make_peer(std::move(ch), theirs, remote, choice, dev, ep);
+  *extra_out = std::move(extra);
   return HMC_SUCCESS;
 }
 
-path::Capabilities local_capabilities(Context& ctx, path::CalibrationMode mode,
-                                      std::vector<path::CalibrationOutcome>* outcomes) {
-  return PeerSetup::capabilities(ctx, mode, outcomes);
-}
-
-std::string same_host_ways(Context& ctx, const Device& d) {
+std::string PeerConnector::same_host_ways(const Device& d) {
   const path::CopyRecord* local = nullptr;
-  for (const auto& c : ctx.copy_records(false))
+  for (const auto& c : services_.copy_records(false))
     if (c.plugin == d.plugin_name) local = &c;
   if (!local) return "";
-  path::Capabilities mine = PeerSetup::capabilities(ctx, path::CalibrationMode::LookupOnly, nullptr);
+  path::Capabilities mine = capabilities(path::CalibrationMode::LookupOnly, nullptr);
   path::Capabilities twin = mine;  // another process like this one
   twin.pid = mine.pid + 1;
   path::Choice choice;
   std::string saved = last_error();
-  bool net = path::choose(mine, twin, ctx.forced_path_, &choice) == HMC_SUCCESS;
+  bool net = path::choose(mine, twin, s_.forced_path, &choice) == HMC_SUCCESS;
   set_error(HMC_SUCCESS, saved);  // a choice that fails here is not this call's error
   bool ipc = std::find(mine.ipc_plugins.begin(), mine.ipc_plugins.end(), d.plugin_name) !=
              mine.ipc_plugins.end();
@@ -502,6 +498,15 @@ std::string same_host_ways(Context& ctx, const Device& d) {
   std::string ways = path::describe_modes(costs, kModeLogSize);
   if (net) ways += " (transport over " + choice.key() + ")";
   return ways;
+}
+
+path::Capabilities local_capabilities(PeerConnector& connector, path::CalibrationMode mode,
+                                      std::vector<path::CalibrationOutcome>* outcomes) {
+  return connector.capabilities(mode, outcomes);
+}
+
+std::string same_host_ways(PeerConnector& connector, const Device& d) {
+  return connector.same_host_ways(d);
 }
 
 }  // namespace hmc

@@ -3,7 +3,7 @@
 //
 // Locking: `net->mutex()` guards ep, pending and lost_reason (everything touching the plugin);
 // ctrl_mutex guards the control channel. Lock order: Context::peers_mutex_ -> net->mutex() ->
-// Context::regions_mutex_ -> ctrl_mutex -> Context::region_proto_mutex_ (a leaf).
+// the regions' mutex -> ctrl_mutex -> Regions::protocol_mutex() (a leaf; xfer/regions.h).
 #pragma once
 
 #include <atomic>
@@ -16,9 +16,9 @@
 #include "control/channel.h"
 #include "net/net_plugin.h"
 #include "path/path.h"
-#include "xfer/notify_order.h"
-#include "xfer/peer_framing_state.h"
-#include "xfer/post_test_learner.h"
+#include "peer/framing_state.h"
+#include "peer/notify_order.h"
+#include "peer/post_test_learner.h"
 
 namespace hmc {
 

@@ -1,7 +1,7 @@
 #include "xfer/bounce_pipeline.h"
 
 #include "device/stage_pool.h"
-#include "xfer/peer_framing_state.h"  // SharedSlab: a released piece may drop the last hold
+#include "peer/framing_state.h"  // SharedSlab: a released piece may drop the last hold
 
 namespace hmc {
 

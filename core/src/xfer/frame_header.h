@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hmc/plugin/device.h"
+#include "peer/frame_geometry.h"
 
 namespace hmc {
 
@@ -16,22 +17,6 @@ namespace hmc {
 constexpr uint64_t kContinuationTagBit = uint64_t(1) << 59;  // a message's header and later pieces
 constexpr uint64_t kReplyTagBit = uint64_t(1) << 60;         // replies and acknowledgements
 constexpr uint64_t kInternalTagBit = uint64_t(1) << 61;      // the core's own transfers
-
-// The first piece's size peers offer (the pair uses the smaller offer, at most its chunk): odd,
-// so that no power-of-two message is sent as pieces below the chunk.
-constexpr uint64_t kFirstPiece = (64u << 10) + 1;
-
-// Sizes of a framed message's pieces.
-struct FrameGeometry {
-  uint64_t first = 0;  // piece 0
-  uint64_t chunk = 0;  // every later piece
-};
-
-// Whether a message of `size` bytes goes as pieces: from the chunk up, and at exactly the first
-// piece's size, which a single message must never have (it announces a header).
-inline bool multi_piece(uint64_t size, const FrameGeometry& g) {
-  return size >= g.chunk || size == g.first;
-}
 
 // Pieces of a message of `size` bytes sent as pieces, header included.
 inline size_t framed_piece_count(uint64_t size, const FrameGeometry& g) {

@@ -12,27 +12,6 @@
 
 namespace hmc {
 
-IpcMapping::~IpcMapping() {
-  if (device && device->plugin && base) {
-    hmc_plugin_status_t st = device->plugin->ipc_close(device->plugin_ctx, base);
-    if (st != HMC_PLUGIN_SUCCESS)
-      HMC_LOG_W("device IPC: unmapping a peer's allocation at {} on {} failed: {}", base,
-                device->name, plugin_status_string(st));
-  }
-}
-
-void PeerFramingState::trim_ipc(size_t keep) {
-  while (ipc_maps.size() > keep) {
-    auto victim = ipc_maps.end();
-    for (auto it = ipc_maps.begin(); it != ipc_maps.end(); ++it)
-      if (it->second.mapping.use_count() == 1 &&
-          (victim == ipc_maps.end() || it->second.last_use < victim->second.last_use))
-        victim = it;
-    if (victim == ipc_maps.end()) return;  // every one is being read
-    ipc_maps.erase(victim);
-  }
-}
-
 void FramedSend::use_ipc(IpcExport ex, bool shared_too) {
   way_ = Way::Ipc;
   ipc_export_ = std::move(ex);

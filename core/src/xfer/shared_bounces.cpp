@@ -19,16 +19,6 @@
 
 namespace hmc {
 
-SharedSlab::~SharedSlab() {
-  if (pinned_on && pinned_on->plugin) {
-    hmc_plugin_status_t st = pinned_on->plugin->host_unregister(pinned_on->plugin_ctx, base);
-    if (st != HMC_PLUGIN_SUCCESS)
-      HMC_LOG_W("shared bounces: unpinning a peer's staging slab on {} failed: {}", pinned_on->name,
-                plugin_status_string(st));
-  }
-  if (base) munmap(base, bytes);
-}
-
 // ---- send ------------------------------------------------------------------------------------
 
 void FramedSend::offer_shared() {

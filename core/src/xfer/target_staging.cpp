@@ -1,18 +1,19 @@
+#include "xfer/target_staging.h"
+
 #include <algorithm>
 
-#include "context/context.h"
+#include "peer/dispatch.h"
+#include "peer/peer.h"
 #include "peer/messages.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "xfer/framed_message.h"
 
 namespace hmc {
 
-// Target-side staging: a put or get into a peer's device memory that its net plugins cannot
-// reach travels as one framed message on an internal tag, asked for and answered by StagedPut,
-// StagedGet and StagedDone control messages (docs/protocols-wire.md).
-// Locks: dispatch_staged_message takes region_proto_mutex_ only; advance_staged runs in a
-// progress pass (peers_mutex_ held) and takes net mutexes, then region_proto_mutex_ (a leaf)
+// Locks: handle_message takes the regions' protocol mutex only; advance runs in
+// a progress pass (progress_mutex() held) and takes net mutexes, then that mutex (a leaf)
 // or a ctrl_mutex, never the other way.
 
 namespace {
@@ -30,8 +31,17 @@ void send_staged_done(Peer& peer, const msg::StagedDone& d) {
 }
 }  // namespace
 
-hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, uint64_t offset,
-                                      Op op, bool notify, uint64_t notify_value, Request** out) {
+void TargetStaging::add_handlers(ControlDispatch& dispatch) {
+  for (auto type : {control::MsgType::StagedPut, control::MsgType::StagedGet,
+                    control::MsgType::StagedDone})
+    dispatch.add(type, [this](const std::shared_ptr<Peer>& peer,
+                              const control::Channel::Message& m) {
+      return handle_message(peer, m);
+    });
+}
+
+hmc_status_t TargetStaging::post(Remote* remote, void* buf, size_t size, uint64_t offset, Op op,
+                                 bool notify, uint64_t notify_value, Request** out) {
   const std::shared_ptr<Peer> peer = remote->peer;
   const char* what = op_name(op);
   if (!peer->framing.on())
@@ -40,12 +50,12 @@ hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, ui
                 peer->choice.key());
   bool staged = false;
   MemoryLocation loc;
-  hmc_status_t st = memory_access(*peer, buf, size, what, &staged, &loc);
+  hmc_status_t st = services_.memory_access(*peer, buf, size, what, &staged, &loc, nullptr);
   if (st != HMC_SUCCESS) return st;
-  const uint64_t tag = kInternalTagBit | next_staged_tag_.fetch_add(1);
+  const uint64_t tag = kInternalTagBit | next_tag_.fetch_add(1);
   std::unique_ptr<FramedTransfer> f = op == Op::Put
-                                          ? make_framed_send(*peer, buf, size, tag, staged, loc)
-                                          : make_framed_recv(*peer, buf, size, tag, staged, loc);
+                                          ? services_.make_framed_send(*peer, buf, size, tag, staged, loc)
+                                          : services_.make_framed_recv(*peer, buf, size, tag, staged, loc);
   // posting before dead is read, as in post_tracked_rma: a withdrawal that marks the Remote
   // dead from here on waits for this request (it is tracked before posting drops).
   remote->posting.fetch_add(1);
@@ -55,21 +65,22 @@ hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, ui
   } unpost{remote->posting};
   if (remote->dead.load()) return refuse_withdrawn(*remote, what);
   Request* inner = nullptr;
-  st = post_framed(peer, std::move(f), op == Op::Put ? Op::Send : Op::Recv, size, tag, &inner);
+  st = services_.post_framed(peer, std::move(f), op == Op::Put ? Op::Send : Op::Recv, size, tag,
+                             &inner, false, 0);
   if (st != HMC_SUCCESS) return st;
-  auto rec = std::make_shared<StagedOp>();
+  auto rec = std::make_shared<Initiated>();
   rec->peer = peer;
   rec->op = op;
   rec->size = size;
   rec->inner = inner;
-  Request* user = RequestTable::acquire(this, op, peer.get(), size, 0, notify, notify_value);
+  Request* user = RequestTable::acquire(owner_, op, peer.get(), size, 0, notify, notify_value);
   user->control_driven = true;
   bool live;
   {
     std::lock_guard<std::mutex> lock(peer->net->mutex());
     live = !peer->lost && peer->ep;
     if (live) {
-      // Not in `pending` (it has no transfer of its own: advance_staged ends it), but counted
+      // Not in `pending` (it has no transfer of its own: advance ends it), but counted
       // there, so that a silent peer is declared lost; complete_locked takes it back.
       peer->add_pending_locked(1);
       if (notify) peer->notify_queue.push_back(user);
@@ -78,9 +89,9 @@ hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, ui
     }
   }
   {
-    // Without an application request advance_staged just releases the internal one.
-    std::lock_guard<std::mutex> lock(region_proto_mutex_);
-    staged_ops_[tag] = rec;
+    // Without an application request advance just releases the internal one.
+    std::lock_guard<std::mutex> lock(regions_.protocol_mutex());
+    ops_[tag] = rec;
   }
   if (!live) {
     RequestTable::release(user);
@@ -104,24 +115,24 @@ hmc_status_t Context::post_staged_rma(Remote* remote, void* buf, size_t size, ui
       if (sent != HMC_SUCCESS) why = last_error();
     }
   }
-  // The request ends with the peer (advance_staged).
-  if (sent != HMC_SUCCESS) fail_peer(*peer, HMC_ERR_PEER_LOST, "control connection: " + why);
+  // The request ends with the peer (advance).
+  if (sent != HMC_SUCCESS) services_.fail_peer(*peer, HMC_ERR_PEER_LOST, "control connection: " + why);
   peer->framing.staged_transfers.fetch_add(staged ? 1 : 0, std::memory_order_relaxed);
   *out = user;
   return HMC_SUCCESS;
 }
 
-std::string Context::dispatch_staged_message(const std::shared_ptr<Peer>& peer,
-                                             const control::Channel::Message& m) {
+std::string TargetStaging::handle_message(const std::shared_ptr<Peer>& peer,
+                                          const control::Channel::Message& m) {
   const uint8_t* p = m.payload.data();
   size_t n = m.payload.size();
   if (m.type == control::MsgType::StagedDone) {  // we initiated
     msg::StagedDone d;
     if (!msg::decode_staged_done(p, n, &d)) return "malformed StagedDone";
-    std::lock_guard<std::mutex> lock(region_proto_mutex_);
-    auto it = staged_ops_.find(d.tag);
+    std::lock_guard<std::mutex> lock(regions_.protocol_mutex());
+    auto it = ops_.find(d.tag);
     // A get that ended with its bytes may be gone already: its answer is not needed.
-    if (it == staged_ops_.end() || it->second->peer != peer) return "";
+    if (it == ops_.end() || it->second->peer != peer) return "";
     it->second->answered = true;
     it->second->status = d.status;
     it->second->text = std::move(d.text);
@@ -132,19 +143,19 @@ std::string Context::dispatch_staged_message(const std::shared_ptr<Peer>& peer,
   // An internal tag, and nothing of the framing bits (they are the transfer's own).
   if ((a.tag & ~(kInternalTagBit - 1)) != kInternalTagBit)
     return fmt::format("StagedPut/StagedGet with tag 0x{:x}, outside the internal range", a.tag);
-  std::lock_guard<std::mutex> lock(region_proto_mutex_);
-  StagedAskIn in;
+  std::lock_guard<std::mutex> lock(regions_.protocol_mutex());
+  AskIn in;
   in.peer = peer;
   in.get = m.type == control::MsgType::StagedGet;
   in.tag = a.tag;
   in.region_id = a.region_id;
   in.offset = a.offset;
   in.size = a.size;
-  staged_asks_.push_back(std::move(in));
+  asks_.push_back(std::move(in));
   return "";
 }
 
-void Context::serve_staged_ask(const StagedAskIn& a) {
+void TargetStaging::serve(const AskIn& a) {
   Peer& peer = *a.peer;
   if (peer.lost || !peer.net) return;  // nobody waits for an answer
   const char* what = a.get ? "get" : "put";
@@ -152,9 +163,8 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
   std::string why;
   uint8_t* addr = nullptr;
   {
-    std::lock_guard<std::mutex> lock(region_proto_mutex_);
-    auto it = regions_by_id_.find(a.region_id);
-    Region* r = it == regions_by_id_.end() ? nullptr : it->second;
+    std::lock_guard<std::mutex> lock(regions_.protocol_mutex());
+    Region* r = regions_.find_locked(a.region_id);
     const uint32_t need = a.get ? HMC_ACCESS_REMOTE_READ : HMC_ACCESS_REMOTE_WRITE;
     if (!r || r->departing) {
       refusal = HMC_ERR_REMOTE;
@@ -180,23 +190,23 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
     }
   }
   auto uncount = [&] {
-    std::lock_guard<std::mutex> lock(region_proto_mutex_);
-    auto it = regions_by_id_.find(a.region_id);
-    if (it != regions_by_id_.end() && it->second->staged_inflight) --it->second->staged_inflight;
+    std::lock_guard<std::mutex> lock(regions_.protocol_mutex());
+    Region* r = regions_.find_locked(a.region_id);
+    if (r && r->staged_inflight) --r->staged_inflight;
   };
   const FrameGeometry geo = peer.framing.geometry();
   std::unique_ptr<FramedTransfer> f;
   if (refusal == HMC_SUCCESS) {
     bool staged = false;
     MemoryLocation loc;
-    if (memory_access(peer, addr, a.size, what, &staged, &loc) != HMC_SUCCESS) {
+    if (services_.memory_access(peer, addr, a.size, what, &staged, &loc, nullptr) != HMC_SUCCESS) {
       refusal = HMC_ERR_REMOTE;
       why = last_error();
       uncount();
     } else if (a.get) {
-      f = make_framed_send(peer, addr, a.size, a.tag, staged, loc);
+      f = services_.make_framed_send(peer, addr, a.size, a.tag, staged, loc);
     } else {
-      f = make_framed_recv(peer, addr, a.size, a.tag, staged, loc);
+      f = services_.make_framed_recv(peer, addr, a.size, a.tag, staged, loc);
     }
     if (f && staged) peer.framing.staged_transfers.fetch_add(1, std::memory_order_relaxed);
     if (f)
@@ -217,43 +227,43 @@ void Context::serve_staged_ask(const StagedAskIn& a) {
       f = std::make_unique<FramedRecv>(nullptr, 0, a.tag, false, geo);
   }
   Request* inner = nullptr;
-  if (post_framed(a.peer, std::move(f), a.get ? Op::Send : Op::Recv, refusal ? 0 : a.size, a.tag,
-                  &inner) != HMC_SUCCESS) {
+  if (services_.post_framed(a.peer, std::move(f), a.get ? Op::Send : Op::Recv,
+                            refusal ? 0 : a.size, a.tag, &inner, false, 0) != HMC_SUCCESS) {
     if (refusal == HMC_SUCCESS) uncount();  // the peer is lost: nobody waits for the answer
     return;
   }
-  StagedServed s;
+  Served s;
   s.peer = a.peer;
   s.tag = a.tag;
   s.region_id = refusal == HMC_SUCCESS ? a.region_id : 0;
   s.size = a.size;
   s.get = a.get;
   s.inner = inner;
-  staged_served_.push_back(std::move(s));
+  served_.push_back(std::move(s));
 }
 
-void Context::end_staged_user_locked(Request* user, hmc_status_t status, std::string error) {
+void TargetStaging::end_user_locked(Request* user, hmc_status_t status, std::string error) {
   user->bytes = status == HMC_SUCCESS ? user->size : 0;
-  end_request_locked(user, status, std::move(error));
+  services_.end_request_locked(user, status, std::move(error));
 }
 
-bool Context::advance_staged() {
-  std::vector<StagedAskIn> asks;
-  std::vector<std::pair<uint64_t, std::shared_ptr<StagedOp>>> ops;
+bool TargetStaging::advance() {
+  std::vector<AskIn> asks;
+  std::vector<std::pair<uint64_t, std::shared_ptr<Initiated>>> ops;
   {
-    std::lock_guard<std::mutex> lock(region_proto_mutex_);
-    if (staged_asks_.empty() && staged_ops_.empty() && staged_served_.empty()) return false;
-    asks.swap(staged_asks_);
-    ops.assign(staged_ops_.begin(), staged_ops_.end());
+    std::lock_guard<std::mutex> lock(regions_.protocol_mutex());
+    if (asks_.empty() && ops_.empty() && served_.empty()) return false;
+    asks.swap(asks_);
+    ops.assign(ops_.begin(), ops_.end());
   }
   bool busy = false;
   for (const auto& a : asks) {
-    serve_staged_ask(a);
+    serve(a);
     busy = true;
   }
   // Owner: transfers that ended are answered, uncounted and released.
-  for (size_t i = 0; i < staged_served_.size();) {
-    StagedServed& s = staged_served_[i];
+  for (size_t i = 0; i < served_.size();) {
+    Served& s = served_[i];
     hmc_status_t st;
     std::string err;
     size_t bytes;
@@ -271,10 +281,9 @@ bool Context::advance_staged() {
     busy = true;
     if (s.region_id) {  // (refusals were answered when they were made)
       {
-        std::lock_guard<std::mutex> lock(region_proto_mutex_);
-        auto it = regions_by_id_.find(s.region_id);
-        if (it != regions_by_id_.end() && it->second->staged_inflight)
-          --it->second->staged_inflight;
+        std::lock_guard<std::mutex> lock(regions_.protocol_mutex());
+        Region* r = regions_.find_locked(s.region_id);
+        if (r && r->staged_inflight) --r->staged_inflight;
       }
       msg::StagedDone d;
       d.tag = s.tag;
@@ -288,8 +297,8 @@ bool Context::advance_staged() {
       }
       send_staged_done(*s.peer, d);
     }
-    staged_served_[i] = std::move(staged_served_.back());
-    staged_served_.pop_back();
+    served_[i] = std::move(served_.back());
+    served_.pop_back();
   }
   // Initiator: end the application's requests, release the internal ones.
   for (auto& [tag, op] : ops) {
@@ -308,7 +317,7 @@ bool Context::advance_staged() {
         int32_t status;
         std::string text;
         {
-          std::lock_guard<std::mutex> rlock(region_proto_mutex_);
+          std::lock_guard<std::mutex> rlock(regions_.protocol_mutex());
           answered = op->answered;
           status = op->status;
           text = op->text;
@@ -349,7 +358,7 @@ bool Context::advance_staged() {
           end = false;
         }
         if (end) {
-          end_staged_user_locked(u, st, std::move(err));
+          end_user_locked(u, st, std::move(err));
           op->user = nullptr;
           busy = true;
         }
@@ -358,18 +367,44 @@ bool Context::advance_staged() {
     }
     if (flush) {
       auto f = std::make_unique<FramedSend>(nullptr, 0, tag, false, peer.framing.geometry());
-      if (post_framed(op->peer, std::move(f), Op::Send, 0, tag, &op->flush) != HMC_SUCCESS)
+      if (services_.post_framed(op->peer, std::move(f), Op::Send, 0, tag, &op->flush, false, 0) !=
+          HMC_SUCCESS)
         op->flush = nullptr;  // the peer is lost: nothing to end
     }
     if (over) {
       RequestTable::release(op->inner);
       if (op->flush) RequestTable::release(op->flush);
-      std::lock_guard<std::mutex> lock(region_proto_mutex_);
-      staged_ops_.erase(tag);
+      std::lock_guard<std::mutex> lock(regions_.protocol_mutex());
+      ops_.erase(tag);
       busy = true;
     }
   }
   return busy;
+}
+
+void TargetStaging::settle_region(Region* region) {
+  const uint64_t t0 = now_ns();
+  auto idle = [&] {
+    std::lock_guard<std::mutex> lock(regions_.protocol_mutex());
+    return region->staged_inflight == 0;
+  };
+  if (services_.progress_until(idle, t0 + uint64_t(timeout_ms_) * 1000000)) return;
+  // A transfer that does not end (its peer stopped moving) must not write into the memory after
+  // hmc_mem_deregister returned: its peer's connection is closed, which ends it (and waits for
+  // its device copies, Context::park_failed_transfer).
+  std::vector<std::shared_ptr<Peer>> stuck;
+  {
+    std::lock_guard<std::mutex> plock(services_.progress_mutex());  // advance runs under it
+    for (const auto& s : served_)
+      if (s.region_id == region->id) stuck.push_back(s.peer);
+  }
+  for (auto& p : stuck)
+    services_.fail_peer(*p, HMC_ERR_PEER_LOST,
+              fmt::format("hmc_mem_deregister: a transfer of target-side staging into or out of "
+                          "region {} ({} bytes at {}) did not end within {} ms (HMC_TIMEOUT_MS); "
+                          "the connection is closed to end it", region->id, region->size,
+                          region->addr, timeout_ms_));
+  services_.progress_until(idle, now_ns() + uint64_t(timeout_ms_) * 1000000);
 }
 
 }  // namespace hmc

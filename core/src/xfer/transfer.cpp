@@ -57,17 +57,7 @@ hmc_status_t Context::memory_access(const Peer& peer, const void* buf, size_t si
   *staged = true;
   // Only a net device that takes dma-bufs holds registrations of memory it cannot reach natively.
   if (mr && nd && (nd->props.flags & HMC_NET_FLAG_DMABUF)) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(buf);
-    std::lock_guard<std::mutex> lock(regions_mutex_);
-    for (const Region* r : regions_) {
-      const uintptr_t base = reinterpret_cast<uintptr_t>(r->addr);
-      if (a < base || a - base > r->size || size > r->size - (a - base)) continue;
-      if (const Region::Registration* reg = r->registration_on(nd)) {
-        *mr = reg->mr;
-        *staged = false;
-        break;
-      }
-    }
+    if ((*mr = regions_->registration_covering(nd, buf, size))) *staged = false;
   }
   return HMC_SUCCESS;
 }
@@ -205,7 +195,7 @@ HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post)
       peer.add_pending_locked(1);
       // A send or put that ended as it was posted (copied into the transport) ends here, so
       // that its wait returns at once; where posts of its size do not end so, the test is left
-      // out (xfer/post_test_learner.h). Receives rarely end at post, and are never tested here.
+      // out (peer/post_test_learner.h). Receives rarely end at post, and are never tested here.
       if ((op == Op::Send || op == Op::Put) && peer.post_test_learner.should_test(req->size)) {
         ctx.test_net_locked(peer, req);
         peer.post_test_learner.note(req->size, req->done.load(std::memory_order_acquire));
@@ -283,7 +273,7 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   if ((st = check_remote_range(*remote, offset, size, "put")) != HMC_SUCCESS) return st;
   if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "put");
   if (remote->staged)
-    return post_staged_rma(remote, const_cast<void*>(buf), size, offset, Op::Put,
+    return staging_->post(remote, const_cast<void*>(buf), size, offset, Op::Put,
                            flags & HMC_PUT_NOTIFY, notify_value, out);
   hmc_net_mr_t* mr = nullptr;
   if (peer->framing.on()) {
@@ -311,7 +301,7 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
     // Checked and recorded under the net mutex, where a withdrawal marks and looks.
     if (remote->dead.load(std::memory_order_relaxed)) return HMC_PLUGIN_ERR_REMOTE;
     // The notification travels with the data where the plugin carries it and that keeps the
-    // order of notifications (xfer/notify_order.h).
+    // order of notifications (peer/notify_order.h).
     req->carried = req->notify && peer->notify_sender.may_carry(std::none_of(
                                       peer->notify_queue.begin(), peer->notify_queue.end(),
                                       [](const Request* q) { return !q->carried; }));
@@ -335,7 +325,7 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   if (st != HMC_SUCCESS) return st;
   if ((st = check_remote_range(*remote, offset, size, "get")) != HMC_SUCCESS) return st;
   if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "get");
-  if (remote->staged) return post_staged_rma(remote, buf, size, offset, Op::Get, false, 0, out);
+  if (remote->staged) return staging_->post(remote, buf, size, offset, Op::Get, false, 0, out);
   hmc_net_mr_t* mr = nullptr;
   if (peer->framing.on()) {
     bool staged = false;
@@ -367,6 +357,29 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   if (st != HMC_SUCCESS) return remote->dead.load() ? refuse_withdrawn(*remote, "get") : st;
   *out = req;
   return HMC_SUCCESS;
+}
+
+hmc_status_t Context::post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
+                                       size_t size, Request** out, bool notify,
+                                       uint64_t notify_value) {
+  const auto& peer = remote->peer;
+  if (!remote->region_id)
+    return post_framed(peer, std::move(f), op, size, 0, out, notify, notify_value);
+  // posting before dead is read, dead set before posting is read (settle_withdrawals): one of
+  // the two sees the other (sequentially consistent atomics).
+  remote->posting.fetch_add(1);
+  hmc_status_t st;
+  if (remote->dead.load()) {
+    st = refuse_withdrawn(*remote, op_name(op));
+  } else {
+    st = post_framed(peer, std::move(f), op, size, 0, out, notify, notify_value);
+    if (st == HMC_SUCCESS) {
+      std::lock_guard<std::mutex> lock(peer->net->mutex());
+      track_remote_request_locked(remote, RequestTable::handle(*out));
+    }
+  }
+  remote->posting.fetch_sub(1);
+  return st;
 }
 
 namespace {

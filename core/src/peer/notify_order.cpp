@@ -1,4 +1,4 @@
-#include "xfer/notify_order.h"
+#include "peer/notify_order.h"
 
 namespace hmc {
 

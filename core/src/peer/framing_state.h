@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "path/device_modes.h"
-#include "xfer/frame_header.h"
+#include "peer/frame_geometry.h"
 
 namespace hmc {
 
