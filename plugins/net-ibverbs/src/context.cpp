@@ -229,11 +229,13 @@ void Context::unwatch(int fd) {
   epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
 }
 
-void Context::progress() {
-  for (auto& d : devices_) d->poll();
+bool Context::progress() {
+  bool any = false;
+  for (auto& d : devices_) any |= d->poll();
   epoll_event ev[64];
   int n = epoll_wait(epfd_, ev, 64, 0);
   if (n > 0) {
+    any = true;
     std::set<int> ready;
     for (int i = 0; i < n; ++i) ready.insert(ev[i].data.fd);
     for (auto& d : devices_)
@@ -250,6 +252,7 @@ void Context::progress() {
   }
   for (Endpoint* e : std::set<Endpoint*>(endpoints_))
     if (endpoints_.count(e) != 0) e->progress();
+  return any;
 }
 
 hmc_plugin_status_t Context::wait_fd(int* fd) const {
@@ -258,7 +261,8 @@ hmc_plugin_status_t Context::wait_fd(int* fd) const {
 }
 
 hmc_plugin_status_t Context::arm() {
-  progress();
+  // What this progress handles (a request it completed) must be reported before any sleep.
+  if (progress()) return HMC_PLUGIN_IN_PROGRESS;
   for (Endpoint* e : endpoints_)
     if (e->has_work()) return HMC_PLUGIN_IN_PROGRESS;
   for (auto& d : devices_)

@@ -53,8 +53,9 @@ class Context {
   void watch(int fd);
   void unwatch(int fd);
 
-  // Polls every device, services the ready fds, moves every endpoint on.
-  void progress();
+  // Polls every device, services the ready fds, moves every endpoint on. True when a
+  // completion or a side-channel event was handled.
+  bool progress();
   hmc_plugin_status_t wait_fd(int* fd) const;
   hmc_plugin_status_t arm();
 
