@@ -1,0 +1,82 @@
+// A plugin context (hmc_net_ctx_t): the loaded verbs library, the devices discovery chose, the
+// wait set (an epoll fd over the completion channels and side-channel sockets: the context's
+// wait_fd), and the registries of its objects.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "device.h"
+#include "hmc/plugin/net.h"
+#include "log.h"
+#include "verbs_api.h"
+
+namespace hmc::ibverbs {
+
+class Endpoint;
+class Listener;
+struct MemRegion;
+struct RemoteKey;
+
+class Context {
+ public:
+  // NO_DEVICE (with the reason logged at info) when there is nothing to drive here.
+  static hmc_plugin_status_t create(const hmc_host_services_t* host, Context** out);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Log& log() const { return log_; }
+  const Config& config() const { return cfg_; }
+  const VerbsApi& api() const { return api_; }
+  const hmc_host_services_t* host() const { return host_; }
+  uint64_t now_ns() const { return host_->now_ns(host_->host_ctx); }
+  uint32_t timeout_ms() const { return host_->timeout_ms; }
+  int rc_timeout() const { return rc_timeout_; }
+
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  bool valid_device(int dev) const { return dev >= 0 && dev < device_count(); }
+  Device* device(int dev) { return devices_[static_cast<size_t>(dev)].get(); }
+
+  std::set<Endpoint*>& endpoints() { return endpoints_; }
+  std::set<Listener*>& listeners() { return listeners_; }
+  std::set<MemRegion*>& regions() { return regions_; }
+  std::set<RemoteKey*>& rkeys() { return rkeys_; }
+  uint64_t next_id() { return ++ids_; }
+  uint64_t random64();
+
+  // Adds fd to the wait set (readable wakes the core) / removes it.
+  void watch(int fd);
+  void unwatch(int fd);
+
+  // Polls every device, services the ready fds, moves every endpoint on. True when a
+  // completion or a side-channel event was handled.
+  bool progress();
+  hmc_plugin_status_t wait_fd(int* fd) const;
+  hmc_plugin_status_t arm();
+
+ private:
+  explicit Context(const hmc_host_services_t* host) : host_(host), log_(host) {}
+  hmc_plugin_status_t discover();
+  std::string cfg_hca_text() const;
+
+  const hmc_host_services_t* host_;
+  Log log_;
+  Config cfg_;
+  VerbsApi api_;
+  int rc_timeout_ = 14;
+  std::vector<std::unique_ptr<Device>> devices_;
+  int epfd_ = -1;
+  std::set<Endpoint*> endpoints_;
+  std::set<Listener*> listeners_;
+  std::set<MemRegion*> regions_;
+  std::set<RemoteKey*> rkeys_;
+  uint64_t ids_ = 0;
+  uint64_t rng_ = 0;
+};
+
+}  // namespace hmc::ibverbs

@@ -1,0 +1,344 @@
+#include "device.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "context.h"
+#include "endpoint.h"
+
+namespace hmc::ibverbs {
+namespace {
+
+constexpr uint64_t kRecvBit = 1ull << 63;
+constexpr size_t kRecvChunk = 64;  // receive buffers registered at once
+constexpr size_t kSendChunk = 64;  // send slots registered at once
+constexpr int kPollBatch = 32;
+
+}  // namespace
+
+Device::Device(Context& ctx, const PortInfo& info) : ctx_(ctx), info_(info) {}
+
+const VerbsApi& Device::api() const {
+  return ctx_.api();
+}
+const Log& Device::log() const {
+  return ctx_.log();
+}
+
+Device::~Device() {
+  const VerbsApi& v = api();
+  if (srq_ != nullptr) v.destroy_srq(srq_);
+  if (cq_ != nullptr) {
+    if (unacked_events_ > 0) v.ack_cq_events(cq_, unacked_events_);
+    v.destroy_cq(cq_);
+  }
+  if (chan_ != nullptr) v.destroy_comp_channel(chan_);
+  for (auto* chunks : {&recv_chunks_, &send_chunks_})
+    for (Chunk& c : *chunks) {
+      if (c.mr != nullptr) v.dereg_mr(c.mr);
+      if (c.mem != nullptr) munmap(c.mem, c.bytes);
+    }
+  if (pd_ != nullptr) v.dealloc_pd(pd_);
+  if (vctx_ != nullptr) v.close_device(vctx_);
+}
+
+bool Device::open() {
+  const VerbsApi& v = api();
+  const Config& cfg = ctx_.config();
+  int n = 0;
+  ibv_device** list = v.get_device_list(&n);
+  for (int i = 0; list != nullptr && i < n && vctx_ == nullptr; ++i)
+    if (info_.hca == v.get_device_name(list[i])) vctx_ = v.open_device(list[i]);
+  if (list != nullptr) v.free_device_list(list);
+  if (vctx_ == nullptr) {
+    IB_WARN(log(), "%s: cannot open the device: %s", name().c_str(), std::strerror(errno));
+    return false;
+  }
+  pd_ = v.alloc_pd(vctx_);
+  chan_ = pd_ != nullptr ? v.create_comp_channel(vctx_) : nullptr;
+  const ibv_device_attr& a = info_.dev_attr;
+  const size_t srq_cap = std::min<size_t>(static_cast<size_t>(a.max_srq_wr), 8192);
+  cq_size_ = std::min<size_t>(static_cast<size_t>(a.max_cqe), srq_cap + 4096);
+  send_budget_ = cq_size_ > srq_cap ? cq_size_ - srq_cap : 0;
+  if (chan_ != nullptr)
+    cq_ = v.create_cq(vctx_, static_cast<int>(cq_size_), this, chan_, 0);
+  if (cq_ != nullptr) {
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = static_cast<uint32_t>(srq_cap);
+    sa.attr.max_sge = 1;
+    srq_ = v.create_srq(pd_, &sa);
+  }
+  if (srq_ == nullptr || send_budget_ < 64) {
+    IB_WARN(log(), "%s: cannot allocate its protection domain, completion queue or shared "
+                   "receive queue: %s", name().c_str(), std::strerror(errno));
+    return false;
+  }
+  int fl = fcntl(chan_->fd, F_GETFL);
+  fcntl(chan_->fd, F_SETFL, fl | O_NONBLOCK);
+  ibv_req_notify_cq(cq_, 0);
+  eager_ = cfg.eager_limit;
+  bufsz_ = (sizeof(MsgHeader) + eager_ + 63) & ~size_t{63};
+  credits_ = cfg.credits;
+  chunk_ = std::min<size_t>(cfg.chunk, info_.attr.max_msg_sz);
+  // dma-buf: probed, not assumed (fd -1 gives EBADF where the kernel and driver support it).
+  if (v.reg_dmabuf_mr != nullptr) {
+    errno = 0;
+    ibv_mr* mr = v.reg_dmabuf_mr(pd_, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
+    if (mr != nullptr) v.dereg_mr(mr);
+    info_.dmabuf = mr == nullptr && errno == EBADF;
+  }
+  IB_INFO(log(), "%s: %s, GID %d (%s), active MTU %d, %s, dma-buf %s", name().c_str(),
+          ethernet() ? "RoCE" : "InfiniBand", info_.gid_index, gid_type_name(info_.gid_type),
+          128 << info_.attr.active_mtu, info_.pci_path.empty() ? "software" : info_.pci_path.c_str(),
+          info_.dmabuf ? "yes" : "no");
+  return true;
+}
+
+void Device::fill_props(hmc_net_device_props_t* p) const {
+  hmc_net_device_props_t full{};
+  full.hdr = p->hdr;
+  full.name = info_.name.c_str();
+  full.pci_path = info_.pci_path.empty() ? nullptr : info_.pci_path.c_str();
+  // Software devices (rdma_rxe, siw) report their netdev's speed, not what they move: leave
+  // the bandwidth to the core's calibration there.
+  full.bandwidth_MBps =
+      info_.pci_path.empty() ? 0 : port_bandwidth_MBps(info_.attr.active_speed, info_.attr.active_width);
+  full.latency_ns = 0;
+  full.flags = HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_RMA | (info_.dmabuf ? HMC_NET_FLAG_DMABUF : 0u);
+  full.max_inflight = 0;
+  full.max_msg_size = 0;
+  full.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
+  full.nic_guid = info_.guid;
+  full.nic_port = static_cast<uint32_t>(info_.port);
+  size_t n = std::min<size_t>(p->hdr.struct_size, sizeof full);
+  std::memcpy(static_cast<void*>(p), &full, n);
+}
+
+bool Device::add_chunk(std::vector<Chunk>* chunks, size_t count, int access, std::string* why) {
+  Chunk c;
+  c.bytes = count * bufsz_;
+  void* m = mmap(nullptr, c.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  c.mem = static_cast<uint8_t*>(m);
+  c.mr = api().reg_mr(pd_, c.mem, c.bytes, access);
+  if (c.mr == nullptr) {
+    *why = std::string("ibv_reg_mr: ") + std::strerror(errno);
+    if (errno == ENOMEM || errno == EAGAIN) *why += " (RLIMIT_MEMLOCK too low? see ulimit -l)";
+    munmap(c.mem, c.bytes);
+    return false;
+  }
+  chunks->push_back(c);
+  return true;
+}
+
+uint8_t* Device::recv_buf(uint64_t id) {
+  uint64_t i = id & ~kRecvBit;
+  return recv_chunks_[i / kRecvChunk].mem + (i % kRecvChunk) * bufsz_;
+}
+
+void Device::post_recv(uint64_t id) {
+  uint64_t i = id & ~kRecvBit;
+  const Chunk& c = recv_chunks_[i / kRecvChunk];
+  ibv_sge sge{reinterpret_cast<uintptr_t>(recv_buf(id)), static_cast<uint32_t>(bufsz_),
+              c.mr->lkey};
+  ibv_recv_wr wr{}, *bad = nullptr;
+  wr.wr_id = id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  if (ibv_post_srq_recv(srq_, &wr, &bad) != 0)
+    IB_ERROR(log(), "%s: cannot post a receive buffer: %s", name().c_str(), std::strerror(errno));
+}
+
+bool Device::grow_receive_pool() {
+  size_t want = recv_posted_ + credits_ + 4;
+  size_t cap = std::min<size_t>(static_cast<size_t>(info_.dev_attr.max_srq_wr), 8192);
+  if (want > cap) {
+    IB_WARN(log(), "%s: the shared receive queue is full (%zu buffers): more peers than it "
+                   "can grant %u credits each; senders may meet receiver-not-ready retries",
+            name().c_str(), cap, credits_);
+    return true;
+  }
+  while (recv_chunks_.size() * kRecvChunk < want) {
+    std::string why;
+    if (!add_chunk(&recv_chunks_, kRecvChunk, IBV_ACCESS_LOCAL_WRITE, &why)) {
+      IB_ERROR(log(), "%s: cannot register receive buffers: %s", name().c_str(), why.c_str());
+      return false;
+    }
+  }
+  for (; recv_posted_ < want; ++recv_posted_) post_recv(kRecvBit | recv_posted_);
+  return true;
+}
+
+int Device::take_slot() {
+  if (free_slots_.empty()) {
+    std::string why;
+    if (!add_chunk(&send_chunks_, kSendChunk, IBV_ACCESS_LOCAL_WRITE, &why)) {
+      IB_ERROR(log(), "%s: cannot register send buffers: %s", name().c_str(), why.c_str());
+      return -1;
+    }
+    size_t base = (send_chunks_.size() - 1) * kSendChunk;
+    for (size_t i = kSendChunk; i-- > 0;) free_slots_.push_back(static_cast<int>(base + i));
+  }
+  int s = free_slots_.back();
+  free_slots_.pop_back();
+  return s;
+}
+
+uint8_t* Device::slot_buf(int slot, uint32_t* lkey) {
+  const Chunk& c = send_chunks_[static_cast<size_t>(slot) / kSendChunk];
+  *lkey = c.mr->lkey;
+  return c.mem + (static_cast<size_t>(slot) % kSendChunk) * bufsz_;
+}
+
+ibv_mr* Device::reg(void* addr, size_t len, int access, std::string* why) {
+  ibv_mr* mr = api().reg_mr(pd_, addr, len, access);
+  if (mr == nullptr) {
+    int e = errno;
+    *why = std::string("ibv_reg_mr of ") + std::to_string(len) + " bytes: " + std::strerror(e);
+    rlimit rl{};
+    if ((e == ENOMEM || e == EAGAIN || e == EPERM) && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
+        rl.rlim_cur != RLIM_INFINITY)
+      *why += " (RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur) +
+              " bytes: raise it, ulimit -l / LimitMEMLOCK=infinity)";
+  }
+  return mr;
+}
+
+PostResult Device::post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string* why) {
+  WrCtx w{ep, op, -1, nullptr};
+  ibv_sge sge{};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = next_wr_;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  if (op.kind == WrKind::kMsg) {
+    w.slot = take_slot();
+    if (w.slot < 0) {
+      *why = "no send buffer could be registered";
+      return PostResult::kRegError;
+    }
+    uint8_t* b = slot_buf(w.slot, &sge.lkey);
+    std::memcpy(b, &op.hdr, sizeof(MsgHeader));
+    size_t payload = op.hdr.type == static_cast<uint8_t>(MsgType::kEager) ? op.hdr.len : 0;
+    if (payload > 0) std::memcpy(b + sizeof(MsgHeader), op.payload, payload);
+    sge.addr = reinterpret_cast<uintptr_t>(b);
+    sge.length = static_cast<uint32_t>(sizeof(MsgHeader) + payload);
+    wr.opcode = IBV_WR_SEND;
+  } else {
+    sge.addr = op.local;
+    sge.length = op.len;
+    sge.lkey = op.lkey;
+    if (op.reg_access >= 0) {
+      w.mr = reg(reinterpret_cast<void*>(op.local), op.len, op.reg_access, why);
+      if (w.mr == nullptr) return PostResult::kRegError;
+      sge.lkey = w.mr->lkey;
+    }
+    wr.opcode = op.kind == WrKind::kPut ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    wr.wr.rdma.remote_addr = op.remote;
+    wr.wr.rdma.rkey = op.rkey;
+  }
+  int rc = ibv_post_send(qp, &wr, &bad);
+  if (rc != 0) {
+    if (w.slot >= 0) free_slots_.push_back(w.slot);
+    if (w.mr != nullptr) api().dereg_mr(w.mr);
+    *why = std::string("ibv_post_send: ") + std::strerror(rc);
+    return PostResult::kQueueError;
+  }
+  wrs_.emplace(next_wr_++, w);
+  return PostResult::kOk;
+}
+
+void Device::forget(Endpoint* ep) {
+  for (auto it = wrs_.begin(); it != wrs_.end();) {
+    if (it->second.ep == ep) {
+      if (it->second.slot >= 0) free_slots_.push_back(it->second.slot);
+      if (it->second.mr != nullptr) api().dereg_mr(it->second.mr);
+      it = wrs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<SendOp> Device::take(Endpoint* ep, bool rma_qp) {
+  std::vector<std::pair<uint64_t, SendOp>> found;
+  for (auto it = wrs_.begin(); it != wrs_.end();) {
+    if (it->second.ep == ep && it->second.op.rma_qp == rma_qp) {
+      if (it->second.slot >= 0) free_slots_.push_back(it->second.slot);
+      if (it->second.mr != nullptr) api().dereg_mr(it->second.mr);
+      found.emplace_back(it->first, it->second.op);
+      it = wrs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<SendOp> ops;
+  for (auto& f : found) ops.push_back(f.second);
+  return ops;
+}
+
+void Device::handle(const ibv_wc& wc) {
+  if ((wc.wr_id & kRecvBit) != 0) {
+    if (wc.status == IBV_WC_WR_FLUSH_ERR) return;  // the queue is being destroyed
+    auto it = qps_.find(wc.qp_num);
+    if (it != qps_.end() && wc.status == IBV_WC_SUCCESS) {
+      bool rma = false;
+      it->second->owns_qp(wc.qp_num, &rma);
+      it->second->on_message(wc, rma, recv_buf(wc.wr_id), wc.byte_len);
+    } else if (wc.status != IBV_WC_SUCCESS) {
+      IB_WARN(log(), "%s: a receive failed: %s", name().c_str(), api().wc_status_str(wc.status));
+    }
+    post_recv(wc.wr_id);
+    return;
+  }
+  auto it = wrs_.find(wc.wr_id);
+  if (it == wrs_.end()) return;  // its endpoint is gone, or its queue pair was replaced
+  WrCtx w = it->second;
+  wrs_.erase(it);
+  if (w.slot >= 0) free_slots_.push_back(w.slot);
+  if (w.mr != nullptr) api().dereg_mr(w.mr);
+  w.ep->on_send_complete(wc, w);
+}
+
+bool Device::poll() {
+  bool any = false;
+  ibv_wc wc[kPollBatch];
+  for (int round = 0; round < 8; ++round) {
+    int n = ibv_poll_cq(cq_, kPollBatch, wc);
+    if (n <= 0) break;
+    any = true;
+    for (int i = 0; i < n; ++i) handle(wc[i]);
+    if (n < kPollBatch) break;
+  }
+  return any;
+}
+
+void Device::drain_channel() {
+  ibv_cq* cq = nullptr;
+  void* cq_ctx = nullptr;
+  while (api().get_cq_event(chan_, &cq, &cq_ctx) == 0) ++unacked_events_;
+  if (unacked_events_ >= 64) {
+    api().ack_cq_events(cq_, unacked_events_);
+    unacked_events_ = 0;
+  }
+}
+
+hmc_plugin_status_t Device::arm() {
+  drain_channel();
+  ibv_req_notify_cq(cq_, 0);
+  // A completion that arrived before the request would not raise an event: look once more.
+  return poll() ? HMC_PLUGIN_IN_PROGRESS : HMC_PLUGIN_SUCCESS;
+}
+
+}  // namespace hmc::ibverbs

@@ -1,0 +1,164 @@
+// One net device: an active port of an HCA, with its verbs resources (protection domain,
+// completion queue and channel, shared receive queue with its eager buffers, send buffers) and
+// the work requests in flight on it. Endpoints on the device post through it; its progress
+// polls the completion queue and hands each completion to the endpoint it belongs to.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hmc/plugin/net.h"
+#include "log.h"
+#include "select.h"
+#include "verbs_api.h"
+#include "wire.h"
+
+namespace hmc::ibverbs {
+
+class Context;
+class Endpoint;
+
+// What discovery learned of a port (before any resource is allocated).
+struct PortInfo {
+  std::string hca;        // "mlx5_0"
+  int port = 1;
+  std::string name;       // "mlx5_0:1"
+  std::string pci_path;   // sysfs path of the PCI function, "" for software devices
+  uint64_t guid = 0;      // node GUID (host order)
+  ibv_port_attr attr{};
+  int gid_index = -1;
+  ibv_gid gid{};
+  GidType gid_type = GidType::kIb;
+  ibv_device_attr dev_attr{};
+  bool dmabuf = false;  // ibv_reg_dmabuf_mr answered EBADF to fd -1
+};
+
+// How a posted work request is accounted for when it completes.
+enum class WrKind : uint8_t {
+  kMsg,        // a message from a send slot (eager, RTS, FIN, credit, notify)
+  kRndvRead,   // one piece of a rendezvous read
+  kPut,        // one piece of a put
+  kGet,        // one piece of a get
+};
+
+// One operation for a queue pair, kept whole so that it can be posted again on a new queue pair
+// (after a refused access broke the put/get one).
+struct SendOp {
+  WrKind kind = WrKind::kMsg;
+  bool rma_qp = false;     // posted on the put/get queue pair
+  MsgHeader hdr{};         // kMsg: header (freed is filled in when posted)
+  const void* payload = nullptr;  // kMsg: eager payload, hdr.len bytes (copied when posted)
+  bool credit_taken = false;
+  uint64_t local = 0;      // RDMA: local address
+  uint32_t lkey = 0;
+  uint32_t len = 0;
+  uint64_t remote = 0;     // RDMA: remote address
+  uint32_t rkey = 0;
+  int reg_access = -1;     // >= 0: register [local, local + len) with this access when posted
+  uint64_t req_id = 0;     // the request it counts for (0: none)
+};
+
+struct WrCtx {
+  Endpoint* ep = nullptr;
+  SendOp op;
+  int slot = -1;           // kMsg: send slot
+  ibv_mr* mr = nullptr;    // registered for this work request (reg_access)
+};
+
+enum class PostResult { kOk, kQueueError, kRegError };
+
+class Device {
+ public:
+  Device(Context& ctx, const PortInfo& info);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  // Allocates the verbs resources. False (logged) when the device cannot be used.
+  bool open();
+
+  Context& ctx() { return ctx_; }
+  const VerbsApi& api() const;
+  const Log& log() const;
+  const PortInfo& info() const { return info_; }
+  const std::string& name() const { return info_.name; }
+  ibv_context* verbs() { return vctx_; }
+  ibv_pd* pd() { return pd_; }
+  ibv_cq* cq() { return cq_; }
+  ibv_srq* srq() { return srq_; }
+  int channel_fd() const { return chan_ != nullptr ? chan_->fd : -1; }
+  bool ethernet() const { return info_.attr.link_layer == IBV_LINK_LAYER_ETHERNET; }
+  size_t eager_limit() const { return eager_; }
+  uint32_t credits() const { return credits_; }
+  // Largest single RDMA READ/WRITE: HMC_IB_CHUNK within the port's max_msg_sz.
+  size_t chunk() const { return chunk_; }
+
+  void fill_props(hmc_net_device_props_t* props) const;
+
+  // Endpoints grant credits from the shared receive queue: each new one grows it.
+  bool grow_receive_pool();
+  void register_qp(uint32_t qpn, Endpoint* ep) { qps_[qpn] = ep; }
+  void unregister_qp(uint32_t qpn) { qps_.erase(qpn); }
+
+  // Posts op on qp. kQueueError: the queue pair refused it; kRegError: the local buffer could
+  // not be registered (*why says why, naming RLIMIT_MEMLOCK where it is the likely cause).
+  PostResult post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string* why);
+  // Registers memory with this device's protection domain; nullptr with *why on failure.
+  ibv_mr* reg(void* addr, size_t len, int access, std::string* why);
+  // Forgets every work request of ep (its queue pairs are gone); returns their send slots.
+  void forget(Endpoint* ep);
+  // Takes the work requests of ep on qp out of the books, oldest first (to post them again).
+  std::vector<SendOp> take(Endpoint* ep, bool rma_qp);
+  size_t sends_in_flight() const { return wrs_.size(); }
+  bool can_post() const { return wrs_.size() < send_budget_; }
+
+  // Polls the completion queue (bounded batches); true when something completed.
+  bool poll();
+  // Consumes completion channel events and re-arms the queue; false when it reported nothing.
+  void drain_channel();
+  // Re-arms notification; IN_PROGRESS when completions are waiting.
+  hmc_plugin_status_t arm();
+
+ private:
+  struct Chunk {
+    uint8_t* mem = nullptr;
+    size_t bytes = 0;
+    ibv_mr* mr = nullptr;
+  };
+  bool add_chunk(std::vector<Chunk>* chunks, size_t count, int access, std::string* why);
+  uint8_t* recv_buf(uint64_t id);
+  void post_recv(uint64_t id);
+  int take_slot();
+  uint8_t* slot_buf(int slot, uint32_t* lkey);
+  void handle(const ibv_wc& wc);
+
+  Context& ctx_;
+  PortInfo info_;
+  size_t eager_ = 0;   // receive buffer payload
+  size_t bufsz_ = 0;   // header + payload, rounded
+  uint32_t credits_ = 0;
+  size_t chunk_ = 0;
+  ibv_context* vctx_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_comp_channel* chan_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_srq* srq_ = nullptr;
+  size_t cq_size_ = 0;
+  size_t send_budget_ = 0;
+  std::vector<Chunk> recv_chunks_;  // kRecvChunk buffers each
+  size_t recv_posted_ = 0;
+  std::vector<Chunk> send_chunks_;  // kSendChunk slots each
+  std::vector<int> free_slots_;
+  std::unordered_map<uint32_t, Endpoint*> qps_;
+  std::unordered_map<uint64_t, WrCtx> wrs_;
+  uint64_t next_wr_ = 1;
+  unsigned unacked_events_ = 0;
+};
+
+}  // namespace hmc::ibverbs

@@ -1,0 +1,769 @@
+#include "endpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "context.h"
+#include "region.h"
+
+namespace hmc::ibverbs {
+namespace {
+
+constexpr uint32_t kSqDepth = 128;
+constexpr int kMaxRdmaInFlight = 16;  // pieces of RDMA READ/WRITE per queue pair at once
+
+const char* stage_name(Endpoint::Stage s) {
+  switch (s) {
+    case Endpoint::Stage::kDialing: return "connecting";
+    case Endpoint::Stage::kHelloSent: return "waiting for the listener";
+    case Endpoint::Stage::kAwaitReady: return "waiting for the connector";
+    case Endpoint::Stage::kReady: return "ready";
+    case Endpoint::Stage::kLost: return "lost";
+  }
+  return "?";
+}
+
+bool refused_access(ibv_wc_status s) {
+  return s == IBV_WC_REM_ACCESS_ERR || s == IBV_WC_REM_INV_REQ_ERR || s == IBV_WC_REM_OP_ERR ||
+         s == IBV_WC_LOC_PROT_ERR || s == IBV_WC_LOC_ACCESS_ERR;
+}
+
+}  // namespace
+
+Endpoint::Endpoint(Device& dev) : dev_(dev) {
+  ctx().endpoints().insert(this);
+}
+
+Context& Endpoint::ctx() {
+  return dev_.ctx();
+}
+
+Endpoint::~Endpoint() {
+  Context& c = ctx();
+  const VerbsApi& v = c.api();
+  IB_DEBUG(c.log(), "endpoint closed: %s (%s)", dev_.name().c_str(), stage_name(stage_));
+  for (ibv_qp* qp : {msg_qp_, rma_qp_}) {
+    if (qp == nullptr) continue;
+    dev_.unregister_qp(qp->qp_num);
+    v.destroy_qp(qp);
+  }
+  dev_.forget(this);
+  for (auto& kv : reqs_) {
+    if (kv.second->own_mr != nullptr) v.dereg_mr(kv.second->own_mr);
+    kv.second->ep = nullptr;
+  }
+  if (side_) c.unwatch(side_->fd());
+  c.endpoints().erase(this);
+}
+
+bool Endpoint::owns_qp(uint32_t qpn, bool* rma) const {
+  *rma = rma_qp_ != nullptr && rma_qp_->qp_num == qpn;
+  return *rma || (msg_qp_ != nullptr && msg_qp_->qp_num == qpn);
+}
+
+// ---- queue pairs ---------------------------------------------------------------------------
+
+namespace {
+ibv_qp* make_qp(Device& d) {
+  ibv_qp_init_attr a{};
+  a.send_cq = d.cq();
+  a.recv_cq = d.cq();
+  a.srq = d.srq();
+  a.qp_type = IBV_QPT_RC;
+  a.cap.max_send_wr = kSqDepth;
+  a.cap.max_send_sge = 1;
+  ibv_qp* qp = d.api().create_qp(d.pd(), &a);
+  if (qp == nullptr) return nullptr;
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_INIT;
+  at.pkey_index = 0;
+  at.port_num = static_cast<uint8_t>(d.info().port);
+  at.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+  if (d.api().modify_qp(qp, &at,
+                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+    d.api().destroy_qp(qp);
+    return nullptr;
+  }
+  return qp;
+}
+
+uint8_t rd_atomic(const Device& d) {
+  return static_cast<uint8_t>(std::min(16, std::max(1, d.info().dev_attr.max_qp_rd_atom)));
+}
+}  // namespace
+
+bool Endpoint::create_qps() {
+  msg_qp_ = make_qp(dev_);
+  rma_qp_ = msg_qp_ != nullptr ? make_qp(dev_) : nullptr;
+  if (rma_qp_ == nullptr) {
+    why_ = std::string("cannot create queue pairs: ") + std::strerror(errno);
+    return false;
+  }
+  if (!dev_.grow_receive_pool()) {
+    why_ = "cannot grow the shared receive queue";
+    return false;
+  }
+  dev_.register_qp(msg_qp_->qp_num, this);
+  dev_.register_qp(rma_qp_->qp_num, this);
+  const PortInfo& pi = dev_.info();
+  local_.msg_qpn = msg_qp_->qp_num;
+  local_.rma_qpn = rma_qp_->qp_num;
+  local_.msg_psn = static_cast<uint32_t>(ctx().random64() & 0xffffff);
+  local_.rma_psn = static_cast<uint32_t>(ctx().random64() & 0xffffff);
+  local_.lid = pi.attr.lid;
+  std::memcpy(local_.gid, pi.gid.raw, 16);
+  local_.mtu = static_cast<uint8_t>(pi.attr.active_mtu);
+  local_.link_layer = pi.attr.link_layer;
+  local_.credits = dev_.credits();
+  local_.eager = static_cast<uint32_t>(dev_.eager_limit());
+  return true;
+}
+
+bool Endpoint::connect_qp(ibv_qp* qp, uint32_t remote_qpn, uint32_t remote_psn,
+                          uint32_t local_psn) {
+  const VerbsApi& v = ctx().api();
+  const PortInfo& pi = dev_.info();
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = static_cast<ibv_mtu>(std::min<int>(pi.attr.active_mtu, remote_.mtu));
+  a.dest_qp_num = remote_qpn;
+  a.rq_psn = remote_psn;
+  a.max_dest_rd_atomic = rd_atomic(dev_);
+  a.min_rnr_timer = 12;  // 0.64 ms
+  a.ah_attr.port_num = static_cast<uint8_t>(pi.port);
+  if (dev_.ethernet() || remote_.lid == 0) {
+    a.ah_attr.is_global = 1;
+    std::memcpy(a.ah_attr.grh.dgid.raw, remote_.gid, 16);
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(pi.gid_index);
+    a.ah_attr.grh.hop_limit = 64;
+  } else {
+    a.ah_attr.dlid = remote_.lid;
+  }
+  if (v.modify_qp(qp, &a,
+                  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
+    why_ = std::string("cannot bring the queue pair to RTR: ") + std::strerror(errno);
+    return false;
+  }
+  ibv_qp_attr s{};
+  s.qp_state = IBV_QPS_RTS;
+  s.timeout = static_cast<uint8_t>(ctx().rc_timeout());
+  s.retry_cnt = static_cast<uint8_t>(ctx().config().retry_cnt);
+  s.rnr_retry = 6;  // credits keep receivers ready; a bug becomes an error, not a hang
+  s.sq_psn = local_psn;
+  s.max_rd_atomic = rd_atomic(dev_);
+  if (v.modify_qp(qp, &s,
+                  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
+    why_ = std::string("cannot bring the queue pair to RTS: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+// ---- setup -----------------------------------------------------------------------------------
+
+hmc_plugin_status_t Endpoint::dial(const ConnHandle& h) {
+  std::string why;
+  int fd = connect_to(h.addr, h.addr_len, &why);
+  if (fd < 0) {
+    IB_ERROR(ctx().log(), "connect: %s", why.c_str());
+    return HMC_PLUGIN_ERR_SYSTEM;
+  }
+  side_ = std::make_unique<SideChannel>(fd);
+  ctx().watch(fd);
+  listener_id_ = h.listener_id;
+  deadline_ns_ = ctx().now_ns() + uint64_t{ctx().timeout_ms()} * 1000000;
+  stage_ = Stage::kDialing;
+  if (!create_qps()) {
+    IB_ERROR(ctx().log(), "connect on %s: %s", dev_.name().c_str(), why_.c_str());
+    return HMC_PLUGIN_ERR_NO_MEMORY;
+  }
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t Endpoint::answer(std::unique_ptr<SideChannel> side, const QpInfo& remote) {
+  side_ = std::move(side);
+  ctx().watch(side_->fd());
+  remote_ = remote;
+  deadline_ns_ = ctx().now_ns() + uint64_t{ctx().timeout_ms()} * 1000000;
+  if (remote.link_layer != dev_.info().attr.link_layer) {
+    lose("the connector's port has another link layer");
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  }
+  if (!create_qps() || !connect_qp(msg_qp_, remote_.msg_qpn, remote_.msg_psn, local_.msg_psn) ||
+      !connect_qp(rma_qp_, remote_.rma_qpn, remote_.rma_psn, local_.rma_psn)) {
+    lose(why_);
+    return HMC_PLUGIN_ERR_INTERNAL;
+  }
+  uint8_t buf[kQpInfoSize];
+  encode_qp_info(local_, buf);
+  if (!side_->send(SideFrame::kAccept, buf, sizeof buf)) {
+    lose("the connector went away");
+    return HMC_PLUGIN_ERR_PEER_LOST;
+  }
+  stage_ = Stage::kAwaitReady;
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t Endpoint::ready_status() {
+  if (stage_ != Stage::kReady && stage_ != Stage::kLost) ctx().progress();
+  if (stage_ == Stage::kReady) return HMC_PLUGIN_SUCCESS;
+  if (stage_ == Stage::kLost) return HMC_PLUGIN_ERR_PEER_LOST;
+  return HMC_PLUGIN_IN_PROGRESS;
+}
+
+void Endpoint::progress() {
+  if (stage_ == Stage::kLost) return;
+  if (side_ && side_->want_write() && !side_->flush()) {
+    lose("the side channel failed");
+    return;
+  }
+  if (stage_ == Stage::kDialing) {
+    std::string why;
+    int r = connect_done(side_->fd(), &why);
+    if (r < 0) {
+      lose("the listener cannot be reached: " + why);
+      return;
+    }
+    if (r == 1) {
+      QpInfo hello = local_;
+      hello.listener_id = listener_id_;
+      uint8_t buf[kQpInfoSize];
+      encode_qp_info(hello, buf);
+      if (!side_->send(SideFrame::kHello, buf, sizeof buf)) {
+        lose("the listener cannot be reached");
+        return;
+      }
+      stage_ = Stage::kHelloSent;
+    }
+  }
+  if (stage_ != Stage::kReady) {
+    if (ctx().now_ns() > deadline_ns_)
+      lose(stage_ == Stage::kAwaitReady
+               ? "the connector did not confirm within " + std::to_string(ctx().timeout_ms()) + " ms"
+               : "the listener did not answer within " + std::to_string(ctx().timeout_ms()) + " ms");
+    return;
+  }
+  pump();
+  maybe_return_credits();
+}
+
+void Endpoint::on_side_readable() {
+  if (!side_ || stage_ == Stage::kDialing || stage_ == Stage::kLost) return;
+  std::vector<Frame> frames;
+  std::string why;
+  SideChannel::Read rd = side_->read(&frames, &why);
+  for (const Frame& f : frames) {
+    on_frame(f);
+    if (stage_ == Stage::kLost) return;
+  }
+  if (rd == SideChannel::Read::kOk) return;
+  // Whatever the peer sent before it went is in the completion queue already (a message is
+  // acknowledged after its completion is written): take it first.
+  dev_.poll();
+  lose(rd == SideChannel::Read::kClosed ? "the peer closed the connection" : why);
+}
+
+void Endpoint::on_frame(const Frame& f) {
+  std::string why;
+  if (f.type == SideFrame::kAccept && stage_ == Stage::kHelloSent) {
+    QpInfo r;
+    if (!decode_qp_info(f.payload.data(), f.payload.size(), &r, &why)) {
+      lose("the listener's answer is malformed: " + why);
+      return;
+    }
+    if (r.link_layer != dev_.info().attr.link_layer) {
+      lose("the listener's port has another link layer");
+      return;
+    }
+    remote_ = r;
+    if (!connect_qp(msg_qp_, remote_.msg_qpn, remote_.msg_psn, local_.msg_psn) ||
+        !connect_qp(rma_qp_, remote_.rma_qpn, remote_.rma_psn, local_.rma_psn)) {
+      lose(why_);
+      return;
+    }
+    if (!side_->send(SideFrame::kReady, nullptr, 0)) {
+      lose("the listener went away");
+      return;
+    }
+    stage_ = Stage::kReady;
+    IB_DEBUG(ctx().log(), "%s: connected (queue pairs %u/%u to %u/%u)", dev_.name().c_str(),
+             local_.msg_qpn, local_.rma_qpn, remote_.msg_qpn, remote_.rma_qpn);
+    return;
+  }
+  if (f.type == SideFrame::kReady && stage_ == Stage::kAwaitReady && f.payload.empty()) {
+    stage_ = Stage::kReady;
+    return;
+  }
+  if (f.type == SideFrame::kRmaReset && stage_ == Stage::kReady) {
+    RmaReset r;
+    if (!decode_rma_reset(f.payload.data(), f.payload.size(), &r)) {
+      lose("malformed put/get queue pair reset");
+      return;
+    }
+    if (r.epoch == rma_epoch_ + 1 && !rma_resetting_) start_rma_reset();  // the peer's error
+    if (r.epoch != rma_epoch_ || !rma_resetting_) {
+      lose("put/get queue pair reset out of step");
+      return;
+    }
+    if (!connect_qp(rma_qp_, r.qpn, r.psn, local_.rma_psn)) {
+      lose(why_);
+      return;
+    }
+    rma_resetting_ = false;
+    IB_INFO(ctx().log(), "%s: put/get queue pair replaced (epoch %u)", dev_.name().c_str(),
+            rma_epoch_);
+    pump();
+    return;
+  }
+  lose("unexpected side-channel frame " + std::to_string(static_cast<uint32_t>(f.type)) +
+       " while " + stage_name(stage_));
+}
+
+// A refused one-sided access moved the put/get queue pair to the error state (the peer's too):
+// both sides replace it, and what was in flight on it is posted again on the new one (a put or
+// get moves the same bytes twice harmlessly; a notification behind a refused piece was never
+// delivered, the responder stops at the first error).
+void Endpoint::start_rma_reset() {
+  std::vector<SendOp> ops = dev_.take(this, true);
+  for (size_t i = ops.size(); i-- > 0;) backlog_[1].push_front(ops[i]);
+  in_flight_[1] = 0;
+  ++rma_epoch_;
+  rma_resetting_ = true;
+  const VerbsApi& v = ctx().api();
+  dev_.unregister_qp(rma_qp_->qp_num);
+  v.destroy_qp(rma_qp_);
+  rma_qp_ = make_qp(dev_);
+  if (rma_qp_ == nullptr) {
+    lose(std::string("cannot create a put/get queue pair: ") + std::strerror(errno));
+    return;
+  }
+  dev_.register_qp(rma_qp_->qp_num, this);
+  local_.rma_qpn = rma_qp_->qp_num;
+  local_.rma_psn = static_cast<uint32_t>(ctx().random64() & 0xffffff);
+  RmaReset r{rma_epoch_, local_.rma_qpn, local_.rma_psn};
+  uint8_t buf[kRmaResetSize];
+  encode_rma_reset(r, buf);
+  if (!side_->send(SideFrame::kRmaReset, buf, sizeof buf)) lose("the side channel failed");
+}
+
+void Endpoint::lose(const std::string& why) {
+  if (stage_ == Stage::kLost) return;
+  const bool was_ready = stage_ == Stage::kReady;
+  stage_ = Stage::kLost;
+  why_ = why;
+  if (was_ready)
+    IB_WARN(ctx().log(), "%s: peer lost: %s", dev_.name().c_str(), why.c_str());
+  else
+    IB_WARN(ctx().log(), "%s: connection setup failed: %s", dev_.name().c_str(), why.c_str());
+  // Stop the HCA from touching our buffers: the queue pairs flush what is in flight.
+  for (ibv_qp* qp : {msg_qp_, rma_qp_}) {
+    if (qp == nullptr) continue;
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ctx().api().modify_qp(qp, &a, IBV_QP_STATE);
+  }
+  backlog_[0].clear();
+  backlog_[1].clear();
+  posted_.clear();
+  // Messages that arrived whole stay receivable; rendezvous announcements cannot be read now.
+  unexpected_.erase(std::remove_if(unexpected_.begin(), unexpected_.end(),
+                                   [](const Unexpected& u) {
+                                     return u.hdr.type != static_cast<uint8_t>(MsgType::kEager);
+                                   }),
+                    unexpected_.end());
+  for (auto& kv : reqs_)
+    if (!kv.second->done) finish(kv.second.get(), HMC_PLUGIN_ERR_PEER_LOST, 0);
+}
+
+// ---- requests --------------------------------------------------------------------------------
+
+Request* Endpoint::new_request(ReqKind kind) {
+  auto r = std::make_unique<Request>();
+  r->id = ctx().next_id();
+  r->ep = this;
+  r->kind = kind;
+  Request* p = r.get();
+  reqs_.emplace(p->id, std::move(r));
+  return p;
+}
+
+void Endpoint::finish(Request* r, hmc_plugin_status_t st, size_t bytes) {
+  r->done = true;
+  r->result = st;
+  r->bytes = bytes;
+  if (r->own_mr != nullptr) {
+    ctx().api().dereg_mr(r->own_mr);
+    r->own_mr = nullptr;
+  }
+}
+
+void Endpoint::retire(Request* r) {
+  reqs_.erase(r->id);
+}
+
+bool Endpoint::has_work() const {
+  if (stage_ == Stage::kLost) return false;
+  return stage_ != Stage::kReady || (side_ && side_->want_write());
+}
+
+void Endpoint::local_key(const void* buf, size_t len, const MemRegion* mr, int access,
+                         SendOp* op) {
+  op->local = reinterpret_cast<uintptr_t>(buf);
+  op->len = static_cast<uint32_t>(len);
+  if (mr != nullptr && mr->mr != nullptr && mr->dev == &dev_ && mr->covers(buf, len)) {
+    op->lkey = mr->mr->lkey;
+    op->reg_access = -1;
+  } else {
+    op->reg_access = access;
+  }
+}
+
+void Endpoint::queue(SendOp op) {
+  if (op.req_id != 0) {
+    auto it = reqs_.find(op.req_id);
+    if (it != reqs_.end()) ++it->second->in_flight;
+  }
+  backlog_[op.rma_qp ? 1 : 0].push_back(op);
+}
+
+int32_t Endpoint::send_credits() const {
+  return static_cast<int32_t>(remote_.credits - (sent_credited_ - peer_freed_));
+}
+
+void Endpoint::pump() {
+  if (stage_ != Stage::kReady) return;
+  for (int q = 0; q < 2; ++q) {
+    if (q == 1 && rma_resetting_) continue;
+    ibv_qp* qp = q == 0 ? msg_qp_ : rma_qp_;
+    int rdma = 0;
+    while (!backlog_[q].empty() && in_flight_[q] < static_cast<int>(kSqDepth) &&
+           dev_.can_post()) {
+      SendOp& op = backlog_[q].front();
+      if (op.kind == WrKind::kMsg) {
+        if (takes_credit(static_cast<MsgType>(op.hdr.type)) && !op.credit_taken) {
+          if (send_credits() <= 0) break;
+          ++sent_credited_;
+          op.credit_taken = true;
+        }
+        op.hdr.freed = freed_;
+      } else if (in_flight_[q] + rdma >= kMaxRdmaInFlight) {
+        break;
+      }
+      std::string why;
+      PostResult pr = dev_.post(this, qp, op, &why);
+      if (pr == PostResult::kQueueError) {
+        lose(why);
+        return;
+      }
+      if (op.kind == WrKind::kMsg) reported_ = freed_;
+      SendOp done = op;
+      backlog_[q].pop_front();
+      if (pr == PostResult::kRegError) {
+        IB_ERROR(ctx().log(), "%s: %s", dev_.name().c_str(), why.c_str());
+        auto it = reqs_.find(done.req_id);
+        if (it != reqs_.end() && !it->second->done) {
+          --it->second->in_flight;
+          finish(it->second.get(), HMC_PLUGIN_ERR_NO_MEMORY, 0);
+          if (done.kind == WrKind::kRndvRead) {  // the sender waits for an answer
+            SendOp fin;
+            fin.hdr.type = static_cast<uint8_t>(MsgType::kFin);
+            fin.hdr.cookie = it->second->cookie;
+            queue(fin);
+          }
+        }
+        continue;
+      }
+      ++in_flight_[q];
+    }
+  }
+}
+
+void Endpoint::maybe_return_credits() {
+  if (stage_ != Stage::kReady || freed_ - reported_ < std::max(1u, local_.credits / 2)) return;
+  if (in_flight_[0] >= static_cast<int>(kSqDepth) || !dev_.can_post()) return;
+  SendOp op;
+  op.hdr.type = static_cast<uint8_t>(MsgType::kCredit);
+  op.hdr.freed = freed_;
+  std::string why;
+  if (dev_.post(this, msg_qp_, op, &why) != PostResult::kOk) {
+    lose(why);
+    return;
+  }
+  reported_ = freed_;
+  ++in_flight_[0];
+}
+
+hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRegion* mr,
+                                        uint64_t tag, Request** out) {
+  if (stage_ == Stage::kLost) return HMC_PLUGIN_ERR_PEER_LOST;
+  if (stage_ != Stage::kReady) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  Request* r = new_request(ReqKind::kSend);
+  r->tag = tag;
+  r->buf = const_cast<void*>(buf);
+  r->len = len;
+  SendOp op;
+  op.hdr.tag = tag;
+  op.hdr.len = len;
+  op.req_id = r->id;
+  if (len <= remote_.eager) {
+    op.hdr.type = static_cast<uint8_t>(MsgType::kEager);
+    op.payload = buf;
+  } else {
+    // The receiver reads from here: expose the buffer for remote reads until it answers.
+    uint32_t rkey = 0;
+    if (mr != nullptr && mr->mr != nullptr && mr->dev == &dev_ && mr->covers(buf, len) &&
+        (mr->access & HMC_NET_ACCESS_REMOTE_READ)) {
+      rkey = mr->mr->rkey;
+    } else {
+      std::string why;
+      r->own_mr = dev_.reg(const_cast<void*>(buf), len, IBV_ACCESS_REMOTE_READ, &why);
+      if (r->own_mr == nullptr) {
+        IB_ERROR(ctx().log(), "%s: isend: %s", dev_.name().c_str(), why.c_str());
+        reqs_.erase(r->id);
+        return HMC_PLUGIN_ERR_NO_MEMORY;
+      }
+      rkey = r->own_mr->rkey;
+    }
+    op.hdr.type = static_cast<uint8_t>(MsgType::kRts);
+    op.hdr.addr = reinterpret_cast<uintptr_t>(buf);
+    op.hdr.rkey = rkey;
+    op.hdr.cookie = r->id;
+    r->awaiting_fin = true;
+  }
+  queue(op);
+  pump();
+  *out = r;
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* mr, uint64_t tag,
+                                        Request** out) {
+  (void)mr;
+  auto it = std::find_if(unexpected_.begin(), unexpected_.end(),
+                         [&](const Unexpected& u) { return u.hdr.tag == tag; });
+  if (it == unexpected_.end() && stage_ == Stage::kLost) return HMC_PLUGIN_ERR_PEER_LOST;
+  Request* r = new_request(ReqKind::kRecv);
+  r->tag = tag;
+  r->buf = buf;
+  r->len = len;
+  if (it != unexpected_.end()) {
+    Unexpected u = std::move(*it);
+    unexpected_.erase(it);
+    r->matched = true;
+    if (u.hdr.type == static_cast<uint8_t>(MsgType::kEager))
+      deliver(r, u.hdr, u.data.data());
+    else
+      start_read(r, u.hdr);
+  } else {
+    posted_.push_back(r);
+  }
+  *out = r;
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t Endpoint::post_rma(bool put, void* buf, size_t len, const MemRegion* mr,
+                                       uint64_t remote, uint32_t rkey, const uint64_t* notify,
+                                       Request** out) {
+  if (stage_ == Stage::kLost) return HMC_PLUGIN_ERR_PEER_LOST;
+  if (stage_ != Stage::kReady) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  Request* r = new_request(put ? ReqKind::kPut : ReqKind::kGet);
+  r->buf = buf;
+  r->len = len;
+  const size_t chunk = dev_.chunk();
+  for (size_t off = 0; off < len; off += chunk) {
+    SendOp op;
+    op.kind = put ? WrKind::kPut : WrKind::kGet;
+    op.rma_qp = true;
+    local_key(static_cast<uint8_t*>(buf) + off, std::min(chunk, len - off), mr,
+              put ? 0 : IBV_ACCESS_LOCAL_WRITE, &op);
+    op.remote = remote + off;
+    op.rkey = rkey;
+    op.req_id = r->id;
+    queue(op);
+  }
+  if (notify != nullptr) {
+    SendOp op;
+    op.rma_qp = true;
+    op.hdr.type = static_cast<uint8_t>(MsgType::kNotify);
+    op.hdr.len = *notify;
+    op.req_id = r->id;
+    queue(op);
+  }
+  if (r->in_flight == 0) finish(r, HMC_PLUGIN_SUCCESS, 0);
+  pump();
+  *out = r;
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t Endpoint::notify_poll(uint64_t* value) {
+  if (notifications_.empty()) {
+    ctx().progress();
+    if (notifications_.empty())
+      return stage_ == Stage::kLost ? HMC_PLUGIN_ERR_PEER_LOST : HMC_PLUGIN_IN_PROGRESS;
+  }
+  *value = notifications_.front();
+  notifications_.pop_front();
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t Endpoint::cancel(Request* r) {
+  if (r->done) return HMC_PLUGIN_SUCCESS;
+  if (r->kind != ReqKind::kRecv || r->matched) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+  auto it = std::find(posted_.begin(), posted_.end(), r);
+  if (it == posted_.end()) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+  posted_.erase(it);
+  finish(r, HMC_PLUGIN_ERR_CANCELLED, 0);
+  return HMC_PLUGIN_SUCCESS;
+}
+
+// ---- arrivals and completions ------------------------------------------------------------------
+
+void Endpoint::deliver(Request* r, const MsgHeader& h, const uint8_t* payload) {
+  size_t n = std::min<size_t>(h.len, r->len);
+  if (n > 0) std::memcpy(r->buf, payload, n);
+  finish(r, h.len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, h.len);
+}
+
+void Endpoint::start_read(Request* r, const MsgHeader& rts) {
+  r->matched = true;
+  r->sent_len = rts.len;
+  r->cookie = rts.cookie;
+  size_t n = std::min<size_t>(rts.len, r->len);
+  const size_t chunk = dev_.chunk();
+  for (size_t off = 0; off < n; off += chunk) {
+    SendOp op;
+    op.kind = WrKind::kRndvRead;
+    local_key(static_cast<uint8_t*>(r->buf) + off, std::min(chunk, n - off), nullptr,
+              IBV_ACCESS_LOCAL_WRITE, &op);
+    op.remote = rts.addr + off;
+    op.rkey = rts.rkey;
+    op.req_id = r->id;
+    queue(op);
+  }
+  if (n == 0) {
+    SendOp fin;
+    fin.hdr.type = static_cast<uint8_t>(MsgType::kFin);
+    fin.hdr.cookie = rts.cookie;
+    queue(fin);
+    finish(r, rts.len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, rts.len);
+  }
+  pump();
+}
+
+void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, size_t len) {
+  (void)wc;
+  (void)rma_qp;
+  if (len < sizeof(MsgHeader)) {
+    lose("a message of " + std::to_string(len) + " bytes (malformed)");
+    return;
+  }
+  MsgHeader h;
+  std::memcpy(&h, buf, sizeof h);
+  if (static_cast<int32_t>(h.freed - peer_freed_) > 0) peer_freed_ = h.freed;
+  const auto type = static_cast<MsgType>(h.type);
+  if (takes_credit(type)) ++freed_;  // the device posts the buffer again after this
+  switch (type) {
+    case MsgType::kEager:
+    case MsgType::kRts: {
+      if ((type == MsgType::kEager &&
+           (h.len != len - sizeof(MsgHeader) || h.len > local_.eager)) ||
+          (type == MsgType::kRts && h.len <= local_.eager && h.len != 0)) {
+        lose("a malformed message header");
+        return;
+      }
+      auto it = std::find_if(posted_.begin(), posted_.end(),
+                             [&](const Request* r) { return r->tag == h.tag; });
+      if (it == posted_.end()) {
+        Unexpected u{h, {}};
+        if (type == MsgType::kEager) u.data.assign(buf + sizeof h, buf + sizeof h + h.len);
+        unexpected_.push_back(std::move(u));
+        break;
+      }
+      Request* r = *it;
+      posted_.erase(it);
+      r->matched = true;
+      if (type == MsgType::kEager)
+        deliver(r, h, buf + sizeof h);
+      else
+        start_read(r, h);
+      break;
+    }
+    case MsgType::kFin: {
+      auto it = reqs_.find(h.cookie);
+      if (it == reqs_.end()) break;  // ended by other means (cannot happen while connected)
+      Request* r = it->second.get();
+      if (r->kind != ReqKind::kSend || !r->awaiting_fin) {
+        lose("an answer to no rendezvous");
+        return;
+      }
+      r->awaiting_fin = false;
+      if (r->in_flight == 0 && !r->done) finish(r, HMC_PLUGIN_SUCCESS, r->len);
+      break;
+    }
+    case MsgType::kCredit: break;
+    case MsgType::kNotify: notifications_.push_back(h.len); break;
+    default: lose("a message of unknown type " + std::to_string(h.type)); return;
+  }
+  pump();
+}
+
+void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
+  const int q = w.op.rma_qp ? 1 : 0;
+  if (stage_ == Stage::kLost) return;
+  auto it = reqs_.find(w.op.req_id);
+  Request* r = it != reqs_.end() ? it->second.get() : nullptr;
+  if (wc.status != IBV_WC_SUCCESS) {
+    if (q == 1 && (refused_access(wc.status) || wc.status == IBV_WC_WR_FLUSH_ERR)) {
+      if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+        // Broken without an error of ours: the peer's side failed an access; post it again.
+        start_rma_reset();
+        backlog_[1].push_front(w.op);
+        return;
+      }
+      IB_INFO(ctx().log(), "%s: the peer's HCA refused a %s: %s", dev_.name().c_str(),
+              w.op.kind == WrKind::kPut ? "put" : "get", ctx().api().wc_status_str(wc.status));
+      const uint64_t failed = w.op.req_id;
+      if (r != nullptr && !r->done) finish(r, HMC_PLUGIN_ERR_REMOTE, 0);
+      start_rma_reset();
+      // The refused request's other pieces (and its notification) are not posted again.
+      backlog_[1].erase(std::remove_if(backlog_[1].begin(), backlog_[1].end(),
+                                       [&](const SendOp& op) { return op.req_id == failed; }),
+                        backlog_[1].end());
+      return;
+    }
+    lose(std::string("a work request failed: ") + ctx().api().wc_status_str(wc.status));
+    return;
+  }
+  --in_flight_[q];
+  if (r == nullptr) {
+    pump();
+    return;
+  }
+  --r->in_flight;
+  if (r->done || r->in_flight > 0) {
+    pump();
+    return;
+  }
+  switch (r->kind) {
+    case ReqKind::kSend:
+      if (!r->awaiting_fin) finish(r, HMC_PLUGIN_SUCCESS, r->len);
+      break;
+    case ReqKind::kRecv: {
+      SendOp fin;
+      fin.hdr.type = static_cast<uint8_t>(MsgType::kFin);
+      fin.hdr.cookie = r->cookie;
+      queue(fin);
+      finish(r, r->sent_len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS,
+             r->sent_len);
+      break;
+    }
+    case ReqKind::kPut:
+    case ReqKind::kGet: finish(r, HMC_PLUGIN_SUCCESS, r->len); break;
+  }
+  pump();
+}
+
+}  // namespace hmc::ibverbs

@@ -1,0 +1,134 @@
+// A connection to one peer (hmc_net_ep_t): two RC queue pairs on one device (messages and
+// rendezvous reads on one; put/get on the other, so that an access the peer's HCA refuses breaks
+// only that one, which is replaced over the side channel), the side channel itself, credits,
+// tag matching, and the requests of this connection.
+//
+// Messages: eager (header + payload in one SEND into a receive buffer of the peer's shared
+// receive queue) up to the peer's eager size, else rendezvous: an RTS {len, addr, rkey, cookie},
+// the receiver RDMA-READs min(len, its buffer) straight into the user buffer and answers FIN.
+// Credits: each side may have `credits` credit-taking messages unanswered; every header carries
+// the count of the peer's messages freed so far, and a CREDIT message (which takes none) returns
+// them when half are due and no other message carries them.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "device.h"
+#include "hmc/plugin/net.h"
+#include "request.h"
+#include "sock.h"
+#include "wire.h"
+
+namespace hmc::ibverbs {
+
+class Context;
+struct MemRegion;
+
+class Endpoint {
+ public:
+  enum class Stage {
+    kDialing,    // connector: TCP connect in progress
+    kHelloSent,  // connector: waiting for ACCEPT
+    kAwaitReady, // acceptor: ACCEPT sent, waiting for READY
+    kReady,
+    kLost,       // the connection broke (or setup failed): see why_
+  };
+
+  explicit Endpoint(Device& dev);
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  Device& dev() { return dev_; }
+  Context& ctx();
+  Stage stage() const { return stage_; }
+  int side_fd() const { return side_ ? side_->fd() : -1; }
+
+  // Connector: starts the side-channel connect.
+  hmc_plugin_status_t dial(const ConnHandle& h);
+  // Acceptor: takes the side channel whose HELLO announced remote, brings the queue pairs up and
+  // answers ACCEPT.
+  hmc_plugin_status_t answer(std::unique_ptr<SideChannel> side, const QpInfo& remote);
+  hmc_plugin_status_t ready_status();
+
+  // Moves setup, side-channel frames, backlogs and credits on.
+  void progress();
+  // The side channel's fd is readable (or failed).
+  void on_side_readable();
+  // A completion of one of its work requests / a message in a receive buffer.
+  void on_send_complete(const ibv_wc& wc, const WrCtx& w);
+  void on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, size_t len);
+  bool owns_qp(uint32_t qpn, bool* rma) const;
+
+  hmc_plugin_status_t post_send(const void* buf, size_t len, const MemRegion* mr, uint64_t tag,
+                                Request** out);
+  hmc_plugin_status_t post_recv(void* buf, size_t len, const MemRegion* mr, uint64_t tag,
+                                Request** out);
+  hmc_plugin_status_t post_rma(bool put, void* buf, size_t len, const MemRegion* mr,
+                               uint64_t remote, uint32_t rkey, const uint64_t* notify,
+                               Request** out);
+  hmc_plugin_status_t notify_poll(uint64_t* value);
+  hmc_plugin_status_t cancel(Request* r);
+  // Releases an ended request (test reported it).
+  void retire(Request* r);
+  bool has_work() const;
+
+  void lose(const std::string& why);
+
+ private:
+  Request* new_request(ReqKind kind);
+  void finish(Request* r, hmc_plugin_status_t st, size_t bytes);
+  bool create_qps();
+  bool connect_qp(ibv_qp* qp, uint32_t remote_qpn, uint32_t remote_psn, uint32_t local_psn);
+  bool replace_rma_qp();
+  void start_rma_reset();
+  void on_frame(const Frame& f);
+  void queue(SendOp op);
+  void pump();
+  void deliver(Request* r, const MsgHeader& h, const uint8_t* payload);
+  void start_read(Request* r, const MsgHeader& rts);
+  void maybe_return_credits();
+  // The local key for [buf, buf + len) from mr, or a registration made when posted (access).
+  void local_key(const void* buf, size_t len, const MemRegion* mr, int access, SendOp* op);
+  int32_t send_credits() const;
+
+  Device& dev_;
+  Stage stage_ = Stage::kDialing;
+  std::string why_;
+  uint64_t deadline_ns_ = 0;
+  uint64_t listener_id_ = 0;
+  std::unique_ptr<SideChannel> side_;
+  ibv_qp* msg_qp_ = nullptr;
+  ibv_qp* rma_qp_ = nullptr;
+  QpInfo local_{}, remote_{};
+  // put/get queue pair replacement after a refused access
+  uint32_t rma_epoch_ = 0;
+  bool rma_resetting_ = false;
+
+  // credits (mod 2^32 counters)
+  uint32_t sent_credited_ = 0;  // credit-taking messages posted
+  uint32_t peer_freed_ = 0;     // of those, freed by the peer (its latest header)
+  uint32_t freed_ = 0;          // the peer's credit-taking messages we freed
+  uint32_t reported_ = 0;       // freed_ as last sent in a header
+
+  std::deque<SendOp> backlog_[2];  // [0] message queue pair, [1] put/get queue pair
+  int in_flight_[2] = {0, 0};
+
+  struct Unexpected {
+    MsgHeader hdr;
+    std::vector<uint8_t> data;  // eager payload
+  };
+  std::deque<Request*> posted_;  // receives in posting order
+  std::deque<Unexpected> unexpected_;
+  std::deque<uint64_t> notifications_;
+  std::unordered_map<uint64_t, std::unique_ptr<Request>> reqs_;
+};
+
+}  // namespace hmc::ibverbs

@@ -1,0 +1,63 @@
+#include "region.h"
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "context.h"
+#include "device.h"
+
+namespace hmc::ibverbs {
+
+hmc_plugin_status_t register_region(Context& c, int dev, const hmc_net_mem_desc_t* mem,
+                                    MemRegion** out, void* rkey, size_t* rkey_len) {
+  Device& d = *c.device(dev);
+  if (mem->addr == nullptr && mem->len > 0) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  auto m = std::make_unique<MemRegion>();
+  m->dev = &d;
+  m->base = reinterpret_cast<uintptr_t>(mem->addr);
+  m->len = mem->len;
+  m->access = mem->access;
+  int access = IBV_ACCESS_LOCAL_WRITE;
+  if (mem->access & HMC_NET_ACCESS_REMOTE_READ) access |= IBV_ACCESS_REMOTE_READ;
+  if (mem->access & HMC_NET_ACCESS_REMOTE_WRITE) access |= IBV_ACCESS_REMOTE_WRITE;
+  if (mem->len > 0) {
+    std::string why;
+    if (mem->iface != HMC_MEM_IFACE_HOST) {
+      if (mem->dmabuf_fd < 0 || !d.info().dmabuf || c.api().reg_dmabuf_mr == nullptr) {
+        IB_DEBUG(c.log(), "%s: device memory (interface %u) %s", d.name().c_str(), mem->iface,
+                 mem->dmabuf_fd < 0 ? "without a dma-buf: not reachable"
+                                    : "as a dma-buf: this device does not take dma-bufs");
+        return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+      }
+      m->mr = c.api().reg_dmabuf_mr(d.pd(), mem->dmabuf_offset, mem->len,
+                                    reinterpret_cast<uintptr_t>(mem->addr), mem->dmabuf_fd, access);
+      if (m->mr == nullptr) {
+        IB_WARN(c.log(), "%s: ibv_reg_dmabuf_mr of %zu bytes: %s", d.name().c_str(), mem->len,
+                std::strerror(errno));
+        return errno == ENOMEM ? HMC_PLUGIN_ERR_NO_MEMORY : HMC_PLUGIN_ERR_NOT_SUPPORTED;
+      }
+    } else {
+      m->mr = d.reg(mem->addr, mem->len, access, &why);
+      if (m->mr == nullptr) {
+        IB_ERROR(c.log(), "%s: reg_mr: %s", d.name().c_str(), why.c_str());
+        return HMC_PLUGIN_ERR_NO_MEMORY;
+      }
+    }
+  }
+  PackedKey k;
+  k.base = m->base;
+  k.len = m->len;
+  k.rkey = m->mr != nullptr ? m->mr->rkey : 0;
+  k.access = mem->access;
+  *rkey_len = encode_key(k, static_cast<uint8_t*>(rkey));
+  *out = m.release();
+  return HMC_PLUGIN_SUCCESS;
+}
+
+void destroy_region(Context& c, MemRegion* m) {
+  if (m->mr != nullptr) c.api().dereg_mr(m->mr);
+  delete m;
+}
+
+}  // namespace hmc::ibverbs

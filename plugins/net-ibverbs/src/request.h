@@ -1,0 +1,39 @@
+// A request handed to the core (hmc_net_request_t): a send, receive, put, get or notified put,
+// owned by its endpoint until test reports it ended (or the endpoint closes).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hmc/plugin/common.h"
+
+namespace hmc::ibverbs {
+
+class Endpoint;
+
+enum class ReqKind { kSend, kRecv, kPut, kGet };
+
+struct Request {
+  uint64_t id = 0;
+  Endpoint* ep = nullptr;  // nullptr once its endpoint closed
+  ReqKind kind = ReqKind::kSend;
+  bool done = false;
+  hmc_plugin_status_t result = HMC_PLUGIN_SUCCESS;
+  size_t bytes = 0;  // reported by test
+
+  uint64_t tag = 0;
+  void* buf = nullptr;
+  size_t len = 0;
+  uint32_t lkey = 0;          // the caller's registration, when it covers buf
+  bool has_lkey = false;
+  ibv_mr* own_mr = nullptr;   // registered for this request, deregistered when it ends
+  int in_flight = 0;          // work requests posted and not completed
+  bool matched = false;       // receive: a message was assigned to it
+  bool awaiting_fin = false;  // rendezvous send: the receiver has not answered yet
+  size_t sent_len = 0;        // receive: the length the sender sent
+  uint64_t cookie = 0;        // receive of a rendezvous: the sender's request id
+};
+
+}  // namespace hmc::ibverbs

@@ -1,0 +1,68 @@
+// Which ports become devices, which GID each uses, and what a port's link rate is: pure logic
+// over what discovery read from the verbs library and sysfs, so that the net plugin suite tests
+// it on machines without an RDMA device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hmc::ibverbs {
+
+// HMC_IB_HCA, with NCCL_IB_HCA's syntax: "mlx5_0:1,mlx5_1" selects and orders; a leading '^'
+// excludes the listed ones instead; a leading '=' (after '^' when both) makes names match
+// exactly rather than as prefixes. A port number is optional (no port: every port).
+struct HcaFilter {
+  struct Item {
+    std::string name;
+    int port = -1;  // -1: every port
+  };
+  bool exclude = false;
+  bool exact = false;
+  std::vector<Item> items;  // empty: every port, in discovery order
+};
+
+// Parses text ("" gives an empty filter). False, with what is wrong in *why, on an empty item,
+// an item without a name, or a port that is not a number from 1 to 255.
+bool parse_hca_filter(std::string_view text, HcaFilter* out, std::string* why);
+
+// A port as discovery found it.
+struct PortId {
+  std::string hca;  // "mlx5_0"
+  int port = 1;
+};
+
+// The ports the filter selects, as indexes into ports: in the filter's order when it lists
+// names (ports of one item in discovery order), else in discovery order. Items that matched no
+// port are appended to *unmatched as written ("mlx5_9:1").
+std::vector<size_t> select_ports(const HcaFilter& f, const std::vector<PortId>& ports,
+                                 std::vector<std::string>* unmatched);
+
+// One entry of a port's GID table.
+enum class GidType { kIb, kRoceV1, kRoceV2 };
+struct GidEntry {
+  int index = 0;
+  GidType type = GidType::kIb;
+  uint8_t raw[16] = {};
+};
+
+bool gid_is_zero(const uint8_t raw[16]);
+bool gid_is_ipv4_mapped(const uint8_t raw[16]);  // ::ffff:a.b.c.d
+bool gid_is_link_local(const uint8_t raw[16]);   // fe80::/10
+const char* gid_type_name(GidType t);
+
+// The GID index a port's connections use, or -1 with the reason in *why. forced >= 0
+// (HMC_IB_GID_INDEX) must name a non-empty entry. Otherwise: on InfiniBand index 0; on
+// Ethernet RoCE v2 with an IPv4-mapped address first, then RoCE v2 with another global
+// address, then RoCE v2 link-local, then RoCE v1 in the same order.
+int choose_gid(const std::vector<GidEntry>& table, bool ethernet, int forced, std::string* why);
+
+// Data rate of one lane in Mbit/s for ibv_port_attr.active_speed (SDR 2000 ... NDR 100000, after
+// line coding), and the lane count for active_width; 0 when unknown.
+uint64_t lane_rate_Mbps(uint32_t active_speed);
+uint32_t lane_count(uint32_t active_width);
+// Port bandwidth in 10^6 bytes/s (lane rate x lanes / 8), 0 when unknown.
+uint64_t port_bandwidth_MBps(uint32_t active_speed, uint32_t active_width);
+
+}  // namespace hmc::ibverbs

@@ -1,0 +1,145 @@
+// What is particular to plugins/net-ibverbs: device selection (HMC_IB_HCA, NCCL_IB_HCA's syntax),
+// the GID choice and link rates, tested on any machine; and, where there are RDMA devices, its
+// settings and a connection between two different devices (the QEMU test bed's veth topology:
+// rxe0 and rxe1 on the two ends of a veth pair, two "hosts"). The contract scenarios run over
+// its configurations in contract_test.cpp.
+#include <cstring>
+
+#include "suite.h"
+
+#ifdef HMC_TEST_IBVERBS_SELECT
+#include "select.h"
+#endif
+
+namespace net_test {
+namespace {
+
+#ifdef HMC_TEST_IBVERBS_SELECT
+using namespace hmc::ibverbs;
+
+std::vector<PortId> ports() {
+  return {{"mlx5_0", 1}, {"mlx5_0", 2}, {"mlx5_1", 1}, {"mlx5_10", 1}, {"rxe0", 1}};
+}
+
+std::vector<std::string> names(const std::vector<size_t>& idx) {
+  std::vector<std::string> out;
+  auto p = ports();
+  for (size_t i : idx) out.push_back(p[i].hca + ":" + std::to_string(p[i].port));
+  return out;
+}
+
+std::vector<std::string> pick(const std::string& text, std::vector<std::string>* unmatched) {
+  HcaFilter f;
+  std::string why;
+  EXPECT_TRUE(parse_hca_filter(text, &f, &why)) << text << ": " << why;
+  return names(select_ports(f, ports(), unmatched));
+}
+
+TEST(IbverbsSelect, HcaListSelectsAndOrders) {
+  std::vector<std::string> un;
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pick("", &un), (V{"mlx5_0:1", "mlx5_0:2", "mlx5_1:1", "mlx5_10:1", "rxe0:1"}));
+  // Prefixes, in the list's order; a port number narrows.
+  EXPECT_EQ(pick("rxe,mlx5_0:2", &un), (V{"rxe0:1", "mlx5_0:2"}));
+  EXPECT_EQ(pick("mlx5_1", &un), (V{"mlx5_1:1", "mlx5_10:1"}));
+  // '=' matches exactly.
+  EXPECT_EQ(pick("=mlx5_1", &un), (V{"mlx5_1:1"}));
+  EXPECT_TRUE(un.empty());
+  // '^' excludes; with '=' exactly.
+  EXPECT_EQ(pick("^mlx5_0", &un), (V{"mlx5_1:1", "mlx5_10:1", "rxe0:1"}));
+  EXPECT_EQ(pick("^=mlx5_1,mlx5_0:1", &un), (V{"mlx5_0:2", "mlx5_10:1", "rxe0:1"}));
+  EXPECT_EQ(pick(" mlx5_0:1 , mlx5_0:1 ", &un), (V{"mlx5_0:1"}));
+  EXPECT_TRUE(un.empty());
+  // Unknown names are reported, the rest selected.
+  EXPECT_EQ(pick("mlx9,rxe0:2,rxe0", &un), (V{"rxe0:1"}));
+  EXPECT_EQ(un, (V{"mlx9", "rxe0:2"}));
+}
+
+TEST(IbverbsSelect, HcaListRejectsMalformed) {
+  for (const char* bad : {"^", "=", "^=", "a,,b", "a,", ":1", "mlx5_0:0", "mlx5_0:x", "mlx5_0:256",
+                          "mlx5_0:1:2"}) {
+    HcaFilter f;
+    std::string why;
+    EXPECT_FALSE(parse_hca_filter(bad, &f, &why)) << bad;
+    EXPECT_FALSE(why.empty()) << bad;
+  }
+}
+
+GidEntry gid(int index, GidType t, std::initializer_list<uint8_t> bytes) {
+  GidEntry e;
+  e.index = index;
+  e.type = t;
+  size_t i = 0;
+  for (uint8_t b : bytes) e.raw[i++] = b;
+  return e;
+}
+
+TEST(IbverbsSelect, GidChoice) {
+  const GidEntry ll_v1 = gid(0, GidType::kRoceV1, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8});
+  const GidEntry ll_v2 = gid(1, GidType::kRoceV2, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8});
+  const GidEntry v4_v1 = gid(2, GidType::kRoceV1, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1});
+  const GidEntry v4_v2 = gid(3, GidType::kRoceV2, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1});
+  const GidEntry v6_v2 = gid(4, GidType::kRoceV2, {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+  std::string why;
+  EXPECT_EQ(choose_gid({ll_v1, ll_v2, v4_v1, v4_v2, v6_v2}, true, -1, &why), 3);
+  EXPECT_EQ(choose_gid({ll_v1, ll_v2, v4_v1, v6_v2}, true, -1, &why), 4);
+  EXPECT_EQ(choose_gid({ll_v1, ll_v2, v4_v1}, true, -1, &why), 1);
+  EXPECT_EQ(choose_gid({ll_v1, v4_v1}, true, -1, &why), 2);
+  // rdma_rxe's table: 0 = link-local (v2 on recent kernels too), 1 = IPv4-mapped RoCE v2.
+  GidEntry rxe0 = ll_v2, rxe1 = v4_v2;
+  rxe0.index = 0;
+  rxe1.index = 1;
+  EXPECT_EQ(choose_gid({rxe0, rxe1}, true, -1, &why), 1);
+  // Forced: must exist and not be empty.
+  EXPECT_EQ(choose_gid({rxe0, rxe1}, true, 0, &why), 0);
+  EXPECT_EQ(choose_gid({rxe0, rxe1}, true, 7, &why), -1);
+  EXPECT_NE(why.find("HMC_IB_GID_INDEX=7"), std::string::npos) << why;
+  // InfiniBand: index 0.
+  GidEntry ib = gid(0, GidType::kIb, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9});
+  EXPECT_EQ(choose_gid({ib}, false, -1, &why), 0);
+  why.clear();
+  EXPECT_EQ(choose_gid({}, true, -1, &why), -1);
+  EXPECT_FALSE(why.empty());
+}
+
+TEST(IbverbsSelect, LinkRates) {
+  EXPECT_EQ(port_bandwidth_MBps(32, 2), 12500u);   // EDR 4x: 100 Gb/s
+  EXPECT_EQ(port_bandwidth_MBps(64, 2), 25000u);   // HDR 4x
+  EXPECT_EQ(port_bandwidth_MBps(128, 2), 50000u);  // NDR 4x
+  EXPECT_EQ(port_bandwidth_MBps(1, 1), 250u);      // SDR 1x
+  EXPECT_EQ(port_bandwidth_MBps(3, 2), 0u);        // unknown speed code
+  EXPECT_EQ(port_bandwidth_MBps(32, 3), 0u);       // unknown width code
+}
+#endif  // HMC_TEST_IBVERBS_SELECT
+
+// Without any RDMA device (or rdma-core), init says so and the plugin is skipped; a bad setting
+// is an error that names it. Runs everywhere.
+TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("ibverbs", &t);
+  in_child([&] {
+    {
+      Host h(Cfg{{"HMC_IBVERBS_LIBRARY", "libdoes-not-exist.so.1"}});
+      hmc_net_ctx_t* c = nullptr;
+      EXPECT_EQ(t->init(h.services(), &c), HMC_PLUGIN_ERR_NO_DEVICE);
+      EXPECT_TRUE(h.logged("libdoes-not-exist.so.1")) << h.all_logs();
+    }
+    for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
+             {"HMC_IB_HCA", "mlx5_0:x"}, {"HMC_IB_GID_INDEX", "-1"}, {"HMC_IB_RETRY_CNT", "8"},
+             {"HMC_IB_EAGER_LIMIT", "1G"}, {"HMC_IB_CREDITS", "2"}, {"HMC_IB_TIMEOUT", "0"}}) {
+      Host h(Cfg{{kv.first, kv.second}});
+      hmc_net_ctx_t* c = nullptr;
+      EXPECT_EQ(t->init(h.services(), &c), HMC_PLUGIN_ERR_INVALID_ARGUMENT) << kv.first;
+      EXPECT_TRUE(h.logged("invalid " + kv.first)) << h.all_logs();
+    }
+    // An unknown name selects nothing: no device, and the reason names the setting.
+    Host h(Cfg{{"HMC_IB_HCA", "=no_such_hca"}});
+    hmc_net_ctx_t* c = nullptr;
+    hmc_plugin_status_t st = t->init(h.services(), &c);
+    EXPECT_EQ(st, HMC_PLUGIN_ERR_NO_DEVICE) << h.all_logs();
+    if (st == HMC_PLUGIN_SUCCESS) t->finalize(c);
+  });
+}
+
+}  // namespace
+}  // namespace net_test
