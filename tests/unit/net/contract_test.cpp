@@ -1268,10 +1268,12 @@ TEST_P(NetLocal, PutNotificationsFollowTheirDataInOrder) {
       if (st == HMC_PLUGIN_IN_PROGRESS) continue;
       ASSERT_EQ(st, HMC_PLUGIN_SUCCESS);
       got.push_back(v);
-      for (size_t i = 0; i < puts.size(); ++i)
-        if (puts[i].value == v)
+      for (size_t i = 0; i < puts.size(); ++i) {
+        if (puts[i].value == v) {
           EXPECT_EQ(first_mismatch(region.data() + puts[i].offset, puts[i].len, 200 + i), -1)
               << "notification " << v << " came before its data";
+        }
+      }
     }
     EXPECT_EQ(got, (std::vector<uint64_t>{100, 101, 102, 103}));
     for (size_t i = 0; i < reqs.size(); ++i)
