@@ -553,7 +553,7 @@ HMC_HOT HMC_API hmc_status_t hmc_send(hmc_peer_t peer, const void* buf, size_t s
   if ((st = check_tag(tag, __func__)) != HMC_SUCCESS) return st;
   Peer* p = peer_of(peer);
   Request* r = nullptr;
-  st = p->ctx->post_send(p, buf, size, tag, &r);
+  st = p->ctx->transfers().post_send(p, buf, size, tag, &r);
   if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
   HMC_CATCH
@@ -569,7 +569,7 @@ HMC_HOT HMC_API hmc_status_t hmc_recv(hmc_peer_t peer, void* buf, size_t size, u
   if ((st = check_tag(tag, __func__)) != HMC_SUCCESS) return st;
   Peer* p = peer_of(peer);
   Request* r = nullptr;
-  st = p->ctx->post_recv(p, buf, size, tag, &r);
+  st = p->ctx->transfers().post_recv(p, buf, size, tag, &r);
   if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
   HMC_CATCH
@@ -590,7 +590,7 @@ HMC_API hmc_status_t hmc_put(hmc_peer_t peer, const void* buf, size_t size, hmc_
   if (rm->peer.get() != peer_of(peer))
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_put: the remote handle was imported for another peer");
   Request* r = nullptr;
-  st = rm->peer->ctx->post_put(rm, buf, size, remote_offset, flags, notify_value, &r);
+  st = rm->peer->ctx->transfers().post_put(rm, buf, size, remote_offset, flags, notify_value, &r);
   if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
   HMC_CATCH
@@ -608,7 +608,7 @@ HMC_API hmc_status_t hmc_get(hmc_peer_t peer, void* buf, size_t size, hmc_remote
   if (rm->peer.get() != peer_of(peer))
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_get: the remote handle was imported for another peer");
   Request* r = nullptr;
-  st = rm->peer->ctx->post_get(rm, buf, size, remote_offset, &r);
+  st = rm->peer->ctx->transfers().post_get(rm, buf, size, remote_offset, &r);
   if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
   HMC_CATCH
@@ -619,14 +619,14 @@ HMC_API hmc_status_t hmc_notify_wait(hmc_context_t ctx, int timeout_ms, hmc_noti
   CHECK_HANDLE(ctx, Context);
   CHECK_NOT_NULL(out);
   CHECK_TIMEOUT(timeout_ms);
-  return ctx_of(ctx)->notify_wait(timeout_ms, out);
+  return ctx_of(ctx)->transfers().notify_wait(timeout_ms, out);
   HMC_CATCH
 }
 
 HMC_HOT HMC_API hmc_status_t hmc_request_test(hmc_request_t req, size_t* bytes) {
   HMC_TRY
   CHECK_REQUEST(req, r);
-  return r->peer->ctx->test(r, bytes);
+  return r->peer->ctx->transfers().test(r, bytes);
   HMC_CATCH
 }
 
@@ -634,14 +634,14 @@ HMC_HOT HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms,
   HMC_TRY
   CHECK_REQUEST(req, r);
   CHECK_TIMEOUT(timeout_ms);
-  return r->peer->ctx->wait(r, timeout_ms, bytes);
+  return r->peer->ctx->transfers().wait(r, timeout_ms, bytes);
   HMC_CATCH
 }
 
 HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req) {
   HMC_TRY
   CHECK_REQUEST(req, r);
-  return r->peer->ctx->cancel(r);
+  return r->peer->ctx->transfers().cancel(r);
   HMC_CATCH
 }
 

@@ -126,6 +126,8 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
       Regions::Settings{this, id_, timeout_ms_, config_.get_bool("HMC_NET_DMABUF")});
   staging_ = std::make_unique<TargetStaging>(static_cast<StagingServices&>(*this), *regions_, this,
                                              timeout_ms_);
+  transfers_.configure(Transfers::Settings{this, regions_.get(), staging_.get(), timeout_ms_,
+                                            use_progress_thread_});
   wire_control_handlers();
 
   st = start_control_plane(host, static_cast<uint16_t>(port));
@@ -252,7 +254,7 @@ std::vector<uint8_t> Context::address() const { return encode_address(address_);
 Context::~Context() {
   stopping_ = true;
   wake_progress_thread();
-  thread_cv_.notify_all();
+  transfers_.polling().thread_cv.notify_all();
   if (progress_thread_.joinable()) progress_thread_.join();
 
   std::vector<std::shared_ptr<Peer>> peers;
@@ -285,88 +287,6 @@ Context::~Context() {
 
 // --- progress -------------------------------------------------------------------------------
 
-HMC_HOT void Context::complete_locked(Request* req, hmc_status_t status, std::string error) {
-  req->status = status;
-  req->error = std::move(error);
-  req->peer->add_pending_locked(-1);
-  req->done.store(true, std::memory_order_release);
-}
-
-void Context::flush_notifications_locked(Peer& peer) {
-  while (!peer.notify_queue.empty() && peer.notify_queue.front()->landed) {
-    Request* req = peer.notify_queue.front();
-    peer.notify_queue.pop_front();
-    if (req->carried) {  // the plugin delivered it with the data
-      peer.notify_sender.carried_landed();
-      complete_locked(req, HMC_SUCCESS, "");
-      continue;
-    }
-    hmc_status_t st;
-    {
-      std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
-      control::Writer w;
-      msg::encode_notify({req->notify_value, peer.notify_sender.control_sending()}, &w);
-      st = peer.ctrl ? peer.ctrl->send(control::MsgType::Notify, w) : HMC_ERR_PEER_LOST;
-    }
-    if (st == HMC_SUCCESS) complete_locked(req, HMC_SUCCESS, "");
-    else
-      complete_locked(req, HMC_ERR_PEER_LOST,
-                      fmt::format("hmc_put to {}: the data landed but the notification could not "
-                                  "be sent: {}", peer.name, last_error()));
-  }
-}
-
-HMC_HOT void Context::finish_request_locked(Request* req, hmc_plugin_status_t result,
-                                            size_t bytes) {
-  Peer& peer = *req->peer;
-  req->net = nullptr;
-  if (req->temp_mr) {
-    peer.net->table()->dereg_mr(peer.net->ctx(), req->temp_mr);
-    req->temp_mr = nullptr;
-  }
-  req->bytes = bytes;
-  std::string error;
-  const char* what = op_name(req->op);
-  if (result == HMC_PLUGIN_SUCCESS)
-    ;
-  else if (result == HMC_PLUGIN_ERR_PEER_LOST)
-    error = fmt::format("hmc_{} with {}: peer lost ({})", what, peer.name,
-                        peer.lost_reason.empty() ? "connection broken" : peer.lost_reason);
-  else if (result == HMC_PLUGIN_ERR_REMOTE)
-    error = fmt::format("hmc_{} with {}: refused by the peer (outside the region, unknown or "
-                        "deregistered key, or access not granted)", what, peer.name);
-  else if (result == HMC_PLUGIN_ERR_TRUNCATED)
-    error = fmt::format("hmc_recv from {} (tag {}): the message was larger than the {}-byte "
-                        "buffer", peer.name, req->tag, req->size);
-  else if (result == HMC_PLUGIN_ERR_CANCELLED)
-    error = fmt::format("hmc_{} with {}: cancelled", what, peer.name);
-  else
-    error = fmt::format("hmc_{} with {} via {}: {}", what, peer.name, peer.choice.key(),
-                        plugin_status_string(result));
-  end_request_locked(req, from_plugin_status(result), std::move(error));
-}
-
-HMC_HOT void Context::end_request_locked(Request* req, hmc_status_t status, std::string error) {
-  Peer& peer = *req->peer;
-  peer.completions.store(peer.completions.load(std::memory_order_relaxed) + 1,
-                         std::memory_order_relaxed);
-  if (req->notify) {  // a put's notification, and its end, go in post order
-    if (status == HMC_SUCCESS) {
-      req->landed = true;
-      flush_notifications_locked(peer);
-      return;
-    }
-    auto& q = peer.notify_queue;
-    for (auto it = q.begin(); it != q.end(); ++it)
-      if (*it == req) {
-        q.erase(it);
-        break;
-      }
-  }
-  complete_locked(req, status, std::move(error));
-  if (req->notify) flush_notifications_locked(peer);  // a failed head may unblock later ones
-}
-
 void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) {
   if (!peer.lost.exchange(true)) {
     peer.lost_reason = reason;
@@ -389,7 +309,7 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
       peer.net->table()->dereg_mr(peer.net->ctx(), req->temp_mr);
       req->temp_mr = nullptr;
     }
-    complete_locked(req, status,
+    transfers_.complete_locked(req, status,
                     fmt::format("hmc_{} with {}: {}", op_name(req->op), peer.name,
                                 status == HMC_ERR_PEER_LOST ? "peer lost (" + peer.lost_reason + ")"
                                                             : reason));
@@ -407,16 +327,6 @@ void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::strin
   drain_held_notifications(peer);
 }
 
-// Whether a request ending with st means the path to the peer is gone. A receive that matched
-// nothing from a peer that closed in order is not: what the peer sent before its close stays
-// receivable (net.h), so the endpoint stays open.
-bool Context::breaks_path(Peer& peer, const Request& req, hmc_plugin_status_t st) {
-  if (st != HMC_PLUGIN_ERR_PEER_LOST) return false;
-  return !(req.op == Op::Recv && closed_in_order_locked(peer));
-}
-
-// The data path and the control channel are two connections: the peer's Bye (sent before it
-// closes its data path) may not have been read yet when the data path's end is seen.
 bool Context::closed_in_order_locked(Peer& peer) {
   if (peer.remote_closed) return true;
   std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
@@ -426,43 +336,6 @@ bool Context::closed_in_order_locked(Peer& peer) {
   auto self = peer.shared_from_this();
   for (auto& m : msgs) dispatch_.dispatch(self, m);
   return peer.remote_closed;
-}
-
-// A framed request whose path broke: fails the peer, unless it was a receive that matched
-// nothing from a peer that closed in order. Net mutex held. Returns true when the peer failed.
-bool Context::framed_broken_locked(Peer& peer, Request* req) {
-  FramedTransfer& f = *req->framed;
-  if (f.unmatched() && closed_in_order_locked(peer)) {
-    f.end_unmatched(req, peer);
-    f.release(stage_env_);
-    return false;
-  }
-  fail_peer_locked(peer, HMC_ERR_PEER_LOST,
-                   fmt::format("connection broken ({})", plugin_status_string(f.plugin_status())));
-  return true;
-}
-
-bool Context::advance_framed_locked(Peer& peer, Request* req) {
-  FramedTransfer& f = *req->framed;
-  bool moved = f.advance(req, peer, stage_env_);
-  if (f.broken() && framed_broken_locked(peer, req)) return true;
-  if (!f.finished()) return moved;
-  auto& pend = peer.pending;
-  for (size_t i = 0; i < pend.size(); ++i) {
-    if (pend[i] == req) {
-      pend[i] = pend.back();
-      pend.pop_back();
-      break;
-    }
-  }
-  end_framed_locked(req);
-  return true;
-}
-
-void Context::end_framed_locked(Request* req) {
-  FramedTransfer& f = *req->framed;
-  req->bytes = f.bytes();
-  end_request_locked(req, f.status(), f.error());
 }
 
 void Context::park_failed_transfer(std::unique_ptr<FramedTransfer> f) {
@@ -568,45 +441,6 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
   return busy;
 }
 
-HMC_HOT void Context::progress_request(Request* req, int turns) {
-  if (req->control_driven) {  // its end comes with a control message: service them now
-    progress(true);
-    return;
-  }
-  Peer& peer = *req->peer;
-  std::lock_guard<std::mutex> lock(peer.net->mutex());
-  if (req->done.load(std::memory_order_acquire)) return;
-  if (req->framed) {
-    advance_framed_locked(peer, req);
-    return;
-  }
-  for (int t = 0; t < turns && !req->done.load(std::memory_order_acquire); ++t)
-    test_net_locked(peer, req);
-}
-
-HMC_HOT void Context::test_net_locked(Peer& peer, Request* req) {
-  if (!req->net) return;
-  int done = 0;
-  size_t bytes = 0;
-  hmc_plugin_status_t st = peer.net->table()->test(req->net, &done, &bytes);
-  if (!done && st == HMC_PLUGIN_SUCCESS) return;
-  if (!done) {
-    // test failed without ending the request: the plugin lost track of it; end it ourselves.
-    HMC_LOG_W("net plugin {}: test failed ({}) without ending the request", peer.net->name(),
-              plugin_status_string(st));
-  }
-  auto& pend = peer.pending;
-  for (size_t i = 0; i < pend.size(); ++i) {
-    if (pend[i] == req) {
-      pend[i] = pend.back();
-      pend.pop_back();
-      break;
-    }
-  }
-  finish_request_locked(req, st, bytes);
-  if (breaks_path(peer, *req, st)) fail_peer_locked(peer, HMC_ERR_PEER_LOST, "connection broken");
-}
-
 bool Context::progress(bool control) {
   bool busy = false;
   std::lock_guard<std::mutex> plock(peers_mutex_);
@@ -630,14 +464,14 @@ bool Context::progress(bool control) {
         if (req->framed) {
           FramedTransfer& f = *req->framed;
           busy |= f.advance(req, *peer, stage_env_);
-          if (f.broken() && framed_broken_locked(*peer, req)) break;  // pending was cleared
+          if (f.broken() && transfers_.framed_broken_locked(*peer, req)) break;  // pending was cleared
           if (!f.finished()) {
             ++i;
             continue;
           }
           pend[i] = pend.back();
           pend.pop_back();
-          end_framed_locked(req);
+          transfers_.end_framed_locked(req);
           busy = true;
           continue;
         }
@@ -650,8 +484,8 @@ bool Context::progress(bool control) {
         }
         pend[i] = pend.back();
         pend.pop_back();
-        finish_request_locked(req, st, bytes);
-        broken |= breaks_path(*peer, *req, st);
+        transfers_.finish_request_locked(req, st, bytes);
+        broken |= transfers_.breaks_path(*peer, *req, st);
         busy = true;
       }
       if (broken) fail_peer_locked(*peer, HMC_ERR_PEER_LOST, "connection broken");
@@ -659,7 +493,7 @@ bool Context::progress(bool control) {
   }
   if (control) {
     uint64_t now = now_ns();
-    last_control_ns_ = now;
+    transfers_.polling().last_control_ns = now;
     reap_parked_transfers();
     for (auto& peer : peers_) busy |= service_control(peer, now);
     busy |= staging_->advance();   // after the StagedPut/Get/Done messages just dispatched
@@ -669,7 +503,7 @@ bool Context::progress(bool control) {
 }
 
 bool Context::progress_until(const std::function<bool()>& done, uint64_t deadline_ns) {
-  PollerScope scope(*this);
+  Polling::Scope scope(transfers_.polling());
   for (;;) {
     if (done()) return true;
     bool busy = progress(true);
@@ -688,12 +522,13 @@ void Context::wake_progress_thread() {
 }
 
 void Context::progress_thread_main() {
+  Polling& polling = transfers_.polling();
   std::vector<struct pollfd> fds;
   while (!stopping_) {
-    if (active_pollers_.load() > 0) {
+    if (polling.active_pollers.load() > 0) {
       // An application thread is driving progress itself; stay out of its way.
-      std::unique_lock<std::mutex> lock(thread_mutex_);
-      thread_cv_.wait_for(lock, std::chrono::milliseconds(2));
+      std::unique_lock<std::mutex> lock(polling.thread_mutex);
+      polling.thread_cv.wait_for(lock, std::chrono::milliseconds(2));
       continue;
     }
     if (progress(true)) continue;

@@ -1,11 +1,11 @@
 // The context: what hmc_context_create builds and every other handle hangs off. It owns the
 // configuration, the plugins, the devices, the control-plane listeners, the peers, the progress
 // thread and the subsystems (connect and accept: peer/establish.h; regions: xfer/regions.h;
-// target-side staging: xfer/target_staging.h), and wires them together: each subsystem registers
-// the handlers of its control messages with the dispatch table (peer/dispatch.h). Its own
-// methods:
-//   context/context.cpp   creation, teardown, the progress engine and its thread
-//   xfer/transfer.cpp     send/recv/put/get, request test/wait/cancel, notifications
+// target-side staging: xfer/target_staging.h; posting and completing transfers:
+// xfer/transfers.h), and wires them together: each subsystem registers the handlers of its
+// control messages with the dispatch table (peer/dispatch.h). Its own methods:
+//   context/context.cpp   creation, teardown, peer failure, the progress engine and its thread
+//   context/notify.cpp    put notifications at the target
 #pragma once
 
 #include <atomic>
@@ -38,11 +38,15 @@
 #include "xfer/framed_transfer.h"
 #include "xfer/regions.h"
 #include "xfer/target_staging.h"
+#include "xfer/transfers.h"
 #include "xfer/request.h"
 
 namespace hmc {
 
-class Context final : private RegionServices, private EstablishServices, private StagingServices {
+class Context final : private RegionServices,
+                      private EstablishServices,
+                      private StagingServices,
+                      private TransferServices {
  public:
   // Builds a context; on failure returns the status with the thread's error message set.
   static hmc_status_t create(const hmc_context_options_t* opts, std::unique_ptr<Context>* out);
@@ -73,17 +77,9 @@ class Context final : private RegionServices, private EstablishServices, private
   hmc_status_t accept(int timeout_ms, std::shared_ptr<Peer>* out);
   hmc_status_t close_peer(const std::shared_ptr<Peer>& peer);
 
-  // --- transfers (xfer/transfer.cpp) -------------------------------------------------------
-  hmc_status_t post_send(Peer* peer, const void* buf, size_t size, uint64_t tag, Request** out);
-  hmc_status_t post_recv(Peer* peer, void* buf, size_t size, uint64_t tag, Request** out);
-  hmc_status_t post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
-                        uint32_t flags, uint64_t notify_value, Request** out);
-  hmc_status_t post_get(Remote* remote, void* buf, size_t size, uint64_t offset, Request** out);
-  // Final status releases the request (deletes it); HMC_IN_PROGRESS / HMC_ERR_TIMEOUT keep it.
-  hmc_status_t test(Request* req, size_t* bytes);
-  hmc_status_t wait(Request* req, int timeout_ms, size_t* bytes);
-  hmc_status_t cancel(Request* req);
-  hmc_status_t notify_wait(int timeout_ms, hmc_notification_t* out);
+  // --- transfers (xfer/transfers.h) --------------------------------------------------------
+  // A member, not a pointer: the path of every message reaches it with no load of its own.
+  Transfers& transfers() { return transfers_; }
 
   // --- regions (xfer/regions.h) ---------------------------------------------------------
   Regions& regions() { return *regions_; }
@@ -91,32 +87,16 @@ class Context final : private RegionServices, private EstablishServices, private
   // --- progress (context/context.cpp) ------------------------------------------------------
   // One pass over every plugin, pending request and control channel. Returns true when
   // something happened. `control` also services the control channels (costs a syscall each).
-  bool progress(bool control);
-  // Tests just this request's net operation (the fast path of a wait): up to `turns` times in a
-  // row under one lock, or until it ends. A framed request advances once, a control-driven one
-  // services the control plane once, whatever `turns` says.
-  void progress_request(Request* req, int turns = 1);
-  // Tests req's plugin request once and ends req if it ended (net mutex held; req pending).
-  void test_net_locked(Peer& peer, Request* req);
+  bool progress(bool control) override;
 
  private:
-  Context() = default;
+  Context() : transfers_(static_cast<TransferServices&>(*this), devices_, stage_env_) {}
   hmc_status_t init(const hmc_context_options_t* opts);
   hmc_status_t start_control_plane(const std::string& host, uint16_t port);
   void build_capabilities();
   void progress_thread_main();
   void wake_progress_thread();
 
-  // Ends req (net mutex held): records the plugin's result, sends a put's notification.
-  void finish_request_locked(Request* req, hmc_plugin_status_t result, size_t bytes);
-  // Marks req ended with status (net mutex held).
-  void complete_locked(Request* req, hmc_status_t status, std::string error);
-  // Ends req with status (net mutex held). A notifying put that succeeded only lands: its
-  // notification and its end follow those of earlier puts (flush_notifications_locked); one
-  // that failed leaves the queue, which may let later ones go.
-  void end_request_locked(Request* req, hmc_status_t status, std::string error) override;
-  // Sends the notifications of landed puts at the head of the peer's queue (net mutex held).
-  void flush_notifications_locked(Peer& peer);
   // Target side of put notifications (context/notify.cpp, ordered by peer/notify_order.h): those
   // the net plugin carried (net mutex held), Notify and NotifyAck messages (ctrl_mutex held),
   // and those held for carried ones that will never come (the peer is gone).
@@ -124,57 +104,50 @@ class Context final : private RegionServices, private EstablishServices, private
   std::string on_notify_ctrl_locked(Peer& peer, const uint8_t* p, size_t n);
   std::string on_notify_ack(Peer& peer, const uint8_t* p, size_t n);
   void drain_held_notifications(Peer& peer);
-  template <typename Fn>
-  uint64_t deliver_notifications(Peer& peer, Fn fn);
   void send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered);
   // Marks the peer lost (net mutex held): closes its endpoint, fails every pending request.
-  void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason);
+  void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) override;
   // Reads and handles the peer's control messages, sends heartbeats, checks liveness.
   bool service_control(const std::shared_ptr<Peer>& peer, uint64_t now);
   // Registers the control handlers of the protocols the context still owns.
   void wire_control_handlers();
   void register_peer(const std::shared_ptr<Peer>& peer);
-  bool breaks_path(Peer& peer, const Request& req, hmc_plugin_status_t st);
-  bool closed_in_order_locked(Peer& peer);
-  bool framed_broken_locked(Peer& peer, Request* req);
-  // Framed transfers (xfer/transfer.cpp).
+  // The data path and the control channel are two connections: the peer's Bye (sent before it
+  // closes its data path) may not have been read yet when the data path's end is seen.
+  bool closed_in_order_locked(Peer& peer) override;
+  // StagingServices: framed transfers (xfer/transfers.h).
   hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
-                             bool* staged, MemoryLocation* where = nullptr,
-                             hmc_net_mr_t** mr = nullptr) override;
-  bool ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc, IpcExport* ex);
-  bool framed_sends_waiting(Peer& peer, uint64_t tag);
+                             bool* staged, MemoryLocation* where, hmc_net_mr_t** mr) override {
+    return transfers_.memory_access(peer, buf, size, what, staged, where, mr);
+  }
   std::unique_ptr<FramedTransfer> make_framed_send(const Peer& peer, const void* buf, size_t size,
                                                    uint64_t tag, bool staged,
-                                                   const MemoryLocation& loc) override;
+                                                   const MemoryLocation& loc) override {
+    return transfers_.make_framed_send(peer, buf, size, tag, staged, loc);
+  }
   std::unique_ptr<FramedTransfer> make_framed_recv(const Peer& peer, void* buf, size_t size,
                                                    uint64_t tag, bool staged,
-                                                   const MemoryLocation& loc) override;
+                                                   const MemoryLocation& loc) override {
+    return transfers_.make_framed_recv(peer, buf, size, tag, staged, loc);
+  }
   hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<FramedTransfer> f,
-                           Op op, size_t size, uint64_t tag, Request** out, bool notify = false,
-                           uint64_t notify_value = 0) override;
-  // Moves a framed request along (net mutex held); ends it when it finished. Returns true when
-  // something happened. A broken path fails the peer (and with it every pending request).
-  bool advance_framed_locked(Peer& peer, Request* req);
-  // Ends a framed request that finished (net mutex held; the caller took it off `pending`).
-  void end_framed_locked(Request* req);
+                           Op op, size_t size, uint64_t tag, Request** out, bool notify,
+                           uint64_t notify_value) override {
+    return transfers_.post_framed(peer, std::move(f), op, size, tag, out, notify, notify_value);
+  }
+  void end_request_locked(Request* req, hmc_status_t status, std::string error) override {
+    transfers_.end_request_locked(req, status, std::move(error));
+  }
   // Parks a failed transfer's staging state until its device copies ended.
   void park_failed_transfer(std::unique_ptr<FramedTransfer> f);
   // Frees parked transfers whose copies ended; with a deadline, waits for all of them.
   void reap_parked_transfers(uint64_t deadline_ns = 0);
-  // Spins on progress until pred() holds or timeout_ms (resolve_timeout) passes.
-  template <typename Pred>
-  bool poll_until(Pred pred, int timeout_ms, Request* fast = nullptr);
 
   // RegionServices and StagingServices.
   bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns) override;
   void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason) override;
   void settle_staged_region(Region* region) override { staging_->settle_region(region); }
   std::mutex& progress_mutex() override { return peers_mutex_; }
-  // post_framed for a put/get on remote, recorded in its inflight list when it is tracked (a
-  // framed transfer records its request after posting: remote->posting covers the gap).
-  hmc_status_t post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
-                                size_t size, Request** out, bool notify = false,
-                                uint64_t notify_value = 0);
 
   // Device copy figures (copy_records), guarded by copy_mutex_; fixed once copy_done_.
   std::mutex copy_mutex_;
@@ -209,37 +182,11 @@ class Context final : private RegionServices, private EstablishServices, private
 
   std::unique_ptr<TargetStaging> staging_;  // made by init
 
-  std::mutex notify_mutex_;
-  std::condition_variable notify_cv_;
-  std::deque<hmc_notification_t> notifications_;
-
   bool use_progress_thread_ = true;
   std::thread progress_thread_;
   std::atomic<bool> stopping_{false};
-  std::atomic<int> active_pollers_{0};
-  // While alive, this thread drives progress itself (a wait): the progress thread stays parked.
-  class PollerScope {
-   public:
-    // Only a progress thread looks at the count (use_progress_thread_ is fixed once the
-    // context is made): without one, a wait pays for neither the count nor the notification.
-    explicit PollerScope(Context& c) : c_(c), counted_(c.use_progress_thread_) {
-      if (counted_) ++c_.active_pollers_;
-    }
-    ~PollerScope() {
-      if (counted_ && --c_.active_pollers_ == 0) c_.thread_cv_.notify_all();
-    }
-    PollerScope(const PollerScope&) = delete;
-    PollerScope& operator=(const PollerScope&) = delete;
-
-   private:
-    Context& c_;
-    bool counted_;
-  };
   std::atomic<bool> thread_sleeping_{false};
   control::Fd wake_fd_;  // eventfd
-  std::mutex thread_mutex_;
-  std::condition_variable thread_cv_;
-  std::atomic<uint64_t> last_control_ns_{0};
 
   // Staging of device memory over host-only paths (xfer/framed_transfer.h). ~Context ends every
   // transfer and drains the parked ones before devices_.release_all() ends the pool and engine.
@@ -247,6 +194,8 @@ class Context final : private RegionServices, private EstablishServices, private
   StageEnv stage_env_;  // the registry's pool and engine
   std::mutex parked_transfers_mutex_;
   std::vector<std::unique_ptr<FramedTransfer>> parked_transfers_;
+
+  Transfers transfers_;  // wired by init (Transfers::configure)
 };
 
 }  // namespace hmc

@@ -10,24 +10,6 @@
 
 namespace hmc {
 
-// Applies fn to the peer's receiver and queues what it releases, under notify_mutex_; returns
-// the Notify messages delivered so far when fn released one of them, else 0.
-template <typename Fn>
-uint64_t Context::deliver_notifications(Peer& peer, Fn fn) {
-  std::vector<uint64_t> out;
-  uint64_t acked = 0;
-  {
-    std::lock_guard<std::mutex> lock(notify_mutex_);
-    uint64_t before = peer.notify_receiver.control_delivered();
-    fn(peer.notify_receiver, &out);
-    for (uint64_t v : out) notifications_.push_back({reinterpret_cast<hmc_peer_t>(&peer), v});
-    if (peer.notify_receiver.control_delivered() != before)
-      acked = peer.notify_receiver.control_delivered();
-  }
-  if (!out.empty()) notify_cv_.notify_all();
-  return acked;
-}
-
 // Tells the initiator how many of its Notify messages were delivered (ctrl_mutex held). Peers
 // that predate carried notifications neither need nor know NotifyAck.
 void Context::send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered) {
@@ -42,9 +24,8 @@ void Context::poll_carried_notifications_locked(Peer& peer) {
   const auto* t = peer.net->table();
   uint64_t value = 0;
   while (peer.ep && t->notify_poll(peer.ep, &value) == HMC_PLUGIN_SUCCESS) {
-    uint64_t acked = deliver_notifications(peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) {
-      r.carried(value, out);
-    });
+    uint64_t acked = transfers_.notifications().deliver(
+        peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) { r.carried(value, out); });
     if (acked) {
       std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
       send_notify_ack_ctrl_locked(peer, acked);
@@ -55,9 +36,10 @@ void Context::poll_carried_notifications_locked(Peer& peer) {
 std::string Context::on_notify_ctrl_locked(Peer& peer, const uint8_t* p, size_t n) {
   msg::Notify m;
   if (!msg::decode_notify(p, n, &m)) return "malformed notification";
-  uint64_t acked = deliver_notifications(peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) {
-    r.control(m.value, m.carried_before, out);
-  });
+  uint64_t acked = transfers_.notifications().deliver(
+      peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) {
+        r.control(m.value, m.carried_before, out);
+      });
   send_notify_ack_ctrl_locked(peer, acked);
   return "";
 }
@@ -70,7 +52,8 @@ std::string Context::on_notify_ack(Peer& peer, const uint8_t* p, size_t n) {
 }
 
 void Context::drain_held_notifications(Peer& peer) {
-  deliver_notifications(peer, [](NotifyReceiver& r, std::vector<uint64_t>* out) { r.drain(out); });
+  transfers_.notifications().deliver(
+      peer, [](NotifyReceiver& r, std::vector<uint64_t>* out) { r.drain(out); });
 }
 
 }  // namespace hmc

@@ -48,7 +48,7 @@ enum class MsgType : uint16_t {
   RegionRelease = 26,  // importer -> owner: one import of the region was released
   RegionGone = 27,     // owner -> importer: the region is being deregistered
   RegionGoneAck = 28,  // importer -> owner: no access to that region is running or will start
-  // Target-side staging (xfer/transfer.cpp): one-sided access to a region of device memory that
+  // Target-side staging (xfer/target_staging.h): one-sided access to a region of device memory that
   // the owner's net plugins cannot reach. Sent only for descriptors flagged staged, which only
   // owners that know these types pack.
   StagedPut = 29,   // initiator -> owner: receive my framed send into your region (peer/messages.h)

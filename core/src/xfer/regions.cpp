@@ -96,7 +96,7 @@ hmc_status_t Regions::register_memory(void* addr, size_t size, uint32_t access, 
   region->access = access;
   region->context_id = settings_.context_id;
   const Device& dev = *loc.device;
-  // Device memory is also served by target-side staging (xfer/transfer.cpp), for peers whose
+  // Device memory is also served by target-side staging (xfer/target_staging.h), for peers whose
   // path has no registration of it; the descriptor says so.
   region->staged = !dev.is_host();
   DmabufExport dmabuf;

@@ -30,7 +30,7 @@ struct Peer;
 class StagingServices {
  public:
   virtual ~StagingServices() = default;
-  // Where buf lives for this pair; *staged: through bounce buffers (xfer/transfer.cpp).
+  // Where buf lives for this pair; *staged: through bounce buffers (xfer/transfers.h).
   virtual hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size,
                                      const char* what, bool* staged, MemoryLocation* where,
                                      hmc_net_mr_t** mr) = 0;

@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <sched.h>
 
-#include "context/context.h"
+#include "xfer/transfers.h"
+
+#include "peer/messages.h"
 #include "util/clock.h"
 #include "util/hot.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "xfer/bounced_rma.h"
 #include "xfer/framed_message.h"
+#include "xfer/regions.h"
+#include "xfer/target_staging.h"
 
 namespace hmc {
 
@@ -21,6 +25,14 @@ const char* op_name(Op op) {
     case Op::Get: return "get";
   }
   return "?";
+}
+
+void Transfers::configure(const Settings& settings) {
+  owner_ = settings.owner;
+  regions_ = settings.regions;
+  staging_ = settings.staging;
+  timeout_ms_ = settings.timeout_ms;
+  polling_.progress_thread = settings.progress_thread;
 }
 
 namespace {
@@ -40,7 +52,7 @@ constexpr int kFastTurns = 8;
 // path reaches natively go direct, other device memory is staged through bounce buffers. With
 // mr (one-sided operations), device memory inside a region registered with the path's net device
 // (by dma-buf) goes direct too, and *mr is that registration.
-hmc_status_t Context::memory_access(const Peer& peer, const void* buf, size_t size,
+hmc_status_t Transfers::memory_access(const Peer& peer, const void* buf, size_t size,
                                     const char* what, bool* staged, MemoryLocation* where,
                                     hmc_net_mr_t** mr) {
   *staged = false;
@@ -64,7 +76,7 @@ hmc_status_t Context::memory_access(const Peer& peer, const void* buf, size_t si
 
 // Whether a send of device memory at buf (located at loc) can go by device IPC to the peer: the
 // pair agreed on IPC for its vendor and the plugin exports the allocation. Fills ex.
-bool Context::ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc,
+bool Transfers::ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc,
                          IpcExport* ex) {
   const Device* d = loc.device;
   if (!d || d->is_host() || !(d->caps & HMC_DEVICE_CAP_IPC) || !loc.size ||
@@ -89,7 +101,7 @@ bool Context::ipc_export(const Peer& peer, const void* buf, const MemoryLocation
 // bounces, one copy out and one in; the transport) are tried in the order the cost model ranks
 // them for this size (path/device_modes.h). A way that cannot serve this message (the
 // allocation does not export, the peer refused shared buffers) passes to the next.
-std::unique_ptr<FramedTransfer> Context::make_framed_send(const Peer& peer, const void* buf,
+std::unique_ptr<FramedTransfer> Transfers::make_framed_send(const Peer& peer, const void* buf,
                                                           size_t size, uint64_t tag, bool staged,
                                                           const MemoryLocation& loc) {
   auto f = std::make_unique<FramedSend>(buf, size, tag, staged, peer.framing.geometry());
@@ -124,7 +136,7 @@ std::unique_ptr<FramedTransfer> Context::make_framed_send(const Peer& peer, cons
 }
 
 // A framed receive into buf, which copies staged pieces into loc's device.
-std::unique_ptr<FramedTransfer> Context::make_framed_recv(const Peer& peer, void* buf, size_t size,
+std::unique_ptr<FramedTransfer> Transfers::make_framed_recv(const Peer& peer, void* buf, size_t size,
                                                           uint64_t tag, bool staged,
                                                           const MemoryLocation& loc) {
   auto f = std::make_unique<FramedRecv>(buf, size, tag, staged, peer.framing.geometry());
@@ -132,17 +144,17 @@ std::unique_ptr<FramedTransfer> Context::make_framed_recv(const Peer& peer, void
   return f;
 }
 
-bool Context::framed_sends_waiting(Peer& peer, uint64_t tag) {
+bool Transfers::framed_sends_waiting(Peer& peer, uint64_t tag) {
   std::lock_guard<std::mutex> lock(peer.net->mutex());
   return peer.framing.sends.count(tag) != 0;
 }
 
 // Posts a framed send or receive: its first step runs now, under the net mutex, so that its
 // place in the per-tag order is the order of the posts.
-hmc_status_t Context::post_framed(const std::shared_ptr<Peer>& peer,
+hmc_status_t Transfers::post_framed(const std::shared_ptr<Peer>& peer,
                                   std::unique_ptr<FramedTransfer> f, Op op, size_t size,
                                   uint64_t tag, Request** out, bool notify, uint64_t notify_value) {
-  Request* req = RequestTable::acquire(this, op, peer.get(), size, tag, notify, notify_value);
+  Request* req = RequestTable::acquire(owner_, op, peer.get(), size, tag, notify, notify_value);
   req->framed = std::move(f);
   {
     std::lock_guard<std::mutex> lock(peer->net->mutex());
@@ -175,7 +187,7 @@ hmc_status_t check_peer(const Peer& peer, const char* what, bool receiving = fal
 
 // Posts req through `post` (called with the net mutex held and the endpoint live).
 template <typename PostFn>
-HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post) {
+HMC_HOT hmc_status_t Transfers::post_common(Request* req, PostFn post) {
   Peer& peer = *req->peer;
   NetPlugin& net = *peer.net;
   const Op op = req->op;
@@ -197,21 +209,21 @@ HMC_HOT static hmc_status_t post_common(Context& ctx, Request* req, PostFn post)
       // that its wait returns at once; where posts of its size do not end so, the test is left
       // out (peer/post_test_learner.h). Receives rarely end at post, and are never tested here.
       if ((op == Op::Send || op == Op::Put) && peer.post_test_learner.should_test(req->size)) {
-        ctx.test_net_locked(peer, req);
+        test_net_locked(peer, req);
         peer.post_test_learner.note(req->size, req->done.load(std::memory_order_acquire));
       }
     }
   }
   if (ps != HMC_PLUGIN_SUCCESS) {
     RequestTable::release(req);  // the context keeps the peer
-    if (ps == HMC_PLUGIN_ERR_PEER_LOST) ctx.progress(true);
+    if (ps == HMC_PLUGIN_ERR_PEER_LOST) services_.progress(true);
     return fail(from_plugin_status(ps), "hmc_{} with {} via {}: {}", op_name(op), peer.name,
                 peer.choice.key(), plugin_status_string(ps));
   }
   return HMC_SUCCESS;
 }
 
-HMC_HOT hmc_status_t Context::post_send(Peer* peer, const void* buf, size_t size, uint64_t tag,
+HMC_HOT hmc_status_t Transfers::post_send(Peer* peer, const void* buf, size_t size, uint64_t tag,
                                         Request** out) {
   hmc_status_t st = check_peer(*peer, "send");
   if (st != HMC_SUCCESS) return st;
@@ -224,8 +236,8 @@ HMC_HOT hmc_status_t Context::post_send(Peer* peer, const void* buf, size_t size
                          make_framed_send(*peer, buf, size, tag, staged, loc), Op::Send, size, tag,
                          out);
   }
-  Request* req = RequestTable::acquire(this, Op::Send, peer, size, tag);
-  st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
+  Request* req = RequestTable::acquire(owner_, Op::Send, peer, size, tag);
+  st = post_common(req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     return net.table()->isend(ep, buf, size, nullptr, tag, nr);
   });
   if (st != HMC_SUCCESS) return st;
@@ -233,7 +245,7 @@ HMC_HOT hmc_status_t Context::post_send(Peer* peer, const void* buf, size_t size
   return HMC_SUCCESS;
 }
 
-HMC_HOT hmc_status_t Context::post_recv(Peer* peer, void* buf, size_t size, uint64_t tag,
+HMC_HOT hmc_status_t Transfers::post_recv(Peer* peer, void* buf, size_t size, uint64_t tag,
                                         Request** out) {
   hmc_status_t st = check_peer(*peer, "recv", true);
   if (st != HMC_SUCCESS) return st;
@@ -245,8 +257,8 @@ HMC_HOT hmc_status_t Context::post_recv(Peer* peer, void* buf, size_t size, uint
                        make_framed_recv(*peer, buf, size, tag, staged, loc), Op::Recv, size, tag,
                        out);
   }
-  Request* req = RequestTable::acquire(this, Op::Recv, peer, size, tag);
-  st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
+  Request* req = RequestTable::acquire(owner_, Op::Recv, peer, size, tag);
+  st = post_common(req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     return net.table()->irecv(ep, buf, size, nullptr, tag, nr);
   });
   if (st != HMC_SUCCESS) return st;
@@ -265,7 +277,7 @@ hmc_status_t check_remote_range(const Remote& remote, uint64_t offset, size_t si
 }
 }  // namespace
 
-hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
+hmc_status_t Transfers::post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
                                uint32_t flags, uint64_t notify_value, Request** out) {
   const auto& peer = remote->peer;
   hmc_status_t st = check_peer(*peer, "put");
@@ -293,10 +305,10 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
-  Request* req = RequestTable::acquire(this, Op::Put, peer.get(), size, 0, flags & HMC_PUT_NOTIFY,
+  Request* req = RequestTable::acquire(owner_, Op::Put, peer.get(), size, 0, flags & HMC_PUT_NOTIFY,
                                        notify_value);
   uint64_t addr = remote->base + offset;
-  st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
+  st = post_common(req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
     // Checked and recorded under the net mutex, where a withdrawal marks and looks.
     if (remote->dead.load(std::memory_order_relaxed)) return HMC_PLUGIN_ERR_REMOTE;
@@ -318,7 +330,7 @@ hmc_status_t Context::post_put(Remote* remote, const void* buf, size_t size, uin
   return HMC_SUCCESS;
 }
 
-hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t offset,
+hmc_status_t Transfers::post_get(Remote* remote, void* buf, size_t size, uint64_t offset,
                                Request** out) {
   const auto& peer = remote->peer;
   hmc_status_t st = check_peer(*peer, "get");
@@ -344,9 +356,9 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
-  Request* req = RequestTable::acquire(this, Op::Get, peer.get(), size);
+  Request* req = RequestTable::acquire(owner_, Op::Get, peer.get(), size);
   uint64_t addr = remote->base + offset;
-  st = post_common(*this, req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
+  st = post_common(req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
     if (remote->dead.load(std::memory_order_relaxed)) return HMC_PLUGIN_ERR_REMOTE;
     hmc_plugin_status_t ps = net.table()->iget(ep, buf, size, mr, addr, remote->rkey, nr);
@@ -359,7 +371,7 @@ hmc_status_t Context::post_get(Remote* remote, void* buf, size_t size, uint64_t 
   return HMC_SUCCESS;
 }
 
-hmc_status_t Context::post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
+hmc_status_t Transfers::post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
                                        size_t size, Request** out, bool notify,
                                        uint64_t notify_value) {
   const auto& peer = remote->peer;
@@ -394,11 +406,12 @@ HMC_HOT hmc_status_t finish(Request* req, size_t* bytes) {
 }
 }  // namespace
 
-HMC_HOT hmc_status_t Context::test(Request* req, size_t* bytes) {
+HMC_HOT hmc_status_t Transfers::test(Request* req, size_t* bytes) {
   if (!req->done.load(std::memory_order_acquire)) {
     progress_request(req);
-    if (!use_progress_thread_ || elapsed_ns(now_ns(), last_control_ns_) > kControlIntervalNs)
-      progress(true);
+    if (!polling_.progress_thread ||
+        elapsed_ns(now_ns(), polling_.last_control_ns) > kControlIntervalNs)
+      services_.progress(true);
   }
   if (!req->done.load(std::memory_order_acquire)) return HMC_IN_PROGRESS;
   hmc_status_t st = finish(req, bytes);
@@ -407,9 +420,9 @@ HMC_HOT hmc_status_t Context::test(Request* req, size_t* bytes) {
 }
 
 template <typename Pred>
-HMC_HOT bool Context::poll_until(Pred pred, int timeout_ms, Request* fast) {
+HMC_HOT bool Transfers::poll_until(Pred pred, int timeout_ms, Request* fast) {
   if (pred()) return true;
-  PollerScope scope(*this);
+  Polling::Scope scope(polling_);
   // The clock is read for the first time on the 16th turn (tens of ns on a VM, on the path of
   // every short wait otherwise): the deadline and the quiet spell count from there.
   uint64_t deadline_ns = 0, last_event = 0;
@@ -429,9 +442,9 @@ HMC_HOT bool Context::poll_until(Pred pred, int timeout_ms, Request* fast) {
     }
     // The request's own plugin is tested every turn; everything else (other plugins, the control
     // plane, heartbeats, liveness) every kControlIntervalNs.
-    bool control_due = elapsed_ns(now, last_control_ns_) > kControlIntervalNs;
+    bool control_due = elapsed_ns(now, polling_.last_control_ns) > kControlIntervalNs;
     if (!fast || control_due) {
-      if (progress(control_due)) last_event = now;
+      if (services_.progress(control_due)) last_event = now;
     }
     if (pred()) return true;
     if (now >= deadline_ns) return false;
@@ -444,7 +457,7 @@ HMC_HOT bool Context::poll_until(Pred pred, int timeout_ms, Request* fast) {
   }
 }
 
-HMC_HOT hmc_status_t Context::wait(Request* req, int timeout_ms, size_t* bytes) {
+HMC_HOT hmc_status_t Transfers::wait(Request* req, int timeout_ms, size_t* bytes) {
   bool done = poll_until([&] { return req->done.load(std::memory_order_acquire); }, timeout_ms, req);
   if (!done)
     return fail(HMC_ERR_TIMEOUT, "hmc_request_wait: {} of {} bytes with {} still running after "
@@ -454,7 +467,7 @@ HMC_HOT hmc_status_t Context::wait(Request* req, int timeout_ms, size_t* bytes) 
   return st;
 }
 
-hmc_status_t Context::cancel(Request* req) {
+hmc_status_t Transfers::cancel(Request* req) {
   Peer& peer = *req->peer;
   std::lock_guard<std::mutex> lock(peer.net->mutex());
   if (req->framed && !req->done.load(std::memory_order_acquire)) {
@@ -481,20 +494,14 @@ hmc_status_t Context::cancel(Request* req) {
   return fail(from_plugin_status(ps), "hmc_request_cancel: {}", plugin_status_string(ps));
 }
 
-hmc_status_t Context::notify_wait(int timeout_ms, hmc_notification_t* out) {
-  auto take = [&] {
-    std::lock_guard<std::mutex> lock(notify_mutex_);
-    if (notifications_.empty()) return false;
-    *out = notifications_.front();
-    notifications_.pop_front();
-    return true;
-  };
+hmc_status_t Transfers::notify_wait(int timeout_ms, hmc_notification_t* out) {
+  auto take = [&] { return notifications_.take(out); };
   if (take()) return HMC_SUCCESS;
   // Notifications arrive on the control plane: service it on every turn.
-  last_control_ns_ = 0;
+  polling_.last_control_ns = 0;
   bool got = poll_until([&] {
     if (take()) return true;
-    last_control_ns_ = 0;
+    polling_.last_control_ns = 0;
     return false;
   }, timeout_ms);
   if (!got)
@@ -502,5 +509,168 @@ hmc_status_t Context::notify_wait(int timeout_ms, hmc_notification_t* out) {
                 resolve_timeout(timeout_ms));
   return HMC_SUCCESS;
 }
+
+// --- request completion -------------------------------------------------------------------
+
+HMC_HOT void Transfers::complete_locked(Request* req, hmc_status_t status, std::string error) {
+  req->status = status;
+  req->error = std::move(error);
+  req->peer->add_pending_locked(-1);
+  req->done.store(true, std::memory_order_release);
+}
+
+void Transfers::flush_notifications_locked(Peer& peer) {
+  while (!peer.notify_queue.empty() && peer.notify_queue.front()->landed) {
+    Request* req = peer.notify_queue.front();
+    peer.notify_queue.pop_front();
+    if (req->carried) {  // the plugin delivered it with the data
+      peer.notify_sender.carried_landed();
+      complete_locked(req, HMC_SUCCESS, "");
+      continue;
+    }
+    hmc_status_t st;
+    {
+      std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
+      control::Writer w;
+      msg::encode_notify({req->notify_value, peer.notify_sender.control_sending()}, &w);
+      st = peer.ctrl ? peer.ctrl->send(control::MsgType::Notify, w) : HMC_ERR_PEER_LOST;
+    }
+    if (st == HMC_SUCCESS) complete_locked(req, HMC_SUCCESS, "");
+    else
+      complete_locked(req, HMC_ERR_PEER_LOST,
+                      fmt::format("hmc_put to {}: the data landed but the notification could not "
+                                  "be sent: {}", peer.name, last_error()));
+  }
+}
+
+HMC_HOT void Transfers::finish_request_locked(Request* req, hmc_plugin_status_t result,
+                                            size_t bytes) {
+  Peer& peer = *req->peer;
+  req->net = nullptr;
+  if (req->temp_mr) {
+    peer.net->table()->dereg_mr(peer.net->ctx(), req->temp_mr);
+    req->temp_mr = nullptr;
+  }
+  req->bytes = bytes;
+  std::string error;
+  const char* what = op_name(req->op);
+  if (result == HMC_PLUGIN_SUCCESS)
+    ;
+  else if (result == HMC_PLUGIN_ERR_PEER_LOST)
+    error = fmt::format("hmc_{} with {}: peer lost ({})", what, peer.name,
+                        peer.lost_reason.empty() ? "connection broken" : peer.lost_reason);
+  else if (result == HMC_PLUGIN_ERR_REMOTE)
+    error = fmt::format("hmc_{} with {}: refused by the peer (outside the region, unknown or "
+                        "deregistered key, or access not granted)", what, peer.name);
+  else if (result == HMC_PLUGIN_ERR_TRUNCATED)
+    error = fmt::format("hmc_recv from {} (tag {}): the message was larger than the {}-byte "
+                        "buffer", peer.name, req->tag, req->size);
+  else if (result == HMC_PLUGIN_ERR_CANCELLED)
+    error = fmt::format("hmc_{} with {}: cancelled", what, peer.name);
+  else
+    error = fmt::format("hmc_{} with {} via {}: {}", what, peer.name, peer.choice.key(),
+                        plugin_status_string(result));
+  end_request_locked(req, from_plugin_status(result), std::move(error));
+}
+
+HMC_HOT void Transfers::end_request_locked(Request* req, hmc_status_t status, std::string error) {
+  Peer& peer = *req->peer;
+  peer.completions.store(peer.completions.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
+  if (req->notify) {  // a put's notification, and its end, go in post order
+    if (status == HMC_SUCCESS) {
+      req->landed = true;
+      flush_notifications_locked(peer);
+      return;
+    }
+    auto& q = peer.notify_queue;
+    for (auto it = q.begin(); it != q.end(); ++it)
+      if (*it == req) {
+        q.erase(it);
+        break;
+      }
+  }
+  complete_locked(req, status, std::move(error));
+  if (req->notify) flush_notifications_locked(peer);  // a failed head may unblock later ones
+}
+
+
+// A framed request whose path broke: fails the peer, unless it was a receive that matched
+// nothing from a peer that closed in order. Net mutex held. Returns true when the peer failed.
+bool Transfers::framed_broken_locked(Peer& peer, Request* req) {
+  FramedTransfer& f = *req->framed;
+  if (f.unmatched() && services_.closed_in_order_locked(peer)) {
+    f.end_unmatched(req, peer);
+    f.release(stage_env_);
+    return false;
+  }
+  services_.fail_peer_locked(peer, HMC_ERR_PEER_LOST,
+                   fmt::format("connection broken ({})", plugin_status_string(f.plugin_status())));
+  return true;
+}
+
+bool Transfers::advance_framed_locked(Peer& peer, Request* req) {
+  FramedTransfer& f = *req->framed;
+  bool moved = f.advance(req, peer, stage_env_);
+  if (f.broken() && framed_broken_locked(peer, req)) return true;
+  if (!f.finished()) return moved;
+  auto& pend = peer.pending;
+  for (size_t i = 0; i < pend.size(); ++i) {
+    if (pend[i] == req) {
+      pend[i] = pend.back();
+      pend.pop_back();
+      break;
+    }
+  }
+  end_framed_locked(req);
+  return true;
+}
+
+void Transfers::end_framed_locked(Request* req) {
+  FramedTransfer& f = *req->framed;
+  req->bytes = f.bytes();
+  end_request_locked(req, f.status(), f.error());
+}
+
+
+HMC_HOT void Transfers::progress_request(Request* req, int turns) {
+  if (req->control_driven) {  // its end comes with a control message: service them now
+    services_.progress(true);
+    return;
+  }
+  Peer& peer = *req->peer;
+  std::lock_guard<std::mutex> lock(peer.net->mutex());
+  if (req->done.load(std::memory_order_acquire)) return;
+  if (req->framed) {
+    advance_framed_locked(peer, req);
+    return;
+  }
+  for (int t = 0; t < turns && !req->done.load(std::memory_order_acquire); ++t)
+    test_net_locked(peer, req);
+}
+
+HMC_HOT void Transfers::test_net_locked(Peer& peer, Request* req) {
+  if (!req->net) return;
+  int done = 0;
+  size_t bytes = 0;
+  hmc_plugin_status_t st = peer.net->table()->test(req->net, &done, &bytes);
+  if (!done && st == HMC_PLUGIN_SUCCESS) return;
+  if (!done) {
+    // test failed without ending the request: the plugin lost track of it; end it ourselves.
+    HMC_LOG_W("net plugin {}: test failed ({}) without ending the request", peer.net->name(),
+              plugin_status_string(st));
+  }
+  auto& pend = peer.pending;
+  for (size_t i = 0; i < pend.size(); ++i) {
+    if (pend[i] == req) {
+      pend[i] = pend.back();
+      pend.pop_back();
+      break;
+    }
+  }
+  finish_request_locked(req, st, bytes);
+  if (breaks_path(peer, *req, st)) services_.fail_peer_locked(peer, HMC_ERR_PEER_LOST, "connection broken");
+}
+
 
 }  // namespace hmc

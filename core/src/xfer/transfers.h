@@ -1,0 +1,214 @@
+// Transfers: posting send/recv/put/get on a peer's data path, and completing them: test, wait
+// (busy-polling the request's own plugin, with a full progress pass now and then), cancel, the
+// end of a request (its plugin result, a put's notification in post order) and hmc_notify_wait.
+// What it needs of the rest of the context (a progress pass, failing a peer) comes through
+// TransferServices; the context owns one Transfers by value, so the path of every message
+// reaches it without a pointer of its own and makes no virtual call.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "device/registry.h"
+#include "hmc/hmc.h"
+#include "net/region.h"
+#include "peer/peer.h"
+#include "xfer/framed_transfer.h"
+#include "xfer/request.h"
+
+namespace hmc {
+
+class Context;
+class Regions;
+class TargetStaging;
+
+// What transfers need of the context. Called off the path of a message that ends well: a
+// progress pass every control interval, and peer failure when a path broke.
+class TransferServices {
+ public:
+  // One pass over every plugin, pending request and control channel (no lock held). Returns
+  // true when something happened.
+  virtual bool progress(bool control) = 0;
+  // Marks the peer lost (net mutex held): closes its endpoint, fails every pending request.
+  virtual void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) = 0;
+  // Whether the peer closed in order (its Bye read; net mutex held).
+  virtual bool closed_in_order_locked(Peer& peer) = 0;
+
+ protected:
+  ~TransferServices() = default;
+};
+
+// What waiting threads share with the progress thread: while one waits (and drives progress
+// itself), the progress thread stays parked.
+struct Polling {
+  bool progress_thread = true;  // fixed once the context is made
+  std::atomic<int> active_pollers{0};
+  std::atomic<uint64_t> last_control_ns{0};  // the last progress pass that serviced control
+  std::mutex thread_mutex;
+  std::condition_variable thread_cv;
+
+  class Scope {
+   public:
+    // Only a progress thread looks at the count: without one, a wait pays for neither the count
+    // nor the notification.
+    explicit Scope(Polling& p) : p_(p), counted_(p.progress_thread) {
+      if (counted_) ++p_.active_pollers;
+    }
+    ~Scope() {
+      if (counted_ && --p_.active_pollers == 0) p_.thread_cv.notify_all();
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Polling& p_;
+    bool counted_;
+  };
+};
+
+// Put notifications delivered at the target, waiting for hmc_notify_wait.
+class NotificationQueue {
+ public:
+  // Applies fn to the peer's receiver (peer/notify_order.h) and queues what it releases; returns
+  // the Notify messages delivered so far when fn released one of them, else 0.
+  template <typename Fn>
+  uint64_t deliver(Peer& peer, Fn fn) {
+    std::vector<uint64_t> out;
+    uint64_t acked = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      uint64_t before = peer.notify_receiver.control_delivered();
+      fn(peer.notify_receiver, &out);
+      for (uint64_t v : out) queue_.push_back({reinterpret_cast<hmc_peer_t>(&peer), v});
+      if (peer.notify_receiver.control_delivered() != before)
+        acked = peer.notify_receiver.control_delivered();
+    }
+    if (!out.empty()) cv_.notify_all();
+    return acked;
+  }
+  // Takes the oldest notification; false when there is none.
+  bool take(hmc_notification_t* out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.empty()) return false;
+    *out = queue_.front();
+    queue_.pop_front();
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<hmc_notification_t> queue_;
+};
+
+class Transfers {
+ public:
+  struct Settings {
+    Context* owner = nullptr;  // stamped on each request (the API finds its context there)
+    Regions* regions = nullptr;
+    TargetStaging* staging = nullptr;
+    int timeout_ms = 0;        // HMC_TIMEOUT_MS
+    bool progress_thread = true;
+  };
+  Transfers(TransferServices& services, DeviceRegistry& devices, StageEnv& stage_env)
+      : services_(services), devices_(devices), stage_env_(stage_env) {}
+  Transfers(const Transfers&) = delete;
+  Transfers& operator=(const Transfers&) = delete;
+  // Completes the wiring once the context made the other subsystems (before any transfer).
+  void configure(const Settings& settings);
+
+  hmc_status_t post_send(Peer* peer, const void* buf, size_t size, uint64_t tag, Request** out);
+  hmc_status_t post_recv(Peer* peer, void* buf, size_t size, uint64_t tag, Request** out);
+  hmc_status_t post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
+                        uint32_t flags, uint64_t notify_value, Request** out);
+  hmc_status_t post_get(Remote* remote, void* buf, size_t size, uint64_t offset, Request** out);
+  // Final status releases the request (deletes it); HMC_IN_PROGRESS / HMC_ERR_TIMEOUT keep it.
+  hmc_status_t test(Request* req, size_t* bytes);
+  hmc_status_t wait(Request* req, int timeout_ms, size_t* bytes);
+  hmc_status_t cancel(Request* req);
+  hmc_status_t notify_wait(int timeout_ms, hmc_notification_t* out);
+
+  // Framed transfers (xfer/framed_transfer.h). Where buf lives for this pair; *staged: through
+  // bounce buffers.
+  hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
+                             bool* staged, MemoryLocation* where = nullptr,
+                             hmc_net_mr_t** mr = nullptr);
+  std::unique_ptr<FramedTransfer> make_framed_send(const Peer& peer, const void* buf, size_t size,
+                                                   uint64_t tag, bool staged,
+                                                   const MemoryLocation& loc);
+  std::unique_ptr<FramedTransfer> make_framed_recv(const Peer& peer, void* buf, size_t size,
+                                                   uint64_t tag, bool staged,
+                                                   const MemoryLocation& loc);
+  hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<FramedTransfer> f,
+                           Op op, size_t size, uint64_t tag, Request** out, bool notify = false,
+                           uint64_t notify_value = 0);
+
+  // --- request completion (net mutex held unless said otherwise) ----------------------------
+  // Tests just this request's net operation (the fast path of a wait; no lock held): up to
+  // `turns` times in a row under one lock, or until it ends. A framed request advances once, a
+  // control-driven one services the control plane once, whatever `turns` says.
+  void progress_request(Request* req, int turns = 1);
+  // Tests req's plugin request once and ends req if it ended (req pending).
+  void test_net_locked(Peer& peer, Request* req);
+  // Ends req: records the plugin's result, sends a put's notification.
+  void finish_request_locked(Request* req, hmc_plugin_status_t result, size_t bytes);
+  // Marks req ended with status.
+  void complete_locked(Request* req, hmc_status_t status, std::string error);
+  // Ends req with status. A notifying put that succeeded only lands: its notification and its
+  // end follow those of earlier puts (flush_notifications_locked); one that failed leaves the
+  // queue, which may let later ones go.
+  void end_request_locked(Request* req, hmc_status_t status, std::string error);
+  // Moves a framed request along; ends it when it finished. Returns true when something
+  // happened. A broken path fails the peer (and with it every pending request).
+  bool advance_framed_locked(Peer& peer, Request* req);
+  // Ends a framed request that finished (the caller took it off `pending`).
+  void end_framed_locked(Request* req);
+  // A framed request whose path broke: fails the peer, unless it was a receive that matched
+  // nothing from a peer that closed in order. Returns true when the peer failed.
+  bool framed_broken_locked(Peer& peer, Request* req);
+  // Whether a request ending with st means the path to the peer is gone. A receive that matched
+  // nothing from a peer that closed in order is not: what the peer sent before its close stays
+  // receivable (net.h), so the endpoint stays open.
+  bool breaks_path(Peer& peer, const Request& req, hmc_plugin_status_t st) {
+    if (st != HMC_PLUGIN_ERR_PEER_LOST) return false;
+    return !(req.op == Op::Recv && services_.closed_in_order_locked(peer));
+  }
+
+  Polling& polling() { return polling_; }
+  NotificationQueue& notifications() { return notifications_; }
+
+ private:
+  // Sends the notifications of landed puts at the head of the peer's queue.
+  void flush_notifications_locked(Peer& peer);
+  bool ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc, IpcExport* ex);
+  bool framed_sends_waiting(Peer& peer, uint64_t tag);
+  // post_framed for a put/get on remote, recorded in its inflight list when it is tracked (a
+  // framed transfer records its request after posting: remote->posting covers the gap).
+  hmc_status_t post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
+                                size_t size, Request** out, bool notify = false,
+                                uint64_t notify_value = 0);
+  template <typename PostFn>
+  hmc_status_t post_common(Request* req, PostFn post);
+  // Spins on progress until pred() holds or timeout_ms (resolve_timeout) passes.
+  template <typename Pred>
+  bool poll_until(Pred pred, int timeout_ms, Request* fast = nullptr);
+  int resolve_timeout(int timeout_ms) const { return timeout_ms < 0 ? timeout_ms_ : timeout_ms; }
+
+  TransferServices& services_;
+  DeviceRegistry& devices_;
+  StageEnv& stage_env_;
+  Context* owner_ = nullptr;
+  Regions* regions_ = nullptr;
+  TargetStaging* staging_ = nullptr;
+  int timeout_ms_ = 30000;
+  Polling polling_;
+  NotificationQueue notifications_;
+};
+
+}  // namespace hmc
