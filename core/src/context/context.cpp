@@ -124,6 +124,7 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   regions_ = std::make_unique<Regions>(
       static_cast<RegionServices&>(*this), devices_, nets_,
       Regions::Settings{this, id_, timeout_ms_, config_.get_bool("HMC_NET_DMABUF")});
+  failure_.configure(regions_.get());
   staging_ = std::make_unique<TargetStaging>(static_cast<StagingServices&>(*this), *regions_, this,
                                              timeout_ms_);
   transfers_.configure(Transfers::Settings{this, regions_.get(), staging_.get(), timeout_ms_,
@@ -276,7 +277,7 @@ Context::~Context() {
   }
   for (auto& p : closed_peers_) Handles::remove(p.get());
   if (regions_) regions_->release_all();  // the Remotes' keys went with their peers, above
-  reap_parked_transfers(now_ns() + uint64_t(timeout_ms_) * 1000000);
+  failure_.reap_parked_transfers(now_ns() + uint64_t(timeout_ms_) * 1000000);
   RequestTable::release_all(this);
   peers.clear();
   closed_peers_.clear();
@@ -287,110 +288,9 @@ Context::~Context() {
 
 // --- progress -------------------------------------------------------------------------------
 
-void Context::fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) {
-  if (!peer.lost.exchange(true)) {
-    peer.lost_reason = reason;
-    bool orderly = status != HMC_ERR_PEER_LOST || reason.rfind(kPeerClosed, 0) == 0;
-    if (orderly) HMC_LOG_I("peer {} closed: {}", peer.name, reason);
-    else HMC_LOG_W("peer {} lost: {}", peer.name, reason);
-  }
-  regions_->release_keys_locked(peer);  // keys unpacked on the endpoint go before it
-  if (peer.ep) {
-    peer.net->table()->close_ep(peer.ep);  // releases the plugin's side of every pending request
-    peer.ep = nullptr;
-  }
-  auto fail_one = [&](Request* req) {
-    req->net = nullptr;
-    if (req->framed) {
-      req->framed->forget_plugin_requests();
-      park_failed_transfer(std::move(req->framed));
-    }
-    if (req->temp_mr) {
-      peer.net->table()->dereg_mr(peer.net->ctx(), req->temp_mr);
-      req->temp_mr = nullptr;
-    }
-    transfers_.complete_locked(req, status,
-                    fmt::format("hmc_{} with {}: {}", op_name(req->op), peer.name,
-                                status == HMC_ERR_PEER_LOST ? "peer lost (" + peer.lost_reason + ")"
-                                                            : reason));
-  };
-  for (Request* req : peer.pending) fail_one(req);
-  peer.pending.clear();
-  peer.framing.sends.clear();
-  peer.framing.first.clear();
-  peer.framing.streams.clear();
-  peer.framing.ipc_maps.clear();  // (copies still reading one hold it until they end)
-  peer.framing.shared_slabs.clear();
-  for (Request* req : peer.notify_queue)
-    if (req->landed) fail_one(req);  // the others were just failed as pending
-  peer.notify_queue.clear();
-  drain_held_notifications(peer);
-}
-
-bool Context::closed_in_order_locked(Peer& peer) {
-  if (peer.remote_closed) return true;
-  std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
-  if (!peer.ctrl || peer.lost) return false;
-  std::vector<control::Channel::Message> msgs;
-  peer.ctrl->receive(&msgs);  // its failure is service_control's business
-  auto self = peer.shared_from_this();
-  for (auto& m : msgs) dispatch_.dispatch(self, m);
-  return peer.remote_closed;
-}
-
-void Context::park_failed_transfer(std::unique_ptr<FramedTransfer> f) {
-  f->settle(stage_env_);
-  if (f->idle()) return;
-  std::lock_guard<std::mutex> lock(parked_transfers_mutex_);
-  parked_transfers_.push_back(std::move(f));
-}
-
-void Context::reap_parked_transfers(uint64_t deadline_ns) {
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(parked_transfers_mutex_);
-      for (size_t i = 0; i < parked_transfers_.size();) {
-        parked_transfers_[i]->settle(stage_env_);
-        if (parked_transfers_[i]->idle()) {
-          parked_transfers_[i] = std::move(parked_transfers_.back());
-          parked_transfers_.pop_back();
-        } else {
-          ++i;
-        }
-      }
-      if (parked_transfers_.empty() || deadline_ns == 0) return;
-      if (now_ns() >= deadline_ns) {
-        HMC_LOG_W("{} failed transfers still have device copies running; their staging buffers "
-                  "are leaked", parked_transfers_.size());
-        // Never freed: a copy may still write into them.
-        for (auto& f : parked_transfers_) f.release();
-        parked_transfers_.clear();
-        return;
-      }
-    }
-    sched_yield();
-  }
-}
-
-void Context::fail_peer(Peer& peer, hmc_status_t status, const std::string& reason) {
-  if (!peer.net) {
-    peer.lost = true;
-    return;
-  }
-  std::lock_guard<std::mutex> lock(peer.net->mutex());
-  fail_peer_locked(peer, status, reason);
-}
-
 void Context::wire_control_handlers() {
   add_liveness_handlers(dispatch_);
-  dispatch_.add(control::MsgType::Notify, [this](const std::shared_ptr<Peer>& peer,
-                                                 const control::Channel::Message& m) {
-    return on_notify_ctrl_locked(*peer, m.payload.data(), m.payload.size());
-  });
-  dispatch_.add(control::MsgType::NotifyAck, [this](const std::shared_ptr<Peer>& peer,
-                                                    const control::Channel::Message& m) {
-    return on_notify_ack(*peer, m.payload.data(), m.payload.size());
-  });
+  transfers_.add_handlers(dispatch_);
   regions_->add_handlers(dispatch_);
   staging_->add_handlers(dispatch_);
 }
@@ -435,7 +335,7 @@ bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
       elapsed_ns(now, peer->last_heard_ns.load()) > uint64_t(timeout_ms_) * 1000000)
     lost = fmt::format("nothing heard for {} ms (HMC_TIMEOUT_MS)", timeout_ms_);
   if (!lost.empty()) {
-    fail_peer(*peer, HMC_ERR_PEER_LOST, lost);
+    failure_.fail_peer(*peer, HMC_ERR_PEER_LOST, lost);
     busy = true;
   }
   return busy;
@@ -455,7 +355,7 @@ bool Context::progress(bool control) {
     const bool carried_notify = HMC_NET_SLOT(net->table(), notify_poll);
     for (auto& peer : peers_) {
       if (peer->net != net.get()) continue;
-      if (carried_notify) poll_carried_notifications_locked(*peer);
+      if (carried_notify) transfers_.poll_carried_notifications_locked(*peer);
       if (peer->pending.empty()) continue;
       auto& pend = peer->pending;
       bool broken = false;
@@ -488,13 +388,13 @@ bool Context::progress(bool control) {
         broken |= transfers_.breaks_path(*peer, *req, st);
         busy = true;
       }
-      if (broken) fail_peer_locked(*peer, HMC_ERR_PEER_LOST, "connection broken");
+      if (broken) failure_.fail_peer_locked(*peer, HMC_ERR_PEER_LOST, "connection broken");
     }
   }
   if (control) {
     uint64_t now = now_ns();
     transfers_.polling().last_control_ns = now;
-    reap_parked_transfers();
+    failure_.reap_parked_transfers();
     for (auto& peer : peers_) busy |= service_control(peer, now);
     busy |= staging_->advance();   // after the StagedPut/Get/Done messages just dispatched
     busy |= regions_->settle_withdrawals();  // after the RegionGone messages just dispatched

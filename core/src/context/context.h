@@ -1,11 +1,10 @@
 // The context: what hmc_context_create builds and every other handle hangs off. It owns the
 // configuration, the plugins, the devices, the control-plane listeners, the peers, the progress
 // thread and the subsystems (connect and accept: peer/establish.h; regions: xfer/regions.h;
-// target-side staging: xfer/target_staging.h; posting and completing transfers:
-// xfer/transfers.h), and wires them together: each subsystem registers the handlers of its
+// target-side staging: xfer/target_staging.h; posting and completing transfers, put
+// notifications: xfer/transfers.h; peer failure: xfer/peer_failure.h), and wires them together: each subsystem registers the handlers of its
 // control messages with the dispatch table (peer/dispatch.h). Its own methods:
-//   context/context.cpp   creation, teardown, peer failure, the progress engine and its thread
-//   context/notify.cpp    put notifications at the target
+//   context/context.cpp   creation, teardown, the progress engine and its thread
 #pragma once
 
 #include <atomic>
@@ -36,6 +35,7 @@
 #include "plugin/loader.h"
 #include "util/config.h"
 #include "xfer/framed_transfer.h"
+#include "xfer/peer_failure.h"
 #include "xfer/regions.h"
 #include "xfer/target_staging.h"
 #include "xfer/transfers.h"
@@ -90,31 +90,28 @@ class Context final : private RegionServices,
   bool progress(bool control) override;
 
  private:
-  Context() : transfers_(static_cast<TransferServices&>(*this), devices_, stage_env_) {}
+  Context()
+      : transfers_(static_cast<TransferServices&>(*this), devices_, stage_env_),
+        failure_(transfers_, dispatch_, stage_env_) {}
   hmc_status_t init(const hmc_context_options_t* opts);
   hmc_status_t start_control_plane(const std::string& host, uint16_t port);
   void build_capabilities();
   void progress_thread_main();
   void wake_progress_thread();
 
-  // Target side of put notifications (context/notify.cpp, ordered by peer/notify_order.h): those
-  // the net plugin carried (net mutex held), Notify and NotifyAck messages (ctrl_mutex held),
-  // and those held for carried ones that will never come (the peer is gone).
-  void poll_carried_notifications_locked(Peer& peer);
-  std::string on_notify_ctrl_locked(Peer& peer, const uint8_t* p, size_t n);
-  std::string on_notify_ack(Peer& peer, const uint8_t* p, size_t n);
-  void drain_held_notifications(Peer& peer);
-  void send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered);
-  // Marks the peer lost (net mutex held): closes its endpoint, fails every pending request.
-  void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) override;
+  // Peer failure (xfer/peer_failure.h), for the subsystems' services.
+  void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) override {
+    failure_.fail_peer_locked(peer, status, reason);
+  }
+  void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason) override {
+    failure_.fail_peer(peer, status, reason);
+  }
+  bool closed_in_order_locked(Peer& peer) override { return failure_.closed_in_order_locked(peer); }
   // Reads and handles the peer's control messages, sends heartbeats, checks liveness.
   bool service_control(const std::shared_ptr<Peer>& peer, uint64_t now);
   // Registers the control handlers of the protocols the context still owns.
   void wire_control_handlers();
   void register_peer(const std::shared_ptr<Peer>& peer);
-  // The data path and the control channel are two connections: the peer's Bye (sent before it
-  // closes its data path) may not have been read yet when the data path's end is seen.
-  bool closed_in_order_locked(Peer& peer) override;
   // StagingServices: framed transfers (xfer/transfers.h).
   hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
                              bool* staged, MemoryLocation* where, hmc_net_mr_t** mr) override {
@@ -138,14 +135,9 @@ class Context final : private RegionServices,
   void end_request_locked(Request* req, hmc_status_t status, std::string error) override {
     transfers_.end_request_locked(req, status, std::move(error));
   }
-  // Parks a failed transfer's staging state until its device copies ended.
-  void park_failed_transfer(std::unique_ptr<FramedTransfer> f);
-  // Frees parked transfers whose copies ended; with a deadline, waits for all of them.
-  void reap_parked_transfers(uint64_t deadline_ns = 0);
 
   // RegionServices and StagingServices.
   bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns) override;
-  void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason) override;
   void settle_staged_region(Region* region) override { staging_->settle_region(region); }
   std::mutex& progress_mutex() override { return peers_mutex_; }
 
@@ -192,10 +184,9 @@ class Context final : private RegionServices,
   // transfer and drains the parked ones before devices_.release_all() ends the pool and engine.
   uint64_t stage_chunk_ = 0;
   StageEnv stage_env_;  // the registry's pool and engine
-  std::mutex parked_transfers_mutex_;
-  std::vector<std::unique_ptr<FramedTransfer>> parked_transfers_;
 
   Transfers transfers_;  // wired by init (Transfers::configure)
+  PeerFailure failure_;  // wired by init (PeerFailure::configure)
 };
 
 }  // namespace hmc

@@ -1,6 +1,7 @@
 // Transfers: posting send/recv/put/get on a peer's data path, and completing them: test, wait
 // (busy-polling the request's own plugin, with a full progress pass now and then), cancel, the
-// end of a request (its plugin result, a put's notification in post order) and hmc_notify_wait.
+// end of a request (its plugin result, a put's notification in post order), put notifications
+// at the target (Notify, NotifyAck: xfer/notifications.cpp) and hmc_notify_wait.
 // What it needs of the rest of the context (a progress pass, failing a peer) comes through
 // TransferServices; the context owns one Transfers by value, so the path of every message
 // reaches it without a pointer of its own and makes no virtual call.
@@ -25,6 +26,7 @@
 namespace hmc {
 
 class Context;
+class ControlDispatch;
 class Regions;
 class TargetStaging;
 
@@ -122,6 +124,8 @@ class Transfers {
   Transfers& operator=(const Transfers&) = delete;
   // Completes the wiring once the context made the other subsystems (before any transfer).
   void configure(const Settings& settings);
+  // Registers the handlers of Notify and NotifyAck (xfer/notifications.cpp).
+  void add_handlers(ControlDispatch& dispatch);
 
   hmc_status_t post_send(Peer* peer, const void* buf, size_t size, uint64_t tag, Request** out);
   hmc_status_t post_recv(Peer* peer, void* buf, size_t size, uint64_t tag, Request** out);
@@ -180,12 +184,22 @@ class Transfers {
     return !(req.op == Op::Recv && services_.closed_in_order_locked(peer));
   }
 
+  // --- put notifications at the target (xfer/notifications.cpp) ------------------------------
+  // Delivers what the peer's plugin carried (net mutex held; takes ctrl_mutex to acknowledge).
+  void poll_carried_notifications_locked(Peer& peer);
+  // Delivers those held for carried ones that will never come (the peer is gone).
+  void drain_held_notifications(Peer& peer);
+
   Polling& polling() { return polling_; }
   NotificationQueue& notifications() { return notifications_; }
 
  private:
   // Sends the notifications of landed puts at the head of the peer's queue.
   void flush_notifications_locked(Peer& peer);
+  // Notify (ctrl_mutex held) and NotifyAck; return why the peer is gone, or "".
+  std::string on_notify_ctrl_locked(Peer& peer, const uint8_t* p, size_t n);
+  static std::string on_notify_ack(Peer& peer, const uint8_t* p, size_t n);
+  void send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered);
   bool ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc, IpcExport* ex);
   bool framed_sends_waiting(Peer& peer, uint64_t tag);
   // post_framed for a put/get on remote, recorded in its inflight list when it is tracked (a

@@ -1,18 +1,31 @@
 // Put notifications at the target: those a net plugin carried with the data (notify_poll) and
 // those sent on the control plane (Notify), delivered to hmc_notify_wait in the initiator's put
-// order (peer/notify_order.h says how the two channels are ordered).
+// order (peer/notify_order.h says how the two channels are ordered); and, at the initiator, the
+// NotifyAck that says how many Notify messages the target delivered.
 #include <vector>
 
-#include "context/context.h"
+#include "peer/dispatch.h"
 #include "peer/messages.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "xfer/transfers.h"
 
 namespace hmc {
 
+void Transfers::add_handlers(ControlDispatch& dispatch) {
+  dispatch.add(control::MsgType::Notify, [this](const std::shared_ptr<Peer>& peer,
+                                                const control::Channel::Message& m) {
+    return on_notify_ctrl_locked(*peer, m.payload.data(), m.payload.size());
+  });
+  dispatch.add(control::MsgType::NotifyAck, [](const std::shared_ptr<Peer>& peer,
+                                               const control::Channel::Message& m) {
+    return on_notify_ack(*peer, m.payload.data(), m.payload.size());
+  });
+}
+
 // Tells the initiator how many of its Notify messages were delivered (ctrl_mutex held). Peers
 // that predate carried notifications neither need nor know NotifyAck.
-void Context::send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered) {
+void Transfers::send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered) {
   if (!delivered || !(peer.remote.features & path::kFeatureCarriedNotify) || !peer.ctrl) return;
   control::Writer w;
   msg::encode_notify_ack(delivered, &w);
@@ -20,11 +33,11 @@ void Context::send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered) {
     HMC_LOG_D("peer {}: NotifyAck not sent: {}", peer.name, last_error());
 }
 
-void Context::poll_carried_notifications_locked(Peer& peer) {
+void Transfers::poll_carried_notifications_locked(Peer& peer) {
   const auto* t = peer.net->table();
   uint64_t value = 0;
   while (peer.ep && t->notify_poll(peer.ep, &value) == HMC_PLUGIN_SUCCESS) {
-    uint64_t acked = transfers_.notifications().deliver(
+    uint64_t acked = notifications_.deliver(
         peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) { r.carried(value, out); });
     if (acked) {
       std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
@@ -33,10 +46,10 @@ void Context::poll_carried_notifications_locked(Peer& peer) {
   }
 }
 
-std::string Context::on_notify_ctrl_locked(Peer& peer, const uint8_t* p, size_t n) {
+std::string Transfers::on_notify_ctrl_locked(Peer& peer, const uint8_t* p, size_t n) {
   msg::Notify m;
   if (!msg::decode_notify(p, n, &m)) return "malformed notification";
-  uint64_t acked = transfers_.notifications().deliver(
+  uint64_t acked = notifications_.deliver(
       peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) {
         r.control(m.value, m.carried_before, out);
       });
@@ -44,16 +57,16 @@ std::string Context::on_notify_ctrl_locked(Peer& peer, const uint8_t* p, size_t 
   return "";
 }
 
-std::string Context::on_notify_ack(Peer& peer, const uint8_t* p, size_t n) {
+std::string Transfers::on_notify_ack(Peer& peer, const uint8_t* p, size_t n) {
   uint64_t delivered = 0;
   if (!msg::decode_notify_ack(p, n, &delivered)) return "malformed notification acknowledgement";
   peer.notify_sender.acked(delivered);
   return "";
 }
 
-void Context::drain_held_notifications(Peer& peer) {
-  transfers_.notifications().deliver(
-      peer, [](NotifyReceiver& r, std::vector<uint64_t>* out) { r.drain(out); });
+void Transfers::drain_held_notifications(Peer& peer) {
+  notifications_.deliver(peer,
+                         [](NotifyReceiver& r, std::vector<uint64_t>* out) { r.drain(out); });
 }
 
 }  // namespace hmc
