@@ -4,9 +4,6 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
-#include <poll.h>
-#include <sched.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -129,6 +126,8 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
                                              timeout_ms_);
   transfers_.configure(Transfers::Settings{this, regions_.get(), staging_.get(), timeout_ms_,
                                             use_progress_thread_});
+  progress_.configure(Progress::Settings{regions_.get(), staging_.get(), timeout_ms_,
+                                         heartbeat_ms_});
   wire_control_handlers();
 
   st = start_control_plane(host, static_cast<uint16_t>(port));
@@ -148,10 +147,8 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   connector_ = std::make_unique<PeerConnector>(static_cast<EstablishServices&>(*this),
                                                std::move(peer_settings));
 
-  int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (efd < 0) return fail(HMC_ERR_SYSTEM, "eventfd: {}", strerror(errno));
-  wake_fd_.reset(efd);
-  if (use_progress_thread_) progress_thread_ = std::thread([this] { progress_thread_main(); });
+  st = progress_.start(use_progress_thread_);
+  if (st != HMC_SUCCESS) return st;
   HMC_LOG_I("context {:016x} ready: control plane unix:@{} tcp:{}:{}, progress thread {}", id_,
             address_.unix_name, address_.tcp_host, address_.tcp_port,
             use_progress_thread_ ? "on" : "off");
@@ -253,10 +250,7 @@ std::vector<NetDevice*> Context::net_devices() const {
 std::vector<uint8_t> Context::address() const { return encode_address(address_); }
 
 Context::~Context() {
-  stopping_ = true;
-  wake_progress_thread();
-  transfers_.polling().thread_cv.notify_all();
-  if (progress_thread_.joinable()) progress_thread_.join();
+  progress_.stop();
 
   std::vector<std::shared_ptr<Peer>> peers;
   {
@@ -286,192 +280,11 @@ Context::~Context() {
   loader_.finalize_all();
 }
 
-// --- progress -------------------------------------------------------------------------------
-
 void Context::wire_control_handlers() {
   add_liveness_handlers(dispatch_);
   transfers_.add_handlers(dispatch_);
   regions_->add_handlers(dispatch_);
   staging_->add_handlers(dispatch_);
-}
-
-bool Context::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) {
-  bool busy = false;
-  std::string lost;
-  {
-    std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
-    if (!peer->ctrl || peer->lost) return false;
-    std::vector<control::Channel::Message> msgs;
-    hmc_status_t st = peer->ctrl->receive(&msgs);
-    for (auto& m : msgs) {
-      busy = true;
-      peer->last_heard_ns = now;
-      std::string why = dispatch_.dispatch(peer, m);
-      if (lost.empty()) lost = why;
-    }
-    if (lost.empty() && st != HMC_SUCCESS) {
-      if (peer->remote_closed) {
-        peer->ctrl.reset();  // its end went away after Bye, as it should
-        return busy;
-      }
-      lost = "control connection: " + last_error();
-    }
-    if (lost.empty() && !peer->remote_closed &&
-        elapsed_ns(now, peer->last_sent_ns) > uint64_t(heartbeat_ms_) * 1000000) {
-      control::Writer w;
-      if (peer->ctrl->send(control::MsgType::Heartbeat, w) == HMC_SUCCESS) peer->last_sent_ns = now;
-      else lost = "control connection: " + last_error();
-    } else if (lost.empty() && peer->ctrl->want_write()) {
-      if (peer->ctrl->flush() != HMC_SUCCESS) lost = "control connection: " + last_error();
-    }
-  }
-  uint64_t completions = peer->completions.load(std::memory_order_relaxed);
-  if (completions != peer->completions_seen) {
-    peer->completions_seen = completions;
-    peer->last_heard_ns = now;
-  }
-  // A silent peer with work outstanding is declared lost after the timeout.
-  if (lost.empty() && peer->pending_count.load(std::memory_order_relaxed) > 0 &&
-      elapsed_ns(now, peer->last_heard_ns.load()) > uint64_t(timeout_ms_) * 1000000)
-    lost = fmt::format("nothing heard for {} ms (HMC_TIMEOUT_MS)", timeout_ms_);
-  if (!lost.empty()) {
-    failure_.fail_peer(*peer, HMC_ERR_PEER_LOST, lost);
-    busy = true;
-  }
-  return busy;
-}
-
-bool Context::progress(bool control) {
-  bool busy = false;
-  std::lock_guard<std::mutex> plock(peers_mutex_);
-  for (auto& net : nets_) {
-    // A plugin no peer uses has nothing to advance (connection setup drives its own progress):
-    // passing it by saves its progress call, which for some is a system call or several.
-    bool used = false;
-    for (auto& peer : peers_) used |= peer->net == net.get();
-    if (!used) continue;
-    std::lock_guard<std::mutex> lock(net->mutex());
-    if (HMC_NET_SLOT(net->table(), progress)) net->table()->progress(net->ctx());
-    const bool carried_notify = HMC_NET_SLOT(net->table(), notify_poll);
-    for (auto& peer : peers_) {
-      if (peer->net != net.get()) continue;
-      if (carried_notify) transfers_.poll_carried_notifications_locked(*peer);
-      if (peer->pending.empty()) continue;
-      auto& pend = peer->pending;
-      bool broken = false;
-      for (size_t i = 0; i < pend.size();) {
-        Request* req = pend[i];
-        if (req->framed) {
-          FramedTransfer& f = *req->framed;
-          busy |= f.advance(req, *peer, stage_env_);
-          if (f.broken() && transfers_.framed_broken_locked(*peer, req)) break;  // pending was cleared
-          if (!f.finished()) {
-            ++i;
-            continue;
-          }
-          pend[i] = pend.back();
-          pend.pop_back();
-          transfers_.end_framed_locked(req);
-          busy = true;
-          continue;
-        }
-        int done = 0;
-        size_t bytes = 0;
-        hmc_plugin_status_t st = net->table()->test(req->net, &done, &bytes);
-        if (!done && st == HMC_PLUGIN_SUCCESS) {
-          ++i;
-          continue;
-        }
-        pend[i] = pend.back();
-        pend.pop_back();
-        transfers_.finish_request_locked(req, st, bytes);
-        broken |= transfers_.breaks_path(*peer, *req, st);
-        busy = true;
-      }
-      if (broken) failure_.fail_peer_locked(*peer, HMC_ERR_PEER_LOST, "connection broken");
-    }
-  }
-  if (control) {
-    uint64_t now = now_ns();
-    transfers_.polling().last_control_ns = now;
-    failure_.reap_parked_transfers();
-    for (auto& peer : peers_) busy |= service_control(peer, now);
-    busy |= staging_->advance();   // after the StagedPut/Get/Done messages just dispatched
-    busy |= regions_->settle_withdrawals();  // after the RegionGone messages just dispatched
-  }
-  return busy;
-}
-
-bool Context::progress_until(const std::function<bool()>& done, uint64_t deadline_ns) {
-  Polling::Scope scope(transfers_.polling());
-  for (;;) {
-    if (done()) return true;
-    bool busy = progress(true);
-    if (done()) return true;
-    if (now_ns() >= deadline_ns) return false;
-    // Give the core to the peer process (and the kernel's socket work) on small machines.
-    if (!busy) sched_yield();
-  }
-}
-
-void Context::wake_progress_thread() {
-  if (!wake_fd_.valid()) return;
-  uint64_t one = 1;
-  ssize_t rc = write(wake_fd_.get(), &one, sizeof one);
-  (void)rc;
-}
-
-void Context::progress_thread_main() {
-  Polling& polling = transfers_.polling();
-  std::vector<struct pollfd> fds;
-  while (!stopping_) {
-    if (polling.active_pollers.load() > 0) {
-      // An application thread is driving progress itself; stay out of its way.
-      std::unique_lock<std::mutex> lock(polling.thread_mutex);
-      polling.thread_cv.wait_for(lock, std::chrono::milliseconds(2));
-      continue;
-    }
-    if (progress(true)) continue;
-
-    // Nothing to do: sleep until a socket or plugin has something, or the next heartbeat.
-    fds.clear();
-    fds.push_back({wake_fd_.get(), POLLIN, 0});
-    int timeout = std::max(1, heartbeat_ms_ / 2);
-    bool any_pending = false;
-    {
-      std::lock_guard<std::mutex> plock(peers_mutex_);
-      for (auto& peer : peers_) {
-        any_pending |= peer->pending_count.load() > 0;
-        std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
-        if (peer->ctrl && !peer->lost)
-          fds.push_back({peer->ctrl->fd(), short(POLLIN | (peer->ctrl->want_write() ? POLLOUT : 0)), 0});
-      }
-    }
-    bool must_spin = false;
-    for (auto& net : nets_) {
-      int fd = net->wait_fd();
-      if (fd < 0 || !net->can_arm()) {
-        if (any_pending) timeout = 1;  // no way to sleep on this plugin: poll it often
-        if (fd >= 0) fds.push_back({fd, POLLIN, 0});
-        continue;
-      }
-      std::lock_guard<std::mutex> lock(net->mutex());
-      if (net->table()->arm(net->ctx()) != HMC_PLUGIN_SUCCESS) {
-        must_spin = true;
-        break;
-      }
-      fds.push_back({fd, POLLIN, 0});
-    }
-    if (must_spin) continue;
-    thread_sleeping_ = true;
-    int rc = poll(fds.data(), fds.size(), timeout);
-    thread_sleeping_ = false;
-    if (rc > 0 && (fds[0].revents & POLLIN)) {
-      uint64_t v;
-      ssize_t n = read(wake_fd_.get(), &v, sizeof v);
-      (void)n;
-    }
-  }
 }
 
 void Context::register_peer(const std::shared_ptr<Peer>& peer) {
@@ -481,7 +294,7 @@ void Context::register_peer(const std::shared_ptr<Peer>& peer) {
     peers_.push_back(peer);
   }
   Handles::add(peer.get(), HandleKind::Peer);
-  wake_progress_thread();
+  progress_.wake();
 }
 
 hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out) {

@@ -1,10 +1,11 @@
 // The context: what hmc_context_create builds and every other handle hangs off. It owns the
-// configuration, the plugins, the devices, the control-plane listeners, the peers, the progress
-// thread and the subsystems (connect and accept: peer/establish.h; regions: xfer/regions.h;
-// target-side staging: xfer/target_staging.h; posting and completing transfers, put
-// notifications: xfer/transfers.h; peer failure: xfer/peer_failure.h), and wires them together: each subsystem registers the handlers of its
+// configuration, the plugins, the devices, the control-plane listeners, the peers and the
+// subsystems (connect and accept: peer/establish.h; regions: xfer/regions.h; target-side
+// staging: xfer/target_staging.h; posting and completing transfers, put notifications:
+// xfer/transfers.h; peer failure: xfer/peer_failure.h; the progress engine and its thread:
+// xfer/progress.h), and wires them together: each subsystem registers the handlers of its
 // control messages with the dispatch table (peer/dispatch.h). Its own methods:
-//   context/context.cpp   creation, teardown, the progress engine and its thread
+//   context/context.cpp   creation, teardown, peers joining and leaving
 #pragma once
 
 #include <atomic>
@@ -36,6 +37,7 @@
 #include "util/config.h"
 #include "xfer/framed_transfer.h"
 #include "xfer/peer_failure.h"
+#include "xfer/progress.h"
 #include "xfer/regions.h"
 #include "xfer/target_staging.h"
 #include "xfer/transfers.h"
@@ -84,20 +86,19 @@ class Context final : private RegionServices,
   // --- regions (xfer/regions.h) ---------------------------------------------------------
   Regions& regions() { return *regions_; }
 
-  // --- progress (context/context.cpp) ------------------------------------------------------
+  // --- progress (xfer/progress.h) -----------------------------------------------------------
   // One pass over every plugin, pending request and control channel. Returns true when
   // something happened. `control` also services the control channels (costs a syscall each).
-  bool progress(bool control) override;
+  bool progress(bool control) override { return progress_.pass(control); }
 
  private:
   Context()
       : transfers_(static_cast<TransferServices&>(*this), devices_, stage_env_),
-        failure_(transfers_, dispatch_, stage_env_) {}
+        failure_(transfers_, dispatch_, stage_env_),
+        progress_({peers_mutex_, peers_, nets_, dispatch_, transfers_, failure_, stage_env_}) {}
   hmc_status_t init(const hmc_context_options_t* opts);
   hmc_status_t start_control_plane(const std::string& host, uint16_t port);
   void build_capabilities();
-  void progress_thread_main();
-  void wake_progress_thread();
 
   // Peer failure (xfer/peer_failure.h), for the subsystems' services.
   void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) override {
@@ -107,8 +108,6 @@ class Context final : private RegionServices,
     failure_.fail_peer(peer, status, reason);
   }
   bool closed_in_order_locked(Peer& peer) override { return failure_.closed_in_order_locked(peer); }
-  // Reads and handles the peer's control messages, sends heartbeats, checks liveness.
-  bool service_control(const std::shared_ptr<Peer>& peer, uint64_t now);
   // Registers the control handlers of the protocols the context still owns.
   void wire_control_handlers();
   void register_peer(const std::shared_ptr<Peer>& peer);
@@ -137,7 +136,9 @@ class Context final : private RegionServices,
   }
 
   // RegionServices and StagingServices.
-  bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns) override;
+  bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns) override {
+    return progress_.until(done, deadline_ns);
+  }
   void settle_staged_region(Region* region) override { staging_->settle_region(region); }
   std::mutex& progress_mutex() override { return peers_mutex_; }
 
@@ -175,10 +176,6 @@ class Context final : private RegionServices,
   std::unique_ptr<TargetStaging> staging_;  // made by init
 
   bool use_progress_thread_ = true;
-  std::thread progress_thread_;
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> thread_sleeping_{false};
-  control::Fd wake_fd_;  // eventfd
 
   // Staging of device memory over host-only paths (xfer/framed_transfer.h). ~Context ends every
   // transfer and drains the parked ones before devices_.release_all() ends the pool and engine.
@@ -187,6 +184,7 @@ class Context final : private RegionServices,
 
   Transfers transfers_;  // wired by init (Transfers::configure)
   PeerFailure failure_;  // wired by init (PeerFailure::configure)
+  Progress progress_;    // wired by init (Progress::configure); its thread stops first in ~Context
 };
 
 }  // namespace hmc

@@ -44,7 +44,7 @@ struct Peer : std::enable_shared_from_this<Peer> {
                         std::memory_order_relaxed);
   }
   // Requests ended on the data path (written under net->mutex()): a completion is a sign of
-  // life too, but reading the clock for each costs more than a small message. service_control
+  // life too, but reading the clock for each costs more than a small message. The progress pass
   // turns a change of this count into last_heard_ns.
   std::atomic<uint64_t> completions{0};
   PeerFramingState framing;  // guarded by net->mutex() (chunk, first: set at connect)
@@ -58,14 +58,14 @@ struct Peer : std::enable_shared_from_this<Peer> {
   // after those of every earlier one, so the target sees them in order. Guarded by net->mutex().
   std::deque<Request*> notify_queue;
   NotifySender notify_sender;      // guarded by net->mutex() (but its acked())
-  NotifyReceiver notify_receiver;  // guarded by Context::notify_mutex_
+  NotifyReceiver notify_receiver;  // guarded by NotificationQueue's mutex (xfer/transfers.h)
   std::string lost_reason;          // guarded by net->mutex()
   PostTestLearner post_test_learner;  // guarded by net->mutex()
 
   std::mutex ctrl_mutex;
   std::unique_ptr<control::Channel> ctrl;  // guarded by ctrl_mutex
   std::atomic<uint64_t> last_heard_ns{0};  // last sign of life: a message or a completion
-  uint64_t completions_seen = 0;  // service_control's (progress passes are serialized)
+  uint64_t completions_seen = 0;  // Progress::service_control's (passes are serialized)
   uint64_t last_sent_ns = 0;               // guarded by ctrl_mutex
 };
 
