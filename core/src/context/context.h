@@ -108,7 +108,8 @@ class Context final : private RegionServices,
     failure_.fail_peer(peer, status, reason);
   }
   bool closed_in_order_locked(Peer& peer) override { return failure_.closed_in_order_locked(peer); }
-  // Registers the control handlers of the protocols the context still owns.
+  // Has each subsystem register the handlers of its control messages (and the peer layer its
+  // liveness ones).
   void wire_control_handlers();
   void register_peer(const std::shared_ptr<Peer>& peer);
   // StagingServices: framed transfers (xfer/transfers.h).
