@@ -239,3 +239,31 @@ TEST(PathChoice, WithinTheTieBandANodeLocalTransportGoesFirst) {
   EXPECT_EQ(pick(14000), "ucx/ucx");
   EXPECT_EQ(pick(9000), "hoststage/shm");
 }
+
+// Devices of different names pair where they declare the same fabric (two HCAs on one RoCE
+// network or IB subnet); each side's choice names its own device and the peer's. Without a
+// fabric only the same name pairs, and a device with one never pairs by name with one without.
+TEST(PathChoice, DevicesPairByFabricWhateverTheirNames) {
+  auto a0 = rec("ibverbs", "mlx5_0:1", 12500, 2000);
+  a0.fabric = "roce-v2";
+  auto b1 = rec("ibverbs", "bnxt_re1:1", 25000, 2000);
+  b1.fabric = "roce-v2";
+  auto b_ib = rec("ibverbs", "mlx5_3:1", 25000, 2000);
+  b_ib.fabric = "ib:fe80000000000000";
+  auto a = side("h1", {a0});
+  auto b = side("h2", {b_ib, b1});
+  path::Choice ab, ba;
+  ASSERT_EQ(path::choose(a, b, "", &ab), HMC_SUCCESS);
+  EXPECT_EQ(ab.key(), "ibverbs/mlx5_0:1");
+  EXPECT_EQ(ab.peer_device, "bnxt_re1:1");
+  EXPECT_DOUBLE_EQ(ab.bandwidth_MBps, 12500);
+  ASSERT_EQ(path::choose(b, a, "", &ba), HMC_SUCCESS);
+  EXPECT_EQ(ba.key(), "ibverbs/bnxt_re1:1");
+  EXPECT_EQ(ba.peer_device, "mlx5_0:1");
+  EXPECT_EQ(path::rank(a, b).size(), 1u) << "the IB port is on another fabric";
+
+  auto plain = rec("ibverbs", "mlx5_0:1", 12500, 2000);  // an older plugin: no fabric
+  EXPECT_TRUE(path::rank(side("h1", {plain}), b).empty());
+  auto same = rec("ibverbs", "mlx5_0:1", 12500, 2000);
+  EXPECT_EQ(path::rank(side("h1", {plain}), side("h2", {same})).size(), 1u);
+}

@@ -56,3 +56,51 @@ TEST(PeerMessages, NetHelloRoundTripsAndIsBounded) {
 
 }  // namespace
 }  // namespace hmc
+
+namespace hmc {
+namespace {
+
+// The fabric each net record pairs by, appended last to the capability record: it round-trips,
+// an older peer's record (without it) pairs by name, and a count that disagrees is malformed.
+TEST(PeerMessages, CapsFabricRoundTripsAndIsEmptyFromAnOlderPeer) {
+  path::Capabilities caps;
+  caps.host_id = "h";
+  caps.hostname = "h";
+  path::NetRecord a, b;
+  a.plugin = b.plugin = "ibverbs";
+  a.device = "mlx5_0:1";
+  a.fabric = "roce-v2";
+  b.device = "mlx5_1:1";
+  caps.net = {a, b};
+  control::Writer w;
+  msg::encode_caps(caps, &w);
+  path::Capabilities back;
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size(), &back));
+  ASSERT_EQ(back.net.size(), 2u);
+  EXPECT_EQ(back.net[0].fabric, "roce-v2");
+  EXPECT_EQ(back.net[1].fabric, "");
+  // Without the last section (two u32 string lengths, one 7-byte string, the count).
+  const size_t section = 4 + (4 + 7) + 4;
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - section, &back));
+  EXPECT_EQ(back.net[0].fabric, "");
+  EXPECT_EQ(back.net[0].pairs_by(), "mlx5_0:1");
+  EXPECT_FALSE(msg::decode_caps(w.data().data(), w.size() - 2, &back)) << "cut inside it";
+}
+
+TEST(PeerMessages, NetHandlePeerDeviceRoundTripsAndIsEmptyFromAnOlderPeer) {
+  msg::NetHandle nh;
+  nh.plugin = "ibverbs";
+  nh.device = "rxe1:1";
+  nh.peer_device = "rxe0:1";
+  nh.handle = {9, 9};
+  control::Writer w;
+  msg::encode_net_handle(nh, &w);
+  msg::NetHandle back;
+  ASSERT_TRUE(msg::decode_net_handle(w.data().data(), w.size(), &back));
+  EXPECT_EQ(back.peer_device, "rxe0:1");
+  ASSERT_TRUE(msg::decode_net_handle(w.data().data(), w.size() - (4 + 6), &back));
+  EXPECT_EQ(back.peer_device, "");
+}
+
+}  // namespace
+}  // namespace hmc

@@ -233,6 +233,7 @@ void Context::build_capabilities() {
       r.mem_ifaces = d.props.mem_ifaces;
       r.nic_guid = d.props.nic_guid;
       r.nic_port = d.props.nic_port;
+      if (d.props.fabric) r.fabric = d.props.fabric;
       r.flags = d.props.flags;
       r.preference = pref;
       caps_.net.push_back(r);

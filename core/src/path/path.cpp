@@ -72,7 +72,7 @@ std::vector<Choice> rank(const Capabilities& local, const Capabilities& remote) 
   std::vector<Ranked> found;
   for (const auto& l : local.net) {
     for (const auto& r : remote.net) {
-      if (l.plugin != r.plugin || l.device != r.device) continue;
+      if (l.plugin != r.plugin || l.pairs_by() != r.pairs_by()) continue;
       if (!(l.flags & HMC_NET_FLAG_TAGGED) || !(r.flags & HMC_NET_FLAG_TAGGED)) continue;
       bool node_local = (l.flags | r.flags) & HMC_NET_FLAG_SAME_HOST;
       if (node_local && !one_host) continue;
@@ -80,6 +80,7 @@ std::vector<Choice> rank(const Capabilities& local, const Capabilities& remote) 
       Ranked x{};
       x.c.plugin = l.plugin;
       x.c.device = l.device;
+      x.c.peer_device = r.device;
       // The slower side bounds the pair; min and max keep it symmetric.
       x.c.bandwidth_MBps = std::min(fl.bandwidth_MBps, fr.bandwidth_MBps);
       x.c.latency_us = std::max(fl.latency_us, fr.latency_us);

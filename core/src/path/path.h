@@ -50,7 +50,10 @@ struct NetRecord {
   uint32_t measured_latency_ns = 0;
   uint64_t nic_guid = 0;  // the NIC it is a port or rail of; 0: unknown
   uint32_t nic_port = 0;
+  std::string fabric;  // what it pairs with (net.h); empty: a device of the same name
   std::string key() const { return plugin + "/" + device; }
+  // Devices of one plugin pair when these are equal.
+  const std::string& pairs_by() const { return fabric.empty() ? device : fabric; }
 };
 
 struct Capabilities {
@@ -87,7 +90,8 @@ constexpr uint32_t kFeatureCarriedNotify = 1u << 2;
 
 struct Choice {
   std::string plugin;
-  std::string device;
+  std::string device;       // this side's
+  std::string peer_device;  // the peer's: another name where the two pair by fabric
   double bandwidth_MBps = 0;  // expected, for this pair
   double latency_us = 0;
   std::string basis;          // where the figures come from: "declared", "measured", "default"...

@@ -219,10 +219,12 @@ hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms,
     msg::encode_net_ready({status, text}, &rw);
     ch->send_wait(control::MsgType::NetReady, rw, deadline);
   };
-  NetDevice* dev = find_device(nh.plugin, nh.device);
+  // This side's device of the pair: named by the acceptor where the two pair by fabric.
+  const std::string& my_device = nh.peer_device.empty() ? nh.device : nh.peer_device;
+  NetDevice* dev = find_device(nh.plugin, my_device);
   if (!dev) {
     std::string text = fmt::format("the peer chose path {}/{}, which this side does not have",
-                                   nh.plugin, nh.device);
+                                   nh.plugin, my_device);
     report(HMC_ERR_NO_PATH, text);
     return fail(HMC_ERR_NO_PATH, "hmc_connect to {}: {}", ch->peer_name(), text);
   }
@@ -300,10 +302,11 @@ hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms,
   }
   path::Choice choice;
   choice.plugin = nh.plugin;
-  choice.device = nh.device;
+  choice.device = my_device;
+  choice.peer_device = nh.device;
   choice.reason = nh.text;
   for (const auto& c : path::rank(mine_caps, remote))
-    if (c.key() == choice.key()) {
+    if (c.key() == choice.key() && c.peer_device == choice.peer_device) {
       choice.bandwidth_MBps = c.bandwidth_MBps;
       choice.latency_us = c.latency_us;
       choice.basis = c.basis;
@@ -381,6 +384,7 @@ hmc_status_t PeerConnector::accept(int timeout_ms, std::shared_ptr<Peer>* out,
   nh.text = st == HMC_SUCCESS ? choice.reason : last_error();
   nh.plugin = choice.plugin;
   nh.device = choice.device;
+  if (choice.peer_device != choice.device) nh.peer_device = choice.peer_device;
   if (dev && HMC_NET_SLOT(dev->plugin->table(), accept_hello)) nh.flags |= msg::kNetHandleTakesHello;
   std::string saved_error = last_error();
   control::Writer hw;

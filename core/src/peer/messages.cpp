@@ -57,6 +57,9 @@ void encode_caps(const path::Capabilities& caps, control::Writer* w) {
     w->u64(n.nic_guid);
     w->u32(n.nic_port);
   }
+  // Appended after that: the fabric each record pairs by.
+  w->u32(static_cast<uint32_t>(caps.net.size()));
+  for (const auto& n : caps.net) w->str(n.fabric);
 }
 
 bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
@@ -115,6 +118,14 @@ bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
     for (auto& rec : c.net)
       if (!r.u64(&rec.mem_ifaces) || !r.u64(&rec.nic_guid) || !r.u32(&rec.nic_port)) return false;
   }
+  // Fabrics: absent from a peer that predates them (its devices pair by name); else one per
+  // record.
+  if (r.remaining() > 0) {
+    uint32_t m = 0;
+    if (!r.u32(&m) || m != n) return false;
+    for (auto& rec : c.net)
+      if (!r.str(&rec.fabric, kMaxName)) return false;
+  }
   *caps = std::move(c);
   return true;
 }
@@ -126,6 +137,7 @@ void encode_net_handle(const NetHandle& m, control::Writer* w) {
   w->str(m.device);
   w->blob(m.handle);
   w->u8(m.flags);
+  if (!m.peer_device.empty()) w->str(m.peer_device);  // absent: the same name as `device`
 }
 
 bool decode_net_handle(const uint8_t* p, size_t n, NetHandle* m) {
@@ -135,6 +147,7 @@ bool decode_net_handle(const uint8_t* p, size_t n, NetHandle* m) {
       !r.str(&h.device, kMaxName) || !r.blob(&h.handle, HMC_NET_HANDLE_MAX))
     return false;
   if (r.remaining() > 0 && !r.u8(&h.flags)) return false;  // absent from older peers
+  if (r.remaining() > 0 && !r.str(&h.peer_device, kMaxName)) return false;  // likewise
   *m = std::move(h);
   return true;
 }

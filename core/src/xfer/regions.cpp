@@ -240,9 +240,12 @@ hmc_status_t Regions::import_remote(const std::shared_ptr<Peer>& peer, const voi
   remote->access = packed.access;
   remote->region_id = packed.region_id;
   NetPlugin& net = *peer->net;
-  // The owner registered the region per net device; our path is the same device on both sides.
+  // The owner registered the region per net device: the key is that of its end of our path
+  // (another name than ours where the two pair by fabric).
+  const std::string& owner_device =
+      peer->choice.peer_device.empty() ? peer->choice.device : peer->choice.peer_device;
   const std::vector<uint8_t>* key =
-      peer->net_device ? packed.key_for(net.name(), peer->net_device->name) : nullptr;
+      peer->net_device ? packed.key_for(net.name(), owner_device) : nullptr;
   // Device memory without a key for our path is reached by target-side staging.
   remote->staged = !key && (packed.flags & kRegionFlagStaged) && packed.region_id;
   {

@@ -158,6 +158,7 @@ hmc_plugin_status_t Context::discover() {
             pi.gid_type = e.type;
           }
         if (pi.gid_index < 0) pi.name += " (" + gwhy + ")";
+        pi.fabric = fabric_of(eth, pi.gid_type, pi.gid.raw, pi.gid_index >= 0);
       }
       ids.push_back({hca, p});
       ports.push_back(pi);

@@ -115,6 +115,7 @@ void Device::fill_props(hmc_net_device_props_t* p) const {
   full.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
   full.nic_guid = info_.guid;
   full.nic_port = static_cast<uint32_t>(info_.port);
+  full.fabric = info_.fabric.empty() ? nullptr : info_.fabric.c_str();
   size_t n = std::min<size_t>(p->hdr.struct_size, sizeof full);
   std::memcpy(static_cast<void*>(p), &full, n);
 }

@@ -37,6 +37,7 @@ struct PortInfo {
   GidType gid_type = GidType::kIb;
   ibv_device_attr dev_attr{};
   bool dmabuf = false;  // ibv_reg_dmabuf_mr answered EBADF to fd -1
+  std::string fabric;   // what the core pairs it by (select.h, fabric_of)
 };
 
 // How a posted work request is accounted for when it completes.

@@ -1,5 +1,6 @@
 #include "select.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "hmc/plugin/config.hpp"
@@ -108,6 +109,14 @@ bool gid_is_ipv4_mapped(const uint8_t raw[16]) {
 
 bool gid_is_link_local(const uint8_t raw[16]) {
   return raw[0] == 0xfe && (raw[1] & 0xc0) == 0x80;
+}
+
+std::string fabric_of(bool ethernet, GidType type, const uint8_t gid[16], bool has_gid) {
+  if (!has_gid) return "";
+  if (ethernet) return type == GidType::kRoceV1 ? "roce-v1" : "roce-v2";
+  char hex[17];
+  for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", gid[i]);
+  return std::string("ib:") + hex;
 }
 
 const char* gid_type_name(GidType t) {

@@ -58,6 +58,12 @@ const char* gid_type_name(GidType t);
 // address, then RoCE v2 link-local, then RoCE v1 in the same order.
 int choose_gid(const std::vector<GidEntry>& table, bool ethernet, int forced, std::string* why);
 
+// The fabric a port is on (net.h, hmc_net_device_props_t.fabric), which the core pairs ports of
+// different names by: "ib:<subnet prefix>" on InfiniBand (the GID's upper 64 bits, hex), and on
+// Ethernet "roce-v2" (routed: every RoCE v2 port can reach every other one its IP network
+// reaches) or "roce-v1" (one Ethernet segment). "" for a port without a usable GID.
+std::string fabric_of(bool ethernet, GidType type, const uint8_t gid[16], bool has_gid);
+
 // Data rate of one lane in Mbit/s for ibv_port_attr.active_speed (SDR 2000 ... NDR 100000, after
 // line coding), and the lane count for active_width; 0 when unknown.
 uint64_t lane_rate_Mbps(uint32_t active_speed);

@@ -110,6 +110,16 @@ TEST(IbverbsSelect, LinkRates) {
   EXPECT_EQ(port_bandwidth_MBps(3, 2), 0u);        // unknown speed code
   EXPECT_EQ(port_bandwidth_MBps(32, 3), 0u);       // unknown width code
 }
+
+// Ports of different names pair when their fabrics match: an IB subnet, a RoCE version.
+TEST(IbverbsSelect, FabricNamesTheNetworkAPortIsOn) {
+  const uint8_t ib[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0x2a, 1, 2, 3, 4, 5, 6, 7, 8};
+  const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+  EXPECT_EQ(fabric_of(false, GidType::kIb, ib, true), "ib:fe8000000000002a");
+  EXPECT_EQ(fabric_of(true, GidType::kRoceV2, v4, true), "roce-v2");
+  EXPECT_EQ(fabric_of(true, GidType::kRoceV1, v4, true), "roce-v1");
+  EXPECT_EQ(fabric_of(true, GidType::kRoceV2, v4, false), "") << "no usable GID";
+}
 #endif  // HMC_TEST_IBVERBS_SELECT
 
 // Without any RDMA device (or rdma-core), init says so and the plugin is skipped; a bad setting

@@ -96,6 +96,11 @@ typedef struct hmc_net_device_props {
   uint64_t mem_ifaces;
   uint64_t nic_guid;      /* the NIC's identity (node GUID, or a MAC), 0 = unknown */
   uint32_t nic_port;      /* port of that NIC, 0 = unknown */
+  /* The network this device is attached to, for pairing with a peer's device of the same plugin:
+   * two devices whose fabric strings are equal reach each other whatever their names (an
+   * InfiniBand subnet, a routable RoCE v2 network). NULL or "": the device reaches only the
+   * peer's device of the same name (a transport flavour such as "tcp" or "shm"). */
+  const char* fabric;
 } hmc_net_device_props_t;
 
 /* Memory to register. addr/len always describe the virtual range the core will pass to
