@@ -500,14 +500,18 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   msg::encode_caps(caps, &w);
   ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size(), &back));
   EXPECT_TRUE(back.copy.empty());
-  // A peer from before the interface section sends none (its count and 20 bytes per record):
-  // only the first 32 interfaces arrive.
+  // Last comes the fabric section (its count and an empty string per record here), and a peer
+  // from before the interface section sends neither (20 bytes per record and the count): only
+  // the first 32 interfaces arrive.
+  const size_t fabric_section = 4 + caps.net.size() * 4;
   const size_t iface_section = 4 + caps.net.size() * 20;
-  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - iface_section, &back));
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - fabric_section, &back));
+  EXPECT_EQ(back.net[1].nic_guid, 0xfeedf00dull);
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - fabric_section - iface_section, &back));
   EXPECT_EQ(back.net[1].mem_ifaces, HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST));
   EXPECT_EQ(back.net[1].nic_guid, 0u);
   // ... and without a copy section, as the older peers below send it.
-  const size_t wlen = w.size() - iface_section - 4;
+  const size_t wlen = w.size() - fabric_section - iface_section - 4;
   ASSERT_TRUE(msg::decode_caps(w.data().data(), wlen, &back));
   ASSERT_EQ(back.net.size(), 2u);
   EXPECT_EQ(back.net[0].measured_bandwidth_MBps, 1234u);
