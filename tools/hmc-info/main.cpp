@@ -65,7 +65,7 @@ std::vector<std::string> bit_names(uint64_t v, const std::vector<BitName>& names
     }
   if (v != 0) {
     char b[32];
-    std::snprintf(b, sizeof b, "0x%x", v);
+    std::snprintf(b, sizeof b, "0x%" PRIx64, v);
     out.push_back(b);
   }
   return out;
@@ -319,6 +319,11 @@ void print_text(const Inventory& inv) {
     std::printf("    memory        %s\n", kinds.empty() ? "none" : join(kinds, ", ").c_str());
     if (n.nic_guid)
       std::printf("    nic           guid %016" PRIx64 ", port %u\n", n.nic_guid, n.nic_port);
+#ifdef HMC_HAS_NET_FABRIC
+    if (n.fabric[0] != '\0')
+      std::printf("    fabric        %s (pairs with a peer's %s device on it, whatever its name)\n",
+                  n.fabric, n.plugin);
+#endif
     auto flags = bit_names(n.flags, kNetFlags);
     std::printf("    flags         %s\n", flags.empty() ? "none" : join(flags, ", ").c_str());
     if (n.max_inflight)
@@ -385,6 +390,9 @@ void print_json(const Inventory& inv) {
          ",\"mem_ifaces\":" + json_list(bit_names(n.mem_ifaces, kMemIfaces)) +
          ",\"dmabuf\":" + (n.dmabuf ? "true" : "false") +
          ",\"nic_guid\":" + std::to_string(n.nic_guid) + ",\"nic_port\":" + std::to_string(n.nic_port) +
+#ifdef HMC_HAS_NET_FABRIC
+         ",\"fabric\":" + json_escape(str(n.fabric)) +
+#endif
          ",\"flags\":" + json_list(bit_names(n.flags, kNetFlags)) +
          ",\"max_inflight\":" + std::to_string(n.max_inflight) +
          ",\"max_msg_size\":" + std::to_string(n.max_msg_size) + "}";

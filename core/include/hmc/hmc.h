@@ -181,8 +181,13 @@ typedef struct hmc_net_device_info {
   uint32_t dmabuf;
   uint32_t nic_port;
   uint64_t nic_guid;
+  /* Appended (HMC_HAS_NET_FABRIC): the network the device is on, which a peer's device of the
+   * same plugin pairs with whatever its name ("roce-v2", "ib:<subnet prefix>"); "": only a
+   * device of the same name. */
+  char fabric[64];
 } hmc_net_device_info_t;
 #define HMC_HAS_NET_MEM_IFACES 1
+#define HMC_HAS_NET_FABRIC 1
 
 /* Net devices of every loaded net plugin. hmc_net_device_info never measures: the measured
  * figures are those this process or the calibration cache already has. */

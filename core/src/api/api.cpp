@@ -242,6 +242,8 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
     info->nic_port = d.props.nic_port;
     info->nic_guid = d.props.nic_guid;
   }
+  if (info->struct_size >= offsetof(hmc_net_device_info_t, fabric) + sizeof info->fabric)
+    copy_str(info->fabric, d.props.fabric ? d.props.fabric : "");
   info->flags = d.props.flags;
   info->max_inflight = d.props.max_inflight;
   info->max_msg_size = d.props.max_msg_size;

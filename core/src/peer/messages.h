@@ -30,7 +30,7 @@ struct NetHandle {
   uint8_t flags = 0;
   // Appended after flags: the connector's device of the chosen pair, where it has another name
   // than the acceptor's (devices pairing by fabric); empty from older peers: `device`.
-  std::string peer_device;
+  std::string peer_device = "";
 };
 constexpr uint8_t kNetHandleTakesHello = 1;
 void encode_net_handle(const NetHandle& m, control::Writer* w);
