@@ -348,6 +348,28 @@ HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms, size_t*
  * it is too late and it will end normally. Either way, test/wait it to release it. */
 HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Groups and collectives: datatypes and reductions.                                          */
+
+typedef enum hmc_dtype {
+  HMC_DTYPE_F32 = 0,
+  HMC_DTYPE_F64 = 1,
+  HMC_DTYPE_F16 = 2,  /* IEEE 754 binary16 */
+  HMC_DTYPE_BF16 = 3, /* bfloat16 */
+  HMC_DTYPE_I8 = 4,
+  HMC_DTYPE_U8 = 5,
+  HMC_DTYPE_I32 = 6,
+  HMC_DTYPE_I64 = 7,
+} hmc_dtype_t;
+
+typedef enum hmc_reduce_op {
+  HMC_OP_SUM = 0,
+  HMC_OP_PROD = 1,
+  HMC_OP_MIN = 2,
+  HMC_OP_MAX = 3,
+  HMC_OP_AVG = 4, /* the sum divided by the group's size (integers: rounded toward zero) */
+} hmc_reduce_op_t;
+
 #ifdef __cplusplus
 }
 #endif
