@@ -9,7 +9,7 @@
 namespace hmc::coll {
 
 // dst = dst op src over `count` elements. HMC_OP_AVG sums here; finish_average divides at the
-// end. HMC_ERR_INVALID_ARG for an unknown datatype or operation (nothing written).
+// end. HMC_ERR_INVALID_ARGUMENT for an unknown datatype or operation (nothing written).
 hmc_status_t reduce_into(void* dst, const void* src, size_t count, hmc_dtype_t dtype,
                          hmc_reduce_op_t op);
 
