@@ -233,5 +233,20 @@ TEST(ConfigErrors, BadBooleanIsAConfigError) {
   if (st == HMC_SUCCESS) hmc_context_destroy(ctx);
 }
 
+// A plugin's own variable is configuration too: a bad value stops the context, naming the
+// plugin, the variable and the value, instead of quietly leaving the plugin out.
+TEST(ConfigErrors, BadPluginVariableIsAConfigError) {
+  ScopedEnv env(base_environment());
+  env.apply({{"HMC_HOSTSTAGE_STREAMS", "many"}});
+  hmc_context_t ctx = nullptr;
+  hmc_status_t st = hmc_context_create(nullptr, &ctx);
+  std::string msg = hmc_last_error();
+  EXPECT_EQ(st, HMC_ERR_CONFIG) << msg;
+  EXPECT_NE(msg.find("hoststage"), std::string::npos) << "the message: " << msg;
+  EXPECT_NE(msg.find("HMC_HOSTSTAGE_STREAMS"), std::string::npos) << "the message: " << msg;
+  EXPECT_NE(msg.find("many"), std::string::npos) << "the message: " << msg;
+  if (st == HMC_SUCCESS) hmc_context_destroy(ctx);
+}
+
 }  // namespace
 }  // namespace hmc_test

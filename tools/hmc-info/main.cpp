@@ -22,6 +22,7 @@ namespace {
 
 const char* kUsage =
     R"(usage: hmc-info [--config] [--format text|json|markdown] [--json] [--calibrate]
+                [--require NAME[,NAME...]]
 
 Shows what hmc found: its version, the plugins (loaded, or skipped and why), the devices and
 the net devices with their properties.
@@ -36,9 +37,13 @@ the net devices with their properties.
                milliseconds; otherwise both are done at a context's first connect), and show the
                figures and how device memory would cross to another process on this host;
                without it, figures already measured or cached are shown
+  --require N  fail (exit status 3) unless every plugin named in the comma-separated list
+               loaded here, so that a deployment or a plugin's CI notices a plugin that was
+               skipped (the reason is printed)
   --help       this text
 
-exit status: 0 success, 1 hmc failed (the message says why), 2 bad arguments
+exit status: 0 success, 1 hmc failed (the message says why), 2 bad arguments, 3 a plugin named
+by --require did not load
 )";
 
 enum class Format { Text, Json, Markdown };
@@ -48,7 +53,25 @@ struct Args {
   Format format = Format::Text;
   bool calibrate = false;
   bool help = false;
+  std::vector<std::string> require;
 };
+
+// The names of --require that no loaded plugin answers to, each with why it is missing.
+std::vector<std::string> missing_plugins(const std::vector<std::string>& required,
+                                         const std::vector<hmc_plugin_info_t>& plugins) {
+  std::vector<std::string> out;
+  for (const std::string& name : required) {
+    std::string why = "no plugin of that name was found (see HMC_PLUGIN_PATH in hmc-info --config)";
+    bool loaded = false;
+    for (const auto& p : plugins) {
+      if (name != p.name) continue;
+      if (p.loaded) loaded = true;
+      else why = p.reason;
+    }
+    if (!loaded) out.push_back("required plugin '" + name + "' did not load: " + why);
+  }
+  return out;
+}
 
 // Names of set bits; unknown bits as hex so nothing is silently dropped.
 struct BitName {
@@ -514,6 +537,30 @@ int main(int argc, char** argv) {
       }
     } else if (arg == "--calibrate")
       a.calibrate = true;
+    else if (arg == "--require" || arg.rfind("--require=", 0) == 0) {
+      std::string list;
+      if (arg == "--require") {
+        if (i + 1 >= argc) {
+          std::fprintf(stderr, "hmc-info: --require needs a list of plugin names\n\n%s", kUsage);
+          return 2;
+        }
+        list = argv[++i];
+      } else {
+        list = arg.substr(std::strlen("--require="));
+      }
+      size_t start = 0;
+      while (start <= list.size()) {
+        size_t comma = std::min(list.find(',', start), list.size());
+        std::string name = list.substr(start, comma - start);
+        if (name.empty()) {
+          std::fprintf(stderr, "hmc-info: --require '%s' has an empty name\n\n%s", list.c_str(),
+                       kUsage);
+          return 2;
+        }
+        a.require.push_back(name);
+        start = comma + 1;
+      }
+    }
     else if (arg == "--help" || arg == "-h")
       a.help = true;
     else {
@@ -566,7 +613,7 @@ int main(int argc, char** argv) {
 
   if (ctx == nullptr) {
     std::fprintf(stderr, "hmc-info: %s\n", create_error.c_str());
-    return 1;
+    return a.require.empty() ? 1 : 3;
   }
   Inventory inv;
   if (a.calibrate) {
@@ -593,5 +640,8 @@ int main(int argc, char** argv) {
   else
     print_text(inv);
   hmc_context_destroy(ctx);
+  std::vector<std::string> missing = missing_plugins(a.require, inv.plugins);
+  for (const auto& m : missing) std::fprintf(stderr, "hmc-info: %s\n", m.c_str());
+  if (!missing.empty()) return 3;
   return inv.errors.empty() ? 0 : 1;
 }

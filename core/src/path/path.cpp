@@ -141,6 +141,11 @@ std::vector<Choice> rank(const Capabilities& local, const Capabilities& remote) 
       c.reason += slow.empty() ? ", fastest at every size ranked" : "; slower than the best at " + slow;
     }
     if (x.preference) c.reason += " (HMC_NET_PLUGINS order)";
+    // A lone path is not measured at connect (there is nothing to rank it against, and the
+    // measurement would cost every first connect a second): say so next to the placeholder
+    // figures, so that nobody reads them as a measurement.
+    if (found.size() == 1 && (c.basis == "default" || c.basis == "declared+default"))
+      c.reason += "; not measured: the only path (hmc-info --calibrate measures it)";
     out.push_back(std::move(c));
   }
   return out;

@@ -60,13 +60,14 @@ class Collector {
     out_->candidates.push_back(std::move(c));
   }
 
-  void scan_dir(const std::string& dir, const std::string& origin) {
+  // Returns how many plugin files the directory holds.
+  size_t scan_dir(const std::string& dir, const std::string& origin) {
     out_->searched.push_back(dir);
     std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(dir.c_str()), closedir);
     if (!d) {
       out_->problems.push_back(
           fmt::format("cannot read plugin directory {}: {}", dir, strerror(errno)));
-      return;
+      return 0;
     }
     std::vector<std::string> names;
     while (struct dirent* e = readdir(d.get())) {
@@ -82,6 +83,7 @@ class Collector {
       struct stat st;
       if (stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) add_file(p, origin);
     }
+    return names.size();
   }
 
  private:
@@ -146,7 +148,13 @@ Discovery discover(const std::string& plugin_path, bool search_default_dirs) {
       out.problems.push_back(
           fmt::format("HMC_PLUGIN_PATH entry '{}' does not exist ({})", entry, strerror(errno)));
     } else if (S_ISDIR(st.st_mode)) {
-      collect.scan_dir(real_path(entry), "HMC_PLUGIN_PATH");
+      // A folder the user named that holds nothing loadable is almost always a wrong path or a
+      // misnamed file: say so, rather than quietly going on with the default directories.
+      if (collect.scan_dir(real_path(entry), "HMC_PLUGIN_PATH") == 0)
+        out.problems.push_back(fmt::format(
+            "HMC_PLUGIN_PATH directory '{}' holds no plugin (files are found by the names "
+            "libhmc-net-<name>.so and libhmc-device-<name>.so)",
+            entry));
     } else if (S_ISREG(st.st_mode)) {
       out.searched.push_back(real_path(entry));
       collect.add_file(entry, "HMC_PLUGIN_PATH");

@@ -186,6 +186,9 @@ hmc_status_t Loader::load(Config& cfg) {
   }
   warn_unknown_selected();
   log_summary();
+  // A plugin's own variable is configuration like the core's: a bad value stops the context
+  // rather than quietly losing the plugin the user configured.
+  if (!config_error_.empty()) return fail(HMC_ERR_CONFIG, "{}", config_error_);
   return HMC_SUCCESS;
 }
 
@@ -373,6 +376,13 @@ void Loader::initialise(Record& rec, Config& cfg, const hmc_config_var_t* vars) 
     return mark(rec, State::NoDevice,
                 "no device: " + (why.empty() ? "the plugin gave no reason" : why));
   }
+  if (st == HMC_PLUGIN_ERR_CONFIG) {
+    std::string why = in.host->last_problem();
+    if (why.empty()) why = "the plugin did not say which variable";
+    if (config_error_.empty())
+      config_error_ = fmt::format("{} plugin '{}': {}", kind_name(rec.kind), rec.name, why);
+    return mark(rec, State::Broken, "invalid configuration: " + why);
+  }
   if (st != HMC_PLUGIN_SUCCESS) {
     std::string why = in.host->last_problem();
     return mark(rec, State::Broken,
@@ -483,7 +493,7 @@ void Loader::warn_unknown_selected() const {
 
 void Loader::log_summary() const {
   if (records_.empty()) {
-    HMC_LOG_I("plugins: none found (searched: {})",
+    HMC_LOG_W("plugins: none found (searched: {})",
               searched_.empty() ? "nothing" : join(searched_, ", "));
     return;
   }

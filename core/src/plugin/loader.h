@@ -102,8 +102,9 @@ class Loader {
   // Discovers, selects, dlopens (RTLD_NOW | RTLD_LOCAL), validates and initialises every plugin,
   // and declares each one's config_vars into cfg (owner = plugin name, type String). Plugins read
   // configuration from a snapshot of cfg taken here, so cfg need not outlive the loader. Logs the
-  // outcome once. Fails only when called a second time (HMC_ERR_INTERNAL); never because of a
-  // plugin.
+  // outcome once. Fails when called a second time (HMC_ERR_INTERNAL) and when a plugin's init
+  // answered HMC_PLUGIN_ERR_CONFIG (HMC_ERR_CONFIG naming the plugin and what it logged); any
+  // other plugin failure only skips that plugin.
   hmc_status_t load(Config& cfg);
 
   // Calls finalize of every loaded plugin, in the reverse order of their init. Idempotent.
@@ -137,6 +138,7 @@ class Loader {
   std::vector<Record*> init_order_;
   std::vector<std::string> searched_;
   std::unique_ptr<Selections> selections_;
+  std::string config_error_;  // the first plugin whose own variable had an invalid value
 };
 
 }  // namespace hmc::plugin

@@ -42,7 +42,7 @@ bool is_pow2(size_t v) {
 hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log, Config* out) {
   Config c;
   hmc::plugin::ConfigReader r(host, log);
-  constexpr hmc_plugin_status_t kBad = HMC_PLUGIN_ERR_INVALID_ARGUMENT;  // the reader logged why
+  constexpr hmc_plugin_status_t kBad = HMC_PLUGIN_ERR_CONFIG;  // the reader logged why
 
   if (!r.read_int("HMC_HOSTSTAGE_STREAMS", 1, kMaxStreams, &c.streams)) return kBad;
   if (!r.read_list("HMC_HOSTSTAGE_IFNAMES", 16, &c.ifnames,

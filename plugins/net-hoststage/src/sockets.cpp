@@ -64,7 +64,7 @@ hmc_plugin_status_t resolve_tcp_addresses(const Config& cfg, const Log& log, Tcp
                   "invalid HMC_HOSTSTAGE_IFNAMES: interface \"%s\" does not exist or has no IPv4 "
                   "address",
                   name.c_str());
-        return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+        return HMC_PLUGIN_ERR_CONFIG;
       }
       r.listen.push_back(ip);
       r.advertise.push_back(ip);
@@ -85,7 +85,7 @@ hmc_plugin_status_t resolve_tcp_addresses(const Config& cfg, const Log& log, Tcp
     if (!name_like) {
       log.write(HMC_LOG_ERROR, "invalid HMC_LISTEN_HOST=\"%s\": not an IPv4 address or host name",
                 host.c_str());
-      return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+      return HMC_PLUGIN_ERR_CONFIG;
     }
     addrinfo hints{};
     hints.ai_family = AF_INET;
@@ -95,7 +95,7 @@ hmc_plugin_status_t resolve_tcp_addresses(const Config& cfg, const Log& log, Tcp
       log.write(HMC_LOG_ERROR,
                 "invalid HMC_LISTEN_HOST=\"%s\": not an IPv4 address or resolvable host name",
                 host.c_str());
-      return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+      return HMC_PLUGIN_ERR_CONFIG;
     }
     a = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
     ::freeaddrinfo(res);

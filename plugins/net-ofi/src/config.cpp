@@ -56,7 +56,7 @@ bool valid_name(const std::string& s) {
 hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log, Config* out) {
   Config c;
   hmc::plugin::ConfigReader r(host, log);
-  constexpr hmc_plugin_status_t kBad = HMC_PLUGIN_ERR_INVALID_ARGUMENT;  // the reader logged why
+  constexpr hmc_plugin_status_t kBad = HMC_PLUGIN_ERR_CONFIG;  // the reader logged why
   auto bad = [&](const char* name, const std::string& value, const char* want) {
     r.invalid(name, value, want);
     return kBad;

@@ -117,7 +117,7 @@ hmc_plugin_status_t Context::create(const hmc_host_services_t* host, Context** o
 }
 
 hmc_plugin_status_t Context::init() {
-  if (!cfg_.read(host_, log_)) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  if (!cfg_.read(host_, log_)) return HMC_PLUGIN_ERR_CONFIG;  // the reader logged which variable
   self_ = ProcessIdentity::self();
   if (getrandom(&rng_state_, sizeof(rng_state_), 0) != static_cast<ssize_t>(sizeof(rng_state_)))
     rng_state_ = now_ns() ^ (static_cast<uint64_t>(self_.pid) << 32);

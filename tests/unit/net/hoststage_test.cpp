@@ -378,7 +378,7 @@ TEST(HoststageConfig, InvalidValuesFailInitNamingTheVariable) {
       SCOPED_TRACE(kv.first + "=" + kv.second);
       Host host(Cfg{{kv.first, kv.second}}, 5000, HMC_LOG_ERROR - 1);
       hmc_net_ctx_t* c = nullptr;
-      EXPECT_EQ(t->init(host.services(), &c), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+      EXPECT_EQ(t->init(host.services(), &c), HMC_PLUGIN_ERR_CONFIG);
       EXPECT_EQ(c, nullptr);
       EXPECT_TRUE(host.logged(kv.first)) << "no log message names " << kv.first;
     }

@@ -62,7 +62,12 @@ typedef enum hmc_plugin_status {
   HMC_PLUGIN_ERR_TRUNCATED = -8,        /* an incoming message was larger than the posted buffer */
   HMC_PLUGIN_ERR_CANCELLED = -9,        /* the request was cancelled */
   HMC_PLUGIN_ERR_INTERNAL = -10,        /* a bug or an unexpected system/runtime failure */
-  HMC_PLUGIN_ERR_SYSTEM = -11           /* a system call failed (errno in the logged message) */
+  HMC_PLUGIN_ERR_SYSTEM = -11,          /* a system call failed (errno in the logged message) */
+  HMC_PLUGIN_ERR_CONFIG = -12           /* init only: one of the plugin's own HMC_<PLUGIN>_* variables
+                                           has an invalid value (log which and why); the core
+                                           then fails hmc_context_create with HMC_ERR_CONFIG, as
+                                           for its own variables. A core older than this code
+                                           skips the plugin instead. */
 } hmc_plugin_status_t;
 
 /* First member of every struct crossing the boundary. */

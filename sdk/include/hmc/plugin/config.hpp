@@ -7,7 +7,7 @@
  *   if (!cfg.read_int("HMC_MYNET_STREAMS", 1, 64, &streams) ||
  *       !cfg.read_size("HMC_MYNET_CHUNK", 4 << 10, size_t{1} << 30, &chunk) ||
  *       !cfg.read_bool("HMC_MYNET_SHM", &shm))
- *     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;  // the reader logged which variable and why
+ *     return HMC_PLUGIN_ERR_CONFIG;  // the reader logged which variable and why
  *
  * A value is trimmed of surrounding blanks; an unset or blank variable keeps the caller's default.
  * Declare every variable in the table's config_vars as well (ABI rule 7).

@@ -30,6 +30,7 @@ constexpr const char* status_name(hmc_plugin_status_t st) noexcept {
     case HMC_PLUGIN_ERR_CANCELLED: return "CANCELLED";
     case HMC_PLUGIN_ERR_INTERNAL: return "INTERNAL";
     case HMC_PLUGIN_ERR_SYSTEM: return "SYSTEM";
+    case HMC_PLUGIN_ERR_CONFIG: return "CONFIG";
   }
   return "UNKNOWN";
 }
