@@ -316,6 +316,36 @@ void run_notify_initiator(const Peer& p) {
   p.expect_ctrl(kTagCtrl, kCtrlDone);
 }
 
+void run_xfer_target(const Peer& p) {
+  GuardedMem g(kXferRegionSize, kXferInitSeed);
+  Region r;
+  check_ok(r.register_mem(p.ctx, g.region(), kXferRegionSize,
+                          HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE),
+           "hmc_mem_register");
+  std::vector<uint8_t> desc = pack_region(r, "the region");
+  p.send_buf(desc.data(), desc.size(), kTagDesc);
+
+  std::vector<uint8_t> image = GuardedMem::initial_image(kXferRegionSize, kXferInitSeed);
+  apply_xfer_writes(&image);
+  // The write list's notification: every block is in place when it is seen.
+  hmc_notification_t n{};
+  check_ok(hmc_notify_wait(p.ctx, kOpTimeoutMs, &n), "hmc_notify_wait (write list)");
+  check(n.value == kXferWriteNote, "the write list's notification has value " +
+                                        std::to_string(n.value));
+  std::string bad = bytes_check(g.mem.data(), image.data(), image.size());
+  check(bad.empty(), "region memory when the write list's notification came (region starts at "
+                     "offset " + std::to_string(kGuard) + "): " + bad);
+  p.send_ctrl(kTagCtrl + 1, kCtrlAck);
+  check_ok(hmc_notify_wait(p.ctx, kOpTimeoutMs, &n), "hmc_notify_wait (read list)");
+  check(n.value == kXferReadNote, "the read list's notification has value " +
+                                       std::to_string(n.value));
+  p.expect_ctrl(kTagCtrl, kCtrlDone);
+  bad = bytes_check(g.mem.data(), image.data(), image.size());
+  check(bad.empty(), "region memory after the lists: " + bad);
+  check_ok(r.deregister(), "hmc_mem_deregister");
+  p.send_ctrl(kTagCtrl + 1, kCtrlAck);
+}
+
 void run_bounds_target(const Peer& p) {
   std::vector<GuardedMem> mem;
   Region regs[kBoundsRegions];
@@ -538,6 +568,7 @@ int main(int argc, char** argv) {
         {scenario::kTruncate, run_truncate},
         {scenario::kConcurrent, run_concurrent},
         {scenario::kRmaTarget, run_rma_target},
+        {scenario::kXferTarget, run_xfer_target},
         {scenario::kNotifyInitiator, run_notify_initiator},
         {scenario::kBoundsTarget, run_bounds_target},
         {scenario::kWithdrawInitiator, run_withdraw_initiator},

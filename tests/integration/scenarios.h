@@ -24,6 +24,7 @@ constexpr const char* kOrdering = "ordering";      // receives posted before/aft
 constexpr const char* kTruncate = "truncate";      // too-small receive buffers, both sides
 constexpr const char* kConcurrent = "concurrent";  // count=N sends+recvs in flight at once
 constexpr const char* kRmaTarget = "rma-target";   // registers; parent puts/gets (+notify)
+constexpr const char* kXferTarget = "xfer-target";  // registers; parent writes/reads lists
 constexpr const char* kNotifyInitiator = "notify-initiator";  // imports parent's; puts+notify
 constexpr const char* kBoundsTarget = "bounds-target";        // registers regions the parent abuses
 constexpr const char* kDieMidSend = "die-mid-send";           // size=N: SIGKILLs itself mid-send
@@ -218,6 +219,41 @@ constexpr uint64_t kWithdrawSeed = 0x6100;
 constexpr int kWithdrawDepth = 4;
 constexpr int kWithdrawRefusedWithinMs = 30000;  // the child's bound on its wait for the refusal
 constexpr uint64_t kCtrlImported = 0x1A;  // import-then-stop: child -> parent, regions imported
+
+// xfer-target: the child registers a region (kXferInitSeed); the parent writes blocks of its own
+// region (pattern kXferSeed over its offsets) into it with one transfer list, notifying
+// kXferWriteNote; the child checks every byte and says kCtrlAck on kTagCtrl + 1; the parent
+// reads blocks back into a second region with another list, notifying kXferReadNote, and
+// checks them; then kCtrlDone / kCtrlAck as in rma-target.
+constexpr size_t kXferBlock = 16 * 1024;
+constexpr size_t kXferRegionSize = 64 * kXferBlock + 3;
+constexpr uint64_t kXferInitSeed = 0x7000;
+constexpr uint64_t kXferSeed = 0x7100;
+constexpr uint64_t kXferWriteNote = 0x7E57;
+constexpr uint64_t kXferReadNote = 0x7EAD;
+// Blocks scattered over the target in a scrambled order, a run adjacent on both sides (merged
+// into one range), an empty block, and the region's odd last bytes.
+inline std::vector<hmc_xfer_desc_t> xfer_write_list() {
+  std::vector<hmc_xfer_desc_t> v;
+  for (uint64_t k = 0; k < 40; ++k)
+    v.push_back({k * kXferBlock, ((k * 37) % 48) * kXferBlock, kXferBlock});
+  for (uint64_t k = 48; k < 56; ++k) v.push_back({k * kXferBlock, k * kXferBlock, kXferBlock});
+  v.push_back({56 * kXferBlock, 60 * kXferBlock, 0});
+  v.push_back({kXferRegionSize - 3, kXferRegionSize - 3, 3});
+  return v;
+}
+// What the list does to the image of the target's GuardedMem.
+inline void apply_xfer_writes(std::vector<uint8_t>* image) {
+  for (const auto& d : xfer_write_list())
+    pattern_fill(image->data() + kGuard + d.remote_offset, d.size, kXferSeed, d.local_offset);
+}
+// Reads back: target block b into local block 63 - b, for b < 56, and the last bytes.
+inline std::vector<hmc_xfer_desc_t> xfer_read_list() {
+  std::vector<hmc_xfer_desc_t> v;
+  for (uint64_t b = 0; b < 56; ++b) v.push_back({(63 - b) * kXferBlock, b * kXferBlock, kXferBlock});
+  v.push_back({kXferRegionSize - 3, kXferRegionSize - 3, 3});
+  return v;
+}
 
 // Memory for a region: kGuard bytes, the region, kGuard bytes; all of it starts as
 // pattern(seed) over offsets into the allocation, so guards and region are checked alike.

@@ -332,6 +332,42 @@ HMC_API hmc_status_t hmc_put(hmc_peer_t peer, const void* buf, size_t size, hmc_
 HMC_API hmc_status_t hmc_get(hmc_peer_t peer, void* buf, size_t size, hmc_remote_t remote,
                              uint64_t remote_offset, hmc_request_t* req);
 
+/* Transfer lists: many ranges between one registered local region and one imported remote
+ * region, checked and merged once, then posted any number of times, each post one request (the
+ * shape of a KV-cache transfer: a thousand blocks by block id). Ranges adjacent on both sides
+ * are merged; the rest go to the path as pieces, many in flight. */
+typedef enum hmc_xfer_op {
+  HMC_XFER_WRITE = 0, /* local to remote, as hmc_put */
+  HMC_XFER_READ = 1   /* remote to local, as hmc_get */
+} hmc_xfer_op_t;
+
+typedef struct hmc_xfer_desc {
+  uint64_t local_offset;  /* in the local region */
+  uint64_t remote_offset; /* in the remote region */
+  uint64_t size;          /* bytes; 0 moves nothing */
+} hmc_xfer_desc_t;
+
+typedef struct hmc_xfer_list* hmc_xfer_list_t;
+
+/* Checks every descriptor against both regions and keeps the merged list; the descriptors are
+ * read during the call only. HMC_ERR_OUT_OF_BOUNDS names the first descriptor outside a region,
+ * and nothing is prepared. Both regions must stay valid until hmc_xfer_release. */
+HMC_API hmc_status_t hmc_xfer_prepare(hmc_region_t local, hmc_remote_t remote, hmc_xfer_op_t op,
+                                      const hmc_xfer_desc_t* descs, size_t count,
+                                      hmc_xfer_list_t* list);
+/* Posts the whole list as one request, which ends when every range is in place (*bytes: the
+ * list's total). With HMC_XFER_NOTIFY the target receives notify_value through hmc_notify_wait
+ * after the last byte: for a write once the data landed, for a read once the initiator holds
+ * it (the target may then reuse the memory). A range the target refuses ends the request with
+ * HMC_ERR_REMOTE; the peer's loss with HMC_ERR_PEER_LOST. A list may be posted again while an
+ * earlier post of it runs. Remote regions served by target-side staging are not supported yet
+ * (HMC_ERR_NOT_SUPPORTED). */
+#define HMC_XFER_NOTIFY HMC_PUT_NOTIFY
+HMC_API hmc_status_t hmc_xfer_post(hmc_xfer_list_t list, uint32_t flags, uint64_t notify_value,
+                                   hmc_request_t* req);
+/* Frees the list. Posts still running keep what they need. */
+HMC_API hmc_status_t hmc_xfer_release(hmc_xfer_list_t list);
+
 typedef struct hmc_notification {
   hmc_peer_t peer;
   uint64_t value;

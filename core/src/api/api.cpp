@@ -10,6 +10,7 @@
 #include "util/handles.h"
 #include "util/hot.h"
 #include "util/status.h"
+#include "xfer/xfer_list.h"
 
 using namespace hmc;
 
@@ -613,6 +614,64 @@ HMC_API hmc_status_t hmc_get(hmc_peer_t peer, void* buf, size_t size, hmc_remote
   st = rm->peer->ctx->transfers().post_get(rm, buf, size, remote_offset, &r);
   if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_xfer_prepare(hmc_region_t local, hmc_remote_t remote, hmc_xfer_op_t op,
+                                      const hmc_xfer_desc_t* descs, size_t count,
+                                      hmc_xfer_list_t* list) {
+  HMC_TRY
+  CHECK_HANDLE(local, Region);
+  CHECK_HANDLE(remote, Remote);
+  CHECK_NOT_NULL(list);
+  if (op != HMC_XFER_WRITE && op != HMC_XFER_READ)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_xfer_prepare: unknown op {}", static_cast<int>(op));
+  if (count == 0) return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_xfer_prepare: count is 0");
+  CHECK_NOT_NULL(descs);
+  Region* lr = region_of(local);
+  Remote* rm = remote_of(remote);
+  if (lr->ctx != rm->peer->ctx)
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_xfer_prepare: the local region and the remote belong to different contexts");
+  std::unique_ptr<XferList> made;
+  hmc_status_t st = make_xfer_list(lr, rm, op, descs, count, &made);
+  if (st != HMC_SUCCESS) return st;
+  XferList* l = made.release();
+  Handles::add(l, HandleKind::XferList);
+  *list = reinterpret_cast<hmc_xfer_list_t>(l);
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_xfer_post(hmc_xfer_list_t list, uint32_t flags, uint64_t notify_value,
+                                   hmc_request_t* req) {
+  HMC_TRY
+  CHECK_HANDLE(list, XferList);
+  CHECK_NOT_NULL(req);
+  if (flags & ~HMC_XFER_NOTIFY)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_xfer_post: unknown flag bits {:#x}",
+                flags & ~HMC_XFER_NOTIFY);
+  const XferList& l = *reinterpret_cast<XferList*>(list);
+  // The regions may have gone since the list was made: look before touching them.
+  if (!Handles::valid(l.local, HandleKind::Region))
+    return fail(HMC_ERR_INVALID_HANDLE,
+                "hmc_xfer_post: the list's local region was deregistered; prepare a new list");
+  if (!Handles::valid(l.remote, HandleKind::Remote))
+    return fail(HMC_ERR_INVALID_HANDLE,
+                "hmc_xfer_post: the list's remote region was released; prepare a new list");
+  Request* r = nullptr;
+  hmc_status_t st = l.remote->peer->ctx->transfers().post_list(l, flags, notify_value, &r);
+  if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
+  return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_xfer_release(hmc_xfer_list_t list) {
+  HMC_TRY
+  CHECK_HANDLE(list, XferList);
+  Handles::remove(list);
+  delete reinterpret_cast<XferList*>(list);
+  return HMC_SUCCESS;
   HMC_CATCH
 }
 

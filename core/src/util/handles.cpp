@@ -19,7 +19,7 @@ std::unordered_map<const void*, HandleKind>& registry() {
 // the epoch it saw then: while no handle was removed since, the same handle is still live, and the
 // check needs no lock (the common case: one peer used for message after message).
 std::atomic<uint64_t> g_epoch{1};
-constexpr int kKinds = static_cast<int>(HandleKind::Remote) + 1;
+constexpr int kKinds = static_cast<int>(HandleKind::kCount);
 struct Remembered {
   const void* handle = nullptr;
   uint64_t epoch = 0;

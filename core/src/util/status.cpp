@@ -28,6 +28,7 @@ hmc_status_t from_plugin_status(hmc_plugin_status_t st) {
     case HMC_PLUGIN_ERR_CANCELLED: return HMC_ERR_CANCELLED;
     case HMC_PLUGIN_ERR_SYSTEM: return HMC_ERR_SYSTEM;
     case HMC_PLUGIN_ERR_INTERNAL: return HMC_ERR_PLUGIN;
+    case HMC_PLUGIN_ERR_CONFIG: return HMC_ERR_CONFIG;
   }
   return HMC_ERR_PLUGIN;
 }
@@ -47,6 +48,7 @@ const char* plugin_status_string(hmc_plugin_status_t st) {
     case HMC_PLUGIN_ERR_CANCELLED: return "cancelled";
     case HMC_PLUGIN_ERR_INTERNAL: return "internal error";
     case HMC_PLUGIN_ERR_SYSTEM: return "system call failed";
+    case HMC_PLUGIN_ERR_CONFIG: return "invalid configuration";
   }
   return "unknown plugin status";
 }

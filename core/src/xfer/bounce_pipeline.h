@@ -41,6 +41,7 @@ struct Piece {
   size_t offset = 0;       // in the user buffer
   size_t len = 0;          // bytes to send / expected (receive capacity)
   size_t fit = 0;          // receive: bytes of it that fit into the user buffer
+  uint64_t remote = 0;     // one-sided pieces: the remote address of the first byte
   void* bounce = nullptr;  // pool buffer, nullptr when direct
   CopyJob copy;
   hmc_net_request_t* net = nullptr;

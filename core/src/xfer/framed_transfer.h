@@ -1,6 +1,6 @@
 // A transfer that moves in pieces, through bounce buffers where the memory is a device the path
 // cannot reach; owned by its Request. The two sides of a framed message (xfer/framed_message.h)
-// and puts and gets of local device memory in pieces (xfer/bounced_rma.h).
+// and puts and gets of local device memory in pieces (xfer/pieced_rma.h).
 #pragma once
 
 #include <cstddef>

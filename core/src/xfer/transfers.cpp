@@ -10,10 +10,11 @@
 #include "util/hot.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/bounced_rma.h"
 #include "xfer/framed_message.h"
+#include "xfer/pieced_rma.h"
 #include "xfer/regions.h"
 #include "xfer/target_staging.h"
+#include "xfer/xfer_list.h"
 
 namespace hmc {
 
@@ -298,7 +299,7 @@ hmc_status_t Transfers::post_put(Remote* remote, const void* buf, size_t size, u
                     peer->choice.key(), peer->name);
       return post_tracked_rma(
           remote,
-          BouncedRma::put(buf, size, remote->base + offset, remote->rkey, peer->framing.chunk),
+          PiecedRma::put(buf, size, remote->base + offset, remote->rkey, peer->framing.chunk),
           Op::Put, size, out, flags & HMC_PUT_NOTIFY, notify_value);
     }
   }
@@ -349,7 +350,7 @@ hmc_status_t Transfers::post_get(Remote* remote, void* buf, size_t size, uint64_
                     peer->choice.key(), peer->name);
       return post_tracked_rma(
           remote,
-          BouncedRma::get(buf, size, remote->base + offset, remote->rkey, peer->framing.chunk),
+          PiecedRma::get(buf, size, remote->base + offset, remote->rkey, peer->framing.chunk),
           Op::Get, size, out);
     }
   }
@@ -369,6 +370,40 @@ hmc_status_t Transfers::post_get(Remote* remote, void* buf, size_t size, uint64_
   if (st != HMC_SUCCESS) return remote->dead.load() ? refuse_withdrawn(*remote, "get") : st;
   *out = req;
   return HMC_SUCCESS;
+}
+
+hmc_status_t Transfers::post_list(const XferList& list, uint32_t flags, uint64_t notify_value,
+                                 Request** out) {
+  Remote* remote = list.remote;
+  const auto& peer = remote->peer;
+  const char* what = list.put ? "put" : "get";
+  hmc_status_t st = check_peer(*peer, what);
+  if (st != HMC_SUCCESS) return st;
+  if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, what);
+  if (remote->staged)
+    return fail(HMC_ERR_NOT_SUPPORTED,
+                "hmc_xfer_post: the peer's region is reached through target-side staging, which "
+                "transfer lists do not use yet (post hmc_{} per range instead)",
+                what);
+  if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
+    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_xfer_post: path {} to {} offers no one-sided operations",
+                peer->choice.key(), peer->name);
+  // The local region's own registration on this path when it has one; otherwise the path
+  // reaches the memory by pointer, or it goes through bounce buffers.
+  Region* local = list.local;
+  bool staged = false;
+  hmc_net_mr_t* mr = nullptr;
+  if (const Region::Registration* r = local->registration_on(peer->net_device)) {
+    mr = r->mr;
+  } else if (peer->framing.on()) {
+    st = memory_access(*peer, local->addr, local->size, "xfer_post", &staged, nullptr, &mr);
+    if (st != HMC_SUCCESS) return st;
+  }
+  auto f = PiecedRma::list(list.put, local->addr, list.spans, list.total, remote->rkey,
+                           peer->framing.on() ? peer->framing.chunk : list.total, staged, mr);
+  return post_tracked_rma(remote, std::move(f), list.put ? Op::Put : Op::Get,
+                          static_cast<size_t>(list.total), out, flags & HMC_XFER_NOTIFY,
+                          notify_value);
 }
 
 hmc_status_t Transfers::post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,

@@ -29,6 +29,7 @@ class Context;
 class ControlDispatch;
 class Regions;
 class TargetStaging;
+struct XferList;
 
 // What transfers need of the context. Called off the path of a message that ends well: a
 // progress pass every control interval, and peer failure when a path broke.
@@ -132,6 +133,9 @@ class Transfers {
   hmc_status_t post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
                         uint32_t flags, uint64_t notify_value, Request** out);
   hmc_status_t post_get(Remote* remote, void* buf, size_t size, uint64_t offset, Request** out);
+  // Posts a transfer list (xfer/xfer_list.h) as one request.
+  hmc_status_t post_list(const XferList& list, uint32_t flags, uint64_t notify_value,
+                         Request** out);
   // Final status releases the request (deletes it); HMC_IN_PROGRESS / HMC_ERR_TIMEOUT keep it.
   hmc_status_t test(Request* req, size_t* bytes);
   hmc_status_t wait(Request* req, int timeout_ms, size_t* bytes);

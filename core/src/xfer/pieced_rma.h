@@ -1,0 +1,63 @@
+// Puts and gets in pieces: one local range to or from remote memory through bounce buffers
+// where the path cannot reach local device memory (put: device-to-host copy, then iput; get:
+// iget, then host-to-device copy), and the ranges of a transfer list (hmc_xfer_post) directly
+// or through bounces. The target sees ordinary puts and gets.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "hmc/plugin/net.h"
+#include "xfer/framed_transfer.h"
+
+namespace hmc {
+
+// A range of a transfer: `len` bytes at `local` (bytes from the transfer's local base) and at
+// `remote_addr` (the remote registration's address space).
+struct RmaSpan {
+  uint64_t local = 0;
+  uint64_t remote_addr = 0;
+  uint64_t len = 0;
+};
+
+class PiecedRma final : public FramedTransfer {
+ public:
+  // One range of local device memory through bounces. `addr`, `rkey`: the remote registration's
+  // address of the first byte, and its key.
+  static std::unique_ptr<PiecedRma> put(const void* buf, size_t size, uint64_t addr,
+                                        hmc_net_rkey_t* rkey, uint64_t chunk);
+  static std::unique_ptr<PiecedRma> get(void* buf, size_t size, uint64_t addr,
+                                        hmc_net_rkey_t* rkey, uint64_t chunk);
+  // The spans of a transfer list from local memory at `base`: through bounces of `chunk` bytes
+  // when `staged`, else each span straight from its registration `mr` (nullptr where the path
+  // needs none). The spans are shared with the list, which may be released first.
+  static std::unique_ptr<PiecedRma> list(bool put, void* base,
+                                         std::shared_ptr<const std::vector<RmaSpan>> spans,
+                                         uint64_t total, hmc_net_rkey_t* rkey, uint64_t chunk,
+                                         bool staged, hmc_net_mr_t* mr);
+  bool started() const override { return next_span_ > 0 || next_offset_ > 0; }
+
+ private:
+  PiecedRma(bool put, void* base, uint64_t total, hmc_net_rkey_t* rkey, uint64_t chunk,
+            bool staged, hmc_net_mr_t* mr);
+  bool step(Request* req, Peer& peer, const StageEnv& env) override;
+  bool issue_pieces(Peer& peer, const StageEnv& env);
+  // The next piece's local offset, remote address and length; false when all were issued.
+  bool next_piece(size_t* local, uint64_t* remote, size_t* len) const;
+  void advance_cursor(size_t len);
+
+  bool put_;  // else a get
+  hmc_net_rkey_t* rkey_;
+  uint64_t chunk_;
+  bool staged_;        // through bounce buffers; else straight from the user's memory
+  hmc_net_mr_t* mr_;   // the user's memory's registration on the path (direct only)
+  RmaSpan single_;     // the span of put()/get()
+  std::shared_ptr<const std::vector<RmaSpan>> spans_;  // a list's; null for put()/get()
+  size_t next_span_ = 0;      // the span the next piece comes from
+  uint64_t next_offset_ = 0;  // and where in it
+  size_t issued_ = 0;         // pieces issued so far (their index)
+};
+
+}  // namespace hmc
