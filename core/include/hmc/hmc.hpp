@@ -239,6 +239,45 @@ class Remote {
   hmc_remote_t remote_ = nullptr;
 };
 
+// A transfer list (hmc_xfer_prepare): ranges between a local Region and a Remote, posted as
+// one request as often as wanted. Both regions must outlive the list.
+class XferList {
+ public:
+  XferList() noexcept = default;
+  XferList(const Region& local, const Remote& remote, hmc_xfer_op_t op,
+           const std::vector<hmc_xfer_desc_t>& descs) {
+    detail::check(hmc_xfer_prepare(local.get(), remote.get(), op, descs.data(), descs.size(),
+                                   &list_),
+                  "hmc_xfer_prepare");
+  }
+  XferList(XferList&& o) noexcept : list_(std::exchange(o.list_, nullptr)) {}
+  XferList& operator=(XferList&& o) noexcept {
+    if (this != &o) {
+      reset();
+      list_ = std::exchange(o.list_, nullptr);
+    }
+    return *this;
+  }
+  XferList(const XferList&) = delete;
+  XferList& operator=(const XferList&) = delete;
+  ~XferList() { reset(); }
+
+  hmc_xfer_list_t get() const noexcept { return list_; }
+  explicit operator bool() const noexcept { return list_ != nullptr; }
+  void reset() noexcept {
+    if (list_ != nullptr) (void)hmc_xfer_release(std::exchange(list_, nullptr));
+  }
+  // flags: HMC_XFER_NOTIFY to have notify_value delivered to the target after the last byte.
+  Request post(uint32_t flags = 0, uint64_t notify_value = 0) {
+    hmc_request_t r = nullptr;
+    detail::check(hmc_xfer_post(list_, flags, notify_value, &r), "hmc_xfer_post");
+    return Request(r);
+  }
+
+ private:
+  hmc_xfer_list_t list_ = nullptr;
+};
+
 // A connected peer. Transfers are non-blocking and return a Request; buffers must stay valid
 // until it ends. Closing (or destroying) the Peer cancels its pending requests.
 class Peer {
