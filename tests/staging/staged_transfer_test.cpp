@@ -285,6 +285,89 @@ TEST(StagedScenarios, PutAndGetMoveLocalDeviceMemoryThroughBounces) {
   }
 }
 
+TEST(StagedScenarios, TransferListsMoveLocalDeviceMemoryThroughBounces) {
+  // The peer exports host memory; a list writes scattered blocks of our cuda:0 memory into it
+  // (pieces through bounce buffers), notifying after the last byte, and another list reads
+  // them back into a second cuda:0 buffer in another order.
+  const size_t block = kChunk / 2 + 5, blocks = 6, size = block * blocks;
+  std::vector<hmc_xfer_desc_t> writes, reads;
+  for (size_t k = 0; k < blocks; ++k) writes.push_back({k * block, ((k * 5) % blocks) * block, block});
+  for (size_t k = 0; k < blocks; ++k) reads.push_back({(blocks - 1 - k) * block, k * block, block});
+  for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
+  SCOPED_TRACE(path);
+  run_pair(path,
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             std::vector<uint8_t> host(size, 0x5a);
+             hmc_region_t reg;
+             if (hmc_mem_register(ctx, host.data(), host.size(),
+                                  HMC_ACCESS_REMOTE_WRITE | HMC_ACCESS_REMOTE_READ, &reg) != HMC_SUCCESS)
+               return 20;
+             uint8_t desc[512];
+             size_t len = sizeof desc;
+             if (hmc_region_pack(reg, desc, &len) != HMC_SUCCESS) return 21;
+             if (send_wait(peer, desc, len, 7) != HMC_SUCCESS) return 22;
+             uint8_t v = 0;
+             hmc_notification_t n;
+             if (hmc_notify_wait(ctx, kTimeoutMs, &n) != HMC_SUCCESS || n.value != 43) v |= 1;
+             for (const auto& d : writes)
+               for (size_t j = 0; j < d.size && !(v & 2); ++j)
+                 if (host[d.remote_offset + j] != pattern(d.local_offset + j, size, 1)) v |= 2;
+             uint8_t go = 1;
+             if (send_wait(peer, &go, 1, 8) != HMC_SUCCESS) return 23;
+             size_t got = 0;
+             if (recv_wait(peer, &go, 1, 9, &got) != HMC_SUCCESS) return 24;  // the read is done
+             hmc_mem_deregister(reg);
+             return report(peer, v);
+           },
+           [&](hmc_context_t ctx, hmc_peer_t peer) {
+             uint8_t desc[512];
+             size_t len = 0;
+             ASSERT_EQ(recv_wait(peer, desc, sizeof desc, 7, &len), HMC_SUCCESS) << hmc_last_error();
+             hmc_remote_t remote;
+             ASSERT_EQ(hmc_remote_import(peer, desc, len, &remote), HMC_SUCCESS) << hmc_last_error();
+             void *dev, *back;
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &dev), HMC_SUCCESS);
+             ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &back), HMC_SUCCESS);
+             ASSERT_TRUE(fill(ctx, dev, size, 1));
+             hmc_region_t src, dst;
+             ASSERT_EQ(hmc_mem_register(ctx, dev, size, 0, &src), HMC_SUCCESS) << hmc_last_error();
+             ASSERT_EQ(hmc_mem_register(ctx, back, size, 0, &dst), HMC_SUCCESS) << hmc_last_error();
+             hmc_xfer_list_t list;
+             ASSERT_EQ(hmc_xfer_prepare(src, remote, HMC_XFER_WRITE, writes.data(), writes.size(), &list),
+                       HMC_SUCCESS) << hmc_last_error();
+             hmc_request_t r;
+             ASSERT_EQ(hmc_xfer_post(list, HMC_XFER_NOTIFY, 43, &r), HMC_SUCCESS) << hmc_last_error();
+             size_t got = 0;
+             EXPECT_EQ(hmc_request_wait(r, kTimeoutMs, &got), HMC_SUCCESS) << hmc_last_error();
+             EXPECT_EQ(got, size);
+             EXPECT_EQ(hmc_xfer_release(list), HMC_SUCCESS);
+             uint8_t go = 0;
+             ASSERT_EQ(recv_wait(peer, &go, 1, 8, &got), HMC_SUCCESS);
+             ASSERT_EQ(hmc_xfer_prepare(dst, remote, HMC_XFER_READ, reads.data(), reads.size(), &list),
+                       HMC_SUCCESS) << hmc_last_error();
+             ASSERT_EQ(hmc_xfer_post(list, 0, 0, &r), HMC_SUCCESS) << hmc_last_error();
+             EXPECT_EQ(hmc_request_wait(r, kTimeoutMs, &got), HMC_SUCCESS) << hmc_last_error();
+             EXPECT_EQ(hmc_xfer_release(list), HMC_SUCCESS);
+             // back[l] holds host[remote] = dev[local of the write that filled it].
+             std::vector<uint8_t> want(size), remote_image(size), seen(size);
+             for (const auto& d : writes)
+               for (size_t j = 0; j < d.size; ++j)
+                 remote_image[d.remote_offset + j] = pattern(d.local_offset + j, size, 1);
+             for (const auto& d : reads)
+               memcpy(want.data() + d.local_offset, remote_image.data() + d.remote_offset, d.size);
+             ASSERT_EQ(hmc_mem_copy(ctx, seen.data(), back, size), HMC_SUCCESS) << hmc_last_error();
+             EXPECT_TRUE(seen == want) << "the blocks read back into device memory differ";
+             EXPECT_EQ(send_wait(peer, &go, 1, 9), HMC_SUCCESS);
+             EXPECT_EQ(verdict_of(peer), 0) << "bit 1: notification, 2: bytes written";
+             hmc_mem_deregister(src);
+             hmc_mem_deregister(dst);
+             hmc_remote_release(remote);
+             hmc_mem_free(ctx, dev);
+             hmc_mem_free(ctx, back);
+           });
+  }
+}
+
 // ---- device IPC: cuda:0 in both processes ----------------------------------------------------
 
 hmc_peer_info_t peer_info(hmc_peer_t peer) {
