@@ -466,6 +466,26 @@ void kill_self(int) {
   raise(SIGKILL);
 }  // async-signal-safe
 
+[[noreturn]] void run_xfer_target_die(const Peer& p) {
+  size_t size = p.arg_u64("size");
+  void* mem = calloc(size, 1);  // untouched zero pages: nothing to prepare
+  check(mem != nullptr, "calloc of " + std::to_string(size) + " bytes");
+  Region r;
+  check_ok(r.register_mem(p.ctx, mem, size, HMC_ACCESS_REMOTE_READ), "hmc_mem_register");
+  std::vector<uint8_t> desc = pack_region(r, "the region");
+  p.send_buf(desc.data(), desc.size(), kTagDesc);
+  p.expect_ctrl(kTagCtrl, kCtrlGo);
+  // The progress thread serves the parent's reads; a timer kills the process under them.
+  fprintf(stderr, "hmc-test-peer: SIGKILL to self 20 ms into the parent's list reads\n");
+  struct sigaction sa {};
+  sa.sa_handler = kill_self;
+  sigaction(SIGALRM, &sa, nullptr);
+  itimerval t{};
+  t.it_value.tv_usec = 20000;
+  setitimer(ITIMER_REAL, &t, nullptr);
+  for (;;) pause();
+}
+
 [[noreturn]] void run_die_mid_send(const Peer& p) {
   size_t size = p.arg_u64("size");
   p.expect_ctrl(kTagCtrl, kCtrlGo);
@@ -569,6 +589,7 @@ int main(int argc, char** argv) {
         {scenario::kConcurrent, run_concurrent},
         {scenario::kRmaTarget, run_rma_target},
         {scenario::kXferTarget, run_xfer_target},
+        {scenario::kXferTargetDie, run_xfer_target_die},
         {scenario::kNotifyInitiator, run_notify_initiator},
         {scenario::kBoundsTarget, run_bounds_target},
         {scenario::kWithdrawInitiator, run_withdraw_initiator},

@@ -25,6 +25,8 @@ constexpr const char* kTruncate = "truncate";      // too-small receive buffers,
 constexpr const char* kConcurrent = "concurrent";  // count=N sends+recvs in flight at once
 constexpr const char* kRmaTarget = "rma-target";   // registers; parent puts/gets (+notify)
 constexpr const char* kXferTarget = "xfer-target";  // registers; parent writes/reads lists
+// size=N: registers N bytes, then SIGKILLs itself 20 ms after kCtrlGo, under the parent's reads
+constexpr const char* kXferTargetDie = "xfer-target-die";
 constexpr const char* kNotifyInitiator = "notify-initiator";  // imports parent's; puts+notify
 constexpr const char* kBoundsTarget = "bounds-target";        // registers regions the parent abuses
 constexpr const char* kDieMidSend = "die-mid-send";           // size=N: SIGKILLs itself mid-send
