@@ -47,6 +47,8 @@ class Channel {
   // True while queued bytes remain: poll this fd for POLLOUT and call flush().
   bool want_write() const;
   size_t queued_bytes() const { return out_.size() - out_head_; }
+  // Bytes read from the socket so far (a connector that sent none was only probing the port).
+  uint64_t received_bytes() const { return received_bytes_; }
 
   // Reads everything available now (until EAGAIN, or at most kReadBudget bytes per call so that
   // one chatty peer cannot starve the others; poll is level-triggered, so the rest comes with the
@@ -80,6 +82,7 @@ class Channel {
   std::string peer_name_;
   std::vector<uint8_t> out_;  // queued frames; out_[out_head_..] not yet written
   size_t out_head_ = 0;
+  uint64_t received_bytes_ = 0;
   FrameParser in_;
   std::deque<Message> ready_;  // received by receive_one's reads, not yet handed out
   hmc_status_t send_status_ = HMC_SUCCESS;

@@ -1,0 +1,227 @@
+#include "peer/incoming.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "control/socket.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/status.h"
+
+namespace hmc {
+namespace {
+
+// At most this many connector failures are logged per second; the rest are counted and summed
+// up in the next window's first line.
+constexpr uint32_t kLogsPerWindow = 10;
+constexpr uint64_t kLogWindowNs = 1000ull * 1000 * 1000;
+// How long the listeners rest after accept(2) failed for a reason other than "none pending"
+// (out of descriptors: the pending connection stays, and polling it again at once would spin).
+constexpr uint64_t kListenPauseNs = 100ull * 1000 * 1000;
+
+int ms_until(uint64_t deadline, uint64_t now) {
+  if (deadline <= now) return 0;
+  return static_cast<int>(std::min<uint64_t>((deadline - now + 999999) / 1000000, INT32_MAX));
+}
+
+}  // namespace
+
+IncomingPeers::~IncomingPeers() {
+  std::lock_guard<std::mutex> lock(drive_mutex_);
+  arrivals_.clear();
+}
+
+void IncomingPeers::take_new_connectors(std::vector<Ended>* ended) {
+  const uint64_t now = now_ns();
+  if (now < listen_pause_until_ns_) return;
+  for (int listener : {s_.unix_listener, s_.tcp_listener}) {
+    if (listener < 0) continue;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (ready_.size() >= s_.max_pending) return;  // hmc_accept is behind: let the kernel hold them
+      }
+      control::Fd fd;
+      std::string remote;
+      hmc_status_t st = control::accept_one(listener, &fd, &remote);
+      if (st == HMC_IN_PROGRESS) break;
+      if (st != HMC_SUCCESS) {
+        listen_pause_until_ns_ = now + kListenPauseNs;
+        ended->push_back({st, "accepting connectors: " + last_error()});
+        return;
+      }
+      if (arrivals_.size() >= s_.max_pending) {
+        auto victim = std::find_if(arrivals_.begin(), arrivals_.end(), [](const auto& a) {
+          return a->stage() == PeerConnector::Arrival::Stage::Hello;
+        });
+        if (victim == arrivals_.end()) victim = arrivals_.begin();
+        ended->push_back(
+            {HMC_ERR_TIMEOUT,
+             fmt::format("incoming connector {} dropped after {} ms in setup: {} connectors were "
+                         "in setup (HMC_MAX_PENDING_HANDSHAKES) and the oldest goes first",
+                         (*victim)->remote(), (now_ns() - (*victim)->started_ns()) / 1000000,
+                         s_.max_pending),
+             Ended::Kind::Dropped});
+        arrivals_.erase(victim);
+      }
+      arrivals_.push_back(connector_.arrive(std::move(fd), std::move(remote),
+                                            s_.handshake_timeout_ms));
+    }
+  }
+}
+
+bool IncomingPeers::drive() {
+  std::unique_lock<std::mutex> drive_lock(drive_mutex_, std::try_to_lock);
+  if (!drive_lock.owns_lock()) return false;
+  std::vector<Ended> ended;
+  const size_t before = arrivals_.size();
+  take_new_connectors(&ended);
+  bool busy = arrivals_.size() != before || !ended.empty();
+
+  std::vector<std::pair<std::shared_ptr<Peer>, std::vector<control::Channel::Message>>> done;
+  for (size_t i = 0; i < arrivals_.size();) {
+    std::shared_ptr<Peer> peer;
+    std::vector<control::Channel::Message> extra;
+    hmc_status_t st = connector_.advance(*arrivals_[i], &peer, &extra);
+    if (st == HMC_IN_PROGRESS) {
+      ++i;
+      continue;
+    }
+    if (st == HMC_SUCCESS) done.emplace_back(std::move(peer), std::move(extra));
+    else
+      ended.push_back({st, last_error(),
+                       st == HMC_ERR_PEER_LOST && arrivals_[i]->stage() ==
+                                                      PeerConnector::Arrival::Stage::Hello &&
+                               !arrivals_[i]->heard()
+                           ? Ended::Kind::Probe
+                           : Ended::Kind::Failed});
+    arrivals_.erase(arrivals_.begin() + static_cast<std::ptrdiff_t>(i));
+    busy = true;
+  }
+  note(ended);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.accepted += done.size();
+    stats_.pending = static_cast<uint32_t>(arrivals_.size());
+  }
+  for (auto& d : done) services_.peer_arrived(std::move(d.first), std::move(d.second));
+  return busy;
+}
+
+void IncomingPeers::note(std::vector<Ended>& ended) {
+  if (ended.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Ended& e : ended) {
+      if (e.kind == Ended::Kind::Dropped) ++stats_.dropped;
+      else if (e.status == HMC_ERR_TIMEOUT) ++stats_.timed_out;
+      else ++stats_.failed;
+      stats_.last_failure_status = e.status;
+      stats_.last_failure = e.reason;
+    }
+  }
+  for (const Ended& e : ended) log_rate_limited(e);
+}
+
+void IncomingPeers::log_rate_limited(const Ended& e) {
+  const uint64_t now = now_ns();
+  if (now - log_window_ns_ >= kLogWindowNs) {
+    if (suppressed_ > 0)
+      HMC_LOG_W("{} more incoming connectors failed or were dropped in the last {} s without a "
+                "line of their own (hmc_accept_stats counts them all)",
+                suppressed_, (now - log_window_ns_) / 1000000000);
+    log_window_ns_ = now;
+    logged_in_window_ = 0;
+    suppressed_ = 0;
+  }
+  if (logged_in_window_ >= kLogsPerWindow) {
+    ++suppressed_;
+    return;
+  }
+  ++logged_in_window_;
+  // One that connected and closed without a byte is a probe (a port check, a load balancer's
+  // health check): harmless, so not a warning.
+  if (e.kind == Ended::Kind::Probe)
+    HMC_LOG_I("{}", e.reason);
+  else
+    HMC_LOG_W("{}", e.reason);
+}
+
+void IncomingPeers::add_poll_fds(std::vector<pollfd>* fds, int* timeout_ms) {
+  std::lock_guard<std::mutex> drive_lock(drive_mutex_);
+  const uint64_t now = now_ns();
+  bool room;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    room = ready_.size() < s_.max_pending;
+  }
+  if (room && now >= listen_pause_until_ns_) {
+    for (int listener : {s_.unix_listener, s_.tcp_listener})
+      if (listener >= 0) fds->push_back({listener, POLLIN, 0});
+  } else if (now < listen_pause_until_ns_) {
+    *timeout_ms = std::min(*timeout_ms, std::max(1, ms_until(listen_pause_until_ns_, now)));
+  }
+  for (const auto& a : arrivals_) {
+    fds->push_back({a->fd(), short(POLLIN | (a->wants_write() ? POLLOUT : 0)), 0});
+    *timeout_ms = std::min(*timeout_ms, std::max(1, ms_until(a->deadline_ns(), now)));
+    if (a->stage() == PeerConnector::Arrival::Stage::DataPath) *timeout_ms = 1;
+  }
+}
+
+void IncomingPeers::queue_for_accept(std::shared_ptr<Peer> peer) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ready_.push_back(std::move(peer));
+  }
+  ready_cv_.notify_one();
+}
+
+hmc_status_t IncomingPeers::next(uint64_t deadline_ns, bool drive_here,
+                                 std::shared_ptr<Peer>* out) {
+  const uint64_t start = now_ns();
+  std::vector<pollfd> fds;
+  for (;;) {
+    if (drive_here) drive();
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (!drive_here && ready_.empty()) {
+        const uint64_t now = now_ns();
+        if (now < deadline_ns)
+          ready_cv_.wait_for(lock, std::chrono::nanoseconds(deadline_ns - now),
+                             [&] { return !ready_.empty(); });
+      }
+      if (!ready_.empty()) {
+        *out = std::move(ready_.front());
+        ready_.pop_front();
+        return HMC_SUCCESS;
+      }
+      if (now_ns() >= deadline_ns) {
+        std::string note = stats_.pending == 0
+                               ? ""
+                               : fmt::format(" ({} connectors are still in their setup)",
+                                             stats_.pending);
+        return fail(HMC_ERR_TIMEOUT, "hmc_accept: no peer finished connecting within {} ms{}",
+                    (now_ns() - start) / 1000000, note);
+      }
+    }
+    if (!drive_here) continue;
+    fds.clear();
+    int timeout = ms_until(deadline_ns, now_ns());
+    add_poll_fds(&fds, &timeout);
+    if (fds.empty()) {
+      struct timespec ts = {timeout / 1000, (timeout % 1000) * 1000000L};
+      nanosleep(&ts, nullptr);
+    } else {
+      (void)poll(fds.data(), fds.size(), timeout);
+    }
+  }
+}
+
+IncomingPeers::Stats IncomingPeers::stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stats s = stats_;
+  s.waiting = static_cast<uint32_t>(ready_.size());
+  return s;
+}
+
+}  // namespace hmc
