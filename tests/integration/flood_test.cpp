@@ -2,7 +2,8 @@
 // peers from separate processes connect while hmc-test-flood holds silent connectors open,
 // sends random bytes, frame headers of a wrong version, connects and closes, and dribbles a
 // Hello byte by byte. Over each control transport (TCP, the abstract Unix socket), with and
-// without HMC_AUTH_TOKEN.
+// without HMC_AUTH_TOKEN, and over TCP without a progress thread (the connectors then advance
+// inside hmc_accept and hmc_progress).
 //
 // Checked: every real peer connects and talks; no bad connector comes out of hmc_accept; every
 // one is counted (hmc_accept_stats); the listener's descriptors and resident memory stay
@@ -37,6 +38,7 @@ struct Transport {
   const char* name;
   bool unix_socket;
   bool token;
+  int progress_thread = 1;  // 0: the connectors advance only in hmc_accept and hmc_progress
 };
 
 std::string transport_name(const testing::TestParamInfo<Transport>& info) {
@@ -106,7 +108,7 @@ class Flood : public testing::TestWithParam<Transport> {
     env_.apply({{"HMC_HANDSHAKE_TIMEOUT_MS", std::to_string(kHandshakeTimeoutMs)},
                 {"HMC_MAX_PENDING_HANDSHAKES", std::to_string(kMaxPending)},
                 {"HMC_LOG_LEVEL", "error"}});  // hundreds of refused connectors say why at warn
-    hmc_status_t st = ctx_.create();
+    hmc_status_t st = ctx_.create(GetParam().progress_thread);
     ASSERT_EQ(st, HMC_SUCCESS) << describe(st);
     uint8_t blob[HMC_ADDRESS_MAX];
     size_t len = sizeof blob;
@@ -136,7 +138,9 @@ class Flood : public testing::TestWithParam<Transport> {
     return e;
   }
 
+  // Also drives progress, which only matters without a progress thread.
   IncomingStats stats() {
+    EXPECT_EQ(hmc_progress(ctx_.get()), HMC_SUCCESS);
     hmc_accept_stats_t s{};
     s.struct_size = sizeof s;
     EXPECT_EQ(hmc_accept_stats(ctx_.get(), &s), HMC_SUCCESS) << describe(HMC_ERR_INTERNAL);
@@ -263,7 +267,8 @@ INSTANTIATE_TEST_SUITE_P(Control, Flood,
                          testing::Values(Transport{"tcp", false, false},
                                          Transport{"unix", true, false},
                                          Transport{"tcp_token", false, true},
-                                         Transport{"unix_token", true, true}),
+                                         Transport{"unix_token", true, true},
+                                         Transport{"tcp_no_progress_thread", false, false, 0}),
                          transport_name);
 
 }  // namespace

@@ -18,6 +18,9 @@ constexpr uint64_t kLogWindowNs = 1000ull * 1000 * 1000;
 // How long the listeners rest after accept(2) failed for a reason other than "none pending"
 // (out of descriptors: the pending connection stays, and polling it again at once would spin).
 constexpr uint64_t kListenPauseNs = 100ull * 1000 * 1000;
+// Batches of new connectors one drive() takes at most, so that a flood in the kernel's backlog
+// does not keep the driving thread (the progress thread) from everything else.
+constexpr int kBatchesPerDrive = 8;
 
 int ms_until(uint64_t deadline, uint64_t now) {
   if (deadline <= now) return 0;
@@ -31,54 +34,88 @@ IncomingPeers::~IncomingPeers() {
   arrivals_.clear();
 }
 
-void IncomingPeers::take_new_connectors(std::vector<Ended>* ended) {
+size_t IncomingPeers::take_new_connectors(size_t most, std::vector<Ended>* ended) {
   const uint64_t now = now_ns();
-  if (now < listen_pause_until_ns_) return;
-  for (int listener : {s_.unix_listener, s_.tcp_listener}) {
-    if (listener < 0) continue;
-    for (;;) {
+  size_t taken = 0;
+  if (now < listen_pause_until_ns_) return taken;
+  // One from each listener in turn: a flood on one transport does not starve the other.
+  int listeners[2] = {s_.unix_listener, s_.tcp_listener};
+  while (taken < most && (listeners[0] >= 0 || listeners[1] >= 0)) {
+    for (int& listener : listeners) {
+      if (listener < 0 || taken >= most) continue;
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (ready_.size() >= s_.max_pending) return;  // hmc_accept is behind: let the kernel hold them
+        // hmc_accept is behind: let the kernel hold them.
+        if (ready_.size() >= s_.max_pending) return taken;
       }
       control::Fd fd;
       std::string remote;
       hmc_status_t st = control::accept_one(listener, &fd, &remote);
-      if (st == HMC_IN_PROGRESS) break;
+      if (st == HMC_IN_PROGRESS) {
+        listener = -1;  // none pending there now
+        continue;
+      }
       if (st != HMC_SUCCESS) {
         listen_pause_until_ns_ = now + kListenPauseNs;
         ended->push_back({st, "accepting connectors: " + last_error()});
-        return;
+        return taken;
       }
-      if (arrivals_.size() >= s_.max_pending) {
-        auto victim = std::find_if(arrivals_.begin(), arrivals_.end(), [](const auto& a) {
-          return a->stage() == PeerConnector::Arrival::Stage::Hello;
-        });
-        if (victim == arrivals_.end()) victim = arrivals_.begin();
-        ended->push_back(
-            {HMC_ERR_TIMEOUT,
-             fmt::format("incoming connector {} dropped after {} ms in setup: {} connectors were "
-                         "in setup (HMC_MAX_PENDING_HANDSHAKES) and the oldest goes first",
-                         (*victim)->remote(), (now_ns() - (*victim)->started_ns()) / 1000000,
-                         s_.max_pending),
-             Ended::Kind::Dropped});
-        arrivals_.erase(victim);
-      }
+      if (arrivals_.size() >= s_.max_pending) evict_one(ended);
       arrivals_.push_back(connector_.arrive(std::move(fd), std::move(remote),
                                             s_.handshake_timeout_ms));
+      ++taken;
     }
   }
+  return taken;
+}
+
+void IncomingPeers::evict_one(std::vector<Ended>* ended) {
+  auto victim = std::find_if(arrivals_.begin(), arrivals_.end(), [](const auto& a) {
+    return a->stage() == PeerConnector::Arrival::Stage::Hello;
+  });
+  if (victim == arrivals_.end()) victim = arrivals_.begin();
+  ended->push_back({HMC_ERR_TIMEOUT,
+                    fmt::format("incoming connector {} dropped after {} ms in setup: {} "
+                                "connectors were in setup (HMC_MAX_PENDING_HANDSHAKES) and the "
+                                "oldest goes first",
+                                (*victim)->remote(),
+                                (now_ns() - (*victim)->started_ns()) / 1000000, s_.max_pending),
+                    Ended::Kind::Dropped});
+  arrivals_.erase(victim);
 }
 
 bool IncomingPeers::drive() {
   std::unique_lock<std::mutex> drive_lock(drive_mutex_, std::try_to_lock);
   if (!drive_lock.owns_lock()) return false;
   std::vector<Ended> ended;
-  const size_t before = arrivals_.size();
-  take_new_connectors(&ended);
-  bool busy = arrivals_.size() != before || !ended.empty();
+  std::vector<Finished> done;
+  // Advancing first ends the arrivals that are over already (closed, garbage), so that new
+  // connectors evict only ones still alive; the new ones are then advanced at once (a
+  // connector's Hello is often in its socket by the time accept(2) returns it).
+  // New connectors come in batches of half the table, each advanced before the next batch can
+  // evict anything: a real peer's Hello is usually there by then and moves it on.
+  bool busy = advance_all(&ended, &done);
+  const size_t batch = std::max<size_t>(1, s_.max_pending / 2);
+  for (int round = 0; round < kBatchesPerDrive; ++round) {
+    const size_t taken = take_new_connectors(batch, &ended);
+    if (taken == 0) break;
+    busy = true;
+    advance_all(&ended, &done);
+    if (taken < batch) break;
+  }
+  busy |= !ended.empty();
+  note(ended);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.accepted += done.size();
+    stats_.pending = static_cast<uint32_t>(arrivals_.size());
+  }
+  for (auto& d : done) services_.peer_arrived(std::move(d.first), std::move(d.second));
+  return busy;
+}
 
-  std::vector<std::pair<std::shared_ptr<Peer>, std::vector<control::Channel::Message>>> done;
+bool IncomingPeers::advance_all(std::vector<Ended>* ended, std::vector<Finished>* done) {
+  bool busy = false;
   for (size_t i = 0; i < arrivals_.size();) {
     std::shared_ptr<Peer> peer;
     std::vector<control::Channel::Message> extra;
@@ -87,9 +124,9 @@ bool IncomingPeers::drive() {
       ++i;
       continue;
     }
-    if (st == HMC_SUCCESS) done.emplace_back(std::move(peer), std::move(extra));
+    if (st == HMC_SUCCESS) done->emplace_back(std::move(peer), std::move(extra));
     else
-      ended.push_back({st, last_error(),
+      ended->push_back({st, last_error(),
                        st == HMC_ERR_PEER_LOST && arrivals_[i]->stage() ==
                                                       PeerConnector::Arrival::Stage::Hello &&
                                !arrivals_[i]->heard()
@@ -98,13 +135,6 @@ bool IncomingPeers::drive() {
     arrivals_.erase(arrivals_.begin() + static_cast<std::ptrdiff_t>(i));
     busy = true;
   }
-  note(ended);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.accepted += done.size();
-    stats_.pending = static_cast<uint32_t>(arrivals_.size());
-  }
-  for (auto& d : done) services_.peer_arrived(std::move(d.first), std::move(d.second));
   return busy;
 }
 

@@ -98,7 +98,12 @@ class IncomingPeers {
     std::string reason;  // names the connector
     Kind kind = Kind::Failed;
   };
-  void take_new_connectors(std::vector<Ended>* ended);
+  using Finished = std::pair<std::shared_ptr<Peer>, std::vector<control::Channel::Message>>;
+  // Accepts at most `most` connectors; returns how many.
+  size_t take_new_connectors(size_t most, std::vector<Ended>* ended);
+  // Ends the oldest arrival still in its hello (else the oldest of all) to make room.
+  void evict_one(std::vector<Ended>* ended);
+  bool advance_all(std::vector<Ended>* ended, std::vector<Finished>* done);
   void note(std::vector<Ended>& ended);
   void log_rate_limited(const Ended& e);
 
