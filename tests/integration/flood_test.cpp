@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "fixture.h"
@@ -330,6 +331,105 @@ TEST(SilentListener, ConnectOverUnixFailsInTimeNamingTheStalledStep) {
   str(name), str(""), uint(0, 2);
   expect_stall_reported(blob, "unix");
   close(fd);
+}
+
+// The bounds one by one, with connectors of this process (raw sockets) against its own context.
+class IncomingBounds : public testing::Test {
+ protected:
+  void open(const EnvOverrides& extra) {
+    env_.apply(base_environment());
+    env_.apply(extra);
+    ASSERT_EQ(ctx_.create(), HMC_SUCCESS);
+    uint8_t blob[HMC_ADDRESS_MAX];
+    size_t len = sizeof blob;
+    ASSERT_EQ(hmc_address(ctx_.get(), blob, &len), HMC_SUCCESS);
+    BlobReader r{blob, len};
+    r.uint(4), r.uint(2), r.str(), r.str(), r.uint(4), r.uint(8), r.str(), r.str();
+    port_ = static_cast<uint16_t>(r.uint(2));
+    ASSERT_TRUE(r.ok);
+  }
+  // A TCP connector that sends nothing; *local_port: its own port, as the listener names it.
+  int silent_connector(uint16_t* local_port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port_);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << strerror(errno);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    *local_port = ntohs(a.sin_port);
+    fds_.push_back(fd);
+    return fd;
+  }
+  // Waits (bounded) until the stats satisfy `done`.
+  hmc_accept_stats_t wait_stats(const std::function<bool(const hmc_accept_stats_t&)>& done) {
+    hmc_accept_stats_t s{};
+    s.struct_size = sizeof s;
+    auto t0 = Clock::now();
+    do {
+      EXPECT_EQ(hmc_accept_stats(ctx_.get(), &s), HMC_SUCCESS);
+      if (done(s)) break;
+      usleep(2000);
+    } while (ms_since(t0) < kConnectTimeoutMs);
+    return s;
+  }
+  // True when the listener closed fd within timeout_ms.
+  static bool closed_within(int fd, int timeout_ms) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) return false;
+    char c;
+    return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+  }
+  void TearDown() override {
+    for (int fd : fds_) close(fd);
+  }
+
+  ScopedEnv env_;
+  Context ctx_;
+  uint16_t port_ = 0;
+  std::vector<int> fds_;
+};
+
+TEST_F(IncomingBounds, ASilentConnectorTimesOutNamedByItsAddress) {
+  ASSERT_NO_FATAL_FAILURE(open({{"HMC_HANDSHAKE_TIMEOUT_MS", "300"}}));
+  uint16_t local = 0;
+  int fd = silent_connector(&local);
+  auto t0 = Clock::now();
+  EXPECT_TRUE(closed_within(fd, kConnectTimeoutMs)) << "the listener kept a silent connector";
+  const int64_t took = ms_since(t0);
+  EXPECT_GE(took, 250);
+  hmc_accept_stats_t s = wait_stats([](const auto& s) { return s.timed_out == 1; });
+  EXPECT_EQ(s.timed_out, 1u);
+  EXPECT_EQ(s.pending, 0u);
+  EXPECT_EQ(s.last_failure_status, HMC_ERR_TIMEOUT);
+  const std::string why = s.last_failure;
+  EXPECT_NE(why.find("tcp 127.0.0.1:" + std::to_string(local)), std::string::npos) << why;
+  EXPECT_NE(why.find("HMC_HANDSHAKE_TIMEOUT_MS"), std::string::npos) << why;
+  hmc_peer_t peer = nullptr;
+  EXPECT_EQ(hmc_accept(ctx_.get(), 0, &peer), HMC_ERR_TIMEOUT);
+}
+
+TEST_F(IncomingBounds, BeyondTheBoundTheOldestConnectorIsDropped) {
+  ASSERT_NO_FATAL_FAILURE(open({{"HMC_MAX_PENDING_HANDSHAKES", "2"}}));
+  uint16_t ports[3];
+  int fds[3];
+  for (int i = 0; i < 3; ++i) {
+    fds[i] = silent_connector(&ports[i]);
+    if (i < 2) {
+      hmc_accept_stats_t s = wait_stats([&](const auto& s) { return s.pending == uint32_t(i + 1); });
+      ASSERT_EQ(s.pending, uint32_t(i + 1));
+    }
+  }
+  hmc_accept_stats_t s = wait_stats([](const auto& s) { return s.dropped == 1; });
+  EXPECT_EQ(s.dropped, 1u);
+  EXPECT_EQ(s.pending, 2u);
+  const std::string why = s.last_failure;
+  EXPECT_NE(why.find("tcp 127.0.0.1:" + std::to_string(ports[0])), std::string::npos) << why;
+  EXPECT_NE(why.find("HMC_MAX_PENDING_HANDSHAKES"), std::string::npos) << why;
+  EXPECT_TRUE(closed_within(fds[0], kConnectTimeoutMs)) << "the oldest connector was kept";
+  EXPECT_FALSE(closed_within(fds[1], 0));
+  EXPECT_FALSE(closed_within(fds[2], 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Control, Flood,

@@ -66,6 +66,8 @@ class Channel {
   // HMC_ERR_TIMEOUT when none arrived by the deadline.
   hmc_status_t receive_one(Message* out, uint64_t deadline_ns);
 
+  // Frames with a longer payload fail the stream from now on (at most kMaxFramePayload).
+  void set_max_payload(size_t n) { in_.set_max_payload(n); }
   void set_peer_name(std::string name) { peer_name_ = std::move(name); }
   const std::string& peer_name() const { return peer_name_; }
 

@@ -43,6 +43,14 @@ constexpr size_t kNonceSize = 32;
 constexpr size_t kMaxHostIdLen = 1024;
 constexpr size_t kMaxHostnameLen = 256;
 constexpr size_t kMaxErrorTextLen = 4096;
+// The largest payload a handshake message can have (a Hello or HelloAck with the longest host
+// id and hostname, an Error with the longest text), with room for fields later versions append:
+// an acceptor refuses longer frames before the hello is done, so that an unauthenticated
+// connector cannot make it buffer a 1 MiB frame.
+constexpr size_t kMaxHandshakePayload = 8192;
+static_assert(kMaxHandshakePayload >= 2 * 1024 + kMaxHostIdLen + kMaxHostnameLen &&
+                  kMaxHandshakePayload >= 2 * 1024 + kMaxErrorTextLen,
+              "a handshake message must fit the acceptor's limit, with room to grow");
 
 struct HelloInfo {
   // In `mine`: ignored (the handshake always offers kMinProtocolVersion..kProtocolVersion).

@@ -334,6 +334,7 @@ std::unique_ptr<PeerConnector::Arrival> PeerConnector::arrive(control::Fd fd, st
                                                               int handshake_timeout_ms) {
   auto ch = std::make_unique<control::Channel>(std::move(fd));
   ch->set_peer_name(remote);
+  ch->set_max_payload(control::kMaxHandshakePayload);  // until the hello is done
   control::HelloInfo mine{control::kProtocolVersion, s_.caps.host_id, s_.caps.hostname,
                           s_.caps.pid, s_.context_id};
   const uint64_t now = now_ns();
@@ -445,6 +446,7 @@ hmc_status_t PeerConnector::on_message(Arrival& a, control::Channel::Message& m)
       // full timeout, since the connector measures its links before it sends its capabilities.
       a.theirs_ = a.hs_.theirs();
       ch.set_peer_name(fmt::format("{} ({})", peer_name(a.theirs_), a.remote_));
+      ch.set_max_payload(control::kMaxFramePayload);
       a.stage_ = Arrival::Stage::Caps;
       a.deadline_ns_ = deadline_after(s_.timeout_ms);
       return HMC_SUCCESS;
@@ -485,7 +487,10 @@ hmc_status_t PeerConnector::advance(Arrival& a, std::shared_ptr<Peer>* out,
     std::lock_guard<std::mutex> lock(net.mutex());
     if (HMC_NET_SLOT(net.table(), progress)) net.table()->progress(net.ctx());
   }
-  if (ch.want_write() && ch.flush() != HMC_SUCCESS) return arrival_failed(a, HMC_ERR_PEER_LOST);
+  if (ch.want_write()) {
+    hmc_status_t st = ch.flush();
+    if (st != HMC_SUCCESS) return arrival_failed(a, st);
+  }
   std::vector<control::Channel::Message> msgs;
   hmc_status_t rs = ch.receive(&msgs);
   for (auto& m : msgs) {

@@ -104,12 +104,7 @@ bool IncomingPeers::drive() {
     if (taken < batch) break;
   }
   busy |= !ended.empty();
-  note(ended);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.accepted += done.size();
-    stats_.pending = static_cast<uint32_t>(arrivals_.size());
-  }
+  record(ended, done.size());
   for (auto& d : done) services_.peer_arrived(std::move(d.first), std::move(d.second));
   return busy;
 }
@@ -138,10 +133,12 @@ bool IncomingPeers::advance_all(std::vector<Ended>* ended, std::vector<Finished>
   return busy;
 }
 
-void IncomingPeers::note(std::vector<Ended>& ended) {
-  if (ended.empty()) return;
+void IncomingPeers::record(const std::vector<Ended>& ended, size_t accepted) {
   {
+    // One update, so that a reader never sees an ended connector still counted as pending.
     std::lock_guard<std::mutex> lock(mutex_);
+    stats_.accepted += accepted;
+    stats_.pending = static_cast<uint32_t>(arrivals_.size());
     for (const Ended& e : ended) {
       if (e.kind == Ended::Kind::Dropped) ++stats_.dropped;
       else if (e.status == HMC_ERR_TIMEOUT) ++stats_.timed_out;

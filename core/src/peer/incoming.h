@@ -104,7 +104,8 @@ class IncomingPeers {
   // Ends the oldest arrival still in its hello (else the oldest of all) to make room.
   void evict_one(std::vector<Ended>* ended);
   bool advance_all(std::vector<Ended>* ended, std::vector<Finished>* done);
-  void note(std::vector<Ended>& ended);
+  // Counts what one drive() did (under mutex_), then logs the ended connectors.
+  void record(const std::vector<Ended>& ended, size_t accepted);
   void log_rate_limited(const Ended& e);
 
   PeerConnector& connector_;
