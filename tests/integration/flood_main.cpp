@@ -14,11 +14,11 @@
 //
 // Prints "flood up: N connections" once every kind is connected, and at the end
 // "flood done: N connections made" (every successful connect, repeats included).
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <arpa/inet.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
@@ -136,8 +136,7 @@ bool send_all(int fd, const std::vector<uint8_t>& b) {
 }
 
 // Opens one connector of its kind; false when the connect failed (the listener's backlog).
-bool open_conn(const Target& t, Conn* c, const std::vector<uint8_t>& bad_version,
-               uint64_t* made) {
+bool open_conn(const Target& t, Conn* c, const std::vector<uint8_t>& bad_version, uint64_t* made) {
   c->fd = dial(t);
   if (c->fd < 0) return false;
   ++*made;
@@ -175,8 +174,8 @@ int main(int argc, char** argv) {
   if (argc < 2) die("usage: hmc-test-flood <tcp:HOST:PORT|unix:NAME> [key=value ...]");
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   signal(SIGPIPE, SIG_IGN);
-  std::map<std::string, long> arg{{"silent", 0},     {"random", 0},  {"bad-version", 0},
-                                  {"close", 0},      {"slow", 0},    {"slow-ms", 1000},
+  std::map<std::string, long> arg{{"silent", 0},     {"random", 0}, {"bad-version", 0},
+                                  {"close", 0},      {"slow", 0},   {"slow-ms", 1000},
                                   {"hold-ms", 5000}, {"token", 0}};
   for (int i = 2; i < argc; ++i) {
     const char* eq = strchr(argv[i], '=');
@@ -201,8 +200,8 @@ int main(int argc, char** argv) {
   const std::vector<uint8_t> hello = hello_frame(arg["token"] != 0);
   std::vector<Conn> conns;
   // Interleaved, so that every kind is in the listener's queue at once.
-  const long most = std::max({arg["silent"], arg["random"], arg["bad-version"], arg["close"],
-                              arg["slow"]});
+  const long most =
+      std::max({arg["silent"], arg["random"], arg["bad-version"], arg["close"], arg["slow"]});
   for (long i = 0; i < most; ++i) {
     if (i < arg["silent"]) conns.push_back({Kind::Silent});
     if (i < arg["random"]) conns.push_back({Kind::Random});

@@ -170,7 +170,9 @@ class Flood : public testing::TestWithParam<Transport> {
       hmc_peer_info_t info{};
       info.struct_size = sizeof info;
       ASSERT_EQ(hmc_peer_info(peer, &info), HMC_SUCCESS);
-      EXPECT_EQ(std::string(info.remote_address).rfind(GetParam().unix_socket ? "unix pid " : "tcp 127.0.0.1:", 0), 0u)
+      EXPECT_EQ(std::string(info.remote_address)
+                    .rfind(GetParam().unix_socket ? "unix pid " : "tcp 127.0.0.1:", 0),
+                0u)
           << info.remote_address;
       std::string err;
       ASSERT_EQ(send_u64(peer, kTagCtrl, 41, kOpTimeoutMs, &err), HMC_SUCCESS) << err;
@@ -219,8 +221,8 @@ TEST_P(Flood, RealPeersConnectWhileBadConnectorsCostBoundedResources) {
   for (;;) {
     IncomingStats s = stats();
     if (s.pending + s.failed + s.timed_out + s.dropped >= first_wave * 3 / 4) break;
-    ASSERT_LT(ms_since(t0), kConnectTimeoutMs) << "the flood did not arrive; the flooder "
-                                               << flood.wait(0).describe();
+    ASSERT_LT(ms_since(t0), kConnectTimeoutMs)
+        << "the flood did not arrive; the flooder " << flood.wait(0).describe();
     usleep(10000);
   }
 
@@ -261,13 +263,14 @@ TEST_P(Flood, RealPeersConnectWhileBadConnectorsCostBoundedResources) {
   EXPECT_LE(rss_flooded - rss_before, 64 * 1024)
       << rss_before << " KiB resident before the flood, " << rss_flooded << " under it";
 
-  printf("[ FIGURE   ] %s: real peer connect time, median of %d: idle %.2f ms, under flood "
-         "%.2f ms (%llu bad connections made; %llu failed, %llu timed out, %llu dropped; "
-         "listener fds +%d, rss +%ld KiB)\n",
-         GetParam().name, kRealPeers, median(idle), median(flooded), made,
-         static_cast<unsigned long long>(s.failed), static_cast<unsigned long long>(s.timed_out),
-         static_cast<unsigned long long>(s.dropped), fds_flooded - fds_before,
-         rss_flooded - rss_before);
+  printf(
+      "[ FIGURE   ] %s: real peer connect time, median of %d: idle %.2f ms, under flood "
+      "%.2f ms (%llu bad connections made; %llu failed, %llu timed out, %llu dropped; "
+      "listener fds +%d, rss +%ld KiB)\n",
+      GetParam().name, kRealPeers, median(idle), median(flooded), made,
+      static_cast<unsigned long long>(s.failed), static_cast<unsigned long long>(s.timed_out),
+      static_cast<unsigned long long>(s.dropped), fds_flooded - fds_before,
+      rss_flooded - rss_before);
   for (hmc_peer_t p : peers_) EXPECT_EQ(hmc_peer_close(p), HMC_SUCCESS);
 }
 
@@ -417,7 +420,8 @@ TEST_F(IncomingBounds, BeyondTheBoundTheOldestConnectorIsDropped) {
   for (int i = 0; i < 3; ++i) {
     fds[i] = silent_connector(&ports[i]);
     if (i < 2) {
-      hmc_accept_stats_t s = wait_stats([&](const auto& s) { return s.pending == uint32_t(i + 1); });
+      hmc_accept_stats_t s =
+          wait_stats([&](const auto& s) { return s.pending == uint32_t(i + 1); });
       ASSERT_EQ(s.pending, uint32_t(i + 1));
     }
   }

@@ -104,8 +104,7 @@ void encode_frame(MsgType type, const uint8_t* payload, size_t len, std::vector<
 }
 
 Decode decode_frame(const uint8_t* data, size_t len, uint16_t* type, const uint8_t** payload,
-                    size_t* payload_len, size_t* consumed, std::string* err,
-                    size_t max_payload) {
+                    size_t* payload_len, size_t* consumed, std::string* err, size_t max_payload) {
   auto error = [&](std::string text) {
     if (err) *err = std::move(text);
     return Decode::Error;

@@ -401,8 +401,8 @@ hmc_status_t AcceptorHandshake::on_message(Channel& ch, const Message& m) {
     return failed(refuse_now(
         ch, HMC_ERR_PROTOCOL,
         fmt::format("expected {}, received {}", msg_type_name(want), msg_type_name(m.type)),
-        fmt::format("handshake with {} (waiting for {}): expected {}, received {}",
-                    peer_label(ch), waiting_for(), msg_type_name(want), msg_type_name(m.type))));
+        fmt::format("handshake with {} (waiting for {}): expected {}, received {}", peer_label(ch),
+                    waiting_for(), msg_type_name(want), msg_type_name(m.type))));
   hmc_status_t st = stage_ == Stage::WaitHello ? on_hello(ch, m) : on_auth(ch, m);
   return st == HMC_SUCCESS ? st : failed(st);
 }

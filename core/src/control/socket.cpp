@@ -198,8 +198,8 @@ hmc_status_t accept_one(int listen_fd, Fd* out, std::string* remote) {
   for (;;) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len,
-                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd =
+        accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       Fd owned(fd);
       const bool inet = ss.ss_family == AF_INET || ss.ss_family == AF_INET6;

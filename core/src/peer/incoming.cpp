@@ -61,8 +61,8 @@ size_t IncomingPeers::take_new_connectors(size_t most, std::vector<Ended>* ended
         return taken;
       }
       if (arrivals_.size() >= s_.max_pending) evict_one(ended);
-      arrivals_.push_back(connector_.arrive(std::move(fd), std::move(remote),
-                                            s_.handshake_timeout_ms));
+      arrivals_.push_back(
+          connector_.arrive(std::move(fd), std::move(remote), s_.handshake_timeout_ms));
       ++taken;
     }
   }
@@ -78,8 +78,8 @@ void IncomingPeers::evict_one(std::vector<Ended>* ended) {
                     fmt::format("incoming connector {} dropped after {} ms in setup: {} "
                                 "connectors were in setup (HMC_MAX_PENDING_HANDSHAKES) and the "
                                 "oldest goes first",
-                                (*victim)->remote(),
-                                (now_ns() - (*victim)->started_ns()) / 1000000, s_.max_pending),
+                                (*victim)->remote(), (now_ns() - (*victim)->started_ns()) / 1000000,
+                                s_.max_pending),
                     Ended::Kind::Dropped});
   arrivals_.erase(victim);
 }
@@ -119,14 +119,15 @@ bool IncomingPeers::advance_all(std::vector<Ended>* ended, std::vector<Finished>
       ++i;
       continue;
     }
-    if (st == HMC_SUCCESS) done->emplace_back(std::move(peer), std::move(extra));
+    if (st == HMC_SUCCESS)
+      done->emplace_back(std::move(peer), std::move(extra));
     else
       ended->push_back({st, last_error(),
-                       st == HMC_ERR_PEER_LOST && arrivals_[i]->stage() ==
-                                                      PeerConnector::Arrival::Stage::Hello &&
-                               !arrivals_[i]->heard()
-                           ? Ended::Kind::Probe
-                           : Ended::Kind::Failed});
+                        st == HMC_ERR_PEER_LOST &&
+                                arrivals_[i]->stage() == PeerConnector::Arrival::Stage::Hello &&
+                                !arrivals_[i]->heard()
+                            ? Ended::Kind::Probe
+                            : Ended::Kind::Failed});
     arrivals_.erase(arrivals_.begin() + static_cast<std::ptrdiff_t>(i));
     busy = true;
   }
@@ -140,9 +141,12 @@ void IncomingPeers::record(const std::vector<Ended>& ended, size_t accepted) {
     stats_.accepted += accepted;
     stats_.pending = static_cast<uint32_t>(arrivals_.size());
     for (const Ended& e : ended) {
-      if (e.kind == Ended::Kind::Dropped) ++stats_.dropped;
-      else if (e.status == HMC_ERR_TIMEOUT) ++stats_.timed_out;
-      else ++stats_.failed;
+      if (e.kind == Ended::Kind::Dropped)
+        ++stats_.dropped;
+      else if (e.status == HMC_ERR_TIMEOUT)
+        ++stats_.timed_out;
+      else
+        ++stats_.failed;
       stats_.last_failure_status = e.status;
       stats_.last_failure = e.reason;
     }
@@ -154,9 +158,10 @@ void IncomingPeers::log_rate_limited(const Ended& e) {
   const uint64_t now = now_ns();
   if (now - log_window_ns_ >= kLogWindowNs) {
     if (suppressed_ > 0)
-      HMC_LOG_W("{} more incoming connectors failed or were dropped in the last {} s without a "
-                "line of their own (hmc_accept_stats counts them all)",
-                suppressed_, (now - log_window_ns_) / 1000000000);
+      HMC_LOG_W(
+          "{} more incoming connectors failed or were dropped in the last {} s without a "
+          "line of their own (hmc_accept_stats counts them all)",
+          suppressed_, (now - log_window_ns_) / 1000000000);
     log_window_ns_ = now;
     logged_in_window_ = 0;
     suppressed_ = 0;
@@ -223,10 +228,10 @@ hmc_status_t IncomingPeers::next(uint64_t deadline_ns, bool drive_here,
         return HMC_SUCCESS;
       }
       if (now_ns() >= deadline_ns) {
-        std::string note = stats_.pending == 0
-                               ? ""
-                               : fmt::format(" ({} connectors are still in their setup)",
-                                             stats_.pending);
+        std::string note =
+            stats_.pending == 0
+                ? ""
+                : fmt::format(" ({} connectors are still in their setup)", stats_.pending);
         return fail(HMC_ERR_TIMEOUT, "hmc_accept: no peer finished connecting within {} ms{}",
                     (now_ns() - start) / 1000000, note);
       }

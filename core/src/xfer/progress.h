@@ -3,8 +3,8 @@
 // dispatched, heartbeats, liveness), target-side staging and region withdrawals; and the
 // progress thread, which runs passes while no application thread drives progress and otherwise
 // sleeps in poll(2) on the plugins' wake-up fds and the control sockets, and which also drives
-// the setup of incoming connectors (peer/incoming.h) and sleeps on their sockets. The context owns one
-// by value and keeps the peer list it reads.
+// the setup of incoming connectors (peer/incoming.h) and sleeps on their sockets. The context owns
+// one by value and keeps the peer list it reads.
 #pragma once
 
 #include <atomic>
@@ -47,8 +47,8 @@ class Progress {
     Regions* regions = nullptr;
     TargetStaging* staging = nullptr;
     IncomingPeers* incoming = nullptr;  // connectors in setup, driven by the thread
-    int timeout_ms = 30000;   // HMC_TIMEOUT_MS
-    int heartbeat_ms = 1000;  // HMC_HEARTBEAT_MS
+    int timeout_ms = 30000;             // HMC_TIMEOUT_MS
+    int heartbeat_ms = 1000;            // HMC_HEARTBEAT_MS
   };
   explicit Progress(const Wiring& w) : w_(w) {}
   ~Progress() { stop(); }
