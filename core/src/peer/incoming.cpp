@@ -21,6 +21,10 @@ constexpr uint64_t kListenPauseNs = 100ull * 1000 * 1000;
 // Batches of new connectors one drive() takes at most, so that a flood in the kernel's backlog
 // does not keep the driving thread (the progress thread) from everything else.
 constexpr int kBatchesPerDrive = 8;
+// How often, at most, drive() looks at the listeners. The progress thread calls it on every
+// turn, and a turn with transfers in flight should not pay two accept(2) calls for nothing; a
+// sleeping thread is woken by the listeners themselves (add_poll_fds) once this has passed.
+constexpr uint64_t kListenCheckNs = 1000ull * 1000;
 
 int ms_until(uint64_t deadline, uint64_t now) {
   if (deadline <= now) return 0;
@@ -38,6 +42,7 @@ size_t IncomingPeers::take_new_connectors(size_t most, std::vector<Ended>* ended
   const uint64_t now = now_ns();
   size_t taken = 0;
   if (now < listen_pause_until_ns_) return taken;
+  listen_checked_ns_ = now;
   // One from each listener in turn: a flood on one transport does not starve the other.
   int listeners[2] = {s_.unix_listener, s_.tcp_listener};
   while (taken < most && (listeners[0] >= 0 || listeners[1] >= 0)) {
@@ -57,7 +62,7 @@ size_t IncomingPeers::take_new_connectors(size_t most, std::vector<Ended>* ended
       }
       if (st != HMC_SUCCESS) {
         listen_pause_until_ns_ = now + kListenPauseNs;
-        ended->push_back({st, "accepting connectors: " + last_error()});
+        ended->push_back({st, "accepting connectors: " + last_error(), Ended::Kind::Listener});
         return taken;
       }
       if (arrivals_.size() >= s_.max_pending) evict_one(ended);
@@ -90,13 +95,13 @@ bool IncomingPeers::drive() {
   std::vector<Ended> ended;
   std::vector<Finished> done;
   // Advancing first ends the arrivals that are over already (closed, garbage), so that new
-  // connectors evict only ones still alive; the new ones are then advanced at once (a
-  // connector's Hello is often in its socket by the time accept(2) returns it).
-  // New connectors come in batches of half the table, each advanced before the next batch can
-  // evict anything: a real peer's Hello is usually there by then and moves it on.
+  // connectors evict only ones still alive. New connectors come in batches of half the table,
+  // each advanced before the next batch can evict anything: a real peer's Hello is usually in
+  // its socket by the time accept(2) returns it, and moves it past its hello.
   bool busy = advance_all(&ended, &done);
   const size_t batch = std::max<size_t>(1, s_.max_pending / 2);
-  for (int round = 0; round < kBatchesPerDrive; ++round) {
+  const bool look = now_ns() - listen_checked_ns_ >= kListenCheckNs;
+  for (int round = 0; look && round < kBatchesPerDrive; ++round) {
     const size_t taken = take_new_connectors(batch, &ended);
     if (taken == 0) break;
     busy = true;
@@ -141,6 +146,7 @@ void IncomingPeers::record(const std::vector<Ended>& ended, size_t accepted) {
     stats_.accepted += accepted;
     stats_.pending = static_cast<uint32_t>(arrivals_.size());
     for (const Ended& e : ended) {
+      if (e.kind == Ended::Kind::Listener) continue;  // not a connector
       if (e.kind == Ended::Kind::Dropped)
         ++stats_.dropped;
       else if (e.status == HMC_ERR_TIMEOUT)
@@ -187,11 +193,12 @@ void IncomingPeers::add_poll_fds(std::vector<pollfd>* fds, int* timeout_ms) {
     std::lock_guard<std::mutex> lock(mutex_);
     room = ready_.size() < s_.max_pending;
   }
-  if (room && now >= listen_pause_until_ns_) {
+  const uint64_t listen_at = std::max(listen_pause_until_ns_, listen_checked_ns_ + kListenCheckNs);
+  if (room && now >= listen_at) {
     for (int listener : {s_.unix_listener, s_.tcp_listener})
       if (listener >= 0) fds->push_back({listener, POLLIN, 0});
-  } else if (now < listen_pause_until_ns_) {
-    *timeout_ms = std::min(*timeout_ms, std::max(1, ms_until(listen_pause_until_ns_, now)));
+  } else if (room) {
+    *timeout_ms = std::min(*timeout_ms, std::max(1, ms_until(listen_at, now)));
   }
   for (const auto& a : arrivals_) {
     fds->push_back({a->fd(), short(POLLIN | (a->wants_write() ? POLLOUT : 0)), 0});

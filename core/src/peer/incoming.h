@@ -93,7 +93,9 @@ class IncomingPeers {
  private:
   // A connector that will not become a peer.
   struct Ended {
-    enum class Kind { Failed, Probe, Dropped };  // Probe: closed before its hello began
+    // Probe: closed before sending a byte. Listener: accept(2) itself failed (logged, not
+    // counted: no connector came of it).
+    enum class Kind { Failed, Probe, Dropped, Listener };
     hmc_status_t status;
     std::string reason;  // names the connector
     Kind kind = Kind::Failed;
@@ -118,6 +120,7 @@ class IncomingPeers {
   uint32_t logged_in_window_ = 0;
   uint64_t suppressed_ = 0;
   uint64_t listen_pause_until_ns_ = 0;  // after accept(2) failed (EMFILE ...)
+  uint64_t listen_checked_ns_ = 0;      // when drive() last looked at the listeners
 
   std::mutex mutex_;  // a leaf: guards what follows
   std::condition_variable ready_cv_;
