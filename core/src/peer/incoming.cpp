@@ -25,6 +25,9 @@ constexpr int kBatchesPerDrive = 8;
 // turn, and a turn with transfers in flight should not pay two accept(2) calls for nothing; a
 // sleeping thread is woken by the listeners themselves (add_poll_fds) once this has passed.
 constexpr uint64_t kListenCheckNs = 1000ull * 1000;
+// Without a progress thread, how long hmc_accept sleeps at most before it looks at the queue of
+// finished peers again.
+constexpr int kQueueLookMs = 10;
 
 int ms_until(uint64_t deadline, uint64_t now) {
   if (deadline <= now) return 0;
@@ -245,7 +248,9 @@ hmc_status_t IncomingPeers::next(uint64_t deadline_ns, bool drive_here,
     }
     if (!drive_here) continue;
     fds.clear();
-    int timeout = ms_until(deadline_ns, now_ns());
+    // Another thread driving (hmc_progress, a second hmc_accept) may finish a peer while this
+    // one sleeps on sockets it will never see ready: look at the queue now and then.
+    int timeout = std::min(ms_until(deadline_ns, now_ns()), kQueueLookMs);
     add_poll_fds(&fds, &timeout);
     if (fds.empty()) {
       struct timespec ts = {timeout / 1000, (timeout % 1000) * 1000000L};
