@@ -91,7 +91,8 @@ TEST_P(PeerDeath, PendingRequestsEndWithPeerLostAndOtherPeersKeepWorking) {
 }
 
 // HMC_AUTH_TOKEN: the same on both sides connects; any difference, including a token on one
-// side only, fails hmc_connect (in the peer) and hmc_accept (here) with HMC_ERR_AUTH. The
+// side only, fails hmc_connect (in the peer) with HMC_ERR_AUTH, and the refused connector is
+// counted here (hmc_accept_stats) instead of coming out of hmc_accept. The
 // challenge happens on the control plane before a data path is chosen: reference paths only.
 struct AuthCase {
   const char* name;
@@ -116,13 +117,24 @@ class Auth : public LoopbackTest {
       ASSERT_NO_FATAL_FAILURE(recv_ctrl(c.peer, kTagCtrl + 1, &v));
       EXPECT_EQ(v, 2u);
     } else {
-      hmc_peer_t peer = nullptr;
-      hmc_status_t st = hmc_accept(ctx(), kConnectTimeoutMs, &peer);
-      std::string msg = hmc_last_error();
-      EXPECT_EQ(st, HMC_ERR_AUTH) << "hmc_accept of a peer with the wrong token: " << describe(st);
-      EXPECT_NE(msg, "");
+      // A refused connector never comes out of hmc_accept: it is counted, with its reason.
+      hmc_accept_stats_t s{};
+      s.struct_size = sizeof s;
+      auto t0 = Clock::now();
+      while (ms_since(t0) < kConnectTimeoutMs) {
+        ASSERT_EQ(hmc_accept_stats(ctx(), &s), HMC_SUCCESS) << describe(HMC_ERR_INTERNAL);
+        if (s.failed > 0) break;
+        usleep(5000);
+      }
+      EXPECT_EQ(s.failed, 1u) << "no refused connector counted within " << kConnectTimeoutMs
+                              << " ms";
+      EXPECT_EQ(s.last_failure_status, HMC_ERR_AUTH) << s.last_failure;
+      std::string msg = s.last_failure;
+      EXPECT_NE(msg.find("HMC_AUTH_TOKEN"), std::string::npos) << msg;
       EXPECT_EQ(msg.find(a.ours.value_or("\x01")), std::string::npos)
           << "the error message shows our token";
+      hmc_peer_t peer = nullptr;
+      EXPECT_EQ(hmc_accept(ctx(), 0, &peer), HMC_ERR_TIMEOUT);
     }
     expect_exit_ok(&c);
   }

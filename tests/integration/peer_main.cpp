@@ -567,7 +567,11 @@ int main(int argc, char** argv) {
   auto pt = p.args.find("progress-thread");  // progress-thread=0: none (the default is one)
   check_ok(ctx.create(pt != p.args.end() ? atoi(pt->second.c_str()) : 1), "hmc_context_create");
   p.ctx = ctx.get();
+  auto t0 = Clock::now();
   hmc_status_t st = hmc_connect(p.ctx, addr.data(), addr.size(), kConnectTimeoutMs, &p.peer);
+  // The flood test reads this line: a real peer's connect time under load.
+  printf("hmc_connect took %.2f ms\n",
+         std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
 
   if (g_scenario == scenario::kConnectExpect) {
     auto want = static_cast<hmc_status_t>(strtol(p.arg("status").c_str(), nullptr, 10));

@@ -105,6 +105,16 @@ TEST_F(ApiArgs, Addresses) {
   len = sizeof addr;
   EXPECT_EQ(hmc_address_from_host("localhost", addr, &len), HMC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(hmc_accept(ctx, 0, &peer), HMC_ERR_TIMEOUT);
+
+  hmc_accept_stats_t stats{};
+  EXPECT_EQ(hmc_accept_stats(ctx, nullptr), HMC_ERR_INVALID_ARGUMENT);
+  stats.struct_size = sizeof stats - 1;
+  EXPECT_EQ(hmc_accept_stats(ctx, &stats), HMC_ERR_INVALID_ARGUMENT);
+  stats.struct_size = sizeof stats;
+  ASSERT_EQ(hmc_accept_stats(ctx, &stats), HMC_SUCCESS);
+  EXPECT_EQ(stats.accepted + stats.failed + stats.timed_out + stats.dropped, 0u);
+  EXPECT_EQ(stats.last_failure_status, HMC_SUCCESS);
+  EXPECT_STREQ(stats.last_failure, "");
 }
 
 TEST_F(ApiArgs, StatusStringsAreDistinct) {

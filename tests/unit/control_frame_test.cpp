@@ -163,6 +163,24 @@ TEST(ControlFrame, LengthLimit) {
   }
 }
 
+// A parser told to take only small frames (an acceptor before the hello is done) refuses a
+// longer one from its header alone, before buffering any of its payload.
+TEST(ControlFrameParser, LowerPayloadLimitRefusesFromTheHeader) {
+  FrameParser p;
+  p.set_max_payload(100);
+  std::vector<uint8_t> small = frame(MsgType::Hello, std::vector<uint8_t>(100, 7));
+  p.append(small.data(), small.size());
+  Message m;
+  std::string err;
+  ASSERT_EQ(p.next(&m, &err), Decode::Ok) << err;
+  EXPECT_EQ(m.payload.size(), 100u);
+  std::vector<uint8_t> header = frame(MsgType::Hello, {});
+  put_u32(&header, 8, 101);
+  p.append(header.data(), header.size());
+  ASSERT_EQ(p.next(&m, &err), Decode::Error);
+  EXPECT_NE(err.find("limit of 100 bytes"), std::string::npos) << err;
+}
+
 TEST(ControlFrame, NullErrIsAllowed) {
   std::vector<uint8_t> f = {'X', 'X', 'X', 'X'};
   uint16_t type;

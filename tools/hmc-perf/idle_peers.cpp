@@ -215,8 +215,7 @@ int run_parent(const Args& a) {
 
   while (static_cast<int>(peers.size()) < a.peers) {
     hmc_peer_t p = nullptr;
-    // One call for the whole remaining time, not short slices: hmc_accept's timeout also bounds
-    // the handshake of a peer that just connected.
+    // The whole remaining time in one call: it returns as soon as a peer finished connecting.
     int left_ms = static_cast<int>((deadline - monotonic_seconds()) * 1000);
     hmc_status_t s = hmc_accept(ctx.get(), std::max(left_ms, 1), &p);
     if (s == HMC_SUCCESS) {

@@ -40,9 +40,9 @@ std::string self_exe() {
   return buf;
 }
 
-// Accepts the next peer within timeout_ms (< 0: without end, for the --listen server). One long
-// hmc_accept rather than short slices: hmc_accept's timeout also bounds the handshake of a peer
-// that just connected, and a slice ending mid-handshake would drop that peer.
+// Accepts the next peer within timeout_ms (< 0: without end, for the --listen server). Connectors
+// that fail their setup (a port scanner, a client of another version, a wrong token) never come
+// out of hmc_accept: the library logs them and goes on.
 hmc::Peer accept_peer(hmc::Context& ctx, int timeout_ms, hmc::tools::ChildProcess* child) {
   for (;;) {
     hmc_peer_t p = nullptr;
@@ -111,14 +111,16 @@ int run_listen(const Options& o) {
     hmc::Peer peer = accept_peer(ctx, -1, nullptr);
     auto info = peer.info();
     if (!o.quiet)
-      std::fprintf(stderr, "hmc-perf: serving %s pid %d over %s\n", info.remote_host,
-                   info.remote_pid, info.path);
+      std::fprintf(stderr, "hmc-perf: serving %s pid %d (%s) over %s\n", info.remote_host,
+                   info.remote_pid, info.remote_address, info.path);
     int rc = 1;
     try {
       rc = run_server(o, ctx, peer);
     } catch (const std::exception& e) {
       if (!o.forever) throw;
-      std::fprintf(stderr, "hmc-perf: error: %s\n", e.what());
+      // One bad client costs its own session, not the server.
+      std::fprintf(stderr, "hmc-perf: error with the client %s pid %d (%s): %s\n",
+                   info.remote_host, info.remote_pid, info.remote_address, e.what());
     }
     if (!o.forever) return rc;
   }

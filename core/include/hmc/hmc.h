@@ -271,12 +271,35 @@ HMC_API hmc_status_t hmc_address(hmc_context_t ctx, void* buf, size_t* len);
  * there (HMC_LISTEN_HOST/HMC_LISTEN_PORT). *len: capacity in, length out. */
 HMC_API hmc_status_t hmc_address_from_host(const char* host_port, void* buf, size_t* len);
 /* Connects to the context whose address blob is given; blocks up to timeout_ms. Runs the hello
- * (and token challenge), the capability exchange and path choice. */
+ * (and token challenge), the capability exchange and path choice. HMC_ERR_TIMEOUT when the
+ * listener does not answer in time; the message says which step stalled ("stalled waiting for
+ * HelloAck": it accepted the connection but never answered). May return before the other side
+ * called hmc_accept: its context finishes the setup of connectors on its own (below). */
 HMC_API hmc_status_t hmc_connect(hmc_context_t ctx, const void* addr, size_t len, int timeout_ms,
                                  hmc_peer_t* peer);
-/* Waits up to timeout_ms for the next incoming peer to connect; the hello, capability exchange
- * and data-path setup of a peer that did connect then get HMC_TIMEOUT_MS of their own. */
+/* Returns the first incoming peer whose setup (hello, token challenge, capabilities, data path)
+ * finished, waiting up to timeout_ms for one. Connectors are set up concurrently, in the
+ * background (by the progress thread; without one, inside hmc_accept and hmc_progress), each
+ * with its own deadline (HMC_HANDSHAKE_TIMEOUT_MS for the hello, HMC_TIMEOUT_MS for the rest),
+ * so a silent or slow connector never holds this call up. Connectors that fail (garbage, wrong
+ * version, wrong token, closed early) or time out never come out of hmc_accept: they are logged
+ * and counted (hmc_accept_stats). HMC_ERR_TIMEOUT when no peer finished in time. */
 HMC_API hmc_status_t hmc_accept(hmc_context_t ctx, int timeout_ms, hmc_peer_t* peer);
+
+/* What became of the connectors to this context's control plane so far. */
+typedef struct hmc_accept_stats {
+  uint32_t struct_size;
+  uint32_t pending;          /* in setup now (at most HMC_MAX_PENDING_HANDSHAKES) */
+  uint32_t waiting;          /* finished, not yet returned by hmc_accept */
+  int32_t last_failure_status; /* status of the last connector that failed, HMC_SUCCESS if none */
+  uint64_t accepted;         /* finished their setup */
+  uint64_t failed;           /* refused or broken: not hmc, wrong version, token, closed early */
+  uint64_t timed_out;        /* did not finish their hello or setup in time */
+  uint64_t dropped;          /* evicted while HMC_MAX_PENDING_HANDSHAKES others were in setup */
+  char last_failure[256];    /* the last one that failed: who (remote address), where, why */
+} hmc_accept_stats_t;
+/* Fills *stats. HMC_ERR_INVALID_ARGUMENT when stats->struct_size is too small. */
+HMC_API hmc_status_t hmc_accept_stats(hmc_context_t ctx, hmc_accept_stats_t* stats);
 /* Closes the peer: its pending requests end with HMC_ERR_CANCELLED. */
 HMC_API hmc_status_t hmc_peer_close(hmc_peer_t peer);
 
@@ -299,6 +322,8 @@ typedef struct hmc_peer_info {
                                 pinned bounce buffers */
   uint64_t shared_staged_messages; /* of those, messages whose pieces the receiver copied
                                       straight out of the sender's bounce buffers (same host) */
+  char remote_address[64]; /* where the peer was dialled or came from: "tcp 192.0.2.7:40112",
+                              "unix @name" (dialled), "unix pid 4242" (accepted) */
 } hmc_peer_info_t;
 HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info);
 

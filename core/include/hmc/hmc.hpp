@@ -472,11 +472,17 @@ class Context {
   Peer connect(const std::vector<uint8_t>& addr, int timeout_ms = -1) {
     return connect(addr.data(), addr.size(), timeout_ms);
   }
-  // Waits for the next incoming peer; throws Error(HMC_ERR_TIMEOUT) when none came in time.
+  // The first incoming peer whose setup finished; throws Error(HMC_ERR_TIMEOUT) when none did in
+  // time. Connectors that failed never come out of it: accept_stats() counts them.
   Peer accept(int timeout_ms = -1) {
     hmc_peer_t p = nullptr;
     detail::check(hmc_accept(ctx_, timeout_ms, &p), "hmc_accept");
     return Peer(p);
+  }
+  hmc_accept_stats_t accept_stats() const {
+    auto s = detail::sized<hmc_accept_stats_t>();
+    detail::check(hmc_accept_stats(ctx_, &s), "hmc_accept_stats");
+    return s;
   }
 
   Memory alloc(const std::string& device, size_t size) { return Memory(ctx_, device, size); }

@@ -122,6 +122,7 @@ HMC_API hmc_status_t hmc_progress(hmc_context_t ctx) {
   HMC_TRY
   CHECK_HANDLE(ctx, Context);
   ctx_of(ctx)->progress(true);
+  ctx_of(ctx)->drive_incoming();
   return HMC_SUCCESS;
   HMC_CATCH
 }
@@ -500,6 +501,25 @@ HMC_API hmc_status_t hmc_accept(hmc_context_t ctx, int timeout_ms, hmc_peer_t* p
   HMC_CATCH
 }
 
+HMC_API hmc_status_t hmc_accept_stats(hmc_context_t ctx, hmc_accept_stats_t* stats) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(stats);
+  hmc_status_t st = check_struct(stats->struct_size, sizeof(hmc_accept_stats_t), __func__, "stats");
+  if (st != HMC_SUCCESS) return st;
+  IncomingPeers::Stats s = ctx_of(ctx)->accept_stats();
+  stats->pending = s.pending;
+  stats->waiting = s.waiting;
+  stats->last_failure_status = s.last_failure_status;
+  stats->accepted = s.accepted;
+  stats->failed = s.failed;
+  stats->timed_out = s.timed_out;
+  stats->dropped = s.dropped;
+  copy_str(stats->last_failure, s.last_failure);
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
 HMC_API hmc_status_t hmc_peer_close(hmc_peer_t peer) {
   HMC_TRY
   CHECK_HANDLE(peer, Peer);
@@ -533,6 +553,8 @@ HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info) {
     info->staged_transfers = p->framing.staged_transfers.load(std::memory_order_relaxed);
     info->shared_staged_messages = p->framing.shared_messages.load(std::memory_order_relaxed);
   }
+  if (info->struct_size >= offsetof(hmc_peer_info_t, remote_address) + sizeof info->remote_address)
+    copy_str(info->remote_address, p->address);
   return HMC_SUCCESS;
   HMC_CATCH
 }

@@ -64,6 +64,14 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   if (timeout_ms_ <= 0) return fail(HMC_ERR_CONFIG, "HMC_TIMEOUT_MS must be at least 1");
   heartbeat_ms_ = static_cast<int>(std::min<int64_t>(config_.get_int("HMC_HEARTBEAT_MS"), INT32_MAX));
   if (heartbeat_ms_ <= 0) return fail(HMC_ERR_CONFIG, "HMC_HEARTBEAT_MS must be at least 1");
+  // A connector's hello may take at most this long; the default timeout caps it.
+  const int64_t handshake_ms = config_.get_int("HMC_HANDSHAKE_TIMEOUT_MS");
+  if (handshake_ms <= 0) return fail(HMC_ERR_CONFIG, "HMC_HANDSHAKE_TIMEOUT_MS must be at least 1");
+  const int handshake_timeout_ms = static_cast<int>(std::min<int64_t>(handshake_ms, timeout_ms_));
+  const int64_t max_pending = config_.get_int("HMC_MAX_PENDING_HANDSHAKES");
+  if (max_pending < 1 || max_pending > 65536)
+    return fail(HMC_ERR_CONFIG, "HMC_MAX_PENDING_HANDSHAKES={} is out of range: 1 to 65536",
+                max_pending);
   auth_token_ = config_.get("HMC_AUTH_TOKEN");
   forced_path_ = config_.get("HMC_PATH");
   use_progress_thread_ = config_.get_bool("HMC_PROGRESS_THREAD");
@@ -126,8 +134,6 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
                                              timeout_ms_);
   transfers_.configure(Transfers::Settings{this, regions_.get(), staging_.get(), timeout_ms_,
                                             use_progress_thread_});
-  progress_.configure(Progress::Settings{regions_.get(), staging_.get(), timeout_ms_,
-                                         heartbeat_ms_});
   wire_control_handlers();
 
   st = start_control_plane(host, static_cast<uint16_t>(port));
@@ -142,10 +148,17 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   peer_settings.forced_path = forced_path_;
   peer_settings.context_id = id_;
   peer_settings.timeout_ms = timeout_ms_;
-  peer_settings.unix_listener = unix_listener_.get();
-  peer_settings.tcp_listener = tcp_listener_.get();
   connector_ = std::make_unique<PeerConnector>(static_cast<EstablishServices&>(*this),
                                                std::move(peer_settings));
+  IncomingPeers::Settings incoming_settings;
+  incoming_settings.unix_listener = unix_listener_.get();
+  incoming_settings.tcp_listener = tcp_listener_.get();
+  incoming_settings.handshake_timeout_ms = handshake_timeout_ms;
+  incoming_settings.max_pending = static_cast<size_t>(max_pending);
+  incoming_ = std::make_unique<IncomingPeers>(*connector_, static_cast<IncomingServices&>(*this),
+                                              incoming_settings);
+  progress_.configure(Progress::Settings{regions_.get(), staging_.get(), incoming_.get(),
+                                         timeout_ms_, heartbeat_ms_});
 
   st = progress_.start(use_progress_thread_);
   if (st != HMC_SUCCESS) return st;
@@ -252,6 +265,7 @@ std::vector<uint8_t> Context::address() const { return encode_address(address_);
 
 Context::~Context() {
   progress_.stop();
+  incoming_.reset();  // connectors in setup close their plugin listeners while the plugins live
 
   std::vector<std::shared_ptr<Peer>> peers;
   {
@@ -308,15 +322,21 @@ hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_p
 }
 
 hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
-  std::lock_guard<std::mutex> accept_lock(accept_mutex_);
-  std::shared_ptr<Peer> peer;
-  std::vector<control::Channel::Message> extra;
-  hmc_status_t st = connector_->accept(timeout_ms, &peer, &extra);
-  if (st != HMC_SUCCESS) return st;
+  // Without a progress thread nobody else advances the connectors: this thread does, while it
+  // waits.
+  return incoming_->next(deadline_after_ms(timeout_ms), !use_progress_thread_, out);
+}
+
+void Context::peer_arrived(std::shared_ptr<Peer> peer,
+                           std::vector<control::Channel::Message> extra) {
+  // What it sent right after its setup goes first, under its control lock as in a progress
+  // pass: once registered, the progress thread reads what came later.
+  if (!extra.empty()) {
+    std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
+    for (auto& msg : extra) dispatch_.dispatch(peer, msg);
+  }
   register_peer(peer);
-  for (auto& msg : extra) dispatch_.dispatch(peer, msg);
-  *out = peer;
-  return HMC_SUCCESS;
+  incoming_->queue_for_accept(std::move(peer));
 }
 
 hmc_status_t Context::close_peer(const std::shared_ptr<Peer>& peer) {

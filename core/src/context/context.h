@@ -32,6 +32,7 @@
 #include "peer/address.h"
 #include "peer/dispatch.h"
 #include "peer/establish.h"
+#include "peer/incoming.h"
 #include "peer/peer.h"
 #include "plugin/loader.h"
 #include "util/config.h"
@@ -47,6 +48,7 @@ namespace hmc {
 
 class Context final : private RegionServices,
                       private EstablishServices,
+                      private IncomingServices,
                       private StagingServices,
                       private TransferServices {
  public:
@@ -76,7 +78,13 @@ class Context final : private RegionServices,
   std::vector<uint8_t> address() const;
   PeerConnector& connector() { return *connector_; }
   hmc_status_t connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out);
+  // The first incoming peer whose setup finished (peer/incoming.h), waiting up to timeout_ms.
   hmc_status_t accept(int timeout_ms, std::shared_ptr<Peer>* out);
+  IncomingPeers::Stats accept_stats() { return incoming_->stats(); }
+  // Advances the incoming connectors from this thread (hmc_progress, without a progress thread).
+  void drive_incoming() {
+    if (!use_progress_thread_) incoming_->drive();
+  }
   hmc_status_t close_peer(const std::shared_ptr<Peer>& peer);
 
   // --- transfers (xfer/transfers.h) --------------------------------------------------------
@@ -112,6 +120,11 @@ class Context final : private RegionServices,
   // liveness ones).
   void wire_control_handlers();
   void register_peer(const std::shared_ptr<Peer>& peer);
+  // IncomingServices: where a peer that finished connecting to us goes. Today every one is
+  // registered and queued for hmc_accept; a peer that something else waits for (a group being
+  // formed) would be routed here, after its registration.
+  void peer_arrived(std::shared_ptr<Peer> peer,
+                    std::vector<control::Channel::Message> extra) override;
   // StagingServices: framed transfers (xfer/transfers.h).
   hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
                              bool* staged, MemoryLocation* where, hmc_net_mr_t** mr) override {
@@ -163,9 +176,9 @@ class Context final : private RegionServices,
   control::Fd unix_listener_;
   control::Fd tcp_listener_;
   Address address_;
-  std::mutex accept_mutex_;  // one hmc_accept at a time
   ControlDispatch dispatch_;  // filled by init, read-only after
   std::unique_ptr<PeerConnector> connector_;  // made by init
+  std::unique_ptr<IncomingPeers> incoming_;   // made by init, after connector_
 
   std::mutex peers_mutex_;
   std::vector<std::shared_ptr<Peer>> peers_;         // live peers

@@ -123,6 +123,7 @@ hmc_status_t Channel::read_available(std::vector<Message>* out) {
       return fail_both(HMC_ERR_PEER_LOST,
                        fmt::format("{} closed the control connection", describe()));
     }
+    received_bytes_ += static_cast<uint64_t>(n);
     budget -= std::min(budget, static_cast<size_t>(n));
     in_.append(chunk, static_cast<size_t>(n));
     for (;;) {

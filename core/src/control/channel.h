@@ -47,6 +47,8 @@ class Channel {
   // True while queued bytes remain: poll this fd for POLLOUT and call flush().
   bool want_write() const;
   size_t queued_bytes() const { return out_.size() - out_head_; }
+  // Bytes read from the socket so far (a connector that sent none was only probing the port).
+  uint64_t received_bytes() const { return received_bytes_; }
 
   // Reads everything available now (until EAGAIN, or at most kReadBudget bytes per call so that
   // one chatty peer cannot starve the others; poll is level-triggered, so the rest comes with the
@@ -64,6 +66,8 @@ class Channel {
   // HMC_ERR_TIMEOUT when none arrived by the deadline.
   hmc_status_t receive_one(Message* out, uint64_t deadline_ns);
 
+  // Frames with a longer payload fail the stream from now on (at most kMaxFramePayload).
+  void set_max_payload(size_t n) { in_.set_max_payload(n); }
   void set_peer_name(std::string name) { peer_name_ = std::move(name); }
   const std::string& peer_name() const { return peer_name_; }
 
@@ -80,6 +84,7 @@ class Channel {
   std::string peer_name_;
   std::vector<uint8_t> out_;  // queued frames; out_[out_head_..] not yet written
   size_t out_head_ = 0;
+  uint64_t received_bytes_ = 0;
   FrameParser in_;
   std::deque<Message> ready_;  // received by receive_one's reads, not yet handed out
   hmc_status_t send_status_ = HMC_SUCCESS;

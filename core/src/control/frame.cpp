@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -103,7 +104,7 @@ void encode_frame(MsgType type, const uint8_t* payload, size_t len, std::vector<
 }
 
 Decode decode_frame(const uint8_t* data, size_t len, uint16_t* type, const uint8_t** payload,
-                    size_t* payload_len, size_t* consumed, std::string* err) {
+                    size_t* payload_len, size_t* consumed, std::string* err, size_t max_payload) {
   auto error = [&](std::string text) {
     if (err) *err = std::move(text);
     return Decode::Error;
@@ -137,9 +138,10 @@ Decode decode_frame(const uint8_t* data, size_t len, uint16_t* type, const uint8
   }
   if (len < kFrameHeaderSize) return Decode::NeedMore;
   uint32_t plen = load_u32(data + 8);
-  if (plen > kMaxFramePayload)
+  const size_t limit = std::min(max_payload, kMaxFramePayload);
+  if (plen > limit)
     return error(fmt::format("control frame payload of {} bytes exceeds the limit of {} bytes",
-                             plen, kMaxFramePayload));
+                             plen, limit));
   if (len - kFrameHeaderSize < plen) return Decode::NeedMore;
   *type = load_u16(data + 6);
   *payload = data + kFrameHeaderSize;
@@ -170,7 +172,7 @@ Decode FrameParser::next(Message* out, std::string* err) {
   size_t payload_len, consumed;
   std::string e;
   Decode d = decode_frame(buf_.data() + head_, buf_.size() - head_, &type, &payload, &payload_len,
-                          &consumed, &e);
+                          &consumed, &e, max_payload_);
   if (d == Decode::Error) {
     error_ = e.empty() ? "malformed control frame" : e;
     buf_.clear();

@@ -76,8 +76,11 @@ enum class Decode { NeedMore, Ok, Error };
 //   NeedMore: the bytes so far are a valid prefix of a frame; outputs untouched.
 //   Error:    *err (may be NULL) says what is wrong. Checks are made as soon as the bytes
 //             concerned arrived, so a bad magic is reported after 4 bytes, not after 12.
+// max_payload (at most kMaxFramePayload) lowers the length limit, for a stream that may only
+// carry small messages so far (an unauthenticated connector's hello).
 Decode decode_frame(const uint8_t* data, size_t len, uint16_t* type, const uint8_t** payload,
-                    size_t* payload_len, size_t* consumed, std::string* err);
+                    size_t* payload_len, size_t* consumed, std::string* err,
+                    size_t max_payload = kMaxFramePayload);
 
 // One decoded control message.
 struct Message {
@@ -95,8 +98,11 @@ class FrameParser {
   // the stream is unusable (later calls return Error again with the same text).
   Decode next(Message* out, std::string* err);
   size_t buffered() const { return buf_.size() - head_; }
+  // Frames longer than this are an error from now on (decode_frame's max_payload).
+  void set_max_payload(size_t n) { max_payload_ = n; }
 
  private:
+  size_t max_payload_ = kMaxFramePayload;
   std::vector<uint8_t> buf_;
   size_t head_ = 0;
   std::string error_;

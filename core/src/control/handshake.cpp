@@ -80,6 +80,11 @@ hmc_status_t expect(Channel& ch, MsgType want, uint64_t deadline_ns, const char*
                     Message* out, ErrorMsg* refusal, bool* refused) {
   *refused = false;
   hmc_status_t st = ch.receive_one(out, deadline_ns);
+  if (st == HMC_ERR_TIMEOUT)
+    return fail(st,
+                "handshake with {} stalled {}: the connection is open but the peer did not "
+                "answer in time ({})",
+                peer_label(ch), stage, last_error());
   if (st != HMC_SUCCESS)
     return fail(st, "handshake with {} ({}): {}", peer_label(ch), stage, last_error());
   if (out->type == MsgType::Error) {
@@ -104,6 +109,24 @@ hmc_status_t malformed(Channel& ch, uint64_t deadline_ns, MsgType type) {
                 fmt::format("malformed {} message", msg_type_name(type)),
                 fmt::format("handshake with {}: malformed {} message from the peer", peer_label(ch),
                             msg_type_name(type)));
+}
+
+// Refuses without waiting: the Error is queued (written at once where the socket takes it).
+hmc_status_t refuse_now(Channel& ch, hmc_status_t status, const std::string& to_peer,
+                        std::string local) {
+  const std::string saved = last_error();
+  Writer w;
+  encode_error(status, to_peer, &w);
+  (void)ch.send(MsgType::Error, w);
+  set_error(HMC_SUCCESS, saved);
+  HMC_LOG_D("{}", local);
+  return set_error(status, std::move(local));
+}
+
+hmc_status_t malformed_now(Channel& ch, MsgType type) {
+  return refuse_now(ch, HMC_ERR_PROTOCOL, fmt::format("malformed {} message", msg_type_name(type)),
+                    fmt::format("handshake with {}: malformed {} message from the peer",
+                                peer_label(ch), msg_type_name(type)));
 }
 
 }  // namespace
@@ -324,105 +347,162 @@ hmc_status_t handshake_acceptor(Channel& ch, const HelloInfo& mine, const std::s
                                 uint64_t deadline_ns, HelloInfo* theirs) {
   hmc_status_t st = check_info("acceptor", mine);
   if (st != HMC_SUCCESS) return st;
-  const bool have_token = !token.empty();
+  AcceptorHandshake hs(mine, token);
+  while (hs.stage() != AcceptorHandshake::Stage::Done) {
+    Message m;
+    if ((st = ch.receive_one(&m, deadline_ns)) != HMC_SUCCESS)
+      return fail(st, "handshake with {} (waiting for {}): {}", peer_label(ch), hs.waiting_for(),
+                  last_error());
+    if ((st = hs.on_message(ch, m)) != HMC_SUCCESS) {
+      // Give the queued Error a moment to leave; the failure stands whatever happens to it.
+      const std::string saved = last_error();
+      (void)ch.flush_wait(std::min(deadline_ns, now_ns() + kErrorSendGraceNs));
+      return set_error(st, saved);
+    }
+  }
+  if ((st = ch.flush_wait(deadline_ns)) != HMC_SUCCESS)
+    return fail(st, "handshake with {} (sending Welcome): {}", peer_label(ch), last_error());
+  *theirs = hs.theirs();
+  return HMC_SUCCESS;
+}
+
+const char* AcceptorHandshake::waiting_for() const {
+  switch (stage_) {
+    case Stage::WaitHello: return "Hello";
+    case Stage::WaitAuth: return "Auth";
+    case Stage::Done: return "nothing (done)";
+    case Stage::Failed: return "nothing (failed)";
+  }
+  return "?";
+}
+
+hmc_status_t AcceptorHandshake::failed(hmc_status_t st) {
+  stage_ = Stage::Failed;
+  return st;
+}
+
+hmc_status_t AcceptorHandshake::on_message(Channel& ch, const Message& m) {
+  if (stage_ == Stage::Done || stage_ == Stage::Failed)
+    return fail(HMC_ERR_INTERNAL, "handshake with {}: message {} after the handshake {}",
+                peer_label(ch), msg_type_name(m.type), stage_ == Stage::Done ? "ended" : "failed");
+  const MsgType want = stage_ == Stage::WaitHello ? MsgType::Hello : MsgType::Auth;
+  if (m.type == MsgType::Error) {
+    ErrorMsg refusal;
+    if (!decode_error(m.payload.data(), m.payload.size(), &refusal))
+      return failed(refuse_now(ch, HMC_ERR_PROTOCOL, "malformed Error message",
+                               fmt::format("handshake with {} (waiting for {}): malformed Error "
+                                           "message from the peer",
+                                           peer_label(ch), waiting_for())));
+    return failed(fail(status_from_remote(refusal.status),
+                       "handshake with {}: peer refused the connection: {}", peer_label(ch),
+                       refusal.text));
+  }
+  if (m.type != want)
+    return failed(refuse_now(
+        ch, HMC_ERR_PROTOCOL,
+        fmt::format("expected {}, received {}", msg_type_name(want), msg_type_name(m.type)),
+        fmt::format("handshake with {} (waiting for {}): expected {}, received {}", peer_label(ch),
+                    waiting_for(), msg_type_name(want), msg_type_name(m.type))));
+  hmc_status_t st = stage_ == Stage::WaitHello ? on_hello(ch, m) : on_auth(ch, m);
+  return st == HMC_SUCCESS ? st : failed(st);
+}
+
+hmc_status_t AcceptorHandshake::on_hello(Channel& ch, const Message& m) {
+  const bool have_token = !token_.empty();
   const std::string peer = peer_label(ch);
-
-  Message m;
-  ErrorMsg refusal;
-  bool refused;
-  st = expect(ch, MsgType::Hello, deadline_ns, "waiting for Hello", &m, &refusal, &refused);
-  if (refused)
-    return fail(st, "handshake with {}: peer refused the connection: {}", peer, refusal.text);
-  if (st != HMC_SUCCESS) return st;
-
   // The versions are the first fields: read them on their own, so that a peer whose Hello
   // layout we cannot parse still gets a version error rather than a protocol error.
   {
     Reader r(m.payload.data(), m.payload.size());
     uint16_t max_v = 0, min_v = 0;
-    if (!r.u16(&max_v) || !r.u16(&min_v)) return malformed(ch, deadline_ns, MsgType::Hello);
+    if (!r.u16(&max_v) || !r.u16(&min_v)) return malformed_now(ch, MsgType::Hello);
     const uint16_t chosen = std::min(max_v, kProtocolVersion);
     if (min_v > max_v || chosen < std::max(min_v, kMinProtocolVersion))
-      return refuse(ch, deadline_ns, HMC_ERR_VERSION,
-                    fmt::format("protocol version mismatch: the connecting side speaks {}, the "
-                                "accepting side speaks {}",
-                                version_range(min_v, max_v),
-                                version_range(kMinProtocolVersion, kProtocolVersion)),
-                    fmt::format("handshake with {}: protocol version mismatch: peer speaks {}, "
-                                "this side speaks {}",
-                                peer, version_range(min_v, max_v),
-                                version_range(kMinProtocolVersion, kProtocolVersion)));
+      return refuse_now(ch, HMC_ERR_VERSION,
+                        fmt::format("protocol version mismatch: the connecting side speaks {}, "
+                                    "the accepting side speaks {}",
+                                    version_range(min_v, max_v),
+                                    version_range(kMinProtocolVersion, kProtocolVersion)),
+                        fmt::format("handshake with {}: protocol version mismatch: peer speaks "
+                                    "{}, this side speaks {}",
+                                    peer, version_range(min_v, max_v),
+                                    version_range(kMinProtocolVersion, kProtocolVersion)));
   }
-  HelloMsg hello;
-  if (!decode_hello(m.payload.data(), m.payload.size(), &hello))
-    return malformed(ch, deadline_ns, MsgType::Hello);
-  const std::vector<uint8_t> hello_payload = std::move(m.payload);
-  const bool peer_token = (hello.flags & kHelloFlagToken) != 0;
+  if (!decode_hello(m.payload.data(), m.payload.size(), &hello_))
+    return malformed_now(ch, MsgType::Hello);
+  const bool peer_token = (hello_.flags & kHelloFlagToken) != 0;
 
   if (have_token && !peer_token)
-    return refuse(ch, deadline_ns, HMC_ERR_AUTH,
-                  "the accepting side requires HMC_AUTH_TOKEN, which is not set on the "
-                  "connecting side",
-                  fmt::format("handshake with {}: peer did not prove HMC_AUTH_TOKEN (it has none "
-                              "set)",
-                              peer));
+    return refuse_now(ch, HMC_ERR_AUTH,
+                      "the accepting side requires HMC_AUTH_TOKEN, which is not set on the "
+                      "connecting side",
+                      fmt::format("handshake with {}: peer did not prove HMC_AUTH_TOKEN (it has "
+                                  "none set)",
+                                  peer));
   if (!have_token && peer_token)
-    return refuse(ch, deadline_ns, HMC_ERR_AUTH,
-                  "HMC_AUTH_TOKEN is not set on the accepting side, so it cannot prove it",
-                  fmt::format("handshake with {}: peer requires HMC_AUTH_TOKEN, which is not set "
-                              "here",
-                              peer));
+    return refuse_now(ch, HMC_ERR_AUTH,
+                      "HMC_AUTH_TOKEN is not set on the accepting side, so it cannot prove it",
+                      fmt::format("handshake with {}: peer requires HMC_AUTH_TOKEN, which is not "
+                                  "set here",
+                                  peer));
 
-  HelloAckMsg ack;
-  ack.version = std::min(hello.max_version, kProtocolVersion);
-  ack.flags = have_token ? (kHelloAckFlagToken | kHelloAckFlagProof) : 0;
-  ack.info = mine;
-  if ((st = random_bytes(ack.nonce.data(), ack.nonce.size())) != HMC_SUCCESS) return st;
+  ack_.version = std::min(hello_.max_version, kProtocolVersion);
+  ack_.flags = have_token ? (kHelloAckFlagToken | kHelloAckFlagProof) : 0;
+  ack_.info = mine_;
+  hmc_status_t st;
+  if ((st = random_bytes(ack_.nonce.data(), ack_.nonce.size())) != HMC_SUCCESS) return st;
   Writer ack_bytes;
-  encode_hello_ack(ack, &ack_bytes);  // proof zeroed: the form the transcript hashes
-  Sha256Digest hello_hash{}, ack_hash{};
+  encode_hello_ack(ack_, &ack_bytes);  // proof zeroed: the form the transcript hashes
   if (have_token) {
-    if ((st = sha256(hello_payload.data(), hello_payload.size(), &hello_hash)) != HMC_SUCCESS ||
-        (st = sha256(ack_bytes.data().data(), ack_bytes.size(), &ack_hash)) != HMC_SUCCESS ||
-        (st = make_proof(token, kAcceptorLabel, hello.nonce, ack.nonce, hello_hash, ack_hash,
-                         &ack.proof)) != HMC_SUCCESS)
+    if ((st = sha256(m.payload.data(), m.payload.size(), &hello_hash_)) != HMC_SUCCESS ||
+        (st = sha256(ack_bytes.data().data(), ack_bytes.size(), &ack_hash_)) != HMC_SUCCESS ||
+        (st = make_proof(token_, kAcceptorLabel, hello_.nonce, ack_.nonce, hello_hash_, ack_hash_,
+                         &ack_.proof)) != HMC_SUCCESS)
       return fail(st, "handshake with {} (proving the token): {}", peer, last_error());
     ack_bytes.clear();
-    encode_hello_ack(ack, &ack_bytes);
+    encode_hello_ack(ack_, &ack_bytes);
   }
-  if ((st = ch.send_wait(MsgType::HelloAck, ack_bytes, deadline_ns)) != HMC_SUCCESS)
+  if ((st = ch.send(MsgType::HelloAck, ack_bytes)) != HMC_SUCCESS)
     return fail(st, "handshake with {} (sending HelloAck): {}", peer, last_error());
-
   if (have_token) {
-    st = expect(ch, MsgType::Auth, deadline_ns, "waiting for Auth", &m, &refusal, &refused);
-    if (refused)
-      return fail(st, "handshake with {}: peer refused the connection: {}", peer, refusal.text);
-    if (st != HMC_SUCCESS) return st;
-    AuthMsg auth;
-    if (!decode_auth(m.payload.data(), m.payload.size(), &auth))
-      return malformed(ch, deadline_ns, MsgType::Auth);
-    Sha256Digest expected;
-    if ((st = make_proof(token, kInitiatorLabel, ack.nonce, hello.nonce, hello_hash, ack_hash,
-                         &expected)) != HMC_SUCCESS)
-      return fail(st, "handshake with {} (checking the peer's proof): {}", peer, last_error());
-    if (!constant_time_equal(expected.data(), auth.proof.data(), expected.size()))
-      return refuse(ch, deadline_ns, HMC_ERR_AUTH,
-                    "the accepting side rejected this side's HMC_AUTH_TOKEN proof: the tokens "
-                    "differ",
-                    fmt::format("handshake with {}: peer did not prove HMC_AUTH_TOKEN (its proof "
-                                "does not match: the tokens differ)",
-                                peer));
+    stage_ = Stage::WaitAuth;
+    return HMC_SUCCESS;
   }
+  return queue_welcome(ch);
+}
 
+hmc_status_t AcceptorHandshake::on_auth(Channel& ch, const Message& m) {
+  AuthMsg auth;
+  if (!decode_auth(m.payload.data(), m.payload.size(), &auth))
+    return malformed_now(ch, MsgType::Auth);
+  Sha256Digest expected;
+  hmc_status_t st = make_proof(token_, kInitiatorLabel, ack_.nonce, hello_.nonce, hello_hash_,
+                               ack_hash_, &expected);
+  if (st != HMC_SUCCESS)
+    return fail(st, "handshake with {} (checking the peer's proof): {}", peer_label(ch),
+                last_error());
+  if (!constant_time_equal(expected.data(), auth.proof.data(), expected.size()))
+    return refuse_now(ch, HMC_ERR_AUTH,
+                      "the accepting side rejected this side's HMC_AUTH_TOKEN proof: the tokens "
+                      "differ",
+                      fmt::format("handshake with {}: peer did not prove HMC_AUTH_TOKEN (its "
+                                  "proof does not match: the tokens differ)",
+                                  peer_label(ch)));
+  return queue_welcome(ch);
+}
+
+hmc_status_t AcceptorHandshake::queue_welcome(Channel& ch) {
   Writer welcome;
   encode_welcome(WelcomeMsg{}, &welcome);
-  if ((st = ch.send_wait(MsgType::Welcome, welcome, deadline_ns)) != HMC_SUCCESS)
-    return fail(st, "handshake with {} (sending Welcome): {}", peer, last_error());
-
-  HMC_LOG_D("handshake with {} ({}, pid {}): protocol version {}, {}", peer, hello.info.hostname,
-            hello.info.pid, ack.version, have_token ? "token verified" : "no token");
-  *theirs = std::move(hello.info);
-  theirs->protocol_version = ack.version;
+  hmc_status_t st = ch.send(MsgType::Welcome, welcome);
+  if (st != HMC_SUCCESS)
+    return fail(st, "handshake with {} (sending Welcome): {}", peer_label(ch), last_error());
+  HMC_LOG_D("handshake with {} ({}, pid {}): protocol version {}, {}", peer_label(ch),
+            hello_.info.hostname, hello_.info.pid, ack_.version,
+            token_.empty() ? "no token" : "token verified");
+  theirs_ = std::move(hello_.info);
+  theirs_.protocol_version = ack_.version;
+  stage_ = Stage::Done;
   return HMC_SUCCESS;
 }
 

@@ -43,6 +43,14 @@ constexpr size_t kNonceSize = 32;
 constexpr size_t kMaxHostIdLen = 1024;
 constexpr size_t kMaxHostnameLen = 256;
 constexpr size_t kMaxErrorTextLen = 4096;
+// The largest payload a handshake message can have (a Hello or HelloAck with the longest host
+// id and hostname, an Error with the longest text), with room for fields later versions append:
+// an acceptor refuses longer frames before the hello is done, so that an unauthenticated
+// connector cannot make it buffer a 1 MiB frame.
+constexpr size_t kMaxHandshakePayload = 8192;
+static_assert(kMaxHandshakePayload >= 2 * 1024 + kMaxHostIdLen + kMaxHostnameLen &&
+                  kMaxHandshakePayload >= 2 * 1024 + kMaxErrorTextLen,
+              "a handshake message must fit the acceptor's limit, with room to grow");
 
 struct HelloInfo {
   // In `mine`: ignored (the handshake always offers kMinProtocolVersion..kProtocolVersion).
@@ -63,7 +71,8 @@ struct HelloInfo {
 //   HMC_ERR_PEER_LOST the peer closed the connection
 hmc_status_t handshake_initiator(Channel& ch, const HelloInfo& mine, const std::string& token,
                                  uint64_t deadline_ns, HelloInfo* theirs);
-// The acceptor's (listening side's) half; same errors.
+// The acceptor's (listening side's) half, blocking until done (AcceptorHandshake below, driven
+// by this thread); same errors.
 hmc_status_t handshake_acceptor(Channel& ch, const HelloInfo& mine, const std::string& token,
                                 uint64_t deadline_ns, HelloInfo* theirs);
 
@@ -123,5 +132,41 @@ bool decode_error(const uint8_t* p, size_t n, ErrorMsg* out);
 // The local status for a status received in an Error: the value itself when it is one of
 // hmc_status_t's errors, else HMC_ERR_REMOTE.
 hmc_status_t status_from_remote(int32_t status);
+
+// The acceptor's half as a state machine fed one received message at a time, so that a listener
+// can run many handshakes at once and wait on none (peer/incoming.h). Its replies are queued on
+// the channel (Channel::send writes what the socket takes at once; the owner flushes the rest),
+// never waited for. The deadline is the owner's: the machine keeps no clock.
+class AcceptorHandshake {
+ public:
+  enum class Stage { WaitHello, WaitAuth, Done, Failed };
+  AcceptorHandshake(HelloInfo mine, std::string token)
+      : mine_(std::move(mine)), token_(std::move(token)) {}
+
+  // Handles the next message of the connector. HMC_SUCCESS: the stage moved on (Done once
+  // Welcome is queued). Otherwise the stage is Failed, an Error message for the peer is queued
+  // where one is due, and the status and last_error say why (the errors of handshake_initiator).
+  hmc_status_t on_message(Channel& ch, const Message& m);
+  Stage stage() const { return stage_; }
+  // "Hello", "Auth": the message the handshake waits for (for timeout messages).
+  const char* waiting_for() const;
+  // The connector's HelloInfo, with the agreed protocol version; valid once Done.
+  const HelloInfo& theirs() const { return theirs_; }
+
+ private:
+  hmc_status_t on_hello(Channel& ch, const Message& m);
+  hmc_status_t on_auth(Channel& ch, const Message& m);
+  hmc_status_t queue_welcome(Channel& ch);
+  hmc_status_t failed(hmc_status_t st);
+
+  HelloInfo mine_;
+  std::string token_;
+  Stage stage_ = Stage::WaitHello;
+  HelloMsg hello_;
+  HelloAckMsg ack_;
+  Sha256Digest hello_hash_{};
+  Sha256Digest ack_hash_{};
+  HelloInfo theirs_;
+};
 
 }  // namespace hmc::control

@@ -77,13 +77,6 @@ void set_nodelay(int fd) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-bool is_inet(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
-  return ss.ss_family == AF_INET || ss.ss_family == AF_INET6;
-}
-
 // Fills an abstract-namespace address; false when the name does not fit.
 bool make_abstract_address(const std::string& name, sockaddr_un* addr, socklen_t* len) {
   if (name.empty() || name.size() > sizeof(addr->sun_path) - 1) return false;
@@ -200,13 +193,26 @@ hmc_status_t listen_unix(const std::string& name, Fd* out) {
   return HMC_SUCCESS;
 }
 
-hmc_status_t accept_one(int listen_fd, Fd* out) {
+hmc_status_t accept_one(int listen_fd, Fd* out, std::string* remote) {
   if (!out) return fail(HMC_ERR_INVALID_ARGUMENT, "accept: out is NULL");
   for (;;) {
-    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    int fd =
+        accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       Fd owned(fd);
-      if (is_inet(fd)) set_nodelay(fd);
+      const bool inet = ss.ss_family == AF_INET || ss.ss_family == AF_INET6;
+      if (inet) set_nodelay(fd);
+      if (remote && inet) {
+        *remote = "tcp " + numeric_address(reinterpret_cast<sockaddr*>(&ss), len);
+      } else if (remote) {
+        ucred cred{};
+        socklen_t clen = sizeof cred;
+        *remote = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0
+                      ? fmt::format("unix pid {}", cred.pid)
+                      : "unix (process unknown)";
+      }
       *out = std::move(owned);
       return HMC_SUCCESS;
     }

@@ -28,8 +28,10 @@ hmc_status_t listen_tcp(const std::string& host, uint16_t port, Fd* out, uint16_
 hmc_status_t listen_unix(const std::string& name, Fd* out);
 
 // Accepts one pending connection without blocking. HMC_IN_PROGRESS when none is pending,
-// HMC_ERR_SYSTEM on other failures (EMFILE ...).
-hmc_status_t accept_one(int listen_fd, Fd* out);
+// HMC_ERR_SYSTEM on other failures (EMFILE ...). *remote (may be NULL) says who connected, for
+// messages: "tcp 192.0.2.7:40112", or "unix pid 4242" (abstract-socket clients have no name;
+// the kernel's SO_PEERCRED says which process it is).
+hmc_status_t accept_one(int listen_fd, Fd* out, std::string* remote = nullptr);
 
 // Connects to host:port within timeout_ms (>= 0; 0 means: only if it completes at once).
 // Tries every address getaddrinfo returns, in order, within the one overall timeout.

@@ -54,7 +54,7 @@ void idle_wait(NetPlugin& net) {
 hmc_status_t expect(control::Channel& ch, control::MsgType type, uint64_t deadline,
                     control::Channel::Message* out, const char* what) {
   hmc_status_t st = ch.receive_one(out, deadline);
-  if (st != HMC_SUCCESS) return st;
+  if (st != HMC_SUCCESS) return fail(st, "{}: {}", what, last_error());
   if (out->type == control::MsgType::Error) {
     control::ErrorMsg e;
     if (!control::decode_error(out->payload.data(), out->payload.size(), &e))
@@ -64,7 +64,8 @@ hmc_status_t expect(control::Channel& ch, control::MsgType type, uint64_t deadli
   }
   if (out->type != type)
     return fail(HMC_ERR_PROTOCOL, "{}: expected message {} from {}, got {}", what,
-                static_cast<int>(type), ch.peer_name(), static_cast<int>(out->type));
+                control::msg_type_name(type), ch.peer_name(),
+                control::msg_type_name(static_cast<uint16_t>(out->type)));
   return HMC_SUCCESS;
 }
 
@@ -122,10 +123,11 @@ std::shared_ptr<Peer> PeerConnector::make_peer(std::unique_ptr<control::Channel>
                                                const control::HelloInfo& hello,
                                                const path::Capabilities& remote,
                                                const path::Choice& choice, NetDevice* dev,
-                                               hmc_net_ep_t* ep) {
+                                               hmc_net_ep_t* ep, const std::string& address) {
   auto peer = std::make_shared<Peer>();
   peer->ctx = s_.owner;
-  peer->name = peer_name(hello);
+  peer->name = fmt::format("{} ({})", peer_name(hello), address);
+  peer->address = address;
   peer->remote = remote;
   peer->choice = choice;
   peer->same_host = !remote.host_id.empty() && remote.host_id == s_.caps.host_id;
@@ -180,8 +182,8 @@ hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms,
   uint64_t deadline = deadline_after(timeout_ms);
   control::Fd fd;
   bool local = !addr.unix_name.empty() && (addr.tcp_port == 0 || addr.host_id == s_.caps.host_id);
-  std::string where = local ? "unix:@" + addr.unix_name
-                            : fmt::format("{}:{}", addr.tcp_host, addr.tcp_port);
+  std::string where = local ? "unix @" + addr.unix_name
+                            : "tcp " + control::format_host_port(addr.tcp_host, addr.tcp_port);
   hmc_status_t st = local ? control::connect_unix(addr.unix_name, remaining_ms(deadline), &fd)
                           : control::connect_tcp(addr.tcp_host, addr.tcp_port, remaining_ms(deadline), &fd);
   if (st != HMC_SUCCESS) return st;
@@ -193,20 +195,21 @@ hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms,
   control::HelloInfo theirs;
   st = control::handshake_initiator(*ch, mine, s_.auth_token, deadline, &theirs);
   if (st != HMC_SUCCESS) return st;
-  ch->set_peer_name(peer_name(theirs));
+  ch->set_peer_name(fmt::format("{} ({})", peer_name(theirs), where));
 
   path::Capabilities mine_caps = capabilities(path::CalibrationMode::Measure, nullptr);
   control::Writer w;
   msg::encode_caps(mine_caps, &w);
   if ((st = ch->send_wait(control::MsgType::Caps, w, deadline)) != HMC_SUCCESS) return st;
   control::Channel::Message m;
-  if ((st = expect(*ch, control::MsgType::Caps, deadline, &m, "hmc_connect")) != HMC_SUCCESS)
+  if ((st = expect(*ch, control::MsgType::Caps, deadline, &m, "hmc_connect (waiting for the peer's Caps)")) != HMC_SUCCESS)
     return st;
   path::Capabilities remote;
   if (!msg::decode_caps(m.payload.data(), m.payload.size(), &remote))
     return fail(HMC_ERR_PROTOCOL, "hmc_connect: malformed capabilities from {}", ch->peer_name());
 
-  if ((st = expect(*ch, control::MsgType::NetHandle, deadline, &m, "hmc_connect")) != HMC_SUCCESS)
+  if ((st = expect(*ch, control::MsgType::NetHandle, deadline, &m,
+                    "hmc_connect (waiting for the peer's path choice, NetHandle)")) != HMC_SUCCESS)
     return st;
   msg::NetHandle nh;
   if (!msg::decode_net_handle(m.payload.data(), m.payload.size(), &nh))
@@ -312,73 +315,77 @@ hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms,
       choice.basis = c.basis;
       choice.score = c.score;
     }
-  *out = make_peer(std::move(ch), theirs, remote, choice, dev, ep);
+  *out = make_peer(std::move(ch), theirs, remote, choice, dev, ep, where);
   return HMC_SUCCESS;
 }
 
-hmc_status_t PeerConnector::accept(int timeout_ms, std::shared_ptr<Peer>* out,
-                                   std::vector<control::Channel::Message>* extra_out) {
-  uint64_t deadline = deadline_after(timeout_ms);
-  control::Fd fd;
-  std::string where;
-  for (;;) {
-    struct pollfd fds[2] = {{s_.unix_listener, POLLIN, 0}, {s_.tcp_listener, POLLIN, 0}};
-    int rc = poll(fds, 2, remaining_ms(deadline));
-    if (rc < 0 && errno != EINTR) return fail(HMC_ERR_SYSTEM, "hmc_accept: poll: {}", strerror(errno));
-    hmc_status_t st = HMC_IN_PROGRESS;
-    for (int i = 0; i < 2 && st == HMC_IN_PROGRESS; ++i) {
-      if (rc > 0 && (fds[i].revents & POLLIN)) {
-        st = control::accept_one(fds[i].fd, &fd);
-        where = i == 0 ? "a local peer (unix socket)" : "a peer over tcp";
-      }
-    }
-    if (st == HMC_SUCCESS) break;
-    if (st != HMC_IN_PROGRESS) return st;
-    if (now_ns() >= deadline)
-      return fail(HMC_ERR_TIMEOUT, "hmc_accept: no peer connected within {} ms", timeout_ms);
-  }
-  // A peer has connected: its setup gets the full default timeout, whatever was left of the
-  // wait, so that polling hmc_accept with short timeouts cannot cut a handshake off.
-  deadline = deadline_after(s_.timeout_ms);
-  timeout_ms = s_.timeout_ms;
-  auto ch = std::make_unique<control::Channel>(std::move(fd));
-  ch->set_peer_name(where);
-  control::HelloInfo mine{control::kProtocolVersion, s_.caps.host_id, s_.caps.hostname, s_.caps.pid,
-                          s_.context_id};
-  control::HelloInfo theirs;
-  hmc_status_t st = control::handshake_acceptor(*ch, mine, s_.auth_token, deadline, &theirs);
-  if (st != HMC_SUCCESS) return st;
-  ch->set_peer_name(peer_name(theirs));
+// ---------------------------------------------------------------------------------------------
+// The accepting side, one arrival at a time, never waiting: peer/incoming.h runs many.
 
-  control::Channel::Message m;
-  if ((st = expect(*ch, control::MsgType::Caps, deadline, &m, "hmc_accept")) != HMC_SUCCESS) return st;
-  path::Capabilities remote;
-  if (!msg::decode_caps(m.payload.data(), m.payload.size(), &remote))
-    return fail(HMC_ERR_PROTOCOL, "hmc_accept: malformed capabilities from {}", ch->peer_name());
+PeerConnector::Arrival::~Arrival() {
+  if (!dev_ || (!listener_ && !ep_)) return;
+  NetPlugin& net = *dev_->plugin;
+  std::lock_guard<std::mutex> lock(net.mutex());
+  if (listener_) net.table()->close_listener(listener_);
+  if (ep_) net.table()->close_ep(ep_);
+}
+
+std::unique_ptr<PeerConnector::Arrival> PeerConnector::arrive(control::Fd fd, std::string remote,
+                                                              int handshake_timeout_ms) {
+  auto ch = std::make_unique<control::Channel>(std::move(fd));
+  ch->set_peer_name(remote);
+  ch->set_max_payload(control::kMaxHandshakePayload);  // until the hello is done
+  control::HelloInfo mine{control::kProtocolVersion, s_.caps.host_id, s_.caps.hostname,
+                          s_.caps.pid, s_.context_id};
+  const uint64_t now = now_ns();
+  return std::unique_ptr<Arrival>(
+      new Arrival(std::move(ch), std::move(remote),
+                  control::AcceptorHandshake(std::move(mine), s_.auth_token), now,
+                  now + uint64_t(handshake_timeout_ms) * 1000000));
+}
+
+// Every failure of an arrival passes here: the message names the connector and its stage.
+hmc_status_t PeerConnector::arrival_failed(Arrival& a, hmc_status_t st) {
+  static const char* const kStage[] = {"in its hello", "exchanging capabilities",
+                                       "setting up the data path"};
+  std::string who = a.stage_ == Arrival::Stage::Hello ? a.remote_ : a.ch_->peer_name();
+  return fail(st, "incoming connector {} failed {}: {}", who,
+              kStage[static_cast<int>(a.stage_)], last_error());
+}
+
+// The connector's capabilities arrived: answer with ours, choose the path and open the plugin's
+// listener for it.
+hmc_status_t PeerConnector::on_caps(Arrival& a, const control::Channel::Message& m) {
+  control::Channel& ch = *a.ch_;
+  if (!msg::decode_caps(m.payload.data(), m.payload.size(), &a.remote_caps_))
+    return fail(HMC_ERR_PROTOCOL, "malformed capabilities");
   path::Capabilities mine_caps = capabilities(path::CalibrationMode::Measure, nullptr);
   control::Writer w;
   msg::encode_caps(mine_caps, &w);
-  if ((st = ch->send_wait(control::MsgType::Caps, w, deadline)) != HMC_SUCCESS) return st;
+  hmc_status_t st = ch.send(control::MsgType::Caps, w);
+  if (st != HMC_SUCCESS) return st;
 
   // Path choice is ours to make; the initiator follows it.
-  path::Choice choice;
   msg::NetHandle nh;
-  st = path::choose(mine_caps, remote, s_.forced_path, &choice);
+  path::Choice& choice = a.choice_;
+  st = path::choose(mine_caps, a.remote_caps_, s_.forced_path, &choice);
   NetDevice* dev = st == HMC_SUCCESS ? find_device(choice.plugin, choice.device) : nullptr;
-  if (st == HMC_SUCCESS && !dev) st = fail(HMC_ERR_INTERNAL, "hmc_accept: chosen path {} vanished", choice.key());
-  hmc_net_listener_t* listener = nullptr;
+  if (st == HMC_SUCCESS && !dev)
+    st = fail(HMC_ERR_INTERNAL, "the chosen path {} vanished", choice.key());
   if (st == HMC_SUCCESS) {
+    a.dev_ = dev;
     nh.handle.resize(HMC_NET_HANDLE_MAX);
     size_t len = nh.handle.size();
     hmc_plugin_status_t ps;
     {
       std::lock_guard<std::mutex> lock(dev->plugin->mutex());
-      ps = dev->plugin->table()->listen(dev->plugin->ctx(), dev->index, nh.handle.data(), &len, &listener);
+      ps = dev->plugin->table()->listen(dev->plugin->ctx(), dev->index, nh.handle.data(), &len,
+                                        &a.listener_);
     }
     if (ps != HMC_PLUGIN_SUCCESS || len > HMC_NET_HANDLE_MAX)
-      st = fail(from_plugin_status(ps), "hmc_accept: {} listen failed: {}", choice.key(),
+      st = fail(from_plugin_status(ps), "{} listen failed: {}", choice.key(),
                 plugin_status_string(ps));
-    nh.handle.resize(len);
+    nh.handle.resize(std::min<size_t>(len, HMC_NET_HANDLE_MAX));
   }
   nh.status = st;
   nh.text = st == HMC_SUCCESS ? choice.reason : last_error();
@@ -389,96 +396,145 @@ hmc_status_t PeerConnector::accept(int timeout_ms, std::shared_ptr<Peer>* out,
   std::string saved_error = last_error();
   control::Writer hw;
   msg::encode_net_handle(nh, &hw);
-  hmc_status_t sent = ch->send_wait(control::MsgType::NetHandle, hw, deadline);
+  hmc_status_t sent = ch.send(control::MsgType::NetHandle, hw);
   if (st != HMC_SUCCESS) return set_error(st, saved_error);
-  NetPlugin& net = *dev->plugin;
-  auto close_listener = [&] {
-    std::lock_guard<std::mutex> lock(net.mutex());
-    if (listener) net.table()->close_listener(listener);
-    listener = nullptr;
-  };
-  if (sent != HMC_SUCCESS) {
-    close_listener();
-    return sent;
-  }
+  if (sent != HMC_SUCCESS) return sent;
+  a.stage_ = Arrival::Stage::DataPath;
+  return HMC_SUCCESS;
+}
 
-  // Wait for both: the plugin's accept, and the initiator's NetReady.
-  hmc_net_ep_t* ep = nullptr;
-  bool ready = false;
-  std::vector<control::Channel::Message> extra;
-  for (;;) {
+hmc_status_t PeerConnector::on_data_path_message(Arrival& a, control::Channel::Message& m) {
+  if (a.net_ready_) {
+    a.extra_.push_back(std::move(m));  // sent after NetReady: handled once registered
+    return HMC_SUCCESS;
+  }
+  NetPlugin& net = *a.dev_->plugin;
+  if (m.type == control::MsgType::NetHello) {
+    msg::NetHello hello;
+    hmc_plugin_status_t ps = HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    if (msg::decode_net_hello(m.payload.data(), m.payload.size(), &hello) && a.listener_) {
+      std::lock_guard<std::mutex> lock(net.mutex());
+      ps = net.table()->accept_hello(a.listener_, hello.hello.data(), hello.hello.size());
+    }
+    if (ps != HMC_PLUGIN_SUCCESS)
+      return fail(from_plugin_status(ps), "{} refused the connector's hello: {}", a.choice_.key(),
+                  plugin_status_string(ps));
+    return HMC_SUCCESS;
+  }
+  if (m.type == control::MsgType::NetReady) {
+    msg::NetReady nr;
+    if (!msg::decode_net_ready(m.payload.data(), m.payload.size(), &nr))
+      return fail(HMC_ERR_PROTOCOL, "malformed NetReady");
+    if (nr.status != HMC_SUCCESS)
+      return fail(control::status_from_remote(nr.status), "the peer could not connect {}: {}",
+                  a.choice_.key(), nr.text);
+    a.net_ready_ = true;
+    return HMC_SUCCESS;
+  }
+  return fail(HMC_ERR_PROTOCOL, "unexpected message {} during setup",
+              control::msg_type_name(static_cast<uint16_t>(m.type)));
+}
+
+hmc_status_t PeerConnector::on_message(Arrival& a, control::Channel::Message& m) {
+  control::Channel& ch = *a.ch_;
+  switch (a.stage_) {
+    case Arrival::Stage::Hello: {
+      hmc_status_t st = a.hs_.on_message(ch, m);
+      if (st != HMC_SUCCESS) return st;
+      if (a.hs_.stage() != control::AcceptorHandshake::Stage::Done) return HMC_SUCCESS;
+      // A proven hmc peer (with the token, when one is set): the rest of its setup gets the
+      // full timeout, since the connector measures its links before it sends its capabilities.
+      a.theirs_ = a.hs_.theirs();
+      ch.set_peer_name(fmt::format("{} ({})", peer_name(a.theirs_), a.remote_));
+      ch.set_max_payload(control::kMaxFramePayload);
+      a.stage_ = Arrival::Stage::Caps;
+      a.deadline_ns_ = deadline_after(s_.timeout_ms);
+      return HMC_SUCCESS;
+    }
+    case Arrival::Stage::Caps:
+      if (m.type == control::MsgType::Error) {
+        control::ErrorMsg e;
+        if (!control::decode_error(m.payload.data(), m.payload.size(), &e))
+          return fail(HMC_ERR_PROTOCOL, "malformed Error message");
+        return fail(control::status_from_remote(e.status), "the peer says: {}", e.text);
+      }
+      if (m.type != control::MsgType::Caps)
+        return fail(HMC_ERR_PROTOCOL, "expected Caps, received {}",
+                    control::msg_type_name(static_cast<uint16_t>(m.type)));
+      return on_caps(a, m);
+    case Arrival::Stage::DataPath: return on_data_path_message(a, m);
+  }
+  return fail(HMC_ERR_INTERNAL, "arrival in an unknown stage");
+}
+
+hmc_status_t PeerConnector::advance(Arrival& a, std::shared_ptr<Peer>* out,
+                                    std::vector<control::Channel::Message>* extra) {
+  control::Channel& ch = *a.ch_;
+  if (a.stage_ == Arrival::Stage::DataPath && !a.ep_) {
     // The plugin is progressed until both halves are done: some (UCX over tcp) need the
     // accepting side to keep going after accept returned for the connector to finish.
-    {
-      std::lock_guard<std::mutex> lock(net.mutex());
-      if (HMC_NET_SLOT(net.table(), progress)) net.table()->progress(net.ctx());
-      hmc_plugin_status_t ps = ep ? HMC_PLUGIN_SUCCESS : net.table()->accept(listener, &ep);
-      if (ps != HMC_PLUGIN_SUCCESS && ps != HMC_PLUGIN_IN_PROGRESS) {
-        net.table()->close_listener(listener);
-        listener = nullptr;
-        return fail(from_plugin_status(ps), "hmc_accept from {}: {} accept failed: {}",
-                    ch->peer_name(), choice.key(), plugin_status_string(ps));
-      }
+    NetPlugin& net = *a.dev_->plugin;
+    std::lock_guard<std::mutex> lock(net.mutex());
+    if (HMC_NET_SLOT(net.table(), progress)) net.table()->progress(net.ctx());
+    hmc_plugin_status_t ps = net.table()->accept(a.listener_, &a.ep_);
+    if (ps != HMC_PLUGIN_SUCCESS && ps != HMC_PLUGIN_IN_PROGRESS) {
+      a.ep_ = nullptr;
+      return arrival_failed(a, fail(from_plugin_status(ps), "{} accept failed: {}",
+                                    a.choice_.key(), plugin_status_string(ps)));
     }
-    if (!ready) {
-      std::vector<control::Channel::Message> msgs;
-      hmc_status_t rs = ch->receive(&msgs);
-      for (auto& msg : msgs) {
-        if (!ready && msg.type == control::MsgType::NetHello) {
-          if (rs != HMC_SUCCESS) continue;  // failing already: the first error stands
-          msg::NetHello hello;
-          hmc_plugin_status_t ps = HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-          if (msg::decode_net_hello(msg.payload.data(), msg.payload.size(), &hello)) {
-            std::lock_guard<std::mutex> lock(net.mutex());
-            ps = net.table()->accept_hello(listener, hello.hello.data(), hello.hello.size());
-          }
-          if (ps != HMC_PLUGIN_SUCCESS)
-            rs = fail(from_plugin_status(ps), "hmc_accept from {}: {} refused the connector's "
-                      "hello: {}", ch->peer_name(), choice.key(), plugin_status_string(ps));
-        } else if (!ready && msg.type == control::MsgType::NetReady) {
-          msg::NetReady nr;
-          if (!msg::decode_net_ready(msg.payload.data(), msg.payload.size(), &nr)) rs = fail(HMC_ERR_PROTOCOL, "malformed NetReady");
-          else if (nr.status != HMC_SUCCESS)
-            rs = fail(control::status_from_remote(nr.status), "hmc_accept from {}: the peer could "
-                      "not connect {}: {}", ch->peer_name(), choice.key(), nr.text);
-          ready = true;
-        } else if (ready) {
-          extra.push_back(std::move(msg));  // sent after NetReady: handled once registered
-        } else {
-          rs = fail(HMC_ERR_PROTOCOL, "hmc_accept from {}: unexpected message {} during setup",
-                    ch->peer_name(), static_cast<int>(msg.type));
-        }
-      }
-      if (rs != HMC_SUCCESS) {
-        std::string e = last_error();
-        close_listener();
-        if (ep) {
-          std::lock_guard<std::mutex> lock(net.mutex());
-          net.table()->close_ep(ep);
-        }
-        return set_error(rs, e);
-      }
-    }
-    if (ep && ready) break;
-    if (now_ns() >= deadline) {
-      close_listener();
-      if (ep) {
-        std::lock_guard<std::mutex> lock(net.mutex());
-        net.table()->close_ep(ep);
-      }
-      return fail(HMC_ERR_TIMEOUT, "hmc_accept from {}: the {} data connection was not "
-                  "established within {} ms", ch->peer_name(), choice.key(), timeout_ms);
-    }
-    if (ready) idle_wait(net);
-    else {
-      struct pollfd p = {ch->fd(), POLLIN, 0};
-      poll(&p, 1, 1);
+  } else if (a.stage_ == Arrival::Stage::DataPath) {
+    NetPlugin& net = *a.dev_->plugin;
+    std::lock_guard<std::mutex> lock(net.mutex());
+    if (HMC_NET_SLOT(net.table(), progress)) net.table()->progress(net.ctx());
+  }
+  if (ch.want_write()) {
+    hmc_status_t st = ch.flush();
+    if (st != HMC_SUCCESS) return arrival_failed(a, st);
+  }
+  std::vector<control::Channel::Message> msgs;
+  hmc_status_t rs = ch.receive(&msgs);
+  for (auto& m : msgs) {
+    hmc_status_t st = on_message(a, m);
+    if (st != HMC_SUCCESS) {
+      std::string e = last_error();
+      (void)ch.flush();  // an Error queued for the peer leaves now or never
+      return arrival_failed(a, set_error(st, e));
     }
   }
-  close_listener();
-  *out = make_peer(std::move(ch), theirs, remote, choice, dev, ep);
-  *extra_out = std::move(extra);
-  return HMC_SUCCESS;
+  if (rs != HMC_SUCCESS) return arrival_failed(a, rs);
+  if (a.stage_ == Arrival::Stage::DataPath && a.ep_ && a.net_ready_) {
+    {
+      NetPlugin& net = *a.dev_->plugin;
+      std::lock_guard<std::mutex> lock(net.mutex());
+      net.table()->close_listener(a.listener_);
+      a.listener_ = nullptr;
+    }
+    hmc_net_ep_t* ep = std::exchange(a.ep_, nullptr);
+    *out = make_peer(std::move(a.ch_), a.theirs_, a.remote_caps_, a.choice_, a.dev_, ep,
+                     a.remote_);
+    *extra = std::move(a.extra_);
+    return HMC_SUCCESS;
+  }
+  if (now_ns() < a.deadline_ns_) return HMC_IN_PROGRESS;
+  const uint64_t waited_ms = (now_ns() - a.started_ns_) / 1000000;
+  switch (a.stage_) {
+    case Arrival::Stage::Hello:
+      return arrival_failed(
+          a, fail(HMC_ERR_TIMEOUT,
+                  "no {} within {} ms of connecting (HMC_HANDSHAKE_TIMEOUT_MS): silent, slow or "
+                  "not an hmc peer",
+                  a.hs_.waiting_for(), waited_ms));
+    case Arrival::Stage::Caps:
+      return arrival_failed(a, fail(HMC_ERR_TIMEOUT,
+                                    "no capabilities within {} ms of its hello (HMC_TIMEOUT_MS)",
+                                    s_.timeout_ms));
+    case Arrival::Stage::DataPath:
+      return arrival_failed(
+          a, fail(HMC_ERR_TIMEOUT, "the {} data connection was {} within {} ms (HMC_TIMEOUT_MS)",
+                  a.choice_.key(), a.ep_ ? "up but no NetReady came" : "not established",
+                  s_.timeout_ms));
+  }
+  return HMC_IN_PROGRESS;
 }
 
 std::string PeerConnector::same_host_ways(const Device& d) {

@@ -49,7 +49,8 @@ struct Peer : std::enable_shared_from_this<Peer> {
   std::atomic<uint64_t> completions{0};
   PeerFramingState framing;  // guarded by net->mutex() (chunk, first: set at connect)
 
-  std::string name;  // "pid 123 on host"
+  std::string name;     // "pid 123 on host (tcp 192.0.2.7:40112)"
+  std::string address;  // where it was dialled or came from: "tcp 192.0.2.7:40112", "unix pid 77"
   path::Capabilities remote;
   path::Choice choice;
   bool same_host = false;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "peer/dispatch.h"
+#include "peer/incoming.h"
 #include "peer/messages.h"
 #include "peer/peer.h"
 #include "util/clock.h"
@@ -170,13 +171,15 @@ void Progress::thread_main() {
   Polling& polling = w_.transfers.polling();
   std::vector<struct pollfd> fds;
   while (!stopping_) {
+    // Outside every lock of a pass: a connector's setup takes plugin and peer-list locks itself.
+    const bool arrivals = settings_.incoming && settings_.incoming->drive();
     if (polling.active_pollers.load() > 0) {
       // An application thread is driving progress itself; stay out of its way.
       std::unique_lock<std::mutex> lock(polling.thread_mutex);
       polling.thread_cv.wait_for(lock, std::chrono::milliseconds(2));
       continue;
     }
-    if (pass(true)) continue;
+    if (pass(true) || arrivals) continue;
 
     // Nothing to do: sleep until a socket or plugin has something, or the next heartbeat.
     fds.clear();
@@ -208,6 +211,7 @@ void Progress::thread_main() {
       fds.push_back({fd, POLLIN, 0});
     }
     if (must_spin) continue;
+    if (settings_.incoming) settings_.incoming->add_poll_fds(&fds, &timeout);
     thread_sleeping_ = true;
     int rc = poll(fds.data(), fds.size(), timeout);
     thread_sleeping_ = false;

@@ -2,8 +2,9 @@
 // notifications it carried) and, when asked, over every peer's control channel (its messages
 // dispatched, heartbeats, liveness), target-side staging and region withdrawals; and the
 // progress thread, which runs passes while no application thread drives progress and otherwise
-// sleeps in poll(2) on the plugins' wake-up fds and the control sockets. The context owns one
-// by value and keeps the peer list it reads.
+// sleeps in poll(2) on the plugins' wake-up fds and the control sockets, and which also drives
+// the setup of incoming connectors (peer/incoming.h) and sleeps on their sockets. The context owns
+// one by value and keeps the peer list it reads.
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,7 @@
 namespace hmc {
 
 class ControlDispatch;
+class IncomingPeers;
 class PeerFailure;
 class Regions;
 class TargetStaging;
@@ -44,8 +46,9 @@ class Progress {
   struct Settings {
     Regions* regions = nullptr;
     TargetStaging* staging = nullptr;
-    int timeout_ms = 30000;   // HMC_TIMEOUT_MS
-    int heartbeat_ms = 1000;  // HMC_HEARTBEAT_MS
+    IncomingPeers* incoming = nullptr;  // connectors in setup, driven by the thread
+    int timeout_ms = 30000;             // HMC_TIMEOUT_MS
+    int heartbeat_ms = 1000;            // HMC_HEARTBEAT_MS
   };
   explicit Progress(const Wiring& w) : w_(w) {}
   ~Progress() { stop(); }
