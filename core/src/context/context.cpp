@@ -147,6 +147,30 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   connector_ = std::make_unique<PeerConnector>(static_cast<EstablishServices&>(*this),
                                                std::move(peer_settings));
 
+  coll::Collectives::Settings coll_settings;
+  coll_settings.owner = this;
+  coll_settings.timeout_ms = timeout_ms_;
+  std::string algo = config_.get("HMC_COLL_ALGO");
+  if (!coll::parse_algorithm(algo, &coll_settings.forced) ||
+      coll_settings.forced == coll::Algorithm::Hierarchical ||
+      coll_settings.forced == coll::Algorithm::RecursiveHalving)
+    return fail(HMC_ERR_CONFIG, "HMC_COLL_ALGO={} is not an algorithm of this build (ring, "
+                "recursive_doubling, pairwise, tree, linear; empty: chosen by size)", algo);
+  coll_settings.self.address = address();
+  coll_settings.self.context_id = id_;
+  coll_settings.self.pid = getpid();
+  coll_settings.self.host_id = caps_.host_id;
+  coll_settings.self.vendor = "host";
+  for (const Device& d : devices_.devices()) {
+    if (d.is_host()) continue;
+    coll_settings.self.vendor = d.plugin_name;
+    break;
+  }
+  collectives_ = std::make_unique<coll::Collectives>(
+      transfers_, static_cast<coll::CollServices&>(*this), std::move(coll_settings));
+  progress_.configure(Progress::Settings{regions_.get(), staging_.get(), timeout_ms_,
+                                         heartbeat_ms_, collectives_.get()});
+
   st = progress_.start(use_progress_thread_);
   if (st != HMC_SUCCESS) return st;
   HMC_LOG_I("context {:016x} ready: control plane unix:@{} tcp:{}:{}, progress thread {}", id_,
@@ -252,6 +276,7 @@ std::vector<uint8_t> Context::address() const { return encode_address(address_);
 
 Context::~Context() {
   progress_.stop();
+  if (collectives_) collectives_->shutdown();  // while the peers its collectives use are here
 
   std::vector<std::shared_ptr<Peer>> peers;
   {
@@ -307,16 +332,93 @@ hmc_status_t Context::connect(const Address& addr, int timeout_ms, std::shared_p
   return HMC_SUCCESS;
 }
 
-hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
-  std::lock_guard<std::mutex> accept_lock(accept_mutex_);
+hmc_status_t Context::accept_one_locked(int timeout_ms, std::shared_ptr<Peer>* out) {
   std::shared_ptr<Peer> peer;
   std::vector<control::Channel::Message> extra;
   hmc_status_t st = connector_->accept(timeout_ms, &peer, &extra);
   if (st != HMC_SUCCESS) return st;
   register_peer(peer);
   for (auto& msg : extra) dispatch_.dispatch(peer, msg);
+  {
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    if (peer->remote.features & path::kFeatureGroupLink) group_peers_[peer->remote.context_id] = peer;
+    else app_backlog_.push_back(peer);
+  }
   *out = peer;
   return HMC_SUCCESS;
+}
+
+hmc_status_t Context::accept(int timeout_ms, std::shared_ptr<Peer>* out) {
+  std::lock_guard<std::mutex> accept_lock(accept_mutex_);
+  uint64_t deadline = deadline_after_ms(timeout_ms);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(group_mutex_);
+      if (!app_backlog_.empty()) {
+        *out = app_backlog_.front();
+        app_backlog_.pop_front();
+        return HMC_SUCCESS;
+      }
+    }
+    // A peer connecting for collectives is filed for them and the wait goes on.
+    uint64_t now = now_ns();
+    int left = now >= deadline ? 0 : int((deadline - now) / 1000000);
+    std::shared_ptr<Peer> peer;
+    hmc_status_t st = accept_one_locked(left, &peer);
+    if (st != HMC_SUCCESS) return st;
+  }
+}
+
+hmc_status_t Context::group_peer(const coll::Member& m, bool initiate, uint64_t deadline_ns,
+                                 std::shared_ptr<Peer>* out) {
+  auto filed = [&] {
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    auto it = group_peers_.find(m.context_id);
+    if (it == group_peers_.end() || it->second->lost) return false;
+    *out = it->second;
+    return true;
+  };
+  if (filed()) return HMC_SUCCESS;
+  auto left_ms = [&] {
+    uint64_t now = now_ns();
+    return now >= deadline_ns ? 0 : int((deadline_ns - now) / 1000000);
+  };
+  if (initiate) {
+    Address addr;
+    hmc_status_t st = decode_address(m.address.data(), m.address.size(), &addr);
+    if (st != HMC_SUCCESS) return st;
+    std::shared_ptr<Peer> peer;
+    if ((st = connector_->connect(addr, left_ms(), &peer, true)) != HMC_SUCCESS) return st;
+    register_peer(peer);
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    group_peers_[m.context_id] = peer;
+    *out = peer;
+    return HMC_SUCCESS;
+  }
+  std::string last;
+  for (;;) {
+    if (filed()) return HMC_SUCCESS;
+    if (now_ns() >= deadline_ns)
+      return fail(HMC_ERR_TIMEOUT, "it did not connect within HMC_TIMEOUT_MS{}",
+                  last.empty() ? "" : " (last failed accept: " + last + ")");
+    // hmc_accept in another thread may hold the listeners: it files this peer for us.
+    std::unique_lock<std::mutex> lock(accept_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      usleep(1000);
+      continue;
+    }
+    std::shared_ptr<Peer> peer;
+    hmc_status_t st = accept_one_locked(std::min(50, left_ms()), &peer);
+    if (st != HMC_SUCCESS && st != HMC_ERR_TIMEOUT) last = last_error();
+  }
+}
+
+void Context::abandon_peer(Peer& peer, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
+    peer.ctrl.reset();  // its end sees the connection close now
+  }
+  fail_peer(peer, HMC_ERR_PEER_LOST, reason);
 }
 
 hmc_status_t Context::close_peer(const std::shared_ptr<Peer>& peer) {

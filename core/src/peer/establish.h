@@ -49,7 +49,9 @@ class PeerConnector {
   PeerConnector(EstablishServices& services, Settings settings)
       : services_(services), s_(std::move(settings)) {}
 
-  hmc_status_t connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out);
+  // group_link: the connection is for collectives (path::kFeatureGroupLink in the Caps sent).
+  hmc_status_t connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out,
+                       bool group_link = false);
   // One accept at a time (the caller serializes). Messages the peer sent after its NetReady go
   // to *extra, to be dispatched once the peer is registered.
   hmc_status_t accept(int timeout_ms, std::shared_ptr<Peer>* out,

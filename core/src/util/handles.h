@@ -8,7 +8,7 @@
 
 namespace hmc {
 
-enum class HandleKind { Context, Peer, Region, Remote };  // requests: see xfer/request.h
+enum class HandleKind { Context, Peer, Region, Remote, Comm };  // requests: see xfer/request.h
 
 class Handles {
  public:
