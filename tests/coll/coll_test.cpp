@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "hmc/hmc.h"
+#include "hmc/hmc.hpp"
 
 namespace {
 
@@ -91,7 +92,9 @@ class Buf {
     if (device_) hmc_mem_free(ctx_, p_);
   }
   void* get() const { return p_; }
-  bool put(const void* src) { return !bytes_ || hmc_mem_copy(ctx_, p_, src, bytes_) == HMC_SUCCESS; }
+  bool put(const void* src) {
+    return !bytes_ || hmc_mem_copy(ctx_, p_, src, bytes_) == HMC_SUCCESS;
+  }
   bool take(void* dst) { return !bytes_ || hmc_mem_copy(ctx_, dst, p_, bytes_) == HMC_SUCCESS; }
 
  private:
@@ -127,10 +130,10 @@ struct Launch {
   Launch(std::vector<std::string> m) : mems(std::move(m)) {}
   std::vector<std::string> mems;  // per rank
   std::string path = "hoststage/shm";
-  std::vector<int> ranks;         // the rank each process claims; empty: 0..n-1
-  std::vector<int> sizes;         // the size each process claims; empty: mems.size()
+  std::vector<int> ranks;  // the rank each process claims; empty: 0..n-1
+  std::vector<int> sizes;  // the size each process claims; empty: mems.size()
   int join_timeout_ms = 10000;
-  bool options = true;            // rank, size and rendezvous in the options, else torchrun's
+  bool options = true;  // rank, size and rendezvous in the options, else torchrun's
 };
 
 // Runs one process per entry of l.mems; returns what each reported ("" for a pass) or, with
@@ -156,7 +159,8 @@ std::vector<std::string> run(const Launch& l, const Role& role) {
         _exit(s.empty() ? 0 : 1);
       };
       hmc_context_t ctx;
-      if (hmc_context_create(nullptr, &ctx) != HMC_SUCCESS) report("context: " + std::string(hmc_last_error()));
+      if (hmc_context_create(nullptr, &ctx) != HMC_SUCCESS)
+        report("context: " + std::string(hmc_last_error()));
       hmc_comm_options_t o{};
       o.struct_size = sizeof o;
       o.rank = -1;
@@ -209,9 +213,12 @@ std::vector<std::string> run(const Launch& l, const Role& role) {
     ssize_t got = read(pipes[size_t(i)], buf, sizeof buf);
     close(pipes[size_t(i)]);
     if (out[size_t(i)].empty()) {
-      if (got > 0) out[size_t(i)].assign(buf, size_t(got));
-      else if (WIFSIGNALED(status)) out[size_t(i)] = "killed by signal " + std::to_string(WTERMSIG(status));
-      else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) out[size_t(i)] = "failed without a word";
+      if (got > 0)
+        out[size_t(i)].assign(buf, size_t(got));
+      else if (WIFSIGNALED(status))
+        out[size_t(i)] = "killed by signal " + std::to_string(WTERMSIG(status));
+      else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        out[size_t(i)] = "failed without a word";
     }
   }
   return out;
@@ -227,8 +234,12 @@ std::vector<std::string> mems_of(int n, const std::vector<std::string>& cycle) {
   return m;
 }
 
-int32_t ival(int rank, size_t i) { return int32_t((rank + 1) * 1000 + int(i % 997)); }
-float fval(int rank, size_t i) { return float(rank + 1) * 0.5f + float(i % 101) * 0.001f; }
+int32_t ival(int rank, size_t i) {
+  return int32_t((rank + 1) * 1000 + int(i % 997));
+}
+float fval(int rank, size_t i) {
+  return float(rank + 1) * 0.5f + float(i % 101) * 0.001f;
+}
 
 // All-reduce (sum of int32, exact; sum of float, within tolerance; min and max; average of
 // int64), out of place and in place, for counts from 0 to past the ring's threshold.
@@ -241,16 +252,17 @@ std::string all_reduce_role(Rank& r) {
       if (!send.put(in.data())) return "fill";
       hmc_request_t req;
       void* dst = in_place ? send.get() : recv.get();
-      std::string e = wait(hmc_all_reduce(r.comm, send.get(), dst, count, HMC_DTYPE_I32,
-                                          HMC_OP_SUM, &req), &req, "all_reduce i32");
+      std::string e =
+          wait(hmc_all_reduce(r.comm, send.get(), dst, count, HMC_DTYPE_I32, HMC_OP_SUM, &req),
+               &req, "all_reduce i32");
       if (!e.empty()) return e;
       if (!(in_place ? send : recv).take(out.data())) return "read back";
       for (size_t i = 0; i < count; ++i) {
         int32_t want = 0;
         for (int k = 0; k < r.size; ++k) want += ival(k, i);
         if (out[i] != want)
-          return "all_reduce i32 count " + std::to_string(count) + " element " +
-                 std::to_string(i) + ": " + std::to_string(out[i]) + " != " + std::to_string(want);
+          return "all_reduce i32 count " + std::to_string(count) + " element " + std::to_string(i) +
+                 ": " + std::to_string(out[i]) + " != " + std::to_string(want);
       }
     }
   }
@@ -260,8 +272,9 @@ std::string all_reduce_role(Rank& r) {
     Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
     if (!send.put(in.data())) return "fill";
     hmc_request_t req;
-    std::string e = wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_F32,
-                                        HMC_OP_SUM, &req), &req, "all_reduce f32");
+    std::string e =
+        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_F32, HMC_OP_SUM, &req),
+             &req, "all_reduce f32");
     if (!e.empty()) return e;
     recv.take(out.data());
     for (size_t i = 0; i < count; ++i) {
@@ -276,8 +289,9 @@ std::string all_reduce_role(Rank& r) {
     std::vector<int64_t> in(count), out(count);
     for (size_t i = 0; i < count; ++i) in[i] = int64_t(r.rank * 3 + int(i)) * (i % 2 ? -1 : 1);
     hmc_request_t req;
-    std::string e = wait(hmc_all_reduce(r.comm, in.data(), out.data(), count, HMC_DTYPE_I64, op,
-                                        &req), &req, "all_reduce i64");
+    std::string e =
+        wait(hmc_all_reduce(r.comm, in.data(), out.data(), count, HMC_DTYPE_I64, op, &req), &req,
+             "all_reduce i64");
     if (!e.empty()) return e;
     for (size_t i = 0; i < count; ++i) {
       int64_t lo = INT64_MAX, hi = INT64_MIN, sum = 0;
@@ -288,7 +302,8 @@ std::string all_reduce_role(Rank& r) {
         sum += v;
       }
       int64_t want = op == HMC_OP_MIN ? lo : op == HMC_OP_MAX ? hi : sum / r.size;
-      if (out[i] != want) return "all_reduce i64 op " + std::to_string(int(op)) + " element " + std::to_string(i);
+      if (out[i] != want)
+        return "all_reduce i64 op " + std::to_string(int(op)) + " element " + std::to_string(i);
     }
   }
   return "";
@@ -329,7 +344,8 @@ std::string gather_scatter_role(Rank& r) {
       send.put(in.data());
       hmc_request_t req;
       std::string e = wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32,
-                                              HMC_OP_SUM, &req), &req, "reduce_scatter");
+                                              HMC_OP_SUM, &req),
+                           &req, "reduce_scatter");
       if (!e.empty()) return e;
       recv.take(out.data());
       for (size_t i = 0; i < count; ++i) {
@@ -345,8 +361,9 @@ std::string gather_scatter_role(Rank& r) {
       Buf send(r.ctx, r.mem, in.size() * 4), recv(r.ctx, r.mem, out.size() * 4);
       send.put(in.data());
       hmc_request_t req;
-      std::string e = wait(hmc_all_to_all(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32, &req),
-                           &req, "all_to_all");
+      std::string e =
+          wait(hmc_all_to_all(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32, &req), &req,
+               "all_to_all");
       if (!e.empty()) return e;
       recv.take(out.data());
       for (int k = 0; k < n; ++k)
@@ -393,12 +410,14 @@ std::string all_to_allv_role(Rank& r) {
   }
   std::vector<int32_t> in(st), out(rt, -1);
   for (int j = 0; j < n; ++j)
-    for (size_t i = 0; i < sc[size_t(j)]; ++i) in[sd[size_t(j)] + i] = ival(r.rank, size_t(j) * 1000 + i);
+    for (size_t i = 0; i < sc[size_t(j)]; ++i)
+      in[sd[size_t(j)] + i] = ival(r.rank, size_t(j) * 1000 + i);
   Buf send(r.ctx, r.mem, st * 4), recv(r.ctx, r.mem, rt * 4);
   send.put(in.data());
   hmc_request_t req;
   std::string e = wait(hmc_all_to_allv(r.comm, send.get(), sc.data(), sd.data(), recv.get(),
-                                       rc.data(), rd.data(), HMC_DTYPE_I32, &req), &req, "all_to_allv");
+                                       rc.data(), rd.data(), HMC_DTYPE_I32, &req),
+                       &req, "all_to_allv");
   if (!e.empty()) return e;
   recv.take(out.data());
   for (int j = 0; j < n; ++j)
@@ -417,7 +436,9 @@ std::string everything_role(Rank& r) {
 
 }  // namespace
 
-TEST(Coll, TwoRanksHost) { expect_all_pass(run({mems_of(2, {"host"})}, everything_role)); }
+TEST(Coll, TwoRanksHost) {
+  expect_all_pass(run({mems_of(2, {"host"})}, everything_role));
+}
 
 TEST(Coll, ThreeRanksOverTcp) {
   Launch l{mems_of(3, {"host"})};
@@ -425,10 +446,13 @@ TEST(Coll, ThreeRanksOverTcp) {
   expect_all_pass(run(l, everything_role));
 }
 
-TEST(Coll, FiveRanksHost) { expect_all_pass(run({mems_of(5, {"host"})}, everything_role)); }
+TEST(Coll, FiveRanksHost) {
+  expect_all_pass(run({mems_of(5, {"host"})}, everything_role));
+}
 
 TEST(Coll, MixedVendors) {
-  expect_all_pass(run({mems_of(5, {"cuda:0", "hip:0", "host", "mlu:0", "musa:0"})}, everything_role));
+  expect_all_pass(
+      run({mems_of(5, {"cuda:0", "hip:0", "host", "mlu:0", "musa:0"})}, everything_role));
 }
 
 TEST(Coll, EightRanksAllReduceAndAllToAllV) {
@@ -438,7 +462,9 @@ TEST(Coll, EightRanksAllReduceAndAllToAllV) {
   }));
 }
 
-TEST(Coll, SingleRank) { expect_all_pass(run({mems_of(1, {"host"})}, everything_role)); }
+TEST(Coll, SingleRank) {
+  expect_all_pass(run({mems_of(1, {"host"})}, everything_role));
+}
 
 TEST(Coll, LaunchersVariables) {
   Launch l{mems_of(3, {"host"})};
@@ -463,7 +489,8 @@ TEST(Coll, Split) {
     int rank = -1, size = -1;
     hmc_comm_rank(sub, &rank);
     hmc_comm_size(sub, &size);
-    if (size != 2 || rank != 1 - r.rank / 2) return "split rank " + std::to_string(rank) + " size " + std::to_string(size);
+    if (size != 2 || rank != 1 - r.rank / 2)
+      return "split rank " + std::to_string(rank) + " size " + std::to_string(size);
     int64_t mine = r.rank, sum = 0;
     hmc_request_t req;
     std::string e = wait(hmc_all_reduce(sub, &mine, &sum, 1, HMC_DTYPE_I64, HMC_OP_SUM, &req), &req,
@@ -500,7 +527,9 @@ TEST(Coll, SizesDisagree) {
   l.sizes = {2, 3};
   l.join_timeout_ms = 3000;
   auto out = run(l, [](Rank&) { return std::string(); });
-  for (auto& s : out) EXPECT_NE(s.find("HMC_ERR_PROTOCOL: hmc_comm_create: the size disagrees"), std::string::npos) << s;
+  for (auto& s : out)
+    EXPECT_NE(s.find("HMC_ERR_PROTOCOL: hmc_comm_create: the size disagrees"), std::string::npos)
+        << s;
 }
 
 TEST(Coll, StoreUnreachable) {
@@ -523,11 +552,12 @@ TEST(Coll, RankKilledMidCollective) {
     if (r.rank == 2) raise(SIGKILL);
     std::vector<int32_t> v(100000, 1);
     auto t0 = std::chrono::steady_clock::now();
-    hmc_status_t st = hmc_all_reduce(r.comm, v.data(), v.data(), v.size(), HMC_DTYPE_I32,
-                                     HMC_OP_SUM, &req);
+    hmc_status_t st =
+        hmc_all_reduce(r.comm, v.data(), v.data(), v.size(), HMC_DTYPE_I32, HMC_OP_SUM, &req);
     if (st == HMC_SUCCESS) st = hmc_request_wait(req, 3 * kTimeoutMs, nullptr);
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::steady_clock::now() - t0).count();
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     if (st != HMC_ERR_PEER_LOST) return "all_reduce ended with " + describe(st);
     if (ms > kTimeoutMs) return "the loss took " + std::to_string(ms) + " ms";
     // The communicator is unusable now, and says so.
@@ -536,8 +566,10 @@ TEST(Coll, RankKilledMidCollective) {
     return std::string();
   });
   for (int i = 0; i < 4; ++i) {
-    if (i == 2) EXPECT_EQ(out[size_t(i)], "killed by signal 9");
-    else EXPECT_EQ(out[size_t(i)], "") << "rank " << i;
+    if (i == 2)
+      EXPECT_EQ(out[size_t(i)], "killed by signal 9");
+    else
+      EXPECT_EQ(out[size_t(i)], "") << "rank " << i;
   }
 }
 
@@ -549,15 +581,32 @@ TEST(Coll, ArgumentErrors) {
       return st == want ? std::string() : std::string(what) + ": " + describe(st);
     };
     std::string e;
-    if (e.empty()) e = expect(hmc_all_reduce(r.comm, a, b, 8, hmc_dtype_t(99), HMC_OP_SUM, &req), HMC_ERR_INVALID_ARGUMENT, "bad dtype");
-    if (e.empty()) e = expect(hmc_all_reduce(r.comm, a, b, 8, HMC_DTYPE_I32, hmc_reduce_op_t(42), &req), HMC_ERR_INVALID_ARGUMENT, "bad op");
-    if (e.empty()) e = expect(hmc_all_reduce(r.comm, nullptr, b, 8, HMC_DTYPE_I32, HMC_OP_SUM, &req), HMC_ERR_INVALID_ARGUMENT, "NULL send");
-    if (e.empty()) e = expect(hmc_all_reduce(r.comm, a, a + 1, 4, HMC_DTYPE_I32, HMC_OP_SUM, &req), HMC_ERR_INVALID_ARGUMENT, "overlap");
-    if (e.empty()) e = expect(hmc_all_to_all(r.comm, a, a, 2, HMC_DTYPE_I32, &req), HMC_ERR_INVALID_ARGUMENT, "all_to_all in place");
-    if (e.empty()) e = expect(hmc_broadcast(r.comm, a, 8, HMC_DTYPE_I32, 1, &req), HMC_ERR_INVALID_ARGUMENT, "root");
-    if (e.empty()) e = expect(hmc_all_to_allv(r.comm, a, nullptr, nullptr, b, nullptr, nullptr, HMC_DTYPE_I32, &req), HMC_ERR_INVALID_ARGUMENT, "NULL counts");
+    if (e.empty())
+      e = expect(hmc_all_reduce(r.comm, a, b, 8, hmc_dtype_t(99), HMC_OP_SUM, &req),
+                 HMC_ERR_INVALID_ARGUMENT, "bad dtype");
+    if (e.empty())
+      e = expect(hmc_all_reduce(r.comm, a, b, 8, HMC_DTYPE_I32, hmc_reduce_op_t(42), &req),
+                 HMC_ERR_INVALID_ARGUMENT, "bad op");
+    if (e.empty())
+      e = expect(hmc_all_reduce(r.comm, nullptr, b, 8, HMC_DTYPE_I32, HMC_OP_SUM, &req),
+                 HMC_ERR_INVALID_ARGUMENT, "NULL send");
+    if (e.empty())
+      e = expect(hmc_all_reduce(r.comm, a, a + 1, 4, HMC_DTYPE_I32, HMC_OP_SUM, &req),
+                 HMC_ERR_INVALID_ARGUMENT, "overlap");
+    if (e.empty())
+      e = expect(hmc_all_to_all(r.comm, a, a, 2, HMC_DTYPE_I32, &req), HMC_ERR_INVALID_ARGUMENT,
+                 "all_to_all in place");
+    if (e.empty())
+      e = expect(hmc_broadcast(r.comm, a, 8, HMC_DTYPE_I32, 1, &req), HMC_ERR_INVALID_ARGUMENT,
+                 "root");
+    if (e.empty())
+      e = expect(
+          hmc_all_to_allv(r.comm, a, nullptr, nullptr, b, nullptr, nullptr, HMC_DTYPE_I32, &req),
+          HMC_ERR_INVALID_ARGUMENT, "NULL counts");
     if (e.empty()) e = expect(hmc_barrier(nullptr, &req), HMC_ERR_INVALID_ARGUMENT, "NULL comm");
-    if (e.empty()) e = expect(hmc_barrier(reinterpret_cast<hmc_comm_t>(a), &req), HMC_ERR_INVALID_HANDLE, "foreign comm");
+    if (e.empty())
+      e = expect(hmc_barrier(reinterpret_cast<hmc_comm_t>(a), &req), HMC_ERR_INVALID_HANDLE,
+                 "foreign comm");
     hmc_comm_options_t o{};
     o.struct_size = sizeof o;
     o.rank = 0;
@@ -570,10 +619,34 @@ TEST(Coll, ArgumentErrors) {
     o.rendezvous = "tcp://127.0.0.1:1";
     o.rank = 3;
     o.size = 2;
-    if (e.empty()) e = expect(hmc_comm_create(r.ctx, &o, &c), HMC_ERR_INVALID_ARGUMENT, "rank out of range");
+    if (e.empty())
+      e = expect(hmc_comm_create(r.ctx, &o, &c), HMC_ERR_INVALID_ARGUMENT, "rank out of range");
     // A collective in flight keeps the communicator from being destroyed; a rank alone ends
     // its collectives at once, so the check is that a good call still works after the errors.
-    if (e.empty()) e = wait(hmc_all_reduce(r.comm, a, b, 8, HMC_DTYPE_I32, HMC_OP_SUM, &req), &req, "all_reduce");
+    if (e.empty())
+      e = wait(hmc_all_reduce(r.comm, a, b, 8, HMC_DTYPE_I32, HMC_OP_SUM, &req), &req,
+               "all_reduce");
     return e;
+  }));
+}
+
+// The C++ wrapper: a split and an all-reduce through hmc::Comm (RAII, exceptions).
+TEST(Coll, CxxWrapper) {
+  expect_all_pass(run({mems_of(3, {"host"})}, [](Rank& r) -> std::string {
+    try {
+      hmc::Comm world(r.comm);
+      hmc::Comm pair = world.split(r.rank < 2 ? 0 : HMC_COMM_SPLIT_NONE, 0);
+      std::string e;
+      if (pair) {
+        int32_t v = r.rank + 1, sum = 0;
+        pair.all_reduce(&v, &sum, 1, HMC_DTYPE_I32, HMC_OP_SUM).wait();
+        if (sum != 3 || pair.size() != 2) e = "sum " + std::to_string(sum);
+      }
+      world.barrier().wait();
+      r.comm = nullptr;  // the wrapper destroys it
+      return e;
+    } catch (const hmc::Error& ex) {
+      return ex.what();
+    }
   }));
 }

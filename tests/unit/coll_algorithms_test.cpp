@@ -21,7 +21,9 @@ struct RankMem {
     auto& b = r.buffer == Buffer::Input ? in : r.buffer == Buffer::Output ? out : scratch;
     return b.data() + r.offset;
   }
-  size_t size(Buffer b) { return (b == Buffer::Input ? in : b == Buffer::Output ? out : scratch).size(); }
+  size_t size(Buffer b) {
+    return (b == Buffer::Input ? in : b == Buffer::Output ? out : scratch).size();
+  }
 };
 
 // Runs every rank's schedule; returns "" or what went wrong. mem[r].in/out are set by the caller.
@@ -56,7 +58,8 @@ std::string run_all(const CollArgs& args_of_rank0, const std::vector<CollArgs>& 
           memmove(mem[size_t(r)].at(a.dst), mem[size_t(r)].at(a.src), a.bytes);
         } else if (a.kind == ActionKind::Reduce) {
           reduce_into(mem[size_t(r)].at(a.dst), mem[size_t(r)].at(a.src),
-                      a.bytes / dtype_size(args_of_rank0.dtype), args_of_rank0.dtype, args_of_rank0.op);
+                      a.bytes / dtype_size(args_of_rank0.dtype), args_of_rank0.dtype,
+                      args_of_rank0.op);
         }
       }
       for (const Action& a : s[size_t(r)].steps[step].actions) {
@@ -81,25 +84,31 @@ std::string run_all(const CollArgs& args_of_rank0, const std::vector<CollArgs>& 
         if (it == sent.end()) return "a receive with no send, step " + std::to_string(step);
         if (it->second.size() != a.bytes) return "sizes disagree, step " + std::to_string(step);
         if (!check(r, a.dst, a.bytes)) return "receive out of bounds";
-        if (a.kind == ActionKind::Recv) memcpy(mem[size_t(r)].at(a.dst), it->second.data(), a.bytes);
-        else reduce_later.push_back({r, &a, it->second});
+        if (a.kind == ActionKind::Recv)
+          memcpy(mem[size_t(r)].at(a.dst), it->second.data(), a.bytes);
+        else
+          reduce_later.push_back({r, &a, it->second});
         sent.erase(it);
       }
     }
     if (!sent.empty()) return "a send with no receive, step " + std::to_string(step);
     for (auto& p : reduce_later)
       reduce_into(mem[size_t(p.r)].at(p.a->dst), p.data.data(),
-                  p.a->bytes / dtype_size(args_of_rank0.dtype), args_of_rank0.dtype, args_of_rank0.op);
+                  p.a->bytes / dtype_size(args_of_rank0.dtype), args_of_rank0.dtype,
+                  args_of_rank0.op);
   }
   for (int r = 0; r < n; ++r) {
     if (!s[size_t(r)].divide_by_size) continue;
-    finish_average(mem[size_t(r)].out.data(), mem[size_t(r)].out.size() / dtype_size(args_of_rank0.dtype),
-                   args_of_rank0.dtype, n);
+    finish_average(mem[size_t(r)].out.data(),
+                   mem[size_t(r)].out.size() / dtype_size(args_of_rank0.dtype), args_of_rank0.dtype,
+                   n);
   }
   return "";
 }
 
-int32_t val(int r, size_t i) { return int32_t(r * 100003 + int(i) * 7 + 1); }
+int32_t val(int r, size_t i) {
+  return int32_t(r * 100003 + int(i) * 7 + 1);
+}
 
 std::vector<uint8_t> ints(size_t count, int r, size_t base = 0) {
   std::vector<uint8_t> b(count * 4);
@@ -134,15 +143,18 @@ TEST(CollAlgorithms, AllReduceEveryAlgorithm) {
           std::vector<RankMem> mem(static_cast<size_t>(n));
           for (int r = 0; r < n; ++r) {
             mem[size_t(r)].in = ints(count, r);
-            mem[size_t(r)].out = in_place ? mem[size_t(r)].in : std::vector<uint8_t>(count * 4, 0xee);
+            mem[size_t(r)].out =
+                in_place ? mem[size_t(r)].in : std::vector<uint8_t>(count * 4, 0xee);
           }
-          ASSERT_EQ(run_all(a, {}, mem, algo), "") << algorithm_name(algo) << " n=" << n << " count=" << count;
+          ASSERT_EQ(run_all(a, {}, mem, algo), "")
+              << algorithm_name(algo) << " n=" << n << " count=" << count;
           for (int r = 0; r < n; ++r)
             for (size_t i = 0; i < count; ++i) {
               int32_t want = 0;
               for (int k = 0; k < n; ++k) want += val(k, i);
               ASSERT_EQ(get(mem[size_t(r)].out, i), want)
-                  << algorithm_name(algo) << " n=" << n << " count=" << count << " rank " << r << " i=" << i;
+                  << algorithm_name(algo) << " n=" << n << " count=" << count << " rank " << r
+                  << " i=" << i;
             }
         }
       }
@@ -187,7 +199,8 @@ TEST(CollAlgorithms, AllGatherReduceScatterAllToAll) {
       for (int r = 0; r < n; ++r)
         for (int k = 0; k < n; ++k)
           for (size_t i = 0; i < count; ++i)
-            ASSERT_EQ(get(mem[size_t(r)].out, size_t(k) * count + i), val(k, i)) << "all_gather n=" << n;
+            ASSERT_EQ(get(mem[size_t(r)].out, size_t(k) * count + i), val(k, i))
+                << "all_gather n=" << n;
       // reduce-scatter
       a.kind = CollKind::ReduceScatter;
       for (int r = 0; r < n; ++r) {
@@ -211,7 +224,8 @@ TEST(CollAlgorithms, AllGatherReduceScatterAllToAll) {
       for (int r = 0; r < n; ++r)
         for (int k = 0; k < n; ++k)
           for (size_t i = 0; i < count; ++i)
-            ASSERT_EQ(get(mem[size_t(r)].out, size_t(k) * count + i), val(k, size_t(r) * count + i));
+            ASSERT_EQ(get(mem[size_t(r)].out, size_t(k) * count + i),
+                      val(k, size_t(r) * count + i));
     }
   }
 }
@@ -258,9 +272,11 @@ TEST(CollAlgorithms, BroadcastEveryRootAndBarrier) {
         a.root = root;
         a.in_place = true;
         std::vector<RankMem> mem(static_cast<size_t>(n));
-        for (int r = 0; r < n; ++r) mem[size_t(r)].out = r == root ? ints(33, root) : std::vector<uint8_t>(132, 0);
+        for (int r = 0; r < n; ++r)
+          mem[size_t(r)].out = r == root ? ints(33, root) : std::vector<uint8_t>(132, 0);
         ASSERT_EQ(run_all(a, {}, mem, algo), "");
-        for (int r = 0; r < n; ++r) ASSERT_EQ(mem[size_t(r)].out, ints(33, root)) << "n=" << n << " root " << root;
+        for (int r = 0; r < n; ++r)
+          ASSERT_EQ(mem[size_t(r)].out, ints(33, root)) << "n=" << n << " root " << root;
       }
       CollArgs b;
       b.kind = CollKind::Barrier;

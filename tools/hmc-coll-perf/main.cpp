@@ -59,8 +59,11 @@ bool parse_size(const char* s, uint64_t* out) {
   unsigned long long v = strtoull(s, &end, 10);
   if (errno || end == s) return false;
   std::string suf(end);
-  uint64_t m = suf.empty() ? 1 : suf == "K" || suf == "k" ? 1u << 10 : suf == "M" || suf == "m" ? 1u << 20
-             : suf == "G" || suf == "g" ? 1u << 30 : 0;
+  uint64_t m = suf.empty()                ? 1
+               : suf == "K" || suf == "k" ? 1u << 10
+               : suf == "M" || suf == "m" ? 1u << 20
+               : suf == "G" || suf == "g" ? 1u << 30
+                                          : 0;
   if (!m) return false;
   *out = v * m;
   return true;
@@ -71,18 +74,21 @@ struct Dtype {
   hmc_dtype_t t;
   size_t size;
 };
-const Dtype kDtypes[] = {{"float", HMC_DTYPE_F32, 4},  {"double", HMC_DTYPE_F64, 8},
-                         {"half", HMC_DTYPE_F16, 2},   {"bfloat16", HMC_DTYPE_BF16, 2},
-                         {"int8", HMC_DTYPE_I8, 1},    {"uint8", HMC_DTYPE_U8, 1},
-                         {"int32", HMC_DTYPE_I32, 4},  {"int64", HMC_DTYPE_I64, 8}};
+const Dtype kDtypes[] = {{"float", HMC_DTYPE_F32, 4}, {"double", HMC_DTYPE_F64, 8},
+                         {"half", HMC_DTYPE_F16, 2},  {"bfloat16", HMC_DTYPE_BF16, 2},
+                         {"int8", HMC_DTYPE_I8, 1},   {"uint8", HMC_DTYPE_U8, 1},
+                         {"int32", HMC_DTYPE_I32, 4}, {"int64", HMC_DTYPE_I64, 8}};
 struct Redop {
   const char* name;
   hmc_reduce_op_t op;
 };
-const Redop kRedops[] = {{"sum", HMC_OP_SUM}, {"prod", HMC_OP_PROD}, {"min", HMC_OP_MIN},
-                         {"max", HMC_OP_MAX}, {"avg", HMC_OP_AVG}};
-const char* kOps[] = {"all_reduce", "all_gather", "all_to_all", "all_to_allv", "reduce_scatter",
-                      "broadcast"};
+const Redop kRedops[] = {{"sum", HMC_OP_SUM},
+                         {"prod", HMC_OP_PROD},
+                         {"min", HMC_OP_MIN},
+                         {"max", HMC_OP_MAX},
+                         {"avg", HMC_OP_AVG}};
+const char* kOps[] = {"all_reduce",  "all_gather",     "all_to_all",
+                      "all_to_allv", "reduce_scatter", "broadcast"};
 
 int usage_error(const std::string& what) {
   fprintf(stderr, "hmc-coll-perf: %s\n%s", what.c_str(), kUsage);
@@ -91,7 +97,9 @@ int usage_error(const std::string& what) {
 
 // Small integers, exact in every datatype (half and bfloat16 included) and in their sums over a
 // few ranks: the check can then compare exactly.
-double value(int rank, uint64_t i) { return double((rank + 1) * int(1 + i % 3)); }
+double value(int rank, uint64_t i) {
+  return double((rank + 1) * int(1 + i % 3));
+}
 
 void store(void* p, uint64_t i, double v, hmc_dtype_t t) {
   switch (t) {
@@ -150,10 +158,14 @@ double reduce_ref(hmc_reduce_op_t op, int n, uint64_t i) {
   double acc = value(0, i);
   for (int r = 1; r < n; ++r) {
     double v = value(r, i);
-    if (op == HMC_OP_SUM || op == HMC_OP_AVG) acc += v;
-    else if (op == HMC_OP_PROD) acc *= v;
-    else if (op == HMC_OP_MIN) acc = std::min(acc, v);
-    else acc = std::max(acc, v);
+    if (op == HMC_OP_SUM || op == HMC_OP_AVG)
+      acc += v;
+    else if (op == HMC_OP_PROD)
+      acc *= v;
+    else if (op == HMC_OP_MIN)
+      acc = std::min(acc, v);
+    else
+      acc = std::max(acc, v);
   }
   return op == HMC_OP_AVG ? std::trunc(acc / n) : acc;
 }
@@ -198,7 +210,8 @@ hmc_status_t post(const Run& r, uint64_t count, const std::vector<size_t>& count
   if (op == "all_to_allv")
     return hmc_all_to_allv(r.comm, send, counts.data(), displs.data(), recv, counts.data(),
                            displs.data(), r.dt, req);
-  if (op == "reduce_scatter") return hmc_reduce_scatter(r.comm, send, recv, count, r.dt, r.redop, req);
+  if (op == "reduce_scatter")
+    return hmc_reduce_scatter(r.comm, send, recv, count, r.dt, r.redop, req);
   return hmc_broadcast(r.comm, recv, count, r.dt, 0, req);
 }
 
@@ -220,7 +233,8 @@ int rank_main(const Options& o, int np_rank) {
   }
   hmc_comm_t comm;
   if ((st = hmc_comm_create(ctx, nullptr, &comm)) != HMC_SUCCESS) {
-    fprintf(stderr, "hmc-coll-perf: hmc_comm_create: %s: %s\n", hmc_status_string(st), hmc_last_error());
+    fprintf(stderr, "hmc-coll-perf: hmc_comm_create: %s: %s\n", hmc_status_string(st),
+            hmc_last_error());
     hmc_context_destroy(ctx);
     return 1;
   }
@@ -232,13 +246,18 @@ int rank_main(const Options& o, int np_rank) {
     if (o.dtype == d.name) r.dt = d.t, r.es = d.size;
   for (const auto& x : kRedops)
     if (o.redop == x.name) r.redop = x.op;
-  std::string mem = o.mem_by_rank.empty() ? o.mem : o.mem_by_rank[size_t(rank) % o.mem_by_rank.size()];
+  std::string mem =
+      o.mem_by_rank.empty() ? o.mem : o.mem_by_rank[size_t(rank) % o.mem_by_rank.size()];
   bool reduces = o.op == "all_reduce" || o.op == "reduce_scatter";
-  double factor = o.op == "all_reduce" ? 2.0 * (n - 1) / n : o.op == "broadcast" ? 1.0 : double(n - 1) / n;
+  double factor = o.op == "all_reduce"  ? 2.0 * (n - 1) / n
+                  : o.op == "broadcast" ? 1.0
+                                        : double(n - 1) / n;
   if (rank == 0 && !o.json) {
     printf("# hmc-coll-perf: %s, %d ranks, %s, memory %s%s\n", o.op.c_str(), n, o.dtype.c_str(),
            o.mem_by_rank.empty() ? o.mem.c_str() : "by rank",
-           getenv("HMC_COLL_ALGO") ? (std::string(", HMC_COLL_ALGO=") + getenv("HMC_COLL_ALGO")).c_str() : "");
+           getenv("HMC_COLL_ALGO")
+               ? (std::string(", HMC_COLL_ALGO=") + getenv("HMC_COLL_ALGO")).c_str()
+               : "");
     printf("#%11s %12s %8s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "root",
            "time", "algbw", "busbw", "#wrong");
     printf("#%11s %12s %8s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "(us)",
@@ -258,7 +277,8 @@ int rank_main(const Options& o, int np_rank) {
     Buffer send, recv;
     if ((st = send.make(ctx, mem, send_elems * r.es)) != HMC_SUCCESS ||
         (st = recv.make(ctx, mem, recv_elems * r.es)) != HMC_SUCCESS) {
-      fprintf(stderr, "hmc-coll-perf: rank %d: allocating on %s: %s\n", rank, mem.c_str(), hmc_last_error());
+      fprintf(stderr, "hmc-coll-perf: rank %d: allocating on %s: %s\n", rank, mem.c_str(),
+              hmc_last_error());
       rc = 1;
       break;
     }
@@ -271,8 +291,9 @@ int rank_main(const Options& o, int np_rank) {
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o.iters && st == HMC_SUCCESS; ++i)
       st = run_one(r, &req, count, counts, displs, send.p, recv.p);
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-                std::max(1, o.iters);
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+        std::max(1, o.iters);
     if (st != HMC_SUCCESS) {
       fprintf(stderr, "hmc-coll-perf: rank %d: %s of %llu bytes: %s: %s\n", rank, o.op.c_str(),
               (unsigned long long)bytes, hmc_status_string(st), hmc_last_error());
@@ -281,7 +302,8 @@ int rank_main(const Options& o, int np_rank) {
     }
     // The slowest rank's time is the collective's.
     double slowest = us;
-    if ((st = hmc_all_reduce(comm, &us, &slowest, 1, HMC_DTYPE_F64, HMC_OP_MAX, &req)) == HMC_SUCCESS)
+    if ((st = hmc_all_reduce(comm, &us, &slowest, 1, HMC_DTYPE_F64, HMC_OP_MAX, &req)) ==
+        HMC_SUCCESS)
       st = hmc_request_wait(req, -1, nullptr);
     int64_t wrong = -1;
     if (o.check && st == HMC_SUCCESS) {
@@ -297,16 +319,22 @@ int rank_main(const Options& o, int np_rank) {
       int64_t bad = 0;
       for (uint64_t i = 0; i < recv_elems; ++i) {
         double want;
-        if (o.op == "all_reduce") want = reduce_ref(r.redop, n, i);
-        else if (o.op == "reduce_scatter") want = reduce_ref(r.redop, n, uint64_t(rank) * count + i);
-        else if (o.op == "all_gather") want = value(int(i / std::max<uint64_t>(count, 1)), i % std::max<uint64_t>(count, 1));
-        else if (o.op == "broadcast") want = value(0, i);
-        else want = value(int(i / std::max<uint64_t>(count, 1)), uint64_t(rank) * count + i % std::max<uint64_t>(count, 1));
+        if (o.op == "all_reduce")
+          want = reduce_ref(r.redop, n, i);
+        else if (o.op == "reduce_scatter")
+          want = reduce_ref(r.redop, n, uint64_t(rank) * count + i);
+        else if (o.op == "all_gather")
+          want = value(int(i / std::max<uint64_t>(count, 1)), i % std::max<uint64_t>(count, 1));
+        else if (o.op == "broadcast")
+          want = value(0, i);
+        else
+          want = value(int(i / std::max<uint64_t>(count, 1)),
+                       uint64_t(rank) * count + i % std::max<uint64_t>(count, 1));
         bad += load(h.data(), i, r.dt) != want;
       }
       int64_t total_bad = 0;
-      if (st == HMC_SUCCESS &&
-          (st = hmc_all_reduce(comm, &bad, &total_bad, 1, HMC_DTYPE_I64, HMC_OP_SUM, &req)) == HMC_SUCCESS)
+      if (st == HMC_SUCCESS && (st = hmc_all_reduce(comm, &bad, &total_bad, 1, HMC_DTYPE_I64,
+                                                    HMC_OP_SUM, &req)) == HMC_SUCCESS)
         st = hmc_request_wait(req, -1, nullptr);
       wrong = total_bad;
       if (wrong) rc = 1;
@@ -320,11 +348,12 @@ int rank_main(const Options& o, int np_rank) {
     if (rank == 0) {
       const char* red = reduces ? o.redop.c_str() : "none";
       if (o.json) {
-        printf("{\"op\":\"%s\",\"ranks\":%d,\"size\":%llu,\"count\":%llu,\"type\":\"%s\","
-               "\"redop\":\"%s\",\"time_us\":%.2f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f,"
-               "\"wrong\":%lld}\n", o.op.c_str(), n, (unsigned long long)bytes,
-               (unsigned long long)count, o.dtype.c_str(), red, slowest, algbw, algbw * factor,
-               (long long)wrong);
+        printf(
+            "{\"op\":\"%s\",\"ranks\":%d,\"size\":%llu,\"count\":%llu,\"type\":\"%s\","
+            "\"redop\":\"%s\",\"time_us\":%.2f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f,"
+            "\"wrong\":%lld}\n",
+            o.op.c_str(), n, (unsigned long long)bytes, (unsigned long long)count, o.dtype.c_str(),
+            red, slowest, algbw, algbw * factor, (long long)wrong);
       } else {
         char w[24] = "N/A";
         if (wrong >= 0) snprintf(w, sizeof w, "%lld", (long long)wrong);
@@ -377,17 +406,20 @@ int main(int argc, char** argv) {
     } else if (a == "-o" || a == "--op") {
       if (!(v = next())) return usage_error("-o needs a name");
       o.op = v;
-      if (std::find_if(std::begin(kOps), std::end(kOps), [&](const char* x) { return o.op == x; }) == std::end(kOps))
+      if (std::find_if(std::begin(kOps), std::end(kOps),
+                       [&](const char* x) { return o.op == x; }) == std::end(kOps))
         return usage_error("unknown operation '" + o.op + "'");
     } else if (a == "-d" || a == "--datatype") {
       if (!(v = next())) return usage_error("-d needs a name");
       o.dtype = v;
-      if (std::none_of(std::begin(kDtypes), std::end(kDtypes), [&](const Dtype& d) { return o.dtype == d.name; }))
+      if (std::none_of(std::begin(kDtypes), std::end(kDtypes),
+                       [&](const Dtype& d) { return o.dtype == d.name; }))
         return usage_error("unknown datatype '" + o.dtype + "'");
     } else if (a == "-r" || a == "--redop") {
       if (!(v = next())) return usage_error("-r needs a name");
       o.redop = v;
-      if (std::none_of(std::begin(kRedops), std::end(kRedops), [&](const Redop& d) { return o.redop == d.name; }))
+      if (std::none_of(std::begin(kRedops), std::end(kRedops),
+                       [&](const Redop& d) { return o.redop == d.name; }))
         return usage_error("unknown reduction '" + o.redop + "'");
     } else if (a == "-n" || a == "--iters") {
       if (!num(&o.iters) || o.iters < 1) return usage_error("bad -n");

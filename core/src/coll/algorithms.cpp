@@ -42,9 +42,13 @@ void add(Schedule& s, const Action& a) {
   if (a.bytes == 0) return;
   s.steps.back().actions.push_back(a);
 }
-void next_step(Schedule& s) { s.steps.emplace_back(); }
+void next_step(Schedule& s) {
+  s.steps.emplace_back();
+}
 
-int mod(int a, int n) { return ((a % n) + n) % n; }
+int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
 
 // Block i of `count` elements cut into n nearly equal blocks (the first count % n one larger).
 void block(uint64_t count, int n, int i, uint64_t* first, uint64_t* len) {
@@ -76,8 +80,10 @@ Schedule broadcast(const CollArgs& a, const GroupShape& g, int r, Algorithm algo
     next_step(s);
     for (int p = 0; p < n; ++p) {
       if (p == a.root) continue;
-      if (r == a.root) add(s, send(p, Buffer::Output, 0, bytes));
-      else if (r == p) add(s, recv(a.root, Buffer::Output, 0, bytes));
+      if (r == a.root)
+        add(s, send(p, Buffer::Output, 0, bytes));
+      else if (r == p)
+        add(s, recv(a.root, Buffer::Output, 0, bytes));
     }
     return s;
   }
@@ -87,8 +93,10 @@ Schedule broadcast(const CollArgs& a, const GroupShape& g, int r, Algorithm algo
   int v = mod(r - a.root, n);
   for (int mask = 1; mask < n; mask <<= 1) {
     next_step(s);
-    if (v < mask && v + mask < n) add(s, send(mod(v + mask + a.root, n), Buffer::Output, 0, bytes));
-    else if (v >= mask && v < 2 * mask) add(s, recv(mod(v - mask + a.root, n), Buffer::Output, 0, bytes));
+    if (v < mask && v + mask < n)
+      add(s, send(mod(v + mask + a.root, n), Buffer::Output, 0, bytes));
+    else if (v >= mask && v < 2 * mask)
+      add(s, recv(mod(v - mask + a.root, n), Buffer::Output, 0, bytes));
   }
   return s;
 }
@@ -218,14 +226,18 @@ Schedule all_reduce_doubling(const CollArgs& a, const GroupShape& g, int r) {
   next_step(s);
   if (!a.in_place) add(s, copy(Buffer::Input, 0, Buffer::Output, 0, bytes));
   int v;  // rank among the p that take part in the doubling, -1 for one sitting out
-  if (r < 2 * extra) v = (r % 2) ? r / 2 : -1;
-  else v = r - extra;
+  if (r < 2 * extra)
+    v = (r % 2) ? r / 2 : -1;
+  else
+    v = r - extra;
   auto real = [&](int vr) { return vr < extra ? vr * 2 + 1 : vr + extra; };
   if (extra > 0) {
     next_step(s);
     if (r < 2 * extra) {
-      if (v < 0) add(s, send(r + 1, Buffer::Output, 0, bytes));
-      else add(s, recv(r - 1, Buffer::Output, 0, bytes, true));
+      if (v < 0)
+        add(s, send(r + 1, Buffer::Output, 0, bytes));
+      else
+        add(s, recv(r - 1, Buffer::Output, 0, bytes, true));
     }
   }
   for (int mask = 1; mask < p; mask <<= 1) {
@@ -238,8 +250,10 @@ Schedule all_reduce_doubling(const CollArgs& a, const GroupShape& g, int r) {
   if (extra > 0) {
     next_step(s);
     if (r < 2 * extra) {
-      if (v < 0) add(s, recv(r + 1, Buffer::Output, 0, bytes));
-      else add(s, send(r - 1, Buffer::Output, 0, bytes));
+      if (v < 0)
+        add(s, recv(r + 1, Buffer::Output, 0, bytes));
+      else
+        add(s, send(r - 1, Buffer::Output, 0, bytes));
     }
   }
   s.divide_by_size = a.op == HMC_OP_AVG;
@@ -263,9 +277,9 @@ const char* algorithm_name(Algorithm a) {
 }
 
 bool parse_algorithm(const std::string& name, Algorithm* out) {
-  for (Algorithm a : {Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling,
-                      Algorithm::RecursiveHalving, Algorithm::Pairwise, Algorithm::Linear,
-                      Algorithm::Tree, Algorithm::Hierarchical}) {
+  for (Algorithm a :
+       {Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling, Algorithm::RecursiveHalving,
+        Algorithm::Pairwise, Algorithm::Linear, Algorithm::Tree, Algorithm::Hierarchical}) {
     if (name == algorithm_name(a)) {
       *out = a;
       return true;
@@ -282,17 +296,13 @@ Schedule make_schedule(const CollArgs& args, const GroupShape& shape, int rank, 
   // A forced algorithm that does not apply to this collective falls back to the choice by size
   // (one HMC_COLL_ALGO can then be set for a whole run).
   switch (args.kind) {
-    case CollKind::Barrier:
-      return barrier(shape, rank);
+    case CollKind::Barrier: return barrier(shape, rank);
     case CollKind::Broadcast:
       return broadcast(args, shape, rank, algo == Algorithm::Linear ? algo : Algorithm::Tree);
-    case CollKind::AllGather:
-      return all_gather(args, shape, rank);
+    case CollKind::AllGather: return all_gather(args, shape, rank);
     case CollKind::AllToAll:
-    case CollKind::AllToAllV:
-      return all_to_all(args, shape, rank);
-    case CollKind::ReduceScatter:
-      return reduce_scatter(args, shape, rank);
+    case CollKind::AllToAllV: return all_to_all(args, shape, rank);
+    case CollKind::ReduceScatter: return reduce_scatter(args, shape, rank);
     case CollKind::AllReduce: {
       bool ring = algo == Algorithm::Ring;
       if (algo != Algorithm::Ring && algo != Algorithm::RecursiveDoubling)

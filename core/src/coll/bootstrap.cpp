@@ -18,7 +18,7 @@ namespace hmc::coll {
 
 namespace {
 
-constexpr int kStoreOpMs = 5000;          // one request to the store and its answer
+constexpr int kStoreOpMs = 5000;               // one request to the store and its answer
 constexpr useconds_t kFailedGraceUs = 300000;  // the host keeps a failed join's verdict readable
 
 // The first of the launchers' variables that is set: (value, name).
@@ -95,18 +95,24 @@ hmc_status_t parse_rendezvous(const std::string& url, std::string* host, uint16_
   auto scheme_end = url.find("://");
   std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
   if (scheme == "redis")
-    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_comm_create: rendezvous {}: the Redis rendezvous is "
-                "not built in this version of hmc (use tcp://host:port)", url);
+    return fail(HMC_ERR_NOT_SUPPORTED,
+                "hmc_comm_create: rendezvous {}: the Redis rendezvous is "
+                "not built in this version of hmc (use tcp://host:port)",
+                url);
   if (scheme != "tcp")
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_create: rendezvous '{}' is not "
-                "tcp://host:port", url);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_comm_create: rendezvous '{}' is not "
+                "tcp://host:port",
+                url);
   std::string rest = url.substr(scheme_end + 3);
   auto colon = rest.rfind(':');
   int64_t p = 0;
   if (colon == std::string::npos || colon == 0 || !parse_int(rest.substr(colon + 1), &p) ||
       p <= 0 || p > 65535)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_create: rendezvous '{}' is not "
-                "tcp://host:port (a port from 1 to 65535)", url);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_comm_create: rendezvous '{}' is not "
+                "tcp://host:port (a port from 1 to 65535)",
+                url);
   *host = rest.substr(0, colon);
   if (host->size() > 2 && host->front() == '[' && host->back() == ']')
     *host = host->substr(1, host->size() - 2);
@@ -122,7 +128,8 @@ hmc_status_t resolve_join(const Config& config, const hmc_comm_options_t* opts,
   j.timeout_ms = default_timeout_ms;
   auto has = [&](size_t end) { return opts && opts->struct_size >= end; };
   if (opts && opts->struct_size < sizeof(uint32_t))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_create: opts->struct_size is {}", opts->struct_size);
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_create: opts->struct_size is {}",
+                opts->struct_size);
   if (has(offsetof(hmc_comm_options_t, rank) + sizeof(int32_t)) && opts->rank >= 0) {
     j.rank = opts->rank;
     j.rank_from = "the options";
@@ -135,8 +142,10 @@ hmc_status_t resolve_join(const Config& config, const hmc_comm_options_t* opts,
     j.rendezvous = opts->rendezvous;
   if (has(offsetof(hmc_comm_options_t, timeout_ms) + sizeof(int32_t)) && opts->timeout_ms != -1) {
     if (opts->timeout_ms < 0)
-      return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_create: timeout {} ms is invalid (-1 for "
-                  "HMC_TIMEOUT_MS, or a positive number)", opts->timeout_ms);
+      return fail(HMC_ERR_INVALID_ARGUMENT,
+                  "hmc_comm_create: timeout {} ms is invalid (-1 for "
+                  "HMC_TIMEOUT_MS, or a positive number)",
+                  opts->timeout_ms);
     j.timeout_ms = opts->timeout_ms;
   }
   int64_t v;
@@ -164,17 +173,22 @@ hmc_status_t resolve_join(const Config& config, const hmc_comm_options_t* opts,
     if (addr && *addr && port && *port) j.rendezvous = fmt::format("tcp://{}:{}", addr, port);
   }
   if (j.size_from.empty() || j.size <= 0)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_create: no size: give it in the options, "
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_comm_create: no size: give it in the options, "
                 "HMC_WORLD_SIZE, or run under a launcher (WORLD_SIZE, SLURM_NTASKS, "
                 "OMPI_COMM_WORLD_SIZE)");
   if (j.rank_from.empty())
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_create: no rank: give it in the options, "
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_comm_create: no rank: give it in the options, "
                 "HMC_RANK, or run under a launcher (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)");
   if (j.rank < 0 || j.rank >= j.size)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_create: rank {} (from {}) is outside 0..{} "
-                "(size {} from {})", j.rank, j.rank_from, j.size - 1, j.size, j.size_from);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_comm_create: rank {} (from {}) is outside 0..{} "
+                "(size {} from {})",
+                j.rank, j.rank_from, j.size - 1, j.size, j.size_from);
   if (j.rendezvous.empty())
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_create: no rendezvous: give it in the options, "
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_comm_create: no rendezvous: give it in the options, "
                 "HMC_RENDEZVOUS=tcp://host:port, or MASTER_ADDR and MASTER_PORT");
   *out = j;
   return HMC_SUCCESS;
@@ -199,14 +213,17 @@ hmc_status_t rendezvous(const JoinSettings& join, const Member& self, std::vecto
   // Each exchange with the store has its own bound: the join's deadline is for the ranks.
   auto op_deadline = [&] { return std::max(deadline, deadline_after_ms(kStoreOpMs)); };
 
-  std::string me = fmt::format("context {:016x} (pid {} on {})", self.context_id, self.pid,
-                               self.host_id);
+  std::string me =
+      fmt::format("context {:016x} (pid {} on {})", self.context_id, self.pid, self.host_id);
   std::string holder;
-  if ((st = store.claim(fmt::format("rank/{}", join.rank), me, &holder, op_deadline())) != HMC_SUCCESS)
+  if ((st = store.claim(fmt::format("rank/{}", join.rank), me, &holder, op_deadline())) !=
+      HMC_SUCCESS)
     return st;
   if (holder != me)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_create: rank {} (from {}) is claimed twice: "
-                "by {} and by this {}", join.rank, join.rank_from, holder, me);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_comm_create: rank {} (from {}) is claimed twice: "
+                "by {} and by this {}",
+                join.rank, join.rank_from, holder, me);
   if ((st = store.set(fmt::format("info/{}", join.rank), encode_member(self, join.size, my_comm_id),
                       op_deadline())) != HMC_SUCCESS)
     return st;
@@ -230,7 +247,8 @@ hmc_status_t rendezvous(const JoinSettings& join, const Member& self, std::vecto
     bool found = false;
     // The host gave up (its deadline came first): the same verdict here.
     if (join.rank != 0) {
-      if ((st = store.get("failed", &value, &found, op_deadline())) != HMC_SUCCESS) return store_gone();
+      if ((st = store.get("failed", &value, &found, op_deadline())) != HMC_SUCCESS)
+        return store_gone();
       if (found) return fail(HMC_ERR_TIMEOUT, "{} (said rank 0)", value);
     }
     for (int r = 0; r < join.size; ++r) {
@@ -241,19 +259,25 @@ hmc_status_t rendezvous(const JoinSettings& join, const Member& self, std::vecto
       int size = 0;
       uint64_t cid = 0;
       if (!decode_member(value, &got[size_t(r)], &size, &cid))
-        return fail(HMC_ERR_PROTOCOL, "hmc_comm_create: rank {}'s entry in the rendezvous store "
-                    "is malformed", r);
+        return fail(HMC_ERR_PROTOCOL,
+                    "hmc_comm_create: rank {}'s entry in the rendezvous store "
+                    "is malformed",
+                    r);
       if (size != join.size)
-        return fail(HMC_ERR_PROTOCOL, "hmc_comm_create: the size disagrees: rank {} says {}, this "
-                    "rank {} says {} (from {})", r, size, join.rank, join.size, join.size_from);
+        return fail(HMC_ERR_PROTOCOL,
+                    "hmc_comm_create: the size disagrees: rank {} says {}, this "
+                    "rank {} says {} (from {})",
+                    r, size, join.rank, join.size, join.size_from);
       if (r == 0) *comm_id = cid;
       have[size_t(r)] = true;
       --missing;
     }
     if (missing == 0) break;
     if (now_ns() >= deadline) {
-      std::string text = fmt::format("hmc_comm_create: {} did not join within {} ms (rendezvous "
-                                     "{})", absent(), join.timeout_ms, join.rendezvous);
+      std::string text = fmt::format(
+          "hmc_comm_create: {} did not join within {} ms (rendezvous "
+          "{})",
+          absent(), join.timeout_ms, join.rendezvous);
       if (join.rank == 0) {
         // The others learn it from the store, which stays a moment for them to read it.
         if (store.set("failed", text, op_deadline()) == HMC_SUCCESS) usleep(kFailedGraceUs);
@@ -262,7 +286,8 @@ hmc_status_t rendezvous(const JoinSettings& join, const Member& self, std::vecto
     }
     usleep(5000);
   }
-  if ((st = store.set(fmt::format("got/{}", join.rank), "1", op_deadline())) != HMC_SUCCESS) return st;
+  if ((st = store.set(fmt::format("got/{}", join.rank), "1", op_deadline())) != HMC_SUCCESS)
+    return st;
   // The host keeps the store until every rank has read what it needs.
   if (join.rank == 0) {
     deadline = deadline_after_ms(join.timeout_ms);
@@ -270,12 +295,15 @@ hmc_status_t rendezvous(const JoinSettings& join, const Member& self, std::vecto
       for (;;) {
         bool found = false;
         std::string value;
-        if ((st = store.get(fmt::format("got/{}", r), &value, &found, op_deadline())) != HMC_SUCCESS)
+        if ((st = store.get(fmt::format("got/{}", r), &value, &found, op_deadline())) !=
+            HMC_SUCCESS)
           return st;
         if (found) break;
         if (now_ns() >= deadline) {
-          HMC_LOG_W("hmc_comm_create: rank {} joined but did not confirm it read the others' "
-                    "entries; the rendezvous store closes now", r);
+          HMC_LOG_W(
+              "hmc_comm_create: rank {} joined but did not confirm it read the others' "
+              "entries; the rendezvous store closes now",
+              r);
           break;
         }
         usleep(2000);

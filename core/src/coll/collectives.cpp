@@ -23,7 +23,9 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
-Collectives::~Collectives() { shutdown(); }
+Collectives::~Collectives() {
+  shutdown();
+}
 
 std::shared_ptr<Communicator> Collectives::find(Communicator* comm) {
   for (auto& c : comms_)
@@ -61,10 +63,13 @@ hmc_status_t Collectives::create(const Config& config, const hmc_comm_options_t*
 hmc_status_t Collectives::destroy(Communicator* comm) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = std::find_if(comms_.begin(), comms_.end(), [&](auto& c) { return c.get() == comm; });
-  if (it == comms_.end()) return fail(HMC_ERR_INVALID_HANDLE, "hmc_comm_destroy: not a live communicator");
+  if (it == comms_.end())
+    return fail(HMC_ERR_INVALID_HANDLE, "hmc_comm_destroy: not a live communicator");
   if (comm->running > 0)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_destroy: {} collective{} still running on it: "
-                "wait for them first", comm->running, comm->running > 1 ? "s" : "");
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_comm_destroy: {} collective{} still running on it: "
+                "wait for them first",
+                comm->running, comm->running > 1 ? "s" : "");
   Handles::remove(comm);
   comms_.erase(it);
   return HMC_SUCCESS;
@@ -147,8 +152,10 @@ hmc_status_t Collectives::post(Communicator* c, const CollArgs& args, const void
     comm = find(c);
     if (!comm) return fail(HMC_ERR_INVALID_HANDLE, "{}: not a live communicator", what);
     if (!comm->broken.empty())
-      return fail(HMC_ERR_PEER_LOST, "{}: the communicator is unusable since a collective on it "
-                  "failed: {}", what, comm->broken);
+      return fail(HMC_ERR_PEER_LOST,
+                  "{}: the communicator is unusable since a collective on it "
+                  "failed: {}",
+                  what, comm->broken);
     seq = comm->next_seq++;
   }
   Schedule schedule = make_schedule(args, comm->shape, comm->rank, s_.forced);

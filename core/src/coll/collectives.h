@@ -19,17 +19,17 @@
 namespace hmc {
 class Context;
 class Transfers;
-}
+}  // namespace hmc
 
 namespace hmc::coll {
 
 class Collectives final : public PassClient {
  public:
   struct Settings {
-    Context* owner = nullptr;  // stamped on requests
-    int timeout_ms = 30000;    // HMC_TIMEOUT_MS
+    Context* owner = nullptr;            // stamped on requests
+    int timeout_ms = 30000;              // HMC_TIMEOUT_MS
     Algorithm forced = Algorithm::Auto;  // HMC_COLL_ALGO
-    Member self;               // this context as other ranks see it
+    Member self;                         // this context as other ranks see it
   };
   Collectives(Transfers& transfers, CollServices& services, Settings settings)
       : transfers_(transfers), services_(services), s_(std::move(settings)) {}

@@ -21,8 +21,8 @@ struct Member {
   std::vector<uint8_t> address;  // its context's address blob (peer/address.h)
   uint64_t context_id = 0;
   int32_t pid = 0;
-  std::string host_id;           // equal for ranks on one host
-  std::string vendor;            // its first device plugin ("cuda"), "host" without one
+  std::string host_id;  // equal for ranks on one host
+  std::string vendor;   // its first device plugin ("cuda"), "host" without one
 };
 
 struct Communicator {

@@ -44,7 +44,8 @@ Execution::~Execution() {
 
 uint8_t* Execution::at(const Range& r) {
   switch (r.buffer) {
-    case Buffer::Input: return const_cast<uint8_t*>(static_cast<const uint8_t*>(buffers_.input)) + r.offset;
+    case Buffer::Input:
+      return const_cast<uint8_t*>(static_cast<const uint8_t*>(buffers_.input)) + r.offset;
     case Buffer::Output: return static_cast<uint8_t*>(buffers_.output) + r.offset;
     case Buffer::Scratch: return scratch_.data() + r.offset;
   }
@@ -94,8 +95,9 @@ hmc_status_t Execution::start_step() {
     if (a.kind == ActionKind::Copy || a.kind == ActionKind::Reduce) {
       hmc_status_t st = local(a);
       if (st != HMC_SUCCESS)
-        return record_failure(st, fmt::format("{}: step {}: local {}: {}", what_, step_,
-                    a.kind == ActionKind::Copy ? "copy" : "reduction", last_error()));
+        return record_failure(
+            st, fmt::format("{}: step {}: local {}: {}", what_, step_,
+                            a.kind == ActionKind::Copy ? "copy" : "reduction", last_error()));
     }
   }
   // Position of each action among this step's actions with the same peer and direction: the
@@ -106,8 +108,9 @@ hmc_status_t Execution::start_step() {
     bool is_send = a.kind == ActionKind::Send;
     uint32_t pos = is_send ? sends[size_t(a.peer)]++ : recvs[size_t(a.peer)]++;
     if (pos >= (1u << kTagPosBits))
-      return record_failure(HMC_ERR_INTERNAL, fmt::format("{}: step {} has more than {} transfers with rank {}", what_,
-                  step_, 1u << kTagPosBits, a.peer));
+      return record_failure(HMC_ERR_INTERNAL,
+                            fmt::format("{}: step {} has more than {} transfers with rank {}",
+                                        what_, step_, 1u << kTagPosBits, a.peer));
     // The sender's tag names its own rank's view: the step and position are the same on both
     // sides, so either side's numbers make the tag.
     uint64_t tag = coll_tag(comm_->id, seq_, uint32_t(step_), pos);
@@ -125,8 +128,9 @@ hmc_status_t Execution::start_step() {
     }
     if (st != HMC_SUCCESS) {
       std::string text = last_error();
-      return record_failure(st, fmt::format("{}: step {}: {} rank {}: {}", what_, step_,
-                  is_send ? "sending to" : "receiving from", a.peer, text));
+      return record_failure(st,
+                            fmt::format("{}: step {}: {} rank {}: {}", what_, step_,
+                                        is_send ? "sending to" : "receiving from", a.peer, text));
     }
     posted_.push_back(std::move(p));
   }
@@ -137,11 +141,11 @@ hmc_status_t Execution::start_step() {
 hmc_status_t Execution::finish_step() {
   for (auto& p : posted_) {
     if (p.action->kind != ActionKind::RecvReduce) continue;
-    hmc_status_t st = reduce(at(p.action->dst), p.action->dst.buffer, p.received.data(),
-                             p.action->bytes);
+    hmc_status_t st =
+        reduce(at(p.action->dst), p.action->dst.buffer, p.received.data(), p.action->bytes);
     if (st != HMC_SUCCESS)
-      return record_failure(st, fmt::format("{}: step {}: reducing what rank {} sent: {}", what_, step_, p.action->peer,
-                  last_error()));
+      return record_failure(st, fmt::format("{}: step {}: reducing what rank {} sent: {}", what_,
+                                            step_, p.action->peer, last_error()));
   }
   posted_.clear();
   step_started_ = false;
@@ -169,9 +173,10 @@ bool Execution::advance() {
         hmc_status_t st = p.req->status;
         // A transfer that ended for want of a connection this side dropped reports the loss.
         if (st == HMC_ERR_CANCELLED) st = HMC_ERR_PEER_LOST;
-        record_failure(st, fmt::format("{}: step {}: {} rank {}: {}", what_, step_,
-                             p.action->kind == ActionKind::Send ? "sending to" : "receiving from",
-                             p.action->peer, p.req->error));
+        record_failure(
+            st, fmt::format("{}: step {}: {} rank {}: {}", what_, step_,
+                            p.action->kind == ActionKind::Send ? "sending to" : "receiving from",
+                            p.action->peer, p.req->error));
       }
       RequestTable::release(p.req);
       p.req = nullptr;

@@ -23,7 +23,9 @@ enum : uint8_t { kSet = 1, kGet = 2, kClaim = 3 };
 constexpr size_t kRequestHead = 9, kReplyHead = 5;
 constexpr uint32_t kMaxField = 1u << 20;
 
-void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
+void put_u32(std::string& s, uint32_t v) {
+  s.append(reinterpret_cast<const char*>(&v), 4);
+}
 uint32_t get_u32(const char* p) {
   uint32_t v;
   memcpy(&v, p, 4);
@@ -158,20 +160,22 @@ hmc_status_t StoreClient::connect(const std::string& host, uint16_t port, uint64
   std::string last;
   for (;;) {
     uint64_t now = now_ns();
-    int slice = int(std::min<uint64_t>(deadline_ns > now ? (deadline_ns - now) / 1000000 : 0, 1000));
+    int slice =
+        int(std::min<uint64_t>(deadline_ns > now ? (deadline_ns - now) / 1000000 : 0, 1000));
     hmc_status_t st = control::connect_tcp(host, port, slice, &fd_);
     if (st == HMC_SUCCESS) return HMC_SUCCESS;
     last = last_error();
     if (now_ns() >= deadline_ns) break;
     usleep(20000);  // the host (rank 0) may not listen yet
   }
-  return fail(HMC_ERR_SYSTEM, "the rendezvous store at {} could not be reached in time: {}",
-              where_, last);
+  return fail(HMC_ERR_SYSTEM, "the rendezvous store at {} could not be reached in time: {}", where_,
+              last);
 }
 
 hmc_status_t StoreClient::call(uint8_t op, const std::string& key, const std::string& value,
                                bool* found, std::string* reply, uint64_t deadline_ns) {
-  if (!fd_.valid()) return fail(HMC_ERR_SYSTEM, "the rendezvous store at {} is not connected", where_);
+  if (!fd_.valid())
+    return fail(HMC_ERR_SYSTEM, "the rendezvous store at {} is not connected", where_);
   std::string req(1, char(op));
   put_u32(req, uint32_t(key.size()));
   put_u32(req, uint32_t(value.size()));
@@ -199,7 +203,8 @@ hmc_status_t StoreClient::call(uint8_t op, const std::string& key, const std::st
   return HMC_SUCCESS;
 }
 
-hmc_status_t StoreClient::set(const std::string& key, const std::string& value, uint64_t deadline_ns) {
+hmc_status_t StoreClient::set(const std::string& key, const std::string& value,
+                              uint64_t deadline_ns) {
   return call(kSet, key, value, nullptr, nullptr, deadline_ns);
 }
 
