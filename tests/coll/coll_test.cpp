@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hmc/hmc.h"
@@ -549,7 +550,12 @@ TEST(Coll, RankKilledMidCollective) {
     hmc_request_t req;
     std::string e = wait(hmc_barrier(r.comm, &req), &req, "barrier");
     if (!e.empty()) return e;
-    if (r.rank == 2) raise(SIGKILL);
+    if (r.rank == 2) {
+      // Late enough that the others have seen the barrier end (a rank that dies at once can
+      // take messages of the barrier with it), early enough to be mid-all-reduce for them.
+      usleep(1000000);
+      raise(SIGKILL);
+    }
     std::vector<int32_t> v(100000, 1);
     auto t0 = std::chrono::steady_clock::now();
     hmc_status_t st =
@@ -648,5 +654,48 @@ TEST(Coll, CxxWrapper) {
     } catch (const hmc::Error& ex) {
       return ex.what();
     }
+  }));
+}
+
+// The application accepts its own peers in a thread while collectives connect: connections for
+// collectives never come out of hmc_accept (the application's accept files them for the
+// communicator), and the application's own peers do.
+TEST(Coll, ApplicationAcceptsAlongside) {
+  expect_all_pass(run({mems_of(2, {"host"})}, [](Rank& r) -> std::string {
+    hmc_peer_t accepted = nullptr;
+    hmc_status_t accept_st = HMC_ERR_INTERNAL;
+    std::thread acceptor([&] { accept_st = hmc_accept(r.ctx, 15000, &accepted); });
+    std::string e;
+    std::vector<uint8_t> mine(HMC_ADDRESS_MAX, 0), all(2 * HMC_ADDRESS_MAX);
+    size_t len = mine.size();
+    hmc_request_t req;
+    if (hmc_address(r.ctx, mine.data(), &len) != HMC_SUCCESS) e = "address";
+    if (e.empty())
+      e = wait(hmc_all_gather(r.comm, mine.data(), all.data(), HMC_ADDRESS_MAX, HMC_DTYPE_U8, &req),
+               &req, "all_gather of addresses");
+    int32_t v = 1, sum = 0;
+    if (e.empty())
+      e = wait(hmc_all_reduce(r.comm, &v, &sum, 1, HMC_DTYPE_I32, HMC_OP_SUM, &req), &req,
+               "all_reduce");
+    if (e.empty() && sum != 2) e = "sum";
+    hmc_peer_t mine_out = nullptr;
+    const uint8_t* other = all.data() + size_t(1 - r.rank) * HMC_ADDRESS_MAX;
+    if (e.empty() && hmc_connect(r.ctx, other, HMC_ADDRESS_MAX, 10000, &mine_out) != HMC_SUCCESS)
+      e = std::string("connect: ") + hmc_last_error();
+    acceptor.join();
+    if (e.empty() && accept_st != HMC_SUCCESS) e = "accept: " + describe(accept_st);
+    if (e.empty()) {
+      // The accepted peer is the other rank's hmc_connect: a message crosses on it.
+      int32_t out = 40 + r.rank, in = 0;
+      hmc_request_t s, q;
+      if (hmc_send(mine_out, &out, 4, 7, &s) != HMC_SUCCESS ||
+          hmc_recv(accepted, &in, 4, 7, &q) != HMC_SUCCESS ||
+          hmc_request_wait(s, 10000, nullptr) != HMC_SUCCESS ||
+          hmc_request_wait(q, 10000, nullptr) != HMC_SUCCESS)
+        e = std::string("message on the application's peers: ") + hmc_last_error();
+      else if (in != 41 - r.rank)
+        e = "got " + std::to_string(in);
+    }
+    return e;
   }));
 }

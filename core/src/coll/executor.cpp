@@ -171,8 +171,10 @@ bool Execution::advance() {
         if (p.action->kind != ActionKind::Send) received_bytes_ += p.req->bytes;
       } else if (failure_ == HMC_SUCCESS) {
         hmc_status_t st = p.req->status;
-        // A transfer that ended for want of a connection this side dropped reports the loss.
-        if (st == HMC_ERR_CANCELLED) st = HMC_ERR_PEER_LOST;
+        // A transfer cut by a connection dropped on either side (a rank giving up the collective
+        // drops its connections: its pending messages end as refused or aborted here) is a lost
+        // rank to the collective.
+        if (st == HMC_ERR_CANCELLED || st == HMC_ERR_REMOTE) st = HMC_ERR_PEER_LOST;
         record_failure(
             st, fmt::format("{}: step {}: {} rank {}: {}", what_, step_,
                             p.action->kind == ActionKind::Send ? "sending to" : "receiving from",
