@@ -26,6 +26,9 @@ struct RankMem {
   }
 };
 
+// Which host each rank is on: two ranks a host unless a test says otherwise.
+int (*g_host_of)(int) = [](int r) { return r / 2; };
+
 // Runs every rank's schedule; returns "" or what went wrong. mem[r].in/out are set by the caller.
 std::string run_all(const CollArgs& args_of_rank0, const std::vector<CollArgs>& per_rank,
                     std::vector<RankMem>& mem, Algorithm algo) {
@@ -33,7 +36,7 @@ std::string run_all(const CollArgs& args_of_rank0, const std::vector<CollArgs>& 
   GroupShape g;
   g.size = n;
   for (int r = 0; r < n; ++r) {
-    g.host_of_rank.push_back(r / 2);
+    g.host_of_rank.push_back(g_host_of(r));
     g.vendor_of_rank.push_back(r % 2 ? "cuda" : "hip");
   }
   std::vector<Schedule> s;
@@ -131,7 +134,8 @@ const size_t kCounts[] = {0, 1, 3, 17, 1000, 20000};
 }  // namespace
 
 TEST(CollAlgorithms, AllReduceEveryAlgorithm) {
-  for (Algorithm algo : {Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling}) {
+  for (Algorithm algo : {Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling,
+                         Algorithm::Hierarchical}) {
     for (int n : kSizes) {
       for (size_t count : kCounts) {
         for (bool in_place : {false, true}) {
@@ -288,11 +292,41 @@ TEST(CollAlgorithms, BroadcastEveryRootAndBarrier) {
 
 TEST(CollAlgorithms, Names) {
   Algorithm a;
-  for (const char* name : {"ring", "recursive_doubling", "pairwise", "tree", "linear", "auto"}) {
+  for (const char* name :
+       {"ring", "recursive_doubling", "pairwise", "tree", "linear", "hierarchical", "auto"}) {
     ASSERT_TRUE(parse_algorithm(name, &a)) << name;
     EXPECT_STREQ(algorithm_name(a), name);
   }
   EXPECT_TRUE(parse_algorithm("", &a));
   EXPECT_EQ(a, Algorithm::Auto);
   EXPECT_FALSE(parse_algorithm("fastest", &a));
+}
+
+// Hosts whose ranks interleave (rank r on host r % 3) and one host alone: leaders are not
+// neighbours, and a host may hold one rank.
+TEST(CollAlgorithms, AllReduceHierarchicalUnevenHosts) {
+  for (auto host_of : {+[](int r) { return r % 3; }, +[](int r) { return r == 0 ? 5 : 1; }}) {
+    g_host_of = host_of;
+    for (int n : kSizes) {
+      for (size_t count : {size_t(1), size_t(40), size_t(30000)}) {
+        CollArgs a;
+        a.kind = CollKind::AllReduce;
+        a.dtype = HMC_DTYPE_I32;
+        a.count = count;
+        std::vector<RankMem> mem(static_cast<size_t>(n));
+        for (int r = 0; r < n; ++r) {
+          mem[size_t(r)].in = ints(count, r);
+          mem[size_t(r)].out.assign(count * 4, 0);
+        }
+        ASSERT_EQ(run_all(a, {}, mem, Algorithm::Hierarchical), "") << "n=" << n;
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) {
+            int32_t want = 0;
+            for (int k = 0; k < n; ++k) want += val(k, i);
+            ASSERT_EQ(get(mem[size_t(r)].out, i), want) << "n=" << n << " rank " << r;
+          }
+      }
+    }
+  }
+  g_host_of = [](int r) { return r / 2; };
 }

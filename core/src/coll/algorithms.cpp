@@ -260,6 +260,82 @@ Schedule all_reduce_doubling(const CollArgs& a, const GroupShape& g, int r) {
   return s;
 }
 
+
+Schedule all_reduce_flat(const CollArgs& a, const GroupShape& g, int r, Algorithm algo) {
+  bool ring = algo == Algorithm::Ring;
+  if (algo != Algorithm::Ring && algo != Algorithm::RecursiveDoubling)
+    ring = a.count * dtype_size(a.dtype) > kSmallAllReduceBytes && a.count >= uint64_t(g.size);
+  return ring ? all_reduce_ring(a, g, r) : all_reduce_doubling(a, g, r);
+}
+
+// The ranks of each host, hosts in order of their first rank; empty when the shape does not say.
+std::vector<std::vector<int>> ranks_by_host(const GroupShape& g) {
+  std::vector<std::vector<int>> hosts;
+  if (int(g.host_of_rank.size()) != g.size) return hosts;
+  std::vector<int> index;  // host id -> position in hosts
+  for (int k = 0; k < g.size; ++k) {
+    int h = g.host_of_rank[size_t(k)];
+    if (h < 0) return {};
+    if (size_t(h) >= index.size()) index.resize(size_t(h) + 1, -1);
+    if (index[size_t(h)] < 0) {
+      index[size_t(h)] = int(hosts.size());
+      hosts.emplace_back();
+    }
+    hosts[size_t(index[size_t(h)])].push_back(k);
+  }
+  return hosts;
+}
+
+// Hierarchical: the ranks of each host reduce into their host's leader (its first rank), the
+// leaders all-reduce among themselves (ring or recursive doubling by size), and each leader
+// hands the result back to its host's ranks. Only leaders cross hosts, once each way.
+Schedule all_reduce_hierarchical(const CollArgs& a, const GroupShape& g, int r) {
+  auto hosts = ranks_by_host(g);
+  if (hosts.empty()) return all_reduce_flat(a, g, r, Algorithm::Auto);
+  Schedule s;
+  s.algorithm = "hierarchical";
+  uint64_t bytes = a.count * dtype_size(a.dtype);
+  int mine = 0;
+  for (size_t h = 0; h < hosts.size(); ++h)
+    for (int k : hosts[h])
+      if (k == r) mine = int(h);
+  const std::vector<int>& local = hosts[size_t(mine)];
+  int leader = local[0];
+  next_step(s);
+  if (!a.in_place) add(s, copy(Buffer::Input, 0, Buffer::Output, 0, bytes));
+  next_step(s);
+  for (size_t i = 1; i < local.size(); ++i) {
+    if (r == leader) add(s, recv(local[i], Buffer::Output, 0, bytes, true));
+    else if (r == local[i]) add(s, send(leader, Buffer::Output, 0, bytes));
+  }
+  // Every rank gets the leaders' steps (non-leaders as empty ones), so that step numbers match.
+  GroupShape leaders;
+  leaders.size = int(hosts.size());
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    leaders.host_of_rank.push_back(int(h));
+    leaders.vendor_of_rank.push_back(
+        g.vendor_of_rank.size() == size_t(g.size) ? g.vendor_of_rank[size_t(hosts[h][0])] : "");
+  }
+  CollArgs across = a;
+  across.in_place = true;
+  Schedule inner = all_reduce_flat(across, leaders, mine, Algorithm::Auto);
+  for (Step& step : inner.steps) {
+    next_step(s);
+    if (r != leader) continue;
+    for (Action act : step.actions) {
+      if (act.peer >= 0) act.peer = hosts[size_t(act.peer)][0];
+      add(s, act);
+    }
+  }
+  next_step(s);
+  for (size_t i = 1; i < local.size(); ++i) {
+    if (r == leader) add(s, send(local[i], Buffer::Output, 0, bytes));
+    else if (r == local[i]) add(s, recv(leader, Buffer::Output, 0, bytes));
+  }
+  s.divide_by_size = a.op == HMC_OP_AVG;
+  return s;
+}
+
 }  // namespace
 
 const char* algorithm_name(Algorithm a) {
@@ -304,11 +380,12 @@ Schedule make_schedule(const CollArgs& args, const GroupShape& shape, int rank, 
     case CollKind::AllToAllV: return all_to_all(args, shape, rank);
     case CollKind::ReduceScatter: return reduce_scatter(args, shape, rank);
     case CollKind::AllReduce: {
-      bool ring = algo == Algorithm::Ring;
-      if (algo != Algorithm::Ring && algo != Algorithm::RecursiveDoubling)
-        ring = args.count * dtype_size(args.dtype) > kSmallAllReduceBytes &&
-               args.count >= uint64_t(shape.size);
-      return ring ? all_reduce_ring(args, shape, rank) : all_reduce_doubling(args, shape, rank);
+      // Across hosts with several ranks on some, the hierarchy unless an algorithm is forced.
+      auto hosts = ranks_by_host(shape);
+      bool spans = hosts.size() > 1 && hosts.size() < size_t(shape.size);
+      if (algo == Algorithm::Hierarchical || (algo == Algorithm::Auto && spans))
+        return all_reduce_hierarchical(args, shape, rank);
+      return all_reduce_flat(args, shape, rank, algo);
     }
   }
   return {};

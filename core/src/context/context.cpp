@@ -152,10 +152,10 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   coll_settings.timeout_ms = timeout_ms_;
   std::string algo = config_.get("HMC_COLL_ALGO");
   if (!coll::parse_algorithm(algo, &coll_settings.forced) ||
-      coll_settings.forced == coll::Algorithm::Hierarchical ||
       coll_settings.forced == coll::Algorithm::RecursiveHalving)
     return fail(HMC_ERR_CONFIG, "HMC_COLL_ALGO={} is not an algorithm of this build (ring, "
-                "recursive_doubling, pairwise, tree, linear; empty: chosen by size)", algo);
+                "recursive_doubling, pairwise, tree, linear, hierarchical; empty: chosen by size)",
+                algo);
   coll_settings.self.address = address();
   coll_settings.self.context_id = id_;
   coll_settings.self.pid = getpid();
