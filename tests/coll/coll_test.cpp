@@ -451,9 +451,28 @@ TEST(Coll, FiveRanksHost) {
   expect_all_pass(run({mems_of(5, {"host"})}, everything_role));
 }
 
+// Every rank knows every rank's host and vendor.
+std::string shape_role(Rank& r) {
+  for (int k = 0; k < r.size; ++k) {
+    hmc_comm_member_info_t m{};
+    m.struct_size = sizeof m;
+    hmc_status_t st = hmc_comm_member_info(r.comm, k, &m);
+    if (st != HMC_SUCCESS) return "member_info: " + describe(st);
+    const char* want[] = {"cuda", "hip", "host", "mlu", "musa"};
+    if (m.host != 0 || std::string(m.vendor) != want[k % 5])
+      return "rank " + std::to_string(k) + " is on host " + std::to_string(m.host) + " with " +
+             m.vendor;
+  }
+  hmc_comm_member_info_t m{};
+  m.struct_size = sizeof m;
+  if (hmc_comm_member_info(r.comm, r.size, &m) != HMC_ERR_INVALID_ARGUMENT)
+    return "rank out of range accepted";
+  return everything_role(r);
+}
+
 TEST(Coll, MixedVendors) {
   expect_all_pass(
-      run({mems_of(5, {"cuda:0", "hip:0", "host", "mlu:0", "musa:0"})}, everything_role));
+      run({mems_of(5, {"cuda:0", "hip:0", "host", "mlu:0", "musa:0"})}, shape_role));
 }
 
 TEST(Coll, EightRanksAllReduceAndAllToAllV) {

@@ -258,6 +258,16 @@ int rank_main(const Options& o, int np_rank) {
            getenv("HMC_COLL_ALGO")
                ? (std::string(", HMC_COLL_ALGO=") + getenv("HMC_COLL_ALGO")).c_str()
                : "");
+    for (int k = 0; k < n; ++k) {
+      hmc_comm_member_info_t m{};
+      m.struct_size = sizeof m;
+      if (hmc_comm_member_info(comm, k, &m) == HMC_SUCCESS)
+        printf("#  rank %3d: host %d (%s), pid %d, %s, memory %s\n", k, m.host, m.hostname, m.pid,
+               m.vendor,
+               o.mem_by_rank.empty() ? o.mem.c_str()
+                                     : o.mem_by_rank[size_t(k) % o.mem_by_rank.size()].c_str());
+    }
+    printf("#\n");
     printf("#%11s %12s %8s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "root",
            "time", "algbw", "busbw", "#wrong");
     printf("#%11s %12s %8s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "(us)",

@@ -406,6 +406,17 @@ HMC_API hmc_status_t hmc_comm_size(hmc_comm_t comm, int* size);
 #define HMC_COMM_SPLIT_NONE (-1)
 HMC_API hmc_status_t hmc_comm_split(hmc_comm_t comm, int color, int key, hmc_comm_t* out);
 
+/* Where one rank of the group runs: the group's shape, as every rank knows it. */
+typedef struct hmc_comm_member_info {
+  uint32_t struct_size;
+  int32_t host;        /* its host, numbered in order of first appearance (rank 0's is 0) */
+  int32_t pid;
+  char hostname[64];
+  char vendor[32];     /* its context's first device plugin ("cuda", "hip", ...); "host" */
+} hmc_comm_member_info_t;
+/* HMC_ERR_INVALID_ARGUMENT for a rank outside the group. */
+HMC_API hmc_status_t hmc_comm_member_info(hmc_comm_t comm, int rank, hmc_comm_member_info_t* info);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Collectives. All are non-blocking: they return a request that hmc_request_test/wait end
  * (its bytes: those this rank received). Every rank of the communicator calls the same

@@ -521,6 +521,12 @@ class Comm {
     detail::check(hmc_comm_size(comm_, &n), "hmc_comm_size");
     return n;
   }
+  // Where rank `rank` runs (host, pid, vendor).
+  hmc_comm_member_info_t member(int rank) const {
+    auto m = detail::sized<hmc_comm_member_info_t>();
+    detail::check(hmc_comm_member_info(comm_, rank, &m), "hmc_comm_member_info");
+    return m;
+  }
   // An empty Comm for a negative color.
   Comm split(int color, int key) {
     hmc_comm_t out = nullptr;

@@ -1,5 +1,6 @@
 // The C boundary: validate, convert handles, call the core, catch everything.
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -719,6 +720,30 @@ HMC_API hmc_status_t hmc_comm_size(hmc_comm_t comm, int* size) {
   CHECK_HANDLE(comm, Comm);
   CHECK_NOT_NULL(size);
   *size = comm_of(comm)->size;
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_comm_member_info(hmc_comm_t comm, int rank, hmc_comm_member_info_t* info) {
+  HMC_TRY
+  CHECK_HANDLE(comm, Comm);
+  CHECK_NOT_NULL(info);
+  coll::Communicator* c = comm_of(comm);
+  if (rank < 0 || rank >= c->size)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: rank {} is outside 0..{}", __func__, rank, c->size - 1);
+  if (info->struct_size < sizeof(hmc_comm_member_info_t))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: info->struct_size is {}, expected {}", __func__,
+                info->struct_size, sizeof(hmc_comm_member_info_t));
+  const coll::Member& m = c->members[size_t(rank)];
+  hmc_comm_member_info_t out{};
+  out.struct_size = sizeof out;
+  out.host = c->shape.host_of_rank[size_t(rank)];
+  out.pid = m.pid;
+  // host_id is "<hostname>/<boot id>" (control/socket.h): the name is what people read.
+  std::string name = m.host_id.substr(0, m.host_id.find('/'));
+  snprintf(out.hostname, sizeof out.hostname, "%s", name.c_str());
+  snprintf(out.vendor, sizeof out.vendor, "%s", m.vendor.c_str());
+  *info = out;
   return HMC_SUCCESS;
   HMC_CATCH
 }
