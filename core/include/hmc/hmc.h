@@ -431,6 +431,92 @@ typedef enum hmc_reduce_op {
   HMC_OP_AVG = 4, /* the sum divided by the group's size (integers: rounded toward zero) */
 } hmc_reduce_op_t;
 
+/* ------------------------------------------------------------------------------------------ */
+/* Communicators: groups of ranks (docs/collectives.md).                                      */
+
+typedef struct hmc_comm* hmc_comm_t;
+
+typedef struct hmc_comm_options {
+  uint32_t struct_size;   /* sizeof(hmc_comm_options_t); lets the struct grow */
+  int32_t rank;           /* -1: HMC_RANK, else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK */
+  int32_t size;           /* 0: HMC_WORLD_SIZE, else WORLD_SIZE, SLURM_NTASKS,
+                             OMPI_COMM_WORLD_SIZE */
+  const char* rendezvous; /* "tcp://host:port" (rank 0 hosts the store there); NULL:
+                             HMC_RENDEZVOUS, else tcp://MASTER_ADDR:MASTER_PORT */
+  int32_t timeout_ms;     /* how long to wait for every rank to join; -1: HMC_TIMEOUT_MS */
+} hmc_comm_options_t;
+
+/* Makes a communicator of `size` ranks: every rank calls it with its own rank and the same
+ * rendezvous and size. Blocks until every rank joined and each knows the others' addresses,
+ * hosts and device vendors (pairs connect later, when a collective first needs them).
+ * HMC_ERR_TIMEOUT naming the ranks that did not join; HMC_ERR_INVALID_ARGUMENT for a rank
+ * outside [0, size) or a rank number another process holds; HMC_ERR_PROTOCOL for a size that
+ * disagrees with rank 0's; HMC_ERR_SYSTEM for a store that cannot be reached or hosted;
+ * HMC_ERR_NOT_SUPPORTED for a scheme this build lacks (redis://). opts may be NULL. */
+HMC_API hmc_status_t hmc_comm_create(hmc_context_t ctx, const hmc_comm_options_t* opts,
+                                     hmc_comm_t* comm);
+/* Frees the communicator (its connections stay with the context, reused by other
+ * communicators). Collectives still running on it end with HMC_ERR_CANCELLED. */
+HMC_API hmc_status_t hmc_comm_destroy(hmc_comm_t comm);
+HMC_API hmc_status_t hmc_comm_rank(hmc_comm_t comm, int* rank);
+HMC_API hmc_status_t hmc_comm_size(hmc_comm_t comm, int* size);
+/* Splits the communicator as MPI_Comm_split: ranks passing the same color form one new
+ * communicator, ordered by key, then by their rank here. A negative color
+ * (HMC_COMM_SPLIT_NONE) joins none: *out is set to NULL. Collective over comm (every rank calls
+ * it), blocking up to HMC_TIMEOUT_MS. */
+#define HMC_COMM_SPLIT_NONE (-1)
+HMC_API hmc_status_t hmc_comm_split(hmc_comm_t comm, int color, int key, hmc_comm_t* out);
+
+/* Where one rank of the group runs: the group's shape, as every rank knows it. */
+typedef struct hmc_comm_member_info {
+  uint32_t struct_size;
+  int32_t host;        /* its host, numbered in order of first appearance (rank 0's is 0) */
+  int32_t pid;
+  char hostname[64];
+  char vendor[32];     /* its context's first device plugin ("cuda", "hip", ...); "host" */
+} hmc_comm_member_info_t;
+/* HMC_ERR_INVALID_ARGUMENT for a rank outside the group. */
+HMC_API hmc_status_t hmc_comm_member_info(hmc_comm_t comm, int rank, hmc_comm_member_info_t* info);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Collectives. All are non-blocking: they return a request that hmc_request_test/wait end
+ * (its bytes: those this rank received). Every rank of the communicator calls the same
+ * collectives in the same order. Buffers may be in any memory (host, any vendor's device) and
+ * must stay valid until the request ends. Counts are in elements of dtype. The first collective
+ * that needs a pair of ranks connects them in the calling thread (up to HMC_TIMEOUT_MS).
+ * Argument errors (unknown datatype or operation, NULL buffers for non-zero counts, overlapping
+ * buffers that are not the in-place form) are returned before anything is sent. A rank lost
+ * mid-collective ends the request with HMC_ERR_PEER_LOST on every other rank (the communicator
+ * is unusable afterwards). HMC_COLL_ALGO forces an algorithm. */
+
+HMC_API hmc_status_t hmc_barrier(hmc_comm_t comm, hmc_request_t* req);
+/* root's buf (count elements) to every rank's buf. */
+HMC_API hmc_status_t hmc_broadcast(hmc_comm_t comm, void* buf, size_t count, hmc_dtype_t dtype,
+                                   int root, hmc_request_t* req);
+/* recv (size * count) = every rank's send (count), in rank order. In place: send ==
+ * recv + rank * count elements. */
+HMC_API hmc_status_t hmc_all_gather(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                    hmc_dtype_t dtype, hmc_request_t* req);
+/* Block j of send (count elements) goes to rank j, and lands as block `rank` of its recv. Not in
+ * place. */
+HMC_API hmc_status_t hmc_all_to_all(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                    hmc_dtype_t dtype, hmc_request_t* req);
+/* send_counts[j] elements at send + send_displs[j] go to rank j, landing at its recv +
+ * recv_displs[rank] (its recv_counts[rank] must equal send_counts[j] here). Every array has
+ * `size` entries; zero counts are allowed. Not in place. */
+HMC_API hmc_status_t hmc_all_to_allv(hmc_comm_t comm, const void* send, const size_t* send_counts,
+                                     const size_t* send_displs, void* recv,
+                                     const size_t* recv_counts, const size_t* recv_displs,
+                                     hmc_dtype_t dtype, hmc_request_t* req);
+/* recv (count) = block `rank` of the reduction over every rank's send (size * count). In place:
+ * recv == send + rank * count elements. */
+HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void* recv,
+                                        size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
+                                        hmc_request_t* req);
+/* recv (count) = the reduction over every rank's send (count). In place: send == recv. */
+HMC_API hmc_status_t hmc_all_reduce(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                    hmc_dtype_t dtype, hmc_reduce_op_t op, hmc_request_t* req);
+
 #ifdef __cplusplus
 }
 #endif

@@ -522,5 +522,97 @@ class Context {
   hmc_context_t ctx_ = nullptr;
 };
 
+// A communicator (docs/collectives.md). Destroy it before its Context. Collectives return a
+// Request like transfers; their buffers must stay valid until it ended.
+class Comm {
+ public:
+  Comm() noexcept = default;
+  // Joins the group: rank, size and rendezvous from the arguments where given (rank >= 0,
+  // size > 0, rendezvous not empty), else from the environment (hmc_comm_create).
+  explicit Comm(const Context& ctx, int rank = -1, int size = 0, const std::string& rendezvous = "",
+                int timeout_ms = -1) {
+    auto o = detail::sized<hmc_comm_options_t>();
+    o.rank = rank;
+    o.size = size;
+    o.rendezvous = rendezvous.empty() ? nullptr : rendezvous.c_str();
+    o.timeout_ms = timeout_ms;
+    detail::check(hmc_comm_create(ctx.get(), &o, &comm_), "hmc_comm_create");
+  }
+  explicit Comm(hmc_comm_t comm) noexcept : comm_(comm) {}
+  Comm(Comm&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)) {}
+  Comm& operator=(Comm&& o) noexcept {
+    if (this != &o) {
+      reset();
+      comm_ = std::exchange(o.comm_, nullptr);
+    }
+    return *this;
+  }
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+  ~Comm() { reset(); }
+
+  hmc_comm_t get() const noexcept { return comm_; }
+  explicit operator bool() const noexcept { return comm_ != nullptr; }
+  void reset() noexcept {
+    if (comm_ != nullptr) (void)hmc_comm_destroy(std::exchange(comm_, nullptr));
+  }
+  int rank() const {
+    int r = 0;
+    detail::check(hmc_comm_rank(comm_, &r), "hmc_comm_rank");
+    return r;
+  }
+  int size() const {
+    int n = 0;
+    detail::check(hmc_comm_size(comm_, &n), "hmc_comm_size");
+    return n;
+  }
+  // Where rank `rank` runs (host, pid, vendor).
+  hmc_comm_member_info_t member(int rank) const {
+    auto m = detail::sized<hmc_comm_member_info_t>();
+    detail::check(hmc_comm_member_info(comm_, rank, &m), "hmc_comm_member_info");
+    return m;
+  }
+  // An empty Comm for a negative color.
+  Comm split(int color, int key) {
+    hmc_comm_t out = nullptr;
+    detail::check(hmc_comm_split(comm_, color, key, &out), "hmc_comm_split");
+    return Comm(out);
+  }
+
+  Request barrier() { return post([&](hmc_request_t* r) { return hmc_barrier(comm_, r); }, "hmc_barrier"); }
+  Request broadcast(void* buf, size_t count, hmc_dtype_t dtype, int root) {
+    return post([&](hmc_request_t* r) { return hmc_broadcast(comm_, buf, count, dtype, root, r); }, "hmc_broadcast");
+  }
+  Request all_gather(const void* send, void* recv, size_t count, hmc_dtype_t dtype) {
+    return post([&](hmc_request_t* r) { return hmc_all_gather(comm_, send, recv, count, dtype, r); }, "hmc_all_gather");
+  }
+  Request all_to_all(const void* send, void* recv, size_t count, hmc_dtype_t dtype) {
+    return post([&](hmc_request_t* r) { return hmc_all_to_all(comm_, send, recv, count, dtype, r); }, "hmc_all_to_all");
+  }
+  Request all_to_allv(const void* send, const size_t* send_counts, const size_t* send_displs,
+                      void* recv, const size_t* recv_counts, const size_t* recv_displs,
+                      hmc_dtype_t dtype) {
+    return post([&](hmc_request_t* r) { return hmc_all_to_allv(comm_, send, send_counts, send_displs, recv, recv_counts,
+                                recv_displs, dtype, r); }, "hmc_all_to_allv");
+  }
+  Request reduce_scatter(const void* send, void* recv, size_t count, hmc_dtype_t dtype,
+                         hmc_reduce_op_t op) {
+    return post([&](hmc_request_t* r) { return hmc_reduce_scatter(comm_, send, recv, count, dtype, op, r); }, "hmc_reduce_scatter");
+  }
+  Request all_reduce(const void* send, void* recv, size_t count, hmc_dtype_t dtype,
+                     hmc_reduce_op_t op) {
+    return post([&](hmc_request_t* r) { return hmc_all_reduce(comm_, send, recv, count, dtype, op, r); }, "hmc_all_reduce");
+  }
+
+ private:
+  template <typename Fn>
+  Request post(Fn fn, const char* call) {
+    hmc_request_t r = nullptr;
+    detail::check(fn(&r), call);
+    return Request(r);
+  }
+  hmc_comm_t comm_ = nullptr;
+};
+
 }  // namespace cxx_v0
 }  // namespace hmc

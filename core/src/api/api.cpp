@@ -1,9 +1,11 @@
 // The C boundary: validate, convert handles, call the core, catch everything.
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <type_traits>
 
+#include "coll/reduce.h"
 #include "context/context.h"
 #include "hmc/hmc.h"
 #include "peer/capabilities.h"
@@ -58,6 +60,8 @@ namespace {
   } while (0)
 
 Context* ctx_of(hmc_context_t c) { return reinterpret_cast<Context*>(c); }
+// Collectives' requests have no peer of their own.
+Context* ctx_of_request(const Request* r) { return r->peer ? r->peer->ctx : r->owner; }
 Peer* peer_of(hmc_peer_t p) { return reinterpret_cast<Peer*>(p); }
 Region* region_of(hmc_region_t r) { return reinterpret_cast<Region*>(r); }
 Remote* remote_of(hmc_remote_t r) { return reinterpret_cast<Remote*>(r); }
@@ -92,6 +96,41 @@ hmc_status_t check_buffer(const void* buf, size_t size, const char* func) {
                 func, buf, size);
   return HMC_SUCCESS;
 }
+
+// --- collectives -------------------------------------------------------------------------------
+
+coll::Communicator* comm_of(hmc_comm_t c) { return reinterpret_cast<coll::Communicator*>(c); }
+
+// Bytes of `count` elements of dtype, refusing unknown datatypes and overflow.
+hmc_status_t coll_bytes(uint64_t count, hmc_dtype_t dtype, uint64_t times, const char* func,
+                        uint64_t* out) {
+  if (!coll::valid_dtype(dtype))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: datatype {} is not an hmc_dtype_t", func, int(dtype));
+  uint64_t es = coll::dtype_size(dtype);
+  if (count && (times > UINT64_MAX / count || count * times > UINT64_MAX / es))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: {} x {} elements overflow", func, count, times);
+  *out = count * times * es;
+  return HMC_SUCCESS;
+}
+
+bool overlap(const void* a, uint64_t alen, const void* b, uint64_t blen) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return alen && blen && x < y + blen && y < x + alen;
+}
+
+hmc_status_t post_coll(hmc_comm_t comm, const coll::CollArgs& args, const void* in, void* out,
+                       uint64_t out_elements, const char* func, hmc_request_t* req) {
+  coll::Communicator* c = comm_of(comm);
+  Request* r = nullptr;
+  hmc_status_t st = c->owner->collectives().post(c, args, in, out, out_elements, func, &r);
+  if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
+  return st;
+}
+
+#define CHECK_COLL(comm, req)  \
+  CHECK_HANDLE(comm, Comm);    \
+  CHECK_NOT_NULL(req);         \
+  coll::Communicator* c = comm_of(comm)
 
 }  // namespace
 
@@ -709,7 +748,7 @@ HMC_API hmc_status_t hmc_notify_wait(hmc_context_t ctx, int timeout_ms, hmc_noti
 HMC_HOT HMC_API hmc_status_t hmc_request_test(hmc_request_t req, size_t* bytes) {
   HMC_TRY
   CHECK_REQUEST(req, r);
-  return r->peer->ctx->transfers().test(r, bytes);
+  return ctx_of_request(r)->transfers().test(r, bytes);
   HMC_CATCH
 }
 
@@ -717,14 +756,251 @@ HMC_HOT HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms,
   HMC_TRY
   CHECK_REQUEST(req, r);
   CHECK_TIMEOUT(timeout_ms);
-  return r->peer->ctx->transfers().wait(r, timeout_ms, bytes);
+  return ctx_of_request(r)->transfers().wait(r, timeout_ms, bytes);
   HMC_CATCH
 }
 
 HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req) {
   HMC_TRY
   CHECK_REQUEST(req, r);
-  return r->peer->ctx->transfers().cancel(r);
+  return ctx_of_request(r)->transfers().cancel(r);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_comm_create(hmc_context_t ctx, const hmc_comm_options_t* opts,
+                                     hmc_comm_t* comm) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(comm);
+  coll::Communicator* c = nullptr;
+  hmc_status_t st = ctx_of(ctx)->collectives().create(ctx_of(ctx)->config(), opts, &c);
+  if (st == HMC_SUCCESS) *comm = reinterpret_cast<hmc_comm_t>(c);
+  return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_comm_destroy(hmc_comm_t comm) {
+  HMC_TRY
+  CHECK_HANDLE(comm, Comm);
+  coll::Communicator* c = comm_of(comm);
+  return c->owner->collectives().destroy(c);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_comm_rank(hmc_comm_t comm, int* rank) {
+  HMC_TRY
+  CHECK_HANDLE(comm, Comm);
+  CHECK_NOT_NULL(rank);
+  *rank = comm_of(comm)->rank;
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_comm_size(hmc_comm_t comm, int* size) {
+  HMC_TRY
+  CHECK_HANDLE(comm, Comm);
+  CHECK_NOT_NULL(size);
+  *size = comm_of(comm)->size;
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_comm_member_info(hmc_comm_t comm, int rank, hmc_comm_member_info_t* info) {
+  HMC_TRY
+  CHECK_HANDLE(comm, Comm);
+  CHECK_NOT_NULL(info);
+  coll::Communicator* c = comm_of(comm);
+  if (rank < 0 || rank >= c->size)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: rank {} is outside 0..{}", __func__, rank, c->size - 1);
+  if (info->struct_size < sizeof(hmc_comm_member_info_t))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: info->struct_size is {}, expected {}", __func__,
+                info->struct_size, sizeof(hmc_comm_member_info_t));
+  const coll::Member& m = c->members[size_t(rank)];
+  hmc_comm_member_info_t out{};
+  out.struct_size = sizeof out;
+  out.host = c->shape.host_of_rank[size_t(rank)];
+  out.pid = m.pid;
+  // host_id is "<hostname>/<boot id>" (control/socket.h): the name is what people read.
+  std::string name = m.host_id.substr(0, m.host_id.find('/'));
+  snprintf(out.hostname, sizeof out.hostname, "%s", name.c_str());
+  snprintf(out.vendor, sizeof out.vendor, "%s", m.vendor.c_str());
+  *info = out;
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_comm_split(hmc_comm_t comm, int color, int key, hmc_comm_t* out) {
+  HMC_TRY
+  CHECK_HANDLE(comm, Comm);
+  CHECK_NOT_NULL(out);
+  coll::Communicator* c = comm_of(comm);
+  coll::Communicator* child = nullptr;
+  hmc_status_t st = c->owner->collectives().split(c, color < 0 ? -1 : color, key, &child);
+  if (st == HMC_SUCCESS) *out = reinterpret_cast<hmc_comm_t>(child);
+  return st;
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_barrier(hmc_comm_t comm, hmc_request_t* req) {
+  HMC_TRY
+  CHECK_COLL(comm, req);
+  (void)c;
+  coll::CollArgs args;
+  args.kind = coll::CollKind::Barrier;
+  return post_coll(comm, args, nullptr, nullptr, 0, __func__, req);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_broadcast(hmc_comm_t comm, void* buf, size_t count, hmc_dtype_t dtype,
+                                   int root, hmc_request_t* req) {
+  HMC_TRY
+  CHECK_COLL(comm, req);
+  uint64_t bytes;
+  hmc_status_t st;
+  if ((st = coll_bytes(count, dtype, 1, __func__, &bytes)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(buf, bytes, __func__)) != HMC_SUCCESS) return st;
+  if (root < 0 || root >= c->size)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: root {} is outside 0..{}", __func__, root, c->size - 1);
+  coll::CollArgs args;
+  args.kind = coll::CollKind::Broadcast;
+  args.dtype = dtype;
+  args.count = count;
+  args.root = root;
+  args.in_place = true;
+  return post_coll(comm, args, buf, buf, 0, __func__, req);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_all_gather(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                    hmc_dtype_t dtype, hmc_request_t* req) {
+  HMC_TRY
+  CHECK_COLL(comm, req);
+  uint64_t block, total;
+  hmc_status_t st;
+  if ((st = coll_bytes(count, dtype, 1, __func__, &block)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(recv, total, __func__)) != HMC_SUCCESS) return st;
+  coll::CollArgs args;
+  args.kind = coll::CollKind::AllGather;
+  args.dtype = dtype;
+  args.count = count;
+  args.in_place = block && send == static_cast<uint8_t*>(recv) + uint64_t(c->rank) * block;
+  if (!args.in_place) {
+    if ((st = check_buffer(send, block, __func__)) != HMC_SUCCESS) return st;
+    if (overlap(send, block, recv, total))
+      return fail(HMC_ERR_INVALID_ARGUMENT, "{}: send overlaps recv but is not this rank's block "
+                  "of it (the in-place form)", __func__);
+  }
+  return post_coll(comm, args, send, recv, 0, __func__, req);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_all_to_all(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                    hmc_dtype_t dtype, hmc_request_t* req) {
+  HMC_TRY
+  CHECK_COLL(comm, req);
+  uint64_t total;
+  hmc_status_t st;
+  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(send, total, __func__)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(recv, total, __func__)) != HMC_SUCCESS) return st;
+  if (overlap(send, total, recv, total))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: send and recv overlap (all-to-all is not in place)",
+                __func__);
+  coll::CollArgs args;
+  args.kind = coll::CollKind::AllToAll;
+  args.dtype = dtype;
+  args.count = count;
+  return post_coll(comm, args, send, recv, 0, __func__, req);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_all_to_allv(hmc_comm_t comm, const void* send, const size_t* send_counts,
+                                     const size_t* send_displs, void* recv,
+                                     const size_t* recv_counts, const size_t* recv_displs,
+                                     hmc_dtype_t dtype, hmc_request_t* req) {
+  HMC_TRY
+  CHECK_COLL(comm, req);
+  CHECK_NOT_NULL(send_counts);
+  CHECK_NOT_NULL(send_displs);
+  CHECK_NOT_NULL(recv_counts);
+  CHECK_NOT_NULL(recv_displs);
+  hmc_status_t st;
+  coll::CollArgs args;
+  args.kind = coll::CollKind::AllToAllV;
+  args.dtype = dtype;
+  uint64_t send_end = 0, recv_end = 0;
+  for (int p = 0; p < c->size; ++p) {
+    uint64_t end_s, end_r;
+    if ((st = coll_bytes(send_counts[p] + send_displs[p], dtype, 1, __func__, &end_s)) != HMC_SUCCESS ||
+        (st = coll_bytes(recv_counts[p] + recv_displs[p], dtype, 1, __func__, &end_r)) != HMC_SUCCESS)
+      return st;
+    if (send_counts[p] + send_displs[p] < send_displs[p] || recv_counts[p] + recv_displs[p] < recv_displs[p])
+      return fail(HMC_ERR_INVALID_ARGUMENT, "{}: count + displacement of rank {} overflows", __func__, p);
+    if (send_counts[p]) send_end = std::max(send_end, end_s);
+    if (recv_counts[p]) recv_end = std::max(recv_end, end_r);
+    args.send_counts.push_back(send_counts[p]);
+    args.send_displs.push_back(send_displs[p]);
+    args.recv_counts.push_back(recv_counts[p]);
+    args.recv_displs.push_back(recv_displs[p]);
+  }
+  if ((st = check_buffer(send, send_end, __func__)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(recv, recv_end, __func__)) != HMC_SUCCESS) return st;
+  if (overlap(send, send_end, recv, recv_end))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: send and recv overlap (all-to-all-v is not in "
+                "place)", __func__);
+  return post_coll(comm, args, send, recv, 0, __func__, req);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void* recv,
+                                        size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
+                                        hmc_request_t* req) {
+  HMC_TRY
+  CHECK_COLL(comm, req);
+  uint64_t block, total;
+  hmc_status_t st;
+  if ((st = coll_bytes(count, dtype, 1, __func__, &block)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS) return st;
+  if (!coll::valid_op(op))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: operation {} is not an hmc_reduce_op_t", __func__, int(op));
+  if ((st = check_buffer(send, total, __func__)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(recv, block, __func__)) != HMC_SUCCESS) return st;
+  coll::CollArgs args;
+  args.kind = coll::CollKind::ReduceScatter;
+  args.dtype = dtype;
+  args.op = op;
+  args.count = count;
+  args.in_place = block && recv == static_cast<const uint8_t*>(send) + uint64_t(c->rank) * block;
+  if (!args.in_place && overlap(send, total, recv, block))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: recv overlaps send but is not this rank's block of "
+                "it (the in-place form)", __func__);
+  return post_coll(comm, args, send, recv, count, __func__, req);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_all_reduce(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                    hmc_dtype_t dtype, hmc_reduce_op_t op, hmc_request_t* req) {
+  HMC_TRY
+  CHECK_COLL(comm, req);
+  (void)c;
+  uint64_t bytes;
+  hmc_status_t st;
+  if ((st = coll_bytes(count, dtype, 1, __func__, &bytes)) != HMC_SUCCESS) return st;
+  if (!coll::valid_op(op))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: operation {} is not an hmc_reduce_op_t", __func__, int(op));
+  if ((st = check_buffer(send, bytes, __func__)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(recv, bytes, __func__)) != HMC_SUCCESS) return st;
+  coll::CollArgs args;
+  args.kind = coll::CollKind::AllReduce;
+  args.dtype = dtype;
+  args.op = op;
+  args.count = count;
+  args.in_place = send == recv;
+  if (!args.in_place && overlap(send, bytes, recv, bytes))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: send and recv overlap but are not the same buffer "
+                "(the in-place form)", __func__);
+  return post_coll(comm, args, send, recv, count, __func__, req);
   HMC_CATCH
 }
 

@@ -157,8 +157,30 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   incoming_settings.max_pending = static_cast<size_t>(max_pending);
   incoming_ = std::make_unique<IncomingPeers>(*connector_, static_cast<IncomingServices&>(*this),
                                               incoming_settings);
+
+  coll::Collectives::Settings coll_settings;
+  coll_settings.owner = this;
+  coll_settings.timeout_ms = timeout_ms_;
+  std::string algo = config_.get("HMC_COLL_ALGO");
+  if (!coll::parse_algorithm(algo, &coll_settings.forced) ||
+      coll_settings.forced == coll::Algorithm::RecursiveHalving)
+    return fail(HMC_ERR_CONFIG, "HMC_COLL_ALGO={} is not an algorithm of this build (ring, "
+                "recursive_doubling, pairwise, tree, linear, hierarchical; empty: chosen by size)",
+                algo);
+  coll_settings.self.address = address();
+  coll_settings.self.context_id = id_;
+  coll_settings.self.pid = getpid();
+  coll_settings.self.host_id = caps_.host_id;
+  coll_settings.self.vendor = "host";
+  for (const Device& d : devices_.devices()) {
+    if (d.is_host()) continue;
+    coll_settings.self.vendor = d.plugin_name;
+    break;
+  }
+  collectives_ = std::make_unique<coll::Collectives>(
+      transfers_, static_cast<coll::CollServices&>(*this), std::move(coll_settings));
   progress_.configure(Progress::Settings{regions_.get(), staging_.get(), incoming_.get(),
-                                         timeout_ms_, heartbeat_ms_});
+                                         timeout_ms_, heartbeat_ms_, collectives_.get()});
 
   st = progress_.start(use_progress_thread_);
   if (st != HMC_SUCCESS) return st;
@@ -266,6 +288,7 @@ std::vector<uint8_t> Context::address() const { return encode_address(address_);
 Context::~Context() {
   progress_.stop();
   incoming_.reset();  // connectors in setup close their plugin listeners while the plugins live
+  if (collectives_) collectives_->shutdown();  // while the peers its collectives use are here
 
   std::vector<std::shared_ptr<Peer>> peers;
   {
@@ -336,7 +359,62 @@ void Context::peer_arrived(std::shared_ptr<Peer> peer,
     for (auto& msg : extra) dispatch_.dispatch(peer, msg);
   }
   register_peer(peer);
+  // A connection made for collectives is filed for them; every other one goes to hmc_accept.
+  if (peer->remote.features & path::kFeatureGroupLink) {
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    group_peers_[peer->remote.context_id] = std::move(peer);
+    return;
+  }
   incoming_->queue_for_accept(std::move(peer));
+}
+
+hmc_status_t Context::group_peer(const coll::Member& m, bool initiate, uint64_t deadline_ns,
+                                 std::shared_ptr<Peer>* out) {
+  auto filed = [&] {
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    auto it = group_peers_.find(m.context_id);
+    if (it == group_peers_.end() || it->second->lost) return false;
+    *out = it->second;
+    return true;
+  };
+  if (filed()) return HMC_SUCCESS;
+  auto left_ms = [&] {
+    uint64_t now = now_ns();
+    return now >= deadline_ns ? 0 : int((deadline_ns - now) / 1000000);
+  };
+  if (initiate) {
+    Address addr;
+    hmc_status_t st = decode_address(m.address.data(), m.address.size(), &addr);
+    if (st != HMC_SUCCESS) return st;
+    std::shared_ptr<Peer> peer;
+    if ((st = connector_->connect(addr, left_ms(), &peer, true)) != HMC_SUCCESS) return st;
+    register_peer(peer);
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    group_peers_[m.context_id] = peer;
+    *out = peer;
+    return HMC_SUCCESS;
+  }
+  // The peer connects to us: its connection is set up with every other connector's
+  // (peer/incoming.h) and filed by peer_arrived. Without a progress thread this thread drives
+  // them meanwhile.
+  for (;;) {
+    if (filed()) return HMC_SUCCESS;
+    if (now_ns() >= deadline_ns) {
+      IncomingPeers::Stats st = incoming_->stats();
+      return fail(HMC_ERR_TIMEOUT, "it did not connect within HMC_TIMEOUT_MS{}",
+                  st.last_failure.empty() ? "" : " (last failed connector: " + st.last_failure + ")");
+    }
+    bool moved = !use_progress_thread_ && incoming_->drive();
+    if (!moved) usleep(500);
+  }
+}
+
+void Context::abandon_peer(Peer& peer, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
+    peer.ctrl.reset();  // its end sees the connection close now
+  }
+  fail_peer(peer, HMC_ERR_PEER_LOST, reason);
 }
 
 hmc_status_t Context::close_peer(const std::shared_ptr<Peer>& peer) {

@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "coll/collectives.h"
 #include "control/fd.h"
 #include "device/copy_figures.h"
 #include "device/registry.h"
@@ -50,7 +51,8 @@ class Context final : private RegionServices,
                       private EstablishServices,
                       private IncomingServices,
                       private StagingServices,
-                      private TransferServices {
+                      private TransferServices,
+                      private coll::CollServices {
  public:
   // Builds a context; on failure returns the status with the thread's error message set.
   static hmc_status_t create(const hmc_context_options_t* opts, std::unique_ptr<Context>* out);
@@ -90,6 +92,9 @@ class Context final : private RegionServices,
   // --- transfers (xfer/transfers.h) --------------------------------------------------------
   // A member, not a pointer: the path of every message reaches it with no load of its own.
   Transfers& transfers() { return transfers_; }
+
+  // --- collectives (coll/collectives.h) --------------------------------------------------------
+  coll::Collectives& collectives() { return *collectives_; }
 
   // --- regions (xfer/regions.h) ---------------------------------------------------------
   Regions& regions() { return *regions_; }
@@ -149,6 +154,19 @@ class Context final : private RegionServices,
     transfers_.end_request_locked(req, status, std::move(error));
   }
 
+  // CollServices: connections for collectives, kept by the remote context's id. Incoming ones
+  // marked path::kFeatureGroupLink are filed there by peer_arrived, never queued for
+  // hmc_accept.
+  hmc_status_t group_peer(const coll::Member& m, bool initiate, uint64_t deadline_ns,
+                          std::shared_ptr<Peer>* out) override;
+  void abandon_peer(Peer& peer, const std::string& reason) override;
+  hmc_status_t copy(void* dst, const void* src, size_t size) override {
+    return devices_.copy(dst, src, size);
+  }
+  bool host_memory(const void* p) override {
+    MemoryLocation loc = devices_.locate(p);
+    return !loc.device || loc.device->is_host();
+  }
   // RegionServices and StagingServices.
   bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns) override {
     return progress_.until(done, deadline_ns);
@@ -188,6 +206,10 @@ class Context final : private RegionServices,
   std::unique_ptr<Regions> regions_;  // made by init
 
   std::unique_ptr<TargetStaging> staging_;  // made by init
+
+  std::unique_ptr<coll::Collectives> collectives_;  // made by init
+  std::mutex group_mutex_;
+  std::map<uint64_t, std::shared_ptr<Peer>> group_peers_;  // by remote context id
 
   bool use_progress_thread_ = true;
 

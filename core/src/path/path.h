@@ -87,6 +87,9 @@ constexpr uint32_t kFeatureIpcOrShared = 1u << 1;
 // Polls net plugins' carried put notifications, orders them with Notify messages and answers
 // those with NotifyAck (peer/notify_order.h).
 constexpr uint32_t kFeatureCarriedNotify = 1u << 2;
+// Not a feature but a mark of this one connection: it carries collectives (coll/), and the
+// acceptor hands it to its communicators rather than to the application's hmc_accept.
+constexpr uint32_t kFeatureGroupLink = 1u << 3;
 
 struct Choice {
   std::string plugin;

@@ -178,7 +178,7 @@ std::shared_ptr<Peer> PeerConnector::make_peer(std::unique_ptr<control::Channel>
 }
 
 hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms,
-                                    std::shared_ptr<Peer>* out) {
+                                    std::shared_ptr<Peer>* out, bool group_link) {
   uint64_t deadline = deadline_after(timeout_ms);
   control::Fd fd;
   bool local = !addr.unix_name.empty() && (addr.tcp_port == 0 || addr.host_id == s_.caps.host_id);
@@ -198,6 +198,7 @@ hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms,
   ch->set_peer_name(fmt::format("{} ({})", peer_name(theirs), where));
 
   path::Capabilities mine_caps = capabilities(path::CalibrationMode::Measure, nullptr);
+  if (group_link) mine_caps.features |= path::kFeatureGroupLink;
   control::Writer w;
   msg::encode_caps(mine_caps, &w);
   if ((st = ch->send_wait(control::MsgType::Caps, w, deadline)) != HMC_SUCCESS) return st;

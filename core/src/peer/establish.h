@@ -47,7 +47,9 @@ class PeerConnector {
   PeerConnector(EstablishServices& services, Settings settings)
       : services_(services), s_(std::move(settings)) {}
 
-  hmc_status_t connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out);
+  // group_link: the connection is for collectives (path::kFeatureGroupLink in the Caps sent).
+  hmc_status_t connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out,
+                       bool group_link = false);
 
   // One incoming connector, from accept(2) to a finished peer: hello (and token challenge),
   // capabilities, path choice, data endpoint. Advanced by advance() without ever waiting, so

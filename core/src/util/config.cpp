@@ -58,6 +58,14 @@ const std::vector<ConfigVar>& core_config_vars() {
        "measure each device plugin's copy rates (device to host, host to device, device to device; a few milliseconds) at the first connect or accept, for choosing how device memory crosses to a peer; plugins that declare a copy bandwidth are not measured (0: declared or default figures)", "core"},
       {"HMC_STAGE_POOL_BYTES", ConfigType::Size, "64M",
        "most pinned host memory the context's staging buffers take, shared by all peers; at least one chunk", "core"},
+      {"HMC_RANK", ConfigType::Int, "-1",
+       "this process's rank for hmc_comm_create when its options give none; -1: the launcher's (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)", "core"},
+      {"HMC_WORLD_SIZE", ConfigType::Int, "0",
+       "the communicator's size for hmc_comm_create when its options give none; 0: the launcher's (WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE)", "core"},
+      {"HMC_RENDEZVOUS", ConfigType::String, "",
+       "where the ranks of hmc_comm_create meet, tcp://host:port (rank 0 hosts the store there); empty: tcp://MASTER_ADDR:MASTER_PORT", "core"},
+      {"HMC_COLL_ALGO", ConfigType::String, "",
+       "force the collectives' algorithm where it applies: ring, recursive_doubling, pairwise, tree or linear; empty: chosen by size", "core"},
   };
   return vars;
 }

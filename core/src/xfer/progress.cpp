@@ -88,6 +88,12 @@ bool Progress::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) 
 }
 
 bool Progress::pass(bool control) {
+  bool busy = pass_peers(control);
+  if (settings_.collectives) busy |= settings_.collectives->progress();
+  return busy;
+}
+
+bool Progress::pass_peers(bool control) {
   bool busy = false;
   std::lock_guard<std::mutex> plock(w_.peers_mutex);
   for (auto& net : w_.nets) {

@@ -30,6 +30,16 @@ class TargetStaging;
 class Transfers;
 struct Peer;
 
+// A subsystem above this layer that moves along with every pass (coll/collectives.h), after the
+// peers, with no lock held.
+class PassClient {
+ public:
+  virtual bool progress() = 0;
+
+ protected:
+  virtual ~PassClient() = default;
+};
+
 class Progress {
  public:
   // What the context owns and a pass reads: the peer list (under peers_mutex, which every pass
@@ -49,6 +59,7 @@ class Progress {
     IncomingPeers* incoming = nullptr;  // connectors in setup, driven by the thread
     int timeout_ms = 30000;             // HMC_TIMEOUT_MS
     int heartbeat_ms = 1000;            // HMC_HEARTBEAT_MS
+    PassClient* collectives = nullptr;  // moved along after the peers
   };
   explicit Progress(const Wiring& w) : w_(w) {}
   ~Progress() { stop(); }
@@ -71,6 +82,8 @@ class Progress {
   void wake();
 
  private:
+  // The pass over plugins, requests and control channels (peers mutex held).
+  bool pass_peers(bool control);
   // Reads and handles the peer's control messages, sends heartbeats, checks liveness.
   bool service_control(const std::shared_ptr<Peer>& peer, uint64_t now);
   void thread_main();

@@ -21,7 +21,8 @@ class Context;
 class FramedTransfer;
 struct Peer;
 
-enum class Op { Send, Recv, Put, Get };
+// Coll: a collective (coll/executor.h), with no peer of its own; it ends when its executor says.
+enum class Op { Send, Recv, Put, Get, Coll };
 const char* op_name(Op op);
 
 // Laid out for the path of every message: what posting, testing and ending a request read sits

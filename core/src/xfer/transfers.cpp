@@ -24,6 +24,7 @@ const char* op_name(Op op) {
     case Op::Recv: return "recv";
     case Op::Put: return "put";
     case Op::Get: return "get";
+    case Op::Coll: return "collective";
   }
   return "?";
 }
@@ -494,6 +495,9 @@ HMC_HOT bool Transfers::poll_until(Pred pred, int timeout_ms, Request* fast) {
 
 HMC_HOT hmc_status_t Transfers::wait(Request* req, int timeout_ms, size_t* bytes) {
   bool done = poll_until([&] { return req->done.load(std::memory_order_acquire); }, timeout_ms, req);
+  if (!done && !req->peer)
+    return fail(HMC_ERR_TIMEOUT, "hmc_request_wait: the {} still running after {} ms",
+                op_name(req->op), resolve_timeout(timeout_ms));
   if (!done)
     return fail(HMC_ERR_TIMEOUT, "hmc_request_wait: {} of {} bytes with {} still running after "
                 "{} ms", op_name(req->op), req->size, req->peer->name, resolve_timeout(timeout_ms));
@@ -503,6 +507,9 @@ HMC_HOT hmc_status_t Transfers::wait(Request* req, int timeout_ms, size_t* bytes
 }
 
 hmc_status_t Transfers::cancel(Request* req) {
+  if (!req->peer)
+    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: a {} cannot be cancelled; it will end "
+                "normally", op_name(req->op));
   Peer& peer = *req->peer;
   std::lock_guard<std::mutex> lock(peer.net->mutex());
   if (req->framed && !req->done.load(std::memory_order_acquire)) {

@@ -1,0 +1,394 @@
+#include "coll/algorithms.h"
+
+#include <algorithm>
+
+namespace hmc::coll {
+
+namespace {
+
+constexpr uint64_t kSmallAllReduceBytes = 64 * 1024;
+
+Action send(int peer, Buffer b, uint64_t off, uint64_t bytes) {
+  Action a;
+  a.kind = ActionKind::Send;
+  a.peer = peer;
+  a.src = {b, off};
+  a.bytes = bytes;
+  return a;
+}
+
+Action recv(int peer, Buffer b, uint64_t off, uint64_t bytes, bool reduce = false) {
+  Action a;
+  a.kind = reduce ? ActionKind::RecvReduce : ActionKind::Recv;
+  a.peer = peer;
+  a.dst = {b, off};
+  a.bytes = bytes;
+  return a;
+}
+
+Action copy(Buffer sb, uint64_t so, Buffer db, uint64_t dof, uint64_t bytes) {
+  Action a;
+  a.kind = ActionKind::Copy;
+  a.src = {sb, so};
+  a.dst = {db, dof};
+  a.bytes = bytes;
+  return a;
+}
+
+// Appends a in a new step, or in the last one when `same` (actions of one step run together).
+// Zero-byte transfers are left out: both sides of a pair compute the same sizes, so both omit
+// them.
+void add(Schedule& s, const Action& a) {
+  if (a.bytes == 0) return;
+  s.steps.back().actions.push_back(a);
+}
+void next_step(Schedule& s) {
+  s.steps.emplace_back();
+}
+
+int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
+
+// Block i of `count` elements cut into n nearly equal blocks (the first count % n one larger).
+void block(uint64_t count, int n, int i, uint64_t* first, uint64_t* len) {
+  uint64_t base = count / uint64_t(n), rem = count % uint64_t(n);
+  *first = uint64_t(i) * base + std::min<uint64_t>(uint64_t(i), rem);
+  *len = base + (uint64_t(i) < rem ? 1 : 0);
+}
+
+// Dissemination: in step k each rank signals the one 2^k ahead and hears from the one 2^k
+// behind; after ceil(log2 n) steps every rank has heard, indirectly, from every other.
+Schedule barrier(const GroupShape& g, int r) {
+  Schedule s;
+  s.algorithm = "dissemination";
+  s.scratch_bytes = 2;
+  for (int dist = 1; dist < g.size; dist <<= 1) {
+    next_step(s);
+    add(s, send(mod(r + dist, g.size), Buffer::Scratch, 0, 1));
+    add(s, recv(mod(r - dist, g.size), Buffer::Scratch, 1, 1));
+  }
+  return s;
+}
+
+Schedule broadcast(const CollArgs& a, const GroupShape& g, int r, Algorithm algo) {
+  Schedule s;
+  uint64_t bytes = a.count * dtype_size(a.dtype);
+  int n = g.size;
+  if (algo == Algorithm::Linear) {
+    s.algorithm = "linear";
+    next_step(s);
+    for (int p = 0; p < n; ++p) {
+      if (p == a.root) continue;
+      if (r == a.root)
+        add(s, send(p, Buffer::Output, 0, bytes));
+      else if (r == p)
+        add(s, recv(a.root, Buffer::Output, 0, bytes));
+    }
+    return s;
+  }
+  // Binomial tree over ranks renumbered so that the root is 0: in step k the 2^k ranks that
+  // have the data send it 2^k further.
+  s.algorithm = "tree";
+  int v = mod(r - a.root, n);
+  for (int mask = 1; mask < n; mask <<= 1) {
+    next_step(s);
+    if (v < mask && v + mask < n)
+      add(s, send(mod(v + mask + a.root, n), Buffer::Output, 0, bytes));
+    else if (v >= mask && v < 2 * mask)
+      add(s, recv(mod(v - mask + a.root, n), Buffer::Output, 0, bytes));
+  }
+  return s;
+}
+
+// Ring: in step s each rank passes on the block it got in the step before.
+Schedule all_gather(const CollArgs& a, const GroupShape& g, int r) {
+  Schedule s;
+  s.algorithm = "ring";
+  uint64_t b = a.count * dtype_size(a.dtype);
+  int n = g.size;
+  next_step(s);
+  if (!a.in_place) add(s, copy(Buffer::Input, 0, Buffer::Output, uint64_t(r) * b, b));
+  for (int step = 1; step < n; ++step) {
+    next_step(s);
+    int out = mod(r - step + 1, n), in = mod(r - step, n);
+    add(s, send(mod(r + 1, n), Buffer::Output, uint64_t(out) * b, b));
+    add(s, recv(mod(r - 1, n), Buffer::Output, uint64_t(in) * b, b));
+  }
+  return s;
+}
+
+// Pairwise exchange: in step s rank r sends to r+s and receives from r-s, so that every rank
+// talks to one peer at a time in each direction.
+Schedule all_to_all(const CollArgs& a, const GroupShape& g, int r) {
+  Schedule s;
+  s.algorithm = "pairwise";
+  size_t es = dtype_size(a.dtype);
+  int n = g.size;
+  bool v = a.kind == CollKind::AllToAllV;
+  auto sent = [&](int p, uint64_t* off, uint64_t* len) {
+    *off = (v ? a.send_displs[p] : uint64_t(p) * a.count) * es;
+    *len = (v ? a.send_counts[p] : a.count) * es;
+  };
+  auto got = [&](int p, uint64_t* off, uint64_t* len) {
+    *off = (v ? a.recv_displs[p] : uint64_t(p) * a.count) * es;
+    *len = (v ? a.recv_counts[p] : a.count) * es;
+  };
+  uint64_t so, sl, ro, rl;
+  next_step(s);
+  sent(r, &so, &sl);
+  got(r, &ro, &rl);
+  add(s, copy(Buffer::Input, so, Buffer::Output, ro, std::min(sl, rl)));
+  for (int step = 1; step < n; ++step) {
+    next_step(s);
+    int to = mod(r + step, n), from = mod(r - step, n);
+    sent(to, &so, &sl);
+    got(from, &ro, &rl);
+    add(s, send(to, Buffer::Input, so, sl));
+    add(s, recv(from, Buffer::Output, ro, rl));
+  }
+  return s;
+}
+
+// Ring reduce-scatter over `buf` cut into n blocks (block i at offsets(i)): in step s rank r
+// sends its partial block r-s and reduces block r-s-1 from its left neighbour; after n-1 steps
+// block r holds every rank's contribution.
+template <typename Offsets>
+void ring_reduce_scatter(Schedule& s, Buffer buf, int n, int r, Offsets offsets) {
+  for (int step = 1; step < n; ++step) {
+    next_step(s);
+    uint64_t off, len;
+    offsets(mod(r - step, n), &off, &len);
+    add(s, send(mod(r + 1, n), buf, off, len));
+    offsets(mod(r - step - 1, n), &off, &len);
+    add(s, recv(mod(r - 1, n), buf, off, len, true));
+  }
+}
+
+Schedule reduce_scatter(const CollArgs& a, const GroupShape& g, int r) {
+  Schedule s;
+  s.algorithm = "ring";
+  size_t es = dtype_size(a.dtype);
+  uint64_t b = a.count * es;
+  int n = g.size;
+  // The caller's send buffer is not to be written: the partial sums live in scratch.
+  s.scratch_bytes = b * uint64_t(n);
+  next_step(s);
+  add(s, copy(Buffer::Input, 0, Buffer::Scratch, 0, s.scratch_bytes));
+  ring_reduce_scatter(s, Buffer::Scratch, n, r, [&](int i, uint64_t* off, uint64_t* len) {
+    *off = uint64_t(i) * b;
+    *len = b;
+  });
+  next_step(s);
+  add(s, copy(Buffer::Scratch, uint64_t(r) * b, Buffer::Output, 0, b));
+  s.divide_by_size = a.op == HMC_OP_AVG;
+  return s;
+}
+
+// Ring all-reduce: a reduce-scatter then an all-gather of the reduced blocks, in Output.
+Schedule all_reduce_ring(const CollArgs& a, const GroupShape& g, int r) {
+  Schedule s;
+  s.algorithm = "ring";
+  size_t es = dtype_size(a.dtype);
+  int n = g.size;
+  auto offsets = [&](int i, uint64_t* off, uint64_t* len) {
+    block(a.count, n, i, off, len);
+    *off *= es;
+    *len *= es;
+  };
+  next_step(s);
+  if (!a.in_place) add(s, copy(Buffer::Input, 0, Buffer::Output, 0, a.count * es));
+  ring_reduce_scatter(s, Buffer::Output, n, r, offsets);
+  for (int step = 1; step < n; ++step) {
+    next_step(s);
+    uint64_t off, len;
+    offsets(mod(r - step + 1, n), &off, &len);
+    add(s, send(mod(r + 1, n), Buffer::Output, off, len));
+    offsets(mod(r - step, n), &off, &len);
+    add(s, recv(mod(r - 1, n), Buffer::Output, off, len));
+  }
+  s.divide_by_size = a.op == HMC_OP_AVG;
+  return s;
+}
+
+// Recursive doubling: log2 steps, each exchanging the whole vector with the partner across one
+// bit. With n not a power of two, the first 2*(n - p) ranks pair up first (p the largest power of
+// two below n): the even one of each pair hands its data to the odd one and sits out, getting the
+// result back at the end. Every rank has the same steps, so that step numbers match.
+Schedule all_reduce_doubling(const CollArgs& a, const GroupShape& g, int r) {
+  Schedule s;
+  s.algorithm = "recursive_doubling";
+  uint64_t bytes = a.count * dtype_size(a.dtype);
+  int n = g.size;
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  int extra = n - p;
+  next_step(s);
+  if (!a.in_place) add(s, copy(Buffer::Input, 0, Buffer::Output, 0, bytes));
+  int v;  // rank among the p that take part in the doubling, -1 for one sitting out
+  if (r < 2 * extra)
+    v = (r % 2) ? r / 2 : -1;
+  else
+    v = r - extra;
+  auto real = [&](int vr) { return vr < extra ? vr * 2 + 1 : vr + extra; };
+  if (extra > 0) {
+    next_step(s);
+    if (r < 2 * extra) {
+      if (v < 0)
+        add(s, send(r + 1, Buffer::Output, 0, bytes));
+      else
+        add(s, recv(r - 1, Buffer::Output, 0, bytes, true));
+    }
+  }
+  for (int mask = 1; mask < p; mask <<= 1) {
+    next_step(s);
+    if (v < 0) continue;
+    int partner = real(v ^ mask);
+    add(s, send(partner, Buffer::Output, 0, bytes));
+    add(s, recv(partner, Buffer::Output, 0, bytes, true));
+  }
+  if (extra > 0) {
+    next_step(s);
+    if (r < 2 * extra) {
+      if (v < 0)
+        add(s, recv(r + 1, Buffer::Output, 0, bytes));
+      else
+        add(s, send(r - 1, Buffer::Output, 0, bytes));
+    }
+  }
+  s.divide_by_size = a.op == HMC_OP_AVG;
+  return s;
+}
+
+
+Schedule all_reduce_flat(const CollArgs& a, const GroupShape& g, int r, Algorithm algo) {
+  bool ring = algo == Algorithm::Ring;
+  if (algo != Algorithm::Ring && algo != Algorithm::RecursiveDoubling)
+    ring = a.count * dtype_size(a.dtype) > kSmallAllReduceBytes && a.count >= uint64_t(g.size);
+  return ring ? all_reduce_ring(a, g, r) : all_reduce_doubling(a, g, r);
+}
+
+// The ranks of each host, hosts in order of their first rank; empty when the shape does not say.
+std::vector<std::vector<int>> ranks_by_host(const GroupShape& g) {
+  std::vector<std::vector<int>> hosts;
+  if (int(g.host_of_rank.size()) != g.size) return hosts;
+  std::vector<int> index;  // host id -> position in hosts
+  for (int k = 0; k < g.size; ++k) {
+    int h = g.host_of_rank[size_t(k)];
+    if (h < 0) return {};
+    if (size_t(h) >= index.size()) index.resize(size_t(h) + 1, -1);
+    if (index[size_t(h)] < 0) {
+      index[size_t(h)] = int(hosts.size());
+      hosts.emplace_back();
+    }
+    hosts[size_t(index[size_t(h)])].push_back(k);
+  }
+  return hosts;
+}
+
+// Hierarchical: the ranks of each host reduce into their host's leader (its first rank), the
+// leaders all-reduce among themselves (ring or recursive doubling by size), and each leader
+// hands the result back to its host's ranks. Only leaders cross hosts, once each way.
+Schedule all_reduce_hierarchical(const CollArgs& a, const GroupShape& g, int r) {
+  auto hosts = ranks_by_host(g);
+  if (hosts.empty()) return all_reduce_flat(a, g, r, Algorithm::Auto);
+  Schedule s;
+  s.algorithm = "hierarchical";
+  uint64_t bytes = a.count * dtype_size(a.dtype);
+  int mine = 0;
+  for (size_t h = 0; h < hosts.size(); ++h)
+    for (int k : hosts[h])
+      if (k == r) mine = int(h);
+  const std::vector<int>& local = hosts[size_t(mine)];
+  int leader = local[0];
+  next_step(s);
+  if (!a.in_place) add(s, copy(Buffer::Input, 0, Buffer::Output, 0, bytes));
+  next_step(s);
+  for (size_t i = 1; i < local.size(); ++i) {
+    if (r == leader) add(s, recv(local[i], Buffer::Output, 0, bytes, true));
+    else if (r == local[i]) add(s, send(leader, Buffer::Output, 0, bytes));
+  }
+  // Every rank gets the leaders' steps (non-leaders as empty ones), so that step numbers match.
+  GroupShape leaders;
+  leaders.size = int(hosts.size());
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    leaders.host_of_rank.push_back(int(h));
+    leaders.vendor_of_rank.push_back(
+        g.vendor_of_rank.size() == size_t(g.size) ? g.vendor_of_rank[size_t(hosts[h][0])] : "");
+  }
+  CollArgs across = a;
+  across.in_place = true;
+  Schedule inner = all_reduce_flat(across, leaders, mine, Algorithm::Auto);
+  for (Step& step : inner.steps) {
+    next_step(s);
+    if (r != leader) continue;
+    for (Action act : step.actions) {
+      if (act.peer >= 0) act.peer = hosts[size_t(act.peer)][0];
+      add(s, act);
+    }
+  }
+  next_step(s);
+  for (size_t i = 1; i < local.size(); ++i) {
+    if (r == leader) add(s, send(local[i], Buffer::Output, 0, bytes));
+    else if (r == local[i]) add(s, recv(leader, Buffer::Output, 0, bytes));
+  }
+  s.divide_by_size = a.op == HMC_OP_AVG;
+  return s;
+}
+
+}  // namespace
+
+const char* algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::Auto: return "auto";
+    case Algorithm::Ring: return "ring";
+    case Algorithm::RecursiveDoubling: return "recursive_doubling";
+    case Algorithm::RecursiveHalving: return "recursive_halving";
+    case Algorithm::Pairwise: return "pairwise";
+    case Algorithm::Linear: return "linear";
+    case Algorithm::Tree: return "tree";
+    case Algorithm::Hierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+bool parse_algorithm(const std::string& name, Algorithm* out) {
+  for (Algorithm a :
+       {Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling, Algorithm::RecursiveHalving,
+        Algorithm::Pairwise, Algorithm::Linear, Algorithm::Tree, Algorithm::Hierarchical}) {
+    if (name == algorithm_name(a)) {
+      *out = a;
+      return true;
+    }
+  }
+  if (name.empty()) {
+    *out = Algorithm::Auto;
+    return true;
+  }
+  return false;
+}
+
+Schedule make_schedule(const CollArgs& args, const GroupShape& shape, int rank, Algorithm algo) {
+  // A forced algorithm that does not apply to this collective falls back to the choice by size
+  // (one HMC_COLL_ALGO can then be set for a whole run).
+  switch (args.kind) {
+    case CollKind::Barrier: return barrier(shape, rank);
+    case CollKind::Broadcast:
+      return broadcast(args, shape, rank, algo == Algorithm::Linear ? algo : Algorithm::Tree);
+    case CollKind::AllGather: return all_gather(args, shape, rank);
+    case CollKind::AllToAll:
+    case CollKind::AllToAllV: return all_to_all(args, shape, rank);
+    case CollKind::ReduceScatter: return reduce_scatter(args, shape, rank);
+    case CollKind::AllReduce: {
+      // Across hosts with several ranks on some, the hierarchy unless an algorithm is forced.
+      auto hosts = ranks_by_host(shape);
+      bool spans = hosts.size() > 1 && hosts.size() < size_t(shape.size);
+      if (algo == Algorithm::Hierarchical || (algo == Algorithm::Auto && spans))
+        return all_reduce_hierarchical(args, shape, rank);
+      return all_reduce_flat(args, shape, rank, algo);
+    }
+  }
+  return {};
+}
+
+}  // namespace hmc::coll

@@ -1,0 +1,68 @@
+// Collectives: the subsystem that owns the communicators of a context and the collectives
+// running on them (coll/executor.h), moved along by every progress pass. Connections come from
+// the context (CollServices): one per pair of contexts, shared by their communicators, made the
+// first time a collective needs the pair, in the calling thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "coll/algorithms.h"
+#include "coll/comm.h"
+#include "coll/executor.h"
+#include "util/config.h"
+#include "xfer/progress.h"
+
+namespace hmc {
+class Context;
+class Transfers;
+}  // namespace hmc
+
+namespace hmc::coll {
+
+class Collectives final : public PassClient {
+ public:
+  struct Settings {
+    Context* owner = nullptr;            // stamped on requests
+    int timeout_ms = 30000;              // HMC_TIMEOUT_MS
+    Algorithm forced = Algorithm::Auto;  // HMC_COLL_ALGO
+    Member self;                         // this context as other ranks see it
+  };
+  Collectives(Transfers& transfers, CollServices& services, Settings settings)
+      : transfers_(transfers), services_(services), s_(std::move(settings)) {}
+  ~Collectives() override;
+
+  // hmc_comm_create: joins at the rendezvous; blocks until every rank did or the timeout.
+  hmc_status_t create(const Config& config, const hmc_comm_options_t* opts, Communicator** out);
+  // Refused (HMC_ERR_INVALID_ARGUMENT) while collectives run on it.
+  hmc_status_t destroy(Communicator* comm);
+  // hmc_comm_split: collective over comm; *out null for a negative color.
+  hmc_status_t split(Communicator* comm, int color, int key, Communicator** out);
+  // Starts a collective whose arguments the API checked. `what` names it in messages.
+  hmc_status_t post(Communicator* comm, const CollArgs& args, const void* input, void* output,
+                    uint64_t output_elements, const char* what, Request** out);
+
+  // PassClient: moves running collectives along (from any thread; one at a time).
+  bool progress() override;
+  // Ends every running collective with HMC_ERR_CANCELLED (the context is going away).
+  void shutdown();
+
+ private:
+  std::shared_ptr<Communicator> find(Communicator* comm);
+  // Connects every peer the schedule names that is not connected yet.
+  hmc_status_t connect_peers(Communicator& comm, const Schedule& schedule, const char* what);
+  hmc_status_t adopt(std::shared_ptr<Communicator> comm, Communicator** out);
+
+  Transfers& transfers_;
+  CollServices& services_;
+  const Settings s_;
+  std::mutex mutex_;  // comms_, running_, and every Communicator's guarded fields
+  std::vector<std::shared_ptr<Communicator>> comms_;
+  std::vector<std::unique_ptr<Execution>> running_;
+  std::atomic<int> active_{0};  // running_.size(), read without the lock
+};
+
+}  // namespace hmc::coll

@@ -1,0 +1,46 @@
+// A communicator: a group of ranks, what each rank knows of the others (their addresses, hosts
+// and device vendors: the group's shape) and the peers this rank has connected to so far.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coll/algorithms.h"
+#include "peer/peer.h"
+
+namespace hmc {
+class Context;
+}
+
+namespace hmc::coll {
+
+// One rank as every other rank knows it.
+struct Member {
+  std::vector<uint8_t> address;  // its context's address blob (peer/address.h)
+  uint64_t context_id = 0;
+  int32_t pid = 0;
+  std::string host_id;  // equal for ranks on one host
+  std::string vendor;   // its first device plugin ("cuda"), "host" without one
+};
+
+struct Communicator {
+  Context* owner = nullptr;
+  uint64_t id = 0;  // the same on every rank; a split derives its children's from it
+  int rank = 0;
+  int size = 0;
+  std::vector<Member> members;  // by rank
+  GroupShape shape;
+  // Guarded by the owning Collectives' mutex.
+  std::vector<std::shared_ptr<Peer>> peers;  // by rank; null until first needed
+  uint32_t next_seq = 0;                     // collectives posted so far
+  uint32_t splits = 0;                       // splits made so far
+  int running = 0;                           // collectives not yet ended
+  std::string broken;                        // why it can no longer be used; "" while it can
+};
+
+// The shape of a group from its members: hosts numbered in order of first appearance.
+GroupShape shape_of(const std::vector<Member>& members);
+
+}  // namespace hmc::coll

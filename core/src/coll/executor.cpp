@@ -1,0 +1,256 @@
+#include "coll/executor.h"
+
+#include <cstring>
+
+#include "coll/reduce.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "xfer/transfers.h"
+
+namespace hmc::coll {
+
+uint64_t coll_tag(uint64_t comm_id, uint32_t seq, uint32_t step, uint32_t pos) {
+  uint64_t comm = (comm_id ^ (comm_id >> 16) ^ (comm_id >> 32) ^ (comm_id >> 48)) &
+                  ((uint64_t(1) << kTagCommBits) - 1);
+  uint64_t t = comm;
+  t = t << kTagSeqBits | (seq & ((uint64_t(1) << kTagSeqBits) - 1));
+  t = t << kTagStepBits | step;
+  t = t << kTagPosBits | pos;
+  return kCollTagBit | t;
+}
+
+Execution::Execution(Transfers& transfers, CollServices& services,
+                     std::shared_ptr<Communicator> comm, Schedule schedule, const CollArgs& args,
+                     const Buffers& buffers, uint32_t seq, Request* req, std::string what)
+    : transfers_(transfers),
+      services_(services),
+      comm_(std::move(comm)),
+      schedule_(std::move(schedule)),
+      args_(args),
+      buffers_(buffers),
+      seq_(seq),
+      req_(req),
+      what_(std::move(what)),
+      scratch_(schedule_.scratch_bytes) {
+  input_host_ = !buffers_.input || services_.host_memory(buffers_.input);
+  output_host_ = !buffers_.output || services_.host_memory(buffers_.output);
+}
+
+Execution::~Execution() {
+  // Only ended executions are destroyed, and those have no transfer outstanding.
+  for (auto& p : posted_)
+    if (p.req) RequestTable::release(p.req);
+}
+
+uint8_t* Execution::at(const Range& r) {
+  switch (r.buffer) {
+    case Buffer::Input:
+      return const_cast<uint8_t*>(static_cast<const uint8_t*>(buffers_.input)) + r.offset;
+    case Buffer::Output: return static_cast<uint8_t*>(buffers_.output) + r.offset;
+    case Buffer::Scratch: return scratch_.data() + r.offset;
+  }
+  return nullptr;
+}
+
+bool Execution::host(Buffer b) const {
+  if (b == Buffer::Input) return input_host_;
+  if (b == Buffer::Output) return output_host_;
+  return true;
+}
+
+hmc_status_t Execution::reduce(uint8_t* dst, Buffer db, const uint8_t* src, uint64_t bytes) {
+  size_t n = bytes / dtype_size(args_.dtype);
+  if (host(db)) return reduce_into(dst, src, n, args_.dtype, args_.op);
+  // Device memory: the host reduces a copy, which then goes back.
+  std::vector<uint8_t> h(bytes);
+  hmc_status_t st = services_.copy(h.data(), dst, bytes);
+  if (st == HMC_SUCCESS) st = reduce_into(h.data(), src, n, args_.dtype, args_.op);
+  if (st == HMC_SUCCESS) st = services_.copy(dst, h.data(), bytes);
+  return st;
+}
+
+hmc_status_t Execution::local(const Action& a) {
+  uint8_t* dst = at(a.dst);
+  uint8_t* src = at(a.src);
+  if (a.kind == ActionKind::Copy) {
+    if (dst == src) return HMC_SUCCESS;
+    if (host(a.dst.buffer) && host(a.src.buffer)) {
+      memmove(dst, src, a.bytes);
+      return HMC_SUCCESS;
+    }
+    return services_.copy(dst, src, a.bytes);
+  }
+  // Reduce: the source goes through host memory when it is on a device.
+  if (host(a.src.buffer)) return reduce(dst, a.dst.buffer, src, a.bytes);
+  std::vector<uint8_t> h(a.bytes);
+  hmc_status_t st = services_.copy(h.data(), src, a.bytes);
+  return st == HMC_SUCCESS ? reduce(dst, a.dst.buffer, h.data(), a.bytes) : st;
+}
+
+hmc_status_t Execution::start_step() {
+  const Step& step = schedule_.steps[step_];
+  posted_.clear();
+  for (const Action& a : step.actions) {
+    if (a.bytes == 0) continue;
+    if (a.kind == ActionKind::Copy || a.kind == ActionKind::Reduce) {
+      hmc_status_t st = local(a);
+      if (st != HMC_SUCCESS)
+        return record_failure(
+            st, fmt::format("{}: step {}: local {}: {}", what_, step_,
+                            a.kind == ActionKind::Copy ? "copy" : "reduction", last_error()));
+    }
+  }
+  // Position of each action among this step's actions with the same peer and direction: the
+  // other side lists its matching ones in the same order.
+  std::vector<uint32_t> sends(size_t(comm_->size), 0), recvs(size_t(comm_->size), 0);
+  for (const Action& a : step.actions) {
+    if (a.bytes == 0 || a.kind == ActionKind::Copy || a.kind == ActionKind::Reduce) continue;
+    bool is_send = a.kind == ActionKind::Send;
+    uint32_t pos = is_send ? sends[size_t(a.peer)]++ : recvs[size_t(a.peer)]++;
+    if (pos >= (1u << kTagPosBits))
+      return record_failure(HMC_ERR_INTERNAL,
+                            fmt::format("{}: step {} has more than {} transfers with rank {}",
+                                        what_, step_, 1u << kTagPosBits, a.peer));
+    // The sender's tag names its own rank's view: the step and position are the same on both
+    // sides, so either side's numbers make the tag.
+    uint64_t tag = coll_tag(comm_->id, seq_, uint32_t(step_), pos);
+    Peer* peer = comm_->peers[size_t(a.peer)].get();
+    Posted p;
+    p.action = &a;
+    hmc_status_t st;
+    if (is_send) {
+      st = transfers_.post_send(peer, at(a.src), a.bytes, tag, &p.req);
+    } else if (a.kind == ActionKind::Recv) {
+      st = transfers_.post_recv(peer, at(a.dst), a.bytes, tag, &p.req);
+    } else {
+      p.received.resize(a.bytes);
+      st = transfers_.post_recv(peer, p.received.data(), a.bytes, tag, &p.req);
+    }
+    if (st != HMC_SUCCESS) {
+      std::string text = last_error();
+      return record_failure(st,
+                            fmt::format("{}: step {}: {} rank {}: {}", what_, step_,
+                                        is_send ? "sending to" : "receiving from", a.peer, text));
+    }
+    posted_.push_back(std::move(p));
+  }
+  step_started_ = true;
+  return HMC_SUCCESS;
+}
+
+hmc_status_t Execution::finish_step() {
+  for (auto& p : posted_) {
+    if (p.action->kind != ActionKind::RecvReduce) continue;
+    hmc_status_t st =
+        reduce(at(p.action->dst), p.action->dst.buffer, p.received.data(), p.action->bytes);
+    if (st != HMC_SUCCESS)
+      return record_failure(st, fmt::format("{}: step {}: reducing what rank {} sent: {}", what_,
+                                            step_, p.action->peer, last_error()));
+  }
+  posted_.clear();
+  step_started_ = false;
+  ++step_;
+  return HMC_SUCCESS;
+}
+
+bool Execution::advance() {
+  if (ended_) return false;
+  bool busy = false;
+  for (;;) {
+    // Collect what ended; a failure waits for the rest to end (it fails the connections, so they
+    // do), then ends the collective.
+    bool all_done = true;
+    for (auto& p : posted_) {
+      if (!p.req) continue;
+      if (!p.req->done.load(std::memory_order_acquire)) {
+        all_done = false;
+        continue;
+      }
+      busy = true;
+      if (p.req->status == HMC_SUCCESS) {
+        if (p.action->kind != ActionKind::Send) received_bytes_ += p.req->bytes;
+      } else if (failure_ == HMC_SUCCESS) {
+        hmc_status_t st = p.req->status;
+        // A transfer cut by a connection dropped on either side (a rank giving up the collective
+        // drops its connections: its pending messages end as refused or aborted here) is a lost
+        // rank to the collective.
+        if (st == HMC_ERR_CANCELLED || st == HMC_ERR_REMOTE) st = HMC_ERR_PEER_LOST;
+        record_failure(
+            st, fmt::format("{}: step {}: {} rank {}: {}", what_, step_,
+                            p.action->kind == ActionKind::Send ? "sending to" : "receiving from",
+                            p.action->peer, p.req->error));
+      }
+      RequestTable::release(p.req);
+      p.req = nullptr;
+    }
+    if (!all_done) return busy;
+    if (failure_ != HMC_SUCCESS) {
+      end(failure_, failure_text_);
+      return true;
+    }
+    if (step_started_ && finish_step() != HMC_SUCCESS) continue;  // (failure_ is set)
+    if (step_ >= schedule_.steps.size()) break;
+    busy = true;
+    if (start_step() != HMC_SUCCESS) continue;
+  }
+  if (schedule_.divide_by_size && buffers_.output_elements) {
+    hmc_status_t st;
+    if (output_host_) {
+      st = finish_average(buffers_.output, buffers_.output_elements, args_.dtype, comm_->size);
+    } else {
+      size_t bytes = buffers_.output_elements * dtype_size(args_.dtype);
+      std::vector<uint8_t> h(bytes);
+      st = services_.copy(h.data(), buffers_.output, bytes);
+      if (st == HMC_SUCCESS)
+        st = finish_average(h.data(), buffers_.output_elements, args_.dtype, comm_->size);
+      if (st == HMC_SUCCESS) st = services_.copy(buffers_.output, h.data(), bytes);
+    }
+    if (st != HMC_SUCCESS) {
+      end(st, fmt::format("{}: the average's division: {}", what_, last_error()));
+      return true;
+    }
+  }
+  end(HMC_SUCCESS, "");
+  return true;
+}
+
+hmc_status_t Execution::record_failure(hmc_status_t status, const std::string& why) {
+  if (failure_ == HMC_SUCCESS) {
+    failure_ = status;
+    failure_text_ = why;
+    set_error(status, why);
+  }
+  // The other ranks may be waiting for this one: dropping the connections ends their waits at
+  // once, with HMC_ERR_PEER_LOST, where a silent rank would hold them for HMC_TIMEOUT_MS.
+  if (comm_->broken.empty()) {
+    comm_->broken = why;
+    HMC_LOG_W("{}; the communicator is unusable from now on", why);
+  }
+  for (auto& peer : comm_->peers)
+    if (peer && !peer->lost) services_.abandon_peer(*peer, why);
+  return status;
+}
+
+void Execution::abort(hmc_status_t status, const std::string& why) {
+  if (ended_) return;
+  record_failure(status, why);
+  // Every transfer this execution posted failed with its connection: release them now.
+  for (auto& p : posted_) {
+    if (p.req && p.req->done.load(std::memory_order_acquire)) {
+      RequestTable::release(p.req);
+      p.req = nullptr;
+    }
+  }
+  end(status, why);
+}
+
+void Execution::end(hmc_status_t status, std::string error) {
+  ended_ = true;
+  --comm_->running;
+  req_->bytes = received_bytes_;
+  req_->status = status;
+  req_->error = std::move(error);
+  req_->done.store(true, std::memory_order_release);
+}
+
+}  // namespace hmc::coll

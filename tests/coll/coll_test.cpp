@@ -1,0 +1,720 @@
+// Communicators and collectives between forked processes on this host. Each rank is a child
+// process with its own context (and its own emulated vendor, or host memory); its verdict comes
+// back through its exit status, what failed through its stderr.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hmc/hmc.h"
+#include "hmc/hmc.hpp"
+
+namespace {
+
+constexpr int kTimeoutMs = 8000;
+
+struct Vendor {
+  const char* name;
+  const char* env;
+  const char* lib;  // relative to FAKEGPU_DIR
+};
+const Vendor kVendors[] = {
+    {"cuda", "HMC_CUDA_LIBRARY", "cuda/libcuda.so.1"},
+    {"hip", "HMC_HIP_LIBRARY", "hip6/libamdhip64.so.6"},
+    {"mlu", "HMC_MLU_LIBRARY", "mlu/libcnrt.so"},
+    {"musa", "HMC_MUSA_LIBRARY", "musa/libmusart.so"},
+};
+
+// One rank's environment: hoststage only, and only its own memory's vendor plugin.
+void set_rank_env(const std::string& mem, const std::string& path) {
+  setenv("HMC_PLUGIN_PATH", HMC_TEST_PLUGIN_DIR, 1);
+  setenv("HMC_NET_PLUGINS", "hoststage", 1);
+  setenv("HMC_PATH", path.c_str(), 1);
+  setenv("HMC_HOSTSTAGE_SHM", path == "hoststage/tcp" ? "0" : "1", 1);
+  setenv("HMC_DEVICE_COPY_CALIBRATE", "0", 1);
+  setenv("HMC_NET_CALIBRATE", "0", 1);
+  setenv("HMC_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1);
+  setenv("HMC_LOG_LEVEL", getenv("COLL_TEST_LOG") ? getenv("COLL_TEST_LOG") : "error", 1);
+  std::string vendor = mem.substr(0, mem.find(':'));
+  std::string plugins = "^cuda,^hip,^mlu,^musa";
+  for (const auto& v : kVendors) {
+    if (vendor == v.name) {
+      plugins = v.name;
+      setenv(v.env, (std::string(FAKEGPU_DIR) + "/" + v.lib).c_str(), 1);
+    } else {
+      unsetenv(v.env);
+    }
+  }
+  setenv("HMC_DEVICE_PLUGINS", plugins.c_str(), 1);
+}
+
+// A free TCP port on loopback for the rendezvous (bound, read, closed: another process could
+// take it in between, which the tests accept).
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Memory of one rank: device memory through hmc, or host memory.
+class Buf {
+ public:
+  Buf(hmc_context_t ctx, const std::string& mem, size_t bytes) : ctx_(ctx), bytes_(bytes) {
+    if (mem == "host") {
+      host_.resize(bytes ? bytes : 1);
+      p_ = host_.data();
+    } else if (hmc_mem_alloc(ctx, mem.c_str(), bytes ? bytes : 1, &p_) != HMC_SUCCESS) {
+      p_ = nullptr;
+    } else {
+      device_ = true;
+    }
+  }
+  ~Buf() {
+    if (device_) hmc_mem_free(ctx_, p_);
+  }
+  void* get() const { return p_; }
+  bool put(const void* src) {
+    return !bytes_ || hmc_mem_copy(ctx_, p_, src, bytes_) == HMC_SUCCESS;
+  }
+  bool take(void* dst) { return !bytes_ || hmc_mem_copy(ctx_, dst, p_, bytes_) == HMC_SUCCESS; }
+
+ private:
+  hmc_context_t ctx_;
+  size_t bytes_;
+  void* p_ = nullptr;
+  bool device_ = false;
+  std::vector<uint8_t> host_;
+};
+
+struct Rank {
+  hmc_context_t ctx;
+  hmc_comm_t comm;
+  int rank, size;
+  std::string mem;
+};
+// A rank's part of a test: "" when every check held, else what failed.
+using Role = std::function<std::string(Rank&)>;
+
+std::string describe(hmc_status_t st) {
+  return std::string(hmc_status_string(st)) + ": " + hmc_last_error();
+}
+
+// req is read only after the call that fills it (a parameter by value could be read before).
+std::string wait(hmc_status_t st, hmc_request_t* req, const char* what) {
+  if (st != HMC_SUCCESS) return std::string(what) + ": " + describe(st);
+  st = hmc_request_wait(*req, 20000, nullptr);
+  if (st != HMC_SUCCESS) return std::string(what) + " (wait): " + describe(st);
+  return "";
+}
+
+struct Launch {
+  Launch(std::vector<std::string> m) : mems(std::move(m)) {}
+  std::vector<std::string> mems;  // per rank
+  std::string path = "hoststage/shm";
+  std::vector<int> ranks;  // the rank each process claims; empty: 0..n-1
+  std::vector<int> sizes;  // the size each process claims; empty: mems.size()
+  int join_timeout_ms = 10000;
+  bool options = true;  // rank, size and rendezvous in the options, else torchrun's
+};
+
+// Runs one process per entry of l.mems; returns what each reported ("" for a pass) or, with
+// `joined` false, the status hmc_comm_create ended with (role then gets no comm).
+std::vector<std::string> run(const Launch& l, const Role& role) {
+  int n = int(l.mems.size());
+  int port = free_port();
+  std::string rdv = "tcp://127.0.0.1:" + std::to_string(port);
+  std::vector<pid_t> pids;
+  std::vector<int> pipes;
+  for (int i = 0; i < n; ++i) {
+    int fds[2];
+    if (pipe(fds) != 0) return {"pipe failed"};
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      set_rank_env(l.mems[size_t(i)], l.path);
+      int rank = l.ranks.empty() ? i : l.ranks[size_t(i)];
+      int size = l.sizes.empty() ? n : l.sizes[size_t(i)];
+      auto report = [&](const std::string& s) {
+        ssize_t w = write(fds[1], s.data(), s.size());
+        (void)w;
+        _exit(s.empty() ? 0 : 1);
+      };
+      hmc_context_t ctx;
+      if (hmc_context_create(nullptr, &ctx) != HMC_SUCCESS)
+        report("context: " + std::string(hmc_last_error()));
+      hmc_comm_options_t o{};
+      o.struct_size = sizeof o;
+      o.rank = -1;
+      o.size = 0;
+      o.timeout_ms = l.join_timeout_ms;
+      if (l.options) {
+        o.rank = rank;
+        o.size = size;
+        o.rendezvous = rdv.c_str();
+      } else {
+        setenv("RANK", std::to_string(rank).c_str(), 1);
+        setenv("WORLD_SIZE", std::to_string(size).c_str(), 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      }
+      hmc_comm_t comm = nullptr;
+      hmc_status_t st = hmc_comm_create(ctx, &o, &comm);
+      Rank r{ctx, comm, rank, size, l.mems[size_t(i)]};
+      std::string verdict;
+      if (st != HMC_SUCCESS) {
+        verdict = "create: " + describe(st);
+      } else {
+        verdict = role(r);
+        if (r.comm && hmc_comm_destroy(r.comm) != HMC_SUCCESS && verdict.empty())
+          verdict = "destroy: " + std::string(hmc_last_error());
+      }
+      hmc_context_destroy(ctx);
+      report(verdict);
+    }
+    close(fds[1]);
+    pids.push_back(pid);
+    pipes.push_back(fds[0]);
+  }
+  std::vector<std::string> out(static_cast<size_t>(n));
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    int status = 0;
+    for (;;) {
+      pid_t r = waitpid(pids[size_t(i)], &status, WNOHANG);
+      if (r == pids[size_t(i)]) break;
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(90)) {
+        kill(pids[size_t(i)], SIGKILL);
+        waitpid(pids[size_t(i)], &status, 0);
+        out[size_t(i)] = "hung (killed after 90 s)";
+        break;
+      }
+      usleep(10000);
+    }
+    char buf[4096];
+    ssize_t got = read(pipes[size_t(i)], buf, sizeof buf);
+    close(pipes[size_t(i)]);
+    if (out[size_t(i)].empty()) {
+      if (got > 0)
+        out[size_t(i)].assign(buf, size_t(got));
+      else if (WIFSIGNALED(status))
+        out[size_t(i)] = "killed by signal " + std::to_string(WTERMSIG(status));
+      else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        out[size_t(i)] = "failed without a word";
+    }
+  }
+  return out;
+}
+
+void expect_all_pass(const std::vector<std::string>& v) {
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i], "") << "rank " << i;
+}
+
+std::vector<std::string> mems_of(int n, const std::vector<std::string>& cycle) {
+  std::vector<std::string> m;
+  for (int i = 0; i < n; ++i) m.push_back(cycle[size_t(i) % cycle.size()]);
+  return m;
+}
+
+int32_t ival(int rank, size_t i) {
+  return int32_t((rank + 1) * 1000 + int(i % 997));
+}
+float fval(int rank, size_t i) {
+  return float(rank + 1) * 0.5f + float(i % 101) * 0.001f;
+}
+
+// All-reduce (sum of int32, exact; sum of float, within tolerance; min and max; average of
+// int64), out of place and in place, for counts from 0 to past the ring's threshold.
+std::string all_reduce_role(Rank& r) {
+  for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(40001)}) {
+    for (bool in_place : {false, true}) {
+      std::vector<int32_t> in(count), out(count);
+      for (size_t i = 0; i < count; ++i) in[i] = ival(r.rank, i);
+      Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
+      if (!send.put(in.data())) return "fill";
+      hmc_request_t req;
+      void* dst = in_place ? send.get() : recv.get();
+      std::string e =
+          wait(hmc_all_reduce(r.comm, send.get(), dst, count, HMC_DTYPE_I32, HMC_OP_SUM, &req),
+               &req, "all_reduce i32");
+      if (!e.empty()) return e;
+      if (!(in_place ? send : recv).take(out.data())) return "read back";
+      for (size_t i = 0; i < count; ++i) {
+        int32_t want = 0;
+        for (int k = 0; k < r.size; ++k) want += ival(k, i);
+        if (out[i] != want)
+          return "all_reduce i32 count " + std::to_string(count) + " element " + std::to_string(i) +
+                 ": " + std::to_string(out[i]) + " != " + std::to_string(want);
+      }
+    }
+  }
+  for (size_t count : {size_t(3), size_t(30000)}) {
+    std::vector<float> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = fval(r.rank, i);
+    Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
+    if (!send.put(in.data())) return "fill";
+    hmc_request_t req;
+    std::string e =
+        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_F32, HMC_OP_SUM, &req),
+             &req, "all_reduce f32");
+    if (!e.empty()) return e;
+    recv.take(out.data());
+    for (size_t i = 0; i < count; ++i) {
+      double want = 0;
+      for (int k = 0; k < r.size; ++k) want += fval(k, i);
+      if (std::fabs(out[i] - want) > 1e-5 * std::fabs(want) + 1e-6)
+        return "all_reduce f32 element " + std::to_string(i) + " off";
+    }
+  }
+  for (hmc_reduce_op_t op : {HMC_OP_MIN, HMC_OP_MAX, HMC_OP_AVG}) {
+    const size_t count = 11;
+    std::vector<int64_t> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = int64_t(r.rank * 3 + int(i)) * (i % 2 ? -1 : 1);
+    hmc_request_t req;
+    std::string e =
+        wait(hmc_all_reduce(r.comm, in.data(), out.data(), count, HMC_DTYPE_I64, op, &req), &req,
+             "all_reduce i64");
+    if (!e.empty()) return e;
+    for (size_t i = 0; i < count; ++i) {
+      int64_t lo = INT64_MAX, hi = INT64_MIN, sum = 0;
+      for (int k = 0; k < r.size; ++k) {
+        int64_t v = int64_t(k * 3 + int(i)) * (i % 2 ? -1 : 1);
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+        sum += v;
+      }
+      int64_t want = op == HMC_OP_MIN ? lo : op == HMC_OP_MAX ? hi : sum / r.size;
+      if (out[i] != want)
+        return "all_reduce i64 op " + std::to_string(int(op)) + " element " + std::to_string(i);
+    }
+  }
+  return "";
+}
+
+std::string gather_scatter_role(Rank& r) {
+  int n = r.size;
+  for (size_t count : {size_t(1), size_t(13), size_t(5000)}) {
+    // all-gather, out of place and in place
+    for (bool in_place : {false, true}) {
+      std::vector<int32_t> mine(count), all(count * size_t(n));
+      for (size_t i = 0; i < count; ++i) mine[i] = ival(r.rank, i);
+      Buf recv(r.ctx, r.mem, all.size() * 4), send(r.ctx, r.mem, count * 4);
+      void* src = send.get();
+      if (in_place) {
+        std::vector<int32_t> init(all.size(), -1);
+        for (size_t i = 0; i < count; ++i) init[size_t(r.rank) * count + i] = mine[i];
+        recv.put(init.data());
+        src = static_cast<int32_t*>(recv.get()) + size_t(r.rank) * count;
+      } else {
+        send.put(mine.data());
+      }
+      hmc_request_t req;
+      std::string e = wait(hmc_all_gather(r.comm, src, recv.get(), count, HMC_DTYPE_I32, &req),
+                           &req, "all_gather");
+      if (!e.empty()) return e;
+      recv.take(all.data());
+      for (int k = 0; k < n; ++k)
+        for (size_t i = 0; i < count; ++i)
+          if (all[size_t(k) * count + i] != ival(k, i))
+            return "all_gather block " + std::to_string(k) + " element " + std::to_string(i);
+    }
+    // reduce-scatter
+    {
+      std::vector<int32_t> in(count * size_t(n)), out(count);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = ival(r.rank, i);
+      Buf send(r.ctx, r.mem, in.size() * 4), recv(r.ctx, r.mem, count * 4);
+      send.put(in.data());
+      hmc_request_t req;
+      std::string e = wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32,
+                                              HMC_OP_SUM, &req),
+                           &req, "reduce_scatter");
+      if (!e.empty()) return e;
+      recv.take(out.data());
+      for (size_t i = 0; i < count; ++i) {
+        int32_t want = 0;
+        for (int k = 0; k < n; ++k) want += ival(k, size_t(r.rank) * count + i);
+        if (out[i] != want) return "reduce_scatter element " + std::to_string(i);
+      }
+    }
+    // all-to-all
+    {
+      std::vector<int32_t> in(count * size_t(n)), out(count * size_t(n));
+      for (size_t i = 0; i < in.size(); ++i) in[i] = ival(r.rank, i);
+      Buf send(r.ctx, r.mem, in.size() * 4), recv(r.ctx, r.mem, out.size() * 4);
+      send.put(in.data());
+      hmc_request_t req;
+      std::string e =
+          wait(hmc_all_to_all(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32, &req), &req,
+               "all_to_all");
+      if (!e.empty()) return e;
+      recv.take(out.data());
+      for (int k = 0; k < n; ++k)
+        for (size_t i = 0; i < count; ++i)
+          if (out[size_t(k) * count + i] != ival(k, size_t(r.rank) * count + i))
+            return "all_to_all from rank " + std::to_string(k) + " element " + std::to_string(i);
+    }
+    // broadcast from the last rank, both algorithms (the second forced through the options of
+    // the environment is per process: the tree is the default)
+    {
+      std::vector<int32_t> v(count);
+      int root = n - 1;
+      for (size_t i = 0; i < count; ++i) v[i] = r.rank == root ? ival(root, i) : 0;
+      Buf buf(r.ctx, r.mem, count * 4);
+      buf.put(v.data());
+      hmc_request_t req;
+      std::string e = wait(hmc_broadcast(r.comm, buf.get(), count, HMC_DTYPE_I32, root, &req), &req,
+                           "broadcast");
+      if (!e.empty()) return e;
+      buf.take(v.data());
+      for (size_t i = 0; i < count; ++i)
+        if (v[i] != ival(root, i)) return "broadcast element " + std::to_string(i);
+    }
+  }
+  hmc_request_t req;
+  return wait(hmc_barrier(r.comm, &req), &req, "barrier");
+}
+
+// All-to-all-v of the MoE shape: rank r sends (r + j) % 3 elements to rank j (zero for some
+// pairs), packed, and receives packed in rank order.
+std::string all_to_allv_role(Rank& r) {
+  int n = r.size;
+  auto cnt = [](int from, int to) { return size_t((from + to) % 3) * 17; };
+  const size_t un = static_cast<size_t>(n);
+  std::vector<size_t> sc(un), sd(un), rc(un), rd(un);
+  size_t st = 0, rt = 0;
+  for (int j = 0; j < n; ++j) {
+    sc[size_t(j)] = cnt(r.rank, j);
+    sd[size_t(j)] = st;
+    st += sc[size_t(j)];
+    rc[size_t(j)] = cnt(j, r.rank);
+    rd[size_t(j)] = rt;
+    rt += rc[size_t(j)];
+  }
+  std::vector<int32_t> in(st), out(rt, -1);
+  for (int j = 0; j < n; ++j)
+    for (size_t i = 0; i < sc[size_t(j)]; ++i)
+      in[sd[size_t(j)] + i] = ival(r.rank, size_t(j) * 1000 + i);
+  Buf send(r.ctx, r.mem, st * 4), recv(r.ctx, r.mem, rt * 4);
+  send.put(in.data());
+  hmc_request_t req;
+  std::string e = wait(hmc_all_to_allv(r.comm, send.get(), sc.data(), sd.data(), recv.get(),
+                                       rc.data(), rd.data(), HMC_DTYPE_I32, &req),
+                       &req, "all_to_allv");
+  if (!e.empty()) return e;
+  recv.take(out.data());
+  for (int j = 0; j < n; ++j)
+    for (size_t i = 0; i < rc[size_t(j)]; ++i)
+      if (out[rd[size_t(j)] + i] != ival(j, size_t(r.rank) * 1000 + i))
+        return "all_to_allv from rank " + std::to_string(j) + " element " + std::to_string(i);
+  return "";
+}
+
+std::string everything_role(Rank& r) {
+  std::string e = all_reduce_role(r);
+  if (e.empty()) e = gather_scatter_role(r);
+  if (e.empty()) e = all_to_allv_role(r);
+  return e;
+}
+
+}  // namespace
+
+TEST(Coll, TwoRanksHost) {
+  expect_all_pass(run({mems_of(2, {"host"})}, everything_role));
+}
+
+TEST(Coll, ThreeRanksOverTcp) {
+  Launch l{mems_of(3, {"host"})};
+  l.path = "hoststage/tcp";
+  expect_all_pass(run(l, everything_role));
+}
+
+TEST(Coll, FiveRanksHost) {
+  expect_all_pass(run({mems_of(5, {"host"})}, everything_role));
+}
+
+// Every rank knows every rank's host and vendor.
+std::string shape_role(Rank& r) {
+  for (int k = 0; k < r.size; ++k) {
+    hmc_comm_member_info_t m{};
+    m.struct_size = sizeof m;
+    hmc_status_t st = hmc_comm_member_info(r.comm, k, &m);
+    if (st != HMC_SUCCESS) return "member_info: " + describe(st);
+    const char* want[] = {"cuda", "hip", "host", "mlu", "musa"};
+    if (m.host != 0 || std::string(m.vendor) != want[k % 5])
+      return "rank " + std::to_string(k) + " is on host " + std::to_string(m.host) + " with " +
+             m.vendor;
+  }
+  hmc_comm_member_info_t m{};
+  m.struct_size = sizeof m;
+  if (hmc_comm_member_info(r.comm, r.size, &m) != HMC_ERR_INVALID_ARGUMENT)
+    return "rank out of range accepted";
+  return everything_role(r);
+}
+
+TEST(Coll, MixedVendors) {
+  expect_all_pass(
+      run({mems_of(5, {"cuda:0", "hip:0", "host", "mlu:0", "musa:0"})}, shape_role));
+}
+
+TEST(Coll, EightRanksAllReduceAndAllToAllV) {
+  expect_all_pass(run({mems_of(8, {"host", "cuda:0"})}, [](Rank& r) {
+    std::string e = all_reduce_role(r);
+    return e.empty() ? all_to_allv_role(r) : e;
+  }));
+}
+
+TEST(Coll, SingleRank) {
+  expect_all_pass(run({mems_of(1, {"host"})}, everything_role));
+}
+
+TEST(Coll, LaunchersVariables) {
+  Launch l{mems_of(3, {"host"})};
+  l.options = false;
+  expect_all_pass(run(l, [](Rank& r) {
+    int rank = -1, size = -1;
+    hmc_comm_rank(r.comm, &rank);
+    hmc_comm_size(r.comm, &size);
+    if (rank != r.rank || size != 3) return std::string("rank or size not the launcher's");
+    return all_to_allv_role(r);
+  }));
+}
+
+TEST(Coll, Split) {
+  expect_all_pass(run({mems_of(5, {"host"})}, [](Rank& r) {
+    hmc_comm_t sub = nullptr;
+    // Even ranks in one group ordered backwards, odd ones in another, rank 4 in none.
+    int color = r.rank == 4 ? HMC_COMM_SPLIT_NONE : r.rank % 2;
+    hmc_status_t st = hmc_comm_split(r.comm, color, -r.rank, &sub);
+    if (st != HMC_SUCCESS) return "split: " + describe(st);
+    if (r.rank == 4) return sub ? std::string("rank 4 got a communicator") : std::string();
+    int rank = -1, size = -1;
+    hmc_comm_rank(sub, &rank);
+    hmc_comm_size(sub, &size);
+    if (size != 2 || rank != 1 - r.rank / 2)
+      return "split rank " + std::to_string(rank) + " size " + std::to_string(size);
+    int64_t mine = r.rank, sum = 0;
+    hmc_request_t req;
+    std::string e = wait(hmc_all_reduce(sub, &mine, &sum, 1, HMC_DTYPE_I64, HMC_OP_SUM, &req), &req,
+                         "all_reduce on the split");
+    if (e.empty() && sum != (r.rank % 2 ? 1 + 3 : 0 + 2)) e = "split sum " + std::to_string(sum);
+    hmc_comm_destroy(sub);
+    return e;
+  }));
+}
+
+TEST(Coll, RankNeverJoins) {
+  Launch l{mems_of(2, {"host"})};
+  l.sizes = {3, 3};
+  l.join_timeout_ms = 1500;
+  auto out = run(l, [](Rank&) { return std::string(); });
+  for (auto& s : out) {
+    EXPECT_NE(s.find("HMC_ERR_TIMEOUT"), std::string::npos) << s;
+    EXPECT_NE(s.find("rank 2 of 3 did not join"), std::string::npos) << s;
+  }
+}
+
+TEST(Coll, RankClaimedTwice) {
+  Launch l{mems_of(3, {"host"})};
+  l.ranks = {0, 1, 1};
+  l.join_timeout_ms = 1500;
+  auto out = run(l, [](Rank&) { return std::string(); });
+  int twice = 0;
+  for (auto& s : out) twice += s.find("is claimed twice") != std::string::npos;
+  EXPECT_EQ(twice, 1) << out[0] << " | " << out[1] << " | " << out[2];
+}
+
+TEST(Coll, SizesDisagree) {
+  Launch l{mems_of(2, {"host"})};
+  l.sizes = {2, 3};
+  l.join_timeout_ms = 3000;
+  auto out = run(l, [](Rank&) { return std::string(); });
+  for (auto& s : out)
+    EXPECT_NE(s.find("HMC_ERR_PROTOCOL: hmc_comm_create: the size disagrees"), std::string::npos)
+        << s;
+}
+
+TEST(Coll, StoreUnreachable) {
+  Launch l{mems_of(1, {"host"})};
+  l.ranks = {1};
+  l.sizes = {2};
+  l.join_timeout_ms = 500;
+  auto out = run(l, [](Rank&) { return std::string(); });
+  EXPECT_NE(out[0].find("HMC_ERR_SYSTEM"), std::string::npos) << out[0];
+  EXPECT_NE(out[0].find("could not be reached"), std::string::npos) << out[0];
+}
+
+// Rank 2 dies after the barrier that connected every pair; the others' all-reduce ends with
+// HMC_ERR_PEER_LOST well within HMC_TIMEOUT_MS, and no rank hangs.
+TEST(Coll, RankKilledMidCollective) {
+  auto out = run({mems_of(4, {"host"})}, [](Rank& r) {
+    hmc_request_t req;
+    std::string e = wait(hmc_barrier(r.comm, &req), &req, "barrier");
+    if (!e.empty()) return e;
+    if (r.rank == 2) {
+      // Late enough that the others have seen the barrier end (a rank that dies at once can
+      // take messages of the barrier with it), early enough to be mid-all-reduce for them.
+      usleep(1000000);
+      raise(SIGKILL);
+    }
+    std::vector<int32_t> v(100000, 1);
+    auto t0 = std::chrono::steady_clock::now();
+    hmc_status_t st =
+        hmc_all_reduce(r.comm, v.data(), v.data(), v.size(), HMC_DTYPE_I32, HMC_OP_SUM, &req);
+    if (st == HMC_SUCCESS) st = hmc_request_wait(req, 3 * kTimeoutMs, nullptr);
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    if (st != HMC_ERR_PEER_LOST) return "all_reduce ended with " + describe(st);
+    if (ms > kTimeoutMs) return "the loss took " + std::to_string(ms) + " ms";
+    // The communicator is unusable now, and says so.
+    st = hmc_barrier(r.comm, &req);
+    if (st != HMC_ERR_PEER_LOST) return "barrier after the loss: " + describe(st);
+    return std::string();
+  });
+  for (int i = 0; i < 4; ++i) {
+    if (i == 2)
+      EXPECT_EQ(out[size_t(i)], "killed by signal 9");
+    else
+      EXPECT_EQ(out[size_t(i)], "") << "rank " << i;
+  }
+}
+
+TEST(Coll, ArgumentErrors) {
+  expect_all_pass(run({mems_of(1, {"host"})}, [](Rank& r) -> std::string {
+    int32_t a[8] = {0}, b[8] = {0};
+    hmc_request_t req;
+    auto expect = [](hmc_status_t st, hmc_status_t want, const char* what) {
+      return st == want ? std::string() : std::string(what) + ": " + describe(st);
+    };
+    std::string e;
+    if (e.empty())
+      e = expect(hmc_all_reduce(r.comm, a, b, 8, hmc_dtype_t(99), HMC_OP_SUM, &req),
+                 HMC_ERR_INVALID_ARGUMENT, "bad dtype");
+    if (e.empty())
+      e = expect(hmc_all_reduce(r.comm, a, b, 8, HMC_DTYPE_I32, hmc_reduce_op_t(42), &req),
+                 HMC_ERR_INVALID_ARGUMENT, "bad op");
+    if (e.empty())
+      e = expect(hmc_all_reduce(r.comm, nullptr, b, 8, HMC_DTYPE_I32, HMC_OP_SUM, &req),
+                 HMC_ERR_INVALID_ARGUMENT, "NULL send");
+    if (e.empty())
+      e = expect(hmc_all_reduce(r.comm, a, a + 1, 4, HMC_DTYPE_I32, HMC_OP_SUM, &req),
+                 HMC_ERR_INVALID_ARGUMENT, "overlap");
+    if (e.empty())
+      e = expect(hmc_all_to_all(r.comm, a, a, 2, HMC_DTYPE_I32, &req), HMC_ERR_INVALID_ARGUMENT,
+                 "all_to_all in place");
+    if (e.empty())
+      e = expect(hmc_broadcast(r.comm, a, 8, HMC_DTYPE_I32, 1, &req), HMC_ERR_INVALID_ARGUMENT,
+                 "root");
+    if (e.empty())
+      e = expect(
+          hmc_all_to_allv(r.comm, a, nullptr, nullptr, b, nullptr, nullptr, HMC_DTYPE_I32, &req),
+          HMC_ERR_INVALID_ARGUMENT, "NULL counts");
+    if (e.empty()) e = expect(hmc_barrier(nullptr, &req), HMC_ERR_INVALID_ARGUMENT, "NULL comm");
+    if (e.empty())
+      e = expect(hmc_barrier(reinterpret_cast<hmc_comm_t>(a), &req), HMC_ERR_INVALID_HANDLE,
+                 "foreign comm");
+    hmc_comm_options_t o{};
+    o.struct_size = sizeof o;
+    o.rank = 0;
+    o.size = 1;
+    o.rendezvous = "redis://127.0.0.1:6379/x";
+    hmc_comm_t c;
+    if (e.empty()) e = expect(hmc_comm_create(r.ctx, &o, &c), HMC_ERR_NOT_SUPPORTED, "redis");
+    o.rendezvous = "udp://x:1";
+    if (e.empty()) e = expect(hmc_comm_create(r.ctx, &o, &c), HMC_ERR_INVALID_ARGUMENT, "scheme");
+    o.rendezvous = "tcp://127.0.0.1:1";
+    o.rank = 3;
+    o.size = 2;
+    if (e.empty())
+      e = expect(hmc_comm_create(r.ctx, &o, &c), HMC_ERR_INVALID_ARGUMENT, "rank out of range");
+    // A collective in flight keeps the communicator from being destroyed; a rank alone ends
+    // its collectives at once, so the check is that a good call still works after the errors.
+    if (e.empty())
+      e = wait(hmc_all_reduce(r.comm, a, b, 8, HMC_DTYPE_I32, HMC_OP_SUM, &req), &req,
+               "all_reduce");
+    return e;
+  }));
+}
+
+// The C++ wrapper: a split and an all-reduce through hmc::Comm (RAII, exceptions).
+TEST(Coll, CxxWrapper) {
+  expect_all_pass(run({mems_of(3, {"host"})}, [](Rank& r) -> std::string {
+    try {
+      hmc::Comm world(r.comm);
+      hmc::Comm pair = world.split(r.rank < 2 ? 0 : HMC_COMM_SPLIT_NONE, 0);
+      std::string e;
+      if (pair) {
+        int32_t v = r.rank + 1, sum = 0;
+        pair.all_reduce(&v, &sum, 1, HMC_DTYPE_I32, HMC_OP_SUM).wait();
+        if (sum != 3 || pair.size() != 2) e = "sum " + std::to_string(sum);
+      }
+      world.barrier().wait();
+      r.comm = nullptr;  // the wrapper destroys it
+      return e;
+    } catch (const hmc::Error& ex) {
+      return ex.what();
+    }
+  }));
+}
+
+// The application accepts its own peers in a thread while collectives connect: connections for
+// collectives never come out of hmc_accept (the application's accept files them for the
+// communicator), and the application's own peers do.
+TEST(Coll, ApplicationAcceptsAlongside) {
+  expect_all_pass(run({mems_of(2, {"host"})}, [](Rank& r) -> std::string {
+    hmc_peer_t accepted = nullptr;
+    hmc_status_t accept_st = HMC_ERR_INTERNAL;
+    std::thread acceptor([&] { accept_st = hmc_accept(r.ctx, 15000, &accepted); });
+    std::string e;
+    std::vector<uint8_t> mine(HMC_ADDRESS_MAX, 0), all(2 * HMC_ADDRESS_MAX);
+    size_t len = mine.size();
+    hmc_request_t req;
+    if (hmc_address(r.ctx, mine.data(), &len) != HMC_SUCCESS) e = "address";
+    if (e.empty())
+      e = wait(hmc_all_gather(r.comm, mine.data(), all.data(), HMC_ADDRESS_MAX, HMC_DTYPE_U8, &req),
+               &req, "all_gather of addresses");
+    int32_t v = 1, sum = 0;
+    if (e.empty())
+      e = wait(hmc_all_reduce(r.comm, &v, &sum, 1, HMC_DTYPE_I32, HMC_OP_SUM, &req), &req,
+               "all_reduce");
+    if (e.empty() && sum != 2) e = "sum";
+    hmc_peer_t mine_out = nullptr;
+    const uint8_t* other = all.data() + size_t(1 - r.rank) * HMC_ADDRESS_MAX;
+    if (e.empty() && hmc_connect(r.ctx, other, HMC_ADDRESS_MAX, 10000, &mine_out) != HMC_SUCCESS)
+      e = std::string("connect: ") + hmc_last_error();
+    acceptor.join();
+    if (e.empty() && accept_st != HMC_SUCCESS) e = "accept: " + describe(accept_st);
+    if (e.empty()) {
+      // The accepted peer is the other rank's hmc_connect: a message crosses on it.
+      int32_t out = 40 + r.rank, in = 0;
+      hmc_request_t s, q;
+      if (hmc_send(mine_out, &out, 4, 7, &s) != HMC_SUCCESS ||
+          hmc_recv(accepted, &in, 4, 7, &q) != HMC_SUCCESS ||
+          hmc_request_wait(s, 10000, nullptr) != HMC_SUCCESS ||
+          hmc_request_wait(q, 10000, nullptr) != HMC_SUCCESS)
+        e = std::string("message on the application's peers: ") + hmc_last_error();
+      else if (in != 41 - r.rank)
+        e = "got " + std::to_string(in);
+    }
+    return e;
+  }));
+}
