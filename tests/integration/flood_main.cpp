@@ -13,7 +13,9 @@
 //     token=0|1      the Hello's token flag
 //
 // Prints "flood up: N connections" once every kind is connected, and at the end
-// "flood done: N connections made" (every successful connect, repeats included).
+// "flood done: N connections made (M connects refused)": every successful connect, repeats
+// included, and those that failed or took longer than 200 ms (a full backlog; the listener may
+// still have taken some of those).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -22,6 +24,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -55,11 +58,23 @@ struct Target {
   std::string name;  // unix (abstract)
 };
 
-// A connected blocking-connect, then non-blocking socket; -1 when the connect failed.
+// How long one connect may block: a listener whose backlog is full must slow the flood down, not
+// stop it (a TCP connect would otherwise retry its SYN for seconds).
+constexpr int kConnectTimeoutMs = 200;
+
+// A socket with its connect bounded by SO_SNDTIMEO (Linux applies it to connect).
+int bounded_socket(int family) {
+  int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{0, kConnectTimeoutMs * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// A connected, then non-blocking, socket; -1 when the connect failed or timed out.
 int dial(const Target& t) {
   int fd;
   if (t.unix_socket) {
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fd = bounded_socket(AF_UNIX);
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
     memcpy(a.sun_path + 1, t.name.data(), t.name.size());
@@ -69,7 +84,7 @@ int dial(const Target& t) {
       return -1;
     }
   } else {
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fd = bounded_socket(AF_INET);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(t.port);
@@ -81,6 +96,8 @@ int dial(const Target& t) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
+  timeval none{0, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   return fd;
 }

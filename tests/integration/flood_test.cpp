@@ -234,10 +234,12 @@ TEST_P(Flood, RealPeersConnectWhileBadConnectorsCostBoundedResources) {
 
   ExitInfo fe = flood.wait(kFloodHoldMs + kConnectTimeoutMs);
   ASSERT_TRUE(fe.ok()) << "the flooder " << fe.describe();
-  unsigned long long made = 0;
+  unsigned long long made = 0, refused = 0;
   size_t at = fe.output.find("flood done: ");
   ASSERT_NE(at, std::string::npos) << fe.output;
-  made = strtoull(fe.output.c_str() + at + 12, nullptr, 10);
+  ASSERT_EQ(
+      sscanf(fe.output.c_str() + at, "flood done: %llu connections made (%llu", &made, &refused), 2)
+      << fe.output;
 
   // Every bad connector ends: counted, never accepted.
   IncomingStats s{};
@@ -249,7 +251,10 @@ TEST_P(Flood, RealPeersConnectWhileBadConnectorsCostBoundedResources) {
   } while (ms_since(t0) < kHandshakeTimeoutMs + kConnectTimeoutMs);
   EXPECT_EQ(s.pending, 0u);
   EXPECT_EQ(s.accepted, 3u * kRealPeers);
-  EXPECT_EQ(s.failed + s.timed_out + s.dropped, made)
+  // A connect the flooder gave up on may still have reached the listener.
+  EXPECT_GE(s.failed + s.timed_out + s.dropped, made)
+      << "failed " << s.failed << ", timed out " << s.timed_out << ", dropped " << s.dropped;
+  EXPECT_LE(s.failed + s.timed_out + s.dropped, made + refused)
       << "failed " << s.failed << ", timed out " << s.timed_out << ", dropped " << s.dropped;
   EXPECT_GT(s.dropped, 0u) << "the flood never filled HMC_MAX_PENDING_HANDSHAKES";
   EXPECT_NE(s.last_failure[0], '\0');
