@@ -471,8 +471,7 @@ std::string shape_role(Rank& r) {
 }
 
 TEST(Coll, MixedVendors) {
-  expect_all_pass(
-      run({mems_of(5, {"cuda:0", "hip:0", "host", "mlu:0", "musa:0"})}, shape_role));
+  expect_all_pass(run({mems_of(5, {"cuda:0", "hip:0", "host", "mlu:0", "musa:0"})}, shape_role));
 }
 
 TEST(Coll, EightRanksAllReduceAndAllToAllV) {
@@ -716,5 +715,30 @@ TEST(Coll, ApplicationAcceptsAlongside) {
         e = "got " + std::to_string(in);
     }
     return e;
+  }));
+}
+
+// Ranks calling different collectives of the same shape (with 2 ranks an all-gather and an
+// all-to-all each exchange one block in one step) never take each other's messages: both wait,
+// and the receive buffers stay untouched.
+TEST(Coll, DifferentCollectivesDoNotMatch) {
+  expect_all_pass(run({mems_of(2, {"host"})}, [](Rank& r) -> std::string {
+    int32_t send[8] = {1, 2, 3, 4, 5, 6, 7, 8}, recv[8] = {0};
+    int32_t own[4] = {9, 9, 9, 9};
+    hmc_request_t req;
+    hmc_status_t st = r.rank == 0 ? hmc_all_gather(r.comm, own, recv, 4, HMC_DTYPE_I32, &req)
+                                  : hmc_all_to_all(r.comm, send, recv, 4, HMC_DTYPE_I32, &req);
+    if (st != HMC_SUCCESS) return "post: " + describe(st);
+    st = hmc_request_wait(req, 1000, nullptr);
+    if (st != HMC_ERR_TIMEOUT) return "wait ended with " + describe(st);
+    const int32_t* other = recv + (r.rank == 0 ? 4 : 0);
+    for (int i = 0; i < 4; ++i)
+      if (other[i] != 0) return "the other rank's block was written";
+    // Still running: the communicator cannot be destroyed; the context's end cancels it.
+    if (hmc_comm_destroy(r.comm) != HMC_ERR_INVALID_ARGUMENT) return "destroyed while running";
+    r.comm = nullptr;
+    // The other rank may still be checking: its collective would end when this one leaves.
+    usleep(1500000);
+    return std::string();
   }));
 }
