@@ -135,6 +135,7 @@ struct Launch {
   std::vector<int> sizes;  // the size each process claims; empty: mems.size()
   int join_timeout_ms = 10000;
   bool options = true;  // rank, size and rendezvous in the options, else torchrun's
+  std::vector<std::pair<std::string, std::string>> env;  // set in every rank, last
 };
 
 // Runs one process per entry of l.mems; returns what each reported ("" for a pass) or, with
@@ -152,6 +153,7 @@ std::vector<std::string> run(const Launch& l, const Role& role) {
     if (pid == 0) {
       close(fds[0]);
       set_rank_env(l.mems[size_t(i)], l.path);
+      for (const auto& [k, v] : l.env) setenv(k.c_str(), v.c_str(), 1);
       int rank = l.ranks.empty() ? i : l.ranks[size_t(i)];
       int size = l.sizes.empty() ? n : l.sizes[size_t(i)];
       auto report = [&](const std::string& s) {
@@ -742,3 +744,35 @@ TEST(Coll, DifferentCollectivesDoNotMatch) {
     return std::string();
   }));
 }
+
+// The other net plugins' paths, where they were built: {name, HMC_PATH, plugin, variables}.
+struct OtherPath {
+  const char* name;
+  const char* path;
+  const char* plugin;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+class CollPaths : public testing::TestWithParam<OtherPath> {};
+
+TEST_P(CollPaths, ThreeRanksMixedMemory) {
+  const OtherPath& p = GetParam();
+  std::string file = std::string(HMC_TEST_PLUGIN_DIR) + "/libhmc-net-" + p.plugin + ".so";
+  if (access(file.c_str(), F_OK) != 0)
+    GTEST_SKIP() << "net plugin " << p.plugin << " was not built";
+  Launch l{mems_of(3, {"host", "cuda:0", "hip:0"})};
+  l.path = p.path;
+  l.env = p.env;
+  l.env.push_back({"HMC_NET_PLUGINS", p.plugin});
+  expect_all_pass(run(l, everything_role));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, CollPaths,
+    testing::Values(OtherPath{"ucx_tcp",
+                              "ucx/ucx",
+                              "ucx",
+                              {{"HMC_UCX_TLS", "tcp"}, {"HMC_UCX_NET_DEVICES", "lo"}}},
+                    OtherPath{"ucx_shm", "ucx/ucx", "ucx", {{"HMC_UCX_TLS", "posix,cma,self"}}},
+                    OtherPath{"ofi_tcp", "ofi/tcp", "ofi", {{"HMC_OFI_PROVIDER", "tcp"}}},
+                    OtherPath{"ofi_shm", "ofi/shm", "ofi", {{"HMC_OFI_PROVIDER", "shm"}}}),
+    [](const testing::TestParamInfo<OtherPath>& i) { return std::string(i.param.name); });
