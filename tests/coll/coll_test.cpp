@@ -759,6 +759,10 @@ TEST_P(CollPaths, ThreeRanksMixedMemory) {
   std::string file = std::string(HMC_TEST_PLUGIN_DIR) + "/libhmc-net-" + p.plugin + ".so";
   if (access(file.c_str(), F_OK) != 0)
     GTEST_SKIP() << "net plugin " << p.plugin << " was not built";
+  // Collectives' tags have bit 62 set; net-ofi carries its connection slot in bits 60 to 63
+  // and refuses such tags (plugins/net-ofi/README.md) until its tag layout makes room.
+  if (std::string(p.plugin) == "ofi")
+    GTEST_SKIP() << "net-ofi refuses tags at or above 2^60; collectives' tags use bit 62";
   Launch l{mems_of(3, {"host", "cuda:0", "hip:0"})};
   l.path = p.path;
   l.env = p.env;
