@@ -780,3 +780,29 @@ INSTANTIATE_TEST_SUITE_P(
                     OtherPath{"ofi_tcp", "ofi/tcp", "ofi", {{"HMC_OFI_PROVIDER", "tcp"}}},
                     OtherPath{"ofi_shm", "ofi/shm", "ofi", {{"HMC_OFI_PROVIDER", "shm"}}}),
     [](const testing::TestParamInfo<OtherPath>& i) { return std::string(i.param.name); });
+
+// Ranks that disagree on the count: the sizes on the wire show it, and the collective ends with
+// HMC_ERR_PROTOCOL saying so (on the rank that sees it first; the other may see the first one
+// give up, HMC_ERR_PEER_LOST), never with data.
+TEST(Coll, CountsDisagree) {
+  auto out = run({mems_of(2, {"host"})}, [](Rank& r) -> std::string {
+    std::vector<int32_t> send(20, 1), recv(20, 0);
+    size_t count = r.rank == 0 ? 10 : 20;
+    hmc_request_t req;
+    hmc_status_t st =
+        hmc_all_reduce(r.comm, send.data(), recv.data(), count, HMC_DTYPE_I32, HMC_OP_SUM, &req);
+    if (st == HMC_SUCCESS) st = hmc_request_wait(req, 10000, nullptr);
+    std::string verdict = describe(st);
+    // Give the other rank time to see the sizes itself before this one leaves.
+    usleep(500000);
+    return verdict;
+  });
+  int protocol = 0;
+  for (auto& s : out) {
+    bool disagree = s.find("HMC_ERR_PROTOCOL") == 0 &&
+                    s.find("counts (or collectives) disagree") != std::string::npos;
+    protocol += disagree;
+    EXPECT_TRUE(disagree || s.find("HMC_ERR_PEER_LOST") == 0) << s;
+  }
+  EXPECT_GE(protocol, 1);
+}

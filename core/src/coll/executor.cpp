@@ -169,8 +169,19 @@ bool Execution::advance() {
         continue;
       }
       busy = true;
-      if (p.req->status == HMC_SUCCESS) {
-        if (p.action->kind != ActionKind::Send) received_bytes_ += p.req->bytes;
+      bool is_recv = p.action->kind != ActionKind::Send;
+      // A message of another size than the schedule says: the ranks disagree on the counts
+      // (the sizes on the wire are the only view of the other rank's arguments).
+      if (is_recv && failure_ == HMC_SUCCESS &&
+          ((p.req->status == HMC_SUCCESS && p.req->bytes != p.action->bytes) ||
+           p.req->status == HMC_ERR_TRUNCATED)) {
+        record_failure(
+            HMC_ERR_PROTOCOL,
+            fmt::format("{}: step {}: rank {} sent {} bytes where this rank expected {}: "
+                        "the ranks' counts (or collectives) disagree",
+                        what_, step_, p.action->peer, p.req->bytes, p.action->bytes));
+      } else if (p.req->status == HMC_SUCCESS) {
+        if (is_recv) received_bytes_ += p.req->bytes;
       } else if (failure_ == HMC_SUCCESS) {
         hmc_status_t st = p.req->status;
         // A transfer cut by a connection dropped on either side (a rank giving up the collective
