@@ -134,7 +134,9 @@ struct Launch {
   std::vector<int> ranks;  // the rank each process claims; empty: 0..n-1
   std::vector<int> sizes;  // the size each process claims; empty: mems.size()
   int join_timeout_ms = 10000;
-  bool options = true;  // rank, size and rendezvous in the options, else torchrun's
+  // Where rank, size and rendezvous come from: "options", or a launcher's variables ("torchrun",
+  // "slurm", "ompi"; the last two with HMC_RENDEZVOUS, as they give no address), or "hmc".
+  std::string from = "options";
   std::vector<std::pair<std::string, std::string>> env;  // set in every rank, last
 };
 
@@ -161,6 +163,24 @@ std::vector<std::string> run(const Launch& l, const Role& role) {
         (void)w;
         _exit(s.empty() ? 0 : 1);
       };
+      std::string rs = std::to_string(rank), ss = std::to_string(size);
+      // Before the context: it reads the HMC_ variables when it is created.
+      if (l.from == "torchrun") {
+        setenv("RANK", rs.c_str(), 1);
+        setenv("WORLD_SIZE", ss.c_str(), 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      } else if (l.from != "options") {
+        const char* rank_var = l.from == "slurm"  ? "SLURM_PROCID"
+                               : l.from == "ompi" ? "OMPI_COMM_WORLD_RANK"
+                                                  : "HMC_RANK";
+        const char* size_var = l.from == "slurm"  ? "SLURM_NTASKS"
+                               : l.from == "ompi" ? "OMPI_COMM_WORLD_SIZE"
+                                                  : "HMC_WORLD_SIZE";
+        setenv(rank_var, rs.c_str(), 1);
+        setenv(size_var, ss.c_str(), 1);
+        setenv("HMC_RENDEZVOUS", rdv.c_str(), 1);
+      }
       hmc_context_t ctx;
       if (hmc_context_create(nullptr, &ctx) != HMC_SUCCESS)
         report("context: " + std::string(hmc_last_error()));
@@ -169,15 +189,10 @@ std::vector<std::string> run(const Launch& l, const Role& role) {
       o.rank = -1;
       o.size = 0;
       o.timeout_ms = l.join_timeout_ms;
-      if (l.options) {
+      if (l.from == "options") {
         o.rank = rank;
         o.size = size;
         o.rendezvous = rdv.c_str();
-      } else {
-        setenv("RANK", std::to_string(rank).c_str(), 1);
-        setenv("WORLD_SIZE", std::to_string(size).c_str(), 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       }
       hmc_comm_t comm = nullptr;
       hmc_status_t st = hmc_comm_create(ctx, &o, &comm);
@@ -488,15 +503,18 @@ TEST(Coll, SingleRank) {
 }
 
 TEST(Coll, LaunchersVariables) {
-  Launch l{mems_of(3, {"host"})};
-  l.options = false;
-  expect_all_pass(run(l, [](Rank& r) {
-    int rank = -1, size = -1;
-    hmc_comm_rank(r.comm, &rank);
-    hmc_comm_size(r.comm, &size);
-    if (rank != r.rank || size != 3) return std::string("rank or size not the launcher's");
-    return all_to_allv_role(r);
-  }));
+  for (const char* from : {"torchrun", "slurm", "ompi", "hmc"}) {
+    Launch l{mems_of(3, {"host"})};
+    l.from = from;
+    auto out = run(l, [](Rank& r) {
+      int rank = -1, size = -1;
+      hmc_comm_rank(r.comm, &rank);
+      hmc_comm_size(r.comm, &size);
+      if (rank != r.rank || size != 3) return std::string("rank or size not the launcher's");
+      return all_to_allv_role(r);
+    });
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], "") << from << " rank " << i;
+  }
 }
 
 TEST(Coll, Split) {
