@@ -237,6 +237,15 @@ hmc_status_t rendezvous(const JoinSettings& join, const Member& self, std::vecto
       if (!have[size_t(r)]) ranks.push_back(r);
     return fmt::format("rank{} {} of {}", ranks.size() > 1 ? "s" : "", rank_list(ranks), join.size);
   };
+  // The host's verdict on a failed join (a rank missing, a size that disagrees) stays in the store
+  // a moment, so that every rank ends with it rather than with the store gone.
+  auto host_gives_up = [&](hmc_status_t status) {
+    if (join.rank != 0) return status;
+    std::string text = last_error();
+    if (store.set("failed", fmt::format("{}\n{}", int(status), text), op_deadline()) == HMC_SUCCESS)
+      usleep(kFailedGraceUs);
+    return set_error(status, text);
+  };
   // A store that went away while ranks were missing: say which, with why.
   auto store_gone = [&] {
     return fail(st, "hmc_comm_create: {} had not joined when the store failed: {}", absent(),
@@ -249,7 +258,14 @@ hmc_status_t rendezvous(const JoinSettings& join, const Member& self, std::vecto
     if (join.rank != 0) {
       if ((st = store.get("failed", &value, &found, op_deadline())) != HMC_SUCCESS)
         return store_gone();
-      if (found) return fail(HMC_ERR_TIMEOUT, "{} (said rank 0)", value);
+      if (found) {
+        auto nl = value.find('\n');
+        int64_t code = HMC_ERR_TIMEOUT;
+        if (nl == std::string::npos || !parse_int(value.substr(0, nl), &code))
+          nl = std::string::npos;
+        return fail(hmc_status_t(code), "{} (said rank 0)",
+                    nl == std::string::npos ? value : value.substr(nl + 1));
+      }
     }
     for (int r = 0; r < join.size; ++r) {
       if (have[size_t(r)]) continue;
@@ -259,15 +275,15 @@ hmc_status_t rendezvous(const JoinSettings& join, const Member& self, std::vecto
       int size = 0;
       uint64_t cid = 0;
       if (!decode_member(value, &got[size_t(r)], &size, &cid))
-        return fail(HMC_ERR_PROTOCOL,
-                    "hmc_comm_create: rank {}'s entry in the rendezvous store "
-                    "is malformed",
-                    r);
+        return host_gives_up(fail(HMC_ERR_PROTOCOL,
+                                  "hmc_comm_create: rank {}'s entry in the rendezvous store "
+                                  "is malformed",
+                                  r));
       if (size != join.size)
-        return fail(HMC_ERR_PROTOCOL,
-                    "hmc_comm_create: the size disagrees: rank {} says {}, this "
-                    "rank {} says {} (from {})",
-                    r, size, join.rank, join.size, join.size_from);
+        return host_gives_up(fail(HMC_ERR_PROTOCOL,
+                                  "hmc_comm_create: the size disagrees: rank {} says {}, this "
+                                  "rank {} says {} (from {})",
+                                  r, size, join.rank, join.size, join.size_from));
       if (r == 0) *comm_id = cid;
       have[size_t(r)] = true;
       --missing;
@@ -278,11 +294,7 @@ hmc_status_t rendezvous(const JoinSettings& join, const Member& self, std::vecto
           "hmc_comm_create: {} did not join within {} ms (rendezvous "
           "{})",
           absent(), join.timeout_ms, join.rendezvous);
-      if (join.rank == 0) {
-        // The others learn it from the store, which stays a moment for them to read it.
-        if (store.set("failed", text, op_deadline()) == HMC_SUCCESS) usleep(kFailedGraceUs);
-      }
-      return fail(HMC_ERR_TIMEOUT, "{}", text);
+      return host_gives_up(fail(HMC_ERR_TIMEOUT, "{}", text));
     }
     usleep(5000);
   }

@@ -9,10 +9,12 @@
 
 namespace hmc::coll {
 
-uint64_t coll_tag(uint64_t comm_id, uint32_t seq, uint32_t step, uint32_t pos) {
+uint64_t coll_tag(uint64_t comm_id, CollKind kind, uint32_t seq, uint32_t step, uint32_t pos) {
+  static_assert(uint32_t(CollKind::AllReduce) < (1u << kTagKindBits), "kinds fit their bits");
   uint64_t comm = (comm_id ^ (comm_id >> 16) ^ (comm_id >> 32) ^ (comm_id >> 48)) &
                   ((uint64_t(1) << kTagCommBits) - 1);
   uint64_t t = comm;
+  t = t << kTagKindBits | uint64_t(kind);
   t = t << kTagSeqBits | (seq & ((uint64_t(1) << kTagSeqBits) - 1));
   t = t << kTagStepBits | step;
   t = t << kTagPosBits | pos;
@@ -113,7 +115,7 @@ hmc_status_t Execution::start_step() {
                                         what_, step_, 1u << kTagPosBits, a.peer));
     // The sender's tag names its own rank's view: the step and position are the same on both
     // sides, so either side's numbers make the tag.
-    uint64_t tag = coll_tag(comm_->id, seq_, uint32_t(step_), pos);
+    uint64_t tag = coll_tag(comm_->id, args_.kind, seq_, uint32_t(step_), pos);
     Peer* peer = comm_->peers[size_t(a.peer)].get();
     Posted p;
     p.action = &a;
@@ -167,8 +169,19 @@ bool Execution::advance() {
         continue;
       }
       busy = true;
-      if (p.req->status == HMC_SUCCESS) {
-        if (p.action->kind != ActionKind::Send) received_bytes_ += p.req->bytes;
+      bool is_recv = p.action->kind != ActionKind::Send;
+      // A message of another size than the schedule says: the ranks disagree on the counts
+      // (the sizes on the wire are the only view of the other rank's arguments).
+      if (is_recv && failure_ == HMC_SUCCESS &&
+          ((p.req->status == HMC_SUCCESS && p.req->bytes != p.action->bytes) ||
+           p.req->status == HMC_ERR_TRUNCATED)) {
+        record_failure(
+            HMC_ERR_PROTOCOL,
+            fmt::format("{}: step {}: rank {} sent {} bytes where this rank expected {}: "
+                        "the ranks' counts (or collectives) disagree",
+                        what_, step_, p.action->peer, p.req->bytes, p.action->bytes));
+      } else if (p.req->status == HMC_SUCCESS) {
+        if (is_recv) received_bytes_ += p.req->bytes;
       } else if (failure_ == HMC_SUCCESS) {
         hmc_status_t st = p.req->status;
         // A transfer cut by a connection dropped on either side (a rank giving up the collective

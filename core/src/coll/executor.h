@@ -41,14 +41,16 @@ class CollServices {
 };
 
 // The reserved tag bit of collectives' transfers (xfer/frame_header.h has bits 59 to 61), and
-// the fields below it: communicator, collective sequence number, step, position of the action
-// among the step's actions with that peer in that direction.
+// the fields below it: communicator, which collective (so that ranks calling different ones
+// never match each other's messages), its sequence number, step, position of the action among
+// the step's actions with that peer in that direction.
 constexpr uint64_t kCollTagBit = uint64_t(1) << 62;
-constexpr int kTagPosBits = 7, kTagStepBits = 16, kTagSeqBits = 20, kTagCommBits = 16;
-static_assert(kTagPosBits + kTagStepBits + kTagSeqBits + kTagCommBits == 59,
+constexpr int kTagPosBits = 7, kTagStepBits = 16, kTagSeqBits = 20, kTagKindBits = 3,
+              kTagCommBits = 13;
+static_assert(kTagPosBits + kTagStepBits + kTagSeqBits + kTagKindBits + kTagCommBits == 59,
               "collective tags use the 59 bits below the reserved ones");
 
-uint64_t coll_tag(uint64_t comm_id, uint32_t seq, uint32_t step, uint32_t pos);
+uint64_t coll_tag(uint64_t comm_id, CollKind kind, uint32_t seq, uint32_t step, uint32_t pos);
 
 class Execution {
  public:
