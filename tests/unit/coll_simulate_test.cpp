@@ -155,6 +155,23 @@ TEST(CollSimulate, DevicePathsWithinAHost) {
   EXPECT_DOUBLE_EQ(r.time_us, 12 + 100);  // 10 bytes/ns
 }
 
+TEST(CollSimulate, HostMemoryIsShared) {
+  // Two host ranks on a host memory of 16 Gb/s (2 bytes/ns): a shared-memory transfer 0 -> 1
+  // (1 us latency) and a local copy on rank 1 in the same step. The copy runs alone for the
+  // first microsecond (2000 bytes), then both at 1 byte/ns until the copy ends (999 us), then
+  // the transfer's last 2000 bytes alone: 2 MB through the memory in 1000 us.
+  Topology t = parse(R"({"paths": {"shared_memory": {"gbps": 64, "latency_us": 1}},
+                         "vendors": {"host": {"copy_gbps": 64}},
+                         "hosts": [{"ranks": ["host", "host"], "memory_gbps": 16}]})");
+  SimResult r = run({steps({{send_to(1, 1000000)}}),
+                     steps({{recv_from(0, 1000000), local(ActionKind::Copy, 1000000)}})},
+                    t);
+  EXPECT_DOUBLE_EQ(r.time_us, 1000);
+  // Without the copy, the transfer alone: 1 us + 1 MB at 2 bytes/ns.
+  r = run({steps({{send_to(1, 1000000)}}), steps({{recv_from(0, 1000000)}})}, t);
+  EXPECT_DOUBLE_EQ(r.time_us, 1 + 500);
+}
+
 TEST(CollSimulate, NetworkStagingWithoutGpuDirect) {
   Topology t = parse(R"({
     "vendors": {"mlu": {"gpudirect": false, "copy_gbps": 4}},

@@ -307,6 +307,8 @@ class Simulator {
     const VendorSpec& sv = topo_.vendors[topo_.vendor_of_rank[op.src]];
     if (op.dst < 0) {
       use(rank_resource(op.src, op.kind == ActionKind::Copy ? kCopy : kReduce));
+      // A host rank's copies and reductions run through the same memory as its host's transfers.
+      if (sv.name == "host") use(mem_base_ + static_cast<uint32_t>(topo_.host_of_rank[op.src]));
       *latency_ns = sv.op_latency_us * 1000;
       return;
     }
