@@ -2,6 +2,7 @@
 // by the tests' own schedules (ring all-gather, pairwise all-to-all) rather than the library's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -88,6 +89,16 @@ TEST(ToolsCollSim, TableRowsMatchTheSimulator) {
                   1048576, "uint8", "sum", 0, time_us, algbw, algbw * 3 / 4, "pairwise");
   EXPECT_NE(text.find(row), std::string::npos) << text << "\nwanted:\n" << row;
   EXPECT_NE(text.find("     8388608 "), std::string::npos) << text;
+
+  // Floats: 8 and 16 bytes both make one element per peer (16 bytes in all): one row.
+  o = Options();
+  ASSERT_TRUE(parse({"--cluster", "hosts=4,gpus_per_host=1", "-o", "all_to_all", "-b", "8", "-e",
+                     "32", "--format", "json"},
+                    &o, &err));
+  std::ostringstream small;
+  ASSERT_EQ(run(o, kTestAlgorithms, small, errs), 0) << errs.str();
+  std::string rows = small.str();
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 2) << rows;  // 16 and 32 bytes
 }
 
 TEST(ToolsCollSim, JsonRowsParse) {

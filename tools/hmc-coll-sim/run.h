@@ -155,6 +155,7 @@ inline int run(const Options& o, const AlgorithmSource& algos, std::ostream& out
   }
   coll::GroupShape shape = topo.shape();
   if (o.format == Format::Table) out << table_header(o, topo) << std::flush;
+  uint64_t last_size = 0;
   for (uint64_t size : row_sizes(o)) {
     Row row;
     std::string why;
@@ -162,6 +163,9 @@ inline int run(const Options& o, const AlgorithmSource& algos, std::ostream& out
       err << "hmc-coll-sim: " << why << "\n";
       return 1;
     }
+    // Sizes below one element per rank all round up to the same row: print it once.
+    if (row.size == last_size) continue;
+    last_size = row.size;
     out << (o.format == Format::Table ? table_row(o, row) : json_row(o, topo, row)) << std::flush;
   }
   return 0;
