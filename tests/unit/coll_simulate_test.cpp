@@ -69,9 +69,14 @@ TEST(CollSimulate, TwoSendsThroughOneNicShareIt) {
   // Ranks 0 and 1 on host 0 send to ranks 2 and 3 on host 1 at once.
   std::vector<Schedule> s = {steps({{send_to(2, 1000000)}}), steps({{send_to(3, 1000000)}}),
                              steps({{recv_from(0, 1000000)}}), steps({{recv_from(1, 1000000)}})};
-  EXPECT_DOUBLE_EQ(run(s, cluster(2, 2)).time_us, 2 + 2000);
+  SimResult r = run(s, cluster(2, 2));
+  EXPECT_DOUBLE_EQ(r.time_us, 2 + 2000);
+  EXPECT_EQ(r.bottleneck, "host0 NIC 0 send");
+  EXPECT_DOUBLE_EQ(r.bottleneck_us, 2000);
   // With a NIC per rank they do not meet.
-  EXPECT_DOUBLE_EQ(run(s, cluster(2, 2, 2)).time_us, 2 + 1000);
+  r = run(s, cluster(2, 2, 2));
+  EXPECT_DOUBLE_EQ(r.time_us, 2 + 1000);
+  EXPECT_DOUBLE_EQ(r.bottleneck_us, 1000);
 }
 
 TEST(CollSimulate, AFlowSpeedsUpWhenItsNeighbourEnds) {
@@ -124,6 +129,7 @@ TEST(CollSimulate, RecvReduceDrainsAtTheReductionRate) {
   EXPECT_DOUBLE_EQ(r.time_us, 2 + 2000);
   r = run({steps({{local(ActionKind::Reduce, 1000000)}}), steps({})}, t);
   EXPECT_DOUBLE_EQ(r.time_us, 0.5 + 2000);
+  EXPECT_EQ(r.bottleneck, "rank 0 reduction");
 }
 
 TEST(CollSimulate, PairwiseAllToAllAcrossTwoHosts) {
@@ -153,6 +159,8 @@ TEST(CollSimulate, DevicePathsWithinAHost) {
   EXPECT_DOUBLE_EQ(r.time_us, 3 + 10);  // 100 bytes/ns
   r = run({steps({{send_to(2, 1000000)}}), steps({}), steps({{recv_from(0, 1000000)}})}, t);
   EXPECT_DOUBLE_EQ(r.time_us, 12 + 100);  // 10 bytes/ns
+  EXPECT_EQ(r.bottleneck, "rank 0 staged out");
+  EXPECT_DOUBLE_EQ(r.bottleneck_us, 50);  // the port at 160 Gb/s; the pair's link is slower
 }
 
 TEST(CollSimulate, HostMemoryIsShared) {
@@ -167,6 +175,8 @@ TEST(CollSimulate, HostMemoryIsShared) {
                      steps({{recv_from(0, 1000000), local(ActionKind::Copy, 1000000)}})},
                     t);
   EXPECT_DOUBLE_EQ(r.time_us, 1000);
+  EXPECT_EQ(r.bottleneck, "host0 memory");
+  EXPECT_DOUBLE_EQ(r.bottleneck_us, 1000);
   // Without the copy, the transfer alone: 1 us + 1 MB at 2 bytes/ns.
   r = run({steps({{send_to(1, 1000000)}}), steps({{recv_from(0, 1000000)}})}, t);
   EXPECT_DOUBLE_EQ(r.time_us, 1 + 500);

@@ -110,6 +110,13 @@ TEST(CollTopology, RepeatMakesManyHosts) {
   EXPECT_EQ(t.hosts[2].name, "n2");
   EXPECT_EQ(t.hosts[2].ranks, (std::vector<int>{4, 5}));
   EXPECT_EQ(t.hosts[2].nics[0].gbps, 400);
+  // Unnamed hosts are numbered across the file.
+  ASSERT_EQ(parse_topology(R"({"hosts": [{"ranks": ["host"], "nics": [{}]},
+      {"repeat": 2, "ranks": ["host"], "nics": [{}]}]})",
+                           "r.json", &t),
+            HMC_SUCCESS)
+      << last_error();
+  EXPECT_EQ(t.hosts[2].name, "host2");
 }
 
 TEST(CollTopology, ErrorsNameTheLineAndField) {

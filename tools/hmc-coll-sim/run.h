@@ -34,7 +34,8 @@ struct Row {
   double busbw_GBps = 0;
   std::string algorithm;
   coll::SimResult sim;
-  double sim_seconds = 0;  // how long the simulation itself took
+  double build_seconds = 0;  // how long making every rank's schedule took
+  double sim_seconds = 0;    // how long the simulation took
 };
 
 // CollArgs::count for a row of `size` bytes, as nccl-tests divides its size: per rank (or per
@@ -83,13 +84,15 @@ inline bool simulate_row(const Options& o, const AlgorithmSource& algos, coll::A
                        e.what());
     return false;
   }
+  auto built = std::chrono::steady_clock::now();
+  row->build_seconds = std::chrono::duration<double>(built - begin).count();
   if (coll::simulate(schedules, topo, &row->sim) != HMC_SUCCESS) {
     *err = fmt::format("{} of {} bytes, algorithm {}: {}", o.collective.name, row->size,
                        schedules.empty() ? "" : schedules[0].algorithm, last_error());
     return false;
   }
   row->sim_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - built).count();
   row->time_us = row->sim.time_us;
   row->algbw_GBps = row->time_us > 0 ? static_cast<double>(row->size) / row->time_us / 1e3 : 0;
   row->busbw_GBps = row->algbw_GBps * coll::busbw_factor(o.collective.kind, n);
@@ -99,19 +102,21 @@ inline bool simulate_row(const Options& o, const AlgorithmSource& algos, coll::A
 
 inline std::string table_header(const Options& o, const coll::Topology& topo) {
   std::string s = fmt::format("# hmc-coll-sim: {} on {}\n", o.collective.name, topo.summary());
-  s += fmt::format("# datatype {}, redop {}, root {}, algorithm {} (predicted, not measured)\n",
-                   o.datatype.name, o.op_name, o.root, o.algo);
+  s += fmt::format(
+      "# datatype {}, redop {}, root {}, algorithm {} (predicted, not measured; bottleneck: "
+      "the resource whose bytes take longest at full rate)\n",
+      o.datatype.name, o.op_name, o.root, o.algo);
   s += fmt::format("#{:>11} {:>12} {:>9} {:>6} {:>5} {:>11} {:>8} {:>8}  {}\n", "size", "count",
-                   "type", "redop", "root", "time", "algbw", "busbw", "algorithm");
+                   "type", "redop", "root", "time", "algbw", "busbw", "algorithm     bottleneck");
   s += fmt::format("#{:>11} {:>12} {:>9} {:>6} {:>5} {:>11} {:>8} {:>8}\n", "(B)", "(elements)", "",
                    "", "", "(us)", "(GB/s)", "(GB/s)");
   return s;
 }
 
 inline std::string table_row(const Options& o, const Row& r) {
-  return fmt::format("{:>12} {:>12} {:>9} {:>6} {:>5} {:>11.2f} {:>8.2f} {:>8.2f}  {}\n", r.size,
-                     r.count, o.datatype.name, o.op_name, o.root, r.time_us, r.algbw_GBps,
-                     r.busbw_GBps, r.algorithm);
+  return fmt::format("{:>12} {:>12} {:>9} {:>6} {:>5} {:>11.2f} {:>8.2f} {:>8.2f}  {:<13} {}\n",
+                     r.size, r.count, o.datatype.name, o.op_name, o.root, r.time_us, r.algbw_GBps,
+                     r.busbw_GBps, r.algorithm, r.sim.bottleneck);
 }
 
 inline std::string json_row(const Options& o, const coll::Topology& topo, const Row& r) {
@@ -128,6 +133,9 @@ inline std::string json_row(const Options& o, const coll::Topology& topo, const 
   s += ",\"algbw_GBps\":" + perf::json_number(r.algbw_GBps, 3);
   s += ",\"busbw_GBps\":" + perf::json_number(r.busbw_GBps, 3);
   s += ",\"transfers\":" + std::to_string(r.sim.transfers);
+  s += ",\"bottleneck\":\"" + perf::json_escape(r.sim.bottleneck) + "\"";
+  s += ",\"bottleneck_us\":" + perf::json_number(r.sim.bottleneck_us, 3);
+  s += ",\"build_seconds\":" + perf::json_number(r.build_seconds, 3);
   s += ",\"sim_seconds\":" + perf::json_number(r.sim_seconds, 3);
   return s + "}\n";
 }

@@ -75,6 +75,7 @@ enum RankResource : uint32_t {
 struct Resource {
   double capacity = 0;  // bytes/ns; 0: unlimited (never attached to a flow)
   std::vector<uint32_t> flows;
+  double bytes = 0;  // drained through it over the whole run
 };
 
 // An op in its draining phase.
@@ -137,6 +138,7 @@ class Simulator {
       result_.rank_end_us.push_back(rank_end_[r] / 1000);
     }
     result_.time_us = end / 1000;
+    find_bottleneck();
     *out = std::move(result_);
     return HMC_SUCCESS;
   }
@@ -293,6 +295,42 @@ class Simulator {
     }
   }
 
+  // The resource whose bytes take longest at its full capacity: a lower bound on the time, and
+  // what to look at first when a prediction is slower than hoped.
+  void find_bottleneck() {
+    double worst = 0;
+    uint32_t at = kNone;
+    for (uint32_t id = 0; id < resources_.size(); ++id) {
+      const Resource& r = resources_[id];
+      if (r.capacity > 0 && r.bytes / r.capacity > worst) {
+        worst = r.bytes / r.capacity;
+        at = id;
+      }
+    }
+    if (at == kNone) return;
+    result_.bottleneck = resource_name(at);
+    result_.bottleneck_us = worst / 1000;
+  }
+
+  std::string resource_name(uint32_t id) const {
+    if (id >= mem_base_) return fmt::format("{} memory", topo_.hosts[id - mem_base_].name);
+    if (id >= nic_base_) {
+      uint32_t nic = (id - nic_base_) / 2;
+      size_t h = std::upper_bound(host_nic_base_.begin(), host_nic_base_.end(), nic) -
+                 host_nic_base_.begin() - 1;
+      return fmt::format("{} NIC {} {}", topo_.hosts[h].name, nic - host_nic_base_[h],
+                         (id - nic_base_) % 2 ? "receive" : "send");
+    }
+    uint32_t rank = id / kRankResources, which = id % kRankResources;
+    if (which < kPortIn)
+      return fmt::format("rank {} {} out", rank, intra_path_name(static_cast<IntraPath>(which)));
+    if (which < kCopy)
+      return fmt::format("rank {} {} in", rank,
+                         intra_path_name(static_cast<IntraPath>(which - kPortIn)));
+    const char* engine[] = {"copy", "reduction", "staging out", "staging in"};
+    return fmt::format("rank {} {}", rank, engine[which - kCopy]);
+  }
+
   uint32_t rank_resource(int rank, uint32_t which) const {
     return static_cast<uint32_t>(rank) * kRankResources + which;
   }
@@ -416,6 +454,8 @@ class Simulator {
       }
     }
     uint32_t op = f.op;
+    for (int k = 0; k < f.nres; ++k)
+      resources_[f.res[k]].bytes += static_cast<double>(ops_[op].bytes);
     f.op = kNone;
     ++f.version;  // its pending events, if any, are stale now
     mark_neighbours(fid, t);

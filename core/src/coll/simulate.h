@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "coll/schedule.h"
@@ -22,6 +23,11 @@ struct SimResult {
   uint64_t local_ops = 0;           // Copy and Reduce actions
   uint64_t bytes_sent = 0;          // over all transfers
   uint64_t events = 0;              // simulation events processed (for the cost of a run)
+  // The resource whose bytes take longest at its full capacity ("node3 NIC 0 send",
+  // "rank 5 staged out", "rank 2 reduction", ...) and that time: a lower bound on time_us.
+  // Empty when nothing was drained.
+  std::string bottleneck;
+  double bottleneck_us = 0;
 };
 
 // Times `schedules` (index = rank; one per rank of `topo`). HMC_ERR_INVALID_ARGUMENT for a

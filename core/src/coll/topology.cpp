@@ -252,8 +252,8 @@ class FileReader {
     }
     if (!only(v, field, {"name", "repeat", "ranks", "nics", "memory_gbps"})) return false;
     HostSpec h;
-    h.name = fmt::format("host{}", t->hosts.size());
-    if (const json::Value* n = v.find("name")) {
+    const json::Value* n = v.find("name");
+    if (n) {
       if (n->type != json::Type::String) {
         wrong(*n, field + ".name", "a string");
         return false;
@@ -302,7 +302,10 @@ class FileReader {
       if (!number(*m, field + ".memory_gbps", 0, &h.memory_gbps)) return false;
     for (int copy = 0; copy < static_cast<int>(repeat); ++copy) {
       HostSpec c = h;
-      if (repeat > 1) c.name = fmt::format("{}{}", h.name, copy);
+      if (!n)
+        c.name = fmt::format("host{}", t->hosts.size());
+      else if (repeat > 1)
+        c.name = fmt::format("{}{}", h.name, copy);
       for (int vendor : vendors) {
         c.ranks.push_back(static_cast<int>(t->vendor_of_rank.size()));
         t->vendor_of_rank.push_back(vendor);
