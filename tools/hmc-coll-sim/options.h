@@ -1,0 +1,196 @@
+// hmc-coll-sim command line: nccl-tests' shape (-b -e -f -d -o) over a described cluster.
+// Pure code, so that tests/unit/tools_coll_sim_test.cpp can include it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../hmc-perf/options.h"  // parse_size, size_text, parse_int
+#include "coll/algorithms.h"
+#include "hmc/hmc.h"
+
+namespace hmc::coll_sim {
+
+enum class Format { Table, Json };
+
+struct Datatype {
+  const char* name;  // nccl-tests' names
+  hmc_dtype_t dtype;
+  size_t size;
+};
+inline const std::vector<Datatype>& datatypes() {
+  static const std::vector<Datatype> list = {
+      {"float", HMC_DTYPE_F32, 4},     {"double", HMC_DTYPE_F64, 8}, {"half", HMC_DTYPE_F16, 2},
+      {"bfloat16", HMC_DTYPE_BF16, 2}, {"int8", HMC_DTYPE_I8, 1},    {"uint8", HMC_DTYPE_U8, 1},
+      {"int32", HMC_DTYPE_I32, 4},     {"int64", HMC_DTYPE_I64, 8},
+  };
+  return list;
+}
+
+struct Collective {
+  const char* name;
+  coll::CollKind kind;
+};
+inline const std::vector<Collective>& collectives() {
+  static const std::vector<Collective> list = {
+      {"all_reduce", coll::CollKind::AllReduce},         {"all_gather", coll::CollKind::AllGather},
+      {"reduce_scatter", coll::CollKind::ReduceScatter}, {"all_to_all", coll::CollKind::AllToAll},
+      {"all_to_allv", coll::CollKind::AllToAllV},        {"broadcast", coll::CollKind::Broadcast},
+  };
+  return list;
+}
+
+inline const std::vector<std::pair<const char*, hmc_reduce_op_t>>& reduce_ops() {
+  static const std::vector<std::pair<const char*, hmc_reduce_op_t>> list = {
+      {"sum", HMC_OP_SUM}, {"prod", HMC_OP_PROD}, {"min", HMC_OP_MIN},
+      {"max", HMC_OP_MAX}, {"avg", HMC_OP_AVG},
+  };
+  return list;
+}
+
+struct Options {
+  bool help = false;
+  std::string topology;  // a file
+  std::string cluster;   // a generator spec
+  Collective collective = collectives()[0];
+  Datatype datatype = datatypes()[0];
+  hmc_reduce_op_t op = HMC_OP_SUM;
+  const char* op_name = "sum";
+  std::string algo = "auto";
+  uint64_t min_bytes = 8;
+  uint64_t max_bytes = 128ull << 20;
+  int64_t factor = 2;
+  int64_t root = 0;
+  Format format = Format::Table;
+};
+
+inline std::string usage() {
+  return R"(usage: hmc-coll-sim (--topology FILE | --cluster SPEC) [options]
+
+Predicts a collective's time on a described cluster by simulating the schedules of hmc's
+algorithms (docs/collectives-simulation.md). Columns as nccl-tests: size is the buffer nccl-tests
+names for the collective, algbw = size / time, busbw = algbw x the collective's factor.
+
+  --topology FILE       the cluster, a JSON file (bench/coll-sim/mixed-2x8.json)
+  --cluster SPEC        a regular cluster, e.g.
+                        hosts=128,gpus_per_host=8,vendors=cuda:4+hip:4,nic_gbps=400
+  -o, --collective NAME all_reduce|all_gather|reduce_scatter|all_to_all|all_to_allv|
+                        broadcast                                          [all_reduce]
+  -b, --minbytes SIZE   smallest size, K/M/G suffixes (powers of 1024)            [8]
+  -e, --maxbytes SIZE   largest size                                           [128M]
+  -f, --stepfactor N    multiply the size by N from one row to the next           [2]
+  -d, --datatype NAME   float|double|half|bfloat16|int8|uint8|int32|int64      [float]
+  --redop NAME          sum|prod|min|max|avg                                     [sum]
+  -r, --root N          broadcast's root                                          [0]
+  --algo NAME           the algorithm (HMC_COLL_ALGO's names), auto: by size and shape
+                                                                                [auto]
+  --format table|json   json: one object per size per line                     [table]
+  -h, --help            this text
+
+exit status: 0 success, 1 a schedule the simulator rejects, 2 bad arguments or topology
+)";
+}
+
+// Parses argv into *o. On failure returns false with *err naming the bad argument.
+inline bool parse_args(int argc, const char* const* argv, Options* o, std::string* err) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    auto eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    if (arg == "-h" || arg == "--help") {
+      o->help = true;
+      continue;
+    }
+    if (eq == std::string::npos) {
+      if (i + 1 >= argc) {
+        *err = "option " + arg + " needs a value";
+        return false;
+      }
+      value = argv[++i];
+    }
+    auto bad = [&](const std::string& wants) {
+      *err = arg + " wants " + wants + ", got '" + value + "'";
+      return false;
+    };
+    if (arg == "--topology") {
+      o->topology = value;
+    } else if (arg == "--cluster") {
+      o->cluster = value;
+    } else if (arg == "-o" || arg == "--collective") {
+      bool found = false;
+      for (const Collective& c : collectives())
+        if (value == c.name) {
+          o->collective = c;
+          found = true;
+        }
+      if (!found)
+        return bad("all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv or broadcast");
+    } else if (arg == "-d" || arg == "--datatype") {
+      bool found = false;
+      for (const Datatype& d : datatypes())
+        if (value == d.name) {
+          o->datatype = d;
+          found = true;
+        }
+      if (!found) return bad("float, double, half, bfloat16, int8, uint8, int32 or int64");
+    } else if (arg == "--redop") {
+      bool found = false;
+      for (const auto& r : reduce_ops())
+        if (value == r.first) {
+          o->op = r.second;
+          o->op_name = r.first;
+          found = true;
+        }
+      if (!found) return bad("sum, prod, min, max or avg");
+    } else if (arg == "-b" || arg == "--minbytes") {
+      if (!perf::parse_size(value, &o->min_bytes) || o->min_bytes == 0)
+        return bad("a size >= 1 (K/M/G suffixes)");
+    } else if (arg == "-e" || arg == "--maxbytes") {
+      if (!perf::parse_size(value, &o->max_bytes) || o->max_bytes == 0)
+        return bad("a size >= 1 (K/M/G suffixes)");
+    } else if (arg == "-f" || arg == "--stepfactor") {
+      if (!perf::parse_int(value, 2, 1 << 20, &o->factor)) return bad("a whole number >= 2");
+    } else if (arg == "-r" || arg == "--root") {
+      if (!perf::parse_int(value, 0, 1 << 20, &o->root)) return bad("a rank number");
+    } else if (arg == "--algo") {
+      o->algo = value;
+    } else if (arg == "--format") {
+      if (value == "table")
+        o->format = Format::Table;
+      else if (value == "json")
+        o->format = Format::Json;
+      else
+        return bad("table or json");
+    } else {
+      *err = "unknown option " + arg + " (see --help)";
+      return false;
+    }
+  }
+  if (o->help) return true;
+  if (o->topology.empty() == o->cluster.empty()) {
+    *err = "give the cluster: --topology FILE or --cluster SPEC (one of them)";
+    return false;
+  }
+  if (o->min_bytes > o->max_bytes) {
+    *err = "-b " + perf::size_text(o->min_bytes) + " is larger than -e " +
+           perf::size_text(o->max_bytes);
+    return false;
+  }
+  return true;
+}
+
+// The sizes of the rows: min, min x factor, ... up to max.
+inline std::vector<uint64_t> row_sizes(const Options& o) {
+  std::vector<uint64_t> out;
+  for (uint64_t s = o.min_bytes; s <= o.max_bytes; s *= static_cast<uint64_t>(o.factor)) {
+    out.push_back(s);
+    if (s > o.max_bytes / static_cast<uint64_t>(o.factor)) break;
+  }
+  return out;
+}
+
+}  // namespace hmc::coll_sim
