@@ -70,7 +70,8 @@ typedef struct wire_handle {
   char name[48];
 } wire_handle_t;
 
-/* Sent by each side first; magic and version stay first in every future wire version. */
+/* Sent by each side first (the acceptor's echoes the cookie: the connector reached the right
+ * listener). Magic, version and cookie stay first in every future wire version. */
 typedef struct wire_hello {
   uint32_t magic, version;
   uint64_t cookie;
@@ -102,9 +103,9 @@ struct hmc_net_request {
   uint64_t tag;
   unsigned char* buf;
   size_t len;
-  wire_msg_t hdr;                /* sends: the header written before buf */
-  size_t off;                    /* sends: bytes of hdr and buf written so far */
-  struct hmc_net_request* next;  /* in the send queue or the posted receives */
+  wire_msg_t hdr;               /* sends: the header written before buf */
+  size_t off;                   /* sends: bytes of hdr and buf written so far */
+  struct hmc_net_request* next; /* in the send queue or the posted receives */
   struct hmc_net_request* next_live;
 };
 
@@ -195,8 +196,9 @@ static void finish_recv(struct hmc_net_request* r, size_t sent) {
 
 /* ---- socket I/O: TO DO, your transport's posting and completion ----------------------------- */
 
-/* Writes or reads what is left of len bytes at p (*off done so far) without blocking. 1: all
- * done; 0: the socket would block; -1: the connection is gone (errno says why, 0 for EOF). */
+/* Write what is left of total bytes (the iovecs') or read what is left of len bytes at p, *off
+ * done so far, without blocking. 1: all done; 0: the socket would block; -1: the connection is
+ * gone (errno says why, 0 for the peer's close). */
 static int write_some(int fd, const struct iovec* iov, int n, size_t total, size_t* off) {
   while (*off < total) {
     struct iovec v[2];
@@ -244,8 +246,10 @@ static void ep_lost(struct hmc_net_ep* ep, const char* why) {
   epoll_ctl(ep->ctx->epfd, EPOLL_CTL_DEL, ep->fd, NULL);
   close(ep->fd);
   ep->fd = -1;
-  for (struct hmc_net_request* r = ep->sendq; r; r = r->next) complete(r, HMC_PLUGIN_ERR_PEER_LOST, 0);
-  for (struct hmc_net_request* r = ep->posted; r; r = r->next) complete(r, HMC_PLUGIN_ERR_PEER_LOST, 0);
+  for (struct hmc_net_request* r = ep->sendq; r; r = r->next)
+    complete(r, HMC_PLUGIN_ERR_PEER_LOST, 0);
+  for (struct hmc_net_request* r = ep->posted; r; r = r->next)
+    complete(r, HMC_PLUGIN_ERR_PEER_LOST, 0);
   ep->sendq = ep->posted = NULL;
   if (ep->in_recv) complete(ep->in_recv, HMC_PLUGIN_ERR_PEER_LOST, 0);
   ep->in_recv = NULL;
@@ -322,7 +326,8 @@ static void ep_read(struct hmc_net_ep* ep) {
         if (ep->in_got < fit)
           rc = read_some(ep->fd, r->buf + ep->in_got, fit - ep->in_got, &got);
         else
-          rc = read_some(ep->fd, sink, len - ep->in_got < sizeof sink ? len - ep->in_got : sizeof sink, &got);
+          rc = read_some(ep->fd, sink,
+                         len - ep->in_got < sizeof sink ? len - ep->in_got : sizeof sink, &got);
         ep->in_got += got;
         if (rc < 0) ep_lost(ep, "reading");
         if (rc <= 0) return;
@@ -336,7 +341,8 @@ static void ep_read(struct hmc_net_ep* ep) {
       if (rc <= 0) return;
       ep->in_msg = NULL;
       if (m->waiter) {
-        if (m->len) memcpy(m->waiter->buf, m->data, m->len < m->waiter->len ? m->len : m->waiter->len);
+        if (m->len)
+          memcpy(m->waiter->buf, m->data, m->len < m->waiter->len ? m->len : m->waiter->len);
         finish_recv(m->waiter, m->len);
         UNLINK(ep->unexpected, m, next);
         free(m);
@@ -368,7 +374,8 @@ static hmc_plugin_status_t ep_handshake(struct hmc_net_ep* ep) {
   if (ep->stage == EP_CONNECTING) {
     if (connect(ep->fd, (struct sockaddr*)&ep->addr, ep->addr_len) != 0) {
       if (errno == EAGAIN || errno == EINTR) return HMC_PLUGIN_IN_PROGRESS; /* backlog full */
-      plugin_log(ep->ctx, HMC_LOG_WARN, "connect to @%s: %s", ep->addr.sun_path + 1, strerror(errno));
+      plugin_log(ep->ctx, HMC_LOG_WARN, "connect to @%s: %s", ep->addr.sun_path + 1,
+                 strerror(errno));
       return ep->failure = HMC_PLUGIN_ERR_PEER_LOST;
     }
     ep->stage = EP_HELLO;
@@ -467,7 +474,8 @@ static hmc_plugin_status_t net_device_count(hmc_net_ctx_t* ctx, int* count) {
   return HMC_PLUGIN_SUCCESS;
 }
 
-static hmc_plugin_status_t net_device_props(hmc_net_ctx_t* ctx, int dev, hmc_net_device_props_t* p) {
+static hmc_plugin_status_t net_device_props(hmc_net_ctx_t* ctx, int dev,
+                                            hmc_net_device_props_t* p) {
   if (!ctx || dev != 0 || !HMC_ABI_HAS_FIELD(p, hmc_net_device_props_t, flags))
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   /* Fill every field that fits in p->hdr.struct_size (contract 1.2). TO DO: your device's values;
@@ -569,6 +577,7 @@ static hmc_plugin_status_t net_accept(hmc_net_listener_t* l, hmc_net_ep_t** out)
   struct hmc_net_ep* ep = l->ep;
   l->ep = NULL;
   if (st == HMC_PLUGIN_SUCCESS) {
+    epoll_ctl(l->ctx->epfd, EPOLL_CTL_DEL, l->fd, NULL); /* served: later callers don't wake us */
     *out = ep;
     return st;
   }
@@ -579,7 +588,7 @@ static hmc_plugin_status_t net_accept(hmc_net_listener_t* l, hmc_net_ep_t** out)
 static hmc_plugin_status_t net_close_listener(hmc_net_listener_t* l) {
   if (!l) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   if (l->ep) net_close_ep(l->ep);
-  epoll_ctl(l->ctx->epfd, EPOLL_CTL_DEL, l->fd, NULL);
+  epoll_ctl(l->ctx->epfd, EPOLL_CTL_DEL, l->fd, NULL); /* ENOENT once it was served */
   close(l->fd);
   UNLINK(l->ctx->listeners, l, next_in_ctx);
   free(l);
@@ -647,8 +656,13 @@ static struct hmc_net_request* req_new(struct hmc_net_ep* ep, req_kind_t kind, c
                                        size_t len, uint64_t tag) {
   struct hmc_net_request* r = calloc(1, sizeof *r);
   if (!r) return NULL;
-  *r = (struct hmc_net_request){.ep = ep, .kind = kind, .tag = tag, .buf = (unsigned char*)buf,
-                                .len = len, .hdr = {tag, len}, .next_live = ep->live};
+  *r = (struct hmc_net_request){.ep = ep,
+                                .kind = kind,
+                                .tag = tag,
+                                .buf = (unsigned char*)buf,
+                                .len = len,
+                                .hdr = {tag, len},
+                                .next_live = ep->live};
   ep->live = r;
   return r;
 }
@@ -739,7 +753,8 @@ static hmc_plugin_status_t net_arm(hmc_net_ctx_t* ctx) {
   for (struct hmc_net_ep* ep = ctx->eps; ep; ep = ep->next_in_ctx) {
     uint32_t want = EPOLLIN | (ep->sendq ? EPOLLOUT : 0);
     if (ep->fd < 0 || want == ep->epoll_events) continue;
-    if (watch(ctx, ep->fd, want, EPOLL_CTL_MOD) != HMC_PLUGIN_SUCCESS) return HMC_PLUGIN_IN_PROGRESS;
+    if (watch(ctx, ep->fd, want, EPOLL_CTL_MOD) != HMC_PLUGIN_SUCCESS)
+      return HMC_PLUGIN_IN_PROGRESS;
     ep->epoll_events = want;
   }
   return HMC_PLUGIN_SUCCESS;
