@@ -37,7 +37,8 @@
  *
  * Ordering and semantics every plugin must provide:
  *  - Tags: exact 64-bit match per endpoint; messages with the same tag on the same endpoint
- *    match receives in the order they were sent. A message longer than the receive buffer
+ *    match receives in the order they were sent. A message that arrives before its receive is
+ *    posted is kept until one is (the core often posts late). A message longer than the receive buffer
  *    completes the receive with HMC_PLUGIN_ERR_TRUNCATED (and the send still succeeds); test
  *    then reports in *bytes the length that was sent (the core relies on it to skip the rest of
  *    a message it cut into pieces), or the bytes delivered where the transport cannot know.
