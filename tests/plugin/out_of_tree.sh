@@ -33,7 +33,8 @@ for f in include/hmc/hmc.h include/hmc/plugin/common.h include/hmc/plugin/device
          include/hmc/plugin/boundary.hpp include/hmc/plugin/config.hpp \
          lib/cmake/hmc-sdk/hmc-sdk-config.cmake \
          lib/cmake/hmc-sdk/hmc-sdk-config-version.cmake lib/cmake/hmc-sdk/hmc-sdk-targets.cmake \
-         lib/cmake/hmc-sdk/HmcPlugin.cmake share/hmc/templates/device/CMakeLists.txt \
+         lib/cmake/hmc-sdk/HmcPlugin.cmake share/hmc/plugin-contract.md \
+         share/hmc/templates/device/CMakeLists.txt \
          share/hmc/templates/net/CMakeLists.txt; do
   [ -f "$prefix/$f" ] || fail "the installed package lacks $f"
 done

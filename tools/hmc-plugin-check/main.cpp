@@ -29,13 +29,16 @@ void print_usage(FILE* out) {
       out,
       "usage: hmc-plugin-check [OPTIONS] PLUGIN...\n"
       "\n"
-      "Checks that hmc plugins keep the plugin contract (docs/plugins.md): loads each as the core\n"
+      "Checks that hmc plugins keep the plugin contract (share/hmc/plugin-contract.md of the\n"
+      "installation, cited by section under each failure): loads each as the core\n"
       "does (entry symbol, ABI version, table size, name, required slots), checks that it exports\n"
       "nothing else, then exercises it:\n"
       "  net:    device properties, a second context, a loopback connection over a device to\n"
-      "          itself (tagged messages, ordering, a large and a zero-byte message, truncation,\n"
-      "          cancel, peer loss), and with HMC_NET_FLAG_RMA registration per device, put, get\n"
-      "          and the refusal of out-of-bounds accesses;\n"
+      "          itself (tagged messages, ordering per tag, messages that arrive before their\n"
+      "          receive, a large and a zero-byte message, truncation, cancel, wait_fd wake-ups,\n"
+      "          peer loss and the messages kept after it), and with HMC_NET_FLAG_RMA\n"
+      "          registration per device, put, get and the refusal of out-of-bounds accesses and\n"
+      "          of accesses the registration did not grant;\n"
       "  device: device properties, a second context, allocation and pointer queries, copies\n"
       "          host->device->device->host completed through events, pinned host memory, and\n"
       "          per capability host registration, dma-buf export and IPC with another process.\n"
@@ -119,6 +122,15 @@ int parse_args(int argc, char** argv, Options* o) {
   }
   if (o->targets.empty()) return usage_error("no plugin to check");
   return kPass;
+}
+
+// Where the contract the failures cite is: share/hmc/ of the installation this program is in.
+std::string contract_path(const char* self) {
+  std::string dir = self;
+  dir = dir.substr(0, dir.rfind('/'));
+  std::string path = dir.substr(0, dir.rfind('/')) + "/share/hmc/plugin-contract.md";
+  return ::access(path.c_str(), R_OK) == 0 ? path
+                                           : "share/hmc/plugin-contract.md of hmc's installation";
 }
 
 std::string label(const plugin::Record* rec, const Target& t) {
@@ -209,6 +221,7 @@ int run(const Options& o, const char* self) {
   watch_step("finalize");
   loader->finalize_all();
   disarm_watchdog();
+  if (failed_plugins != 0) std::printf("The rules cited: %s\n", contract_path(self).c_str());
   std::printf("%s\n", failed_plugins == 0 ? "PASS" : "FAIL");
   return failed_plugins == 0 ? kPass : kFail;
 }

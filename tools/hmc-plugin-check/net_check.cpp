@@ -350,7 +350,10 @@ void NetCheck::loopback(int dev) {
       check_rma(lb);
     else
       r_.skip(lb.id("one-sided"), "device %d (%s) does not set HMC_NET_FLAG_RMA", dev, p.name);
-    if (p.flags & HMC_NET_FLAG_TAGGED) check_peer_lost(lb);
+    if (p.flags & HMC_NET_FLAG_TAGGED) {
+      check_wakeup(lb);
+      check_peer_lost(lb);
+    }
   }
   close(lb);
 }

@@ -37,6 +37,16 @@ struct Loopback {
     t->progress(client_ctx);
   }
 
+  // Progresses both contexts for about ms milliseconds, so that what was sent has arrived before
+  // anything is posted to receive it (with no progress slot, nothing moves until test).
+  void settle(int ms) const {
+    const auto until = Clock::now() + std::chrono::milliseconds(ms);
+    while (Clock::now() < until) {
+      progress();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
   // Tests req until it ends, progressing. True with its status in *st and the bytes it moved in
   // *bytes when it ended within the limit; false when it is still pending.
   bool wait(hmc_net_request_t* req, int* st, size_t* bytes) const {
@@ -81,10 +91,13 @@ class Buffer {
 // A descriptor of host memory for reg_mr.
 hmc_net_mem_desc_t host_mem_desc(void* addr, size_t len, uint32_t access);
 
-// Tagged messages: both posting orders, ordering per tag, a large and a zero-byte message,
-// truncation, cancel (needs HMC_NET_FLAG_TAGGED).
+// Tagged messages: both posting orders, ordering per tag, messages that arrived before their
+// receive, a large and a zero-byte message, truncation, cancel (needs HMC_NET_FLAG_TAGGED).
 void check_messages(Loopback& lb);
-// A pending receive ends PEER_LOST once the peer closed its end (closes lb.client).
+// With wait_fd and arm: a message from the peer wakes an armed context's fd.
+void check_wakeup(Loopback& lb);
+// Once the peer closed its end (closes lb.client): a pending receive ends PEER_LOST, messages
+// that arrived before stay receivable, later posts end PEER_LOST.
 void check_peer_lost(Loopback& lb);
 // Registration per device, put, get and the refusal of out-of-bounds accesses (needs
 // HMC_NET_FLAG_RMA).

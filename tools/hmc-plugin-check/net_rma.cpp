@@ -38,6 +38,7 @@ class RmaCheck {
   void put();
   void get();
   void bounds();
+  void access();
   void release();
   // Waits for a one-sided request posted with status posted; its end, or IN_PROGRESS when it
   // did not end within the limit (reported under name).
@@ -72,6 +73,8 @@ void RmaCheck::run() {
     get();
     r_.step("one-sided: bounds");
     bounds();
+    r_.step("one-sided: access");
+    access();
   }
   r_.step("one-sided: release");
   release();
@@ -206,6 +209,57 @@ void RmaCheck::bounds() {
     good = false;
   }
   if (good) r_.ok(lb_.id("bounds"), "out-of-range put and get end REMOTE, no byte touched");
+}
+
+// A region registered for remote reads only refuses a put, one for remote writes only refuses a
+// get: REMOTE, and no byte of it changed.
+void RmaCheck::access() {
+  struct Probe {
+    const char* what;
+    uint32_t granted;
+    bool put;
+  };
+  const Probe probes[] = {{"a put into memory registered without HMC_NET_ACCESS_REMOTE_WRITE",
+                           HMC_NET_ACCESS_LOCAL | HMC_NET_ACCESS_REMOTE_READ, true},
+                          {"a get from memory registered without HMC_NET_ACCESS_REMOTE_READ",
+                           HMC_NET_ACCESS_LOCAL | HMC_NET_ACCESS_REMOTE_WRITE, false}};
+  bool good = true;
+  ExpectedErrors quiet;
+  for (const Probe& pr : probes) {
+    std::vector<unsigned char> mem(4096, 0x3C);
+    const std::vector<unsigned char> before(mem);
+    hmc_net_mem_desc_t d = host_mem_desc(mem.data(), mem.size(), pr.granted);
+    hmc_net_mr_t* mr = nullptr;
+    unsigned char key[HMC_NET_RKEY_MAX + 64];
+    size_t key_len = 0;
+    hmc_net_rkey_t* rk = nullptr;
+    int st = t_->reg_mr(lb_.server_ctx, lb_.dev, &d, &mr, key, &key_len);
+    if (st == HMC_PLUGIN_SUCCESS) st = t_->rkey_unpack(lb_.client, key, key_len, &rk);
+    if (st != HMC_PLUGIN_SUCCESS) {
+      r_.fail(lb_.id("access"), rule::kRegister,
+              "registering 4096 bytes with partial access, or unpacking its key: %s",
+              status_name(st));
+      if (mr != nullptr) t_->dereg_mr(lb_.server_ctx, mr);
+      return;
+    }
+    const uint64_t at = reinterpret_cast<uintptr_t>(mem.data()) + 64;
+    hmc_net_request_t* q = nullptr;
+    int p = pr.put ? t_->iput(lb_.client, src_.data(), 64, src_.mr(), at, rk, &q)
+                   : t_->iget(lb_.client, dst_.data(), 64, dst_.mr(), at, rk, &q);
+    st = finish(p, q, "access");
+    if (st == HMC_PLUGIN_IN_PROGRESS) {
+      good = false;
+    } else if (st != HMC_PLUGIN_ERR_REMOTE || mem != before) {
+      r_.fail(lb_.id("access"), rule::kAccess, "%s %s %s%s", pr.what,
+              p == HMC_PLUGIN_SUCCESS ? "ended with" : "was refused when posted with",
+              status_name(st), mem != before ? ", and changed the memory" : "");
+      good = false;
+    }
+    t_->rkey_release(rk);
+    t_->dereg_mr(lb_.server_ctx, mr);
+  }
+  if (good)
+    r_.ok(lb_.id("access"), "a put without remote write and a get without remote read end REMOTE");
 }
 
 void RmaCheck::release() {

@@ -1,89 +1,119 @@
-// The rules of the plugin contract the checker tests, as printed under a failure. Each names
-// where the rule is written: docs/plugins.md ("rule N" there) or the ABI header.
+// The rules of the plugin contract the checker tests, as printed under a failure. Each starts
+// with where the rule is written: the section of plugin-contract.md (installed as
+// share/hmc/plugin-contract.md; in the source tree sdk/doc/plugin-contract.md).
 #pragma once
 
 namespace hmc::check::rule {
 
 // Both kinds.
 inline constexpr const char* kLoad =
-    "the core's loader accepts the plugin: entry symbol, ABI version, table size, name, required "
-    "slots, devices that promise only what the table offers (docs/plugins.md, \"What the loader "
-    "refuses\")";
+    "plugin-contract.md 2 (what the loader refuses): the core's loader accepts the plugin: entry "
+    "symbol, ABI version, table size, name, required slots, devices that promise only what the "
+    "table offers";
 inline constexpr const char* kExports =
-    "rule 1: the entry symbol is the only exported symbol (hmc_add_plugin hides the rest)";
+    "plugin-contract.md 1.1 (one entry symbol): the entry symbol is the only exported symbol "
+    "(hmc_add_plugin hides the rest)";
 inline constexpr const char* kContexts =
-    "rule 9: init creates another, independent context while one is live; finalize releases it "
-    "and returns HMC_PLUGIN_SUCCESS";
+    "plugin-contract.md 1.9 (more than one context): init creates another, independent context "
+    "while one is live; finalize releases it and returns HMC_PLUGIN_SUCCESS";
 inline constexpr const char* kStructSize =
-    "rule 2: a plugin fills only the fields that fit in the caller's hdr.struct_size";
+    "plugin-contract.md 1.2 (struct sizes): a plugin fills only the fields that fit in the "
+    "caller's hdr.struct_size";
 inline constexpr const char* kDeviceIndex =
-    "rule 4: a device index out of range is refused with an error status "
-    "(HMC_PLUGIN_ERR_INVALID_ARGUMENT), never SUCCESS";
+    "plugin-contract.md 1.4 (status codes): a device index out of range is refused with an error "
+    "status (HMC_PLUGIN_ERR_INVALID_ARGUMENT), never SUCCESS";
 inline constexpr const char* kNoDevice =
-    "a plugin without devices here says why (net: init answers HMC_PLUGIN_ERR_NO_DEVICE with a "
-    "logged reason; device: device_count 0 and unavailable_reason)";
+    "plugin-contract.md 1.4 (status codes): a plugin without devices here says why (net: init "
+    "answers HMC_PLUGIN_ERR_NO_DEVICE with a logged reason; device: device_count 0 and "
+    "unavailable_reason)";
 
-// Net plugins (net.h).
+// Net plugins.
 inline constexpr const char* kNetProps =
-    "net.h hmc_net_device_props_t: a name, only defined HMC_NET_FLAG_* bits, host memory in "
-    "mem_ifaces (every device that moves bytes reaches it)";
+    "plugin-contract.md 3.10 (device properties): a name, only defined HMC_NET_FLAG_* bits, host "
+    "memory in mem_ifaces (every device that moves bytes reaches it)";
 inline constexpr const char* kListen =
-    "net.h listen: a device listens and writes a connection handle of 1 to HMC_NET_HANDLE_MAX "
-    "bytes";
+    "plugin-contract.md 3.3 (connections): a device listens and writes a connection handle of 1 "
+    "to HMC_NET_HANDLE_MAX bytes";
 inline constexpr const char* kConnect =
-    "net.h connect/accept/ep_ready: the handle from listen connects; accept and ep_ready answer "
-    "IN_PROGRESS until the endpoint is established, then SUCCESS, within HMC_TIMEOUT_MS";
+    "plugin-contract.md 3.3 (connections): the handle from listen connects; accept and ep_ready "
+    "answer IN_PROGRESS until the endpoint is established, then SUCCESS, within HMC_TIMEOUT_MS";
 inline constexpr const char* kHello =
-    "net.h connect_hello/accept_hello: offered together; connect_hello writes at most *len bytes";
+    "plugin-contract.md 3.3 (connections): connect_hello and accept_hello are offered together; "
+    "connect_hello writes at most *len bytes";
 inline constexpr const char* kNoBlock =
-    "net.h: no slot blocks; a request ends (test answers done = 1) within HMC_TIMEOUT_MS, and test "
-    "answers SUCCESS with done = 0 while it is pending";
+    "plugin-contract.md 3.2 (no blocking): no slot blocks; a request ends (test answers done = 1) "
+    "within HMC_TIMEOUT_MS, and test answers SUCCESS with done = 0 while it is pending";
 inline constexpr const char* kMessages =
-    "net.h: tagged messages arrive whole, with *bytes = their length; exact tag match; messages "
-    "of one tag match receives in the order they were sent";
-inline constexpr const char* kZeroByte = "net.h: zero-byte messages are valid";
+    "plugin-contract.md 3.4 (tagged messages): a message arrives whole, with *bytes = its length, "
+    "at the receive of exactly its tag";
+inline constexpr const char* kOrder =
+    "plugin-contract.md 3.4 (tagged messages, ordering): messages of one tag on one endpoint "
+    "match receives in the order they were sent";
+inline constexpr const char* kUnexpected =
+    "plugin-contract.md 3.4 (tagged messages, unexpected): a message that arrived before its "
+    "receive was posted is kept, and the receive posted later gets it whole";
+inline constexpr const char* kZeroByte =
+    "plugin-contract.md 3.4 (tagged messages): zero-byte messages are valid";
 inline constexpr const char* kTruncation =
-    "net.h: a message longer than the receive buffer ends the receive with "
-    "HMC_PLUGIN_ERR_TRUNCATED (the send succeeds), and test reports in *bytes the length that was "
-    "sent (the bytes delivered only where the transport cannot know)";
+    "plugin-contract.md 3.4 (tagged messages, truncation): a message longer than the receive "
+    "buffer ends the receive with HMC_PLUGIN_ERR_TRUNCATED (the send succeeds), and test reports "
+    "in *bytes the length that was sent (the bytes delivered only where the transport cannot "
+    "know)";
 inline constexpr const char* kCancel =
-    "net.h cancel: a receive not yet matched can be cancelled; test then ends it with "
-    "HMC_PLUGIN_ERR_CANCELLED";
+    "plugin-contract.md 3.6 (cancel): a receive not yet matched can be cancelled; test then ends "
+    "it with HMC_PLUGIN_ERR_CANCELLED, and it takes no message";
 inline constexpr const char* kPeerLost =
-    "net.h: when the connection breaks, a pending receive ends with HMC_PLUGIN_ERR_PEER_LOST";
+    "plugin-contract.md 3.9 (peer loss): when the connection breaks, a pending receive ends with "
+    "HMC_PLUGIN_ERR_PEER_LOST, and so do later sends and receives that match nothing";
+inline constexpr const char* kKeptAfterLoss =
+    "plugin-contract.md 3.9 (peer loss): messages that arrived whole before the connection broke "
+    "stay receivable: a receive posted afterwards that matches one ends normally";
 inline constexpr const char* kClose =
-    "net.h close_ep/close_listener: release the object (and the requests still pending on an "
-    "endpoint) and return HMC_PLUGIN_SUCCESS";
+    "plugin-contract.md 3.3 (connections): close_ep/close_listener release the object (and the "
+    "requests still pending on an endpoint) and return HMC_PLUGIN_SUCCESS";
 inline constexpr const char* kRegister =
-    "net.h reg_mr: host memory registers with a device that sets HMC_NET_FLAG_RMA, giving a "
-    "remote key of 1 to HMC_NET_RKEY_MAX bytes; dereg_mr releases it";
+    "plugin-contract.md 3.7 (one-sided): host memory registers with a device that sets "
+    "HMC_NET_FLAG_RMA, giving a remote key of 1 to HMC_NET_RKEY_MAX bytes; dereg_mr releases it";
 inline constexpr const char* kPutGet =
-    "net.h: put/get completion means the data is in place at the target (put) or locally (get)";
+    "plugin-contract.md 3.5 (completion): put/get completion means the data is in place at the "
+    "target (put) or locally (get)";
 inline constexpr const char* kBounds =
-    "net.h: one-sided access outside the registered region completes with "
+    "plugin-contract.md 3.7 (one-sided): an access outside the registered region completes with "
     "HMC_PLUGIN_ERR_REMOTE, checked by the owner of the memory before any byte is touched";
+inline constexpr const char* kAccess =
+    "plugin-contract.md 3.7 (one-sided): a put into memory registered without "
+    "HMC_NET_ACCESS_REMOTE_WRITE, or a get from memory registered without "
+    "HMC_NET_ACCESS_REMOTE_READ, completes with HMC_PLUGIN_ERR_REMOTE, no byte touched";
 inline constexpr const char* kWakeup =
-    "net.h wait_fd/arm: wait_fd gives an fd >= 0; arm answers SUCCESS or IN_PROGRESS";
+    "plugin-contract.md 3.8 (progress and sleeping): wait_fd gives an fd >= 0; arm answers "
+    "SUCCESS or IN_PROGRESS";
+inline constexpr const char* kWakeupPeer =
+    "plugin-contract.md 3.8 (progress and sleeping): once arm answered SUCCESS, a message the "
+    "peer sends makes wait_fd readable (the core sleeps on it in poll(2))";
 
-// Device plugins (device.h).
+// Device plugins.
 inline constexpr const char* kDeviceInfo =
-    "device.h device_info: SUCCESS for every device, with a name; ipc_handle_size of 1 to "
-    "HMC_DEVICE_IPC_HANDLE_MAX bytes when the device sets HMC_DEVICE_CAP_IPC";
+    "plugin-contract.md 4.3 (devices): device_info answers SUCCESS for every device, with a name; "
+    "ipc_handle_size of 1 to HMC_DEVICE_IPC_HANDLE_MAX bytes when the device sets "
+    "HMC_DEVICE_CAP_IPC";
 inline constexpr const char* kAlloc =
-    "device.h mem_alloc/ptr_query: device memory that ptr_query reports as owned, on that device, "
-    "not host memory, with the allocation's base and size; mem_free releases it";
+    "plugin-contract.md 4.4 (memory): device memory that ptr_query reports as owned, on that "
+    "device, not host memory, with the allocation's base and size; mem_free releases it";
 inline constexpr const char* kForeign =
-    "device.h ptr_query: owned = 0 for memory that is not the plugin's; mem_free refuses it";
+    "plugin-contract.md 4.4 (memory): ptr_query answers owned = 0 for memory that is not the "
+    "plugin's; mem_free refuses it";
 inline constexpr const char* kCopy =
-    "device.h copy_async/event_record/event_query: the event answers IN_PROGRESS until the "
-    "copies before it are done, then SUCCESS, never blocking; the bytes arrive unchanged";
+    "plugin-contract.md 4.5 (copies): the event answers IN_PROGRESS until the copies before it "
+    "are done, then SUCCESS, never blocking; the bytes arrive unchanged";
 inline constexpr const char* kHostAlloc =
-    "device.h host_alloc/host_free: pinned host memory the CPU can use and copy_async can copy";
+    "plugin-contract.md 4.4 (memory): host_alloc gives pinned host memory the CPU can use and "
+    "copy_async can copy; host_free releases it";
 inline constexpr const char* kIpc =
-    "device.h HMC_DEVICE_CAP_IPC: a handle from ipc_export, opened by ipc_open in another process, "
-    "maps the same memory (reads see it, writes reach it); ipc_close unmaps";
+    "plugin-contract.md 4.6 (capabilities): with HMC_DEVICE_CAP_IPC, a handle from ipc_export, "
+    "opened by ipc_open in another process, maps the same memory (reads see it, writes reach "
+    "it); ipc_close unmaps";
 inline constexpr const char* kDmabuf =
-    "device.h HMC_DEVICE_CAP_DMABUF: dmabuf_export gives an fd (owned by the caller) and ptr's "
-    "offset inside it";
+    "plugin-contract.md 4.6 (capabilities): with HMC_DEVICE_CAP_DMABUF, dmabuf_export gives an fd "
+    "(owned by the caller) and ptr's offset inside it";
 
 }  // namespace hmc::check::rule

@@ -1,7 +1,8 @@
 /*
  * hmc plugin ABI, version 1: what every plugin kind shares.
  *
- * Rules (see ARCHITECTURE.md, "Plugin ABI rules"):
+ * Rules (in full, with the core's side of the contract: share/hmc/plugin-contract.md of the
+ * installed SDK, sdk/doc/plugin-contract.md in hmc's source tree):
  *  - C types only. Every struct that crosses the boundary starts with hmc_abi_header_t and only
  *    ever grows by appending fields. A reader checks header.struct_size before touching a field
  *    (HMC_ABI_HAS_FIELD) and treats a function slot beyond struct_size, or NULL, as "not supported".
@@ -100,12 +101,16 @@ typedef struct hmc_host_services {
   uint32_t core_abi_max;  /* newest plugin ABI version the core accepts */
   void* host_ctx;         /* opaque; pass back to every slot below */
   /* Writes a preformatted message to the core's log (HMC_LOG_LEVEL, HMC_LOG_FILE). Cheap when the
-   * level is filtered out; plugins may still want log_enabled to avoid formatting. */
+   * level is filtered out; plugins may still want log_enabled to avoid formatting. The core
+   * prefixes each line with "[<kind>/<name>] " ("[net/hoststage] "): do not repeat the name. */
   void (*log)(void* host_ctx, int level, const char* message);
   int (*log_enabled)(void* host_ctx, int level);
   /* Looks up a configuration variable by its full name ("HMC_HOSTSTAGE_STREAMS"). Returns the
-   * value, or NULL when unset. The string lives until finalize. Plugins must declare the
-   * variables they read in their table's config_vars so the core can document and validate them. */
+   * value as set (possibly ""), or NULL when unset: the default declared in config_vars is NOT
+   * applied (it is what hmc-info --config shows); the plugin applies it. The string lives until
+   * finalize. Plugins must declare the variables they read in their table's config_vars so the
+   * core can document them; reading an undeclared one logs a warning. An invalid value: log
+   * which and why, and return HMC_PLUGIN_ERR_CONFIG from init. */
   const char* (*config_get)(void* host_ctx, const char* name);
   /* Monotonic clock in nanoseconds, the same one the core uses for timeouts. */
   uint64_t (*now_ns)(void* host_ctx);

@@ -24,9 +24,21 @@
  * locks of its own unless it runs threads of its own. No slot blocks longer than a bounded
  * system call: waits are the core's job (it polls test/progress, or sleeps on wait_fd).
  *
+ * What the core does (share/hmc/plugin-contract.md, section 3, has the details):
+ *  - It calls progress on every pass of its progress engine while a peer uses the plugin,
+ *    whether or not a request is outstanding: drain incoming data there (unexpected messages).
+ *    Without wait_fd, an idle core progresses the plugin only every HMC_HEARTBEAT_MS/2.
+ *  - It does not call ep_ready on an endpoint accept returned when it connects peers: it uses
+ *    the endpoint as returned (calibration does call it; it must then answer SUCCESS).
+ *  - It does not authenticate data connections (HMC_AUTH_TOKEN covers its control plane, over
+ *    which the handle travels): a plugin that wants them authenticated puts a random secret in
+ *    the handle at listen and refuses connections that do not present it.
+ *  - A send's completion means its buffer may be reused; it says nothing of delivery.
+ *
  * Ordering and semantics every plugin must provide:
  *  - Tags: exact 64-bit match per endpoint; messages with the same tag on the same endpoint
- *    match receives in the order they were sent. A message longer than the receive buffer
+ *    match receives in the order they were sent. A message that arrives before its receive is
+ *    posted is kept until one is (the core often posts late). A message longer than the receive buffer
  *    completes the receive with HMC_PLUGIN_ERR_TRUNCATED (and the send still succeeds); test
  *    then reports in *bytes the length that was sent (the core relies on it to skip the rest of
  *    a message it cut into pieces), or the bytes delivered where the transport cannot know.
@@ -154,7 +166,8 @@ typedef struct hmc_net_plugin_v2 {
   hmc_plugin_status_t (*listen)(hmc_net_ctx_t* ctx, int dev, void* handle, size_t* handle_len,
                                 hmc_net_listener_t** listener);
   /* Non-blocking accept: HMC_PLUGIN_SUCCESS with *ep set once the peer connected,
-   * HMC_PLUGIN_IN_PROGRESS (and *ep untouched) while it has not. */
+   * HMC_PLUGIN_IN_PROGRESS (and *ep untouched) while it has not. The endpoint returned must take
+   * posts at once: the core may use it without calling ep_ready. */
   hmc_plugin_status_t (*accept)(hmc_net_listener_t* listener, hmc_net_ep_t** ep);
   hmc_plugin_status_t (*close_listener)(hmc_net_listener_t* listener);
 
@@ -187,7 +200,8 @@ typedef struct hmc_net_plugin_v2 {
   hmc_plugin_status_t (*dereg_mr)(hmc_net_ctx_t* ctx, hmc_net_mr_t* mr);
 
   /* Two-sided tagged messages (devices with HMC_NET_FLAG_TAGGED). buf must stay valid until the
-   * request ends. mr may be NULL unless the device sets HMC_NET_FLAG_NEEDS_REG. */
+   * request ends. mr may be NULL unless the device sets HMC_NET_FLAG_NEEDS_REG. A send ends when
+   * buf may be reused (not when the peer received it); a receive when the message is in buf. */
   hmc_plugin_status_t (*isend)(hmc_net_ep_t* ep, const void* buf, size_t len, hmc_net_mr_t* mr,
                                uint64_t tag, hmc_net_request_t** req);
   hmc_plugin_status_t (*irecv)(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_t* mr,
@@ -208,7 +222,8 @@ typedef struct hmc_net_plugin_v2 {
    * matched must be cancellable. */
   hmc_plugin_status_t (*cancel)(hmc_net_request_t* req);
 
-  /* Advances every endpoint of the context. Without it, test is the only progress. */
+  /* Advances every endpoint of the context. Called on every pass while a peer uses the plugin,
+   * requests outstanding or not. Without it, test is the only progress. */
   hmc_plugin_status_t (*progress)(hmc_net_ctx_t* ctx);
 
   /* A file descriptor that becomes readable when progress has something to do, so that an idle
