@@ -9,8 +9,9 @@ if sys.version_info >= (3, 12):
 else:
     _Buffer = Union[bytes, bytearray, memoryview, Any]
 
-# Anything with the buffer protocol, an hmc.Memory, or a raw (pointer, size) pair.
-BufferLike = Union[_Buffer, "Memory", Tuple[int, int]]
+# Anything with the buffer protocol, a DLPack tensor (an object with __dlpack__, such as a torch
+# tensor) or capsule, an hmc.Memory, or a raw (pointer, size) pair.
+BufferLike = Union[_Buffer, "Memory", Tuple[int, int], Any]
 # (local_offset, remote_offset, size) triples, or an array of shape (N, 3) of uint64 or int64.
 Descriptors = Union[Sequence[Tuple[int, int, int]], _Buffer]
 

@@ -112,13 +112,22 @@ def test_dropping_a_pending_request_cancels_it(pair):
     assert r.wait(5000) == 8 and bytes(after) == b"abcdefgh"
 
 
+@pytest.fixture
+def sigint_raises():
+    """Ctrl-C raising KeyboardInterrupt, as in an interactive Python, even where this process
+    was started with SIGINT ignored (a background job of a shell)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def interrupt_after(seconds):
     timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     return timer
 
 
-def test_ctrl_c_interrupts_waits_and_leaves_all_usable(pair):
+def test_ctrl_c_interrupts_waits_and_leaves_all_usable(pair, sigint_raises):
     pa, pb, a, b = pair
     for wait in (lambda: b.notify_wait(20000), lambda: b.accept(20000)):
         interrupt_after(0.2)
@@ -208,3 +217,52 @@ def test_emulated_device_memory():
         assert b.notify_wait(10000).value == 1
         b.copy(back, dst)
         assert (back[:4096] == 7).all() and back[4096:].tobytes() == data[4096:].tobytes()
+
+
+class TensorLike:
+    """What a torch tensor offers hmc: __dlpack__, and no buffer protocol."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_dlpack_tensors_and_capsules(pair):
+    pa, pb, a, b = pair
+    data = np.arange(1000, dtype=np.float64).reshape(10, 100)
+    into = np.zeros_like(data)
+    r = pb.recv(TensorLike(into), tag=18)
+    assert pa.send(data.__dlpack__(), tag=18).wait() == data.nbytes
+    assert r.wait(5000) == data.nbytes
+    assert into.tobytes() == data.tobytes()
+    # A pending request holds the capsule, which holds the tensor.
+    held = np.zeros(8)
+    alive = weakref.ref(held)
+    r = pb.recv(TensorLike(held), tag=18)
+    del held
+    gc.collect()
+    assert alive() is not None
+    pa.send(bytes(64), tag=18).wait()
+    r.wait(5000)
+    gc.collect()
+    assert alive() is None
+    with pytest.raises(hmc.InvalidArgumentError, match="not contiguous"):
+        pa.send(TensorLike(data[:, ::2]))
+    first = np.zeros(10)
+    a.copy(first, data.__dlpack__(), 80)
+    assert list(first) == list(range(10))
+    # A capsule a consumer took is no buffer any more.
+    class Kept(TensorLike):
+        def __dlpack__(self, stream=None):
+            self.capsule = self.array.__dlpack__()
+            return self.capsule
+
+    taken = Kept(data)
+    np.from_dlpack(taken)
+    with pytest.raises(hmc.InvalidArgumentError, match="not a buffer"):
+        pa.send(taken.capsule)
