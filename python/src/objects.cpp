@@ -323,6 +323,7 @@ std::optional<size_t> Request::test() {
 
 bool Request::cancel() {
   if (ended) return false;
+  if (busy) fail(HMC_ERR_INVALID_ARGUMENT, "hmc_request_cancel", "another thread waits on the request");
   core->handle("hmc_request_cancel");
   hmc_status_t st = hmc_request_cancel(h);
   if (st == HMC_ERR_NOT_SUPPORTED) return false;
