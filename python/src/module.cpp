@@ -16,13 +16,6 @@ using namespace py::literals;
 namespace hmcpy {
 namespace {
 
-void check_timeout(int timeout_ms, const char* call) {
-  if (timeout_ms < -1)
-    fail(HMC_ERR_INVALID_ARGUMENT, call,
-         "timeout_ms " + std::to_string(timeout_ms) +
-             " is invalid (-1 for the context's default, 0 for none, or a positive number)");
-}
-
 int resolved(const Core& core, int timeout_ms) {
   return timeout_ms < 0 ? core.default_timeout_ms : timeout_ms;
 }

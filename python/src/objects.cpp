@@ -31,13 +31,6 @@ void without_gil(Fn fn) {
   }
 }
 
-void check_timeout(int timeout_ms, const char* call) {
-  if (timeout_ms < -1)
-    fail(HMC_ERR_INVALID_ARGUMENT, call,
-         "timeout_ms " + std::to_string(timeout_ms) +
-             " is invalid (-1 for the context's default, 0 for none, or a positive number)");
-}
-
 [[noreturn]] void fail_closed(const char* call, const char* what) {
   fail(HMC_ERR_INVALID_HANDLE, call, std::string("the ") + what + " was closed");
 }
@@ -61,6 +54,13 @@ int read_default_timeout(hmc_context_t ctx, int fallback) {
 }
 
 }  // namespace
+
+void check_timeout(int timeout_ms, const char* call) {
+  if (timeout_ms < -1)
+    fail(HMC_ERR_INVALID_ARGUMENT, call,
+         "timeout_ms " + std::to_string(timeout_ms) +
+             " is invalid (-1 for the context's default, 0 for none, or a positive number)");
+}
 
 // --- Core -----------------------------------------------------------------------------------
 

@@ -64,6 +64,9 @@ class Blocking {
   std::optional<pybind11::gil_scoped_release> released_;
 };
 
+// Refuses a timeout below -1, as the C API does, before anything is posted or waited.
+void check_timeout(int timeout_ms, const char* call);
+
 // Calls op(slice_ms) in slices of at most kSliceMs until it returns something else than
 // HMC_ERR_TIMEOUT or HMC_IN_PROGRESS, or timeout_ms (-1: the context's default) has passed
 // (HMC_ERR_TIMEOUT). Pending signals are handled between slices: a handler that raises (Ctrl-C's
