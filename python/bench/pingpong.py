@@ -17,8 +17,8 @@ import numpy as np
 import hmc
 
 
-def pong(size, iterations):
-    with hmc.Context() as ctx:
+def pong(size, iterations, progress_thread):
+    with hmc.Context(progress_thread=progress_thread) as ctx:
         print(ctx.address().hex(), flush=True)
         peer = ctx.accept(30000)
         buf = np.zeros(size, np.uint8)
@@ -32,15 +32,18 @@ def main():
     ap.add_argument("--size", type=int, default=8)
     ap.add_argument("--iterations", type=int, default=20000)
     ap.add_argument("--warmup", type=int, default=1000)
+    ap.add_argument("--progress-thread", type=int, choices=(0, 1), default=1,
+                    help="each context's progress thread (hmc-perf runs without: 0)")
     ap.add_argument("--pong", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     total = args.iterations + args.warmup
     if args.pong:
-        return pong(args.size, total)
+        return pong(args.size, total, bool(args.progress_thread))
     other = subprocess.Popen([sys.executable, __file__, "--pong", "--size", str(args.size),
-                              "--iterations", str(args.iterations), "--warmup", str(args.warmup)],
+                              "--iterations", str(args.iterations), "--warmup", str(args.warmup),
+                              "--progress-thread", str(args.progress_thread)],
                              stdout=subprocess.PIPE, text=True)
-    with hmc.Context() as ctx:
+    with hmc.Context(progress_thread=bool(args.progress_thread)) as ctx:
         peer = ctx.connect(bytes.fromhex(other.stdout.readline()), 30000)
         buf = np.zeros(args.size, np.uint8)
         times = []
@@ -53,7 +56,8 @@ def main():
                 times.append((time.perf_counter_ns() - start) / 2000)
         path = peer.info()["path"]
     other.wait(30)
-    print(f"size {args.size} B, {args.iterations} round trips, path {path}: half round trip "
+    print(f"size {args.size} B, {args.iterations} round trips, progress thread "
+          f"{args.progress_thread}, path {path}: half round trip "
           f"median {statistics.median(times):.2f} us, min {min(times):.2f} us")
 
 
