@@ -78,6 +78,7 @@ hmc_plugin_status_t Context::create(const hmc_host_services_t* host, Context** o
                                         : timeout_for(host->timeout_ms, c->cfg_.retry_cnt);
   st = c->discover();
   if (st != HMC_PLUGIN_SUCCESS) return st;
+  c->cache_ = std::make_unique<MrCache>(c->api_, c->log_, c->cfg_.mr_cache);
   c->epfd_ = epoll_create1(EPOLL_CLOEXEC);
   if (c->epfd_ < 0) {
     IB_ERROR(c->log_, "epoll_create1: %s", std::strerror(errno));
@@ -207,6 +208,7 @@ Context::~Context() {
   while (!listeners_.empty()) delete *listeners_.begin();
   for (RemoteKey* k : rkeys_) delete k;
   for (MemRegion* m : regions_) destroy_region(*this, m);
+  cache_.reset();
   devices_.clear();
   if (epfd_ >= 0) ::close(epfd_);
 }

@@ -13,6 +13,7 @@
 #include "device.h"
 #include "hmc/plugin/net.h"
 #include "log.h"
+#include "mr_cache.h"
 #include "verbs_api.h"
 
 namespace hmc::ibverbs {
@@ -46,6 +47,7 @@ class Context {
   std::set<Listener*>& listeners() { return listeners_; }
   std::set<MemRegion*>& regions() { return regions_; }
   std::set<RemoteKey*>& rkeys() { return rkeys_; }
+  MrCache& mr_cache() { return *cache_; }
   uint64_t next_id() { return ++ids_; }
   uint64_t random64();
 
@@ -70,6 +72,7 @@ class Context {
   VerbsApi api_;
   int rc_timeout_ = 14;
   std::vector<std::unique_ptr<Device>> devices_;
+  std::unique_ptr<MrCache> cache_;  // before the devices go: it holds their registrations
   int epfd_ = -1;
   std::set<Endpoint*> endpoints_;
   std::set<Listener*> listeners_;

@@ -239,9 +239,10 @@ PostResult Device::post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string*
     sge.length = op.len;
     sge.lkey = op.lkey;
     if (op.reg_access >= 0) {
-      w.mr = reg(reinterpret_cast<void*>(op.local), op.len, op.reg_access, why);
-      if (w.mr == nullptr) return PostResult::kRegError;
-      sge.lkey = w.mr->lkey;
+      w.reg = ctx_.mr_cache().acquire(*this, reinterpret_cast<void*>(op.local), op.len,
+                                      op.reg_access, why);
+      if (w.reg == nullptr) return PostResult::kRegError;
+      sge.lkey = w.reg->mr->lkey;
     }
     wr.opcode = op.kind == WrKind::kPut ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
     wr.wr.rdma.remote_addr = op.remote;
@@ -250,7 +251,7 @@ PostResult Device::post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string*
   int rc = ibv_post_send(qp, &wr, &bad);
   if (rc != 0) {
     if (w.slot >= 0) free_slots_.push_back(w.slot);
-    if (w.mr != nullptr) api().dereg_mr(w.mr);
+    ctx_.mr_cache().release(w.reg);
     *why = std::string("ibv_post_send: ") + std::strerror(rc);
     return PostResult::kQueueError;
   }
@@ -262,7 +263,7 @@ void Device::forget(Endpoint* ep) {
   for (auto it = wrs_.begin(); it != wrs_.end();) {
     if (it->second.ep == ep) {
       if (it->second.slot >= 0) free_slots_.push_back(it->second.slot);
-      if (it->second.mr != nullptr) api().dereg_mr(it->second.mr);
+      ctx_.mr_cache().release(it->second.reg);
       it = wrs_.erase(it);
     } else {
       ++it;
@@ -275,7 +276,7 @@ std::vector<SendOp> Device::take(Endpoint* ep, bool rma_qp) {
   for (auto it = wrs_.begin(); it != wrs_.end();) {
     if (it->second.ep == ep && it->second.op.rma_qp == rma_qp) {
       if (it->second.slot >= 0) free_slots_.push_back(it->second.slot);
-      if (it->second.mr != nullptr) api().dereg_mr(it->second.mr);
+      ctx_.mr_cache().release(it->second.reg);
       found.emplace_back(it->first, it->second.op);
       it = wrs_.erase(it);
     } else {
@@ -308,7 +309,7 @@ void Device::handle(const ibv_wc& wc) {
   WrCtx w = it->second;
   wrs_.erase(it);
   if (w.slot >= 0) free_slots_.push_back(w.slot);
-  if (w.mr != nullptr) api().dereg_mr(w.mr);
+  ctx_.mr_cache().release(w.reg);
   w.ep->on_send_complete(wc, w);
 }
 

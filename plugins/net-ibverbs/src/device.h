@@ -15,6 +15,7 @@
 
 #include "hmc/plugin/net.h"
 #include "log.h"
+#include "mr_cache.h"
 #include "select.h"
 #include "verbs_api.h"
 #include "wire.h"
@@ -69,7 +70,7 @@ struct WrCtx {
   Endpoint* ep = nullptr;
   SendOp op;
   int slot = -1;           // kMsg: send slot
-  ibv_mr* mr = nullptr;    // registered for this work request (reg_access)
+  Registration* reg = nullptr;  // acquired for this work request (reg_access)
 };
 
 enum class PostResult { kOk, kQueueError, kRegError };

@@ -50,7 +50,7 @@ Endpoint::~Endpoint() {
   }
   dev_.forget(this);
   for (auto& kv : reqs_) {
-    if (kv.second->own_mr != nullptr) v.dereg_mr(kv.second->own_mr);
+    c.mr_cache().release(kv.second->own_reg);
     kv.second->ep = nullptr;
   }
   if (side_) c.unwatch(side_->fd());
@@ -394,10 +394,8 @@ void Endpoint::finish(Request* r, hmc_plugin_status_t st, size_t bytes) {
   r->done = true;
   r->result = st;
   r->bytes = bytes;
-  if (r->own_mr != nullptr) {
-    ctx().api().dereg_mr(r->own_mr);
-    r->own_mr = nullptr;
-  }
+  ctx().mr_cache().release(r->own_reg);
+  r->own_reg = nullptr;
 }
 
 void Endpoint::retire(Request* r) {
@@ -519,13 +517,14 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRe
       rkey = mr->mr->rkey;
     } else {
       std::string why;
-      r->own_mr = dev_.reg(const_cast<void*>(buf), len, IBV_ACCESS_REMOTE_READ, &why);
-      if (r->own_mr == nullptr) {
+      r->own_reg = ctx().mr_cache().acquire(dev_, const_cast<void*>(buf), len,
+                                            IBV_ACCESS_REMOTE_READ, &why);
+      if (r->own_reg == nullptr) {
         IB_ERROR(ctx().log(), "%s: isend: %s", dev_.name().c_str(), why.c_str());
         reqs_.erase(r->id);
         return HMC_PLUGIN_ERR_NO_MEMORY;
       }
-      rkey = r->own_mr->rkey;
+      rkey = r->own_reg->mr->rkey;
     }
     op.hdr.type = static_cast<uint8_t>(MsgType::kRts);
     op.hdr.addr = reinterpret_cast<uintptr_t>(buf);
