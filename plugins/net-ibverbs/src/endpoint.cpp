@@ -368,12 +368,11 @@ void Endpoint::lose(const std::string& why) {
   backlog_[0].clear();
   backlog_[1].clear();
   posted_.clear();
-  // Messages that arrived whole stay receivable; rendezvous announcements cannot be read now.
-  unexpected_.erase(std::remove_if(unexpected_.begin(), unexpected_.end(),
-                                   [](const Unexpected& u) {
-                                     return u.hdr.type != static_cast<uint8_t>(MsgType::kEager);
-                                   }),
-                    unexpected_.end());
+  // Messages that arrived whole stay receivable; rendezvous announcements cannot be read now,
+  // nor can staged messages whose fragments stopped.
+  staged_recvs_.clear();
+  staged_unexpected_.clear();
+  unexpected_.remove_if([](const Unexpected& u) { return !u.whole(); });
   for (auto& kv : reqs_)
     if (!kv.second->done) finish(kv.second.get(), HMC_PLUGIN_ERR_PEER_LOST, 0);
 }
@@ -456,6 +455,11 @@ void Endpoint::pump() {
         lose(why);
         return;
       }
+      if (pr == PostResult::kBusy) break;
+      if (pr == PostResult::kRegError && !op.bounce) {
+        stage_through_bounce(q, why);
+        continue;
+      }
       if (op.kind == WrKind::kMsg) reported_ = freed_;
       SendOp done = op;
       backlog_[q].pop_front();
@@ -479,6 +483,30 @@ void Endpoint::pump() {
   }
 }
 
+void Endpoint::stage_through_bounce(int q, const std::string& why) {
+  if (!staged_logged_[1]) {
+    IB_WARN(ctx().log(), "%s: %s; such transfers are staged through registered bounce buffers",
+            dev_.name().c_str(), why.c_str());
+    staged_logged_[1] = true;
+  }
+  // The piece becomes bounce-sized pieces in its place, counted for its request.
+  SendOp op = backlog_[q].front();
+  backlog_[q].pop_front();
+  std::vector<SendOp> parts;
+  for (uint32_t off = 0; off < op.len; off += static_cast<uint32_t>(kBounceSize)) {
+    SendOp p = op;
+    p.bounce = true;
+    p.reg_access = -1;
+    p.local = op.local + off;
+    p.remote = op.remote + off;
+    p.len = static_cast<uint32_t>(std::min<size_t>(kBounceSize, op.len - off));
+    parts.push_back(p);
+  }
+  auto it = reqs_.find(op.req_id);
+  if (it != reqs_.end()) it->second->in_flight += static_cast<int>(parts.size()) - 1;
+  backlog_[q].insert(backlog_[q].begin(), parts.begin(), parts.end());
+}
+
 void Endpoint::maybe_return_credits() {
   if (stage_ != Stage::kReady || freed_ - reported_ < std::max(1u, local_.credits / 2)) return;
   if (in_flight_[0] >= static_cast<int>(kSqDepth) || !dev_.can_post()) return;
@@ -486,7 +514,9 @@ void Endpoint::maybe_return_credits() {
   op.hdr.type = static_cast<uint8_t>(MsgType::kCredit);
   op.hdr.freed = freed_;
   std::string why;
-  if (dev_.post(this, msg_qp_, op, &why) != PostResult::kOk) {
+  const PostResult pr = dev_.post(this, msg_qp_, op, &why);
+  if (pr == PostResult::kBusy) return;  // again after a completion
+  if (pr != PostResult::kOk) {
     lose(why);
     return;
   }
@@ -520,9 +550,10 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRe
       r->own_reg = ctx().mr_cache().acquire(dev_, const_cast<void*>(buf), len,
                                             IBV_ACCESS_REMOTE_READ, &why);
       if (r->own_reg == nullptr) {
-        IB_ERROR(ctx().log(), "%s: isend: %s", dev_.name().c_str(), why.c_str());
-        reqs_.erase(r->id);
-        return HMC_PLUGIN_ERR_NO_MEMORY;
+        queue_staged_send(r, buf, len, why);
+        pump();
+        *out = r;
+        return HMC_PLUGIN_SUCCESS;
       }
       rkey = r->own_reg->mr->rkey;
     }
@@ -538,6 +569,33 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRe
   return HMC_PLUGIN_SUCCESS;
 }
 
+void Endpoint::queue_staged_send(Request* r, const void* buf, size_t len, const std::string& why) {
+  if (!staged_logged_[0]) {
+    IB_WARN(ctx().log(), "%s: %s; such messages are sent staged through the registered eager "
+                         "buffers", dev_.name().c_str(), why.c_str());
+    staged_logged_[0] = true;
+  }
+  SendOp rts;
+  rts.hdr.type = static_cast<uint8_t>(MsgType::kStagedRts);
+  rts.hdr.tag = r->tag;
+  rts.hdr.len = len;
+  rts.hdr.cookie = r->id;
+  rts.req_id = r->id;
+  queue(rts);
+  const size_t piece = remote_.eager;
+  for (size_t off = 0; off < len; off += piece) {
+    SendOp f;
+    f.hdr.type = static_cast<uint8_t>(MsgType::kFrag);
+    f.hdr.tag = r->tag;
+    f.hdr.len = std::min(piece, len - off);
+    f.hdr.addr = off;
+    f.hdr.cookie = r->id;
+    f.payload = static_cast<const uint8_t*>(buf) + off;
+    f.req_id = r->id;
+    queue(f);
+  }
+}
+
 hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* mr, uint64_t tag,
                                         Request** out) {
   (void)mr;
@@ -549,13 +607,22 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* 
   r->buf = buf;
   r->len = len;
   if (it != unexpected_.end()) {
+    staged_unexpected_.erase(it->hdr.cookie);
     Unexpected u = std::move(*it);
     unexpected_.erase(it);
     r->matched = true;
-    if (u.hdr.type == static_cast<uint8_t>(MsgType::kEager))
+    if (u.whole()) {
       deliver(r, u.hdr, u.data.data());
-    else
+    } else if (u.hdr.type == static_cast<uint8_t>(MsgType::kStagedRts)) {
+      // Part of it is here: the rest goes straight into the buffer as it arrives.
+      r->sent_len = u.hdr.len;
+      r->cookie = u.hdr.cookie;
+      r->got = u.data.size();
+      std::memcpy(r->buf, u.data.data(), std::min(r->got, r->len));
+      staged_recvs_[r->cookie] = r;
+    } else {
       start_read(r, u.hdr);
+    }
   } else {
     posted_.push_back(r);
   }
@@ -690,6 +757,35 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
         start_read(r, h);
       break;
     }
+    case MsgType::kStagedRts: {
+      if (h.len <= local_.eager || staged_recvs_.count(h.cookie) != 0 ||
+          staged_unexpected_.count(h.cookie) != 0) {
+        lose("a malformed staged message announcement");
+        return;
+      }
+      auto it = std::find_if(posted_.begin(), posted_.end(),
+                             [&](const Request* r) { return r->tag == h.tag; });
+      if (it == posted_.end()) {
+        unexpected_.push_back(Unexpected{h, {}});
+        staged_unexpected_[h.cookie] = &unexpected_.back();
+        break;
+      }
+      Request* r = *it;
+      posted_.erase(it);
+      r->matched = true;
+      r->sent_len = h.len;
+      r->cookie = h.cookie;
+      staged_recvs_[h.cookie] = r;
+      break;
+    }
+    case MsgType::kFrag:
+      if (h.len == 0 || h.len != len - sizeof(MsgHeader) || h.len > local_.eager) {
+        lose("a malformed fragment");
+        return;
+      }
+      on_fragment(h, buf + sizeof h);
+      if (stage_ == Stage::kLost) return;
+      break;
     case MsgType::kFin: {
       auto it = reqs_.find(h.cookie);
       if (it == reqs_.end()) break;  // ended by other means (cannot happen while connected)
@@ -707,6 +803,39 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
     default: lose("a message of unknown type " + std::to_string(h.type)); return;
   }
   pump();
+}
+
+void Endpoint::on_fragment(const MsgHeader& h, const uint8_t* payload) {
+  auto rit = staged_recvs_.find(h.cookie);
+  if (rit != staged_recvs_.end()) {
+    Request* r = rit->second;
+    if (h.addr != r->got || h.len > r->sent_len - r->got) {
+      lose("a fragment out of order");
+      return;
+    }
+    if (h.addr < r->len)
+      std::memcpy(static_cast<uint8_t*>(r->buf) + h.addr, payload,
+                  std::min<size_t>(h.len, r->len - h.addr));
+    r->got += h.len;
+    if (r->got == r->sent_len) {
+      staged_recvs_.erase(rit);
+      finish(r, r->sent_len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS,
+             r->sent_len);
+    }
+    return;
+  }
+  auto uit = staged_unexpected_.find(h.cookie);
+  if (uit == staged_unexpected_.end()) {
+    lose("a fragment of no announced message");
+    return;
+  }
+  Unexpected* u = uit->second;
+  if (h.addr != u->data.size() || h.len > u->hdr.len - u->data.size()) {
+    lose("a fragment out of order");
+    return;
+  }
+  u->data.insert(u->data.end(), payload, payload + h.len);
+  if (u->whole()) staged_unexpected_.erase(uit);
 }
 
 void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {

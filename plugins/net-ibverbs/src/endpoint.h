@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -95,6 +96,12 @@ class Endpoint {
   void deliver(Request* r, const MsgHeader& h, const uint8_t* payload);
   void start_read(Request* r, const MsgHeader& rts);
   void maybe_return_credits();
+  // The RDMA piece at the front of backlog q could not be registered (why): it goes through the
+  // device's bounce buffers instead.
+  void stage_through_bounce(int q, const std::string& why);
+  // A message whose buffer could not be registered (why): kStagedRts and kFrag messages.
+  void queue_staged_send(Request* r, const void* buf, size_t len, const std::string& why);
+  void on_fragment(const MsgHeader& h, const uint8_t* payload);
   // The local key for [buf, buf + len) from mr, or a registration made when posted (access).
   void local_key(const void* buf, size_t len, const MemRegion* mr, int access, SendOp* op);
   int32_t send_credits() const;
@@ -120,13 +127,21 @@ class Endpoint {
 
   std::deque<SendOp> backlog_[2];  // [0] message queue pair, [1] put/get queue pair
   int in_flight_[2] = {0, 0};
+  bool staged_logged_[2] = {false, false};  // the first refusal logged: messages, RDMA pieces
 
   struct Unexpected {
     MsgHeader hdr;
-    std::vector<uint8_t> data;  // eager payload
+    std::vector<uint8_t> data;  // eager payload; a staged message's fragments so far
+    bool whole() const {
+      return hdr.type == static_cast<uint8_t>(MsgType::kEager) ||
+             (hdr.type == static_cast<uint8_t>(MsgType::kStagedRts) && data.size() == hdr.len);
+    }
   };
   std::deque<Request*> posted_;  // receives in posting order
-  std::deque<Unexpected> unexpected_;
+  std::list<Unexpected> unexpected_;
+  // Staged messages whose fragments are still arriving, by the sender's cookie.
+  std::unordered_map<uint64_t, Request*> staged_recvs_;
+  std::unordered_map<uint64_t, Unexpected*> staged_unexpected_;
   std::deque<uint64_t> notifications_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> reqs_;
 };

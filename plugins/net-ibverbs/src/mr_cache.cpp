@@ -42,13 +42,9 @@ uint64_t mono_ns() {
 }  // namespace
 
 MrCache::MrCache(const VerbsApi& api, const Log& log, size_t limit) : api_(api), log_(log) {
-  if (limit == 0) {
-    why_off_ = "HMC_IB_MR_CACHE=0";
-    return;
-  }
+  if (limit == 0) return;
   std::string why;
   if (!start_monitor(&why)) {
-    why_off_ = why;
     IB_INFO(log_, "registration cache off: %s (buffers are registered for each transfer)",
             why.c_str());
     return;
@@ -58,6 +54,10 @@ MrCache::MrCache(const VerbsApi& api, const Log& log, size_t limit) : api_(api),
 }
 
 MrCache::~MrCache() {
+  if (enabled())
+    IB_DEBUG(log_, "registration cache: %llu hits, %llu entries invalidated by unmaps",
+             static_cast<unsigned long long>(hits_),
+             static_cast<unsigned long long>(invalidations_));
   if (thread_.joinable()) {
     uint64_t one = 1;
     if (::write(stop_fd_, &one, sizeof one) < 0) {
@@ -280,7 +280,7 @@ Registration* MrCache::acquire(Device& d, void* addr, size_t len, int access, st
   r->start = cacheable ? start : a;
   r->end = cacheable ? end : a + len;
   r->mr = d.reg(reinterpret_cast<void*>(r->start), r->end - r->start, access, why);
-  if (r->mr == nullptr && enabled() && evict_unused(SIZE_MAX)) {
+  if (r->mr == nullptr && drop_unused()) {
     IB_DEBUG(log_, "%s: registration refused; retrying after dropping the unused cached ones",
              d.name().c_str());
     r->mr = d.reg(reinterpret_cast<void*>(r->start), r->end - r->start, access, why);
@@ -307,21 +307,6 @@ Registration* MrCache::acquire(Device& d, void* addr, size_t len, int access, st
 void MrCache::release(Registration* r) {
   if (r == nullptr || --r->refs > 0) return;
   if (!r->cached) destroy(r);
-}
-
-void MrCache::drop_device(Device* d) {
-  for (auto it = by_start_.begin(); it != by_start_.end();) {
-    Registration* r = it->second;
-    if (r->dev != d) {
-      ++it;
-      continue;
-    }
-    it = by_start_.erase(it);
-    lru_.erase(r->lru);
-    bytes_ -= r->end - r->start;
-    r->cached = false;
-    if (r->refs == 0) destroy(r);
-  }
 }
 
 }  // namespace hmc::ibverbs

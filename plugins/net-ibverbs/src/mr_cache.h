@@ -62,21 +62,15 @@ class MrCache {
   MrCache& operator=(const MrCache&) = delete;
 
   bool enabled() const { return limit_ > 0; }
-  const std::string& why_off() const { return why_off_; }
-  size_t limit() const { return limit_; }
 
   // A registration of [addr, addr + len) on d with at least access, from the cache or made now;
   // nullptr with *why when the device refused (after dropping unused entries once where the
   // refusal may be for pinned memory). Each acquire is paired with one release.
   Registration* acquire(Device& d, void* addr, size_t len, int access, std::string* why);
   void release(Registration* r);
-  // Drops every entry of d not in use (d is being destroyed; its endpoints are gone).
-  void drop_device(Device* d);
-
-  // For tests and diagnostics.
-  size_t cached_bytes() const { return bytes_; }
-  uint64_t hits() const { return hits_; }
-  uint64_t invalidations() const { return invalidations_; }
+  // Deregisters every entry no request uses (registration was refused: pinned memory may be
+  // the limit). False when there was none.
+  bool drop_unused() { return enabled() && evict_unused(SIZE_MAX); }
 
  private:
   struct Range {
@@ -95,7 +89,6 @@ class MrCache {
   const VerbsApi& api_;
   const Log& log_;
   size_t limit_ = 0;
-  std::string why_off_;
   size_t bytes_ = 0;
   size_t longest_ = 0;  // longest cached entry: how far back a lookup by start must look
   std::multimap<uintptr_t, Registration*> by_start_;

@@ -39,6 +39,8 @@ hmc_plugin_status_t register_region(Context& c, int dev, const hmc_net_mem_desc_
       }
     } else {
       m->mr = d.reg(mem->addr, mem->len, access, &why);
+      if (m->mr == nullptr && c.mr_cache().drop_unused())
+        m->mr = d.reg(mem->addr, mem->len, access, &why);
       if (m->mr == nullptr) {
         IB_ERROR(c.log(), "%s: reg_mr: %s", d.name().c_str(), why.c_str());
         return HMC_PLUGIN_ERR_NO_MEMORY;

@@ -35,6 +35,7 @@ struct Request {
   bool awaiting_fin = false;  // rendezvous send: the receiver has not answered yet
   size_t sent_len = 0;        // receive: the length the sender sent
   uint64_t cookie = 0;        // receive of a rendezvous: the sender's request id
+  size_t got = 0;             // receive of a staged message: bytes of it that arrived
 };
 
 }  // namespace hmc::ibverbs

@@ -13,7 +13,7 @@
 
 namespace hmc::ibverbs {
 
-constexpr uint32_t kWireVersion = 1;
+constexpr uint32_t kWireVersion = 2;  // 2: staged messages (kStagedRts, kFrag)
 
 // listen's handle: where the listener's side channel is, and which listener.
 struct ConnHandle {
@@ -66,6 +66,10 @@ enum class MsgType : uint8_t {
   kFin = 3,     // the rendezvous with cookie was read
   kCredit = 4,  // only returns credits (takes no credit itself)
   kNotify = 5,  // put notification: value in len, after the put's data
+  // A message whose buffer could not be registered: len bytes, sent as the kFrag messages that
+  // follow it in order (cookie: the sender's request, the same in each fragment).
+  kStagedRts = 6,
+  kFrag = 7,    // len payload bytes of the staged message cookie, at offset addr
 };
 struct MsgHeader {
   uint8_t type = 0;

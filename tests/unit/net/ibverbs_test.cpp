@@ -3,7 +3,11 @@
 // settings and a connection between two different devices (the QEMU test bed's veth topology:
 // rxe0 and rxe1 on the two ends of a veth pair, two "hosts"). The contract scenarios run over
 // its configurations in contract_test.cpp.
+#include <sys/mman.h>
+#include <sys/resource.h>
+
 #include <cstring>
+#include <fstream>
 
 #include "suite.h"
 
@@ -148,6 +152,86 @@ TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
     hmc_plugin_status_t st = t->init(h.services(), &c);
     EXPECT_EQ(st, HMC_PLUGIN_ERR_NO_DEVICE) << h.all_logs();
     if (st == HMC_PLUGIN_SUCCESS) t->finalize(c);
+  });
+}
+
+// Registrations refused for pinned memory (RLIMIT_MEMLOCK; run by tests/rdma/memlock_check with
+// a low limit and CAP_IPC_LOCK dropped, skipped elsewhere): the test pins all but ~600 KiB of what
+// the limit allows, then moves 1 MiB by put, get and message between unregistered buffers. Each
+// refusal is logged naming the limit; puts and gets go through the bounce buffers, the message
+// through the eager buffers; every byte arrives.
+TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("ibverbs", &t);
+  in_child([&] {
+    rlimit rl{};
+    ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (size_t{64} << 20))
+      skip_child("RLIMIT_MEMLOCK is not low here (tests/rdma/memlock_check sets it)");
+    constexpr size_t kLen = 1u << 20;
+    const Cfg cfg = {{"HMC_IB_EAGER_LIMIT", "8K"}};
+    LocalPair p(t, cfg, 0);
+    ASSERT_NO_FATAL_FAILURE(p.connect());
+    std::vector<uint8_t> region(kLen, 0);
+    std::vector<uint8_t> rkey;
+    hmc_net_mr_t* mr = reg(t, p.a, 0, region.data(), kLen, HMC_NET_ACCESS_LOCAL | kRemoteRw, &rkey);
+    ASSERT_NE(mr, nullptr) << p.ha.all_logs();
+    // Pin what the limit still allows, less room for the bounce buffers.
+    size_t pinned_kib = 0;
+    {
+      std::ifstream st("/proc/self/status");
+      std::string line;
+      while (std::getline(st, line))
+        if (line.rfind("VmPin:", 0) == 0) pinned_kib = std::stoul(line.substr(6));
+    }
+    const size_t room = 600u << 10;
+    const size_t pinned = pinned_kib << 10;
+    if (rl.rlim_cur < pinned + room + 4096)
+      skip_child("RLIMIT_MEMLOCK (" + std::to_string(rl.rlim_cur) + " bytes) leaves no room " +
+                 "beside the plugin's own buffers (" + std::to_string(pinned) + " bytes pinned)");
+    const size_t filler_len = (rl.rlim_cur - pinned - room) & ~size_t{4095};
+    void* filler = mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    ASSERT_NE(filler, MAP_FAILED);
+    std::vector<uint8_t> unused_key;
+    hmc_net_mr_t* fmr = reg(t, p.b, 0, filler, filler_len, HMC_NET_ACCESS_LOCAL, &unused_key);
+    ASSERT_NE(fmr, nullptr) << p.hb.all_logs();
+
+    hmc_net_rkey_t* k = nullptr;
+    ASSERT_EQ(t->rkey_unpack(p.eb, rkey.data(), rkey.size(), &k), HMC_PLUGIN_SUCCESS);
+    std::vector<uint8_t> src(kLen), dst(kLen, 0);
+    fill(src.data(), kLen, 71);
+    hmc_net_request_t* r = nullptr;
+    ASSERT_EQ(t->iput(p.eb, src.data(), kLen, nullptr, reinterpret_cast<uintptr_t>(region.data()),
+                      k, &r),
+              HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
+    EXPECT_EQ(first_mismatch(region.data(), kLen, 71), -1) << "put";
+    fill(region.data(), kLen, 72);
+    ASSERT_EQ(t->iget(p.eb, dst.data(), kLen, nullptr, reinterpret_cast<uintptr_t>(region.data()),
+                      k, &r),
+              HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
+    EXPECT_EQ(first_mismatch(dst.data(), kLen, 72), -1) << "get";
+    EXPECT_TRUE(p.hb.logged("RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur) + " bytes"))
+        << p.hb.all_logs();
+    EXPECT_TRUE(p.hb.logged("bounce buffers")) << p.hb.all_logs();
+
+    std::fill(dst.begin(), dst.end(), 0);
+    hmc_net_request_t *rs = nullptr, *rr = nullptr;
+    ASSERT_EQ(t->irecv(p.ea, dst.data(), kLen, nullptr, 9, &rr), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t->isend(p.eb, src.data(), kLen, nullptr, 9, &rs), HMC_PLUGIN_SUCCESS);
+    size_t got = 0;
+    EXPECT_EQ(p.wait(rs), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
+    EXPECT_EQ(p.wait(rr, &got), HMC_PLUGIN_SUCCESS) << p.ha.all_logs();
+    EXPECT_EQ(got, kLen);
+    EXPECT_EQ(first_mismatch(dst.data(), kLen, 71), -1) << "message";
+    EXPECT_TRUE(p.hb.logged("eager buffers")) << p.hb.all_logs();
+
+    EXPECT_EQ(t->rkey_release(k), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(deregister_memory(t, p.b, 0, fmr), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(deregister_memory(t, p.a, 0, mr), HMC_PLUGIN_SUCCESS);
+    munmap(filler, filler_len);
   });
 }
 
