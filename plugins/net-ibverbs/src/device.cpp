@@ -271,6 +271,10 @@ PostResult Device::post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string*
     sge.addr = reinterpret_cast<uintptr_t>(b);
     sge.length = static_cast<uint32_t>(sizeof(MsgHeader) + payload);
     wr.opcode = IBV_WR_SEND;
+  } else if (op.kind == WrKind::kProbe) {
+    // Zero-length: no memory on either side, no key checked (IBTA C9-88).
+    wr.num_sge = 0;
+    wr.opcode = IBV_WR_RDMA_WRITE;
   } else {
     sge.addr = op.local;
     sge.length = op.len;

@@ -47,6 +47,7 @@ enum class WrKind : uint8_t {
   kRndvRead,   // one piece of a rendezvous read
   kPut,        // one piece of a put
   kGet,        // one piece of a get
+  kProbe,      // a zero-length RDMA WRITE: the peer's HCA must acknowledge it (keepalive)
 };
 
 // One operation for a queue pair, kept whole so that it can be posted again on a new queue pair

@@ -246,8 +246,53 @@ void Endpoint::progress() {
                : "the listener did not answer within " + std::to_string(ctx().timeout_ms()) + " ms");
     return;
   }
+  if (stalled()) return;
   pump();
   maybe_return_credits();
+  maybe_probe();
+}
+
+void Endpoint::posted(int q) {
+  if (in_flight_[q]++ == 0) last_completion_ns_[q] = ctx().now_ns();
+}
+
+bool Endpoint::stalled() {
+  // An HCA fails a work request its peer does not acknowledge once its retries are spent, in
+  // half of the host's timeout (HMC_IB_TIMEOUT's default). Soft-RoCE whose netdev lost its
+  // carrier retries sending forever instead: a queue pair with work requests in flight and no
+  // completion for that long is as good as failed.
+  const uint64_t budget = uint64_t{ctx().timeout_ms()} * 1000000 / 2;
+  const uint64_t now = ctx().now_ns();
+  for (int q = 0; q < 2; ++q) {
+    if (in_flight_[q] == 0 || now - last_completion_ns_[q] <= budget) continue;
+    lose("no completion for " + std::to_string(ctx().timeout_ms() / 2) + " ms with " +
+         std::to_string(in_flight_[q]) + " work requests in flight (the peer's HCA does not " +
+         "answer: link down?)");
+    return true;
+  }
+  return false;
+}
+
+void Endpoint::maybe_probe() {
+  if (in_flight_[0] > 0 || !backlog_[0].empty() || !dev_.can_post()) return;
+  // Every retry of a probe fits in half of the host's timeout (HMC_IB_TIMEOUT's default), and a
+  // probe goes at most a quarter of it after the last one: a silent peer is lost in time.
+  const uint64_t interval = uint64_t{ctx().timeout_ms()} * 1000000 / 4;
+  const uint64_t now = ctx().now_ns();
+  if (now - last_probe_ns_ < interval) return;
+  bool pending = false;
+  for (const auto& kv : reqs_) pending |= !kv.second->done;
+  if (!pending) return;
+  last_probe_ns_ = now;
+  SendOp op;
+  op.kind = WrKind::kProbe;
+  std::string why;
+  const PostResult pr = dev_.post(this, msg_qp_, op, &why);
+  if (pr == PostResult::kQueueError) {
+    lose(why);
+    return;
+  }
+  if (pr == PostResult::kOk) posted(0);
 }
 
 void Endpoint::on_side_readable() {
@@ -478,7 +523,7 @@ void Endpoint::pump() {
         }
         continue;
       }
-      ++in_flight_[q];
+      posted(q);
     }
   }
 }
@@ -521,7 +566,7 @@ void Endpoint::maybe_return_credits() {
     return;
   }
   reported_ = freed_;
-  ++in_flight_[0];
+  posted(0);
 }
 
 hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRegion* mr,
@@ -866,6 +911,7 @@ void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
     return;
   }
   --in_flight_[q];
+  last_completion_ns_[q] = ctx().now_ns();
   if (r == nullptr) {
     pump();
     return;

@@ -105,6 +105,15 @@ class Endpoint {
   // The local key for [buf, buf + len) from mr, or a registration made when posted (access).
   void local_key(const void* buf, size_t len, const MemRegion* mr, int access, SendOp* op);
   int32_t send_credits() const;
+  // Keepalive: with requests pending and nothing of ours in flight on the message queue pair
+  // for a while, a probe the peer's HCA must acknowledge, so that a peer gone silent (a link
+  // down, a host gone) fails its retries and is lost within the host's timeout.
+  void maybe_probe();
+  // Counts a work request posted on queue pair q (0 messages, 1 put/get).
+  void posted(int q);
+  // Loses the peer when a queue pair has had work requests in flight and no completion for half
+  // of the host's timeout; true then.
+  bool stalled();
 
   Device& dev_;
   Stage stage_ = Stage::kDialing;
@@ -127,6 +136,8 @@ class Endpoint {
 
   std::deque<SendOp> backlog_[2];  // [0] message queue pair, [1] put/get queue pair
   int in_flight_[2] = {0, 0};
+  uint64_t last_probe_ns_ = 0;
+  uint64_t last_completion_ns_[2] = {0, 0};  // or when the first of those in flight was posted
   bool staged_logged_[2] = {false, false};  // the first refusal logged: messages, RDMA pieces
 
   struct Unexpected {

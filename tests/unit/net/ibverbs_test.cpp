@@ -5,7 +5,12 @@
 // its configurations in contract_test.cpp.
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -233,6 +238,169 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
     EXPECT_EQ(deregister_memory(t, p.a, 0, mr), HMC_PLUGIN_SUCCESS);
     munmap(filler, filler_len);
   });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults between two "hosts": the test bed's veth topology (rxe0 on veth0, rxe1 on veth1; skipped
+// elsewhere). A listener on the first host's device, a connector on the second's, in two
+// processes; the side channel runs over 127.0.0.1, so only the RDMA traffic crosses the veth.
+
+std::string testbed(const std::string& name) {
+  const char* v = std::getenv(("RDMA_TESTBED_" + name).c_str());
+  return v != nullptr ? v : "";
+}
+
+class IbverbsWire : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testbed("TOPOLOGY") != "veth")
+      GTEST_SKIP() << "needs the RDMA test bed's veth topology (tests/rdma/guest run --topology "
+                      "veth)";
+    NET_REQUIRE_PLUGIN("ibverbs", &t_);
+    dev0_ = testbed("HOST0_DEVS").substr(0, testbed("HOST0_DEVS").find(' '));
+    dev1_ = testbed("HOST1_DEVS").substr(0, testbed("HOST1_DEVS").find(' '));
+    netdev0_ = testbed("NETDEV_" + dev0_);
+    ASSERT_FALSE(dev0_.empty() || dev1_.empty() || netdev0_.empty());
+  }
+
+  // parent(side, child's pid) listens on the first host's device; child(side) connects from the
+  // second's in a child process, which must exit 0 (or die of killed_by).
+  void across(const std::function<void(Side&, pid_t)>& parent,
+              const std::function<void(Side&)>& child, int killed_by = 0) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(sv[0]);
+      int code = 100;
+      {
+        Side s(t_, Cfg{{"HMC_IB_HCA", "=" + dev1_}}, 0, sv[1], kTimeoutMs);
+        std::string err = s.setup(false);
+        if (err.empty()) {
+          child(s);
+          code = ::testing::Test::HasFailure() ? 1 : 0;
+        } else {
+          std::fprintf(stderr, "child setup: %s\n", err.c_str());
+        }
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(code);
+    }
+    ::close(sv[1]);
+    {
+      Side s(t_, Cfg{{"HMC_IB_HCA", "=" + dev0_}}, 0, sv[0], kTimeoutMs);
+      std::string err = s.setup(true);
+      EXPECT_EQ(err, "");
+      if (err.empty()) parent(s, pid);
+    }
+    bool timed_out = false;
+    int st = reap(pid, sv[0], 30, &timed_out);
+    ::close(sv[0]);
+    ASSERT_FALSE(timed_out) << "the child side did not finish";
+    if (killed_by != 0) {
+      EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == killed_by) << "child status " << st;
+    } else {
+      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child side failed (above)";
+    }
+  }
+
+  static constexpr uint32_t kTimeoutMs = 5000;  // the host's timeout (HMC_TIMEOUT_MS)
+  const hmc_net_plugin_v2_t* t_ = nullptr;
+  std::string dev0_, dev1_, netdev0_;
+};
+
+// The peer process is SIGKILLed while the listener reads its 64 MiB message across the wire:
+// the read and an unmatched receive end with PEER_LOST within the host's timeout, the process
+// carries on, and later posts fail with PEER_LOST.
+TEST_F(IbverbsWire, PeerKilledMidTransfer) {
+  constexpr size_t kBig = 64u << 20;
+  across(
+      [&](Side& s, pid_t child) {
+        std::vector<uint8_t> big(kBig), small(64);
+        hmc_net_request_t* r_big = s.irecv(big.data(), kBig, 1);
+        hmc_net_request_t* r_never = s.irecv(small.data(), small.size(), 2);
+        ASSERT_TRUE(r_big && r_never);
+        ASSERT_TRUE(s.signal());
+        ASSERT_TRUE(s.await());  // the send is posted and being read
+        for (int i = 0; i < 200; ++i) s.t()->progress(s.ctx());
+        ::kill(child, SIGKILL);
+        const uint64_t t0 = mono_ns();
+        auto st = s.wait_all({r_big, r_never}, nullptr, 20);
+        const double secs = static_cast<double>(mono_ns() - t0) / 1e9;
+        EXPECT_EQ(st[0], HMC_PLUGIN_ERR_PEER_LOST) << "the large receive";
+        EXPECT_EQ(st[1], HMC_PLUGIN_ERR_PEER_LOST) << "the unmatched receive";
+        EXPECT_LT(secs, kTimeoutMs / 1000.0) << "the death was noticed after " << secs << " s";
+        hmc_net_request_t* r = nullptr;
+        EXPECT_EQ(s.t()->isend(s.ep(), small.data(), small.size(), nullptr, 3, &r),
+                  HMC_PLUGIN_ERR_PEER_LOST);
+      },
+      [&](Side& s) {
+        std::vector<uint8_t> big(kBig, 0x5a);
+        ASSERT_TRUE(s.await());
+        ASSERT_NE(s.isend(big.data(), kBig, 1), nullptr);
+        for (int i = 0; i < 200; ++i) s.t()->progress(s.ctx());
+        ASSERT_TRUE(s.signal());
+        for (;;) {
+          s.t()->progress(s.ctx());
+          ::usleep(1000);
+        }
+      },
+      SIGKILL);
+}
+
+// The first host's link goes down (ip link set veth0 down) while 16 MiB messages cross it: on
+// both sides the requests still pending end with PEER_LOST within the host's timeout (the
+// reader's RDMA READs exhaust their retries; the sender, with nothing in flight while it waits
+// for the reader's answer, learns it from its keepalive probe), both processes carry on.
+TEST_F(IbverbsWire, LinkDownUnderTraffic) {
+  constexpr size_t kLen = 16u << 20;
+  constexpr int kN = 6;
+  const std::string down = "ip link set " + netdev0_ + " down";
+  const std::string up = "ip link set " + netdev0_ + " up";
+  across(
+      [&](Side& s, pid_t) {
+        std::vector<std::vector<uint8_t>> bufs(kN, std::vector<uint8_t>(kLen));
+        std::vector<hmc_net_request_t*> reqs;
+        for (int i = 0; i < kN; ++i) reqs.push_back(s.irecv(bufs[i].data(), kLen, 10 + i));
+        ASSERT_TRUE(s.signal());
+        EXPECT_EQ(s.wait(reqs[0], nullptr, 30), HMC_PLUGIN_SUCCESS) << "the first message";
+        ASSERT_EQ(std::system(down.c_str()), 0) << down;
+        const uint64_t t0 = mono_ns();
+        ASSERT_TRUE(s.signal());  // over the socketpair: not through the link
+        std::vector<hmc_net_request_t*> rest(reqs.begin() + 1, reqs.end());
+        auto st = s.wait_all(rest, nullptr, 20);
+        const double secs = static_cast<double>(mono_ns() - t0) / 1e9;
+        EXPECT_EQ(std::system(up.c_str()), 0) << up;
+        int lost = 0;
+        for (size_t i = 0; i < st.size(); ++i) {
+          EXPECT_TRUE(st[i] == HMC_PLUGIN_SUCCESS || st[i] == HMC_PLUGIN_ERR_PEER_LOST)
+              << "receive " << i + 1 << ": " << st[i];
+          lost += st[i] == HMC_PLUGIN_ERR_PEER_LOST;
+        }
+        EXPECT_GT(lost, 0) << "every message arrived before the link went down";
+        EXPECT_LT(secs, kTimeoutMs / 1000.0) << "the receiver noticed after " << secs << " s";
+        ASSERT_TRUE(s.await());  // the sender's verdict is in
+      },
+      [&](Side& s) {
+        std::vector<uint8_t> src(kLen, 0x3c);
+        std::vector<hmc_net_request_t*> reqs;
+        ASSERT_TRUE(s.await());
+        for (int i = 0; i < kN; ++i) reqs.push_back(s.isend(src.data(), kLen, 10 + i));
+        ASSERT_TRUE(s.await(nullptr, 60));  // the link is down
+        const uint64_t t0 = mono_ns();
+        auto st = s.wait_all(reqs, nullptr, 20);
+        const double secs = static_cast<double>(mono_ns() - t0) / 1e9;
+        EXPECT_EQ(st.back(), HMC_PLUGIN_ERR_PEER_LOST) << "the last send";
+        for (size_t i = 0; i < st.size(); ++i)
+          EXPECT_TRUE(st[i] == HMC_PLUGIN_SUCCESS || st[i] == HMC_PLUGIN_ERR_PEER_LOST)
+              << "send " << i << ": " << st[i];
+        EXPECT_LT(secs, kTimeoutMs / 1000.0) << "the sender noticed after " << secs << " s";
+        ASSERT_TRUE(s.signal());
+      });
 }
 
 }  // namespace
