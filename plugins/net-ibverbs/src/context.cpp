@@ -233,6 +233,7 @@ void Context::unwatch(int fd) {
 }
 
 bool Context::progress() {
+  cache_->poll();
   bool any = false;
   for (auto& d : devices_) any |= d->poll();
   epoll_event ev[64];

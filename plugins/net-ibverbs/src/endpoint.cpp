@@ -261,6 +261,7 @@ bool Endpoint::stalled() {
   // half of the host's timeout (HMC_IB_TIMEOUT's default). Soft-RoCE whose netdev lost its
   // carrier retries sending forever instead: a queue pair with work requests in flight and no
   // completion for that long is as good as failed.
+  if (ctx().timeout_ms() == 0) return false;
   const uint64_t budget = uint64_t{ctx().timeout_ms()} * 1000000 / 2;
   const uint64_t now = ctx().now_ns();
   for (int q = 0; q < 2; ++q) {
@@ -274,7 +275,8 @@ bool Endpoint::stalled() {
 }
 
 void Endpoint::maybe_probe() {
-  if (in_flight_[0] > 0 || !backlog_[0].empty() || !dev_.can_post()) return;
+  if (ctx().timeout_ms() == 0 || in_flight_[0] > 0 || !backlog_[0].empty() || !dev_.can_post())
+    return;
   // Every retry of a probe fits in half of the host's timeout (HMC_IB_TIMEOUT's default), and a
   // probe goes at most a quarter of it after the last one: a silent peer is lost in time.
   const uint64_t interval = uint64_t{ctx().timeout_ms()} * 1000000 / 4;

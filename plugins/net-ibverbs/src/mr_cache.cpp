@@ -115,7 +115,7 @@ void MrCache::monitor_loop() {
   for (;;) {
     pollfd p[2] = {{uffd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     // The timeout only bounds the wait; events wake it at once.
-    int n = poll(p, 2, 1000);
+    int n = ::poll(p, 2, 1000);
     if (n < 0 && errno != EINTR) return;
     if (p[1].revents != 0) return;
     if ((p[0].revents & POLLIN) == 0) continue;
@@ -141,6 +141,7 @@ void MrCache::monitor_loop() {
           ranges_[nranges_++] = r;
         else
           overflow_ = true;
+        published_.store(true);
       }
     }
     reading_.store(false);
@@ -167,6 +168,7 @@ void MrCache::apply_invalidations() {
     nranges_ = 0;
     all |= overflow_;
     overflow_ = false;
+    published_.store(false);
   }
   if (all) {
     invalidate(0, UINTPTR_MAX);

@@ -68,6 +68,11 @@ class MrCache {
   // refusal may be for pinned memory). Each acquire is paired with one release.
   Registration* acquire(Device& d, void* addr, size_t len, int access, std::string* why);
   void release(Registration* r);
+  // Applies the unmaps the monitor reported, so that registrations of memory that is gone are
+  // dropped without waiting for the next acquire (cheap when there are none).
+  void poll() {
+    if (published_.load(std::memory_order_relaxed)) apply_invalidations();
+  }
   // Deregisters every entry no request uses (registration was refused: pinned memory may be
   // the limit). False when there was none.
   bool drop_unused() { return enabled() && evict_unused(SIZE_MAX); }
@@ -100,6 +105,7 @@ class MrCache {
   int stop_fd_ = -1;
   std::thread thread_;
   std::atomic<bool> reading_{false};  // the monitor holds events it has not published yet
+  std::atomic<bool> published_{false};  // ranges wait in ranges_
   std::mutex ranges_mu_;
   static constexpr size_t kMaxRanges = 256;
   std::array<Range, kMaxRanges> ranges_{};

@@ -352,6 +352,35 @@ TEST_F(IbverbsWire, PeerKilledMidTransfer) {
       SIGKILL);
 }
 
+// A receive waits 3 s for its message (the keepalive probes go meanwhile: the peer's HCA takes
+// them, and nothing is in flight long enough to look stalled): it succeeds, and so does a put
+// issued after the sender sat idle as long.
+TEST_F(IbverbsWire, IdlePeersAreNotLost) {
+  constexpr size_t kLen = 1u << 20;
+  across(
+      [&](Side& s, pid_t) {
+        std::vector<uint8_t> buf(kLen);
+        hmc_net_request_t* r = s.irecv(buf.data(), kLen, 1);
+        ASSERT_NE(r, nullptr);
+        ASSERT_TRUE(s.signal());
+        EXPECT_EQ(s.wait(r, nullptr, 20), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(first_mismatch(buf.data(), kLen, 81), -1);
+        ASSERT_TRUE(s.await());
+      },
+      [&](Side& s) {
+        std::vector<uint8_t> src(kLen);
+        fill(src.data(), kLen, 81);
+        ASSERT_TRUE(s.await());
+        const uint64_t until = mono_ns() + 3000000000ull;
+        while (mono_ns() < until) {
+          s.t()->progress(s.ctx());
+          ::usleep(1000);
+        }
+        EXPECT_EQ(s.wait(s.isend(src.data(), kLen, 1), nullptr, 20), HMC_PLUGIN_SUCCESS);
+        ASSERT_TRUE(s.signal());
+      });
+}
+
 // The first host's link goes down (ip link set veth0 down) while 16 MiB messages cross it: on
 // both sides the requests still pending end with PEER_LOST within the host's timeout (the
 // reader's RDMA READs exhaust their retries; the sender, with nothing in flight while it waits
