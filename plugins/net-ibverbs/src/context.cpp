@@ -213,6 +213,18 @@ Context::~Context() {
   if (epfd_ >= 0) ::close(epfd_);
 }
 
+std::vector<Device*> Context::rails_of(const Device& d) {
+  std::vector<Device*> out;
+  for (auto& o : devices_) {
+    if (static_cast<int>(out.size()) + 1 >= cfg_.rails) break;
+    if (o.get() == &d || o->info().fabric.empty() || o->info().fabric != d.info().fabric ||
+        o->info().attr.link_layer != d.info().attr.link_layer)
+      continue;
+    out.push_back(o.get());
+  }
+  return out;
+}
+
 uint64_t Context::random64() {
   // splitmix64
   uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);

@@ -65,6 +65,7 @@ struct SendOp {
   uint32_t rkey = 0;
   int reg_access = -1;     // >= 0: register [local, local + len) with this access when posted
   bool bounce = false;     // RDMA: through a bounce buffer (its registration was refused)
+  int rail = -1;           // RDMA: on extra rail `rail` of its endpoint (-1: its own port)
   uint64_t req_id = 0;     // the request it counts for (0: none)
 };
 

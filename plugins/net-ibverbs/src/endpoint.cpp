@@ -49,6 +49,7 @@ Endpoint::~Endpoint() {
     v.destroy_qp(qp);
   }
   dev_.forget(this);
+  drop_rails();
   for (auto& kv : reqs_) {
     c.mr_cache().release(kv.second->own_reg);
     kv.second->ep = nullptr;
@@ -122,23 +123,29 @@ bool Endpoint::create_qps() {
 
 bool Endpoint::connect_qp(ibv_qp* qp, uint32_t remote_qpn, uint32_t remote_psn,
                           uint32_t local_psn) {
+  return bring_up(dev_, qp, remote_qpn, remote_psn, remote_.gid, remote_.lid, remote_.mtu,
+                  local_psn);
+}
+
+bool Endpoint::bring_up(Device& d, ibv_qp* qp, uint32_t rqpn, uint32_t rpsn, const uint8_t* rgid,
+                        uint16_t rlid, uint8_t rmtu, uint32_t lpsn) {
   const VerbsApi& v = ctx().api();
-  const PortInfo& pi = dev_.info();
+  const PortInfo& pi = d.info();
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = static_cast<ibv_mtu>(std::min<int>(pi.attr.active_mtu, remote_.mtu));
-  a.dest_qp_num = remote_qpn;
-  a.rq_psn = remote_psn;
-  a.max_dest_rd_atomic = rd_atomic(dev_);
+  a.path_mtu = static_cast<ibv_mtu>(std::min<int>(pi.attr.active_mtu, rmtu));
+  a.dest_qp_num = rqpn;
+  a.rq_psn = rpsn;
+  a.max_dest_rd_atomic = rd_atomic(d);
   a.min_rnr_timer = 12;  // 0.64 ms
   a.ah_attr.port_num = static_cast<uint8_t>(pi.port);
-  if (dev_.ethernet() || remote_.lid == 0) {
+  if (d.ethernet() || rlid == 0) {
     a.ah_attr.is_global = 1;
-    std::memcpy(a.ah_attr.grh.dgid.raw, remote_.gid, 16);
+    std::memcpy(a.ah_attr.grh.dgid.raw, rgid, 16);
     a.ah_attr.grh.sgid_index = static_cast<uint8_t>(pi.gid_index);
     a.ah_attr.grh.hop_limit = 64;
   } else {
-    a.ah_attr.dlid = remote_.lid;
+    a.ah_attr.dlid = rlid;
   }
   if (v.modify_qp(qp, &a,
                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -146,20 +153,172 @@ bool Endpoint::connect_qp(ibv_qp* qp, uint32_t remote_qpn, uint32_t remote_psn,
     why_ = std::string("cannot bring the queue pair to RTR: ") + std::strerror(errno);
     return false;
   }
-  ibv_qp_attr s{};
-  s.qp_state = IBV_QPS_RTS;
-  s.timeout = static_cast<uint8_t>(ctx().rc_timeout());
-  s.retry_cnt = static_cast<uint8_t>(ctx().config().retry_cnt);
-  s.rnr_retry = 6;  // credits keep receivers ready; a bug becomes an error, not a hang
-  s.sq_psn = local_psn;
-  s.max_rd_atomic = rd_atomic(dev_);
-  if (v.modify_qp(qp, &s,
+  ibv_qp_attr r{};
+  r.qp_state = IBV_QPS_RTS;
+  r.timeout = static_cast<uint8_t>(ctx().rc_timeout());
+  r.retry_cnt = static_cast<uint8_t>(ctx().config().retry_cnt);
+  r.rnr_retry = 6;  // credits keep receivers ready; a bug becomes an error, not a hang
+  r.sq_psn = lpsn;
+  r.max_rd_atomic = rd_atomic(d);
+  if (v.modify_qp(qp, &r,
                   IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
     why_ = std::string("cannot bring the queue pair to RTS: ") + std::strerror(errno);
     return false;
   }
   return true;
+}
+
+// ---- rails -----------------------------------------------------------------------------------
+
+namespace {
+RailInfo rail_info(Device& d, ibv_qp* qp, uint32_t psn) {
+  RailInfo r;
+  r.qpn = qp->qp_num;
+  r.psn = psn;
+  r.lid = d.info().attr.lid;
+  std::memcpy(r.gid, d.info().gid.raw, 16);
+  r.mtu = static_cast<uint8_t>(d.info().attr.active_mtu);
+  return r;
+}
+}  // namespace
+
+void Endpoint::start_rails() {
+  for (Device* d : ctx().rails_of(dev_)) {
+    Rail r;
+    r.dev = d;
+    r.qp = make_qp(*d);
+    if (r.qp == nullptr) {
+      IB_INFO(ctx().log(), "%s: no queue pair on rail %s: %s", dev_.name().c_str(),
+              d->name().c_str(), std::strerror(errno));
+      break;
+    }
+    r.local = rail_info(*d, r.qp, static_cast<uint32_t>(ctx().random64() & 0xffffff));
+    r.weight = std::max<uint64_t>(1, port_bandwidth_MBps(d->info().attr.active_speed,
+                                                         d->info().attr.active_width));
+    rails_.push_back(std::move(r));
+  }
+  if (rails_.empty()) return;
+  std::vector<RailInfo> mine;
+  for (const Rail& r : rails_) mine.push_back(r.local);
+  std::vector<uint8_t> b = encode_rails(mine);
+  if (!side_->send(SideFrame::kRails, b.data(), b.size())) lose("the side channel failed");
+}
+
+void Endpoint::drop_rails() {
+  for (Rail& r : rails_) {
+    r.dev->forget(this);
+    if (r.qp != nullptr) ctx().api().destroy_qp(r.qp);
+  }
+  rails_.clear();
+  rails_up_ = false;
+}
+
+void Endpoint::on_rails(const Frame& f) {
+  std::vector<RailInfo> theirs;
+  std::string why;
+  if (f.type == SideFrame::kRailsReady) {
+    if (!f.payload.empty() || rails_.empty() || rails_up_) {
+      lose("a rails confirmation out of step");
+      return;
+    }
+    rails_up_ = true;
+    IB_DEBUG(ctx().log(), "%s: %zu more rails up", dev_.name().c_str(), rails_.size());
+    return;
+  }
+  if (!decode_rails(f.payload.data(), f.payload.size(), &theirs, &why)) {
+    lose("a malformed rail list: " + why);
+    return;
+  }
+  const bool answer = !rails_.empty();  // the connector offered first
+  if (!answer) {
+    // Listener: as many rails as both have, ours at RTS before we answer.
+    std::vector<Device*> devs = ctx().rails_of(dev_);
+    for (size_t i = 0; i < std::min(devs.size(), theirs.size()); ++i) {
+      Rail r;
+      r.dev = devs[i];
+      r.qp = make_qp(*devs[i]);
+      if (r.qp == nullptr) break;
+      r.local = rail_info(*devs[i], r.qp, static_cast<uint32_t>(ctx().random64() & 0xffffff));
+      r.remote = theirs[i];
+      r.weight = std::max<uint64_t>(1, port_bandwidth_MBps(devs[i]->info().attr.active_speed,
+                                                           devs[i]->info().attr.active_width));
+      const bool up = bring_up(*r.dev, r.qp, r.remote.qpn, r.remote.psn, r.remote.gid,
+                               r.remote.lid, r.remote.mtu, r.local.psn);
+      rails_.push_back(std::move(r));
+      if (!up) {
+        IB_INFO(ctx().log(), "%s: rail %s: %s", dev_.name().c_str(), devs[i]->name().c_str(),
+                why_.c_str());
+        drop_rails();
+        break;
+      }
+    }
+    std::vector<RailInfo> mine;
+    for (const Rail& r : rails_) mine.push_back(r.local);
+    std::vector<uint8_t> b = encode_rails(mine);
+    if (!side_->send(SideFrame::kRails, b.data(), b.size())) lose("the side channel failed");
+    return;
+  }
+  // Connector: the listener's answer names as many rails as it took, at most ours.
+  if (theirs.size() > rails_.size()) {
+    lose("the listener answered more rails than offered");
+    return;
+  }
+  while (rails_.size() > theirs.size()) {
+    rails_.back().dev->forget(this);
+    ctx().api().destroy_qp(rails_.back().qp);
+    rails_.pop_back();
+  }
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    Rail& r = rails_[i];
+    r.remote = theirs[i];
+    if (!bring_up(*r.dev, r.qp, r.remote.qpn, r.remote.psn, r.remote.gid, r.remote.lid,
+                  r.remote.mtu, r.local.psn)) {
+      IB_INFO(ctx().log(), "%s: rail %s: %s", dev_.name().c_str(), r.dev->name().c_str(),
+              why_.c_str());
+      drop_rails();  // the listener's stay unused: it waits for a confirmation that never comes
+      return;
+    }
+  }
+  if (rails_.empty()) return;
+  if (!side_->send(SideFrame::kRailsReady, nullptr, 0)) {
+    lose("the side channel failed");
+    return;
+  }
+  rails_up_ = true;
+  IB_DEBUG(ctx().log(), "%s: %zu more rails up", dev_.name().c_str(), rails_.size());
+}
+
+void Endpoint::pump_rails() {
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    Rail& rl = rails_[i];
+    while (!rl.backlog.empty() && rl.in_flight < kMaxRdmaInFlight && rl.dev->can_post()) {
+      SendOp& op = rl.backlog.front();
+      std::string why;
+      PostResult pr = rl.dev->post(this, rl.qp, op, &why);
+      if (pr == PostResult::kQueueError) {
+        lose(why);
+        return;
+      }
+      if (pr == PostResult::kBusy) break;
+      if (pr == PostResult::kRegError && !op.bounce) {
+        stage_through_bounce(rl.backlog, why);
+        continue;
+      }
+      SendOp done = op;
+      rl.backlog.pop_front();
+      if (pr == PostResult::kRegError) {
+        IB_ERROR(ctx().log(), "%s: %s", rl.dev->name().c_str(), why.c_str());
+        auto it = reqs_.find(done.req_id);
+        if (it != reqs_.end() && !it->second->done) {
+          --it->second->in_flight;
+          finish(it->second.get(), HMC_PLUGIN_ERR_NO_MEMORY, 0);
+        }
+        continue;
+      }
+      if (rl.in_flight++ == 0) rl.last_completion_ns = ctx().now_ns();
+    }
+  }
 }
 
 // ---- setup -----------------------------------------------------------------------------------
@@ -264,13 +423,17 @@ bool Endpoint::stalled() {
   if (ctx().timeout_ms() == 0) return false;
   const uint64_t budget = uint64_t{ctx().timeout_ms()} * 1000000 / 2;
   const uint64_t now = ctx().now_ns();
-  for (int q = 0; q < 2; ++q) {
-    if (in_flight_[q] == 0 || now - last_completion_ns_[q] <= budget) continue;
+  auto check = [&](int in_flight, uint64_t last, const std::string& port) {
+    if (in_flight == 0 || now - last <= budget) return false;
     lose("no completion for " + std::to_string(ctx().timeout_ms() / 2) + " ms with " +
-         std::to_string(in_flight_[q]) + " work requests in flight (the peer's HCA does not " +
-         "answer: link down?)");
+         std::to_string(in_flight) + " work requests in flight on " + port +
+         " (the peer's HCA does not answer: link down?)");
     return true;
-  }
+  };
+  for (int q = 0; q < 2; ++q)
+    if (check(in_flight_[q], last_completion_ns_[q], dev_.name())) return true;
+  for (const Rail& r : rails_)
+    if (check(r.in_flight, r.last_completion_ns, r.dev->name())) return true;
   return false;
 }
 
@@ -336,6 +499,8 @@ void Endpoint::on_frame(const Frame& f) {
       return;
     }
     stage_ = Stage::kReady;
+    start_rails();
+    if (stage_ == Stage::kLost) return;
     IB_DEBUG(ctx().log(), "%s: connected (queue pairs %u/%u to %u/%u)", dev_.name().c_str(),
              local_.msg_qpn, local_.rma_qpn, remote_.msg_qpn, remote_.rma_qpn);
     return;
@@ -363,6 +528,11 @@ void Endpoint::on_frame(const Frame& f) {
     IB_INFO(ctx().log(), "%s: put/get queue pair replaced (epoch %u)", dev_.name().c_str(),
             rma_epoch_);
     pump();
+    return;
+  }
+  if ((f.type == SideFrame::kRails || f.type == SideFrame::kRailsReady) &&
+      stage_ == Stage::kReady) {
+    on_rails(f);
     return;
   }
   lose("unexpected side-channel frame " + std::to_string(static_cast<uint32_t>(f.type)) +
@@ -412,6 +582,13 @@ void Endpoint::lose(const std::string& why) {
     a.qp_state = IBV_QPS_ERR;
     ctx().api().modify_qp(qp, &a, IBV_QP_STATE);
   }
+  for (Rail& r : rails_) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ctx().api().modify_qp(r.qp, &a, IBV_QP_STATE);
+    r.backlog.clear();
+  }
+  rails_up_ = false;
   backlog_[0].clear();
   backlog_[1].clear();
   posted_.clear();
@@ -470,7 +647,10 @@ void Endpoint::queue(SendOp op) {
     auto it = reqs_.find(op.req_id);
     if (it != reqs_.end()) ++it->second->in_flight;
   }
-  backlog_[op.rma_qp ? 1 : 0].push_back(op);
+  if (op.rail >= 0)
+    rails_[static_cast<size_t>(op.rail)].backlog.push_back(op);
+  else
+    backlog_[op.rma_qp ? 1 : 0].push_back(op);
 }
 
 int32_t Endpoint::send_credits() const {
@@ -478,6 +658,8 @@ int32_t Endpoint::send_credits() const {
 }
 
 void Endpoint::pump() {
+  if (stage_ != Stage::kReady) return;
+  pump_rails();
   if (stage_ != Stage::kReady) return;
   for (int q = 0; q < 2; ++q) {
     if (q == 1 && rma_resetting_) continue;
@@ -504,7 +686,7 @@ void Endpoint::pump() {
       }
       if (pr == PostResult::kBusy) break;
       if (pr == PostResult::kRegError && !op.bounce) {
-        stage_through_bounce(q, why);
+        stage_through_bounce(backlog_[q], why);
         continue;
       }
       if (op.kind == WrKind::kMsg) reported_ = freed_;
@@ -530,15 +712,15 @@ void Endpoint::pump() {
   }
 }
 
-void Endpoint::stage_through_bounce(int q, const std::string& why) {
+void Endpoint::stage_through_bounce(std::deque<SendOp>& backlog, const std::string& why) {
   if (!staged_logged_[1]) {
     IB_WARN(ctx().log(), "%s: %s; such transfers are staged through registered bounce buffers",
             dev_.name().c_str(), why.c_str());
     staged_logged_[1] = true;
   }
   // The piece becomes bounce-sized pieces in its place, counted for its request.
-  SendOp op = backlog_[q].front();
-  backlog_[q].pop_front();
+  SendOp op = backlog.front();
+  backlog.pop_front();
   std::vector<SendOp> parts;
   for (uint32_t off = 0; off < op.len; off += static_cast<uint32_t>(kBounceSize)) {
     SendOp p = op;
@@ -551,7 +733,7 @@ void Endpoint::stage_through_bounce(int q, const std::string& why) {
   }
   auto it = reqs_.find(op.req_id);
   if (it != reqs_.end()) it->second->in_flight += static_cast<int>(parts.size()) - 1;
-  backlog_[q].insert(backlog_[q].begin(), parts.begin(), parts.end());
+  backlog.insert(backlog.begin(), parts.begin(), parts.end());
 }
 
 void Endpoint::maybe_return_credits() {
@@ -678,32 +860,71 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* 
 }
 
 hmc_plugin_status_t Endpoint::post_rma(bool put, void* buf, size_t len, const MemRegion* mr,
-                                       uint64_t remote, uint32_t rkey, const uint64_t* notify,
-                                       Request** out) {
+                                       uint64_t remote, const PackedKey& key,
+                                       const uint64_t* notify, Request** out) {
   if (stage_ == Stage::kLost) return HMC_PLUGIN_ERR_PEER_LOST;
   if (stage_ != Stage::kReady) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   Request* r = new_request(put ? ReqKind::kPut : ReqKind::kGet);
   r->buf = buf;
   r->len = len;
   const size_t chunk = dev_.chunk();
+  // Striped where rails are up, the owner registered the region on as many, and there are
+  // pieces enough: each piece goes to the port with the least assigned relative to its speed.
+  const bool striped = rails_up_ && key.rail_rkeys.size() >= rails_.size() && len >= 2 * chunk;
+  std::vector<uint64_t> assigned(rails_.size() + 1, 0);
+  const uint64_t own_weight = std::max<uint64_t>(
+      1, port_bandwidth_MBps(dev_.info().attr.active_speed, dev_.info().attr.active_width));
   for (size_t off = 0; off < len; off += chunk) {
     SendOp op;
     op.kind = put ? WrKind::kPut : WrKind::kGet;
     op.rma_qp = true;
-    local_key(static_cast<uint8_t*>(buf) + off, std::min(chunk, len - off), mr,
-              put ? 0 : IBV_ACCESS_LOCAL_WRITE, &op);
+    const size_t n = std::min(chunk, len - off);
+    int rail = -1;
+    if (striped) {
+      // assigned[i] / weight[i], compared without division.
+      size_t best = 0;
+      for (size_t i = 1; i <= rails_.size(); ++i) {
+        const uint64_t wi = rails_[i - 1].weight;
+        const uint64_t wb = best == 0 ? own_weight : rails_[best - 1].weight;
+        if (assigned[i] * wb < assigned[best] * wi) best = i;
+      }
+      assigned[best] += n;
+      rail = static_cast<int>(best) - 1;
+    }
+    op.rail = rail;
+    if (rail >= 0) {
+      const size_t i = static_cast<size_t>(rail);
+      op.local = reinterpret_cast<uintptr_t>(static_cast<uint8_t*>(buf) + off);
+      op.len = static_cast<uint32_t>(n);
+      if (mr != nullptr && mr->dev == &dev_ && i < mr->rail_mrs.size() &&
+          mr->covers(static_cast<uint8_t*>(buf) + off, n)) {
+        op.lkey = mr->rail_mrs[i]->lkey;
+        op.reg_access = -1;
+      } else {
+        op.reg_access = put ? 0 : IBV_ACCESS_LOCAL_WRITE;
+      }
+      op.rkey = key.rail_rkeys[i];
+    } else {
+      local_key(static_cast<uint8_t*>(buf) + off, n, mr, put ? 0 : IBV_ACCESS_LOCAL_WRITE, &op);
+      op.rkey = key.rkey;
+    }
     op.remote = remote + off;
-    op.rkey = rkey;
     op.req_id = r->id;
     queue(op);
   }
   if (notify != nullptr) {
-    SendOp op;
-    op.rma_qp = true;
-    op.hdr.type = static_cast<uint8_t>(MsgType::kNotify);
-    op.hdr.len = *notify;
-    op.req_id = r->id;
-    queue(op);
+    if (striped) {
+      // The pieces travel on several queue pairs: the notification waits for all of them.
+      r->notify_after = true;
+      r->notify_value = *notify;
+    } else {
+      SendOp op;
+      op.rma_qp = true;
+      op.hdr.type = static_cast<uint8_t>(MsgType::kNotify);
+      op.hdr.len = *notify;
+      op.req_id = r->id;
+      queue(op);
+    }
   }
   if (r->in_flight == 0) finish(r, HMC_PLUGIN_SUCCESS, 0);
   pump();
@@ -890,6 +1111,32 @@ void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
   if (stage_ == Stage::kLost) return;
   auto it = reqs_.find(w.op.req_id);
   Request* r = it != reqs_.end() ? it->second.get() : nullptr;
+  if (w.op.rail >= 0) {
+    // A rail's queue pair is not replaced: any failure there loses the peer.
+    Rail& rl = rails_[static_cast<size_t>(w.op.rail)];
+    if (wc.status != IBV_WC_SUCCESS) {
+      lose("a work request on rail " + rl.dev->name() +
+           " failed: " + ctx().api().wc_status_str(wc.status));
+      return;
+    }
+    --rl.in_flight;
+    rl.last_completion_ns = ctx().now_ns();
+    if (r != nullptr && !r->done && --r->in_flight == 0) {
+      if (r->notify_after) {
+        r->notify_after = false;
+        SendOp op;
+        op.rma_qp = true;
+        op.hdr.type = static_cast<uint8_t>(MsgType::kNotify);
+        op.hdr.len = r->notify_value;
+        op.req_id = r->id;
+        queue(op);
+      } else {
+        finish(r, HMC_PLUGIN_SUCCESS, r->len);
+      }
+    }
+    pump();
+    return;
+  }
   if (wc.status != IBV_WC_SUCCESS) {
     if (q == 1 && (refused_access(wc.status) || wc.status == IBV_WC_WR_FLUSH_ERR)) {
       if (wc.status == IBV_WC_WR_FLUSH_ERR) {
@@ -937,7 +1184,19 @@ void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
       break;
     }
     case ReqKind::kPut:
-    case ReqKind::kGet: finish(r, HMC_PLUGIN_SUCCESS, r->len); break;
+    case ReqKind::kGet:
+      if (r->notify_after) {  // striped: the last piece was on this port
+        r->notify_after = false;
+        SendOp op;
+        op.rma_qp = true;
+        op.hdr.type = static_cast<uint8_t>(MsgType::kNotify);
+        op.hdr.len = r->notify_value;
+        op.req_id = r->id;
+        queue(op);
+        break;
+      }
+      finish(r, HMC_PLUGIN_SUCCESS, r->len);
+      break;
   }
   pump();
 }

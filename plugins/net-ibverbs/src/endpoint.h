@@ -73,7 +73,7 @@ class Endpoint {
   hmc_plugin_status_t post_recv(void* buf, size_t len, const MemRegion* mr, uint64_t tag,
                                 Request** out);
   hmc_plugin_status_t post_rma(bool put, void* buf, size_t len, const MemRegion* mr,
-                               uint64_t remote, uint32_t rkey, const uint64_t* notify,
+                               uint64_t remote, const PackedKey& key, const uint64_t* notify,
                                Request** out);
   hmc_plugin_status_t notify_poll(uint64_t* value);
   hmc_plugin_status_t cancel(Request* r);
@@ -98,7 +98,14 @@ class Endpoint {
   void maybe_return_credits();
   // The RDMA piece at the front of backlog q could not be registered (why): it goes through the
   // device's bounce buffers instead.
-  void stage_through_bounce(int q, const std::string& why);
+  void stage_through_bounce(std::deque<SendOp>& backlog, const std::string& why);
+  // Rails: the connector offers its rails once ready; each side answers the other's frame.
+  void start_rails();
+  void on_rails(const Frame& f);
+  void drop_rails();
+  void pump_rails();
+  bool bring_up(Device& d, ibv_qp* qp, uint32_t rqpn, uint32_t rpsn, const uint8_t* rgid,
+                uint16_t rlid, uint8_t rmtu, uint32_t lpsn);
   // A message whose buffer could not be registered (why): kStagedRts and kFrag messages.
   void queue_staged_send(Request* r, const void* buf, size_t len, const std::string& why);
   void on_fragment(const MsgHeader& h, const uint8_t* payload);
@@ -133,6 +140,19 @@ class Endpoint {
   uint32_t peer_freed_ = 0;     // of those, freed by the peer (its latest header)
   uint32_t freed_ = 0;          // the peer's credit-taking messages we freed
   uint32_t reported_ = 0;       // freed_ as last sent in a header
+
+  // Extra ports large puts and gets are striped over (Context::rails_of), one queue pair each.
+  struct Rail {
+    Device* dev = nullptr;
+    ibv_qp* qp = nullptr;
+    RailInfo local{}, remote{};
+    std::deque<SendOp> backlog;
+    int in_flight = 0;
+    uint64_t last_completion_ns = 0;
+    uint64_t weight = 1;  // port speed
+  };
+  std::vector<Rail> rails_;
+  bool rails_up_ = false;
 
   std::deque<SendOp> backlog_[2];  // [0] message queue pair, [1] put/get queue pair
   int in_flight_[2] = {0, 0};

@@ -36,6 +36,8 @@ struct Request {
   size_t sent_len = 0;        // receive: the length the sender sent
   uint64_t cookie = 0;        // receive of a rendezvous: the sender's request id
   size_t got = 0;             // receive of a staged message: bytes of it that arrived
+  bool notify_after = false;  // striped notified put: NOTIFY once every piece completed
+  uint64_t notify_value = 0;
 };
 
 }  // namespace hmc::ibverbs

@@ -10,10 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace hmc::ibverbs {
 
-constexpr uint32_t kWireVersion = 2;  // 2: staged messages (kStagedRts, kFrag)
+constexpr uint32_t kWireVersion = 3;  // 2: staged messages; 3: rails
 
 // listen's handle: where the listener's side channel is, and which listener.
 struct ConnHandle {
@@ -49,7 +50,23 @@ enum class SideFrame : uint32_t {
   kAccept = 2,    // QpInfo
   kReady = 3,     // empty: the connector's queue pairs are ready to receive
   kRmaReset = 4,  // RmaReset: replace the put/get queue pair after an error broke it
+  // Rails (puts and gets striped over more ports): the connector's Rails once ready, the
+  // listener's (at most as many, its queue pairs at RTS) back, then kRailsReady (empty).
+  kRails = 5,
+  kRailsReady = 6,
 };
+
+// The queue pairs of an endpoint's extra rails, in the order of the side's rail ports.
+constexpr size_t kMaxRails = 16;
+struct RailInfo {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint16_t lid = 0;
+  uint8_t gid[16] = {};
+  uint8_t mtu = 0;
+};
+std::vector<uint8_t> encode_rails(const std::vector<RailInfo>& rails);
+bool decode_rails(const uint8_t* p, size_t len, std::vector<RailInfo>* rails, std::string* why);
 struct RmaReset {
   uint32_t epoch = 0;
   uint32_t qpn = 0;
@@ -94,7 +111,9 @@ struct PackedKey {
   uint64_t len = 0;
   uint32_t rkey = 0;
   uint32_t access = 0;  // HMC_NET_ACCESS_*
+  std::vector<uint32_t> rail_rkeys;  // the same memory on the owner's rail ports, in their order
 };
+// Without rails; with n, a count and n keys more.
 constexpr size_t kPackedKeySize = 4 + 4 + 8 + 8 + 4 + 4;
 size_t encode_key(const PackedKey& k, uint8_t* out);
 bool decode_key(const uint8_t* p, size_t len, PackedKey* k, std::string* why);

@@ -432,5 +432,120 @@ TEST_F(IbverbsWire, LinkDownUnderTraffic) {
       });
 }
 
+// ---------------------------------------------------------------------------------------------
+// Rails: the test bed's rails topology (two veth pairs; the first host has rxe0 and rxe2, the
+// second rxe1 and rxe3; skipped elsewhere). Each side selects both its ports and HMC_IB_RAILS=2;
+// an endpoint on the first port stripes puts and gets over both.
+
+uint64_t tx_bytes(const std::string& netdev) {
+  std::ifstream f("/sys/class/net/" + netdev + "/statistics/tx_bytes");
+  uint64_t v = 0;
+  f >> v;
+  return v;
+}
+
+// A 32 MiB put (notified) and get between unregistered local buffers and a registered region:
+// byte-exact, the notification after the data, and each of the putting side's two ports sent a
+// fair share of the bytes (equal port speeds: about half each).
+TEST(IbverbsRails, PutsAndGetsAreStriped) {
+  if (testbed("TOPOLOGY") != "rails")
+    GTEST_SKIP() << "needs the RDMA test bed's rails topology (tests/rdma/guest run --topology "
+                    "rails)";
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("ibverbs", &t);
+  auto list = [](std::string devs) {
+    for (char& c : devs)
+      if (c == ' ') c = ',';
+    return devs;
+  };
+  const std::string host0 = list(testbed("HOST0_DEVS")), host1 = list(testbed("HOST1_DEVS"));
+  const std::string dev1a = host1.substr(0, host1.find(',')), dev1b = host1.substr(host1.find(',') + 1);
+  const std::string net_a = testbed("NETDEV_" + dev1a), net_b = testbed("NETDEV_" + dev1b);
+  constexpr size_t kLen = 32u << 20;
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(sv[0]);
+    int code = 100;
+    {
+      Side s(t, Cfg{{"HMC_IB_HCA", "=" + host1}, {"HMC_IB_RAILS", "2"}}, 0, sv[1]);
+      std::string err = s.setup(false);
+      if (err.empty()) {
+        RemoteRegion rr = recv_region(s);
+        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        EXPECT_NE(k, nullptr);
+        for (int i = 0; i < 100; ++i) {  // the rails' confirmation
+          t->progress(s.ctx());
+          ::usleep(1000);
+        }
+        std::vector<uint8_t> src(kLen), back(kLen, 0);
+        fill(src.data(), kLen, 91);
+        const uint64_t a0 = tx_bytes(net_a), b0 = tx_bytes(net_b);
+        hmc_net_request_t* r = nullptr;
+        EXPECT_EQ(t->iput_notify(s.ep(), src.data(), kLen, nullptr, rr.base, k, 7, &r),
+                  HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(s.wait(r, nullptr, 60), HMC_PLUGIN_SUCCESS);
+        const uint64_t a = tx_bytes(net_a) - a0, b = tx_bytes(net_b) - b0;
+        EXPECT_GT(a, kLen / 4) << net_a << " sent " << a << " bytes, " << net_b << " " << b;
+        EXPECT_GT(b, kLen / 4) << net_a << " sent " << a << " bytes, " << net_b << " " << b;
+        EXPECT_TRUE(s.signal());
+        EXPECT_TRUE(s.await());  // the owner checked and changed the region
+        EXPECT_EQ(t->iget(s.ep(), back.data(), kLen, nullptr, rr.base, k, &r), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(s.wait(r, nullptr, 60), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(first_mismatch(back.data(), kLen, 92), -1) << "get";
+        EXPECT_EQ(t->rkey_release(k), HMC_PLUGIN_SUCCESS);
+        EXPECT_TRUE(s.signal());
+        code = ::testing::Test::HasFailure() ? 1 : 0;
+      } else {
+        std::fprintf(stderr, "child setup: %s\n", err.c_str());
+      }
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(code);
+  }
+  ::close(sv[1]);
+  {
+    Side s(t, Cfg{{"HMC_IB_HCA", "=" + host0}, {"HMC_IB_RAILS", "2"}}, 0, sv[0]);
+    std::string err = s.setup(true);
+    EXPECT_EQ(err, "");
+    if (err.empty()) {
+      std::vector<uint8_t> region(kLen, 0);
+      std::vector<uint8_t> rkey;
+      hmc_net_mr_t* mr = reg(s, region.data(), kLen, HMC_NET_ACCESS_LOCAL | kRemoteRw, &rkey);
+      ASSERT_NE(mr, nullptr);
+      EXPECT_GT(rkey.size(), 32u) << "the key carries no rail";
+      // The rails come up over the side channel after the endpoint: let them.
+      for (int i = 0; i < 100; ++i) {
+        t->progress(s.ctx());
+        ::usleep(1000);
+      }
+      send_region(s, reinterpret_cast<uintptr_t>(region.data()), rkey);
+      uint64_t v = 0;
+      const uint64_t deadline = mono_ns() + 60000000000ull;
+      hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
+      while ((st = t->notify_poll(s.ep(), &v)) == HMC_PLUGIN_IN_PROGRESS && mono_ns() < deadline)
+        ::usleep(100);
+      EXPECT_EQ(st, HMC_PLUGIN_SUCCESS);
+      EXPECT_EQ(v, 7u);
+      EXPECT_EQ(first_mismatch(region.data(), kLen, 91), -1) << "the put, at its notification";
+      EXPECT_TRUE(s.await());
+      fill(region.data(), kLen, 92);
+      EXPECT_TRUE(s.signal());
+      EXPECT_TRUE(s.await());
+      EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
+    }
+  }
+  bool timed_out = false;
+  int st = reap(pid, sv[0], 60, &timed_out);
+  ::close(sv[0]);
+  EXPECT_FALSE(timed_out);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the putting side failed (above)";
+}
+
 }  // namespace
 }  // namespace net_test
