@@ -25,6 +25,16 @@ const hmc_config_var_t kConfigVars[] = {
     {"HMC_IB_CHUNK", "1M",
      "largest single RDMA READ or WRITE; larger transfers are cut (4K to 1G, capped by the "
      "port's max_msg_sz)"},
+    {"HMC_IB_MR_CACHE", "1G",
+     "local buffers the plugin registered itself (rendezvous sends, receives, puts and gets "
+     "posted without an mr) stay registered for reuse up to this many bytes, least recently "
+     "used dropped first; invalidated through userfaultfd when their memory is unmapped (where "
+     "userfaultfd is unavailable the cache is off); 0: off"},
+    {"HMC_IB_RAILS", "1",
+     "most ports one endpoint stripes large puts and gets over (its own and the next active "
+     "ports on the same fabric, in HMC_IB_HCA's order, paired with the peer's in the same "
+     "order: set it where every host's ports pair up so), weighted by port speed (1 to 16; "
+     "1: no striping)"},
     {"HMC_LISTEN_HOST", "127.0.0.1",
      "(core) control-plane address; the plugin's connection setup listens there (0.0.0.0: "
      "the port's IPv4 RoCE address, else 127.0.0.1)"},
@@ -51,6 +61,8 @@ hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log,
   if (!r.read_size("HMC_IB_EAGER_LIMIT", 64, kMaxEagerLimit, &c.eager_limit)) return kBad;
   if (!r.read_int("HMC_IB_CREDITS", uint32_t{4}, uint32_t{1024}, &c.credits)) return kBad;
   if (!r.read_size("HMC_IB_CHUNK", size_t{4} << 10, size_t{1} << 30, &c.chunk)) return kBad;
+  if (!r.read_size("HMC_IB_MR_CACHE", 0, size_t{1} << 40, &c.mr_cache)) return kBad;
+  if (!r.read_int("HMC_IB_RAILS", 1, 16, &c.rails)) return kBad;
   if (!(v = r.text("HMC_LISTEN_HOST")).empty()) c.listen_host = v;
   *out = std::move(c);
   return HMC_PLUGIN_SUCCESS;

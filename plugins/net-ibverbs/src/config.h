@@ -22,6 +22,8 @@ struct Config {
   size_t eager_limit = 8192;                 // HMC_IB_EAGER_LIMIT (payload bytes)
   uint32_t credits = 32;                     // HMC_IB_CREDITS (eager messages in flight per peer)
   size_t chunk = size_t{1} << 20;            // HMC_IB_CHUNK (largest single RDMA READ/WRITE)
+  size_t mr_cache = size_t{1} << 30;         // HMC_IB_MR_CACHE (bytes kept registered, 0: off)
+  int rails = 1;                             // HMC_IB_RAILS (ports one endpoint stripes over)
   std::string listen_host = "127.0.0.1";     // HMC_LISTEN_HOST (the core's)
 };
 

@@ -78,6 +78,7 @@ hmc_plugin_status_t Context::create(const hmc_host_services_t* host, Context** o
                                         : timeout_for(host->timeout_ms, c->cfg_.retry_cnt);
   st = c->discover();
   if (st != HMC_PLUGIN_SUCCESS) return st;
+  c->cache_ = std::make_unique<MrCache>(c->api_, c->log_, c->cfg_.mr_cache);
   c->epfd_ = epoll_create1(EPOLL_CLOEXEC);
   if (c->epfd_ < 0) {
     IB_ERROR(c->log_, "epoll_create1: %s", std::strerror(errno));
@@ -207,8 +208,21 @@ Context::~Context() {
   while (!listeners_.empty()) delete *listeners_.begin();
   for (RemoteKey* k : rkeys_) delete k;
   for (MemRegion* m : regions_) destroy_region(*this, m);
+  cache_.reset();
   devices_.clear();
   if (epfd_ >= 0) ::close(epfd_);
+}
+
+std::vector<Device*> Context::rails_of(const Device& d) {
+  std::vector<Device*> out;
+  for (auto& o : devices_) {
+    if (static_cast<int>(out.size()) + 1 >= cfg_.rails) break;
+    if (o.get() == &d || o->info().fabric.empty() || o->info().fabric != d.info().fabric ||
+        o->info().attr.link_layer != d.info().attr.link_layer)
+      continue;
+    out.push_back(o.get());
+  }
+  return out;
 }
 
 uint64_t Context::random64() {
@@ -231,6 +245,7 @@ void Context::unwatch(int fd) {
 }
 
 bool Context::progress() {
+  cache_->poll();
   bool any = false;
   for (auto& d : devices_) any |= d->poll();
   epoll_event ev[64];

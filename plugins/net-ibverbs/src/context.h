@@ -13,6 +13,7 @@
 #include "device.h"
 #include "hmc/plugin/net.h"
 #include "log.h"
+#include "mr_cache.h"
 #include "verbs_api.h"
 
 namespace hmc::ibverbs {
@@ -41,11 +42,16 @@ class Context {
   int device_count() const { return static_cast<int>(devices_.size()); }
   bool valid_device(int dev) const { return dev >= 0 && dev < device_count(); }
   Device* device(int dev) { return devices_[static_cast<size_t>(dev)].get(); }
+  // The other ports an endpoint on d stripes over: active ports on d's fabric (and link layer),
+  // in device order, at most HMC_IB_RAILS - 1. The same list on every context with the same
+  // devices and settings: rail i of one side pairs with rail i of the other.
+  std::vector<Device*> rails_of(const Device& d);
 
   std::set<Endpoint*>& endpoints() { return endpoints_; }
   std::set<Listener*>& listeners() { return listeners_; }
   std::set<MemRegion*>& regions() { return regions_; }
   std::set<RemoteKey*>& rkeys() { return rkeys_; }
+  MrCache& mr_cache() { return *cache_; }
   uint64_t next_id() { return ++ids_; }
   uint64_t random64();
 
@@ -70,6 +76,7 @@ class Context {
   VerbsApi api_;
   int rc_timeout_ = 14;
   std::vector<std::unique_ptr<Device>> devices_;
+  std::unique_ptr<MrCache> cache_;  // before the devices go: it holds their registrations
   int epfd_ = -1;
   std::set<Endpoint*> endpoints_;
   std::set<Listener*> listeners_;

@@ -38,11 +38,13 @@ Device::~Device() {
     v.destroy_cq(cq_);
   }
   if (chan_ != nullptr) v.destroy_comp_channel(chan_);
+  auto unmap = [&](const Chunk& c) {
+    if (c.mr != nullptr) v.dereg_mr(c.mr);
+    if (c.mem != nullptr) munmap(c.mem, c.bytes);
+  };
   for (auto* chunks : {&recv_chunks_, &send_chunks_})
-    for (Chunk& c : *chunks) {
-      if (c.mr != nullptr) v.dereg_mr(c.mr);
-      if (c.mem != nullptr) munmap(c.mem, c.bytes);
-    }
+    for (const Chunk& c : *chunks) unmap(c);
+  unmap(bounce_);
   if (pd_ != nullptr) v.dealloc_pd(pd_);
   if (vctx_ != nullptr) v.close_device(vctx_);
 }
@@ -85,6 +87,13 @@ bool Device::open() {
   bufsz_ = (sizeof(MsgHeader) + eager_ + 63) & ~size_t{63};
   credits_ = cfg.credits;
   chunk_ = std::min<size_t>(cfg.chunk, info_.attr.max_msg_sz);
+  // The first send buffers now, so that the memory the device pins for itself is known from the
+  // start (and a limit too low for it is said here, not at the first message).
+  std::string why;
+  if (!add_send_slots(&why)) {
+    IB_WARN(log(), "%s: cannot register send buffers: %s", name().c_str(), why.c_str());
+    return false;
+  }
   // dma-buf: probed, not assumed (fd -1 gives EBADF where the kernel and driver support it).
   if (v.reg_dmabuf_mr != nullptr) {
     errno = 0;
@@ -120,24 +129,47 @@ void Device::fill_props(hmc_net_device_props_t* p) const {
   std::memcpy(static_cast<void*>(p), &full, n);
 }
 
-bool Device::add_chunk(std::vector<Chunk>* chunks, size_t count, int access, std::string* why) {
-  Chunk c;
-  c.bytes = count * bufsz_;
-  void* m = mmap(nullptr, c.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+bool Device::map_chunk(Chunk* c, size_t bytes, int access, std::string* why) {
+  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) {
     *why = std::strerror(errno);
     return false;
   }
-  c.mem = static_cast<uint8_t*>(m);
-  c.mr = api().reg_mr(pd_, c.mem, c.bytes, access);
-  if (c.mr == nullptr) {
-    *why = std::string("ibv_reg_mr: ") + std::strerror(errno);
-    if (errno == ENOMEM || errno == EAGAIN) *why += " (RLIMIT_MEMLOCK too low? see ulimit -l)";
-    munmap(c.mem, c.bytes);
+  c->mr = reg(m, bytes, access, why);
+  if (c->mr == nullptr) {
+    munmap(m, bytes);
     return false;
   }
+  c->mem = static_cast<uint8_t*>(m);
+  c->bytes = bytes;
+  return true;
+}
+
+bool Device::add_chunk(std::vector<Chunk>* chunks, size_t count, int access, std::string* why) {
+  Chunk c;
+  if (!map_chunk(&c, count * bufsz_, access, why)) return false;
   chunks->push_back(c);
   return true;
+}
+
+int Device::take_bounce(std::string* why) {
+  if (bounce_.mem == nullptr) {
+    if (!map_chunk(&bounce_, kBounceCount * kBounceSize, IBV_ACCESS_LOCAL_WRITE, why)) {
+      *why = "no bounce buffer either: " + *why;
+      return -2;
+    }
+    for (size_t i = kBounceCount; i-- > 0;) free_bounce_.push_back(static_cast<int>(i));
+  }
+  if (free_bounce_.empty()) return -1;
+  int b = free_bounce_.back();
+  free_bounce_.pop_back();
+  return b;
+}
+
+void Device::release(const WrCtx& w) {
+  if (w.slot >= 0) free_slots_.push_back(w.slot);
+  if (w.bounce >= 0) free_bounce_.push_back(w.bounce);
+  ctx_.mr_cache().release(w.reg);
 }
 
 uint8_t* Device::recv_buf(uint64_t id) {
@@ -178,15 +210,22 @@ bool Device::grow_receive_pool() {
   return true;
 }
 
+bool Device::add_send_slots(std::string* why) {
+  if (!add_chunk(&send_chunks_, kSendChunk, IBV_ACCESS_LOCAL_WRITE, why)) return false;
+  size_t base = (send_chunks_.size() - 1) * kSendChunk;
+  for (size_t i = kSendChunk; i-- > 0;) free_slots_.push_back(static_cast<int>(base + i));
+  return true;
+}
+
 int Device::take_slot() {
   if (free_slots_.empty()) {
+    // Every slot is in flight (the first ones were registered at open): more where the limit
+    // allows, else wait for one to come back.
     std::string why;
-    if (!add_chunk(&send_chunks_, kSendChunk, IBV_ACCESS_LOCAL_WRITE, &why)) {
-      IB_ERROR(log(), "%s: cannot register send buffers: %s", name().c_str(), why.c_str());
+    if (!add_send_slots(&why)) {
+      IB_DEBUG(log(), "%s: no more send buffers: %s", name().c_str(), why.c_str());
       return -1;
     }
-    size_t base = (send_chunks_.size() - 1) * kSendChunk;
-    for (size_t i = kSendChunk; i-- > 0;) free_slots_.push_back(static_cast<int>(base + i));
   }
   int s = free_slots_.back();
   free_slots_.pop_back();
@@ -223,25 +262,36 @@ PostResult Device::post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string*
   wr.num_sge = 1;
   if (op.kind == WrKind::kMsg) {
     w.slot = take_slot();
-    if (w.slot < 0) {
-      *why = "no send buffer could be registered";
-      return PostResult::kRegError;
-    }
+    if (w.slot < 0) return PostResult::kBusy;
     uint8_t* b = slot_buf(w.slot, &sge.lkey);
     std::memcpy(b, &op.hdr, sizeof(MsgHeader));
-    size_t payload = op.hdr.type == static_cast<uint8_t>(MsgType::kEager) ? op.hdr.len : 0;
+    const auto type = static_cast<MsgType>(op.hdr.type);
+    size_t payload = type == MsgType::kEager || type == MsgType::kFrag ? op.hdr.len : 0;
     if (payload > 0) std::memcpy(b + sizeof(MsgHeader), op.payload, payload);
     sge.addr = reinterpret_cast<uintptr_t>(b);
     sge.length = static_cast<uint32_t>(sizeof(MsgHeader) + payload);
     wr.opcode = IBV_WR_SEND;
+  } else if (op.kind == WrKind::kProbe) {
+    // Zero-length: no memory on either side, no key checked (IBTA C9-88).
+    wr.num_sge = 0;
+    wr.opcode = IBV_WR_RDMA_WRITE;
   } else {
     sge.addr = op.local;
     sge.length = op.len;
     sge.lkey = op.lkey;
-    if (op.reg_access >= 0) {
-      w.mr = reg(reinterpret_cast<void*>(op.local), op.len, op.reg_access, why);
-      if (w.mr == nullptr) return PostResult::kRegError;
-      sge.lkey = w.mr->lkey;
+    if (op.bounce) {
+      w.bounce = take_bounce(why);
+      if (w.bounce == -1) return PostResult::kBusy;
+      if (w.bounce < 0) return PostResult::kRegError;
+      uint8_t* b = bounce_.mem + static_cast<size_t>(w.bounce) * kBounceSize;
+      if (op.kind == WrKind::kPut) std::memcpy(b, reinterpret_cast<const void*>(op.local), op.len);
+      sge.addr = reinterpret_cast<uintptr_t>(b);
+      sge.lkey = bounce_.mr->lkey;
+    } else if (op.reg_access >= 0) {
+      w.reg = ctx_.mr_cache().acquire(*this, reinterpret_cast<void*>(op.local), op.len,
+                                      op.reg_access, why);
+      if (w.reg == nullptr) return PostResult::kRegError;
+      sge.lkey = w.reg->mr->lkey;
     }
     wr.opcode = op.kind == WrKind::kPut ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
     wr.wr.rdma.remote_addr = op.remote;
@@ -249,8 +299,7 @@ PostResult Device::post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string*
   }
   int rc = ibv_post_send(qp, &wr, &bad);
   if (rc != 0) {
-    if (w.slot >= 0) free_slots_.push_back(w.slot);
-    if (w.mr != nullptr) api().dereg_mr(w.mr);
+    release(w);
     *why = std::string("ibv_post_send: ") + std::strerror(rc);
     return PostResult::kQueueError;
   }
@@ -261,8 +310,7 @@ PostResult Device::post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string*
 void Device::forget(Endpoint* ep) {
   for (auto it = wrs_.begin(); it != wrs_.end();) {
     if (it->second.ep == ep) {
-      if (it->second.slot >= 0) free_slots_.push_back(it->second.slot);
-      if (it->second.mr != nullptr) api().dereg_mr(it->second.mr);
+      release(it->second);
       it = wrs_.erase(it);
     } else {
       ++it;
@@ -274,8 +322,7 @@ std::vector<SendOp> Device::take(Endpoint* ep, bool rma_qp) {
   std::vector<std::pair<uint64_t, SendOp>> found;
   for (auto it = wrs_.begin(); it != wrs_.end();) {
     if (it->second.ep == ep && it->second.op.rma_qp == rma_qp) {
-      if (it->second.slot >= 0) free_slots_.push_back(it->second.slot);
-      if (it->second.mr != nullptr) api().dereg_mr(it->second.mr);
+      release(it->second);
       found.emplace_back(it->first, it->second.op);
       it = wrs_.erase(it);
     } else {
@@ -307,8 +354,10 @@ void Device::handle(const ibv_wc& wc) {
   if (it == wrs_.end()) return;  // its endpoint is gone, or its queue pair was replaced
   WrCtx w = it->second;
   wrs_.erase(it);
-  if (w.slot >= 0) free_slots_.push_back(w.slot);
-  if (w.mr != nullptr) api().dereg_mr(w.mr);
+  if (w.bounce >= 0 && wc.status == IBV_WC_SUCCESS && w.op.kind != WrKind::kPut)
+    std::memcpy(reinterpret_cast<void*>(w.op.local),
+                bounce_.mem + static_cast<size_t>(w.bounce) * kBounceSize, w.op.len);
+  release(w);
   w.ep->on_send_complete(wc, w);
 }
 

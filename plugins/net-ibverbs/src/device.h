@@ -15,6 +15,7 @@
 
 #include "hmc/plugin/net.h"
 #include "log.h"
+#include "mr_cache.h"
 #include "select.h"
 #include "verbs_api.h"
 #include "wire.h"
@@ -46,6 +47,7 @@ enum class WrKind : uint8_t {
   kRndvRead,   // one piece of a rendezvous read
   kPut,        // one piece of a put
   kGet,        // one piece of a get
+  kProbe,      // a zero-length RDMA WRITE: the peer's HCA must acknowledge it (keepalive)
 };
 
 // One operation for a queue pair, kept whole so that it can be posted again on a new queue pair
@@ -62,6 +64,8 @@ struct SendOp {
   uint64_t remote = 0;     // RDMA: remote address
   uint32_t rkey = 0;
   int reg_access = -1;     // >= 0: register [local, local + len) with this access when posted
+  bool bounce = false;     // RDMA: through a bounce buffer (its registration was refused)
+  int rail = -1;           // RDMA: on extra rail `rail` of its endpoint (-1: its own port)
   uint64_t req_id = 0;     // the request it counts for (0: none)
 };
 
@@ -69,10 +73,16 @@ struct WrCtx {
   Endpoint* ep = nullptr;
   SendOp op;
   int slot = -1;           // kMsg: send slot
-  ibv_mr* mr = nullptr;    // registered for this work request (reg_access)
+  Registration* reg = nullptr;  // acquired for this work request (reg_access)
+  int bounce = -1;         // bounce buffer (op.bounce)
 };
 
-enum class PostResult { kOk, kQueueError, kRegError };
+// kBusy: no send slot or bounce buffer is free now (post again after a completion).
+enum class PostResult { kOk, kQueueError, kRegError, kBusy };
+
+// RDMA pieces whose local buffer cannot be registered go through these registered buffers.
+constexpr size_t kBounceSize = size_t{128} << 10;
+constexpr size_t kBounceCount = 4;
 
 class Device {
  public:
@@ -107,8 +117,9 @@ class Device {
   void register_qp(uint32_t qpn, Endpoint* ep) { qps_[qpn] = ep; }
   void unregister_qp(uint32_t qpn) { qps_.erase(qpn); }
 
-  // Posts op on qp. kQueueError: the queue pair refused it; kRegError: the local buffer could
-  // not be registered (*why says why, naming RLIMIT_MEMLOCK where it is the likely cause).
+  // Posts op on qp. kQueueError: the queue pair refused it; kRegError: the local buffer (or, for
+  // a bounce op, the bounce pool) could not be registered (*why says why, naming RLIMIT_MEMLOCK
+  // where it is the likely cause); kBusy: every send slot or bounce buffer is in use.
   PostResult post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string* why);
   // Registers memory with this device's protection domain; nullptr with *why on failure.
   ibv_mr* reg(void* addr, size_t len, int access, std::string* why);
@@ -133,8 +144,13 @@ class Device {
     ibv_mr* mr = nullptr;
   };
   bool add_chunk(std::vector<Chunk>* chunks, size_t count, int access, std::string* why);
+  bool map_chunk(Chunk* c, size_t bytes, int access, std::string* why);
+  int take_bounce(std::string* why);
+  void release(const WrCtx& w);
   uint8_t* recv_buf(uint64_t id);
   void post_recv(uint64_t id);
+  bool add_send_slots(std::string* why);
+  // A send slot; -1 when none is free and no more can be registered now.
   int take_slot();
   uint8_t* slot_buf(int slot, uint32_t* lkey);
   void handle(const ibv_wc& wc);
@@ -155,6 +171,8 @@ class Device {
   std::vector<Chunk> recv_chunks_;  // kRecvChunk buffers each
   size_t recv_posted_ = 0;
   std::vector<Chunk> send_chunks_;  // kSendChunk slots each
+  Chunk bounce_;                    // kBounceCount x kBounceSize, registered when first needed
+  std::vector<int> free_bounce_;
   std::vector<int> free_slots_;
   std::unordered_map<uint32_t, Endpoint*> qps_;
   std::unordered_map<uint64_t, WrCtx> wrs_;

@@ -49,8 +49,9 @@ Endpoint::~Endpoint() {
     v.destroy_qp(qp);
   }
   dev_.forget(this);
+  drop_rails();
   for (auto& kv : reqs_) {
-    if (kv.second->own_mr != nullptr) v.dereg_mr(kv.second->own_mr);
+    c.mr_cache().release(kv.second->own_reg);
     kv.second->ep = nullptr;
   }
   if (side_) c.unwatch(side_->fd());
@@ -122,23 +123,29 @@ bool Endpoint::create_qps() {
 
 bool Endpoint::connect_qp(ibv_qp* qp, uint32_t remote_qpn, uint32_t remote_psn,
                           uint32_t local_psn) {
+  return bring_up(dev_, qp, remote_qpn, remote_psn, remote_.gid, remote_.lid, remote_.mtu,
+                  local_psn);
+}
+
+bool Endpoint::bring_up(Device& d, ibv_qp* qp, uint32_t rqpn, uint32_t rpsn, const uint8_t* rgid,
+                        uint16_t rlid, uint8_t rmtu, uint32_t lpsn) {
   const VerbsApi& v = ctx().api();
-  const PortInfo& pi = dev_.info();
+  const PortInfo& pi = d.info();
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = static_cast<ibv_mtu>(std::min<int>(pi.attr.active_mtu, remote_.mtu));
-  a.dest_qp_num = remote_qpn;
-  a.rq_psn = remote_psn;
-  a.max_dest_rd_atomic = rd_atomic(dev_);
+  a.path_mtu = static_cast<ibv_mtu>(std::min<int>(pi.attr.active_mtu, rmtu));
+  a.dest_qp_num = rqpn;
+  a.rq_psn = rpsn;
+  a.max_dest_rd_atomic = rd_atomic(d);
   a.min_rnr_timer = 12;  // 0.64 ms
   a.ah_attr.port_num = static_cast<uint8_t>(pi.port);
-  if (dev_.ethernet() || remote_.lid == 0) {
+  if (d.ethernet() || rlid == 0) {
     a.ah_attr.is_global = 1;
-    std::memcpy(a.ah_attr.grh.dgid.raw, remote_.gid, 16);
+    std::memcpy(a.ah_attr.grh.dgid.raw, rgid, 16);
     a.ah_attr.grh.sgid_index = static_cast<uint8_t>(pi.gid_index);
     a.ah_attr.grh.hop_limit = 64;
   } else {
-    a.ah_attr.dlid = remote_.lid;
+    a.ah_attr.dlid = rlid;
   }
   if (v.modify_qp(qp, &a,
                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -146,20 +153,172 @@ bool Endpoint::connect_qp(ibv_qp* qp, uint32_t remote_qpn, uint32_t remote_psn,
     why_ = std::string("cannot bring the queue pair to RTR: ") + std::strerror(errno);
     return false;
   }
-  ibv_qp_attr s{};
-  s.qp_state = IBV_QPS_RTS;
-  s.timeout = static_cast<uint8_t>(ctx().rc_timeout());
-  s.retry_cnt = static_cast<uint8_t>(ctx().config().retry_cnt);
-  s.rnr_retry = 6;  // credits keep receivers ready; a bug becomes an error, not a hang
-  s.sq_psn = local_psn;
-  s.max_rd_atomic = rd_atomic(dev_);
-  if (v.modify_qp(qp, &s,
+  ibv_qp_attr r{};
+  r.qp_state = IBV_QPS_RTS;
+  r.timeout = static_cast<uint8_t>(ctx().rc_timeout());
+  r.retry_cnt = static_cast<uint8_t>(ctx().config().retry_cnt);
+  r.rnr_retry = 6;  // credits keep receivers ready; a bug becomes an error, not a hang
+  r.sq_psn = lpsn;
+  r.max_rd_atomic = rd_atomic(d);
+  if (v.modify_qp(qp, &r,
                   IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
     why_ = std::string("cannot bring the queue pair to RTS: ") + std::strerror(errno);
     return false;
   }
   return true;
+}
+
+// ---- rails -----------------------------------------------------------------------------------
+
+namespace {
+RailInfo rail_info(Device& d, ibv_qp* qp, uint32_t psn) {
+  RailInfo r;
+  r.qpn = qp->qp_num;
+  r.psn = psn;
+  r.lid = d.info().attr.lid;
+  std::memcpy(r.gid, d.info().gid.raw, 16);
+  r.mtu = static_cast<uint8_t>(d.info().attr.active_mtu);
+  return r;
+}
+}  // namespace
+
+void Endpoint::start_rails() {
+  for (Device* d : ctx().rails_of(dev_)) {
+    Rail r;
+    r.dev = d;
+    r.qp = make_qp(*d);
+    if (r.qp == nullptr) {
+      IB_INFO(ctx().log(), "%s: no queue pair on rail %s: %s", dev_.name().c_str(),
+              d->name().c_str(), std::strerror(errno));
+      break;
+    }
+    r.local = rail_info(*d, r.qp, static_cast<uint32_t>(ctx().random64() & 0xffffff));
+    r.weight = std::max<uint64_t>(1, port_bandwidth_MBps(d->info().attr.active_speed,
+                                                         d->info().attr.active_width));
+    rails_.push_back(std::move(r));
+  }
+  if (rails_.empty()) return;
+  std::vector<RailInfo> mine;
+  for (const Rail& r : rails_) mine.push_back(r.local);
+  std::vector<uint8_t> b = encode_rails(mine);
+  if (!side_->send(SideFrame::kRails, b.data(), b.size())) lose("the side channel failed");
+}
+
+void Endpoint::drop_rails() {
+  for (Rail& r : rails_) {
+    r.dev->forget(this);
+    if (r.qp != nullptr) ctx().api().destroy_qp(r.qp);
+  }
+  rails_.clear();
+  rails_up_ = false;
+}
+
+void Endpoint::on_rails(const Frame& f) {
+  std::vector<RailInfo> theirs;
+  std::string why;
+  if (f.type == SideFrame::kRailsReady) {
+    if (!f.payload.empty() || rails_.empty() || rails_up_) {
+      lose("a rails confirmation out of step");
+      return;
+    }
+    rails_up_ = true;
+    IB_DEBUG(ctx().log(), "%s: %zu more rails up", dev_.name().c_str(), rails_.size());
+    return;
+  }
+  if (!decode_rails(f.payload.data(), f.payload.size(), &theirs, &why)) {
+    lose("a malformed rail list: " + why);
+    return;
+  }
+  const bool answer = !rails_.empty();  // the connector offered first
+  if (!answer) {
+    // Listener: as many rails as both have, ours at RTS before we answer.
+    std::vector<Device*> devs = ctx().rails_of(dev_);
+    for (size_t i = 0; i < std::min(devs.size(), theirs.size()); ++i) {
+      Rail r;
+      r.dev = devs[i];
+      r.qp = make_qp(*devs[i]);
+      if (r.qp == nullptr) break;
+      r.local = rail_info(*devs[i], r.qp, static_cast<uint32_t>(ctx().random64() & 0xffffff));
+      r.remote = theirs[i];
+      r.weight = std::max<uint64_t>(1, port_bandwidth_MBps(devs[i]->info().attr.active_speed,
+                                                           devs[i]->info().attr.active_width));
+      const bool up = bring_up(*r.dev, r.qp, r.remote.qpn, r.remote.psn, r.remote.gid,
+                               r.remote.lid, r.remote.mtu, r.local.psn);
+      rails_.push_back(std::move(r));
+      if (!up) {
+        IB_INFO(ctx().log(), "%s: rail %s: %s", dev_.name().c_str(), devs[i]->name().c_str(),
+                why_.c_str());
+        drop_rails();
+        break;
+      }
+    }
+    std::vector<RailInfo> mine;
+    for (const Rail& r : rails_) mine.push_back(r.local);
+    std::vector<uint8_t> b = encode_rails(mine);
+    if (!side_->send(SideFrame::kRails, b.data(), b.size())) lose("the side channel failed");
+    return;
+  }
+  // Connector: the listener's answer names as many rails as it took, at most ours.
+  if (theirs.size() > rails_.size()) {
+    lose("the listener answered more rails than offered");
+    return;
+  }
+  while (rails_.size() > theirs.size()) {
+    rails_.back().dev->forget(this);
+    ctx().api().destroy_qp(rails_.back().qp);
+    rails_.pop_back();
+  }
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    Rail& r = rails_[i];
+    r.remote = theirs[i];
+    if (!bring_up(*r.dev, r.qp, r.remote.qpn, r.remote.psn, r.remote.gid, r.remote.lid,
+                  r.remote.mtu, r.local.psn)) {
+      IB_INFO(ctx().log(), "%s: rail %s: %s", dev_.name().c_str(), r.dev->name().c_str(),
+              why_.c_str());
+      drop_rails();  // the listener's stay unused: it waits for a confirmation that never comes
+      return;
+    }
+  }
+  if (rails_.empty()) return;
+  if (!side_->send(SideFrame::kRailsReady, nullptr, 0)) {
+    lose("the side channel failed");
+    return;
+  }
+  rails_up_ = true;
+  IB_DEBUG(ctx().log(), "%s: %zu more rails up", dev_.name().c_str(), rails_.size());
+}
+
+void Endpoint::pump_rails() {
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    Rail& rl = rails_[i];
+    while (!rl.backlog.empty() && rl.in_flight < kMaxRdmaInFlight && rl.dev->can_post()) {
+      SendOp& op = rl.backlog.front();
+      std::string why;
+      PostResult pr = rl.dev->post(this, rl.qp, op, &why);
+      if (pr == PostResult::kQueueError) {
+        lose(why);
+        return;
+      }
+      if (pr == PostResult::kBusy) break;
+      if (pr == PostResult::kRegError && !op.bounce) {
+        stage_through_bounce(rl.backlog, why);
+        continue;
+      }
+      SendOp done = op;
+      rl.backlog.pop_front();
+      if (pr == PostResult::kRegError) {
+        IB_ERROR(ctx().log(), "%s: %s", rl.dev->name().c_str(), why.c_str());
+        auto it = reqs_.find(done.req_id);
+        if (it != reqs_.end() && !it->second->done) {
+          --it->second->in_flight;
+          finish(it->second.get(), HMC_PLUGIN_ERR_NO_MEMORY, 0);
+        }
+        continue;
+      }
+      if (rl.in_flight++ == 0) rl.last_completion_ns = ctx().now_ns();
+    }
+  }
 }
 
 // ---- setup -----------------------------------------------------------------------------------
@@ -246,8 +405,59 @@ void Endpoint::progress() {
                : "the listener did not answer within " + std::to_string(ctx().timeout_ms()) + " ms");
     return;
   }
+  if (stalled()) return;
   pump();
   maybe_return_credits();
+  maybe_probe();
+}
+
+void Endpoint::posted(int q) {
+  if (in_flight_[q]++ == 0) last_completion_ns_[q] = ctx().now_ns();
+}
+
+bool Endpoint::stalled() {
+  // An HCA fails a work request its peer does not acknowledge once its retries are spent, in
+  // half of the host's timeout (HMC_IB_TIMEOUT's default). Soft-RoCE whose netdev lost its
+  // carrier retries sending forever instead: a queue pair with work requests in flight and no
+  // completion for that long is as good as failed.
+  if (ctx().timeout_ms() == 0) return false;
+  const uint64_t budget = uint64_t{ctx().timeout_ms()} * 1000000 / 2;
+  const uint64_t now = ctx().now_ns();
+  auto check = [&](int in_flight, uint64_t last, const std::string& port) {
+    if (in_flight == 0 || now - last <= budget) return false;
+    lose("no completion for " + std::to_string(ctx().timeout_ms() / 2) + " ms with " +
+         std::to_string(in_flight) + " work requests in flight on " + port +
+         " (the peer's HCA does not answer: link down?)");
+    return true;
+  };
+  for (int q = 0; q < 2; ++q)
+    if (check(in_flight_[q], last_completion_ns_[q], dev_.name())) return true;
+  for (const Rail& r : rails_)
+    if (check(r.in_flight, r.last_completion_ns, r.dev->name())) return true;
+  return false;
+}
+
+void Endpoint::maybe_probe() {
+  if (ctx().timeout_ms() == 0 || in_flight_[0] > 0 || !backlog_[0].empty() || !dev_.can_post())
+    return;
+  // Every retry of a probe fits in half of the host's timeout (HMC_IB_TIMEOUT's default), and a
+  // probe goes at most a quarter of it after the last one: a silent peer is lost in time.
+  const uint64_t interval = uint64_t{ctx().timeout_ms()} * 1000000 / 4;
+  const uint64_t now = ctx().now_ns();
+  if (now - last_probe_ns_ < interval) return;
+  bool pending = false;
+  for (const auto& kv : reqs_) pending |= !kv.second->done;
+  if (!pending) return;
+  last_probe_ns_ = now;
+  SendOp op;
+  op.kind = WrKind::kProbe;
+  std::string why;
+  const PostResult pr = dev_.post(this, msg_qp_, op, &why);
+  if (pr == PostResult::kQueueError) {
+    lose(why);
+    return;
+  }
+  if (pr == PostResult::kOk) posted(0);
 }
 
 void Endpoint::on_side_readable() {
@@ -289,6 +499,8 @@ void Endpoint::on_frame(const Frame& f) {
       return;
     }
     stage_ = Stage::kReady;
+    start_rails();
+    if (stage_ == Stage::kLost) return;
     IB_DEBUG(ctx().log(), "%s: connected (queue pairs %u/%u to %u/%u)", dev_.name().c_str(),
              local_.msg_qpn, local_.rma_qpn, remote_.msg_qpn, remote_.rma_qpn);
     return;
@@ -316,6 +528,11 @@ void Endpoint::on_frame(const Frame& f) {
     IB_INFO(ctx().log(), "%s: put/get queue pair replaced (epoch %u)", dev_.name().c_str(),
             rma_epoch_);
     pump();
+    return;
+  }
+  if ((f.type == SideFrame::kRails || f.type == SideFrame::kRailsReady) &&
+      stage_ == Stage::kReady) {
+    on_rails(f);
     return;
   }
   lose("unexpected side-channel frame " + std::to_string(static_cast<uint32_t>(f.type)) +
@@ -365,15 +582,21 @@ void Endpoint::lose(const std::string& why) {
     a.qp_state = IBV_QPS_ERR;
     ctx().api().modify_qp(qp, &a, IBV_QP_STATE);
   }
+  for (Rail& r : rails_) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ctx().api().modify_qp(r.qp, &a, IBV_QP_STATE);
+    r.backlog.clear();
+  }
+  rails_up_ = false;
   backlog_[0].clear();
   backlog_[1].clear();
   posted_.clear();
-  // Messages that arrived whole stay receivable; rendezvous announcements cannot be read now.
-  unexpected_.erase(std::remove_if(unexpected_.begin(), unexpected_.end(),
-                                   [](const Unexpected& u) {
-                                     return u.hdr.type != static_cast<uint8_t>(MsgType::kEager);
-                                   }),
-                    unexpected_.end());
+  // Messages that arrived whole stay receivable; rendezvous announcements cannot be read now,
+  // nor can staged messages whose fragments stopped.
+  staged_recvs_.clear();
+  staged_unexpected_.clear();
+  unexpected_.remove_if([](const Unexpected& u) { return !u.whole(); });
   for (auto& kv : reqs_)
     if (!kv.second->done) finish(kv.second.get(), HMC_PLUGIN_ERR_PEER_LOST, 0);
 }
@@ -394,10 +617,8 @@ void Endpoint::finish(Request* r, hmc_plugin_status_t st, size_t bytes) {
   r->done = true;
   r->result = st;
   r->bytes = bytes;
-  if (r->own_mr != nullptr) {
-    ctx().api().dereg_mr(r->own_mr);
-    r->own_mr = nullptr;
-  }
+  ctx().mr_cache().release(r->own_reg);
+  r->own_reg = nullptr;
 }
 
 void Endpoint::retire(Request* r) {
@@ -426,7 +647,10 @@ void Endpoint::queue(SendOp op) {
     auto it = reqs_.find(op.req_id);
     if (it != reqs_.end()) ++it->second->in_flight;
   }
-  backlog_[op.rma_qp ? 1 : 0].push_back(op);
+  if (op.rail >= 0)
+    rails_[static_cast<size_t>(op.rail)].backlog.push_back(op);
+  else
+    backlog_[op.rma_qp ? 1 : 0].push_back(op);
 }
 
 int32_t Endpoint::send_credits() const {
@@ -434,6 +658,8 @@ int32_t Endpoint::send_credits() const {
 }
 
 void Endpoint::pump() {
+  if (stage_ != Stage::kReady) return;
+  pump_rails();
   if (stage_ != Stage::kReady) return;
   for (int q = 0; q < 2; ++q) {
     if (q == 1 && rma_resetting_) continue;
@@ -458,6 +684,11 @@ void Endpoint::pump() {
         lose(why);
         return;
       }
+      if (pr == PostResult::kBusy) break;
+      if (pr == PostResult::kRegError && !op.bounce) {
+        stage_through_bounce(backlog_[q], why);
+        continue;
+      }
       if (op.kind == WrKind::kMsg) reported_ = freed_;
       SendOp done = op;
       backlog_[q].pop_front();
@@ -476,9 +707,33 @@ void Endpoint::pump() {
         }
         continue;
       }
-      ++in_flight_[q];
+      posted(q);
     }
   }
+}
+
+void Endpoint::stage_through_bounce(std::deque<SendOp>& backlog, const std::string& why) {
+  if (!staged_logged_[1]) {
+    IB_WARN(ctx().log(), "%s: %s; such transfers are staged through registered bounce buffers",
+            dev_.name().c_str(), why.c_str());
+    staged_logged_[1] = true;
+  }
+  // The piece becomes bounce-sized pieces in its place, counted for its request.
+  SendOp op = backlog.front();
+  backlog.pop_front();
+  std::vector<SendOp> parts;
+  for (uint32_t off = 0; off < op.len; off += static_cast<uint32_t>(kBounceSize)) {
+    SendOp p = op;
+    p.bounce = true;
+    p.reg_access = -1;
+    p.local = op.local + off;
+    p.remote = op.remote + off;
+    p.len = static_cast<uint32_t>(std::min<size_t>(kBounceSize, op.len - off));
+    parts.push_back(p);
+  }
+  auto it = reqs_.find(op.req_id);
+  if (it != reqs_.end()) it->second->in_flight += static_cast<int>(parts.size()) - 1;
+  backlog.insert(backlog.begin(), parts.begin(), parts.end());
 }
 
 void Endpoint::maybe_return_credits() {
@@ -488,12 +743,14 @@ void Endpoint::maybe_return_credits() {
   op.hdr.type = static_cast<uint8_t>(MsgType::kCredit);
   op.hdr.freed = freed_;
   std::string why;
-  if (dev_.post(this, msg_qp_, op, &why) != PostResult::kOk) {
+  const PostResult pr = dev_.post(this, msg_qp_, op, &why);
+  if (pr == PostResult::kBusy) return;  // again after a completion
+  if (pr != PostResult::kOk) {
     lose(why);
     return;
   }
   reported_ = freed_;
-  ++in_flight_[0];
+  posted(0);
 }
 
 hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRegion* mr,
@@ -519,13 +776,15 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRe
       rkey = mr->mr->rkey;
     } else {
       std::string why;
-      r->own_mr = dev_.reg(const_cast<void*>(buf), len, IBV_ACCESS_REMOTE_READ, &why);
-      if (r->own_mr == nullptr) {
-        IB_ERROR(ctx().log(), "%s: isend: %s", dev_.name().c_str(), why.c_str());
-        reqs_.erase(r->id);
-        return HMC_PLUGIN_ERR_NO_MEMORY;
+      r->own_reg = ctx().mr_cache().acquire(dev_, const_cast<void*>(buf), len,
+                                            IBV_ACCESS_REMOTE_READ, &why);
+      if (r->own_reg == nullptr) {
+        queue_staged_send(r, buf, len, why);
+        pump();
+        *out = r;
+        return HMC_PLUGIN_SUCCESS;
       }
-      rkey = r->own_mr->rkey;
+      rkey = r->own_reg->mr->rkey;
     }
     op.hdr.type = static_cast<uint8_t>(MsgType::kRts);
     op.hdr.addr = reinterpret_cast<uintptr_t>(buf);
@@ -539,6 +798,33 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRe
   return HMC_PLUGIN_SUCCESS;
 }
 
+void Endpoint::queue_staged_send(Request* r, const void* buf, size_t len, const std::string& why) {
+  if (!staged_logged_[0]) {
+    IB_WARN(ctx().log(), "%s: %s; such messages are sent staged through the registered eager "
+                         "buffers", dev_.name().c_str(), why.c_str());
+    staged_logged_[0] = true;
+  }
+  SendOp rts;
+  rts.hdr.type = static_cast<uint8_t>(MsgType::kStagedRts);
+  rts.hdr.tag = r->tag;
+  rts.hdr.len = len;
+  rts.hdr.cookie = r->id;
+  rts.req_id = r->id;
+  queue(rts);
+  const size_t piece = remote_.eager;
+  for (size_t off = 0; off < len; off += piece) {
+    SendOp f;
+    f.hdr.type = static_cast<uint8_t>(MsgType::kFrag);
+    f.hdr.tag = r->tag;
+    f.hdr.len = std::min(piece, len - off);
+    f.hdr.addr = off;
+    f.hdr.cookie = r->id;
+    f.payload = static_cast<const uint8_t*>(buf) + off;
+    f.req_id = r->id;
+    queue(f);
+  }
+}
+
 hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* mr, uint64_t tag,
                                         Request** out) {
   (void)mr;
@@ -550,13 +836,22 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* 
   r->buf = buf;
   r->len = len;
   if (it != unexpected_.end()) {
+    staged_unexpected_.erase(it->hdr.cookie);
     Unexpected u = std::move(*it);
     unexpected_.erase(it);
     r->matched = true;
-    if (u.hdr.type == static_cast<uint8_t>(MsgType::kEager))
+    if (u.whole()) {
       deliver(r, u.hdr, u.data.data());
-    else
+    } else if (u.hdr.type == static_cast<uint8_t>(MsgType::kStagedRts)) {
+      // Part of it is here: the rest goes straight into the buffer as it arrives.
+      r->sent_len = u.hdr.len;
+      r->cookie = u.hdr.cookie;
+      r->got = u.data.size();
+      std::memcpy(r->buf, u.data.data(), std::min(r->got, r->len));
+      staged_recvs_[r->cookie] = r;
+    } else {
       start_read(r, u.hdr);
+    }
   } else {
     posted_.push_back(r);
   }
@@ -565,32 +860,71 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* 
 }
 
 hmc_plugin_status_t Endpoint::post_rma(bool put, void* buf, size_t len, const MemRegion* mr,
-                                       uint64_t remote, uint32_t rkey, const uint64_t* notify,
-                                       Request** out) {
+                                       uint64_t remote, const PackedKey& key,
+                                       const uint64_t* notify, Request** out) {
   if (stage_ == Stage::kLost) return HMC_PLUGIN_ERR_PEER_LOST;
   if (stage_ != Stage::kReady) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   Request* r = new_request(put ? ReqKind::kPut : ReqKind::kGet);
   r->buf = buf;
   r->len = len;
   const size_t chunk = dev_.chunk();
+  // Striped where rails are up, the owner registered the region on as many, and there are
+  // pieces enough: each piece goes to the port with the least assigned relative to its speed.
+  const bool striped = rails_up_ && key.rail_rkeys.size() >= rails_.size() && len >= 2 * chunk;
+  std::vector<uint64_t> assigned(rails_.size() + 1, 0);
+  const uint64_t own_weight = std::max<uint64_t>(
+      1, port_bandwidth_MBps(dev_.info().attr.active_speed, dev_.info().attr.active_width));
   for (size_t off = 0; off < len; off += chunk) {
     SendOp op;
     op.kind = put ? WrKind::kPut : WrKind::kGet;
     op.rma_qp = true;
-    local_key(static_cast<uint8_t*>(buf) + off, std::min(chunk, len - off), mr,
-              put ? 0 : IBV_ACCESS_LOCAL_WRITE, &op);
+    const size_t n = std::min(chunk, len - off);
+    int rail = -1;
+    if (striped) {
+      // assigned[i] / weight[i], compared without division.
+      size_t best = 0;
+      for (size_t i = 1; i <= rails_.size(); ++i) {
+        const uint64_t wi = rails_[i - 1].weight;
+        const uint64_t wb = best == 0 ? own_weight : rails_[best - 1].weight;
+        if (assigned[i] * wb < assigned[best] * wi) best = i;
+      }
+      assigned[best] += n;
+      rail = static_cast<int>(best) - 1;
+    }
+    op.rail = rail;
+    if (rail >= 0) {
+      const size_t i = static_cast<size_t>(rail);
+      op.local = reinterpret_cast<uintptr_t>(static_cast<uint8_t*>(buf) + off);
+      op.len = static_cast<uint32_t>(n);
+      if (mr != nullptr && mr->dev == &dev_ && i < mr->rail_mrs.size() &&
+          mr->covers(static_cast<uint8_t*>(buf) + off, n)) {
+        op.lkey = mr->rail_mrs[i]->lkey;
+        op.reg_access = -1;
+      } else {
+        op.reg_access = put ? 0 : IBV_ACCESS_LOCAL_WRITE;
+      }
+      op.rkey = key.rail_rkeys[i];
+    } else {
+      local_key(static_cast<uint8_t*>(buf) + off, n, mr, put ? 0 : IBV_ACCESS_LOCAL_WRITE, &op);
+      op.rkey = key.rkey;
+    }
     op.remote = remote + off;
-    op.rkey = rkey;
     op.req_id = r->id;
     queue(op);
   }
   if (notify != nullptr) {
-    SendOp op;
-    op.rma_qp = true;
-    op.hdr.type = static_cast<uint8_t>(MsgType::kNotify);
-    op.hdr.len = *notify;
-    op.req_id = r->id;
-    queue(op);
+    if (striped) {
+      // The pieces travel on several queue pairs: the notification waits for all of them.
+      r->notify_after = true;
+      r->notify_value = *notify;
+    } else {
+      SendOp op;
+      op.rma_qp = true;
+      op.hdr.type = static_cast<uint8_t>(MsgType::kNotify);
+      op.hdr.len = *notify;
+      op.req_id = r->id;
+      queue(op);
+    }
   }
   if (r->in_flight == 0) finish(r, HMC_PLUGIN_SUCCESS, 0);
   pump();
@@ -691,6 +1025,35 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
         start_read(r, h);
       break;
     }
+    case MsgType::kStagedRts: {
+      if (h.len <= local_.eager || staged_recvs_.count(h.cookie) != 0 ||
+          staged_unexpected_.count(h.cookie) != 0) {
+        lose("a malformed staged message announcement");
+        return;
+      }
+      auto it = std::find_if(posted_.begin(), posted_.end(),
+                             [&](const Request* r) { return r->tag == h.tag; });
+      if (it == posted_.end()) {
+        unexpected_.push_back(Unexpected{h, {}});
+        staged_unexpected_[h.cookie] = &unexpected_.back();
+        break;
+      }
+      Request* r = *it;
+      posted_.erase(it);
+      r->matched = true;
+      r->sent_len = h.len;
+      r->cookie = h.cookie;
+      staged_recvs_[h.cookie] = r;
+      break;
+    }
+    case MsgType::kFrag:
+      if (h.len == 0 || h.len != len - sizeof(MsgHeader) || h.len > local_.eager) {
+        lose("a malformed fragment");
+        return;
+      }
+      on_fragment(h, buf + sizeof h);
+      if (stage_ == Stage::kLost) return;
+      break;
     case MsgType::kFin: {
       auto it = reqs_.find(h.cookie);
       if (it == reqs_.end()) break;  // ended by other means (cannot happen while connected)
@@ -710,11 +1073,70 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
   pump();
 }
 
+void Endpoint::on_fragment(const MsgHeader& h, const uint8_t* payload) {
+  auto rit = staged_recvs_.find(h.cookie);
+  if (rit != staged_recvs_.end()) {
+    Request* r = rit->second;
+    if (h.addr != r->got || h.len > r->sent_len - r->got) {
+      lose("a fragment out of order");
+      return;
+    }
+    if (h.addr < r->len)
+      std::memcpy(static_cast<uint8_t*>(r->buf) + h.addr, payload,
+                  std::min<size_t>(h.len, r->len - h.addr));
+    r->got += h.len;
+    if (r->got == r->sent_len) {
+      staged_recvs_.erase(rit);
+      finish(r, r->sent_len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS,
+             r->sent_len);
+    }
+    return;
+  }
+  auto uit = staged_unexpected_.find(h.cookie);
+  if (uit == staged_unexpected_.end()) {
+    lose("a fragment of no announced message");
+    return;
+  }
+  Unexpected* u = uit->second;
+  if (h.addr != u->data.size() || h.len > u->hdr.len - u->data.size()) {
+    lose("a fragment out of order");
+    return;
+  }
+  u->data.insert(u->data.end(), payload, payload + h.len);
+  if (u->whole()) staged_unexpected_.erase(uit);
+}
+
 void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
   const int q = w.op.rma_qp ? 1 : 0;
   if (stage_ == Stage::kLost) return;
   auto it = reqs_.find(w.op.req_id);
   Request* r = it != reqs_.end() ? it->second.get() : nullptr;
+  if (w.op.rail >= 0) {
+    // A rail's queue pair is not replaced: any failure there loses the peer.
+    Rail& rl = rails_[static_cast<size_t>(w.op.rail)];
+    if (wc.status != IBV_WC_SUCCESS) {
+      lose("a work request on rail " + rl.dev->name() +
+           " failed: " + ctx().api().wc_status_str(wc.status));
+      return;
+    }
+    --rl.in_flight;
+    rl.last_completion_ns = ctx().now_ns();
+    if (r != nullptr && !r->done && --r->in_flight == 0) {
+      if (r->notify_after) {
+        r->notify_after = false;
+        SendOp op;
+        op.rma_qp = true;
+        op.hdr.type = static_cast<uint8_t>(MsgType::kNotify);
+        op.hdr.len = r->notify_value;
+        op.req_id = r->id;
+        queue(op);
+      } else {
+        finish(r, HMC_PLUGIN_SUCCESS, r->len);
+      }
+    }
+    pump();
+    return;
+  }
   if (wc.status != IBV_WC_SUCCESS) {
     if (q == 1 && (refused_access(wc.status) || wc.status == IBV_WC_WR_FLUSH_ERR)) {
       if (wc.status == IBV_WC_WR_FLUSH_ERR) {
@@ -738,6 +1160,7 @@ void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
     return;
   }
   --in_flight_[q];
+  last_completion_ns_[q] = ctx().now_ns();
   if (r == nullptr) {
     pump();
     return;
@@ -761,7 +1184,19 @@ void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
       break;
     }
     case ReqKind::kPut:
-    case ReqKind::kGet: finish(r, HMC_PLUGIN_SUCCESS, r->len); break;
+    case ReqKind::kGet:
+      if (r->notify_after) {  // striped: the last piece was on this port
+        r->notify_after = false;
+        SendOp op;
+        op.rma_qp = true;
+        op.hdr.type = static_cast<uint8_t>(MsgType::kNotify);
+        op.hdr.len = r->notify_value;
+        op.req_id = r->id;
+        queue(op);
+        break;
+      }
+      finish(r, HMC_PLUGIN_SUCCESS, r->len);
+      break;
   }
   pump();
 }

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -72,7 +73,7 @@ class Endpoint {
   hmc_plugin_status_t post_recv(void* buf, size_t len, const MemRegion* mr, uint64_t tag,
                                 Request** out);
   hmc_plugin_status_t post_rma(bool put, void* buf, size_t len, const MemRegion* mr,
-                               uint64_t remote, uint32_t rkey, const uint64_t* notify,
+                               uint64_t remote, const PackedKey& key, const uint64_t* notify,
                                Request** out);
   hmc_plugin_status_t notify_poll(uint64_t* value);
   hmc_plugin_status_t cancel(Request* r);
@@ -95,9 +96,31 @@ class Endpoint {
   void deliver(Request* r, const MsgHeader& h, const uint8_t* payload);
   void start_read(Request* r, const MsgHeader& rts);
   void maybe_return_credits();
+  // The RDMA piece at the front of backlog q could not be registered (why): it goes through the
+  // device's bounce buffers instead.
+  void stage_through_bounce(std::deque<SendOp>& backlog, const std::string& why);
+  // Rails: the connector offers its rails once ready; each side answers the other's frame.
+  void start_rails();
+  void on_rails(const Frame& f);
+  void drop_rails();
+  void pump_rails();
+  bool bring_up(Device& d, ibv_qp* qp, uint32_t rqpn, uint32_t rpsn, const uint8_t* rgid,
+                uint16_t rlid, uint8_t rmtu, uint32_t lpsn);
+  // A message whose buffer could not be registered (why): kStagedRts and kFrag messages.
+  void queue_staged_send(Request* r, const void* buf, size_t len, const std::string& why);
+  void on_fragment(const MsgHeader& h, const uint8_t* payload);
   // The local key for [buf, buf + len) from mr, or a registration made when posted (access).
   void local_key(const void* buf, size_t len, const MemRegion* mr, int access, SendOp* op);
   int32_t send_credits() const;
+  // Keepalive: with requests pending and nothing of ours in flight on the message queue pair
+  // for a while, a probe the peer's HCA must acknowledge, so that a peer gone silent (a link
+  // down, a host gone) fails its retries and is lost within the host's timeout.
+  void maybe_probe();
+  // Counts a work request posted on queue pair q (0 messages, 1 put/get).
+  void posted(int q);
+  // Loses the peer when a queue pair has had work requests in flight and no completion for half
+  // of the host's timeout; true then.
+  bool stalled();
 
   Device& dev_;
   Stage stage_ = Stage::kDialing;
@@ -118,15 +141,38 @@ class Endpoint {
   uint32_t freed_ = 0;          // the peer's credit-taking messages we freed
   uint32_t reported_ = 0;       // freed_ as last sent in a header
 
+  // Extra ports large puts and gets are striped over (Context::rails_of), one queue pair each.
+  struct Rail {
+    Device* dev = nullptr;
+    ibv_qp* qp = nullptr;
+    RailInfo local{}, remote{};
+    std::deque<SendOp> backlog;
+    int in_flight = 0;
+    uint64_t last_completion_ns = 0;
+    uint64_t weight = 1;  // port speed
+  };
+  std::vector<Rail> rails_;
+  bool rails_up_ = false;
+
   std::deque<SendOp> backlog_[2];  // [0] message queue pair, [1] put/get queue pair
   int in_flight_[2] = {0, 0};
+  uint64_t last_probe_ns_ = 0;
+  uint64_t last_completion_ns_[2] = {0, 0};  // or when the first of those in flight was posted
+  bool staged_logged_[2] = {false, false};  // the first refusal logged: messages, RDMA pieces
 
   struct Unexpected {
     MsgHeader hdr;
-    std::vector<uint8_t> data;  // eager payload
+    std::vector<uint8_t> data;  // eager payload; a staged message's fragments so far
+    bool whole() const {
+      return hdr.type == static_cast<uint8_t>(MsgType::kEager) ||
+             (hdr.type == static_cast<uint8_t>(MsgType::kStagedRts) && data.size() == hdr.len);
+    }
   };
   std::deque<Request*> posted_;  // receives in posting order
-  std::deque<Unexpected> unexpected_;
+  std::list<Unexpected> unexpected_;
+  // Staged messages whose fragments are still arriving, by the sender's cookie.
+  std::unordered_map<uint64_t, Request*> staged_recvs_;
+  std::unordered_map<uint64_t, Unexpected*> staged_unexpected_;
   std::deque<uint64_t> notifications_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> reqs_;
 };

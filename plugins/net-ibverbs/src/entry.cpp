@@ -292,14 +292,14 @@ hmc_plugin_status_t rma(bool put, hmc_net_ep_t* ep, void* buf, size_t len, hmc_n
   if (!access_allowed(k->key, remote_addr, len,
                       put ? HMC_NET_ACCESS_REMOTE_WRITE : HMC_NET_ACCESS_REMOTE_READ)) {
     // Refused before anything moves; reported as the owner's refusal would be.
-    st = e.post_rma(put, buf, 0, nullptr, 0, 0, nullptr, &r);
+    st = e.post_rma(put, buf, 0, nullptr, 0, PackedKey{}, nullptr, &r);
     if (st == HMC_PLUGIN_SUCCESS) {
       r->result = HMC_PLUGIN_ERR_REMOTE;
       *req = reinterpret_cast<hmc_net_request_t*>(r);
     }
     return st;
   }
-  st = e.post_rma(put, buf, len, m, remote_addr, k->key.rkey, notify, &r);
+  st = e.post_rma(put, buf, len, m, remote_addr, k->key, notify, &r);
   if (st == HMC_PLUGIN_SUCCESS) *req = reinterpret_cast<hmc_net_request_t*>(r);
   return st;
 }

@@ -39,6 +39,8 @@ hmc_plugin_status_t register_region(Context& c, int dev, const hmc_net_mem_desc_
       }
     } else {
       m->mr = d.reg(mem->addr, mem->len, access, &why);
+      if (m->mr == nullptr && c.mr_cache().drop_unused())
+        m->mr = d.reg(mem->addr, mem->len, access, &why);
       if (m->mr == nullptr) {
         IB_ERROR(c.log(), "%s: reg_mr: %s", d.name().c_str(), why.c_str());
         return HMC_PLUGIN_ERR_NO_MEMORY;
@@ -50,6 +52,23 @@ hmc_plugin_status_t register_region(Context& c, int dev, const hmc_net_mem_desc_
   k.len = m->len;
   k.rkey = m->mr != nullptr ? m->mr->rkey : 0;
   k.access = mem->access;
+  // Host memory is registered on the rails too, so that peers stripe over them; a rail that
+  // refuses leaves the rails out (puts and gets then use the one port).
+  if (mem->len > 0 && mem->iface == HMC_MEM_IFACE_HOST) {
+    for (Device* rd : c.rails_of(d)) {
+      std::string why;
+      ibv_mr* rm = rd->reg(mem->addr, mem->len, access, &why);
+      if (rm == nullptr) {
+        IB_INFO(c.log(), "%s: reg_mr on rail %s: %s (no striping for it)", d.name().c_str(),
+                rd->name().c_str(), why.c_str());
+        for (ibv_mr* x : m->rail_mrs) c.api().dereg_mr(x);
+        m->rail_mrs.clear();
+        break;
+      }
+      m->rail_mrs.push_back(rm);
+    }
+    for (ibv_mr* x : m->rail_mrs) k.rail_rkeys.push_back(x->rkey);
+  }
   *rkey_len = encode_key(k, static_cast<uint8_t*>(rkey));
   *out = m.release();
   return HMC_PLUGIN_SUCCESS;
@@ -57,6 +76,7 @@ hmc_plugin_status_t register_region(Context& c, int dev, const hmc_net_mem_desc_
 
 void destroy_region(Context& c, MemRegion* m) {
   if (m->mr != nullptr) c.api().dereg_mr(m->mr);
+  for (ibv_mr* x : m->rail_mrs) c.api().dereg_mr(x);
   delete m;
 }
 

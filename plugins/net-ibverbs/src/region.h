@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "hmc/plugin/net.h"
 #include "wire.h"
@@ -21,6 +22,7 @@ struct MemRegion {
   uintptr_t base = 0;
   size_t len = 0;
   uint32_t access = 0;  // HMC_NET_ACCESS_*
+  std::vector<ibv_mr*> rail_mrs;  // the same memory on dev's rails (Context::rails_of), host only
 
   bool covers(const void* buf, size_t n) const {
     uintptr_t b = reinterpret_cast<uintptr_t>(buf);

@@ -12,6 +12,7 @@
 namespace hmc::ibverbs {
 
 class Endpoint;
+struct Registration;
 
 enum class ReqKind { kSend, kRecv, kPut, kGet };
 
@@ -28,12 +29,15 @@ struct Request {
   size_t len = 0;
   uint32_t lkey = 0;          // the caller's registration, when it covers buf
   bool has_lkey = false;
-  ibv_mr* own_mr = nullptr;   // registered for this request, deregistered when it ends
+  Registration* own_reg = nullptr;  // acquired for this request, released when it ends
   int in_flight = 0;          // work requests posted and not completed
   bool matched = false;       // receive: a message was assigned to it
   bool awaiting_fin = false;  // rendezvous send: the receiver has not answered yet
   size_t sent_len = 0;        // receive: the length the sender sent
   uint64_t cookie = 0;        // receive of a rendezvous: the sender's request id
+  size_t got = 0;             // receive of a staged message: bytes of it that arrived
+  bool notify_after = false;  // striped notified put: NOTIFY once every piece completed
+  uint64_t notify_value = 0;
 };
 
 }  // namespace hmc::ibverbs

@@ -59,7 +59,8 @@ SideChannel::Read SideChannel::read(std::vector<Frame>* frames, std::string* why
   while (in_.size() >= 8) {
     uint32_t hdr[2];
     std::memcpy(hdr, in_.data(), 8);
-    if (hdr[1] > kMaxFrame || hdr[0] < 1 || hdr[0] > 4) {
+    if (hdr[1] > kMaxFrame || hdr[0] < 1 ||
+        hdr[0] > static_cast<uint32_t>(SideFrame::kRailsReady)) {
       *why = "side channel: malformed frame";
       return Read::kError;
     }

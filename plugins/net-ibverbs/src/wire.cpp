@@ -207,13 +207,21 @@ size_t encode_key(const PackedKey& k, uint8_t* out) {
   o.u64(k.len);
   o.u32(k.rkey);
   o.u32(k.access);
-  return kPackedKeySize;
+  if (k.rail_rkeys.empty()) return kPackedKeySize;
+  o.u32(static_cast<uint32_t>(k.rail_rkeys.size()));
+  for (uint32_t r : k.rail_rkeys) o.u32(r);
+  return kPackedKeySize + 4 + 4 * k.rail_rkeys.size();
 }
 
 bool decode_key(const uint8_t* p, size_t len, PackedKey* k, std::string* why) {
-  if (len != kPackedKeySize) {
-    *why = "a packed key is " + std::to_string(kPackedKeySize) + " bytes, not " +
-           std::to_string(len);
+  uint32_t rails = 0;
+  if (len >= kPackedKeySize + 4) {
+    In n{p + kPackedKeySize};
+    rails = n.u32();
+  }
+  if (len != kPackedKeySize && (rails == 0 || rails > kMaxRails || len != kPackedKeySize + 4 + 4 * rails)) {
+    *why = "a packed key is " + std::to_string(kPackedKeySize) + " bytes (or 4 more and 4 per " +
+           "rail), not " + std::to_string(len);
     return false;
   }
   In in{p};
@@ -223,11 +231,52 @@ bool decode_key(const uint8_t* p, size_t len, PackedKey* k, std::string* why) {
   r.len = in.u64();
   r.rkey = in.u32();
   r.access = in.u32();
+  if (len > kPackedKeySize) {
+    in.u32();
+    for (uint32_t i = 0; i < rails; ++i) r.rail_rkeys.push_back(in.u32());
+  }
   if (r.base + r.len < r.base) {
     *why = "the region wraps around the address space";
     return false;
   }
   *k = r;
+  return true;
+}
+
+std::vector<uint8_t> encode_rails(const std::vector<RailInfo>& rails) {
+  std::vector<uint8_t> b(1 + rails.size() * (4 + 4 + 2 + 16 + 1));
+  Out o{b.data()};
+  o.u8(static_cast<uint8_t>(rails.size()));
+  for (const RailInfo& r : rails) {
+    o.u32(r.qpn);
+    o.u32(r.psn);
+    o.u16(r.lid);
+    o.bytes(r.gid, 16);
+    o.u8(r.mtu);
+  }
+  return b;
+}
+
+bool decode_rails(const uint8_t* p, size_t len, std::vector<RailInfo>* rails, std::string* why) {
+  constexpr size_t kEntry = 4 + 4 + 2 + 16 + 1;
+  if (len < 1 || p[0] > kMaxRails || len != 1 + p[0] * kEntry) {
+    *why = "a rail list of " + std::to_string(len) + " bytes";
+    return false;
+  }
+  In in{p + 1};
+  std::vector<RailInfo> out(p[0]);
+  for (RailInfo& r : out) {
+    r.qpn = in.u32();
+    r.psn = in.u32();
+    r.lid = in.u16();
+    in.bytes(r.gid, 16);
+    r.mtu = in.u8();
+    if (r.qpn == 0 || r.qpn >= (1u << 24) || r.psn >= (1u << 24) || r.mtu < 1 || r.mtu > 5) {
+      *why = "a rail's queue pair number, PSN or MTU out of range";
+      return false;
+    }
+  }
+  *rails = std::move(out);
   return true;
 }
 

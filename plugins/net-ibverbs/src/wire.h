@@ -10,10 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace hmc::ibverbs {
 
-constexpr uint32_t kWireVersion = 1;
+constexpr uint32_t kWireVersion = 3;  // 2: staged messages; 3: rails
 
 // listen's handle: where the listener's side channel is, and which listener.
 struct ConnHandle {
@@ -49,7 +50,23 @@ enum class SideFrame : uint32_t {
   kAccept = 2,    // QpInfo
   kReady = 3,     // empty: the connector's queue pairs are ready to receive
   kRmaReset = 4,  // RmaReset: replace the put/get queue pair after an error broke it
+  // Rails (puts and gets striped over more ports): the connector's Rails once ready, the
+  // listener's (at most as many, its queue pairs at RTS) back, then kRailsReady (empty).
+  kRails = 5,
+  kRailsReady = 6,
 };
+
+// The queue pairs of an endpoint's extra rails, in the order of the side's rail ports.
+constexpr size_t kMaxRails = 16;
+struct RailInfo {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint16_t lid = 0;
+  uint8_t gid[16] = {};
+  uint8_t mtu = 0;
+};
+std::vector<uint8_t> encode_rails(const std::vector<RailInfo>& rails);
+bool decode_rails(const uint8_t* p, size_t len, std::vector<RailInfo>* rails, std::string* why);
 struct RmaReset {
   uint32_t epoch = 0;
   uint32_t qpn = 0;
@@ -66,6 +83,10 @@ enum class MsgType : uint8_t {
   kFin = 3,     // the rendezvous with cookie was read
   kCredit = 4,  // only returns credits (takes no credit itself)
   kNotify = 5,  // put notification: value in len, after the put's data
+  // A message whose buffer could not be registered: len bytes, sent as the kFrag messages that
+  // follow it in order (cookie: the sender's request, the same in each fragment).
+  kStagedRts = 6,
+  kFrag = 7,    // len payload bytes of the staged message cookie, at offset addr
 };
 struct MsgHeader {
   uint8_t type = 0;
@@ -90,7 +111,9 @@ struct PackedKey {
   uint64_t len = 0;
   uint32_t rkey = 0;
   uint32_t access = 0;  // HMC_NET_ACCESS_*
+  std::vector<uint32_t> rail_rkeys;  // the same memory on the owner's rail ports, in their order
 };
+// Without rails; with n, a count and n keys more.
 constexpr size_t kPackedKeySize = 4 + 4 + 8 + 8 + 4 + 4;
 size_t encode_key(const PackedKey& k, uint8_t* out);
 bool decode_key(const uint8_t* p, size_t len, PackedKey* k, std::string* why);

@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "suite.h"
@@ -353,6 +355,112 @@ TEST_P(NetPair, ManyRequestsInFlight) {
     ASSERT_TRUE(s.await());
   };
   run([&](Side& s) { both(s, 10000, 20000); }, [&](Side& s) { both(s, 20000, 10000); });
+}
+
+// Buffers passed without an mr whose memory is unmapped and mapped again at the same address
+// (munmap then mmap, free then malloc of a large block) between two transfers: the second
+// transfer moves the new memory's bytes, on both ends of a message and of a put and a get. A
+// plugin that keeps registrations by address and misses the unmap moves the old pages instead.
+TEST_P(NetPair, BuffersRemappedBetweenTransfers) {
+  constexpr size_t kLen = (1u << 20) + 4096 + 3;  // rendezvous-sized everywhere, several pages
+  constexpr size_t kBlock = 8u << 20;             // malloc serves it with its own mapping
+  auto map = [](void* hint) {
+    void* p = mmap(hint, kLen, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | (hint != nullptr ? MAP_FIXED_NOREPLACE : 0), -1,
+                   0);
+    return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  };
+  // The same address again where the kernel grants it (the point of the test), else another.
+  auto remap = [&](uint8_t* old) {
+    munmap(old, kLen);
+    uint8_t* p = map(old);
+    return p != nullptr ? p : map(nullptr);
+  };
+  run(
+      [&](Side& s) {
+        // Receives into remapped memory.
+        uint8_t* r = map(nullptr);
+        ASSERT_NE(r, nullptr);
+        std::memset(r, 0, kLen);
+        ASSERT_TRUE(s.signal());
+        ASSERT_EQ(s.wait(s.irecv(r, kLen, 1)), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(first_mismatch(r, kLen, 31), -1) << "first message";
+        r = remap(r);
+        ASSERT_NE(r, nullptr);
+        ASSERT_TRUE(s.signal());
+        ASSERT_EQ(s.wait(s.irecv(r, kLen, 2)), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(first_mismatch(r, kLen, 32), -1) << "message into the remapped receive buffer";
+        for (uint64_t tag : {3, 4}) {
+          auto* m = static_cast<uint8_t*>(std::malloc(kBlock));
+          ASSERT_NE(m, nullptr);
+          ASSERT_TRUE(s.signal());
+          ASSERT_EQ(s.wait(s.irecv(m, kBlock, tag)), HMC_PLUGIN_SUCCESS);
+          EXPECT_EQ(first_mismatch(m, kBlock, 30 + tag), -1) << "message " << tag;
+          std::free(m);
+        }
+        // The peer puts into and gets from this region.
+        std::vector<uint8_t> region(kLen);
+        std::vector<uint8_t> rkey;
+        hmc_net_mr_t* mr = reg(s, region.data(), kLen, HMC_NET_ACCESS_LOCAL | kRemoteRw, &rkey);
+        ASSERT_NE(mr, nullptr);
+        send_region(s, reinterpret_cast<uintptr_t>(region.data()), rkey);
+        for (uint64_t seed : {41, 42}) {
+          ASSERT_TRUE(s.await());  // its put completed
+          EXPECT_EQ(first_mismatch(region.data(), kLen, seed), -1) << "put " << seed;
+          ASSERT_TRUE(s.signal());
+        }
+        for (uint64_t seed : {43, 44}) {
+          fill(region.data(), kLen, seed);
+          ASSERT_TRUE(s.signal());
+          ASSERT_TRUE(s.await());  // its get completed
+        }
+        EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
+        munmap(r, kLen);
+        ASSERT_TRUE(s.signal());
+      },
+      [&](Side& s) {
+        uint8_t* b = map(nullptr);
+        ASSERT_NE(b, nullptr);
+        fill(b, kLen, 31);
+        ASSERT_TRUE(s.await());
+        ASSERT_EQ(s.wait(s.isend(b, kLen, 1)), HMC_PLUGIN_SUCCESS);
+        b = remap(b);
+        ASSERT_NE(b, nullptr);
+        fill(b, kLen, 32);
+        ASSERT_TRUE(s.await());
+        ASSERT_EQ(s.wait(s.isend(b, kLen, 2)), HMC_PLUGIN_SUCCESS);
+        for (uint64_t tag : {3, 4}) {
+          auto* m = static_cast<uint8_t*>(std::malloc(kBlock));
+          ASSERT_NE(m, nullptr);
+          fill(m, kBlock, 30 + tag);
+          ASSERT_TRUE(s.await());
+          ASSERT_EQ(s.wait(s.isend(m, kBlock, tag)), HMC_PLUGIN_SUCCESS);
+          std::free(m);
+        }
+        RemoteRegion rr = recv_region(s);
+        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        ASSERT_NE(k, nullptr);
+        for (uint64_t seed : {41, 42}) {
+          if (seed == 42) b = remap(b);
+          ASSERT_NE(b, nullptr);
+          fill(b, kLen, seed);
+          EXPECT_EQ(put(s, b, kLen, rr.base, k), HMC_PLUGIN_SUCCESS);
+          ASSERT_TRUE(s.signal());
+          ASSERT_TRUE(s.await());  // the owner checked it
+        }
+        for (uint64_t seed : {43, 44}) {
+          if (seed == 44) b = remap(b);
+          ASSERT_NE(b, nullptr);
+          std::memset(b, 0, kLen);
+          ASSERT_TRUE(s.await());  // the owner filled the region
+          EXPECT_EQ(get(s, b, kLen, rr.base, k), HMC_PLUGIN_SUCCESS);
+          EXPECT_EQ(first_mismatch(b, kLen, seed), -1) << "get " << seed;
+          ASSERT_TRUE(s.signal());
+        }
+        EXPECT_EQ(s.t()->rkey_release(k), HMC_PLUGIN_SUCCESS);
+        munmap(b, kLen);
+        ASSERT_TRUE(s.await());
+      });
 }
 
 // Puts land byte-exact and are in place when they complete (the owner checks right after the

@@ -3,7 +3,16 @@
 // settings and a connection between two different devices (the QEMU test bed's veth topology:
 // rxe0 and rxe1 on the two ends of a veth pair, two "hosts"). The contract scenarios run over
 // its configurations in contract_test.cpp.
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "suite.h"
 
@@ -149,6 +158,393 @@ TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
     EXPECT_EQ(st, HMC_PLUGIN_ERR_NO_DEVICE) << h.all_logs();
     if (st == HMC_PLUGIN_SUCCESS) t->finalize(c);
   });
+}
+
+// Registrations refused for pinned memory (RLIMIT_MEMLOCK; run by tests/rdma/memlock_check with
+// a low limit and CAP_IPC_LOCK dropped, skipped elsewhere): the test pins all but ~600 KiB of what
+// the limit allows, then moves 1 MiB by put, get and message between unregistered buffers. Each
+// refusal is logged naming the limit; puts and gets go through the bounce buffers, the message
+// through the eager buffers; every byte arrives.
+TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("ibverbs", &t);
+  in_child([&] {
+    rlimit rl{};
+    ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (size_t{64} << 20))
+      skip_child("RLIMIT_MEMLOCK is not low here (tests/rdma/memlock_check sets it)");
+    constexpr size_t kLen = 1u << 20;
+    const Cfg cfg = {{"HMC_IB_EAGER_LIMIT", "8K"}};
+    LocalPair p(t, cfg, 0);
+    ASSERT_NO_FATAL_FAILURE(p.connect());
+    std::vector<uint8_t> region(kLen, 0);
+    std::vector<uint8_t> rkey;
+    hmc_net_mr_t* mr = reg(t, p.a, 0, region.data(), kLen, HMC_NET_ACCESS_LOCAL | kRemoteRw, &rkey);
+    ASSERT_NE(mr, nullptr) << p.ha.all_logs();
+    // Pin what the limit still allows, less room for the bounce buffers.
+    size_t pinned_kib = 0;
+    {
+      std::ifstream st("/proc/self/status");
+      std::string line;
+      while (std::getline(st, line))
+        if (line.rfind("VmPin:", 0) == 0) pinned_kib = std::stoul(line.substr(6));
+    }
+    const size_t room = 600u << 10;
+    const size_t pinned = pinned_kib << 10;
+    if (rl.rlim_cur < pinned + room + 4096)
+      skip_child("RLIMIT_MEMLOCK (" + std::to_string(rl.rlim_cur) + " bytes) leaves no room " +
+                 "beside the plugin's own buffers (" + std::to_string(pinned) + " bytes pinned)");
+    const size_t filler_len = (rl.rlim_cur - pinned - room) & ~size_t{4095};
+    void* filler = mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    ASSERT_NE(filler, MAP_FAILED);
+    std::vector<uint8_t> unused_key;
+    hmc_net_mr_t* fmr = reg(t, p.b, 0, filler, filler_len, HMC_NET_ACCESS_LOCAL, &unused_key);
+    ASSERT_NE(fmr, nullptr) << p.hb.all_logs();
+
+    hmc_net_rkey_t* k = nullptr;
+    ASSERT_EQ(t->rkey_unpack(p.eb, rkey.data(), rkey.size(), &k), HMC_PLUGIN_SUCCESS);
+    std::vector<uint8_t> src(kLen), dst(kLen, 0);
+    fill(src.data(), kLen, 71);
+    hmc_net_request_t* r = nullptr;
+    ASSERT_EQ(t->iput(p.eb, src.data(), kLen, nullptr, reinterpret_cast<uintptr_t>(region.data()),
+                      k, &r),
+              HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
+    EXPECT_EQ(first_mismatch(region.data(), kLen, 71), -1) << "put";
+    fill(region.data(), kLen, 72);
+    ASSERT_EQ(t->iget(p.eb, dst.data(), kLen, nullptr, reinterpret_cast<uintptr_t>(region.data()),
+                      k, &r),
+              HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
+    EXPECT_EQ(first_mismatch(dst.data(), kLen, 72), -1) << "get";
+    EXPECT_TRUE(p.hb.logged("RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur) + " bytes"))
+        << p.hb.all_logs();
+    EXPECT_TRUE(p.hb.logged("bounce buffers")) << p.hb.all_logs();
+
+    std::fill(dst.begin(), dst.end(), 0);
+    hmc_net_request_t *rs = nullptr, *rr = nullptr;
+    ASSERT_EQ(t->irecv(p.ea, dst.data(), kLen, nullptr, 9, &rr), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t->isend(p.eb, src.data(), kLen, nullptr, 9, &rs), HMC_PLUGIN_SUCCESS);
+    size_t got = 0;
+    EXPECT_EQ(p.wait(rs), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
+    EXPECT_EQ(p.wait(rr, &got), HMC_PLUGIN_SUCCESS) << p.ha.all_logs();
+    EXPECT_EQ(got, kLen);
+    EXPECT_EQ(first_mismatch(dst.data(), kLen, 71), -1) << "message";
+    EXPECT_TRUE(p.hb.logged("eager buffers")) << p.hb.all_logs();
+
+    EXPECT_EQ(t->rkey_release(k), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(deregister_memory(t, p.b, 0, fmr), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(deregister_memory(t, p.a, 0, mr), HMC_PLUGIN_SUCCESS);
+    munmap(filler, filler_len);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults between two "hosts": the test bed's veth topology (rxe0 on veth0, rxe1 on veth1; skipped
+// elsewhere). A listener on the first host's device, a connector on the second's, in two
+// processes; the side channel runs over 127.0.0.1, so only the RDMA traffic crosses the veth.
+
+std::string testbed(const std::string& name) {
+  const char* v = std::getenv(("RDMA_TESTBED_" + name).c_str());
+  return v != nullptr ? v : "";
+}
+
+class IbverbsWire : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testbed("TOPOLOGY") != "veth")
+      GTEST_SKIP() << "needs the RDMA test bed's veth topology (tests/rdma/guest run --topology "
+                      "veth)";
+    NET_REQUIRE_PLUGIN("ibverbs", &t_);
+    dev0_ = testbed("HOST0_DEVS").substr(0, testbed("HOST0_DEVS").find(' '));
+    dev1_ = testbed("HOST1_DEVS").substr(0, testbed("HOST1_DEVS").find(' '));
+    netdev0_ = testbed("NETDEV_" + dev0_);
+    ASSERT_FALSE(dev0_.empty() || dev1_.empty() || netdev0_.empty());
+  }
+
+  // parent(side, child's pid) listens on the first host's device; child(side) connects from the
+  // second's in a child process, which must exit 0 (or die of killed_by).
+  void across(const std::function<void(Side&, pid_t)>& parent,
+              const std::function<void(Side&)>& child, int killed_by = 0) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(sv[0]);
+      int code = 100;
+      {
+        Side s(t_, Cfg{{"HMC_IB_HCA", "=" + dev1_}}, 0, sv[1], kTimeoutMs);
+        std::string err = s.setup(false);
+        if (err.empty()) {
+          child(s);
+          code = ::testing::Test::HasFailure() ? 1 : 0;
+        } else {
+          std::fprintf(stderr, "child setup: %s\n", err.c_str());
+        }
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(code);
+    }
+    ::close(sv[1]);
+    {
+      Side s(t_, Cfg{{"HMC_IB_HCA", "=" + dev0_}}, 0, sv[0], kTimeoutMs);
+      std::string err = s.setup(true);
+      EXPECT_EQ(err, "");
+      if (err.empty()) parent(s, pid);
+    }
+    bool timed_out = false;
+    int st = reap(pid, sv[0], 30, &timed_out);
+    ::close(sv[0]);
+    ASSERT_FALSE(timed_out) << "the child side did not finish";
+    if (killed_by != 0) {
+      EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == killed_by) << "child status " << st;
+    } else {
+      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child side failed (above)";
+    }
+  }
+
+  static constexpr uint32_t kTimeoutMs = 5000;  // the host's timeout (HMC_TIMEOUT_MS)
+  const hmc_net_plugin_v2_t* t_ = nullptr;
+  std::string dev0_, dev1_, netdev0_;
+};
+
+// The peer process is SIGKILLed while the listener reads its 64 MiB message across the wire:
+// the read and an unmatched receive end with PEER_LOST within the host's timeout, the process
+// carries on, and later posts fail with PEER_LOST.
+TEST_F(IbverbsWire, PeerKilledMidTransfer) {
+  constexpr size_t kBig = 64u << 20;
+  across(
+      [&](Side& s, pid_t child) {
+        std::vector<uint8_t> big(kBig), small(64);
+        hmc_net_request_t* r_big = s.irecv(big.data(), kBig, 1);
+        hmc_net_request_t* r_never = s.irecv(small.data(), small.size(), 2);
+        ASSERT_TRUE(r_big && r_never);
+        ASSERT_TRUE(s.signal());
+        ASSERT_TRUE(s.await());  // the send is posted and being read
+        for (int i = 0; i < 200; ++i) s.t()->progress(s.ctx());
+        ::kill(child, SIGKILL);
+        const uint64_t t0 = mono_ns();
+        auto st = s.wait_all({r_big, r_never}, nullptr, 20);
+        const double secs = static_cast<double>(mono_ns() - t0) / 1e9;
+        EXPECT_EQ(st[0], HMC_PLUGIN_ERR_PEER_LOST) << "the large receive";
+        EXPECT_EQ(st[1], HMC_PLUGIN_ERR_PEER_LOST) << "the unmatched receive";
+        EXPECT_LT(secs, kTimeoutMs / 1000.0) << "the death was noticed after " << secs << " s";
+        hmc_net_request_t* r = nullptr;
+        EXPECT_EQ(s.t()->isend(s.ep(), small.data(), small.size(), nullptr, 3, &r),
+                  HMC_PLUGIN_ERR_PEER_LOST);
+      },
+      [&](Side& s) {
+        std::vector<uint8_t> big(kBig, 0x5a);
+        ASSERT_TRUE(s.await());
+        ASSERT_NE(s.isend(big.data(), kBig, 1), nullptr);
+        for (int i = 0; i < 200; ++i) s.t()->progress(s.ctx());
+        ASSERT_TRUE(s.signal());
+        for (;;) {
+          s.t()->progress(s.ctx());
+          ::usleep(1000);
+        }
+      },
+      SIGKILL);
+}
+
+// A receive waits 3 s for its message (the keepalive probes go meanwhile: the peer's HCA takes
+// them, and nothing is in flight long enough to look stalled): it succeeds, and so does a put
+// issued after the sender sat idle as long.
+TEST_F(IbverbsWire, IdlePeersAreNotLost) {
+  constexpr size_t kLen = 1u << 20;
+  across(
+      [&](Side& s, pid_t) {
+        std::vector<uint8_t> buf(kLen);
+        hmc_net_request_t* r = s.irecv(buf.data(), kLen, 1);
+        ASSERT_NE(r, nullptr);
+        ASSERT_TRUE(s.signal());
+        EXPECT_EQ(s.wait(r, nullptr, 20), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(first_mismatch(buf.data(), kLen, 81), -1);
+        ASSERT_TRUE(s.await());
+      },
+      [&](Side& s) {
+        std::vector<uint8_t> src(kLen);
+        fill(src.data(), kLen, 81);
+        ASSERT_TRUE(s.await());
+        const uint64_t until = mono_ns() + 3000000000ull;
+        while (mono_ns() < until) {
+          s.t()->progress(s.ctx());
+          ::usleep(1000);
+        }
+        EXPECT_EQ(s.wait(s.isend(src.data(), kLen, 1), nullptr, 20), HMC_PLUGIN_SUCCESS);
+        ASSERT_TRUE(s.signal());
+      });
+}
+
+// The first host's link goes down (ip link set veth0 down) while 16 MiB messages cross it: on
+// both sides the requests still pending end with PEER_LOST within the host's timeout (the
+// reader's RDMA READs exhaust their retries; the sender, with nothing in flight while it waits
+// for the reader's answer, learns it from its keepalive probe), both processes carry on.
+TEST_F(IbverbsWire, LinkDownUnderTraffic) {
+  constexpr size_t kLen = 16u << 20;
+  constexpr int kN = 6;
+  const std::string down = "ip link set " + netdev0_ + " down";
+  const std::string up = "ip link set " + netdev0_ + " up";
+  across(
+      [&](Side& s, pid_t) {
+        std::vector<std::vector<uint8_t>> bufs(kN, std::vector<uint8_t>(kLen));
+        std::vector<hmc_net_request_t*> reqs;
+        for (int i = 0; i < kN; ++i) reqs.push_back(s.irecv(bufs[i].data(), kLen, 10 + i));
+        ASSERT_TRUE(s.signal());
+        EXPECT_EQ(s.wait(reqs[0], nullptr, 30), HMC_PLUGIN_SUCCESS) << "the first message";
+        ASSERT_EQ(std::system(down.c_str()), 0) << down;
+        const uint64_t t0 = mono_ns();
+        ASSERT_TRUE(s.signal());  // over the socketpair: not through the link
+        std::vector<hmc_net_request_t*> rest(reqs.begin() + 1, reqs.end());
+        auto st = s.wait_all(rest, nullptr, 20);
+        const double secs = static_cast<double>(mono_ns() - t0) / 1e9;
+        EXPECT_EQ(std::system(up.c_str()), 0) << up;
+        int lost = 0;
+        for (size_t i = 0; i < st.size(); ++i) {
+          EXPECT_TRUE(st[i] == HMC_PLUGIN_SUCCESS || st[i] == HMC_PLUGIN_ERR_PEER_LOST)
+              << "receive " << i + 1 << ": " << st[i];
+          lost += st[i] == HMC_PLUGIN_ERR_PEER_LOST;
+        }
+        EXPECT_GT(lost, 0) << "every message arrived before the link went down";
+        EXPECT_LT(secs, kTimeoutMs / 1000.0) << "the receiver noticed after " << secs << " s";
+        ASSERT_TRUE(s.await());  // the sender's verdict is in
+      },
+      [&](Side& s) {
+        std::vector<uint8_t> src(kLen, 0x3c);
+        std::vector<hmc_net_request_t*> reqs;
+        ASSERT_TRUE(s.await());
+        for (int i = 0; i < kN; ++i) reqs.push_back(s.isend(src.data(), kLen, 10 + i));
+        ASSERT_TRUE(s.await(nullptr, 60));  // the link is down
+        const uint64_t t0 = mono_ns();
+        auto st = s.wait_all(reqs, nullptr, 20);
+        const double secs = static_cast<double>(mono_ns() - t0) / 1e9;
+        EXPECT_EQ(st.back(), HMC_PLUGIN_ERR_PEER_LOST) << "the last send";
+        for (size_t i = 0; i < st.size(); ++i)
+          EXPECT_TRUE(st[i] == HMC_PLUGIN_SUCCESS || st[i] == HMC_PLUGIN_ERR_PEER_LOST)
+              << "send " << i << ": " << st[i];
+        EXPECT_LT(secs, kTimeoutMs / 1000.0) << "the sender noticed after " << secs << " s";
+        ASSERT_TRUE(s.signal());
+      });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rails: the test bed's rails topology (two veth pairs; the first host has rxe0 and rxe2, the
+// second rxe1 and rxe3; skipped elsewhere). Each side selects both its ports and HMC_IB_RAILS=2;
+// an endpoint on the first port stripes puts and gets over both.
+
+uint64_t tx_bytes(const std::string& netdev) {
+  std::ifstream f("/sys/class/net/" + netdev + "/statistics/tx_bytes");
+  uint64_t v = 0;
+  f >> v;
+  return v;
+}
+
+// A 32 MiB put (notified) and get between unregistered local buffers and a registered region:
+// byte-exact, the notification after the data, and each of the putting side's two ports sent a
+// fair share of the bytes (equal port speeds: about half each).
+TEST(IbverbsRails, PutsAndGetsAreStriped) {
+  if (testbed("TOPOLOGY") != "rails")
+    GTEST_SKIP() << "needs the RDMA test bed's rails topology (tests/rdma/guest run --topology "
+                    "rails)";
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("ibverbs", &t);
+  auto list = [](std::string devs) {
+    for (char& c : devs)
+      if (c == ' ') c = ',';
+    return devs;
+  };
+  const std::string host0 = list(testbed("HOST0_DEVS")), host1 = list(testbed("HOST1_DEVS"));
+  const std::string dev1a = host1.substr(0, host1.find(',')), dev1b = host1.substr(host1.find(',') + 1);
+  const std::string net_a = testbed("NETDEV_" + dev1a), net_b = testbed("NETDEV_" + dev1b);
+  constexpr size_t kLen = 32u << 20;
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(sv[0]);
+    int code = 100;
+    {
+      Side s(t, Cfg{{"HMC_IB_HCA", "=" + host1}, {"HMC_IB_RAILS", "2"}}, 0, sv[1]);
+      std::string err = s.setup(false);
+      if (err.empty()) {
+        RemoteRegion rr = recv_region(s);
+        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        EXPECT_NE(k, nullptr);
+        for (int i = 0; i < 100; ++i) {  // the rails' confirmation
+          t->progress(s.ctx());
+          ::usleep(1000);
+        }
+        std::vector<uint8_t> src(kLen), back(kLen, 0);
+        fill(src.data(), kLen, 91);
+        const uint64_t a0 = tx_bytes(net_a), b0 = tx_bytes(net_b);
+        hmc_net_request_t* r = nullptr;
+        EXPECT_EQ(t->iput_notify(s.ep(), src.data(), kLen, nullptr, rr.base, k, 7, &r),
+                  HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(s.wait(r, nullptr, 60), HMC_PLUGIN_SUCCESS);
+        const uint64_t a = tx_bytes(net_a) - a0, b = tx_bytes(net_b) - b0;
+        EXPECT_GT(a, kLen / 4) << net_a << " sent " << a << " bytes, " << net_b << " " << b;
+        EXPECT_GT(b, kLen / 4) << net_a << " sent " << a << " bytes, " << net_b << " " << b;
+        EXPECT_TRUE(s.signal());
+        EXPECT_TRUE(s.await());  // the owner checked and changed the region
+        EXPECT_EQ(t->iget(s.ep(), back.data(), kLen, nullptr, rr.base, k, &r), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(s.wait(r, nullptr, 60), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(first_mismatch(back.data(), kLen, 92), -1) << "get";
+        EXPECT_EQ(t->rkey_release(k), HMC_PLUGIN_SUCCESS);
+        EXPECT_TRUE(s.signal());
+        code = ::testing::Test::HasFailure() ? 1 : 0;
+      } else {
+        std::fprintf(stderr, "child setup: %s\n", err.c_str());
+      }
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(code);
+  }
+  ::close(sv[1]);
+  {
+    Side s(t, Cfg{{"HMC_IB_HCA", "=" + host0}, {"HMC_IB_RAILS", "2"}}, 0, sv[0]);
+    std::string err = s.setup(true);
+    EXPECT_EQ(err, "");
+    if (err.empty()) {
+      std::vector<uint8_t> region(kLen, 0);
+      std::vector<uint8_t> rkey;
+      hmc_net_mr_t* mr = reg(s, region.data(), kLen, HMC_NET_ACCESS_LOCAL | kRemoteRw, &rkey);
+      ASSERT_NE(mr, nullptr);
+      EXPECT_GT(rkey.size(), 32u) << "the key carries no rail";
+      // The rails come up over the side channel after the endpoint: let them.
+      for (int i = 0; i < 100; ++i) {
+        t->progress(s.ctx());
+        ::usleep(1000);
+      }
+      send_region(s, reinterpret_cast<uintptr_t>(region.data()), rkey);
+      uint64_t v = 0;
+      const uint64_t deadline = mono_ns() + 60000000000ull;
+      hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
+      while ((st = t->notify_poll(s.ep(), &v)) == HMC_PLUGIN_IN_PROGRESS && mono_ns() < deadline)
+        ::usleep(100);
+      EXPECT_EQ(st, HMC_PLUGIN_SUCCESS);
+      EXPECT_EQ(v, 7u);
+      EXPECT_EQ(first_mismatch(region.data(), kLen, 91), -1) << "the put, at its notification";
+      EXPECT_TRUE(s.await());
+      fill(region.data(), kLen, 92);
+      EXPECT_TRUE(s.signal());
+      EXPECT_TRUE(s.await());
+      EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
+    }
+  }
+  bool timed_out = false;
+  int st = reap(pid, sv[0], 60, &timed_out);
+  ::close(sv[0]);
+  EXPECT_FALSE(timed_out);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the putting side failed (above)";
 }
 
 }  // namespace
