@@ -44,7 +44,7 @@ const hmc_config_var_t kConfigVars[] = {
 hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log, Config* out) {
   Config c;
   hmc::plugin::ConfigReader r(host, log);
-  constexpr hmc_plugin_status_t kBad = HMC_PLUGIN_ERR_INVALID_ARGUMENT;  // the reader logged why
+  constexpr hmc_plugin_status_t kBad = HMC_PLUGIN_ERR_CONFIG;  // the reader logged why
   std::string v;
   if (!(v = r.text("HMC_IBVERBS_LIBRARY")).empty()) c.library = v;
   if (!(v = r.text("HMC_IB_HCA")).empty()) {

@@ -148,7 +148,7 @@ TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
              {"HMC_IB_EAGER_LIMIT", "1G"}, {"HMC_IB_CREDITS", "2"}, {"HMC_IB_TIMEOUT", "0"}}) {
       Host h(Cfg{{kv.first, kv.second}});
       hmc_net_ctx_t* c = nullptr;
-      EXPECT_EQ(t->init(h.services(), &c), HMC_PLUGIN_ERR_INVALID_ARGUMENT) << kv.first;
+      EXPECT_EQ(t->init(h.services(), &c), HMC_PLUGIN_ERR_CONFIG) << kv.first;
       EXPECT_TRUE(h.logged("invalid " + kv.first)) << h.all_logs();
     }
     // An unknown name selects nothing: no device, and the reason names the setting.
