@@ -570,7 +570,10 @@ TEST(TargetStagingScenarios, InitiatorKilledMidStagedPutLetsTheTargetDeregisterP
         CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
         hmc_request_t q;
         CHECK_OK(hmc_put(peer, src, size, remote, 0, 0, 0, &q));
-        STEP(step_send(peer, 8));  // the put is posted: die while it runs (slow copies)
+        STEP(step_send(peer, 8));  // the put is posted
+        // Die while it runs (slow copies), once the target heard: a step still in flight when
+        // the process dies is lost with it (the peer is lost, not closed in order).
+        STEP(step_recv(peer, 9));
         raise(SIGKILL);
         return "not killed";
       },
@@ -579,6 +582,7 @@ TEST(TargetStagingScenarios, InitiatorKilledMidStagedPutLetsTheTargetDeregisterP
         hmc_region_t reg;
         STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &dev, &reg));
         STEP(step_recv(peer, 8));
+        STEP(step_send(peer, 9));  // the initiator dies now, its put running
         auto t0 = std::chrono::steady_clock::now();
         CHECK_OK(hmc_mem_deregister(reg));
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
