@@ -2,7 +2,8 @@
 
 Moves data between host memory and the memories of GPUs of any vendor, within a node and across
 nodes, over the paths hmc negotiates with each peer. The objects mirror hmc's C API (hmc.h):
-Context, Peer, Region, RemoteRegion, TransferList, Request, Memory. Buffers are anything with
+Context, Peer, Region, RemoteRegion, TransferList, Request, Memory, and Communicator with its
+collectives. Buffers are anything with
 the buffer protocol (numpy arrays, bytearray, memoryview), an hmc.Memory, or a (pointer, size)
 pair for memory Python does not see. Failures raise hmc.Error (or a subclass), which carries the
 status's name (.status) and hmc's message. See docs/python.md.
@@ -14,6 +15,7 @@ from hmc._hmc import (
     ADDRESS_MAX,
     TAG_MAX,
     CancelledError,
+    Communicator,
     Context,
     Error,
     InvalidArgumentError,
@@ -42,6 +44,7 @@ __all__ = [
     "ADDRESS_MAX",
     "TAG_MAX",
     "CancelledError",
+    "Communicator",
     "Context",
     "Error",
     "InvalidArgumentError",

@@ -442,4 +442,5 @@ PYBIND11_MODULE(_hmc, m) {
       .def_property_readonly("timeout_ms", [](const Core& c) { return c.default_timeout_ms; },
                              "What a timeout of -1 stands for (HMC_TIMEOUT_MS).");
   bind_context_manager(context, &Core::close);
+  bind_comm(m);
 }

@@ -172,6 +172,9 @@ struct TransferList {
 // an array of shape (N, 3) of 64-bit integers.
 std::vector<hmc_xfer_desc_t> parse_descriptors(pybind11::handle descs);
 hmc_xfer_op_t parse_op(pybind11::handle op);
+// hmc.Communicator and its collectives (comm.cpp).
+void bind_comm(pybind11::module_& m);
+
 std::shared_ptr<TransferList> prepare_list(pybind11::object region, pybind11::object remote,
                                            pybind11::handle op, pybind11::handle descs);
 
