@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""torch.distributed's all_reduce and all_to_all_single on CPU tensors, the backend "hmc"
+against "gloo" in the same run: starts --np processes itself, each timing both backends on the
+same tensors, and prints the medians of rank 0 and the ratio (gloo time / hmc time: above 1,
+hmc is faster).
+
+    PYTHONPATH=build/python python3 python/bench/torch_collectives.py [--np 4] [--sizes 1M,16M]
+                                                                       [--reps 10]
+"""
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
+
+
+def rank_main(args):
+    import torch
+    import torch.distributed as dist
+    import hmc.torch  # noqa: F401
+
+    rank = int(os.environ["RANK"])
+    results = {}
+    for backend in ("gloo", "hmc"):
+        os.environ["MASTER_PORT"] = os.environ[f"PORT_{backend.upper()}"]
+        dist.init_process_group(backend)
+        for size in args.sizes:
+            x = torch.ones(size // 4, dtype=torch.float32)
+            y = torch.empty_like(x)
+            for name, op in (("all_reduce", lambda: dist.all_reduce(x)),
+                             ("all_to_all", lambda: dist.all_to_all_single(y, x))):
+                times = []
+                for i in range(args.reps + 2):
+                    dist.barrier()
+                    t0 = time.perf_counter()
+                    op()
+                    if i >= 2:
+                        times.append(time.perf_counter() - t0)
+                results[(backend, name, size)] = sorted(times)[len(times) // 2]
+        dist.destroy_process_group()
+    if rank == 0:
+        print(f"# torch.distributed, {args.np} processes, CPU float32 tensors, median of "
+              f"{args.reps} runs (us)")
+        print(f"# {'op':<12} {'size':>10} {'gloo':>10} {'hmc':>10} {'gloo/hmc':>9}")
+        for size in args.sizes:
+            for name in ("all_reduce", "all_to_all"):
+                g, h = results[("gloo", name, size)], results[("hmc", name, size)]
+                print(f"  {name:<12} {size:>10} {g * 1e6:>10.1f} {h * 1e6:>10.1f} {g / h:>9.2f}")
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--np", type=int, default=4)
+    p.add_argument("--sizes", default="1M,16M")
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    args.sizes = [parse_size(s) for s in args.sizes.split(",")]
+    if args.rank_main:
+        return rank_main(args)
+    env = dict(os.environ, WORLD_SIZE=str(args.np), MASTER_ADDR="127.0.0.1",
+               PORT_GLOO=str(free_port()), PORT_HMC=str(free_port()))
+    procs = [subprocess.Popen([sys.executable, __file__, "--rank-main"] + sys.argv[1:],
+                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
+             for r in range(args.np)]
+    return max(p.wait() for p in procs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
