@@ -5,6 +5,12 @@
  * reason. That is how every device plugin must behave on a machine without its hardware: init
  * succeeds, device_count answers 0, unavailable_reason says why.
  *
+ * With HMC_TEMPLATE_EMULATED_DEVICES=N it drives N devices of a stand-in runtime instead (the
+ * section marked "STAND-IN RUNTIME"): "device memory" in host memory the core must not touch,
+ * and streams whose copies a thread of their own performs in order, completing after
+ * copy_async has returned, as a DMA engine does. It shows the asynchronous contract end to end
+ * (hmc-plugin-check exercises it) and is what a vendor replaces by calls into its runtime.
+ *
  * Rules that matter (sdk/include/hmc/plugin/common.h and device.h have the details):
  *  - Export exactly one symbol, hmc_device_plugin_v1 (hmc_add_plugin() hides everything else).
  *  - Never link the vendor runtime: dlopen it in init, so the plugin loads everywhere.
@@ -15,6 +21,10 @@
  *  - Whoever allocates frees; set outputs only on success.
  */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +37,34 @@
 /* TO DO: the variable naming your runtime library, and its default soname. */
 #define RUNTIME_LIB_VAR "HMC_TEMPLATE_RUNTIME_LIBRARY"
 #define RUNTIME_LIB_DEFAULT "libmyaccel.so.1"
+#define EMULATE_VAR "HMC_TEMPLATE_EMULATED_DEVICES" /* delete with the stand-in runtime */
+#define MAX_EMULATED 8
 
 static const hmc_config_var_t config_vars[] = {
     {RUNTIME_LIB_VAR, RUNTIME_LIB_DEFAULT, "vendor runtime library the template plugin dlopens"},
+    {EMULATE_VAR, "0",
+     "template plugin: drive this many devices of its stand-in runtime (0 to 8; 0: look for the "
+     "runtime library)"},
     {NULL, NULL, NULL}};
+
+/* ---- STAND-IN RUNTIME: replace with calls into your runtime --------------------------------
+ * Allocations are host memory, kept in a list so that ptr_query can tell them. A stream is a
+ * queue served by a thread: copies run there in order, and an event recorded on the stream is
+ * a marker the thread reaches once every copy before it ended. */
+struct allocation {
+  void* ptr;
+  size_t size;
+  int dev;
+  struct allocation* next;
+};
+struct job {
+  void* dst; /* a copy: dst, src, size; a marker: event and generation */
+  const void* src;
+  size_t size;
+  hmc_device_event_t* event;
+  uint64_t generation;
+  struct job* next;
+};
 
 /* Everything the plugin knows, owned by one context (created by init, destroyed by finalize). */
 struct hmc_device_ctx {
@@ -39,14 +73,24 @@ struct hmc_device_ctx {
   int device_count;
   char unavailable[512]; /* why device_count is 0 */
   /* TO DO: the runtime's function pointers (dlsym'd in init), per-device state. */
+  int emulated; /* the stand-in runtime drives the devices */
+  pthread_mutex_t alloc_lock;
+  struct allocation* allocations;
 };
 
 /* TO DO: your streams and events wrap the runtime's. */
 struct hmc_device_stream {
   hmc_device_ctx_t* ctx;
+  pthread_t worker;
+  pthread_mutex_t lock;
+  pthread_cond_t work;
+  struct job *head, *tail;
+  int stop;
 };
 struct hmc_device_event {
   hmc_device_ctx_t* ctx;
+  _Atomic uint64_t recorded; /* records so far */
+  _Atomic uint64_t reached;  /* the last record the stream's thread got to */
 };
 
 static void plugin_log(const hmc_host_services_t* host, int level, const char* message) {
@@ -62,6 +106,30 @@ static hmc_plugin_status_t dev_init(const hmc_host_services_t* host, hmc_device_
   hmc_device_ctx_t* ctx = calloc(1, sizeof *ctx);
   if (!ctx) return HMC_PLUGIN_ERR_NO_MEMORY;
   ctx->host = host;
+  pthread_mutex_init(&ctx->alloc_lock, NULL);
+
+  /* config_get returns NULL for an unset variable: the declared default is the plugin's to
+   * apply. An invalid value of a plugin's own variable fails the context (HMC_PLUGIN_ERR_CONFIG),
+   * naming it. */
+  const char* emulate = host->config_get(host->host_ctx, EMULATE_VAR);
+  if (emulate && *emulate) {
+    char* end = NULL;
+    long n = strtol(emulate, &end, 10);
+    if (*end != '\0' || n < 0 || n > MAX_EMULATED) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "invalid %s=\"%.40s\": expected an integer from 0 to %d",
+               EMULATE_VAR, emulate, MAX_EMULATED);
+      plugin_log(host, HMC_LOG_ERROR, msg);
+      free(ctx);
+      return HMC_PLUGIN_ERR_CONFIG;
+    }
+    if (n > 0) {
+      ctx->emulated = 1;
+      ctx->device_count = (int)n;
+      *out = ctx;
+      return HMC_PLUGIN_SUCCESS;
+    }
+  }
 
   const char* lib = host->config_get(host->host_ctx, RUNTIME_LIB_VAR);
   if (!lib || !*lib) lib = RUNTIME_LIB_DEFAULT;
@@ -87,6 +155,13 @@ static hmc_plugin_status_t dev_init(const hmc_host_services_t* host, hmc_device_
 static hmc_plugin_status_t dev_finalize(hmc_device_ctx_t* ctx) {
   if (!ctx) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   /* TO DO: free what is still allocated, destroy streams/events, shut the runtime down. */
+  while (ctx->allocations) {
+    struct allocation* a = ctx->allocations;
+    ctx->allocations = a->next;
+    free(a->ptr);
+    free(a);
+  }
+  pthread_mutex_destroy(&ctx->alloc_lock);
   if (ctx->runtime) dlclose(ctx->runtime);
   free(ctx);
   return HMC_PLUGIN_SUCCESS;
@@ -105,7 +180,20 @@ static hmc_plugin_status_t dev_info(hmc_device_ctx_t* ctx, int dev, hmc_device_p
   /* TO DO: fill every field that fits in info->hdr.struct_size (check with HMC_ABI_HAS_FIELD):
    * name, pci_bus_id, uuid, numa_node, mem_bytes, caps (HMC_DEVICE_CAP_*: only what the optional
    * slots below really implement), ipc_handle_size, copy_bandwidth_MBps. */
-  return HMC_PLUGIN_ERR_INTERNAL;
+  if (!ctx->emulated) return HMC_PLUGIN_ERR_INTERNAL;
+  if (HMC_ABI_HAS_FIELD(info, hmc_device_props_t, name)) info->name = "template stand-in device";
+  if (HMC_ABI_HAS_FIELD(info, hmc_device_props_t, pci_bus_id)) info->pci_bus_id = NULL;
+  if (HMC_ABI_HAS_FIELD(info, hmc_device_props_t, uuid)) {
+    memset(info->uuid, 0, sizeof info->uuid);
+    info->uuid[15] = (uint8_t)dev;
+  }
+  if (HMC_ABI_HAS_FIELD(info, hmc_device_props_t, numa_node)) info->numa_node = -1;
+  if (HMC_ABI_HAS_FIELD(info, hmc_device_props_t, mem_bytes)) info->mem_bytes = 1ull << 30;
+  if (HMC_ABI_HAS_FIELD(info, hmc_device_props_t, caps)) info->caps = 0;
+  if (HMC_ABI_HAS_FIELD(info, hmc_device_props_t, ipc_handle_size)) info->ipc_handle_size = 0;
+  if (HMC_ABI_HAS_FIELD(info, hmc_device_props_t, copy_bandwidth_MBps))
+    info->copy_bandwidth_MBps = 0; /* unknown: the core measures it */
+  return HMC_PLUGIN_SUCCESS;
 }
 
 static const char* dev_unavailable_reason(hmc_device_ctx_t* ctx) {
@@ -114,7 +202,8 @@ static const char* dev_unavailable_reason(hmc_device_ctx_t* ctx) {
 
 static const char* dev_runtime_version(hmc_device_ctx_t* ctx) {
   /* TO DO: ask the runtime ("MyAccel driver 3.2"); NULL when no runtime was found. */
-  return NULL;
+  return ctx && ctx->emulated ? "template stand-in runtime (host memory, a copy thread per stream)"
+                              : NULL;
 }
 
 /* ---- memory -------------------------------------------------------------------------------- */
@@ -122,11 +211,36 @@ static const char* dev_runtime_version(hmc_device_ctx_t* ctx) {
 static hmc_plugin_status_t dev_mem_alloc(hmc_device_ctx_t* ctx, int dev, size_t size, void** ptr) {
   if (!ctx || !ptr || dev < 0 || dev >= ctx->device_count) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   /* TO DO: allocate device memory; HMC_PLUGIN_ERR_NO_MEMORY when it cannot be satisfied. */
-  return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+  if (!ctx->emulated) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+  struct allocation* a = calloc(1, sizeof *a);
+  if (!a || !(a->ptr = aligned_alloc(256, (size + 255) / 256 * 256 + 256))) {
+    free(a);
+    return HMC_PLUGIN_ERR_NO_MEMORY;
+  }
+  a->size = size;
+  a->dev = dev;
+  pthread_mutex_lock(&ctx->alloc_lock);
+  a->next = ctx->allocations;
+  ctx->allocations = a;
+  pthread_mutex_unlock(&ctx->alloc_lock);
+  *ptr = a->ptr;
+  return HMC_PLUGIN_SUCCESS;
 }
 
 static hmc_plugin_status_t dev_mem_free(hmc_device_ctx_t* ctx, void* ptr) {
   /* TO DO: free memory from dev_mem_alloc; HMC_PLUGIN_ERR_INVALID_ARGUMENT for anything else. */
+  if (!ctx) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&ctx->alloc_lock);
+  for (struct allocation** p = &ctx->allocations; *p; p = &(*p)->next) {
+    if ((*p)->ptr != ptr) continue;
+    struct allocation* a = *p;
+    *p = a->next;
+    pthread_mutex_unlock(&ctx->alloc_lock);
+    free(a->ptr);
+    free(a);
+    return HMC_PLUGIN_SUCCESS;
+  }
+  pthread_mutex_unlock(&ctx->alloc_lock);
   return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
 }
 
@@ -137,49 +251,141 @@ static hmc_plugin_status_t dev_ptr_query(hmc_device_ctx_t* ctx, const void* ptr,
   /* TO DO: ask the runtime whether ptr is device or pinned memory of this plugin, and fill
    * device, base, size and is_host. Without devices nothing is ours. */
   info->owned = 0;
+  pthread_mutex_lock(&ctx->alloc_lock);
+  for (struct allocation* a = ctx->allocations; a; a = a->next) {
+    uintptr_t p = (uintptr_t)ptr, b = (uintptr_t)a->ptr;
+    if (p < b || p >= b + (a->size ? a->size : 1)) continue;
+    info->owned = 1;
+    info->device = a->dev;
+    info->base = b;
+    info->size = a->size;
+    /* The CPU could read it, but real device memory it stands for cannot be: say so, and the
+     * core moves it with copies. */
+    info->is_host = 0;
+    break;
+  }
+  pthread_mutex_unlock(&ctx->alloc_lock);
   return HMC_PLUGIN_SUCCESS;
 }
 
 /* ---- streams, copies, events ---------------------------------------------------------------- */
 
+/* The stream's thread: runs its jobs in order (STAND-IN RUNTIME). */
+static void* stream_worker(void* arg) {
+  hmc_device_stream_t* s = arg;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (!s->head && !s->stop) pthread_cond_wait(&s->work, &s->lock);
+    if (!s->head) break; /* stopped, and nothing left */
+    struct job* j = s->head;
+    s->head = j->next;
+    if (!s->head) s->tail = NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (j->event)
+      atomic_store(&j->event->reached, j->generation);
+    else
+      memcpy(j->dst, j->src, j->size);
+    free(j);
+    pthread_mutex_lock(&s->lock);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+static hmc_plugin_status_t enqueue(hmc_device_stream_t* s, struct job* j) {
+  pthread_mutex_lock(&s->lock);
+  if (s->tail)
+    s->tail->next = j;
+  else
+    s->head = j;
+  s->tail = j;
+  pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&s->lock);
+  return HMC_PLUGIN_SUCCESS;
+}
+
 static hmc_plugin_status_t dev_stream_create(hmc_device_ctx_t* ctx, int dev,
                                              hmc_device_stream_t** s) {
   if (!ctx || !s || dev < 0 || dev >= ctx->device_count) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  return HMC_PLUGIN_ERR_NOT_SUPPORTED; /* TO DO */
+  if (!ctx->emulated) return HMC_PLUGIN_ERR_NOT_SUPPORTED; /* TO DO: the runtime's stream */
+  hmc_device_stream_t* st = calloc(1, sizeof *st);
+  if (!st) return HMC_PLUGIN_ERR_NO_MEMORY;
+  st->ctx = ctx;
+  pthread_mutex_init(&st->lock, NULL);
+  pthread_cond_init(&st->work, NULL);
+  if (pthread_create(&st->worker, NULL, stream_worker, st) != 0) {
+    pthread_cond_destroy(&st->work);
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+    return HMC_PLUGIN_ERR_SYSTEM;
+  }
+  *s = st;
+  return HMC_PLUGIN_SUCCESS;
 }
 
 static hmc_plugin_status_t dev_stream_destroy(hmc_device_stream_t* s) {
   if (!s) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  free(s); /* TO DO: destroy the runtime's stream first */
+  /* TO DO: destroy the runtime's stream first. The stand-in finishes what was queued. */
+  pthread_mutex_lock(&s->lock);
+  s->stop = 1;
+  pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->worker, NULL);
+  pthread_cond_destroy(&s->work);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
   return HMC_PLUGIN_SUCCESS;
 }
 
 static hmc_plugin_status_t dev_copy_async(hmc_device_stream_t* s, void* dst, const void* src,
                                           size_t size, hmc_copy_kind_t kind) {
-  if (!s) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  return HMC_PLUGIN_ERR_NOT_SUPPORTED; /* TO DO: enqueue, never wait */
+  if (!s || (size > 0 && (!dst || !src)) || kind < HMC_COPY_HOST_TO_DEVICE ||
+      kind > HMC_COPY_HOST_TO_HOST)
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  /* TO DO: enqueue on the runtime's stream, never wait. */
+  struct job* j = calloc(1, sizeof *j);
+  if (!j) return HMC_PLUGIN_ERR_NO_MEMORY;
+  j->dst = dst;
+  j->src = src;
+  j->size = size;
+  return enqueue(s, j);
 }
 
 static hmc_plugin_status_t dev_event_create(hmc_device_ctx_t* ctx, int dev,
                                             hmc_device_event_t** ev) {
   if (!ctx || !ev || dev < 0 || dev >= ctx->device_count) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  return HMC_PLUGIN_ERR_NOT_SUPPORTED; /* TO DO */
+  if (!ctx->emulated) return HMC_PLUGIN_ERR_NOT_SUPPORTED; /* TO DO: the runtime's event */
+  hmc_device_event_t* e = calloc(1, sizeof *e);
+  if (!e) return HMC_PLUGIN_ERR_NO_MEMORY;
+  e->ctx = ctx;
+  *ev = e;
+  return HMC_PLUGIN_SUCCESS;
 }
 
 static hmc_plugin_status_t dev_event_destroy(hmc_device_event_t* ev) {
   if (!ev) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  free(ev); /* TO DO: destroy the runtime's event first */
+  /* TO DO: destroy the runtime's event first. A stand-in marker still queued would write into
+   * the event: let the stream's thread reach it (it only copies, so it gets there). */
+  while (atomic_load(&ev->reached) < atomic_load(&ev->recorded)) sched_yield();
+  free(ev);
   return HMC_PLUGIN_SUCCESS;
 }
 
 static hmc_plugin_status_t dev_event_record(hmc_device_event_t* ev, hmc_device_stream_t* s) {
   if (!ev || !s) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  return HMC_PLUGIN_ERR_NOT_SUPPORTED; /* TO DO */
+  /* TO DO: the runtime's record. The stand-in queues a marker behind the stream's copies. */
+  struct job* j = calloc(1, sizeof *j);
+  if (!j) return HMC_PLUGIN_ERR_NO_MEMORY;
+  j->event = ev;
+  j->generation = atomic_fetch_add(&ev->recorded, 1) + 1;
+  return enqueue(s, j);
 }
 
 static hmc_plugin_status_t dev_event_query(hmc_device_event_t* ev) {
   if (!ev) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  return HMC_PLUGIN_ERR_NOT_SUPPORTED; /* TO DO: SUCCESS, IN_PROGRESS, or the copy's error */
+  /* TO DO: the runtime's query: SUCCESS, IN_PROGRESS, or the copy's error. Never wait. */
+  return atomic_load(&ev->reached) >= atomic_load(&ev->recorded) ? HMC_PLUGIN_SUCCESS
+                                                                   : HMC_PLUGIN_IN_PROGRESS;
 }
 
 /* ---- the table ------------------------------------------------------------------------------ */
