@@ -456,7 +456,8 @@ typedef struct hmc_comm_options {
 HMC_API hmc_status_t hmc_comm_create(hmc_context_t ctx, const hmc_comm_options_t* opts,
                                      hmc_comm_t* comm);
 /* Frees the communicator (its connections stay with the context, reused by other
- * communicators). Collectives still running on it end with HMC_ERR_CANCELLED. */
+ * communicators). Refused with HMC_ERR_INVALID_ARGUMENT while collectives run on it: wait for
+ * them first (collectives cannot be cancelled). */
 HMC_API hmc_status_t hmc_comm_destroy(hmc_comm_t comm);
 HMC_API hmc_status_t hmc_comm_rank(hmc_comm_t comm, int* rank);
 HMC_API hmc_status_t hmc_comm_size(hmc_comm_t comm, int* size);
