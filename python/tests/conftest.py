@@ -1,7 +1,8 @@
-"""Fixtures of the Python tests: a connected pair of contexts in this process, and a second
-Python process (peer_process.py) to connect to."""
+"""Fixtures of the Python tests: a connected pair of contexts in this process, a second Python
+process (peer_process.py) to connect to, and groups of rank processes."""
 
 import os
+import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -66,3 +67,30 @@ def spawn():
     for p in started:
         if p.proc.poll() is None:
             p.kill()
+
+
+def free_port():
+    """A TCP port of 127.0.0.1 nobody listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(argv, ranks, rank_env, timeout=120):
+    """Runs `ranks` processes of argv, rank r with rank_env(r) added to the environment, and
+    checks that each exits 0 printing "rank r ok"; the others are killed when one hangs."""
+    procs = [subprocess.Popen(argv, env=dict(os.environ, **rank_env(r)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+             for r in range(ranks)]
+    results = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"a rank did not finish within {timeout} s")
+        results.append((p.returncode, out))
+    for r, (code, out) in enumerate(results):
+        assert code == 0, f"rank {r} failed:\n{out}"
+        assert f"rank {r} ok" in out

@@ -1,13 +1,10 @@
 """hmc.Communicator: three ranks as processes on this host, joined at a rendezvous store that
 rank 0 hosts, running every collective on numpy arrays; results checked exactly."""
 
-import os
-import socket
-import subprocess
 import sys
 import textwrap
 
-import pytest
+from conftest import free_port, run_ranks
 
 RANKS = 3
 
@@ -103,29 +100,9 @@ RANK_MAIN = textwrap.dedent(
 )
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_every_collective_on_three_ranks():
     port = free_port()
-    procs = []
-    for r in range(RANKS):
-        env = dict(os.environ, HMC_RANK=str(r), HMC_WORLD_SIZE=str(RANKS),
-                   HMC_RENDEZVOUS=f"tcp://127.0.0.1:{port}")
-        procs.append(subprocess.Popen([sys.executable, "-c", RANK_MAIN, str(RANKS)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail("a rank did not finish within 90 s")
-        outputs.append((p.returncode, out))
-    for r, (code, out) in enumerate(outputs):
-        assert code == 0, f"rank {r} failed:\n{out}"
-        assert f"rank {r} ok" in out
+    run_ranks([sys.executable, "-c", RANK_MAIN, str(RANKS)], RANKS,
+              lambda r: {"HMC_RANK": str(r), "HMC_WORLD_SIZE": str(RANKS),
+                         "HMC_RENDEZVOUS": f"tcp://127.0.0.1:{port}"},
+              timeout=90)
