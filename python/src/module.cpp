@@ -244,6 +244,23 @@ std::shared_ptr<Request> post(py::object self, std::optional<uint64_t> notify) {
   return std::make_shared<Request>(list.core, list.peer, r, nullptr, std::move(self), call);
 }
 
+// Context.close: hmc.aio, when imported, lets its waiters on this context go first (their
+// reader leaves the event descriptor before the descriptor closes) and then ends them with what
+// their requests say once closed, so an await never outlives its context.
+void close_context(const std::shared_ptr<Core>& self) {
+  py::dict modules = py::module_::import("sys").attr("modules");
+  py::object aio = modules.contains("hmc.aio") ? py::object(modules["hmc.aio"]) : py::none();
+  py::object ctx = py::cast(self);
+  if (!aio.is_none()) aio.attr("_closing")(ctx);
+  try {
+    self->close();
+  } catch (...) {
+    if (!aio.is_none()) aio.attr("_closed")(ctx);
+    throw;
+  }
+  if (!aio.is_none()) aio.attr("_closed")(ctx);
+}
+
 template <typename T>
 void bind_context_manager(py::class_<T, std::shared_ptr<T>>& c, void (T::*end)()) {
   c.def("__enter__", [](py::object self) { return self; })
@@ -312,7 +329,14 @@ PYBIND11_MODULE(_hmc, m) {
            "The bytes moved once the request ended, None while it runs; raises on failure.")
       .def("cancel", &Request::cancel,
            "Asks to cancel: True if it will end with hmc.CancelledError, False if too late.")
-      .def_property_readonly("done", &Request::done, "Whether wait() or test() saw it end.");
+      .def_property_readonly("done", &Request::done, "Whether wait() or test() saw it end.")
+      .def_property_readonly("context", [](const Request& r) { return r.core; },
+                             "The Context the request runs in.")
+      .def("__await__",
+           [](py::object self) {
+             return py::module_::import("hmc.aio").attr("wait")(self).attr("__await__")();
+           },
+           "await request: hmc.aio.wait(request), from a running asyncio loop.");
 
   py::class_<Region, std::shared_ptr<Region>> region(
       m, "Region", "Local memory registered for peers' put and get (Context.register).");
@@ -430,17 +454,34 @@ PYBIND11_MODULE(_hmc, m) {
            "out of bounds raises OutOfBoundsError, and nothing is prepared.")
       .def("notify_wait", &notify_wait, "timeout_ms"_a = -1,
            "Takes the oldest notification delivered to this context.")
+      .def("event_fd",
+           [](const std::shared_ptr<Core>& self) {
+             int fd = -1;
+             check(hmc_context_event_fd(self->handle("hmc_context_event_fd"), &fd),
+                   "hmc_context_event_fd");
+             return fd;
+           },
+           "A descriptor for event loops: readable once a request ended or a notification\n"
+           "arrived after the last event_clear(). Needs the progress thread. Owned by the\n"
+           "context: never read or close it. hmc.aio builds awaiting on it.")
+      .def("event_clear",
+           [](const std::shared_ptr<Core>& self) {
+             check(hmc_context_event_clear(self->handle("hmc_context_event_clear")),
+                   "hmc_context_event_clear");
+           },
+           "Drains and re-arms event_fd(); test what you wait for after it, not before.")
       .def("devices", &devices, "The devices hmc found, as dicts.")
       .def("progress",
            [](const std::shared_ptr<Core>& self) {
              check(hmc_progress(self->handle("hmc_progress")), "hmc_progress");
            },
            "Drives progress once (only needed with progress_thread=False).")
-      .def("close", &Core::close,
+      .def("close", &close_context,
            "Destroys the context now: its peers close, their requests end, its regions go.")
       .def_property_readonly("closed", [](const Core& c) { return c.closed; })
       .def_property_readonly("timeout_ms", [](const Core& c) { return c.default_timeout_ms; },
                              "What a timeout of -1 stands for (HMC_TIMEOUT_MS).");
-  bind_context_manager(context, &Core::close);
+  context.def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](const std::shared_ptr<Core>& self, py::args) { close_context(self); });
   bind_comm(m);
 }

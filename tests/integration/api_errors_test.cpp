@@ -44,23 +44,8 @@ class ApiErrors : public testing::Test {
   // A second context in this process connected to the first: *ours is the accepted peer in
   // ctx(), *theirs the connected one in `other`.
   void connect_pair(Context* other, hmc_peer_t* ours, hmc_peer_t* theirs) {
-    hmc_status_t st = other->create();
-    ASSERT_EQ(st, HMC_SUCCESS) << describe(st);
-    uint8_t addr[HMC_ADDRESS_MAX];
-    size_t len = sizeof addr;
-    st = hmc_address(ctx(), addr, &len);
-    ASSERT_EQ(st, HMC_SUCCESS) << describe(st);
-    hmc_status_t cst = HMC_ERR_INTERNAL;
-    std::string cmsg;
-    std::thread t([&] {
-      cst = hmc_connect(other->get(), addr, len, kConnectTimeoutMs, theirs);
-      cmsg = hmc_last_error();
-    });
-    st = hmc_accept(ctx(), kConnectTimeoutMs, ours);
-    std::string amsg = hmc_last_error();
-    t.join();
-    ASSERT_EQ(cst, HMC_SUCCESS) << "hmc_connect: " << cmsg;
-    ASSERT_EQ(st, HMC_SUCCESS) << "hmc_accept: " << amsg;
+    std::string err = connect_in_process(ctx(), other, kConnectTimeoutMs, ours, theirs);
+    ASSERT_EQ(err, "");
   }
 
  private:

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -435,6 +436,30 @@ class Context {
  private:
   hmc_context_t ctx_ = nullptr;
 };
+
+// Creates `other` and connects it to ctx, both in this process: *ours is the peer accepted in
+// ctx, *theirs the one connected in other. Empty string on success, else what failed.
+inline std::string connect_in_process(hmc_context_t ctx, Context* other, int timeout_ms,
+                                      hmc_peer_t* ours, hmc_peer_t* theirs) {
+  hmc_status_t st = other->create();
+  if (st != HMC_SUCCESS) return "hmc_context_create: " + describe(st);
+  uint8_t addr[HMC_ADDRESS_MAX];
+  size_t len = sizeof addr;
+  st = hmc_address(ctx, addr, &len);
+  if (st != HMC_SUCCESS) return "hmc_address: " + describe(st);
+  hmc_status_t cst = HMC_ERR_INTERNAL;
+  std::string cmsg;
+  std::thread t([&] {
+    cst = hmc_connect(other->get(), addr, len, timeout_ms, theirs);
+    cmsg = hmc_last_error();
+  });
+  st = hmc_accept(ctx, timeout_ms, ours);
+  std::string amsg = hmc_last_error();
+  t.join();
+  if (cst != HMC_SUCCESS) return "hmc_connect: " + cmsg;
+  if (st != HMC_SUCCESS) return "hmc_accept: " + amsg;
+  return "";
+}
 
 // Host memory from malloc or from hmc_mem_alloc(ctx, "host").
 class HostBuffer {

@@ -409,6 +409,18 @@ HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms, size_t*
  * it is too late and it will end normally. Either way, test/wait it to release it. */
 HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req);
 
+/* For event loops (asyncio's add_reader, epoll, libuv): a descriptor that becomes readable when,
+ * after the last hmc_context_event_clear, a request of this context ended (transfers, transfer
+ * lists and collectives) or a notification arrived. It needs the progress thread (else
+ * HMC_ERR_NOT_SUPPORTED: nothing would make it readable while the application sleeps). The
+ * context owns it; never read or close it yourself. The way to wait:
+ *   loop: hmc_context_event_clear; test what you wait for (hmc_request_test, hmc_notify_wait
+ *         with timeout 0); if nothing ended, sleep until the descriptor is readable.
+ * Clearing before the tests means an end that happens after them still wakes the loop; the
+ * descriptor rings once per clear, so an idle watcher costs the transfers nothing. */
+HMC_API hmc_status_t hmc_context_event_fd(hmc_context_t ctx, int* fd);
+HMC_API hmc_status_t hmc_context_event_clear(hmc_context_t ctx);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Groups and collectives: datatypes and reductions.                                          */
 

@@ -426,6 +426,13 @@ class Context {
 
   // Drives progress once (only needed with the progress thread off).
   void progress() { detail::check(hmc_progress(ctx_), "hmc_progress"); }
+  // The descriptor an event loop watches, and its re-arming (hmc_context_event_fd in hmc.h).
+  int event_fd() const {
+    int fd = -1;
+    detail::check(hmc_context_event_fd(ctx_, &fd), "hmc_context_event_fd");
+    return fd;
+  }
+  void event_clear() { detail::check(hmc_context_event_clear(ctx_), "hmc_context_event_clear"); }
 
   // Every plugin found, loaded or skipped, in search order.
   std::vector<hmc_plugin_info_t> plugins() const {

@@ -767,6 +767,26 @@ HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req) {
   HMC_CATCH
 }
 
+HMC_API hmc_status_t hmc_context_event_fd(hmc_context_t ctx, int* fd) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(fd);
+  if (!ctx_of(ctx)->progress_thread())
+    return fail(HMC_ERR_NOT_SUPPORTED,
+                "hmc_context_event_fd: this context has no progress thread, so nothing would "
+                "make the descriptor readable while the application sleeps; call hmc_progress "
+                "instead, or create the context with the progress thread");
+  return ctx_of(ctx)->transfers().events().fd(fd);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_context_event_clear(hmc_context_t ctx) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  return ctx_of(ctx)->transfers().events().clear();
+  HMC_CATCH
+}
+
 HMC_API hmc_status_t hmc_comm_create(hmc_context_t ctx, const hmc_comm_options_t* opts,
                                      hmc_comm_t* comm) {
   HMC_TRY

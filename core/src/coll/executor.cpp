@@ -264,6 +264,7 @@ void Execution::end(hmc_status_t status, std::string error) {
   req_->status = status;
   req_->error = std::move(error);
   req_->done.store(true, std::memory_order_release);
+  transfers_.events().ring();
 }
 
 }  // namespace hmc::coll

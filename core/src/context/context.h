@@ -73,6 +73,7 @@ class Context final : private RegionServices,
   // ("measured on cuda:0" for the others); an empty basis before the measurement.
   CopyFigures copy_figures_of(const Device& d);
   int timeout_ms() const { return timeout_ms_; }
+  bool progress_thread() const { return use_progress_thread_; }
   // -1 -> HMC_TIMEOUT_MS; other negatives are rejected by the API layer.
   int resolve_timeout(int timeout_ms) const { return timeout_ms < 0 ? timeout_ms_ : timeout_ms; }
 

@@ -559,6 +559,7 @@ HMC_HOT void Transfers::complete_locked(Request* req, hmc_status_t status, std::
   req->error = std::move(error);
   req->peer->add_pending_locked(-1);
   req->done.store(true, std::memory_order_release);
+  events_.ring();
 }
 
 void Transfers::flush_notifications_locked(Peer& peer) {

@@ -20,6 +20,7 @@
 #include "hmc/hmc.h"
 #include "net/region.h"
 #include "peer/peer.h"
+#include "xfer/event_signal.h"
 #include "xfer/framed_transfer.h"
 #include "xfer/request.h"
 
@@ -78,6 +79,7 @@ struct Polling {
 // Put notifications delivered at the target, waiting for hmc_notify_wait.
 class NotificationQueue {
  public:
+  explicit NotificationQueue(EventSignal& events) : events_(events) {}
   // Applies fn to the peer's receiver (peer/notify_order.h) and queues what it releases; returns
   // the Notify messages delivered so far when fn released one of them, else 0.
   template <typename Fn>
@@ -92,7 +94,10 @@ class NotificationQueue {
       if (peer.notify_receiver.control_delivered() != before)
         acked = peer.notify_receiver.control_delivered();
     }
-    if (!out.empty()) cv_.notify_all();
+    if (!out.empty()) {
+      cv_.notify_all();
+      events_.ring();
+    }
     return acked;
   }
   // Takes the oldest notification; false when there is none.
@@ -105,6 +110,7 @@ class NotificationQueue {
   }
 
  private:
+  EventSignal& events_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<hmc_notification_t> queue_;
@@ -196,6 +202,9 @@ class Transfers {
 
   Polling& polling() { return polling_; }
   NotificationQueue& notifications() { return notifications_; }
+  // hmc_context_event_fd: rung when a request ends (here or in a collective) or a notification
+  // arrives.
+  EventSignal& events() { return events_; }
 
  private:
   // Sends the notifications of landed puts at the head of the peer's queue.
@@ -226,7 +235,8 @@ class Transfers {
   TargetStaging* staging_ = nullptr;
   int timeout_ms_ = 30000;
   Polling polling_;
-  NotificationQueue notifications_;
+  EventSignal events_;  // before notifications_, which rings it
+  NotificationQueue notifications_{events_};
 };
 
 }  // namespace hmc
