@@ -34,6 +34,15 @@ RANK_MAIN = textwrap.dedent(
     comm.all_reduce(f).wait(T)
     assert (f == float(sum(range(n)))).all()
 
+    # Awaited from asyncio: a collective's end rings the context's event descriptor too.
+    import asyncio
+    async def reduce_async():
+        y = np.full(64, r + 1, dtype=np.int64)
+        await comm.all_reduce(y)
+        return y
+    y = asyncio.run(reduce_async())
+    assert (y == sum(range(1, n + 1))).all()
+
     # broadcast from the last rank.
     b = np.full(33, r, dtype=np.int64)
     comm.broadcast(b, root=n - 1).wait(T)
