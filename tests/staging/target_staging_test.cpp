@@ -290,6 +290,85 @@ TEST(TargetStagingScenarios, NotificationFollowsTheDataInOrderWithAHostRegionPut
   }
 }
 
+// ---- transfer lists: many ranges of the peer's staged device memory in one request ------------
+
+// Blocks scattered over the peer's hip:0 region written from our cuda:0 memory by one list
+// (notified after the last byte), then read back by another list in a different order; the
+// target checks every block and that nothing between them changed.
+TEST(TargetStagingScenarios, TransferListsWriteAndReadPeerDeviceMemoryByRanges) {
+  const size_t block = kChunk / 3 + 7, blocks = 9, region = 2 * block * blocks + 11;
+  std::vector<hmc_xfer_desc_t> writes, reads;
+  for (size_t k = 0; k < blocks; ++k)  // every other slot of the region, in shuffled order
+    writes.push_back({k * block, 5 + 2 * ((k * 4) % blocks) * block, block});
+  for (size_t k = 0; k < blocks; ++k) reads.push_back({(blocks - 1 - k) * block, writes[k].remote_offset, block});
+  for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
+    SCOPED_TRACE(path);
+    run_roles(
+        path, "cuda:0", "hip:0",
+        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+          void* dev;
+          hmc_region_t reg;
+          STEP(export_region(ctx, peer, mem, region,
+                             HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE, &dev, &reg));
+          hmc_notification_t n;
+          CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
+          CHECK_TRUE(n.value == 77, "notification " + std::to_string(n.value) + ", not 77");
+          std::vector<uint8_t> got = read_back(ctx, dev, region);
+          CHECK_TRUE(got.size() == region, "reading the region back failed");
+          std::vector<uint8_t> want(region, kUntouched);
+          for (const auto& d : writes)
+            for (size_t j = 0; j < d.size; ++j)
+              want[d.remote_offset + j] = pattern(d.local_offset + j, block * blocks, 4);
+          CHECK_TRUE(got == want, "the region after the list differs from what it wrote");
+          STEP(step_send(peer, 8));
+          STEP(step_recv(peer, 9));  // the read is done
+          CHECK_OK(hmc_mem_deregister(reg));
+          hmc_mem_free(ctx, dev);
+          return "";
+        },
+        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+          hmc_remote_t remote;
+          STEP(import_region(peer, &remote));
+          const size_t size = block * blocks;
+          void *src, *dst;
+          CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+          CHECK_OK(hmc_mem_alloc(ctx, mem, size, &dst));
+          CHECK_TRUE(fill(ctx, src, size, 4), "fill failed");
+          hmc_region_t sreg, dreg;
+          CHECK_OK(hmc_mem_register(ctx, src, size, 0, &sreg));
+          CHECK_OK(hmc_mem_register(ctx, dst, size, 0, &dreg));
+          hmc_xfer_list_t list;
+          hmc_request_t r;
+          size_t got = 0;
+          CHECK_OK(hmc_xfer_prepare(sreg, remote, HMC_XFER_WRITE, writes.data(), writes.size(),
+                                    &list));
+          CHECK_OK(hmc_xfer_post(list, HMC_XFER_NOTIFY, 77, &r));
+          CHECK_OK(hmc_request_wait(r, kTimeoutMs, &got));
+          CHECK_TRUE(got == size, "the write list moved " + std::to_string(got) + " bytes");
+          CHECK_OK(hmc_xfer_release(list));
+          STEP(step_recv(peer, 8));
+          CHECK_OK(hmc_xfer_prepare(dreg, remote, HMC_XFER_READ, reads.data(), reads.size(), &list));
+          CHECK_OK(hmc_xfer_post(list, 0, 0, &r));
+          CHECK_OK(hmc_request_wait(r, kTimeoutMs, &got));
+          CHECK_TRUE(got == size, "the read list moved " + std::to_string(got) + " bytes");
+          CHECK_OK(hmc_xfer_release(list));
+          // dst[reads[k].local] holds the block written from src[writes[k].local].
+          std::vector<uint8_t> seen = read_back(ctx, dst, size), want(size);
+          for (size_t k = 0; k < blocks; ++k)
+            for (size_t j = 0; j < block; ++j)
+              want[reads[k].local_offset + j] = pattern(writes[k].local_offset + j, size, 4);
+          CHECK_TRUE(seen == want, "the blocks read back differ");
+          STEP(step_send(peer, 9));
+          CHECK_OK(hmc_mem_deregister(sreg));
+          CHECK_OK(hmc_mem_deregister(dreg));
+          hmc_remote_release(remote);
+          hmc_mem_free(ctx, src);
+          hmc_mem_free(ctx, dst);
+          return "";
+        });
+  }
+}
+
 // Puts into host memory carry their notifications with the data where the path offers it
 // (hoststage does); puts into staged device memory notify on the control plane. Mixed, the
 // target still sees every notification after its data and in the order of the puts: a Notify

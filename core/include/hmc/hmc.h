@@ -385,8 +385,8 @@ HMC_API hmc_status_t hmc_xfer_prepare(hmc_region_t local, hmc_remote_t remote, h
  * after the last byte: for a write once the data landed, for a read once the initiator holds
  * it (the target may then reuse the memory). A range the target refuses ends the request with
  * HMC_ERR_REMOTE; the peer's loss with HMC_ERR_PEER_LOST. A list may be posted again while an
- * earlier post of it runs. Remote regions served by target-side staging are not supported yet
- * (HMC_ERR_NOT_SUPPORTED). */
+ * earlier post of it runs. A remote region served by target-side staging (device memory the
+ * path cannot reach) takes one staged transfer per merged range, still as one request. */
 #define HMC_XFER_NOTIFY HMC_PUT_NOTIFY
 HMC_API hmc_status_t hmc_xfer_post(hmc_xfer_list_t list, uint32_t flags, uint64_t notify_value,
                                    hmc_request_t* req);

@@ -42,6 +42,13 @@ void TargetStaging::add_handlers(ControlDispatch& dispatch) {
 
 hmc_status_t TargetStaging::post(Remote* remote, void* buf, size_t size, uint64_t offset, Op op,
                                  bool notify, uint64_t notify_value, Request** out) {
+  const RmaSpan one{0, remote->base + offset, size};
+  return post_ranges(remote, buf, size, &one, 1, size, op, notify, notify_value, out);
+}
+
+hmc_status_t TargetStaging::post_ranges(Remote* remote, void* local, size_t local_size,
+                                        const RmaSpan* spans, size_t count, size_t total, Op op,
+                                        bool notify, uint64_t notify_value, Request** out) {
   const std::shared_ptr<Peer> peer = remote->peer;
   const char* what = op_name(op);
   if (!peer->framing.on())
@@ -50,12 +57,8 @@ hmc_status_t TargetStaging::post(Remote* remote, void* buf, size_t size, uint64_
                 peer->choice.key());
   bool staged = false;
   MemoryLocation loc;
-  hmc_status_t st = services_.memory_access(*peer, buf, size, what, &staged, &loc, nullptr);
+  hmc_status_t st = services_.memory_access(*peer, local, local_size, what, &staged, &loc, nullptr);
   if (st != HMC_SUCCESS) return st;
-  const uint64_t tag = kInternalTagBit | next_tag_.fetch_add(1);
-  std::unique_ptr<FramedTransfer> f = op == Op::Put
-                                          ? services_.make_framed_send(*peer, buf, size, tag, staged, loc)
-                                          : services_.make_framed_recv(*peer, buf, size, tag, staged, loc);
   // posting before dead is read, as in post_tracked_rma: a withdrawal that marks the Remote
   // dead from here on waits for this request (it is tracked before posting drops).
   remote->posting.fetch_add(1);
@@ -64,19 +67,36 @@ hmc_status_t TargetStaging::post(Remote* remote, void* buf, size_t size, uint64_
     ~Unpost() { n.fetch_sub(1); }
   } unpost{remote->posting};
   if (remote->dead.load()) return refuse_withdrawn(*remote, what);
-  Request* inner = nullptr;
-  st = services_.post_framed(peer, std::move(f), op == Op::Put ? Op::Send : Op::Recv, size, tag,
-                             &inner, false, 0);
-  if (st != HMC_SUCCESS) return st;
-  auto rec = std::make_shared<Initiated>();
-  rec->peer = peer;
-  rec->op = op;
-  rec->size = size;
-  rec->inner = inner;
-  Request* user = RequestTable::acquire(owner_, op, peer.get(), size, 0, notify, notify_value);
-  user->control_driven = true;
-  bool live;
-  {
+  // One internal framed transfer per range, each on a fresh internal tag; the ranges of a list
+  // share a count of those still running, and the application's request ends with the last.
+  std::vector<std::pair<uint64_t, std::shared_ptr<Initiated>>> recs;
+  recs.reserve(count);
+  auto left = count > 1 ? std::make_shared<size_t>(count) : nullptr;
+  for (size_t i = 0; i < count && st == HMC_SUCCESS; ++i) {
+    const uint64_t tag = kInternalTagBit | next_tag_.fetch_add(1);
+    void* at = static_cast<uint8_t*>(local) + spans[i].local;
+    const size_t len = static_cast<size_t>(spans[i].len);
+    std::unique_ptr<FramedTransfer> f =
+        op == Op::Put ? services_.make_framed_send(*peer, at, len, tag, staged, loc)
+                      : services_.make_framed_recv(*peer, at, len, tag, staged, loc);
+    Request* inner = nullptr;
+    st = services_.post_framed(peer, std::move(f), op == Op::Put ? Op::Send : Op::Recv, len, tag,
+                               &inner, false, 0);
+    if (st != HMC_SUCCESS) break;
+    auto rec = std::make_shared<Initiated>();
+    rec->peer = peer;
+    rec->op = op;
+    rec->size = len;
+    rec->inner = inner;
+    rec->offset = spans[i].remote_addr - remote->base;
+    rec->left = left;
+    recs.emplace_back(tag, std::move(rec));
+  }
+  Request* user = nullptr;
+  bool live = false;
+  if (st == HMC_SUCCESS) {
+    user = RequestTable::acquire(owner_, op, peer.get(), total, 0, notify, notify_value);
+    user->control_driven = true;
     std::lock_guard<std::mutex> lock(peer->net->mutex());
     live = !peer->lost && peer->ep;
     if (live) {
@@ -85,33 +105,38 @@ hmc_status_t TargetStaging::post(Remote* remote, void* buf, size_t size, uint64_
       peer->add_pending_locked(1);
       if (notify) peer->notify_queue.push_back(user);
       if (remote->region_id) track_remote_request_locked(remote, RequestTable::handle(user));
-      rec->user = RequestTable::handle(user);
+      for (auto& r : recs) r.second->user = RequestTable::handle(user);
     }
   }
   {
-    // Without an application request advance just releases the internal one.
+    // Without an application request advance just releases the internal ones once they end
+    // (a range posted before a later one failed ends with the peer).
     std::lock_guard<std::mutex> lock(regions_.protocol_mutex());
-    ops_[tag] = rec;
+    for (auto& r : recs) ops_[r.first] = r.second;
   }
+  if (st != HMC_SUCCESS) return st;
   if (!live) {
     RequestTable::release(user);
     return fail(peer->closed ? HMC_ERR_INVALID_HANDLE : HMC_ERR_PEER_LOST, "hmc_{}: peer {} is {}",
                 what, peer->name, peer->closed ? "closed" : "lost");
   }
-  msg::StagedAsk ask;
-  ask.tag = tag;
-  ask.region_id = remote->region_id;
-  ask.offset = offset;
-  ask.size = size;
   hmc_status_t sent = HMC_ERR_PEER_LOST;
   std::string why = "it is closed";
   {
     std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
     if (peer->ctrl && !peer->lost) {
-      control::Writer w;
-      msg::encode_staged_ask(ask, &w);
-      sent = peer->ctrl->send(op == Op::Put ? control::MsgType::StagedPut
-                                            : control::MsgType::StagedGet, w);
+      sent = HMC_SUCCESS;
+      for (size_t i = 0; i < recs.size() && sent == HMC_SUCCESS; ++i) {
+        msg::StagedAsk ask;
+        ask.tag = recs[i].first;
+        ask.region_id = remote->region_id;
+        ask.offset = recs[i].second->offset;
+        ask.size = recs[i].second->size;
+        control::Writer w;
+        msg::encode_staged_ask(ask, &w);
+        sent = peer->ctrl->send(op == Op::Put ? control::MsgType::StagedPut
+                                              : control::MsgType::StagedGet, w);
+      }
       if (sent != HMC_SUCCESS) why = last_error();
     }
   }
@@ -358,7 +383,10 @@ bool TargetStaging::advance() {
           end = false;
         }
         if (end) {
-          end_user_locked(u, st, std::move(err));
+          // A range of a list: the request ends with its last range, or with the first failure
+          // (the other ranges then end on their own and are released).
+          if (st != HMC_SUCCESS || !op->left || --*op->left == 0)
+            end_user_locked(u, st, std::move(err));
           op->user = nullptr;
           busy = true;
         }

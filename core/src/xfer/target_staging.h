@@ -17,6 +17,7 @@
 #include "device/registry.h"
 #include "net/region.h"
 #include "xfer/framed_transfer.h"
+#include "xfer/pieced_rma.h"
 #include "xfer/regions.h"
 #include "xfer/request.h"
 
@@ -67,6 +68,12 @@ class TargetStaging {
   // message.
   hmc_status_t post(Remote* remote, void* buf, size_t size, uint64_t offset, Op op, bool notify,
                     uint64_t notify_value, Request** out);
+  // The same for a transfer list (xfer/xfer_list.h): one ask and internal transfer per range of
+  // `spans` (offsets into the local region [local, local + local_size)), and one application
+  // request of `total` bytes that ends when the last range did, or with the first failure.
+  hmc_status_t post_ranges(Remote* remote, void* local, size_t local_size, const RmaSpan* spans,
+                           size_t count, size_t total, Op op, bool notify, uint64_t notify_value,
+                           Request** out);
   // Serves the asks received, ends the application's requests whose transfer ended, answers
   // StagedDone for the owner's transfers that ended, releases internal requests (progress
   // pass: progress_mutex() held, no other lock). Returns true when something happened.
@@ -102,6 +109,9 @@ class TargetStaging {
     std::shared_ptr<Peer> peer;
     Op op = Op::Put;
     size_t size = 0;
+    uint64_t offset = 0;          // into the owner's region
+    // The ranges of one transfer list still running, shared by them; nullptr for a put or get.
+    std::shared_ptr<size_t> left;
     Request* inner = nullptr;     // the internal framed send (put) / receive (get)
     Request* flush = nullptr;     // an empty send that ends the owner's receive
     hmc_request_t user = nullptr; // the application's request; nullptr once we ended it

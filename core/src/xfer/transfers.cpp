@@ -382,10 +382,10 @@ hmc_status_t Transfers::post_list(const XferList& list, uint32_t flags, uint64_t
   if (st != HMC_SUCCESS) return st;
   if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, what);
   if (remote->staged)
-    return fail(HMC_ERR_NOT_SUPPORTED,
-                "hmc_xfer_post: the peer's region is reached through target-side staging, which "
-                "transfer lists do not use yet (post hmc_{} per range instead)",
-                what);
+    return staging_->post_ranges(remote, list.local->addr, list.local->size, list.spans->data(),
+                                 list.spans->size(), static_cast<size_t>(list.total),
+                                 list.put ? Op::Put : Op::Get, flags & HMC_XFER_NOTIFY,
+                                 notify_value, out);
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_xfer_post: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
