@@ -1,6 +1,7 @@
 // Transfer lists (hmc_xfer_prepare/post) between the test process and a peer process, over every
 // data path: a scattered write of blocks with a notification the target checks the data under,
-// the same list posted again, a read of blocks back into other places, and refusals before
+// the same list posted again, a read of blocks back into other places, a read of many small
+// ranges (several chunks of a vectored get where the plugin has one), and refusals before
 // anything moves (a descriptor outside either region, an unknown op, a list that moves nothing).
 #include <cstring>
 
@@ -102,6 +103,28 @@ TEST_P(XferList, ScatteredBlocksWrittenAndReadBackWithNotifications) {
   std::vector<uint8_t> want(kXferRegionSize, 0x5A);
   for (const auto& d : reads)
     memcpy(want.data() + d.local_offset, image.data() + kGuard + d.remote_offset, d.size);
+  EXPECT_EQ(bytes_check(dst.data(), want.data(), kXferRegionSize), "");
+
+  // Many small ranges (more than one chunk of a vectored get where the plugin offers them),
+  // from all over the target, into ranges of dst that never touch.
+  std::vector<hmc_xfer_desc_t> small;
+  for (uint64_t i = 0; i < 600; ++i)
+    small.push_back({i * 100, (i * 1721) % (kXferRegionSize - 64), i % 7 == 3 ? 1 : 64});
+  memset(dst.data(), 0x5A, kXferRegionSize);
+  ASSERT_EQ(hmc_xfer_prepare(dst_region.get(), rem.get(), HMC_XFER_READ, small.data(),
+                             small.size(), &list),
+            HMC_SUCCESS)
+      << hmc_last_error();
+  moved = 0;
+  ASSERT_EQ(post_and_wait(list, 0, 0, &err, &moved), HMC_SUCCESS) << err;
+  EXPECT_EQ(hmc_xfer_release(list), HMC_SUCCESS);
+  want.assign(kXferRegionSize, 0x5A);
+  total = 0;
+  for (const auto& d : small) {
+    memcpy(want.data() + d.local_offset, image.data() + kGuard + d.remote_offset, d.size);
+    total += d.size;
+  }
+  EXPECT_EQ(moved, total);
   EXPECT_EQ(bytes_check(dst.data(), want.data(), kXferRegionSize), "");
 
   ASSERT_NO_FATAL_FAILURE(send_ctrl(c.peer, kTagCtrl, kCtrlDone));

@@ -39,6 +39,7 @@ class RmaCheck {
   void get();
   void bounds();
   void access();
+  void vectored();
   void release();
   // Waits for a one-sided request posted with status posted; its end, or IN_PROGRESS when it
   // did not end within the limit (reported under name).
@@ -75,6 +76,8 @@ void RmaCheck::run() {
     bounds();
     r_.step("one-sided: access");
     access();
+    r_.step("one-sided: vectored");
+    vectored();
   }
   r_.step("one-sided: release");
   release();
@@ -260,6 +263,91 @@ void RmaCheck::access() {
   }
   if (good)
     r_.ok(lb_.id("access"), "a put without remote write and a get without remote read end REMOTE");
+}
+
+// Where the table offers them, iput_v and iget_v (both or neither): scattered pieces through
+// registered local buffers, byte-exact; zero pieces; a list with one piece past the region's end
+// refused, no byte of the region or its guards touched.
+void RmaCheck::vectored() {
+  const bool has_put = HMC_ABI_HAS_FIELD(t_, hmc_net_plugin_v2_t, iput_v) && t_->iput_v;
+  const bool has_get = HMC_ABI_HAS_FIELD(t_, hmc_net_plugin_v2_t, iget_v) && t_->iget_v;
+  if (!has_put && !has_get) return;
+  if (has_put != has_get) {
+    r_.fail(lb_.id("vectored"), rule::kVectored, "the table offers %s without %s",
+            has_put ? "iput_v" : "iget_v", has_put ? "iget_v" : "iput_v");
+    return;
+  }
+  constexpr size_t kAt = 30000;  // region offsets from here on, clear of put() and get()
+  struct Piece {
+    size_t local, remote, len;
+  };
+  // Out of address order on both sides, one byte among them.
+  const Piece pieces[] = {{0, 9000, 1000}, {1000, 100, 1}, {1500, 4000, 2000}};
+  std::vector<hmc_net_iov_t> put_iov, get_iov;
+  for (const Piece& p : pieces) {
+    put_iov.push_back({src_.data() + p.local, p.len, src_.mr(), base_ + kAt + p.remote});
+    get_iov.push_back({dst_.data() + p.local, p.len, dst_.mr(), base_ + kAt + p.remote});
+  }
+  fill_pattern(src_.data(), 3500, 15);
+  hmc_net_request_t* q = nullptr;
+  int p = t_->iput_v(lb_.client, put_iov.data(), put_iov.size(), rk_, &q);
+  int st = finish(p, q, "vectored");
+  if (st == HMC_PLUGIN_IN_PROGRESS) return;
+  bool placed = st == HMC_PLUGIN_SUCCESS;
+  for (const Piece& pc : pieces)
+    placed = placed && std::memcmp(region_ + kAt + pc.remote, src_.data() + pc.local, pc.len) == 0;
+  if (!placed) {
+    r_.fail(lb_.id("vectored"), rule::kVectored,
+            "a vectored put of 3 pieces %s %s, or its pieces are not in place at the target",
+            p == HMC_PLUGIN_SUCCESS ? "ended with" : "was refused with", status_name(st));
+    return;
+  }
+  std::memset(dst_.data(), 0, dst_.size());
+  q = nullptr;
+  p = t_->iget_v(lb_.client, get_iov.data(), get_iov.size(), rk_, &q);
+  st = finish(p, q, "vectored");
+  if (st == HMC_PLUGIN_IN_PROGRESS) return;
+  placed = st == HMC_PLUGIN_SUCCESS;
+  for (const Piece& pc : pieces)
+    placed = placed && std::memcmp(dst_.data() + pc.local, src_.data() + pc.local, pc.len) == 0;
+  if (!placed) {
+    r_.fail(lb_.id("vectored"), rule::kVectored,
+            "a vectored get of 3 pieces %s %s, or its pieces are not in place",
+            p == HMC_PLUGIN_SUCCESS ? "ended with" : "was refused with", status_name(st));
+    return;
+  }
+  for (bool put : {true, false}) {
+    q = nullptr;
+    p = put ? t_->iput_v(lb_.client, nullptr, 0, rk_, &q) : t_->iget_v(lb_.client, nullptr, 0, rk_, &q);
+    st = finish(p, q, "vectored");
+    if (st != HMC_PLUGIN_SUCCESS) {
+      if (st != HMC_PLUGIN_IN_PROGRESS)
+        r_.fail(lb_.id("vectored"), rule::kVectored, "a vectored %s of no pieces %s %s",
+                put ? "put" : "get", p == HMC_PLUGIN_SUCCESS ? "ended with" : "was refused with",
+                status_name(st));
+      return;
+    }
+  }
+  fill_pattern(src_.data(), 3500, 16);
+  const std::vector<unsigned char> before(target_);
+  put_iov[1].remote_addr = base_ + kRegion - 16;
+  put_iov[1].len = 64;
+  {
+    ExpectedErrors quiet;
+    q = nullptr;
+    p = t_->iput_v(lb_.client, put_iov.data(), put_iov.size(), rk_, &q);
+    st = finish(p, q, "vectored");
+  }
+  if (st == HMC_PLUGIN_IN_PROGRESS) return;
+  if (st != HMC_PLUGIN_ERR_REMOTE || before != target_) {
+    r_.fail(lb_.id("vectored"), rule::kVectored,
+            "a vectored put with one piece across the region's end %s %s%s",
+            p == HMC_PLUGIN_SUCCESS ? "ended with" : "was refused with", status_name(st),
+            before != target_ ? ", and changed the target's memory" : "");
+    return;
+  }
+  r_.ok(lb_.id("vectored"), "3 scattered pieces put and got back byte-exact, no pieces, and a "
+        "piece past the end refusing the list");
 }
 
 void RmaCheck::release() {

@@ -84,6 +84,10 @@ inline constexpr const char* kAccess =
     "plugin-contract.md 3.7 (one-sided): a put into memory registered without "
     "HMC_NET_ACCESS_REMOTE_WRITE, or a get from memory registered without "
     "HMC_NET_ACCESS_REMOTE_READ, completes with HMC_PLUGIN_ERR_REMOTE, no byte touched";
+inline constexpr const char* kVectored =
+    "plugin-contract.md 3.7 (one-sided, vectored): iput_v and iget_v are offered together; each "
+    "moves every piece byte-exact as one request that ends when all are in place, zero pieces "
+    "end at once, and a list with one piece outside the region ends with HMC_PLUGIN_ERR_REMOTE";
 inline constexpr const char* kWakeup =
     "plugin-contract.md 3.8 (progress and sleeping): wait_fd gives an fd >= 0; arm answers "
     "SUCCESS or IN_PROGRESS";

@@ -697,6 +697,7 @@ HMC_API hmc_status_t hmc_xfer_prepare(hmc_region_t local, hmc_remote_t remote, h
   std::unique_ptr<XferList> made;
   hmc_status_t st = make_xfer_list(lr, rm, op, descs, count, &made);
   if (st != HMC_SUCCESS) return st;
+  rm->peer->ctx->transfers().vectorize_list(*made);
   XferList* l = made.release();
   Handles::add(l, HandleKind::XferList);
   *list = reinterpret_cast<hmc_xfer_list_t>(l);

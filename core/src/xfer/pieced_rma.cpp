@@ -15,7 +15,31 @@ namespace {
 // plugin queues what its hardware cannot take), few enough that a long list does not hold a
 // request per range.
 constexpr size_t kDirectWindow = 128;
+// Vectored chunks in flight at once: a 16 MiB list of small blocks is four chunks of
+// VecPieces::kVecChunkBytes, all posted at once.
+constexpr size_t kVecWindow = 8;
 }  // namespace
+
+std::shared_ptr<const VecPieces> make_vec_pieces(void* base, const std::vector<RmaSpan>& spans,
+                                                 hmc_net_mr_t* mr) {
+  auto v = std::make_shared<VecPieces>();
+  v->mr = mr;
+  v->iov.reserve(spans.size());
+  auto* b = static_cast<uint8_t*>(base);
+  VecPieces::Chunk c;
+  for (const RmaSpan& s : spans) {
+    if (c.count > 0 && (c.count == VecPieces::kVecChunkPieces ||
+                        c.bytes + s.len > VecPieces::kVecChunkBytes)) {
+      v->chunks.push_back(c);
+      c = VecPieces::Chunk{v->iov.size(), 0, 0};
+    }
+    v->iov.push_back({b + s.local, static_cast<size_t>(s.len), mr, s.remote_addr});
+    ++c.count;
+    c.bytes += s.len;
+  }
+  if (c.count > 0) v->chunks.push_back(c);
+  return v;
+}
 
 PiecedRma::PiecedRma(bool put, void* base, uint64_t total, hmc_net_rkey_t* rkey, uint64_t chunk,
                      bool staged, hmc_net_mr_t* mr)
@@ -48,6 +72,21 @@ std::unique_ptr<PiecedRma> PiecedRma::list(bool put, void* base,
   std::unique_ptr<PiecedRma> r(new PiecedRma(put, base, total, rkey, chunk, staged, mr));
   r->spans_ = std::move(spans);
   return r;
+}
+
+std::unique_ptr<PiecedRma> PiecedRma::vectored(bool put, std::shared_ptr<const VecPieces> vec,
+                                               uint64_t total, hmc_net_rkey_t* rkey) {
+  void* base = vec->iov.empty() ? nullptr : vec->iov.front().buf;
+  std::unique_ptr<PiecedRma> r(new PiecedRma(put, base, total, rkey, 0, false, vec->mr));
+  r->vec_ = std::move(vec);
+  return r;
+}
+
+bool PiecedRma::all_issued() const {
+  if (vec_) return next_span_ >= vec_->chunks.size();
+  uint64_t ignored_remote;
+  size_t ignored_local, ignored_len;
+  return !next_piece(&ignored_local, &ignored_remote, &ignored_len);
 }
 
 bool PiecedRma::next_piece(size_t* local, uint64_t* remote, size_t* len) const {
@@ -124,14 +163,42 @@ bool PiecedRma::issue_pieces(Peer& peer, const StageEnv& env) {
   return true;
 }
 
+// New chunks of a vectored list, one plugin request each, until kVecWindow are in flight. False
+// when the path failed.
+bool PiecedRma::issue_chunks(Peer& peer) {
+  const hmc_net_plugin_v2_t* t = peer.net->table();
+  while (status_ == HMC_SUCCESS && pipe_.size() < kVecWindow &&
+         next_span_ < vec_->chunks.size()) {
+    if (!rkey_) {
+      plugin_failed(HMC_PLUGIN_ERR_PEER_LOST);
+      return false;
+    }
+    const VecPieces::Chunk& c = vec_->chunks[next_span_];
+    Piece p;
+    p.index = next_span_;
+    p.len = p.fit = static_cast<size_t>(c.bytes);
+    const hmc_net_iov_t* iov = vec_->iov.data() + c.first;
+    hmc_plugin_status_t ps = put_ ? t->iput_v(peer.ep, iov, c.count, rkey_, &p.net)
+                                  : t->iget_v(peer.ep, iov, c.count, rkey_, &p.net);
+    if (ps != HMC_PLUGIN_SUCCESS) {
+      plugin_failed(ps);
+      return false;
+    }
+    p.state = PieceState::Posted;
+    ++next_span_;
+    pipe_.add(std::move(p));
+  }
+  return true;
+}
+
 // A staged put's piece goes Copying (device to bounce), Ready, Posted (iput), Done; a staged
 // get's Posted (iget), Unloading (bounce to device), Done; a direct piece Posted, Done.
 bool PiecedRma::step(Request*, Peer& peer, const StageEnv& env) {
   const hmc_net_plugin_v2_t* t = peer.net->table();
   const char* what = put_ ? "hmc_put" : "hmc_get";
-  const size_t issued = issued_;
-  if (!issue_pieces(peer, env)) return true;
-  bool moved = issued_ != issued;
+  const size_t issued = vec_ ? next_span_ : issued_;
+  if (!(vec_ ? issue_chunks(peer) : issue_pieces(peer, env))) return true;
+  bool moved = (vec_ ? next_span_ : issued_) != issued;
   for (auto& p : pipe_) {
     if (p.state == PieceState::Copying || p.state == PieceState::Unloading) {
       hmc_status_t st = p.copy.poll();
@@ -200,10 +267,7 @@ bool PiecedRma::step(Request*, Peer& peer, const StageEnv& env) {
     }
   }
   moved |= pipe_.release(env);
-  uint64_t ignored_remote;
-  size_t ignored_local, ignored_len;
-  bool all_issued = !next_piece(&ignored_local, &ignored_remote, &ignored_len);
-  if (pipe_.idle() && (all_issued || status_ != HMC_SUCCESS)) {
+  if (pipe_.idle() && (all_issued() || status_ != HMC_SUCCESS)) {
     bytes_ = status_ == HMC_SUCCESS ? size_ : 0;
     end_ = End::Finished;
     if (status_ == HMC_SUCCESS && staged_)

@@ -373,6 +373,30 @@ hmc_status_t Transfers::post_get(Remote* remote, void* buf, size_t size, uint64_
   return HMC_SUCCESS;
 }
 
+hmc_status_t Transfers::list_access(const Peer& peer, Region* local, bool* staged,
+                                   hmc_net_mr_t** mr) {
+  *staged = false;
+  *mr = nullptr;
+  if (const Region::Registration* r = local->registration_on(peer.net_device)) {
+    *mr = r->mr;
+    return HMC_SUCCESS;
+  }
+  if (!peer.framing.on()) return HMC_SUCCESS;
+  return memory_access(peer, local->addr, local->size, "xfer_post", staged, nullptr, mr);
+}
+
+void Transfers::vectorize_list(XferList& list) {
+  const auto& peer = list.remote->peer;
+  if (peer->closed || peer->lost || !peer->net || list.remote->staged) return;
+  const hmc_net_plugin_v2_t* t = peer->net->table();
+  if (list.put ? !HMC_NET_SLOT(t, iput_v) : !HMC_NET_SLOT(t, iget_v)) return;
+  bool staged = false;
+  hmc_net_mr_t* mr = nullptr;
+  // A region the path cannot reach as it stands is posted range by range (post_list says why).
+  if (list_access(*peer, list.local, &staged, &mr) != HMC_SUCCESS || staged) return;
+  list.vec = make_vec_pieces(list.local->addr, *list.spans, mr);
+}
+
 hmc_status_t Transfers::post_list(const XferList& list, uint32_t flags, uint64_t notify_value,
                                  Request** out) {
   Remote* remote = list.remote;
@@ -389,17 +413,16 @@ hmc_status_t Transfers::post_list(const XferList& list, uint32_t flags, uint64_t
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_xfer_post: path {} to {} offers no one-sided operations",
                 peer->choice.key(), peer->name);
-  // The local region's own registration on this path when it has one; otherwise the path
-  // reaches the memory by pointer, or it goes through bounce buffers.
-  Region* local = list.local;
   bool staged = false;
   hmc_net_mr_t* mr = nullptr;
-  if (const Region::Registration* r = local->registration_on(peer->net_device)) {
-    mr = r->mr;
-  } else if (peer->framing.on()) {
-    st = memory_access(*peer, local->addr, local->size, "xfer_post", &staged, nullptr, &mr);
-    if (st != HMC_SUCCESS) return st;
-  }
+  if ((st = list_access(*peer, list.local, &staged, &mr)) != HMC_SUCCESS) return st;
+  // The vectored pieces hold the registration found at prepare; should the path's have changed
+  // since, the ranges go one by one.
+  if (list.vec && !staged && mr == list.vec->mr)
+    return post_tracked_rma(remote, PiecedRma::vectored(list.put, list.vec, list.total, remote->rkey),
+                            list.put ? Op::Put : Op::Get, static_cast<size_t>(list.total), out,
+                            flags & HMC_XFER_NOTIFY, notify_value);
+  Region* local = list.local;
   auto f = PiecedRma::list(list.put, local->addr, list.spans, list.total, remote->rkey,
                            peer->framing.on() ? peer->framing.chunk : list.total, staged, mr);
   return post_tracked_rma(remote, std::move(f), list.put ? Op::Put : Op::Get,

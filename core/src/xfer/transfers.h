@@ -139,6 +139,9 @@ class Transfers {
   hmc_status_t post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
                         uint32_t flags, uint64_t notify_value, Request** out);
   hmc_status_t post_get(Remote* remote, void* buf, size_t size, uint64_t offset, Request** out);
+  // Makes list.vec when the list's path offers vectored puts/gets and reaches its local region
+  // without staging (hmc_xfer_prepare, before the list is shared).
+  void vectorize_list(XferList& list);
   // Posts a transfer list (xfer/xfer_list.h) as one request.
   hmc_status_t post_list(const XferList& list, uint32_t flags, uint64_t notify_value,
                          Request** out);
@@ -215,6 +218,9 @@ class Transfers {
   void send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered);
   bool ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc, IpcExport* ex);
   bool framed_sends_waiting(Peer& peer, uint64_t tag);
+  // How a transfer list's path reaches its local region: the region's own registration on the
+  // path, by pointer (mr null), or through bounces (*staged).
+  hmc_status_t list_access(const Peer& peer, Region* local, bool* staged, hmc_net_mr_t** mr);
   // post_framed for a put/get on remote, recorded in its inflight list when it is tracked (a
   // framed transfer records its request after posting: remote->posting covers the gap).
   hmc_status_t post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,

@@ -20,6 +20,9 @@ struct XferList {
   // Ranges in post order, adjacent ones merged; shared with the transfers still running, so
   // that releasing the list never pulls them from under a request.
   std::shared_ptr<const std::vector<RmaSpan>> spans;
+  // The same ranges as vectored pieces (Transfers::vectorize_list), for a path that offers
+  // iput_v/iget_v and reaches the local region directly; null otherwise.
+  std::shared_ptr<const VecPieces> vec;
   uint64_t total = 0;    // bytes moved by one post
   size_t described = 0;  // descriptors the application gave
 };

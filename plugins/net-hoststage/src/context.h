@@ -77,7 +77,10 @@ class Context {
     if (free_reqs_.empty()) return new Request;
     Request* r = free_reqs_.back();
     free_reqs_.pop_back();
+    std::vector<VecPieceWire> vec = std::move(r->vec);  // its storage serves the next one
     *r = Request{};
+    vec.clear();
+    r->vec = std::move(vec);
     return r;
   }
   void free_request(Request* r) {

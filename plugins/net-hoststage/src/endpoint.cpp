@@ -1,4 +1,5 @@
-// Endpoint lifetime, requests, tag matching, the control channel, and the protocol handlers.
+// Endpoint lifetime, requests, tag matching, the control channel, and the protocol handlers
+// (vectored put/get at the end).
 // Establishment lives in connect.cpp, cross-memory copies in cma.cpp.
 #include "endpoint.h"
 
@@ -336,6 +337,66 @@ hmc_plugin_status_t Endpoint::post_get(void* buf, size_t len, uint64_t raddr, ui
   return HMC_PLUGIN_SUCCESS;
 }
 
+hmc_plugin_status_t Endpoint::post_vec(bool put, std::vector<VecPieceWire>* vec, uint64_t key,
+                                       Request** out) {
+  hmc_plugin_status_t st = check_postable();
+  if (st != HMC_PLUGIN_SUCCESS) return st;
+  Busy busy(*this);
+  uint64_t total = 0;
+  for (const VecPieceWire& p : *vec) total += p.len;
+  Request* r = new_request(put ? ReqKind::kPutV : ReqKind::kGetV, nullptr,
+                           static_cast<size_t>(total), 0);
+  *out = r;
+  r->vec.swap(*vec);
+  vec->clear();
+  const size_t count = r->vec.size();
+  if (count == 0) {
+    complete(r, HMC_PLUGIN_SUCCESS, 0);
+    return HMC_PLUGIN_SUCCESS;
+  }
+  r->id = next_id_++;
+  track(r);
+  if (!put) {
+    // The owner streams the pieces as DATA (tcp, or shm without CMA) to a sink named by the id.
+    sinks_[r->id] = Sink{SinkKind::kGetV, nullptr, total, 0, r, key, 0, true};
+    r->has_sink = true;
+  }
+  r->parts_left = static_cast<uint32_t>((count + kVecMaxPieces - 1) / kVecMaxPieces);
+  // The list stays in r->vec until r ends, which is after every message was answered (and so
+  // written): a queued frame may point into it.
+  for (size_t first = 0; first < count; first += kVecMaxPieces) {
+    size_t n = std::min(kVecMaxPieces, count - first);
+    const VecPieceWire* list = r->vec.data() + first;
+    WireHdr h{};
+    h.type = put ? kMsgPutV : kMsgGetV;
+    h.flags = kFlagPayload;
+    h.tag = key;
+    h.id = r->id;
+    h.addr = first;
+    h.aux = n * sizeof(VecPieceWire);
+    h.len = h.aux;
+    uint64_t bytes = 0;
+    for (size_t i = 0; put && i < n; ++i) bytes += list[i].len;
+    if (!put || bytes > inline_limit_) {
+      send_ctrl(h, list, static_cast<size_t>(h.len), nullptr);
+      continue;
+    }
+    auto payload = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(h.aux + bytes));
+    std::memcpy(payload->data(), list, static_cast<size_t>(h.aux));
+    uint8_t* at = payload->data() + h.aux;
+    for (size_t i = 0; i < n; ++i) {
+      if (list[i].len > 0)
+        std::memcpy(at, reinterpret_cast<const void*>(static_cast<uintptr_t>(list[i].aux)),
+                    static_cast<size_t>(list[i].len));
+      at += list[i].len;
+    }
+    h.flags |= kFlagVecInline;
+    h.len = payload->size();
+    send_ctrl_owned(h, std::move(payload));
+  }
+  return HMC_PLUGIN_SUCCESS;
+}
+
 hmc_plugin_status_t Endpoint::cancel(Request* r) {
   if (r->done || r->kind != ReqKind::kRecv || !r->posted) return HMC_PLUGIN_ERR_NOT_SUPPORTED;
   complete(r, HMC_PLUGIN_ERR_CANCELLED, 0);
@@ -369,6 +430,25 @@ void Endpoint::send_ctrl(const WireHdr& h, const void* payload, size_t len, Requ
   f.req = done_req;
   f.on_written = done_req != nullptr ? OutFrame::kCompleteReq : OutFrame::kNothing;
   ring_backlog_.push_back(f);
+}
+
+void Endpoint::send_ctrl_owned(const WireHdr& h,
+                               std::shared_ptr<const std::vector<uint8_t>> payload) {
+  if (failed()) return;
+  OutFrame f;
+  f.hdr = h;
+  f.data = payload->data();
+  f.len = payload->size();
+  f.owned = std::move(payload);
+  if (dev_ == DevKind::kTcp) {
+    streams_[0]->queue(f);
+    return;
+  }
+  if (ring_backlog_.empty() && tx_.push(f.hdr, f.data, f.len)) {
+    if (tx_.consumer_wants_wake()) signal_peer();
+    return;
+  }
+  ring_backlog_.push_back(std::move(f));
 }
 
 void Endpoint::flush_ring_backlog() {
@@ -467,10 +547,54 @@ void Endpoint::add_bulk(const BulkJob& j) {
   kick_bulk();
 }
 
+// The next DATA frame of a vectored job (pieces whole up to the chunk size, never two in one
+// frame); false when the job has none left, or its region went away (then the get is answered).
+bool Endpoint::next_vec_chunk(BulkJob& j, size_t chunk, OutFrame* f) {
+  while (j.piece < j.vec.size() && j.next == j.vec[j.piece].len) {  // empty pieces move nothing
+    ++j.piece;
+    j.next = 0;
+  }
+  if (j.piece == j.vec.size()) return false;
+  const VecSpan& p = j.vec[j.piece];
+  uint64_t n = std::min<uint64_t>(chunk, p.len - j.next);
+  if (j.key != 0 &&
+      !ctx_.regions().check_local(j.key, p.local + j.next, n, HMC_NET_ACCESS_REMOTE_READ)) {
+    j.piece = j.vec.size();
+    j.refused = true;
+    return false;
+  }
+  *f = OutFrame{};
+  f->hdr.type = kMsgData;
+  f->hdr.sink = j.sink;
+  f->hdr.tag = j.tag_base + j.piece;
+  f->hdr.addr = j.next;
+  f->hdr.len = n;
+  f->data = p.local + j.next;
+  f->len = static_cast<size_t>(n);
+  f->req = j.req;
+  f->on_written = j.req != nullptr ? OutFrame::kBulkBytes : OutFrame::kNothing;
+  j.next += n;
+  j.streamed += n;
+  return true;
+}
+
 bool Endpoint::next_chunk(OutFrame* f) {
   while (!bulk_.empty() && !failed()) {
     BulkJob& j = bulk_.front();
     const size_t chunk = dev_ == DevKind::kTcp ? ctx_.cfg().chunk : ctx_.cfg().shm_chunk;
+    if (!j.vec.empty()) {
+      bool got = next_vec_chunk(j, chunk, f);
+      if (got && (j.piece + 1 < j.vec.size() || j.next < j.vec[j.piece].len)) return true;
+      // The job's last frame (or none): a get's owner answers its message now; its DATA may
+      // still be queued on another stream, which the VecAck's byte count covers.
+      BulkJob done = std::move(j);
+      bulk_.pop_front();
+      if (done.req == nullptr)
+        vec_ack(done.get_id, done.refused ? HMC_PLUGIN_ERR_REMOTE : HMC_PLUGIN_SUCCESS,
+                done.refused ? 0 : done.streamed);
+      if (got) return true;
+      continue;
+    }
     uint64_t n = std::min<uint64_t>(chunk, j.total - j.next);
     if (j.key != 0 &&
         !ctx_.regions().check_local(j.key, j.base + j.next, n, HMC_NET_ACCESS_REMOTE_READ)) {
@@ -513,6 +637,20 @@ bool Endpoint::data_begin(const WireHdr& h) {
   auto it = sinks_.find(h.sink);
   if (it == sinks_.end()) return true;  // aborted transfer: the bytes are discarded
   const Sink& s = it->second;
+  if (s.kind == SinkKind::kGetV || s.kind == SinkKind::kPutVTarget) {
+    size_t n = s.kind == SinkKind::kGetV ? s.req->vec.size() : s.vec.size();
+    uint64_t plen = h.tag >= n ? 0
+                    : s.kind == SinkKind::kGetV ? s.req->vec[h.tag].len
+                                                : s.vec[h.tag].len;
+    if (h.tag >= n || h.addr > plen || h.len > plen - h.addr) {
+      protocol_error("data chunk [%llu, +%llu) of piece %llu outside its vectored transfer",
+                     static_cast<unsigned long long>(h.addr),
+                     static_cast<unsigned long long>(h.len),
+                     static_cast<unsigned long long>(h.tag));
+      return false;
+    }
+    return true;
+  }
   if (h.addr > s.len || h.len > s.len - h.addr) {
     protocol_error("data chunk [%llu, +%llu) outside its %llu-byte transfer",
                    static_cast<unsigned long long>(h.addr), static_cast<unsigned long long>(h.len),
@@ -522,10 +660,21 @@ bool Endpoint::data_begin(const WireHdr& h) {
   return true;
 }
 
-uint8_t* Endpoint::data_dst(uint64_t sink, uint64_t off, uint64_t len) {
+uint8_t* Endpoint::data_dst(uint64_t sink, uint64_t piece, uint64_t off, uint64_t len) {
   auto it = sinks_.find(sink);
   if (it == sinks_.end()) return nullptr;
   Sink& s = it->second;
+  if (s.kind == SinkKind::kGetV)
+    return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(s.req->vec[piece].aux)) + off;
+  if (s.kind == SinkKind::kPutVTarget) {
+    if (!s.valid) return nullptr;
+    uint8_t* dst = s.vec[piece].local + off;
+    if (!ctx_.regions().check_local(s.key, dst, len, HMC_NET_ACCESS_REMOTE_WRITE)) {
+      s.valid = false;
+      return nullptr;
+    }
+    return dst;
+  }
   if (s.kind == SinkKind::kPutTarget) {
     // The owner re-checks its region before every write: a deregistration mid-transfer stops it.
     if (!s.valid) return nullptr;
@@ -540,6 +689,12 @@ uint8_t* Endpoint::data_dst(uint64_t sink, uint64_t off, uint64_t len) {
 void Endpoint::data_end(uint64_t sink, uint64_t len) {
   auto it = sinks_.find(sink);
   if (it == sinks_.end()) return;
+  if (it->second.kind == SinkKind::kGetV) {
+    Request* r = it->second.req;
+    r->vec_got += len;
+    vec_try_finish(r);
+    return;
+  }
   it->second.got += len;
   if (it->second.got >= it->second.len) finish_sink(sink);
 }
@@ -562,6 +717,10 @@ void Endpoint::finish_sink(uint64_t id) {
       notes_.landed(s.note, s.valid);
       reply(kMsgPutAck, s.put_id, s.valid ? HMC_PLUGIN_SUCCESS : HMC_PLUGIN_ERR_REMOTE);
       break;
+    case SinkKind::kPutVTarget:
+      vec_ack(s.put_id, s.valid ? HMC_PLUGIN_SUCCESS : HMC_PLUGIN_ERR_REMOTE, 0);
+      break;
+    case SinkKind::kGetV: break;  // ends by vec_try_finish
   }
 }
 
@@ -587,6 +746,10 @@ void Endpoint::on_msg(const WireHdr& h, const uint8_t* payload) {
     case kMsgPutAck: on_put_ack(h); break;
     case kMsgGet: on_get(h); break;
     case kMsgGetResp: on_get_resp(h, payload); break;
+    case kMsgPutV:
+    case kMsgGetV: on_vec(h, payload); break;
+    case kMsgVecCts: on_vec_cts(h); break;
+    case kMsgVecAck: on_vec_ack(h, payload); break;
     default: protocol_error("unknown message type %u", h.type); break;
   }
 }
@@ -765,6 +928,176 @@ void Endpoint::on_get_resp(const WireHdr& h, const uint8_t* payload) {
     if (h.len > 0) std::memcpy(r->buf, payload, static_cast<size_t>(h.len));
   }
   complete(r, HMC_PLUGIN_SUCCESS, r->len);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vectored put/get
+
+void Endpoint::vec_ack(uint64_t id, hmc_plugin_status_t st, uint64_t streamed) {
+  WireHdr h{};
+  h.type = kMsgVecAck;
+  h.id = id;
+  h.status = static_cast<int16_t>(st);
+  h.len = streamed;
+  send_ctrl(h, nullptr, 0, nullptr);
+}
+
+// The owner of the memory: every piece is checked before any byte moves; one refused piece
+// refuses the message.
+void Endpoint::on_vec(const WireHdr& h, const uint8_t* payload) {
+  const bool put = h.type == kMsgPutV;
+  const bool inline_data = put && (h.flags & kFlagVecInline) != 0;
+  if ((h.flags & kFlagPayload) == 0 || h.aux % sizeof(VecPieceWire) != 0 || h.aux > kVecListMax ||
+      h.aux > h.len || (!inline_data && h.aux != h.len)) {
+    protocol_error("vectored %s with a malformed list of %llu bytes in %llu", put ? "put" : "get",
+                   static_cast<unsigned long long>(h.aux), static_cast<unsigned long long>(h.len));
+    return;
+  }
+  const size_t n = static_cast<size_t>(h.aux / sizeof(VecPieceWire));
+  const uint32_t need = put ? HMC_NET_ACCESS_REMOTE_WRITE : HMC_NET_ACCESS_REMOTE_READ;
+  const Region* region = ctx_.regions().find(h.tag);
+  if (region == nullptr) {
+    vec_ack(h.id, HMC_PLUGIN_ERR_REMOTE, 0);
+    return;
+  }
+  std::vector<VecSpan> vec(n);
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    VecPieceWire p;
+    std::memcpy(&p, payload + i * sizeof(p), sizeof(p));
+    uint8_t* local = region->place(p.addr, p.len, need);
+    if (local == nullptr) {
+      vec_ack(h.id, HMC_PLUGIN_ERR_REMOTE, 0);
+      return;
+    }
+    vec[i] = VecSpan{local, p.aux, p.len};
+    total += p.len;
+  }
+  if (inline_data) {
+    if (total != h.len - h.aux) {
+      protocol_error("inline vectored put of %llu bytes for pieces of %llu",
+                     static_cast<unsigned long long>(h.len - h.aux),
+                     static_cast<unsigned long long>(total));
+      return;
+    }
+    const uint8_t* at = payload + h.aux;
+    for (const VecSpan& p : vec) {
+      if (p.len > 0) std::memcpy(p.local, at, static_cast<size_t>(p.len));
+      at += p.len;
+    }
+    vec_ack(h.id, HMC_PLUGIN_SUCCESS, 0);
+    return;
+  }
+  if (total == 0) {
+    vec_ack(h.id, HMC_PLUGIN_SUCCESS, 0);
+    return;
+  }
+  if (!put && total <= inline_limit_) {
+    auto data = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(total));
+    uint8_t* at = data->data();
+    for (const VecSpan& p : vec) {
+      if (p.len > 0) std::memcpy(at, p.local, static_cast<size_t>(p.len));
+      at += p.len;
+    }
+    WireHdr a{};
+    a.type = kMsgVecAck;
+    a.flags = kFlagPayload;
+    a.id = h.id;
+    a.addr = h.addr;
+    a.aux = n;
+    a.len = total;
+    send_ctrl_owned(a, std::move(data));
+    return;
+  }
+  if (dev_ == DevKind::kShm && cma_ok_) {
+    CmaJob j{put ? CmaJob::kPutVPull : CmaJob::kGetVPush, nullptr, nullptr, 0, 0, 0, h.id, h.tag};
+    j.vec = std::move(vec);
+    j.first = h.addr;
+    cma_.push_back(std::move(j));
+    return;
+  }
+  if (put) {
+    uint64_t sid = next_id_++;
+    Sink& sk = sinks_[sid];
+    sk = Sink{SinkKind::kPutVTarget, nullptr, total, 0, nullptr, h.tag, h.id, true};
+    sk.vec = std::move(vec);
+    WireHdr c{};
+    c.type = kMsgVecCts;
+    c.id = h.id;
+    c.sink = sid;
+    c.addr = h.addr;
+    c.len = n;
+    send_ctrl(c, nullptr, 0, nullptr);
+    return;
+  }
+  BulkJob j{nullptr, h.id, nullptr, total, 0, h.tag, h.id};
+  j.vec = std::move(vec);
+  j.tag_base = h.addr;
+  add_bulk(std::move(j));
+}
+
+// The owner took a vectored put's message by stream: its pieces [addr, addr + len) go as DATA.
+void Endpoint::on_vec_cts(const WireHdr& h) {
+  Request* r = find_tracked(h.id, ReqKind::kPutV);
+  if (r == nullptr || h.addr > r->vec.size() || h.len > r->vec.size() - h.addr || h.len == 0) {
+    protocol_error("vectored clear-to-send for unknown put %llu or pieces outside it",
+                   static_cast<unsigned long long>(h.id));
+    return;
+  }
+  BulkJob j{r, h.sink, nullptr, 0, 0, 0, 0};
+  j.vec.reserve(static_cast<size_t>(h.len));
+  for (size_t i = static_cast<size_t>(h.addr); i < h.addr + h.len; ++i) {
+    const VecPieceWire& p = r->vec[i];
+    j.vec.push_back(VecSpan{reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(p.aux)), p.addr,
+                            p.len});
+    j.total += p.len;
+  }
+  j.tag_base = 0;  // the owner's sink holds just these pieces
+  r->bulk_completes = false;  // ends with the owner's acks
+  add_bulk(std::move(j));
+}
+
+void Endpoint::on_vec_ack(const WireHdr& h, const uint8_t* payload) {
+  auto it = tracked_.find(h.id);
+  Request* r = it == tracked_.end() ? nullptr : it->second;
+  if (r == nullptr || (r->kind != ReqKind::kPutV && r->kind != ReqKind::kGetV) ||
+      r->parts_left == 0) {
+    protocol_error("vectored answer for unknown request %llu",
+                   static_cast<unsigned long long>(h.id));
+    return;
+  }
+  hmc_plugin_status_t st = status_from_wire(h.status);
+  if (st != HMC_PLUGIN_SUCCESS && r->vec_status == HMC_PLUGIN_SUCCESS) r->vec_status = st;
+  if ((h.flags & kFlagPayload) != 0) {
+    // A get's pieces [addr, addr + aux), inline.
+    uint64_t total = 0;
+    bool fits = r->kind == ReqKind::kGetV && h.addr <= r->vec.size() &&
+                h.aux <= r->vec.size() - h.addr;
+    for (uint64_t i = h.addr; fits && i < h.addr + h.aux; ++i) total += r->vec[i].len;
+    if (!fits || total != h.len) {
+      protocol_error("inline vectored answer of %llu bytes that fits no pieces of request %llu",
+                     static_cast<unsigned long long>(h.len),
+                     static_cast<unsigned long long>(h.id));
+      return;
+    }
+    const uint8_t* at = payload;
+    for (uint64_t i = h.addr; i < h.addr + h.aux; ++i) {
+      const VecPieceWire& p = r->vec[i];
+      if (p.len > 0)
+        std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(p.aux)), at,
+                    static_cast<size_t>(p.len));
+      at += p.len;
+    }
+  } else if (r->kind == ReqKind::kGetV) {
+    r->vec_expect += h.len;
+  }
+  --r->parts_left;
+  vec_try_finish(r);
+}
+
+void Endpoint::vec_try_finish(Request* r) {
+  if (r->done || r->parts_left > 0 || r->vec_got < r->vec_expect) return;
+  complete(r, r->vec_status, r->vec_status == HMC_PLUGIN_SUCCESS ? r->len : 0);
 }
 
 }  // namespace hmc::hoststage

@@ -5,7 +5,9 @@
 //  - rendezvous for larger ones: RTS, then either the receiver pulls the bytes itself with
 //    cross-memory attach and answers FIN (shm), or it answers CTS and the sender streams DATA
 //    chunks over all streams straight into the receive buffer (tcp, and shm without CMA);
-//  - one-sided put/get, checked by the owner of the memory before any byte moves;
+//  - one-sided put/get, checked by the owner of the memory before any byte moves; vectored ones
+//    as one message per kVecMaxPieces pieces, which the owner serves with one stream of DATA
+//    (tcp) or a few cross-memory copies of many iovecs each (shm);
 //  - peer death: every pending request ends with HMC_PLUGIN_ERR_PEER_LOST.
 //
 // Control messages keep their send order because they all travel one ordered channel; bulk DATA
@@ -81,6 +83,12 @@ class Endpoint {
   // The next notification of a put that landed here, in the order of the puts (notify_poll).
   bool poll_notification(uint64_t* value) { return notes_.poll(value); }
   hmc_plugin_status_t post_get(void* buf, size_t len, uint64_t raddr, uint64_t key, Request** out);
+  // Vectored put/get of the pieces already in vec (aux: each piece's local bytes), against key.
+  // vec is swapped into the request.
+  hmc_plugin_status_t post_vec(bool put, std::vector<VecPieceWire>* vec, uint64_t key,
+                               Request** out);
+  // A request whose pieces can be written into: the storage of a released one (post_vec).
+  std::vector<VecPieceWire>& vec_scratch() { return vec_scratch_; }
   hmc_plugin_status_t cancel(Request* r);
   void release(Request* r);  // test reported r done
 
@@ -96,7 +104,8 @@ class Endpoint {
   bool next_chunk(OutFrame* f);
   bool expecting_bulk() const { return !sinks_.empty(); }
   bool data_begin(const WireHdr& h);
-  uint8_t* data_dst(uint64_t sink, uint64_t off, uint64_t len);
+  // piece: the DATA frame's piece index (vectored sinks; 0 otherwise).
+  uint8_t* data_dst(uint64_t sink, uint64_t piece, uint64_t off, uint64_t len);
   void data_end(uint64_t sink, uint64_t len);
   void on_frame_written(const OutFrame& f);
   void on_stream_eof(Stream& s);
@@ -120,7 +129,13 @@ class Endpoint {
     uint64_t src = 0;        // rts on shm: the sender's buffer
     std::vector<uint8_t> data;
   };
-  enum class SinkKind : uint8_t { kRecv, kGet, kPutTarget };
+  enum class SinkKind : uint8_t { kRecv, kGet, kPutTarget, kGetV, kPutVTarget };
+  // The owner's side of one piece of a vectored put or get: its bytes here, and the initiator's.
+  struct VecSpan {
+    uint8_t* local;
+    uint64_t remote;
+    uint64_t len;
+  };
   // Where DATA chunks for one bulk transfer land.
   struct Sink {
     SinkKind kind;
@@ -132,6 +147,7 @@ class Endpoint {
     uint64_t put_id;  // kPutTarget: initiator's request, for the ack
     bool valid;       // kPutTarget: false once the region went away (data then discarded)
     uint64_t note = PutNotes::kNone;  // kPutTarget: the put's notification slot
+    std::vector<VecSpan> vec{};       // kPutVTarget: where the pieces land (kGetV: req->vec)
   };
   // Chunks this side still has to stream.
   struct BulkJob {
@@ -142,10 +158,18 @@ class Endpoint {
     uint64_t next;
     uint64_t key;  // answering a get: region re-checked before every chunk
     uint64_t get_id;
+    // Vectored: the pieces streamed (the job's base/total unused), the next one, and the index
+    // the first carries in its DATA frames. Answering a get, the last chunk is followed by the
+    // VecAck to get_id.
+    std::vector<VecSpan> vec{};
+    size_t piece = 0;
+    uint64_t tag_base = 0;
+    uint64_t streamed = 0;
+    bool refused = false;  // the region went away while answering a get
   };
   // A cross-memory copy this side performs (shm).
   struct CmaJob {
-    enum Kind : uint8_t { kRecvPull, kPutPull, kGetPush } kind;
+    enum Kind : uint8_t { kRecvPull, kPutPull, kGetPush, kPutVPull, kGetVPush } kind;
     Request* req;  // kRecvPull
     uint8_t* local;
     uint64_t remote;
@@ -154,6 +178,11 @@ class Endpoint {
     uint64_t peer_id;  // sender's request (recv) or initiator's request (put/get)
     uint64_t key;      // put/get: owner's region, re-checked before every step
     uint64_t note = PutNotes::kNone;  // kPutPull: the put's notification slot
+    // kPutVPull, kGetVPush: the pieces (local/remote/len unused), the next one and the offset
+    // in it, and the index of the first in the initiator's request.
+    std::vector<VecSpan> vec{};
+    size_t piece = 0;
+    uint64_t first = 0;
   };
 
   friend class Busy;
@@ -180,6 +209,8 @@ class Endpoint {
 
   // control channel
   void send_ctrl(const WireHdr& h, const void* payload, size_t len, Request* done_req);
+  // The same with a payload the frame owns until it is written.
+  void send_ctrl_owned(const WireHdr& h, std::shared_ptr<const std::vector<uint8_t>> payload);
   void flush_ring_backlog();
   void signal_peer();
   void poll_ring();
@@ -197,11 +228,20 @@ class Endpoint {
   void on_put_ack(const WireHdr& h);
   void on_get(const WireHdr& h);
   void on_get_resp(const WireHdr& h, const uint8_t* payload);
+  void on_vec(const WireHdr& h, const uint8_t* payload);
+  void on_vec_cts(const WireHdr& h);
+  void on_vec_ack(const WireHdr& h, const uint8_t* payload);
+  // Ends a vectored request once every message was answered and its DATA arrived.
+  void vec_try_finish(Request* r);
+  void vec_ack(uint64_t id, hmc_plugin_status_t st, uint64_t streamed);
+  bool next_vec_chunk(BulkJob& j, size_t chunk, OutFrame* f);
   void finish_sink(uint64_t id);
   void reply(uint8_t type, uint64_t id, hmc_plugin_status_t st);
 
   // cross-memory attach (cma.cpp)
   void run_cma();
+  // One step of a vectored job: many iovecs in one system call. False when it ended.
+  bool run_cma_vec(CmaJob& j, size_t* budget);
   void finish_cma(const CmaJob& j, hmc_plugin_status_t local_st, hmc_plugin_status_t peer_st);
   void cma_fallback(const CmaJob& j, int err);
 
@@ -258,6 +298,7 @@ class Endpoint {
   std::deque<BulkJob> bulk_;
   std::deque<CmaJob> cma_;
   PutNotes notes_;
+  std::vector<VecPieceWire> vec_scratch_;
 };
 
 }  // namespace hmc::hoststage

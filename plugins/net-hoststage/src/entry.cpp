@@ -339,6 +339,48 @@ hmc_plugin_status_t hs_iget(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_
   });
 }
 
+// Vectored put/get: the pieces go into the endpoint's scratch list (each piece's local bytes
+// where its mr maps them), which the request then keeps.
+hmc_plugin_status_t post_vec(bool put, hmc_net_ep_t* ep, const hmc_net_iov_t* iov, size_t count,
+                             hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+  return guarded([&] {
+    if (ep == nullptr || rkey == nullptr || req == nullptr || (iov == nullptr && count > 0))
+      return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    Endpoint& e = *as_ep(ep);
+    std::vector<VecPieceWire>& vec = e.vec_scratch();
+    vec.clear();
+    vec.reserve(count);
+    hmc_net_mr_t* checked = nullptr;  // the last mr found live (lists use one)
+    for (size_t i = 0; i < count; ++i) {
+      const hmc_net_iov_t& p = iov[i];
+      if (p.buf == nullptr && p.len > 0) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+      const void* local = p.buf;
+      if (p.mr != nullptr) {
+        if (p.mr != checked && !local_buffer(e, p.mr, p.buf, p.len, &local))
+          return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+        checked = p.mr;
+        local = reinterpret_cast<MemRegion*>(p.mr)->local_of(p.buf, p.len);
+      }
+      vec.push_back(VecPieceWire{p.remote_addr, p.len, reinterpret_cast<uintptr_t>(local)});
+    }
+    Request* r = nullptr;
+    hmc_plugin_status_t st =
+        e.post_vec(put, &vec, reinterpret_cast<RemoteKey*>(rkey)->key, &r);
+    if (st == HMC_PLUGIN_SUCCESS) *req = reinterpret_cast<hmc_net_request_t*>(r);
+    return st;
+  });
+}
+
+hmc_plugin_status_t hs_iput_v(hmc_net_ep_t* ep, const hmc_net_iov_t* iov, size_t count,
+                              hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+  return post_vec(true, ep, iov, count, rkey, req);
+}
+
+hmc_plugin_status_t hs_iget_v(hmc_net_ep_t* ep, const hmc_net_iov_t* iov, size_t count,
+                              hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+  return post_vec(false, ep, iov, count, rkey, req);
+}
+
 hmc_plugin_status_t hs_cancel(hmc_net_request_t* req) {
   return guarded([&] {
     if (req == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
@@ -398,8 +440,8 @@ const hmc_net_plugin_v2_t kPlugin = {
     nullptr,  // connect_hello: not offered (nothing the listener must learn before traffic)
     nullptr,  // accept_hello
     nullptr,  // iflush: its writes are CPU stores, visible without one
-    nullptr,  // iput_v: not offered
-    nullptr,  // iget_v
+    hs_iput_v,
+    hs_iget_v,
     hs_iput_notify,
     hs_notify_poll,
 };

@@ -78,13 +78,8 @@ bool map_dmabuf(int fd, uint64_t offset, size_t len, MemRegion* m, std::string* 
 }
 
 uint8_t* RegionTable::check(uint64_t key, uint64_t addr, uint64_t len, uint32_t need) const {
-  auto it = regions_.find(key);
-  if (it == regions_.end()) return nullptr;
-  const Region& r = it->second;
-  if ((r.access & need) != need) return nullptr;
-  // Overflow-safe containment: base <= addr and addr + len <= base + r.len.
-  if (addr < r.base || len > r.len || addr - r.base > r.len - len) return nullptr;
-  return r.local + (addr - r.base);
+  const Region* r = find(key);
+  return r == nullptr ? nullptr : r->place(addr, len, need);
 }
 
 }  // namespace hmc::hoststage

@@ -21,6 +21,15 @@ struct Region {
   uint64_t len;
   uint32_t access;  // HMC_NET_ACCESS_*
   uint8_t* local;   // where the bytes of base are in this process: base itself, or a mapping
+
+  // The local address for [addr, addr+n) when it lies inside and `need` is granted; else
+  // nullptr.
+  uint8_t* place(uint64_t addr, uint64_t n, uint32_t need) const {
+    if ((access & need) != need) return nullptr;
+    // Overflow-safe containment: base <= addr and addr + n <= base + len.
+    if (addr < base || n > len || addr - base > len - n) return nullptr;
+    return local + (addr - base);
+  }
 };
 
 // The local handle reg_mr returns (hmc_net_mr_t). Device memory registered by dma-buf is mapped
@@ -71,6 +80,11 @@ class RegionTable {
   // The local address for [addr, addr+len) when key names a live region that contains it and
   // allows `need` (HMC_NET_ACCESS_REMOTE_READ or _WRITE); nullptr otherwise.
   uint8_t* check(uint64_t key, uint64_t addr, uint64_t len, uint32_t need) const;
+  // The live region of key, or nullptr (many accesses through one key look it up once).
+  const Region* find(uint64_t key) const {
+    auto it = regions_.find(key);
+    return it == regions_.end() ? nullptr : &it->second;
+  }
   // The same for a local address check returned earlier (a transfer re-checking its region).
   bool check_local(uint64_t key, const uint8_t* local, uint64_t len, uint32_t need) const;
 

@@ -4,14 +4,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "hmc/plugin/common.h"
+#include "wire.h"
 
 namespace hmc::hoststage {
 
 class Endpoint;
 
-enum class ReqKind : uint8_t { kSend, kRecv, kPut, kGet };
+enum class ReqKind : uint8_t { kSend, kRecv, kPut, kGet, kPutV, kGetV };
 
 struct Request {
   Endpoint* ep = nullptr;
@@ -34,6 +36,15 @@ struct Request {
   uint64_t msg_len = 0;     // receive: size of the matched message
   uint64_t bulk_total = 0;  // bytes this side streams as DATA chunks
   uint64_t bulk_written = 0;
+  // Vectored put/get: its pieces as they went on the wire (aux: where each is here), kept until
+  // it ends; the messages not answered yet, the first error an answer gave, and the bytes the
+  // owner announced and that arrived as DATA (get). It ends once every message was answered and
+  // every announced byte arrived, so nothing lands in its buffers afterwards.
+  std::vector<VecPieceWire> vec;
+  uint32_t parts_left = 0;
+  hmc_plugin_status_t vec_status = HMC_PLUGIN_SUCCESS;
+  uint64_t vec_expect = 0;
+  uint64_t vec_got = 0;
 };
 
 }  // namespace hmc::hoststage

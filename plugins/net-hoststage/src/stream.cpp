@@ -2,6 +2,7 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,6 +19,8 @@ constexpr int kMaxIov = 64;
 // Bytes one call moves per direction before yielding (keeps every slot bounded).
 constexpr size_t kWriteBudget = size_t{32} << 20;
 constexpr size_t kReadBudget = size_t{32} << 20;
+// Bulk bytes queued at once for one write when the queue ran dry.
+constexpr size_t kBulkBatch = size_t{256} << 10;
 // DATA payloads at least this large are read straight into their destination.
 constexpr size_t kDirectRead = size_t{4} << 10;
 constexpr size_t kMinRxBuffer = size_t{256} << 10;
@@ -31,8 +34,8 @@ Stream::Stream(Endpoint& ep, Fd fd, int index, size_t rx_inline_max)
       fd_(std::move(fd)),
       index_(index),
       rx_inline_max_(rx_inline_max),
-      max_frame_(sizeof(WireHdr) + rx_inline_max),
-      rxcap_(std::max(kMinRxBuffer, 2 * (sizeof(WireHdr) + rx_inline_max))),
+      max_frame_(sizeof(WireHdr) + kVecListMax + rx_inline_max),
+      rxcap_(std::max(kMinRxBuffer, 2 * max_frame_)),
       rx_(new uint8_t[rxcap_]) {}
 
 Stream::~Stream() {
@@ -84,10 +87,17 @@ void Stream::pump_out() {
   for (;;) {
     if (ep_.failed()) return;
     if (outq_.empty()) {
-      OutFrame f;
-      if (!ep_.next_chunk(&f)) break;
-      if (ep_.failed()) return;
-      outq_.push_back(f);
+      // Bulk chunks until a write's worth is queued: the small DATA frames of a vectored
+      // transfer's pieces then go many to a system call, not one each.
+      size_t batch = 0;
+      while (outq_.size() < kMaxIov / 2 && batch < kBulkBatch) {
+        OutFrame f;
+        if (!ep_.next_chunk(&f)) break;
+        if (ep_.failed()) return;
+        batch += f.total();
+        outq_.push_back(std::move(f));
+      }
+      if (outq_.empty()) break;
     }
     iovec iov[kMaxIov];
     int cnt = 0;
@@ -163,14 +173,26 @@ void Stream::on_readable() {
     size_t asked;
     uint8_t* direct = nullptr;
     if (in_data_ && rd_ == wr_ && data_left_ >= kDirectRead)
-      direct = ep_.data_dst(data_sink_, data_off_, data_left_);
+      direct = ep_.data_dst(data_sink_, data_piece_, data_off_, data_left_);
     if (direct != nullptr) {
-      asked = static_cast<size_t>(std::min<uint64_t>(data_left_, budget));
-      n = ::recv(fd_.get(), direct, asked, MSG_DONTWAIT);
+      // The payload's rest straight into place, and the next frame's header (a DATA chunk of a
+      // vectored transfer follows another) into the buffer, in one call.
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(data_left_, budget));
+      rd_ = wr_ = 0;
+      iovec iov[2] = {{direct, want}, {rx_.get(), sizeof(WireHdr)}};
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = 2;
+      asked = want + sizeof(WireHdr);
+      n = ::recvmsg(fd_.get(), &m, MSG_DONTWAIT);
       if (n > 0) {
-        data_off_ += static_cast<uint64_t>(n);
-        data_left_ -= static_cast<uint64_t>(n);
+        size_t placed = std::min(static_cast<size_t>(n), want);
+        data_off_ += placed;
+        data_left_ -= placed;
         if (data_left_ == 0) finish_data();
+        // Bytes past the payload (or, when the budget cut it, more of it) go through parse.
+        wr_ = static_cast<size_t>(n) - placed;
+        if (wr_ > 0) parse();
       }
     } else {
       if (rd_ == wr_) {
@@ -215,7 +237,8 @@ size_t Stream::partial_frame_left() const {
   if (in_data_ || avail < sizeof(WireHdr)) return 0;
   WireHdr h;
   std::memcpy(&h, rx_.get() + rd_, sizeof(h));
-  if (h.type == kMsgData || (h.flags & kFlagPayload) == 0 || h.len > rx_inline_max_) return 0;
+  if (h.type == kMsgData || (h.flags & kFlagPayload) == 0 || h.len > payload_limit(h.type))
+    return 0;
   size_t frame = sizeof(WireHdr) + static_cast<size_t>(h.len);
   return frame > avail ? frame - avail : 0;
 }
@@ -238,6 +261,7 @@ void Stream::parse() {
       rd_ += sizeof(WireHdr);
       if (!ep_.data_begin(h)) return;
       data_sink_ = h.sink;
+      data_piece_ = h.tag;
       data_off_ = h.addr;
       data_left_ = h.len;
       data_len_ = h.len;
@@ -246,9 +270,9 @@ void Stream::parse() {
       continue;
     }
     uint64_t plen = (h.flags & kFlagPayload) != 0 ? h.len : 0;
-    if (plen > rx_inline_max_) {
+    if (plen > payload_limit(h.type)) {
       ep_.protocol_error("stream %d: inline payload of %llu bytes exceeds the limit %zu", index_,
-                         static_cast<unsigned long long>(plen), rx_inline_max_);
+                         static_cast<unsigned long long>(plen), payload_limit(h.type));
       return;
     }
     if (avail < sizeof(WireHdr) + plen) return;  // the rest arrives later
@@ -259,7 +283,7 @@ void Stream::parse() {
 }
 
 void Stream::consume_data(const uint8_t* src, size_t n) {
-  uint8_t* dst = ep_.data_dst(data_sink_, data_off_, n);
+  uint8_t* dst = ep_.data_dst(data_sink_, data_piece_, data_off_, n);
   if (dst != nullptr) std::memcpy(dst, src, n);
   data_off_ += n;
   data_left_ -= n;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <vector>
 
 #include "util.h"
 #include "wire.h"
@@ -27,6 +28,8 @@ struct OutFrame {
   size_t done = 0;  // bytes of header + payload written so far
   Request* req = nullptr;
   OnWritten on_written = kNothing;
+  // A payload the frame owns (data is its bytes), freed with the frame once written.
+  std::shared_ptr<const std::vector<uint8_t>> owned;
   size_t total() const { return sizeof(WireHdr) + len; }
 };
 
@@ -60,7 +63,14 @@ class Stream {
  private:
   void on_readable();
   void parse();
-  size_t partial_frame_left() const;  // bytes still missing of a buffered inline frame
+  size_t partial_frame_left() const;
+  // The largest payload a frame of this type may carry inline: a vectored put/get's list is
+  // accepted whatever the eager limit.
+  size_t payload_limit(uint8_t type) const {
+    return type == kMsgPutV   ? kVecListMax + rx_inline_max_
+           : type == kMsgGetV ? kVecListMax
+                              : rx_inline_max_;
+  }  // bytes still missing of a buffered inline frame
   void consume_data(const uint8_t* src, size_t n);
   void finish_data();
   void set_want_out(bool on);
@@ -86,6 +96,7 @@ class Stream {
   // DATA payload being received.
   bool in_data_ = false;
   uint64_t data_sink_ = 0;
+  uint64_t data_piece_ = 0;  // vectored transfers: the piece the payload belongs to
   uint64_t data_off_ = 0;
   uint64_t data_left_ = 0;
   uint64_t data_len_ = 0;

@@ -10,8 +10,9 @@
 
 namespace hmc::hoststage {
 
-// Bumped on any incompatible change of the handle, hello or headers. Checked at connect.
-constexpr uint8_t kProtocolVersion = 1;
+// Bumped on any incompatible change of the handle, hello or headers. Checked at connect: a
+// listener refuses a handle or hello of another version, naming both. 2: vectored put/get.
+constexpr uint8_t kProtocolVersion = 2;
 constexpr uint32_t kHelloMagic = 0x53484d48u;  // "HMHS" in memory order on little-endian hosts
 constexpr uint32_t kEndianMark = 0x01020304u;
 
@@ -48,6 +49,15 @@ enum MsgType : uint8_t {
   kMsgPutAck,     // id, status: the put is in place (or was refused)
   kMsgGet,        // tag (region key), id, addr, len, aux (initiator's buffer, shm)
   kMsgGetResp,    // id, status, len [+ payload]; without payload on success: data was written
+  kMsgPutV,       // tag (region key), id, addr (index of its first piece in the request),
+                  // aux (bytes of list), len + payload: VecPieceWire[aux / 24], then with
+                  // kFlagVecInline the pieces' bytes, one after the other
+  kMsgGetV,       // the same for a vectored get (never inline); the owner's DATA goes to sink
+                  // `id`
+  kMsgVecCts,     // id, sink, addr (first piece), len (pieces): stream DATA of those pieces
+  kMsgVecAck,     // id, status, len: one PutV/GetV message is done. A get's owner says in len
+                  // how many bytes it streamed as DATA (0: none, or they follow inline with
+                  // kFlagPayload: the pieces [addr, addr + aux) one after the other)
   kMsgTypeEnd
 };
 
@@ -56,6 +66,24 @@ enum MsgType : uint8_t {
 constexpr uint8_t kFlagPayload = 1;
 // kMsgPut: the put carries a notification (iput_notify), whose value travels in `sink`.
 constexpr uint8_t kFlagNotify = 2;
+// kMsgPutV: the pieces' bytes follow the list in the payload.
+constexpr uint8_t kFlagVecInline = 4;
+
+// One piece of a PutV/GetV message. DATA frames of a vectored transfer carry the piece's index in
+// `tag` (within the sink's pieces) and the offset inside the piece in `addr`.
+struct VecPieceWire {
+  uint64_t addr;  // in the owner's region
+  uint64_t len;
+  uint64_t aux;   // the initiator's buffer (its address, for cross-memory attach on shm)
+};
+static_assert(sizeof(VecPieceWire) == 24, "a vectored piece is 24 bytes on the wire");
+// Pieces per PutV/GetV message: its list (6 KiB) is accepted whatever the eager limit (plus the
+// eager limit's bytes of data, for an inline put); a request of more pieces sends several
+// messages. A message whose pieces hold at most the eager limit's bytes carries them inline
+// (put) or is answered with them inline (get): for small pieces, two copies beat a system call
+// or a DATA frame per piece.
+constexpr size_t kVecMaxPieces = 256;
+constexpr size_t kVecListMax = kVecMaxPieces * sizeof(VecPieceWire);
 
 struct WireHdr {
   uint8_t type;  // MsgType

@@ -489,6 +489,65 @@ hmc_plugin_status_t Endpoint::post_get(void* buf, size_t len, uint64_t addr, Rem
   return HMC_PLUGIN_SUCCESS;
 }
 
+hmc_plugin_status_t Endpoint::post_vec(bool put, const hmc_net_iov_t* iov, size_t count,
+                                       RemoteKey* k, Request** out) {
+  const char* what = put ? "iput_v" : "iget_v";
+  const ReqKind kind = put ? ReqKind::kPut : ReqKind::kGet;
+  const uint32_t need = put ? HMC_NET_ACCESS_REMOTE_WRITE : HMC_NET_ACCESS_REMOTE_READ;
+  hmc_plugin_status_t st = usable(what);
+  if (st != HMC_PLUGIN_SUCCESS) return st;
+  if (k->ep != this) {
+    ctx_.log().write(HMC_LOG_ERROR, "%s: the remote key was unpacked on another endpoint", what);
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  }
+  size_t total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const hmc_net_iov_t& v = iov[i];
+    if (!rkey_allows(*k, v.remote_addr, v.len, need))
+      return refuse(kind, v.len, v.remote_addr, *k,
+                    k->corrupt                ? "the key failed its check"
+                    : (k->access & need) == 0 ? "the region does not allow this access"
+                                              : "a piece lies outside the registered region",
+                    out);
+    total += v.len;
+  }
+  Request* r = ctx_.new_request(kind);
+  r->len = total;
+  if (total == 0) {
+    ctx_.finish(r, HMC_PLUGIN_SUCCESS);
+    *out = r;
+    return HMC_PLUGIN_SUCCESS;
+  }
+  link(r);
+  // The pieces carry no callback: a request UCX returns for one is let go at once (UCX frees it
+  // when it ends), and an error it reports later fails the flush below.
+  ucp_request_param_t bare;
+  bare.op_attr_mask = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const hmc_net_iov_t& v = iov[i];
+    if (v.len == 0) continue;
+    void* s = put ? ucp_put_nbx(uep_, v.buf, v.len, v.remote_addr, k->rkey, &bare)
+                  : ucp_get_nbx(uep_, v.buf, v.len, v.remote_addr, k->rkey, &bare);
+    if (UCS_PTR_IS_ERR(s)) {
+      // The pieces already posted still run: the request ends after the flush, with this error.
+      r->ucx_status = UCS_PTR_STATUS(s);
+      break;
+    }
+    if (s != nullptr) ucp_request_free(s);
+  }
+  // The flush ends once every piece posted before it is in place at the target (put) or here
+  // (get): the one completion of the lot.
+  ucp_request_param_t p;
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = &Context::send_cb;
+  p.user_data = r;
+  ++r->outstanding;
+  ctx_.absorb(r, ucp_ep_flush_nbx(uep_, &p));
+  if (r->outstanding == 0) ctx_.complete(r);
+  *out = r;
+  return HMC_PLUGIN_SUCCESS;
+}
+
 // --- remote keys -------------------------------------------------------------------------
 
 hmc_plugin_status_t Endpoint::unpack_rkey(const void* blob, size_t len, RemoteKey** out) {

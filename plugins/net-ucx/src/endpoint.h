@@ -58,6 +58,11 @@ class Endpoint {
                                Request** out);
   hmc_plugin_status_t post_get(void* buf, size_t len, uint64_t addr, RemoteKey* k,
                                Request** out);
+  // Vectored put/get: every piece checked against the key first (one refused piece refuses the
+  // request, nothing moves), then posted without a request of its own; one flush of the
+  // endpoint is the request's completion.
+  hmc_plugin_status_t post_vec(bool put, const hmc_net_iov_t* iov, size_t count, RemoteKey* k,
+                               Request** out);
   hmc_plugin_status_t cancel(Request* r);
 
   // Remote keys unpacked on this endpoint (their UCX keys go before the UCP endpoint does).

@@ -335,6 +335,32 @@ hmc_plugin_status_t ux_iget(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_
   });
 }
 
+hmc_plugin_status_t ux_post_vec(bool put, hmc_net_ep_t* ep, const hmc_net_iov_t* iov,
+                                size_t count, hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+  return guarded([&] {
+    if (ep == nullptr || rkey == nullptr || req == nullptr || (iov == nullptr && count > 0))
+      return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < count; ++i)
+      if (iov[i].buf == nullptr && iov[i].len > 0) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    as_ep(ep)->ctx().note_call();
+    Request* r = nullptr;
+    hmc_plugin_status_t st =
+        as_ep(ep)->post_vec(put, iov, count, reinterpret_cast<RemoteKey*>(rkey), &r);
+    if (st == HMC_PLUGIN_SUCCESS) *req = to_req(r);
+    return st;
+  });
+}
+
+hmc_plugin_status_t ux_iput_v(hmc_net_ep_t* ep, const hmc_net_iov_t* iov, size_t count,
+                              hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+  return ux_post_vec(true, ep, iov, count, rkey, req);
+}
+
+hmc_plugin_status_t ux_iget_v(hmc_net_ep_t* ep, const hmc_net_iov_t* iov, size_t count,
+                              hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+  return ux_post_vec(false, ep, iov, count, rkey, req);
+}
+
 hmc_plugin_status_t ux_cancel(hmc_net_request_t* req) {
   return guarded([&] {
     if (req == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
@@ -418,8 +444,8 @@ const hmc_net_plugin_v2_t kPlugin = {
     ux_connect_hello,
     ux_accept_hello,
     nullptr,  // iflush: not offered
-    nullptr,  // iput_v: not offered
-    nullptr,  // iget_v
+    ux_iput_v,
+    ux_iget_v,
     nullptr,  // iput_notify: not offered
     nullptr,  // notify_poll
 };

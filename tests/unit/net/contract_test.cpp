@@ -643,6 +643,223 @@ TEST_P(NetPair, RemoteAccessChecks) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Vectored one-sided operations (optional slots iput_v/iget_v)
+
+bool offers_vectored(const hmc_net_plugin_v2_t* t) {
+  return HMC_ABI_HAS_FIELD(t, hmc_net_plugin_v2_t, iget_v) && t->iput_v != nullptr &&
+         t->iget_v != nullptr;
+}
+
+// Scattered pieces of a vectored put or get: piece i moves len[i] bytes between local offset
+// loc[i] and remote offset rem[i]. Remote offsets rise with gaps between pieces, local ones fall
+// (the list is in no address order there), lengths vary from 0 to one piece of over 5 MiB (more
+// than one step of a plugin's copy or stream), and there are more pieces than a plugin is likely
+// to send in one message. `small`: pieces of 0 to
+// 64 bytes only (what a plugin may carry inline).
+struct Scatter {
+  std::vector<size_t> loc, rem, len;
+  size_t local_size = 0, remote_size = 0;
+  Scatter(size_t n, bool small) {
+    static const size_t kLens[] = {64, 1, 16384, 0, 1000, 7, 40000, 4096};
+    static const size_t kSmallLens[] = {64, 1, 0, 7, 33};
+    for (size_t i = 0; i < n; ++i)
+      len.push_back(small ? kSmallLens[i % 5] : i == 5 ? (5u << 20) + 3 : kLens[i % 8]);
+    for (size_t i = 0; i < n; ++i) {
+      rem.push_back(remote_size);
+      remote_size += len[i] + i % 5 + 1;
+    }
+    loc.resize(n);
+    for (size_t i = n; i-- > 0;) {
+      loc[i] = local_size;
+      local_size += len[i] + i % 3;
+    }
+  }
+  std::vector<hmc_net_iov_t> iov(uint8_t* local, hmc_net_mr_t* mr, uint64_t remote) const {
+    std::vector<hmc_net_iov_t> v;
+    for (size_t i = 0; i < len.size(); ++i) v.push_back({local + loc[i], len[i], mr, remote + rem[i]});
+    return v;
+  }
+  size_t total() const {
+    size_t t = 0;
+    for (size_t l : len) t += l;
+    return t;
+  }
+};
+
+hmc_plugin_status_t wait_vec(Side& s, bool put, const std::vector<hmc_net_iov_t>& iov,
+                             hmc_net_rkey_t* k, size_t* bytes = nullptr) {
+  hmc_net_request_t* r = nullptr;
+  hmc_plugin_status_t st = put ? s.t()->iput_v(s.ep(), iov.data(), iov.size(), k, &r)
+                               : s.t()->iget_v(s.ep(), iov.data(), iov.size(), k, &r);
+  return st != HMC_PLUGIN_SUCCESS ? st : s.wait(r, bytes);
+}
+
+// A vectored put lands every piece byte-exact and nothing between them, and is in place when it
+// completes; a vectored get reads the pieces back into scattered local buffers (registered for
+// the put, by pointer for the get). Zero pieces complete at once with zero bytes. A list with
+// one piece outside the region (or a region that does not allow the access) ends with REMOTE.
+TEST_P(NetPair, VectoredPutGetByteExact) {
+  if (!offers_vectored(t())) GTEST_SKIP() << "the plugin offers no iput_v/iget_v";
+  const Scatter sc(600, false);
+  const size_t kRegion = sc.remote_size, kLocal = sc.local_size;
+  run(
+      [&](Side& s) {
+        std::vector<uint8_t> region(kRegion);
+        fill(region.data(), kRegion, 7);
+        std::vector<uint8_t> rkey, ro_key;
+        hmc_net_mr_t* mr = reg(s, region.data(), kRegion, HMC_NET_ACCESS_LOCAL | kRemoteRw, &rkey);
+        ASSERT_NE(mr, nullptr);
+        std::vector<uint8_t> ro(4096);
+        fill(ro.data(), ro.size(), 30);
+        hmc_net_mr_t* ro_mr = reg(s, ro.data(), ro.size(), HMC_NET_ACCESS_REMOTE_READ, &ro_key);
+        ASSERT_NE(ro_mr, nullptr);
+        send_region(s, reinterpret_cast<uintptr_t>(region.data()), rkey);
+        send_region(s, reinterpret_cast<uintptr_t>(ro.data()), ro_key);
+        ASSERT_TRUE(s.await());  // the peer's vectored put completed
+        // Each piece holds the peer's local bytes at its local offset; the gaps are untouched.
+        std::vector<uint8_t> want(kRegion);
+        fill(want.data(), kRegion, 7);
+        std::vector<uint8_t> src(kLocal);
+        fill(src.data(), kLocal, 8);
+        for (size_t i = 0; i < sc.len.size(); ++i)
+          std::memcpy(want.data() + sc.rem[i], src.data() + sc.loc[i], sc.len[i]);
+        auto diff = std::mismatch(want.begin(), want.end(), region.begin());
+        EXPECT_TRUE(diff.first == want.end())
+            << "region byte " << (diff.first - want.begin()) << " differs after the put";
+        EXPECT_EQ(first_mismatch(ro.data(), ro.size(), 30), -1) << "read-only region written";
+        ASSERT_TRUE(s.signal());
+        ASSERT_TRUE(s.await());  // the peer's gets and refusals are done
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), region.begin()))
+            << "a refused vectored put wrote into the region";
+        EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), ro_mr), HMC_PLUGIN_SUCCESS);
+        ASSERT_TRUE(s.signal());
+      },
+      [&](Side& s) {
+        RemoteRegion rr = recv_region(s), rro = recv_region(s);
+        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        hmc_net_rkey_t* k_ro = unpack(s, rro.rkey);
+        ASSERT_TRUE(k && k_ro);
+        std::vector<uint8_t> src(kLocal), dst(kLocal, 0);
+        fill(src.data(), kLocal, 8);
+        std::vector<uint8_t> ignored;
+        hmc_net_mr_t* src_mr = reg(s, src.data(), kLocal, HMC_NET_ACCESS_LOCAL, &ignored);
+        ASSERT_NE(src_mr, nullptr);
+        size_t bytes = 0;
+        EXPECT_EQ(wait_vec(s, true, sc.iov(src.data(), src_mr, rr.base), k, &bytes),
+                  HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(bytes, sc.total());
+        ASSERT_TRUE(s.signal());
+        ASSERT_TRUE(s.await());
+        bytes = 0;
+        EXPECT_EQ(wait_vec(s, false, sc.iov(dst.data(), nullptr, rr.base), k, &bytes),
+                  HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(bytes, sc.total());
+        // The pieces hold what the put wrote; the local gaps stay zero.
+        std::vector<uint8_t> want(kLocal, 0);
+        for (size_t i = 0; i < sc.len.size(); ++i)
+          std::memcpy(want.data() + sc.loc[i], src.data() + sc.loc[i], sc.len[i]);
+        auto diff = std::mismatch(want.begin(), want.end(), dst.begin());
+        EXPECT_TRUE(diff.first == want.end())
+            << "local byte " << (diff.first - want.begin()) << " differs after the get";
+        // No pieces: done at once, nothing moved.
+        bytes = 1;
+        EXPECT_EQ(wait_vec(s, true, {}, k, &bytes), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(bytes, 0u);
+        bytes = 1;
+        EXPECT_EQ(wait_vec(s, false, {}, k, &bytes), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(bytes, 0u);
+        // One piece past the end among good ones refuses the request; so does writing into
+        // read-only memory. The put's good pieces carry other bytes: the owner checks none of
+        // them landed.
+        std::vector<uint8_t> other(kLocal);
+        fill(other.data(), kLocal, 9);
+        std::vector<hmc_net_iov_t> bad = {{other.data(), 100, nullptr, rr.base},
+                                          {other.data() + 100, 64, nullptr, rr.base + kRegion - 10},
+                                          {other.data() + 200, 100, nullptr, rr.base + 200}};
+        EXPECT_EQ(wait_vec(s, true, bad, k), HMC_PLUGIN_ERR_REMOTE) << "put past the end";
+        EXPECT_EQ(wait_vec(s, false, bad, k), HMC_PLUGIN_ERR_REMOTE) << "get past the end";
+        std::vector<hmc_net_iov_t> into_ro = {{other.data(), 100, nullptr, rro.base}};
+        EXPECT_EQ(wait_vec(s, true, into_ro, k_ro), HMC_PLUGIN_ERR_REMOTE) << "put into read-only";
+        // The connection still works.
+        std::vector<hmc_net_iov_t> ro_read = {{dst.data(), 16, nullptr, rro.base + 8},
+                                              {dst.data() + 100, 8, nullptr, rro.base}};
+        EXPECT_EQ(wait_vec(s, false, ro_read, k_ro), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(first_mismatch(dst.data(), 16, 30, 8), -1);
+        EXPECT_EQ(first_mismatch(dst.data() + 100, 8, 30, 0), -1);
+        EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), src_mr), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(s.t()->rkey_release(k), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(s.t()->rkey_release(k_ro), HMC_PLUGIN_SUCCESS);
+        ASSERT_TRUE(s.signal());
+        ASSERT_TRUE(s.await());
+      });
+}
+
+// Many small pieces (a plugin may carry them inline, in one message per chunk): put and got
+// back byte-exact, nothing between them touched, in lists of one and of several messages.
+TEST_P(NetPair, VectoredSmallPiecesByteExact) {
+  if (!offers_vectored(t())) GTEST_SKIP() << "the plugin offers no iput_v/iget_v";
+  const std::vector<Scatter> layouts = {Scatter(40, true), Scatter(700, true)};
+  size_t region_size = 0;
+  for (const Scatter& sc : layouts) region_size = std::max(region_size, sc.remote_size);
+  run(
+      [&](Side& s) {
+        std::vector<uint8_t> region(region_size);
+        fill(region.data(), region_size, 7);
+        std::vector<uint8_t> rkey;
+        hmc_net_mr_t* mr = reg(s, region.data(), region_size, kRemoteRw, &rkey);
+        ASSERT_NE(mr, nullptr);
+        send_region(s, reinterpret_cast<uintptr_t>(region.data()), rkey);
+        std::vector<uint8_t> want(region);
+        for (size_t l = 0; l < layouts.size(); ++l) {
+          const Scatter& sc = layouts[l];
+          ASSERT_TRUE(s.await());  // the peer's put completed
+          std::vector<uint8_t> src(sc.local_size);
+          fill(src.data(), src.size(), 40 + l);
+          for (size_t i = 0; i < sc.len.size(); ++i)
+            std::memcpy(want.data() + sc.rem[i], src.data() + sc.loc[i], sc.len[i]);
+          auto diff = std::mismatch(want.begin(), want.end(), region.begin());
+          EXPECT_TRUE(diff.first == want.end()) << "layout " << l << ": region byte "
+                                                << (diff.first - want.begin()) << " differs";
+          ASSERT_TRUE(s.signal());
+        }
+        ASSERT_TRUE(s.await());
+        EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
+        ASSERT_TRUE(s.signal());
+      },
+      [&](Side& s) {
+        RemoteRegion rr = recv_region(s);
+        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        ASSERT_NE(k, nullptr);
+        for (size_t l = 0; l < layouts.size(); ++l) {
+          const Scatter& sc = layouts[l];
+          std::vector<uint8_t> src(sc.local_size), dst(sc.local_size, 0);
+          fill(src.data(), src.size(), 40 + l);
+          size_t bytes = 0;
+          EXPECT_EQ(wait_vec(s, true, sc.iov(src.data(), nullptr, rr.base), k, &bytes),
+                    HMC_PLUGIN_SUCCESS)
+              << "layout " << l;
+          EXPECT_EQ(bytes, sc.total());
+          ASSERT_TRUE(s.signal());
+          ASSERT_TRUE(s.await());  // the owner checked it
+          EXPECT_EQ(wait_vec(s, false, sc.iov(dst.data(), nullptr, rr.base), k, &bytes),
+                    HMC_PLUGIN_SUCCESS)
+              << "layout " << l;
+          EXPECT_EQ(bytes, sc.total());
+          std::vector<uint8_t> want(sc.local_size, 0);
+          for (size_t i = 0; i < sc.len.size(); ++i)
+            std::memcpy(want.data() + sc.loc[i], src.data() + sc.loc[i], sc.len[i]);
+          auto diff = std::mismatch(want.begin(), want.end(), dst.begin());
+          EXPECT_TRUE(diff.first == want.end()) << "layout " << l << ": local byte "
+                                                << (diff.first - want.begin()) << " differs";
+        }
+        EXPECT_EQ(s.t()->rkey_release(k), HMC_PLUGIN_SUCCESS);
+        ASSERT_TRUE(s.signal());
+        ASSERT_TRUE(s.await());
+      });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Peer loss and close
 
 // The peer is SIGKILLed in the middle of sending a large message, after small messages it sent
