@@ -4,11 +4,14 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -22,6 +25,9 @@
 
 #include "hmc/hmc.h"
 #include "hmc/hmc.hpp"
+#include "coll_roles.h"
+
+using namespace coll_roles;
 
 namespace {
 
@@ -76,57 +82,6 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-// Memory of one rank: device memory through hmc, or host memory.
-class Buf {
- public:
-  Buf(hmc_context_t ctx, const std::string& mem, size_t bytes) : ctx_(ctx), bytes_(bytes) {
-    if (mem == "host") {
-      host_.resize(bytes ? bytes : 1);
-      p_ = host_.data();
-    } else if (hmc_mem_alloc(ctx, mem.c_str(), bytes ? bytes : 1, &p_) != HMC_SUCCESS) {
-      p_ = nullptr;
-    } else {
-      device_ = true;
-    }
-  }
-  ~Buf() {
-    if (device_) hmc_mem_free(ctx_, p_);
-  }
-  void* get() const { return p_; }
-  bool put(const void* src) {
-    return !bytes_ || hmc_mem_copy(ctx_, p_, src, bytes_) == HMC_SUCCESS;
-  }
-  bool take(void* dst) { return !bytes_ || hmc_mem_copy(ctx_, dst, p_, bytes_) == HMC_SUCCESS; }
-
- private:
-  hmc_context_t ctx_;
-  size_t bytes_;
-  void* p_ = nullptr;
-  bool device_ = false;
-  std::vector<uint8_t> host_;
-};
-
-struct Rank {
-  hmc_context_t ctx;
-  hmc_comm_t comm;
-  int rank, size;
-  std::string mem;
-};
-// A rank's part of a test: "" when every check held, else what failed.
-using Role = std::function<std::string(Rank&)>;
-
-std::string describe(hmc_status_t st) {
-  return std::string(hmc_status_string(st)) + ": " + hmc_last_error();
-}
-
-// req is read only after the call that fills it (a parameter by value could be read before).
-std::string wait(hmc_status_t st, hmc_request_t* req, const char* what) {
-  if (st != HMC_SUCCESS) return std::string(what) + ": " + describe(st);
-  st = hmc_request_wait(*req, 20000, nullptr);
-  if (st != HMC_SUCCESS) return std::string(what) + " (wait): " + describe(st);
-  return "";
-}
-
 struct Launch {
   Launch(std::vector<std::string> m) : mems(std::move(m)) {}
   std::vector<std::string> mems;  // per rank
@@ -138,6 +93,10 @@ struct Launch {
   // "slurm", "ompi"; the last two with HMC_RENDEZVOUS, as they give no address), or "hmc".
   std::string from = "options";
   std::vector<std::pair<std::string, std::string>> env;  // set in every rank, last
+  std::string rendezvous;  // empty: tcp:// on a free port of loopback
+  // Per process: the process whose end starts it (a newcomer replacing a member that left);
+  // -1 or empty: started at once.
+  std::vector<int> start_after;
 };
 
 // Runs one process per entry of l.mems; returns what each reported ("" for a pass) or, with
@@ -145,16 +104,26 @@ struct Launch {
 std::vector<std::string> run(const Launch& l, const Role& role) {
   int n = int(l.mems.size());
   int port = free_port();
-  std::string rdv = "tcp://127.0.0.1:" + std::to_string(port);
-  std::vector<pid_t> pids;
-  std::vector<int> pipes;
-  for (int i = 0; i < n; ++i) {
+  std::string rdv =
+      l.rendezvous.empty() ? "tcp://127.0.0.1:" + std::to_string(port) : l.rendezvous;
+  std::vector<pid_t> pids(size_t(n), -1);
+  std::vector<int> pipes(size_t(n), -1);
+  std::vector<std::string> out(static_cast<size_t>(n));
+  std::vector<bool> ended(size_t(n), false);
+  int left = n;
+  auto spawn = [&](int i) {
     int fds[2];
-    if (pipe(fds) != 0) return {"pipe failed"};
+    if (pipe(fds) != 0) {
+      out[size_t(i)] = "pipe failed";
+      ended[size_t(i)] = true;
+      --left;
+      return;
+    }
     pid_t pid = fork();
     if (pid == 0) {
       close(fds[0]);
       set_rank_env(l.mems[size_t(i)], l.path);
+      setenv("COLL_TEST_PROCESS", std::to_string(i).c_str(), 1);
       for (const auto& [k, v] : l.env) setenv(k.c_str(), v.c_str(), 1);
       int rank = l.ranks.empty() ? i : l.ranks[size_t(i)];
       int size = l.sizes.empty() ? n : l.sizes[size_t(i)];
@@ -209,34 +178,39 @@ std::vector<std::string> run(const Launch& l, const Role& role) {
       report(verdict);
     }
     close(fds[1]);
-    pids.push_back(pid);
-    pipes.push_back(fds[0]);
-  }
-  std::vector<std::string> out(static_cast<size_t>(n));
+    pids[size_t(i)] = pid;
+    pipes[size_t(i)] = fds[0];
+  };
+  auto after = [&](int i) { return l.start_after.empty() ? -1 : l.start_after[size_t(i)]; };
+  for (int i = 0; i < n; ++i)
+    if (after(i) < 0) spawn(i);
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) {
-    int status = 0;
-    for (;;) {
+  for (; left > 0; usleep(10000)) {
+    for (int i = 0; i < n; ++i) {
+      if (ended[size_t(i)] || pids[size_t(i)] < 0) continue;
+      int status = 0;
       pid_t r = waitpid(pids[size_t(i)], &status, WNOHANG);
-      if (r == pids[size_t(i)]) break;
-      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(90)) {
+      if (r != pids[size_t(i)]) {
+        if (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(90)) continue;
         kill(pids[size_t(i)], SIGKILL);
         waitpid(pids[size_t(i)], &status, 0);
         out[size_t(i)] = "hung (killed after 90 s)";
-        break;
       }
-      usleep(10000);
-    }
-    char buf[4096];
-    ssize_t got = read(pipes[size_t(i)], buf, sizeof buf);
-    close(pipes[size_t(i)]);
-    if (out[size_t(i)].empty()) {
-      if (got > 0)
-        out[size_t(i)].assign(buf, size_t(got));
-      else if (WIFSIGNALED(status))
-        out[size_t(i)] = "killed by signal " + std::to_string(WTERMSIG(status));
-      else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        out[size_t(i)] = "failed without a word";
+      ended[size_t(i)] = true;
+      --left;
+      char buf[4096];
+      ssize_t got = read(pipes[size_t(i)], buf, sizeof buf);
+      close(pipes[size_t(i)]);
+      if (out[size_t(i)].empty()) {
+        if (got > 0)
+          out[size_t(i)].assign(buf, size_t(got));
+        else if (WIFSIGNALED(status))
+          out[size_t(i)] = "killed by signal " + std::to_string(WTERMSIG(status));
+        else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+          out[size_t(i)] = "failed without a word";
+      }
+      for (int j = 0; j < n; ++j)
+        if (after(j) == i) spawn(j);
     }
   }
   return out;
@@ -250,206 +224,6 @@ std::vector<std::string> mems_of(int n, const std::vector<std::string>& cycle) {
   std::vector<std::string> m;
   for (int i = 0; i < n; ++i) m.push_back(cycle[size_t(i) % cycle.size()]);
   return m;
-}
-
-int32_t ival(int rank, size_t i) {
-  return int32_t((rank + 1) * 1000 + int(i % 997));
-}
-float fval(int rank, size_t i) {
-  return float(rank + 1) * 0.5f + float(i % 101) * 0.001f;
-}
-
-// All-reduce (sum of int32, exact; sum of float, within tolerance; min and max; average of
-// int64), out of place and in place, for counts from 0 to past the ring's threshold.
-std::string all_reduce_role(Rank& r) {
-  for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(40001)}) {
-    for (bool in_place : {false, true}) {
-      std::vector<int32_t> in(count), out(count);
-      for (size_t i = 0; i < count; ++i) in[i] = ival(r.rank, i);
-      Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
-      if (!send.put(in.data())) return "fill";
-      hmc_request_t req;
-      void* dst = in_place ? send.get() : recv.get();
-      std::string e =
-          wait(hmc_all_reduce(r.comm, send.get(), dst, count, HMC_DTYPE_I32, HMC_OP_SUM, &req),
-               &req, "all_reduce i32");
-      if (!e.empty()) return e;
-      if (!(in_place ? send : recv).take(out.data())) return "read back";
-      for (size_t i = 0; i < count; ++i) {
-        int32_t want = 0;
-        for (int k = 0; k < r.size; ++k) want += ival(k, i);
-        if (out[i] != want)
-          return "all_reduce i32 count " + std::to_string(count) + " element " + std::to_string(i) +
-                 ": " + std::to_string(out[i]) + " != " + std::to_string(want);
-      }
-    }
-  }
-  for (size_t count : {size_t(3), size_t(30000)}) {
-    std::vector<float> in(count), out(count);
-    for (size_t i = 0; i < count; ++i) in[i] = fval(r.rank, i);
-    Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
-    if (!send.put(in.data())) return "fill";
-    hmc_request_t req;
-    std::string e =
-        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_F32, HMC_OP_SUM, &req),
-             &req, "all_reduce f32");
-    if (!e.empty()) return e;
-    recv.take(out.data());
-    for (size_t i = 0; i < count; ++i) {
-      double want = 0;
-      for (int k = 0; k < r.size; ++k) want += fval(k, i);
-      if (std::fabs(out[i] - want) > 1e-5 * std::fabs(want) + 1e-6)
-        return "all_reduce f32 element " + std::to_string(i) + " off";
-    }
-  }
-  for (hmc_reduce_op_t op : {HMC_OP_MIN, HMC_OP_MAX, HMC_OP_AVG}) {
-    const size_t count = 11;
-    std::vector<int64_t> in(count), out(count);
-    for (size_t i = 0; i < count; ++i) in[i] = int64_t(r.rank * 3 + int(i)) * (i % 2 ? -1 : 1);
-    hmc_request_t req;
-    std::string e =
-        wait(hmc_all_reduce(r.comm, in.data(), out.data(), count, HMC_DTYPE_I64, op, &req), &req,
-             "all_reduce i64");
-    if (!e.empty()) return e;
-    for (size_t i = 0; i < count; ++i) {
-      int64_t lo = INT64_MAX, hi = INT64_MIN, sum = 0;
-      for (int k = 0; k < r.size; ++k) {
-        int64_t v = int64_t(k * 3 + int(i)) * (i % 2 ? -1 : 1);
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-        sum += v;
-      }
-      int64_t want = op == HMC_OP_MIN ? lo : op == HMC_OP_MAX ? hi : sum / r.size;
-      if (out[i] != want)
-        return "all_reduce i64 op " + std::to_string(int(op)) + " element " + std::to_string(i);
-    }
-  }
-  return "";
-}
-
-std::string gather_scatter_role(Rank& r) {
-  int n = r.size;
-  for (size_t count : {size_t(1), size_t(13), size_t(5000)}) {
-    // all-gather, out of place and in place
-    for (bool in_place : {false, true}) {
-      std::vector<int32_t> mine(count), all(count * size_t(n));
-      for (size_t i = 0; i < count; ++i) mine[i] = ival(r.rank, i);
-      Buf recv(r.ctx, r.mem, all.size() * 4), send(r.ctx, r.mem, count * 4);
-      void* src = send.get();
-      if (in_place) {
-        std::vector<int32_t> init(all.size(), -1);
-        for (size_t i = 0; i < count; ++i) init[size_t(r.rank) * count + i] = mine[i];
-        recv.put(init.data());
-        src = static_cast<int32_t*>(recv.get()) + size_t(r.rank) * count;
-      } else {
-        send.put(mine.data());
-      }
-      hmc_request_t req;
-      std::string e = wait(hmc_all_gather(r.comm, src, recv.get(), count, HMC_DTYPE_I32, &req),
-                           &req, "all_gather");
-      if (!e.empty()) return e;
-      recv.take(all.data());
-      for (int k = 0; k < n; ++k)
-        for (size_t i = 0; i < count; ++i)
-          if (all[size_t(k) * count + i] != ival(k, i))
-            return "all_gather block " + std::to_string(k) + " element " + std::to_string(i);
-    }
-    // reduce-scatter
-    {
-      std::vector<int32_t> in(count * size_t(n)), out(count);
-      for (size_t i = 0; i < in.size(); ++i) in[i] = ival(r.rank, i);
-      Buf send(r.ctx, r.mem, in.size() * 4), recv(r.ctx, r.mem, count * 4);
-      send.put(in.data());
-      hmc_request_t req;
-      std::string e = wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32,
-                                              HMC_OP_SUM, &req),
-                           &req, "reduce_scatter");
-      if (!e.empty()) return e;
-      recv.take(out.data());
-      for (size_t i = 0; i < count; ++i) {
-        int32_t want = 0;
-        for (int k = 0; k < n; ++k) want += ival(k, size_t(r.rank) * count + i);
-        if (out[i] != want) return "reduce_scatter element " + std::to_string(i);
-      }
-    }
-    // all-to-all
-    {
-      std::vector<int32_t> in(count * size_t(n)), out(count * size_t(n));
-      for (size_t i = 0; i < in.size(); ++i) in[i] = ival(r.rank, i);
-      Buf send(r.ctx, r.mem, in.size() * 4), recv(r.ctx, r.mem, out.size() * 4);
-      send.put(in.data());
-      hmc_request_t req;
-      std::string e =
-          wait(hmc_all_to_all(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32, &req), &req,
-               "all_to_all");
-      if (!e.empty()) return e;
-      recv.take(out.data());
-      for (int k = 0; k < n; ++k)
-        for (size_t i = 0; i < count; ++i)
-          if (out[size_t(k) * count + i] != ival(k, size_t(r.rank) * count + i))
-            return "all_to_all from rank " + std::to_string(k) + " element " + std::to_string(i);
-    }
-    // broadcast from the last rank, both algorithms (the second forced through the options of
-    // the environment is per process: the tree is the default)
-    {
-      std::vector<int32_t> v(count);
-      int root = n - 1;
-      for (size_t i = 0; i < count; ++i) v[i] = r.rank == root ? ival(root, i) : 0;
-      Buf buf(r.ctx, r.mem, count * 4);
-      buf.put(v.data());
-      hmc_request_t req;
-      std::string e = wait(hmc_broadcast(r.comm, buf.get(), count, HMC_DTYPE_I32, root, &req), &req,
-                           "broadcast");
-      if (!e.empty()) return e;
-      buf.take(v.data());
-      for (size_t i = 0; i < count; ++i)
-        if (v[i] != ival(root, i)) return "broadcast element " + std::to_string(i);
-    }
-  }
-  hmc_request_t req;
-  return wait(hmc_barrier(r.comm, &req), &req, "barrier");
-}
-
-// All-to-all-v of the MoE shape: rank r sends (r + j) % 3 elements to rank j (zero for some
-// pairs), packed, and receives packed in rank order.
-std::string all_to_allv_role(Rank& r) {
-  int n = r.size;
-  auto cnt = [](int from, int to) { return size_t((from + to) % 3) * 17; };
-  const size_t un = static_cast<size_t>(n);
-  std::vector<size_t> sc(un), sd(un), rc(un), rd(un);
-  size_t st = 0, rt = 0;
-  for (int j = 0; j < n; ++j) {
-    sc[size_t(j)] = cnt(r.rank, j);
-    sd[size_t(j)] = st;
-    st += sc[size_t(j)];
-    rc[size_t(j)] = cnt(j, r.rank);
-    rd[size_t(j)] = rt;
-    rt += rc[size_t(j)];
-  }
-  std::vector<int32_t> in(st), out(rt, -1);
-  for (int j = 0; j < n; ++j)
-    for (size_t i = 0; i < sc[size_t(j)]; ++i)
-      in[sd[size_t(j)] + i] = ival(r.rank, size_t(j) * 1000 + i);
-  Buf send(r.ctx, r.mem, st * 4), recv(r.ctx, r.mem, rt * 4);
-  send.put(in.data());
-  hmc_request_t req;
-  std::string e = wait(hmc_all_to_allv(r.comm, send.get(), sc.data(), sd.data(), recv.get(),
-                                       rc.data(), rd.data(), HMC_DTYPE_I32, &req),
-                       &req, "all_to_allv");
-  if (!e.empty()) return e;
-  recv.take(out.data());
-  for (int j = 0; j < n; ++j)
-    for (size_t i = 0; i < rc[size_t(j)]; ++i)
-      if (out[rd[size_t(j)] + i] != ival(j, size_t(r.rank) * 1000 + i))
-        return "all_to_allv from rank " + std::to_string(j) + " element " + std::to_string(i);
-  return "";
-}
-
-std::string everything_role(Rank& r) {
-  std::string e = all_reduce_role(r);
-  if (e.empty()) e = gather_scatter_role(r);
-  if (e.empty()) e = all_to_allv_role(r);
-  return e;
 }
 
 }  // namespace
@@ -655,9 +429,15 @@ TEST(Coll, ArgumentErrors) {
     o.struct_size = sizeof o;
     o.rank = 0;
     o.size = 1;
-    o.rendezvous = "redis://127.0.0.1:6379/x";
     hmc_comm_t c;
+#ifdef HMC_TEST_HAVE_HIREDIS
+    o.rendezvous = "redis://127.0.0.1:65536/x";
+    if (e.empty())
+      e = expect(hmc_comm_create(r.ctx, &o, &c), HMC_ERR_INVALID_ARGUMENT, "redis port");
+#else
+    o.rendezvous = "redis://127.0.0.1:6379/x";
     if (e.empty()) e = expect(hmc_comm_create(r.ctx, &o, &c), HMC_ERR_NOT_SUPPORTED, "redis");
+#endif
     o.rendezvous = "udp://x:1";
     if (e.empty()) e = expect(hmc_comm_create(r.ctx, &o, &c), HMC_ERR_INVALID_ARGUMENT, "scheme");
     o.rendezvous = "tcp://127.0.0.1:1";
@@ -823,4 +603,279 @@ TEST(Coll, CountsDisagree) {
     EXPECT_TRUE(disagree || s.find("HMC_ERR_PEER_LOST") == 0) << s;
   }
   EXPECT_GE(protocol, 1);
+}
+
+// ---- The Redis rendezvous, against a real redis-server of the test's own on loopback ----
+
+namespace {
+
+bool on_path(const char* program) {
+  const char* path = getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t at = 0; at <= dirs.size();) {
+    size_t end = dirs.find(':', at);
+    if (end == std::string::npos) end = dirs.size();
+    std::string file = dirs.substr(at, end - at) + "/" + program;
+    if (access(file.c_str(), X_OK) == 0) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+// A redis-server on 127.0.0.1 on a free port, without persistence, killed when this goes (and
+// when the test process dies, through PR_SET_PDEATHSIG).
+class RedisServer {
+ public:
+  ~RedisServer() { kill_now(); }
+  // "" once it answers, else why not.
+  std::string start() {
+    port_ = free_port();
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      std::string port = std::to_string(port_);
+      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", "/tmp", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 500; ++i) {
+      if (cli("PING") == "PONG") return "";
+      usleep(10000);
+    }
+    return "redis-server did not answer on port " + std::to_string(port_) + " within 5 s";
+  }
+  void kill_now() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  std::string url(const std::string& prefix) const {
+    return "redis://127.0.0.1:" + std::to_string(port_) + "/" + prefix;
+  }
+  // redis-cli's answer, its lines joined by spaces.
+  std::string cli(const std::string& args) const {
+    std::string cmd = "redis-cli -p " + std::to_string(port_) + " " + args + " 2>/dev/null";
+    FILE* f = popen(cmd.c_str(), "r");
+    if (!f) return "";
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, f)) out += buf;
+    pclose(f);
+    for (auto& c : out)
+      if (c == '\n') c = ' ';
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out;
+  }
+  // The keys under a prefix, sorted, space-separated.
+  std::string keys(const std::string& prefix) const {
+    std::string out = cli("--scan --pattern '" + prefix + "/*'");
+    std::vector<std::string> v;
+    for (size_t at = 0; at < out.size();) {
+      size_t end = out.find(' ', at);
+      if (end == std::string::npos) end = out.size();
+      v.push_back(out.substr(at, end - at));
+      at = end + 1;
+    }
+    std::sort(v.begin(), v.end());
+    std::string s;
+    for (auto& k : v) s += (s.empty() ? "" : " ") + k;
+    return s;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// Every Redis test's prefix: its own name and this process's id.
+std::string test_prefix() {
+  return std::string("hmc-test/") + testing::UnitTest::GetInstance()->current_test_info()->name() +
+         "-" + std::to_string(getpid());
+}
+
+}  // namespace
+
+class Redis : public testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef HMC_TEST_HAVE_HIREDIS
+    GTEST_SKIP() << "hmc was built without hiredis (Debian: libhiredis-dev): no Redis rendezvous";
+#endif
+    if (!on_path("redis-server") || !on_path("redis-cli"))
+      GTEST_SKIP() << "redis-server or redis-cli is not installed (Debian: redis-server): the "
+                      "Redis rendezvous is tested against a real server";
+    std::string why = server.start();
+    ASSERT_EQ(why, "");
+    prefix = test_prefix();
+  }
+  RedisServer server;
+  std::string prefix;
+};
+
+// Four ranks on mixed memory: every collective, and a split; nothing of the generation is left
+// under the prefix but its counter.
+TEST_F(Redis, EveryCollectiveAndSplit) {
+  Launch l{mems_of(4, {"host", "cuda:0"})};
+  l.rendezvous = server.url(prefix);
+  expect_all_pass(run(l, [](Rank& r) {
+    std::string e = everything_role(r);
+    if (!e.empty()) return e;
+    hmc_comm_t sub = nullptr;
+    hmc_status_t st = hmc_comm_split(r.comm, r.rank % 2, r.rank, &sub);
+    if (st != HMC_SUCCESS) return "split: " + describe(st);
+    int64_t mine = r.rank, sum = 0;
+    hmc_request_t req;
+    e = wait(hmc_all_reduce(sub, &mine, &sum, 1, HMC_DTYPE_I64, HMC_OP_SUM, &req), &req,
+             "all_reduce on the split");
+    if (e.empty() && sum != (r.rank % 2 ? 1 + 3 : 0 + 2)) e = "split sum " + std::to_string(sum);
+    hmc_comm_destroy(sub);
+    return e;
+  }));
+  EXPECT_EQ(server.keys(prefix), prefix + "/epoch");
+}
+
+// HMC_RANK, HMC_WORLD_SIZE and HMC_RENDEZVOUS=redis://...
+TEST_F(Redis, FromVariables) {
+  Launch l{mems_of(2, {"host"})};
+  l.from = "hmc";
+  l.rendezvous = server.url(prefix);
+  expect_all_pass(run(l, all_to_allv_role));
+}
+
+// A rank that never comes: every rank names it, within the timeout; the failed generation's
+// keys all expire; the next group under the prefix does not see them.
+TEST_F(Redis, RankNeverJoinsThenAGroupForms) {
+  Launch l{mems_of(2, {"host"})};
+  l.sizes = {3, 3};
+  l.join_timeout_ms = 1500;
+  l.rendezvous = server.url(prefix);
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = run(l, [](Rank&) { return std::string(); });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(6));
+  for (auto& s : out) {
+    EXPECT_NE(s.find("HMC_ERR_TIMEOUT"), std::string::npos) << s;
+    EXPECT_NE(s.find("rank 2 of 3 did not join"), std::string::npos) << s;
+  }
+  std::string keys = server.keys(prefix);
+  EXPECT_NE(keys.find(prefix + "/gen/1/failed"), std::string::npos) << keys;
+  for (size_t at = 0; at < keys.size();) {
+    size_t end = keys.find(' ', at);
+    if (end == std::string::npos) end = keys.size();
+    std::string k = keys.substr(at, end - at);
+    long ttl = atol(server.cli("PTTL '" + k + "'").c_str());
+    EXPECT_GT(ttl, 0) << k << " does not expire";
+    at = end + 1;
+  }
+  Launch again{mems_of(3, {"host"})};
+  again.rendezvous = server.url(prefix);
+  expect_all_pass(run(again, all_to_allv_role));
+}
+
+TEST_F(Redis, RankClaimedTwice) {
+  Launch l{mems_of(3, {"host"})};
+  l.ranks = {0, 1, 1};
+  l.join_timeout_ms = 1500;
+  l.rendezvous = server.url(prefix);
+  auto out = run(l, [](Rank&) { return std::string(); });
+  int twice = 0;
+  for (auto& s : out) twice += s.find("is claimed twice") != std::string::npos;
+  EXPECT_EQ(twice, 1) << out[0] << " | " << out[1] << " | " << out[2];
+}
+
+TEST_F(Redis, SizesDisagree) {
+  Launch l{mems_of(2, {"host"})};
+  l.sizes = {2, 3};
+  l.join_timeout_ms = 3000;
+  l.rendezvous = server.url(prefix);
+  auto out = run(l, [](Rank&) { return std::string(); });
+  for (auto& s : out)
+    EXPECT_NE(s.find("HMC_ERR_PROTOCOL: hmc_comm_create: the size disagrees"), std::string::npos)
+        << s;
+}
+
+TEST_F(Redis, ServerUnreachable) {
+  server.kill_now();
+  Launch l{mems_of(1, {"host"})};
+  l.ranks = {1};
+  l.sizes = {2};
+  l.join_timeout_ms = 500;
+  l.rendezvous = server.url(prefix);
+  auto out = run(l, [](Rank&) { return std::string(); });
+  EXPECT_NE(out[0].find("HMC_ERR_SYSTEM"), std::string::npos) << out[0];
+  EXPECT_NE(out[0].find("could not be reached"), std::string::npos) << out[0];
+}
+
+// The server dies while two of three ranks wait for the third: both say so at once, naming the
+// missing rank, long before their timeout.
+TEST_F(Redis, ServerKilledMidRendezvous) {
+  Launch l{mems_of(2, {"host"})};
+  l.sizes = {3, 3};
+  l.join_timeout_ms = 20000;
+  l.rendezvous = server.url(prefix);
+  std::thread killer([&] {
+    // Once both ranks are in: their records are there.
+    for (int i = 0; i < 1000; ++i) {
+      std::string keys = server.keys(prefix);
+      if (keys.find("/gen/1/info/0") != std::string::npos &&
+          keys.find("/gen/1/info/1") != std::string::npos)
+        break;
+      usleep(10000);
+    }
+    server.kill_now();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = run(l, [](Rank&) { return std::string(); });
+  killer.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  for (auto& s : out) {
+    EXPECT_NE(s.find("HMC_ERR_SYSTEM"), std::string::npos) << s;
+    EXPECT_NE(s.find("rank 2 of 3 had not joined when the store failed"), std::string::npos) << s;
+  }
+}
+
+// Churn in a pool: three members make a communicator, member 2 leaves, a new process takes
+// its rank, and the pool makes a new communicator under the same prefix: every collective
+// works on it, with the newcomer (not the member that left) as rank 2.
+TEST_F(Redis, MemberLeavesAnotherJoins) {
+  Launch l{mems_of(4, {"host", "hip:0", "host", "cuda:0"})};
+  l.ranks = {0, 1, 2, 2};
+  l.sizes = {3, 3, 3, 3};
+  l.start_after = {-1, -1, -1, 2};
+  l.join_timeout_ms = 20000;
+  std::string url = server.url(prefix);
+  l.rendezvous = url;
+  expect_all_pass(run(l, [&](Rank& r) -> std::string {
+    std::string process = getenv("COLL_TEST_PROCESS");
+    if (process == "3") return everything_role(r);
+    int32_t one = 1, sum = 0;
+    hmc_request_t req;
+    std::string e = wait(hmc_all_reduce(r.comm, &one, &sum, 1, HMC_DTYPE_I32, HMC_OP_SUM, &req),
+                         &req, "all_reduce of the first group");
+    if (e.empty() && sum != 3) e = "first group's sum " + std::to_string(sum);
+    if (!e.empty() || r.rank == 2) return e;  // member 2 leaves
+    hmc_comm_member_info_t left{};
+    left.struct_size = sizeof left;
+    hmc_comm_member_info(r.comm, 2, &left);
+    hmc_comm_destroy(r.comm);
+    r.comm = nullptr;
+    hmc_comm_options_t o{};
+    o.struct_size = sizeof o;
+    o.rank = r.rank;
+    o.size = 3;
+    o.rendezvous = url.c_str();
+    o.timeout_ms = 20000;
+    hmc_status_t st = hmc_comm_create(r.ctx, &o, &r.comm);
+    if (st != HMC_SUCCESS) return "the second group: " + describe(st);
+    hmc_comm_member_info_t joined{};
+    joined.struct_size = sizeof joined;
+    hmc_comm_member_info(r.comm, 2, &joined);
+    if (joined.pid == left.pid)
+      return std::string("rank 2 of the second group is the one that left");
+    return everything_role(r);
+  }));
+  EXPECT_EQ(server.keys(prefix), prefix + "/epoch");
+  EXPECT_EQ(server.cli("GET '" + prefix + "/epoch'"), "2");
 }

@@ -330,3 +330,53 @@ TEST(CollAlgorithms, AllReduceHierarchicalUnevenHosts) {
   }
   g_host_of = [](int r) { return r / 2; };
 }
+
+// Hierarchical broadcast from every root and all-gather, out of place and in place, over two
+// ranks a host, interleaved hosts (rank r on host r % 3), a lone host, and every rank alone.
+TEST(CollAlgorithms, BroadcastAndAllGatherHierarchical) {
+  for (auto host_of : {+[](int r) { return r / 2; }, +[](int r) { return r % 3; },
+                       +[](int r) { return r == 0 ? 5 : 1; }, +[](int r) { return r; }}) {
+    g_host_of = host_of;
+    for (int n : kSizes) {
+      const size_t un = size_t(n);
+      for (int root = 0; root < n; ++root) {
+        CollArgs a;
+        a.kind = CollKind::Broadcast;
+        a.dtype = HMC_DTYPE_I32;
+        a.count = 33;
+        a.root = root;
+        a.in_place = true;
+        std::vector<RankMem> mem(un);
+        for (int r = 0; r < n; ++r)
+          mem[size_t(r)].out = r == root ? ints(33, root) : std::vector<uint8_t>(132, 0);
+        ASSERT_EQ(run_all(a, {}, mem, Algorithm::Hierarchical), "") << "n=" << n;
+        for (int r = 0; r < n; ++r)
+          ASSERT_EQ(mem[size_t(r)].out, ints(33, root)) << "n=" << n << " root " << root;
+      }
+      for (size_t count : {size_t(0), size_t(5), size_t(3000)}) {
+        for (bool in_place : {false, true}) {
+          CollArgs a;
+          a.kind = CollKind::AllGather;
+          a.dtype = HMC_DTYPE_I32;
+          a.count = count;
+          a.in_place = in_place;
+          std::vector<RankMem> mem(un);
+          for (int r = 0; r < n; ++r) {
+            mem[size_t(r)].in = ints(count, r);
+            mem[size_t(r)].out.assign(count * 4 * un, 0xee);
+            if (in_place)
+              memcpy(mem[size_t(r)].out.data() + size_t(r) * count * 4,
+                     mem[size_t(r)].in.data(), count * 4);
+          }
+          ASSERT_EQ(run_all(a, {}, mem, Algorithm::Hierarchical), "") << "all_gather n=" << n;
+          for (int r = 0; r < n; ++r)
+            for (int k = 0; k < n; ++k)
+              for (size_t i = 0; i < count; ++i)
+                ASSERT_EQ(get(mem[size_t(r)].out, size_t(k) * count + i), val(k, i))
+                    << "all_gather n=" << n << " rank " << r;
+        }
+      }
+    }
+  }
+  g_host_of = [](int r) { return r / 2; };
+}

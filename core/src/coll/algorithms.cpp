@@ -336,6 +336,116 @@ Schedule all_reduce_hierarchical(const CollArgs& a, const GroupShape& g, int r) 
   return s;
 }
 
+// Hierarchical broadcast: the data crosses hosts once per host, down a binomial tree over the
+// hosts from the root to each other host's leader (its first rank), then spreads within each host
+// down a binomial tree from the rank that has it. Every rank gets every phase's steps (empty
+// where it has no part, and as many within a host as the largest host needs), so that step
+// numbers match.
+Schedule broadcast_hierarchical(const CollArgs& a, const GroupShape& g, int r) {
+  auto hosts = ranks_by_host(g);
+  if (hosts.empty()) return broadcast(a, g, r, Algorithm::Tree);
+  Schedule s;
+  s.algorithm = "hierarchical";
+  int mine = 0, root_host = 0;
+  size_t most = 0;
+  std::vector<int> entry;  // per host: the rank that has the data after the first phase
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    entry.push_back(hosts[h][0]);
+    most = std::max(most, hosts[h].size());
+    for (int k : hosts[h]) {
+      if (k == r) mine = int(h);
+      if (k == a.root) {
+        root_host = int(h);
+        entry.back() = k;
+      }
+    }
+  }
+  GroupShape across;
+  across.size = int(hosts.size());
+  CollArgs between = a;
+  between.root = root_host;
+  for (Step& step : broadcast(between, across, mine, Algorithm::Tree).steps) {
+    next_step(s);
+    if (r != entry[size_t(mine)]) continue;
+    for (Action act : step.actions) {
+      act.peer = entry[size_t(act.peer)];
+      add(s, act);
+    }
+  }
+  const std::vector<int>& local = hosts[size_t(mine)];
+  GroupShape host;
+  host.size = int(local.size());
+  CollArgs within = a;
+  int me = 0;
+  for (size_t i = 0; i < local.size(); ++i) {
+    if (local[i] == entry[size_t(mine)]) within.root = int(i);
+    if (local[i] == r) me = int(i);
+  }
+  Schedule inner = broadcast(within, host, me, Algorithm::Tree);
+  for (size_t k = 0; (size_t(1) << k) < most; ++k) {
+    next_step(s);
+    if (k >= inner.steps.size()) continue;
+    for (Action act : inner.steps[k].actions) {
+      act.peer = local[size_t(act.peer)];
+      add(s, act);
+    }
+  }
+  return s;
+}
+
+// Hierarchical all-gather: each rank's block goes to its host's leader, the leaders pass their
+// hosts' blocks round a ring (one step per other host, a host's blocks as runs of consecutive
+// ranks), and each leader hands the whole result to the ranks of its host. Only leaders cross
+// hosts; hosts whose ranks interleave so much that a host's blocks make more runs than a step
+// can tag (kMaxRuns) take the ring over every rank instead.
+Schedule all_gather_hierarchical(const CollArgs& a, const GroupShape& g, int r) {
+  constexpr size_t kMaxRuns = 64;
+  auto hosts = ranks_by_host(g);
+  if (hosts.empty()) return all_gather(a, g, r);
+  // Per host: (first rank, ranks) of each run of consecutive ranks.
+  std::vector<std::vector<std::pair<int, int>>> runs(hosts.size());
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    for (int k : hosts[h]) {
+      if (!runs[h].empty() && runs[h].back().first + runs[h].back().second == k)
+        ++runs[h].back().second;
+      else
+        runs[h].push_back({k, 1});
+    }
+    if (runs[h].size() > kMaxRuns) return all_gather(a, g, r);
+  }
+  Schedule s;
+  s.algorithm = "hierarchical";
+  uint64_t b = a.count * dtype_size(a.dtype);
+  int n = g.size, nh = int(hosts.size()), mine = 0;
+  for (size_t h = 0; h < hosts.size(); ++h)
+    for (int k : hosts[h])
+      if (k == r) mine = int(h);
+  const std::vector<int>& local = hosts[size_t(mine)];
+  int leader = local[0];
+  next_step(s);
+  if (!a.in_place) add(s, copy(Buffer::Input, 0, Buffer::Output, uint64_t(r) * b, b));
+  next_step(s);
+  for (size_t i = 1; i < local.size(); ++i) {
+    if (r == leader) add(s, recv(local[i], Buffer::Output, uint64_t(local[i]) * b, b));
+    else if (r == local[i]) add(s, send(leader, Buffer::Output, uint64_t(r) * b, b));
+  }
+  int next = hosts[size_t(mod(mine + 1, nh))][0], prev = hosts[size_t(mod(mine - 1, nh))][0];
+  for (int step = 1; step < nh; ++step) {
+    next_step(s);
+    if (r != leader) continue;
+    for (auto [first, len] : runs[size_t(mod(mine - step + 1, nh))])
+      add(s, send(next, Buffer::Output, uint64_t(first) * b, uint64_t(len) * b));
+    for (auto [first, len] : runs[size_t(mod(mine - step, nh))])
+      add(s, recv(prev, Buffer::Output, uint64_t(first) * b, uint64_t(len) * b));
+  }
+  next_step(s);
+  for (size_t i = 1; i < local.size(); ++i) {
+    if (r == leader) add(s, send(local[i], Buffer::Output, 0, uint64_t(n) * b));
+    else if (r == local[i]) add(s, recv(leader, Buffer::Output, 0, uint64_t(n) * b));
+  }
+  return s;
+}
+
 }  // namespace
 
 const char* algorithm_name(Algorithm a) {
@@ -374,8 +484,11 @@ Schedule make_schedule(const CollArgs& args, const GroupShape& shape, int rank, 
   switch (args.kind) {
     case CollKind::Barrier: return barrier(shape, rank);
     case CollKind::Broadcast:
+      if (algo == Algorithm::Hierarchical) return broadcast_hierarchical(args, shape, rank);
       return broadcast(args, shape, rank, algo == Algorithm::Linear ? algo : Algorithm::Tree);
-    case CollKind::AllGather: return all_gather(args, shape, rank);
+    case CollKind::AllGather:
+      if (algo == Algorithm::Hierarchical) return all_gather_hierarchical(args, shape, rank);
+      return all_gather(args, shape, rank);
     case CollKind::AllToAll:
     case CollKind::AllToAllV: return all_to_all(args, shape, rank);
     case CollKind::ReduceScatter: return reduce_scatter(args, shape, rank);

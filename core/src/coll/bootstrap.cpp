@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 
+#include "coll/redis_rendezvous.h"
 #include "coll/store.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -59,7 +60,34 @@ bool unhex(const std::string& s, std::vector<uint8_t>* out) {
   return true;
 }
 
-// A member as the store keeps it: one field a line.
+// "tcp://host:port" -> host, port.
+hmc_status_t parse_rendezvous(const std::string& url, std::string* host, uint16_t* port) {
+  auto scheme_end = url.find("://");
+  std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
+  if (scheme != "tcp")
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_comm_create: rendezvous '{}' is neither "
+                "tcp://host:port nor redis://host:port/prefix",
+                url);
+  std::string rest = url.substr(scheme_end + 3);
+  auto colon = rest.rfind(':');
+  int64_t p = 0;
+  if (colon == std::string::npos || colon == 0 || !parse_int(rest.substr(colon + 1), &p) ||
+      p <= 0 || p > 65535)
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_comm_create: rendezvous '{}' is not "
+                "tcp://host:port (a port from 1 to 65535)",
+                url);
+  *host = rest.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']')
+    *host = host->substr(1, host->size() - 2);
+  *port = uint16_t(p);
+  return HMC_SUCCESS;
+}
+
+}  // namespace
+
+// One field a line.
 std::string encode_member(const Member& m, int size, uint64_t comm_id) {
   return fmt::format("{}\n{:016x}\n{}\n{}\n{}\n{}\n{:016x}", size, m.context_id, m.pid, m.host_id,
                      m.vendor, hex(m.address), comm_id);
@@ -89,38 +117,6 @@ std::string rank_list(const std::vector<int>& ranks) {
   }
   return s;
 }
-
-// "tcp://host:port" -> host, port. HMC_ERR_NOT_SUPPORTED for a known scheme this build lacks.
-hmc_status_t parse_rendezvous(const std::string& url, std::string* host, uint16_t* port) {
-  auto scheme_end = url.find("://");
-  std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
-  if (scheme == "redis")
-    return fail(HMC_ERR_NOT_SUPPORTED,
-                "hmc_comm_create: rendezvous {}: the Redis rendezvous is "
-                "not built in this version of hmc (use tcp://host:port)",
-                url);
-  if (scheme != "tcp")
-    return fail(HMC_ERR_INVALID_ARGUMENT,
-                "hmc_comm_create: rendezvous '{}' is not "
-                "tcp://host:port",
-                url);
-  std::string rest = url.substr(scheme_end + 3);
-  auto colon = rest.rfind(':');
-  int64_t p = 0;
-  if (colon == std::string::npos || colon == 0 || !parse_int(rest.substr(colon + 1), &p) ||
-      p <= 0 || p > 65535)
-    return fail(HMC_ERR_INVALID_ARGUMENT,
-                "hmc_comm_create: rendezvous '{}' is not "
-                "tcp://host:port (a port from 1 to 65535)",
-                url);
-  *host = rest.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']')
-    *host = host->substr(1, host->size() - 2);
-  *port = uint16_t(p);
-  return HMC_SUCCESS;
-}
-
-}  // namespace
 
 hmc_status_t resolve_join(const Config& config, const hmc_comm_options_t* opts,
                           int default_timeout_ms, JoinSettings* out) {
@@ -189,13 +185,16 @@ hmc_status_t resolve_join(const Config& config, const hmc_comm_options_t* opts,
   if (j.rendezvous.empty())
     return fail(HMC_ERR_INVALID_ARGUMENT,
                 "hmc_comm_create: no rendezvous: give it in the options, "
-                "HMC_RENDEZVOUS=tcp://host:port, or MASTER_ADDR and MASTER_PORT");
+                "HMC_RENDEZVOUS=tcp://host:port (or redis://host:port/prefix), or MASTER_ADDR and "
+                "MASTER_PORT");
   *out = j;
   return HMC_SUCCESS;
 }
 
 hmc_status_t rendezvous(const JoinSettings& join, const Member& self, std::vector<Member>* members,
                         uint64_t* comm_id) {
+  if (join.rendezvous.rfind("redis://", 0) == 0)
+    return redis_rendezvous(join, self, members, comm_id);
   std::string host;
   uint16_t port = 0;
   hmc_status_t st = parse_rendezvous(join.rendezvous, &host, &port);

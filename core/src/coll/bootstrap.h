@@ -15,7 +15,7 @@ namespace hmc::coll {
 struct JoinSettings {
   int rank = -1;
   int size = 0;
-  std::string rendezvous;  // "tcp://host:port"
+  std::string rendezvous;  // "tcp://host:port" or "redis://host:port/prefix"
   int timeout_ms = 0;
   std::string rank_from, size_from;  // which variable or option gave them, for messages
 };
@@ -25,7 +25,15 @@ struct JoinSettings {
 hmc_status_t resolve_join(const Config& config, const hmc_comm_options_t* opts,
                           int default_timeout_ms, JoinSettings* out);
 
-// Meets the other ranks at the rendezvous: rank 0 hosts the store. Fills every member (self
+// A member's record as the rendezvous stores keep it, with the size its rank joined with and
+// the communicator's id (rank 0's is the one every rank takes).
+std::string encode_member(const Member& m, int size, uint64_t comm_id);
+bool decode_member(const std::string& s, Member* m, int* size, uint64_t* comm_id);
+// "1, 2, 5" (the first 8, then how many more), for messages naming ranks.
+std::string rank_list(const std::vector<int>& ranks);
+
+// Meets the other ranks at the rendezvous: rank 0 hosts the store (tcp://), or a Redis server
+// keeps it (redis://, coll/redis_rendezvous.h). Fills every member (self
 // given as `self`) and the communicator's id. Errors: see hmc_comm_create.
 hmc_status_t rendezvous(const JoinSettings& join, const Member& self, std::vector<Member>* members,
                         uint64_t* comm_id);

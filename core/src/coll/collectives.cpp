@@ -170,6 +170,7 @@ hmc_status_t Collectives::post(Communicator* c, const CollArgs& args, const void
   std::string name = fmt::format("{} ({} bytes out, {}, rank {} of {})", what,
                                  output_elements * dtype_size(args.dtype), schedule.algorithm,
                                  comm->rank, comm->size);
+  HMC_LOG_D("communicator {:016x}: {}, {} steps", comm->id, name, schedule.steps.size());
   Execution::Buffers buffers{input, output, output_elements};
   auto exec = std::make_unique<Execution>(transfers_, services_, comm, std::move(schedule), args,
                                           buffers, seq, req, std::move(name));

@@ -63,9 +63,9 @@ const std::vector<ConfigVar>& core_config_vars() {
       {"HMC_WORLD_SIZE", ConfigType::Int, "0",
        "the communicator's size for hmc_comm_create when its options give none; 0: the launcher's (WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE)", "core"},
       {"HMC_RENDEZVOUS", ConfigType::String, "",
-       "where the ranks of hmc_comm_create meet, tcp://host:port (rank 0 hosts the store there); empty: tcp://MASTER_ADDR:MASTER_PORT", "core"},
+       "where the ranks of hmc_comm_create meet: tcp://host:port (rank 0 hosts the store there) or redis://[[user]:password@]host[:port][/prefix] (a Redis server; docs/collectives.md); empty: tcp://MASTER_ADDR:MASTER_PORT", "core"},
       {"HMC_COLL_ALGO", ConfigType::String, "",
-       "force the collectives' algorithm where it applies: ring, recursive_doubling, pairwise, tree or linear; empty: chosen by size", "core"},
+       "force the collectives' algorithm where it applies: ring, recursive_doubling, pairwise, tree, linear or hierarchical (all-reduce, broadcast, all-gather); empty: chosen by size and shape", "core"},
   };
   return vars;
 }

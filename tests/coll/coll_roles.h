@@ -1,0 +1,270 @@
+// The roles of collective tests: what one rank does with a communicator and checks, shared by
+// the tests that fork ranks on this host (coll_test.cpp) and the ranks that run on other
+// "hosts" (netns_rank.cpp). Values are exact where the datatype allows; every check names the
+// first element that is wrong.
+#pragma once
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hmc/hmc.h"
+
+namespace coll_roles {
+
+// Memory of one rank: device memory through hmc, or host memory.
+class Buf {
+ public:
+  Buf(hmc_context_t ctx, const std::string& mem, size_t bytes) : ctx_(ctx), bytes_(bytes) {
+    if (mem == "host") {
+      host_.resize(bytes ? bytes : 1);
+      p_ = host_.data();
+    } else if (hmc_mem_alloc(ctx, mem.c_str(), bytes ? bytes : 1, &p_) != HMC_SUCCESS) {
+      p_ = nullptr;
+    } else {
+      device_ = true;
+    }
+  }
+  ~Buf() {
+    if (device_) hmc_mem_free(ctx_, p_);
+  }
+  void* get() const { return p_; }
+  bool put(const void* src) {
+    return !bytes_ || hmc_mem_copy(ctx_, p_, src, bytes_) == HMC_SUCCESS;
+  }
+  bool take(void* dst) { return !bytes_ || hmc_mem_copy(ctx_, dst, p_, bytes_) == HMC_SUCCESS; }
+
+ private:
+  hmc_context_t ctx_;
+  size_t bytes_;
+  void* p_ = nullptr;
+  bool device_ = false;
+  std::vector<uint8_t> host_;
+};
+
+struct Rank {
+  hmc_context_t ctx;
+  hmc_comm_t comm;
+  int rank, size;
+  std::string mem;
+};
+// A rank's part of a test: "" when every check held, else what failed.
+using Role = std::function<std::string(Rank&)>;
+
+inline std::string describe(hmc_status_t st) {
+  return std::string(hmc_status_string(st)) + ": " + hmc_last_error();
+}
+
+// req is read only after the call that fills it (a parameter by value could be read before).
+inline std::string wait(hmc_status_t st, hmc_request_t* req, const char* what) {
+  if (st != HMC_SUCCESS) return std::string(what) + ": " + describe(st);
+  st = hmc_request_wait(*req, 20000, nullptr);
+  if (st != HMC_SUCCESS) return std::string(what) + " (wait): " + describe(st);
+  return "";
+}
+
+inline int32_t ival(int rank, size_t i) {
+  return int32_t((rank + 1) * 1000 + int(i % 997));
+}
+inline float fval(int rank, size_t i) {
+  return float(rank + 1) * 0.5f + float(i % 101) * 0.001f;
+}
+
+// All-reduce (sum of int32, exact; sum of float, within tolerance; min and max; average of
+// int64), out of place and in place, for counts from 0 to past the ring's threshold.
+inline std::string all_reduce_role(Rank& r) {
+  for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(40001)}) {
+    for (bool in_place : {false, true}) {
+      std::vector<int32_t> in(count), out(count);
+      for (size_t i = 0; i < count; ++i) in[i] = ival(r.rank, i);
+      Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
+      if (!send.put(in.data())) return "fill";
+      hmc_request_t req;
+      void* dst = in_place ? send.get() : recv.get();
+      std::string e =
+          wait(hmc_all_reduce(r.comm, send.get(), dst, count, HMC_DTYPE_I32, HMC_OP_SUM, &req),
+               &req, "all_reduce i32");
+      if (!e.empty()) return e;
+      if (!(in_place ? send : recv).take(out.data())) return "read back";
+      for (size_t i = 0; i < count; ++i) {
+        int32_t want = 0;
+        for (int k = 0; k < r.size; ++k) want += ival(k, i);
+        if (out[i] != want)
+          return "all_reduce i32 count " + std::to_string(count) + " element " + std::to_string(i) +
+                 ": " + std::to_string(out[i]) + " != " + std::to_string(want);
+      }
+    }
+  }
+  for (size_t count : {size_t(3), size_t(30000)}) {
+    std::vector<float> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = fval(r.rank, i);
+    Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
+    if (!send.put(in.data())) return "fill";
+    hmc_request_t req;
+    std::string e =
+        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_F32, HMC_OP_SUM, &req),
+             &req, "all_reduce f32");
+    if (!e.empty()) return e;
+    recv.take(out.data());
+    for (size_t i = 0; i < count; ++i) {
+      double want = 0;
+      for (int k = 0; k < r.size; ++k) want += fval(k, i);
+      if (std::fabs(out[i] - want) > 1e-5 * std::fabs(want) + 1e-6)
+        return "all_reduce f32 element " + std::to_string(i) + " off";
+    }
+  }
+  for (hmc_reduce_op_t op : {HMC_OP_MIN, HMC_OP_MAX, HMC_OP_AVG}) {
+    const size_t count = 11;
+    std::vector<int64_t> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = int64_t(r.rank * 3 + int(i)) * (i % 2 ? -1 : 1);
+    hmc_request_t req;
+    std::string e =
+        wait(hmc_all_reduce(r.comm, in.data(), out.data(), count, HMC_DTYPE_I64, op, &req), &req,
+             "all_reduce i64");
+    if (!e.empty()) return e;
+    for (size_t i = 0; i < count; ++i) {
+      int64_t lo = INT64_MAX, hi = INT64_MIN, sum = 0;
+      for (int k = 0; k < r.size; ++k) {
+        int64_t v = int64_t(k * 3 + int(i)) * (i % 2 ? -1 : 1);
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+        sum += v;
+      }
+      int64_t want = op == HMC_OP_MIN ? lo : op == HMC_OP_MAX ? hi : sum / r.size;
+      if (out[i] != want)
+        return "all_reduce i64 op " + std::to_string(int(op)) + " element " + std::to_string(i);
+    }
+  }
+  return "";
+}
+
+inline std::string gather_scatter_role(Rank& r) {
+  int n = r.size;
+  for (size_t count : {size_t(1), size_t(13), size_t(5000)}) {
+    // all-gather, out of place and in place
+    for (bool in_place : {false, true}) {
+      std::vector<int32_t> mine(count), all(count * size_t(n));
+      for (size_t i = 0; i < count; ++i) mine[i] = ival(r.rank, i);
+      Buf recv(r.ctx, r.mem, all.size() * 4), send(r.ctx, r.mem, count * 4);
+      void* src = send.get();
+      if (in_place) {
+        std::vector<int32_t> init(all.size(), -1);
+        for (size_t i = 0; i < count; ++i) init[size_t(r.rank) * count + i] = mine[i];
+        recv.put(init.data());
+        src = static_cast<int32_t*>(recv.get()) + size_t(r.rank) * count;
+      } else {
+        send.put(mine.data());
+      }
+      hmc_request_t req;
+      std::string e = wait(hmc_all_gather(r.comm, src, recv.get(), count, HMC_DTYPE_I32, &req),
+                           &req, "all_gather");
+      if (!e.empty()) return e;
+      recv.take(all.data());
+      for (int k = 0; k < n; ++k)
+        for (size_t i = 0; i < count; ++i)
+          if (all[size_t(k) * count + i] != ival(k, i))
+            return "all_gather block " + std::to_string(k) + " element " + std::to_string(i);
+    }
+    // reduce-scatter
+    {
+      std::vector<int32_t> in(count * size_t(n)), out(count);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = ival(r.rank, i);
+      Buf send(r.ctx, r.mem, in.size() * 4), recv(r.ctx, r.mem, count * 4);
+      send.put(in.data());
+      hmc_request_t req;
+      std::string e = wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32,
+                                              HMC_OP_SUM, &req),
+                           &req, "reduce_scatter");
+      if (!e.empty()) return e;
+      recv.take(out.data());
+      for (size_t i = 0; i < count; ++i) {
+        int32_t want = 0;
+        for (int k = 0; k < n; ++k) want += ival(k, size_t(r.rank) * count + i);
+        if (out[i] != want) return "reduce_scatter element " + std::to_string(i);
+      }
+    }
+    // all-to-all
+    {
+      std::vector<int32_t> in(count * size_t(n)), out(count * size_t(n));
+      for (size_t i = 0; i < in.size(); ++i) in[i] = ival(r.rank, i);
+      Buf send(r.ctx, r.mem, in.size() * 4), recv(r.ctx, r.mem, out.size() * 4);
+      send.put(in.data());
+      hmc_request_t req;
+      std::string e =
+          wait(hmc_all_to_all(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32, &req), &req,
+               "all_to_all");
+      if (!e.empty()) return e;
+      recv.take(out.data());
+      for (int k = 0; k < n; ++k)
+        for (size_t i = 0; i < count; ++i)
+          if (out[size_t(k) * count + i] != ival(k, size_t(r.rank) * count + i))
+            return "all_to_all from rank " + std::to_string(k) + " element " + std::to_string(i);
+    }
+    // broadcast from the last rank, both algorithms (the second forced through the options of
+    // the environment is per process: the tree is the default)
+    {
+      std::vector<int32_t> v(count);
+      int root = n - 1;
+      for (size_t i = 0; i < count; ++i) v[i] = r.rank == root ? ival(root, i) : 0;
+      Buf buf(r.ctx, r.mem, count * 4);
+      buf.put(v.data());
+      hmc_request_t req;
+      std::string e = wait(hmc_broadcast(r.comm, buf.get(), count, HMC_DTYPE_I32, root, &req), &req,
+                           "broadcast");
+      if (!e.empty()) return e;
+      buf.take(v.data());
+      for (size_t i = 0; i < count; ++i)
+        if (v[i] != ival(root, i)) return "broadcast element " + std::to_string(i);
+    }
+  }
+  hmc_request_t req;
+  return wait(hmc_barrier(r.comm, &req), &req, "barrier");
+}
+
+// All-to-all-v of the MoE shape: rank r sends (r + j) % 3 elements to rank j (zero for some
+// pairs), packed, and receives packed in rank order.
+inline std::string all_to_allv_role(Rank& r) {
+  int n = r.size;
+  auto cnt = [](int from, int to) { return size_t((from + to) % 3) * 17; };
+  const size_t un = static_cast<size_t>(n);
+  std::vector<size_t> sc(un), sd(un), rc(un), rd(un);
+  size_t st = 0, rt = 0;
+  for (int j = 0; j < n; ++j) {
+    sc[size_t(j)] = cnt(r.rank, j);
+    sd[size_t(j)] = st;
+    st += sc[size_t(j)];
+    rc[size_t(j)] = cnt(j, r.rank);
+    rd[size_t(j)] = rt;
+    rt += rc[size_t(j)];
+  }
+  std::vector<int32_t> in(st), out(rt, -1);
+  for (int j = 0; j < n; ++j)
+    for (size_t i = 0; i < sc[size_t(j)]; ++i)
+      in[sd[size_t(j)] + i] = ival(r.rank, size_t(j) * 1000 + i);
+  Buf send(r.ctx, r.mem, st * 4), recv(r.ctx, r.mem, rt * 4);
+  send.put(in.data());
+  hmc_request_t req;
+  std::string e = wait(hmc_all_to_allv(r.comm, send.get(), sc.data(), sd.data(), recv.get(),
+                                       rc.data(), rd.data(), HMC_DTYPE_I32, &req),
+                       &req, "all_to_allv");
+  if (!e.empty()) return e;
+  recv.take(out.data());
+  for (int j = 0; j < n; ++j)
+    for (size_t i = 0; i < rc[size_t(j)]; ++i)
+      if (out[rd[size_t(j)] + i] != ival(j, size_t(r.rank) * 1000 + i))
+        return "all_to_allv from rank " + std::to_string(j) + " element " + std::to_string(i);
+  return "";
+}
+
+inline std::string everything_role(Rank& r) {
+  std::string e = all_reduce_role(r);
+  if (e.empty()) e = gather_scatter_role(r);
+  if (e.empty()) e = all_to_allv_role(r);
+  return e;
+}
+
+}  // namespace coll_roles

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Ranks on two "hosts": two network namespaces joined by a veth pair, each with its own UTS
+# namespace and hostname (hmc's host id is "<hostname>/<boot_id>"), two ranks in each. Every
+# collective runs checked (netns_rank), with all-reduce's hierarchy forced (HMC_COLL_ALGO) and
+# then chosen by hmc; each rank checks that its same-host peers got shared memory and the others
+# TCP; this script checks that the traffic between the hosts crossed the veth.
+#
+#   netns_test.sh NETNS_RANK PLUGIN_DIR
+#
+# Exit status 77 (skipped) when not root or without ip netns / unshare. Namespaces and veth
+# have names unique to this run and are removed on any exit.
+set -euo pipefail
+RANK_BIN=$1
+PLUGIN_DIR=$2
+
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+[[ $(id -u) -eq 0 ]] || skip "network namespaces need root (this runs as uid $(id -u))"
+command -v ip >/dev/null || skip "ip (iproute2) is not installed"
+command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+
+tag=$$$RANDOM
+NS_A=hmc-a-$tag NS_B=hmc-b-$tag
+VETH_A=hv${tag}a VETH_B=hv${tag}b # at most 15 characters
+VETH_A=${VETH_A:0:15} VETH_B=${VETH_B:0:15}
+ADDR_A=10.200.1.1 ADDR_B=10.200.1.2
+pids=()
+LOGS=
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  ip netns del "$NS_A" 2>/dev/null || true # takes its end of the veth, and so the pair
+  ip netns del "$NS_B" 2>/dev/null || true
+  rm -rf "$LOGS"
+}
+trap cleanup EXIT
+
+ip netns add "$NS_A" 2>/dev/null || skip "ip netns add failed: no network namespaces here"
+ip netns add "$NS_B"
+ip link add "$VETH_A" type veth peer name "$VETH_B"
+ip link set "$VETH_A" netns "$NS_A"
+ip link set "$VETH_B" netns "$NS_B"
+ip -n "$NS_A" addr add $ADDR_A/24 dev "$VETH_A"
+ip -n "$NS_B" addr add $ADDR_B/24 dev "$VETH_B"
+for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
+ip -n "$NS_A" link set "$VETH_A" up
+ip -n "$NS_B" link set "$VETH_B" up
+
+veth_bytes() {
+  local rx tx
+  rx=$(ip netns exec "$NS_A" cat /sys/class/net/"$VETH_A"/statistics/rx_bytes)
+  tx=$(ip netns exec "$NS_A" cat /sys/class/net/"$VETH_A"/statistics/tx_bytes)
+  echo $((rx + tx))
+}
+
+export HMC_PLUGIN_PATH=$PLUGIN_DIR HMC_NET_PLUGINS=hoststage HMC_DEVICE_PLUGINS=^cuda,^hip,^mlu,^musa
+export HMC_NET_CALIBRATE=0 HMC_DEVICE_COPY_CALIBRATE=0 HMC_TIMEOUT_MS=15000
+# The debug log names each collective's algorithm; one file a rank.
+LOGS=$(mktemp -d)
+export HMC_LOG_LEVEL=debug
+export HMC_WORLD_SIZE=4 NETNS_HOSTS=0,0,1,1
+
+# One host: its namespace, its hostname, its two ranks; fails when either rank fails.
+# timeout ends the whole process group, ranks included.
+host() { # ns, address, hostname, first rank, rendezvous, algorithm
+  timeout -s KILL 60 ip netns exec "$1" unshare -u bash -c '
+    hostname "$3"
+    export HMC_LISTEN_HOST=$2 HMC_RENDEZVOUS=$5 HMC_COLL_ALGO=$6
+    HMC_RANK=$4 "$0" & a=$!
+    HMC_RANK=$(($4 + 1)) "$0" & b=$!
+    wait $a && wait $b' "$RANK_BIN" "$1" "$2" "$3" "$4" "$5" "$6"
+}
+
+port=29400
+for algo in hierarchical ""; do
+  port=$((port + 1))
+  before=$(veth_bytes)
+  rdv=tcp://$ADDR_A:$port
+  echo "== all-reduce ${algo:-as hmc chooses}; rendezvous $rdv"
+  rm -f "$LOGS"/*
+  export HMC_LOG_FILE=$LOGS/rank-%p.log
+  pids=()
+  host "$NS_A" $ADDR_A hmc-host-a 0 "$rdv" "$algo" &
+  pids+=($!)
+  host "$NS_B" $ADDR_B hmc-host-b 2 "$rdv" "$algo" &
+  pids+=($!)
+  status=0
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  pids=()
+  [[ $status -eq 0 ]] || { echo "FAILED: a rank failed (above)"; exit 1; }
+  # Each collective ran the algorithm it should have on every rank.
+  if [[ $algo == hierarchical ]]; then
+    want=(hmc_all_reduce hierarchical hmc_broadcast hierarchical hmc_all_gather hierarchical)
+  else
+    want=(hmc_all_reduce hierarchical hmc_broadcast tree hmc_all_gather ring)
+  fi
+  for ((i = 0; i < ${#want[@]}; i += 2)); do
+    op=${want[i]} name=${want[i + 1]}
+    ranks=$( (grep -l "$op (.* bytes out, $name, rank" "$LOGS"/rank-*.log || true) | wc -l)
+    others=$( (grep -h "$op (.* bytes out, " "$LOGS"/rank-*.log || true) |
+      (grep -vc " bytes out, $name, rank" || true))
+    if ((ranks != 4 || others != 0)); then
+      echo "FAILED: $op ran $name on $ranks of 4 ranks, and $others times something else"
+      exit 1
+    fi
+  done
+  crossed=$(($(veth_bytes) - before))
+  echo "veth $VETH_A carried $crossed bytes"
+  # Between the hosts, at least the blocks of the all-gathers and all-to-alls that cross (a few
+  # hundred KiB); well under what the run moves, well over the control traffic alone.
+  if ((crossed < 200000)); then
+    echo "FAILED: only $crossed bytes crossed the veth between the hosts"
+    exit 1
+  fi
+done
+echo "PASSED"
