@@ -135,7 +135,7 @@ const size_t kCounts[] = {0, 1, 3, 17, 1000, 20000};
 
 TEST(CollAlgorithms, AllReduceEveryAlgorithm) {
   for (Algorithm algo : {Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling,
-                         Algorithm::Hierarchical}) {
+                         Algorithm::Hierarchical, Algorithm::Direct}) {
     for (int n : kSizes) {
       for (size_t count : kCounts) {
         for (bool in_place : {false, true}) {
@@ -186,6 +186,7 @@ TEST(CollAlgorithms, AllReduceAverage) {
 }
 
 TEST(CollAlgorithms, AllGatherReduceScatterAllToAll) {
+  for (Algorithm algo : {Algorithm::Auto, Algorithm::Direct})
   for (int n : kSizes) {
     for (size_t count : kCounts) {
       CollArgs a;
@@ -199,7 +200,7 @@ TEST(CollAlgorithms, AllGatherReduceScatterAllToAll) {
         mem[size_t(r)].in = ints(count, r);
         mem[size_t(r)].out.assign(count * 4 * un, 0xee);
       }
-      ASSERT_EQ(run_all(a, {}, mem, Algorithm::Auto), "") << "all_gather n=" << n;
+      ASSERT_EQ(run_all(a, {}, mem, algo), "") << "all_gather n=" << n;
       for (int r = 0; r < n; ++r)
         for (int k = 0; k < n; ++k)
           for (size_t i = 0; i < count; ++i)
@@ -211,7 +212,7 @@ TEST(CollAlgorithms, AllGatherReduceScatterAllToAll) {
         mem[size_t(r)].in = ints(count * un, r);
         mem[size_t(r)].out.assign(count * 4, 0xee);
       }
-      ASSERT_EQ(run_all(a, {}, mem, Algorithm::Auto), "") << "reduce_scatter n=" << n;
+      ASSERT_EQ(run_all(a, {}, mem, algo), "") << "reduce_scatter n=" << n;
       for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < count; ++i) {
           int32_t want = 0;
@@ -224,7 +225,7 @@ TEST(CollAlgorithms, AllGatherReduceScatterAllToAll) {
         mem[size_t(r)].in = ints(count * un, r);
         mem[size_t(r)].out.assign(count * 4 * un, 0xee);
       }
-      ASSERT_EQ(run_all(a, {}, mem, Algorithm::Auto), "") << "all_to_all n=" << n;
+      ASSERT_EQ(run_all(a, {}, mem, algo), "") << "all_to_all n=" << n;
       for (int r = 0; r < n; ++r)
         for (int k = 0; k < n; ++k)
           for (size_t i = 0; i < count; ++i)
@@ -235,6 +236,7 @@ TEST(CollAlgorithms, AllGatherReduceScatterAllToAll) {
 }
 
 TEST(CollAlgorithms, AllToAllVWithZeroCounts) {
+  for (Algorithm algo : {Algorithm::Auto, Algorithm::Direct})
   for (int n : kSizes) {
     const size_t un = size_t(n);
     auto cnt = [](int from, int to) { return uint64_t((from * 3 + to) % 4) * 5; };
@@ -256,7 +258,7 @@ TEST(CollAlgorithms, AllToAllVWithZeroCounts) {
       mem[size_t(r)].in = ints(so, r);
       mem[size_t(r)].out.assign((ro + 1) * 4, 0xee);
     }
-    ASSERT_EQ(run_all(args[0], args, mem, Algorithm::Auto), "") << "n=" << n;
+    ASSERT_EQ(run_all(args[0], args, mem, algo), "") << "n=" << n;
     for (int r = 0; r < n; ++r)
       for (int j = 0; j < n; ++j)
         for (uint64_t i = 0; i < cnt(j, r); ++i)
@@ -293,7 +295,8 @@ TEST(CollAlgorithms, BroadcastEveryRootAndBarrier) {
 TEST(CollAlgorithms, Names) {
   Algorithm a;
   for (const char* name :
-       {"ring", "recursive_doubling", "pairwise", "tree", "linear", "hierarchical", "auto"}) {
+       {"ring", "recursive_doubling", "pairwise", "tree", "linear", "hierarchical", "direct",
+        "auto"}) {
     ASSERT_TRUE(parse_algorithm(name, &a)) << name;
     EXPECT_STREQ(algorithm_name(a), name);
   }
@@ -379,4 +382,32 @@ TEST(CollAlgorithms, BroadcastAndAllGatherHierarchical) {
     }
   }
   g_host_of = [](int r) { return r / 2; };
+}
+
+// Up to 8 ranks on one host take the direct forms (one step per phase); more ranks, or ranks on
+// several hosts, the step-by-step ones.
+TEST(CollAlgorithms, DirectWithinOneSmallHost) {
+  for (int n : {2, 4, 8, 9}) {
+    GroupShape g;
+    g.size = n;
+    g.host_of_rank.assign(size_t(n), 0);
+    g.vendor_of_rank.assign(size_t(n), "host");
+    CollArgs a;
+    a.dtype = HMC_DTYPE_F32;
+    a.count = 1 << 18;
+    for (CollKind k : {CollKind::AllGather, CollKind::AllToAll, CollKind::ReduceScatter,
+                       CollKind::AllReduce}) {
+      a.kind = k;
+      Schedule s = make_schedule(a, g, 0, Algorithm::Auto);
+      EXPECT_EQ(s.algorithm == "direct", n <= 8) << "n=" << n << " " << s.algorithm;
+      if (n <= 8) EXPECT_EQ(s.steps.size(), k == CollKind::AllReduce ? 3u : 2u);
+    }
+    // Small all-reduces keep recursive doubling.
+    a.kind = CollKind::AllReduce;
+    a.count = 2;
+    EXPECT_EQ(make_schedule(a, g, 0, Algorithm::Auto).algorithm, "recursive_doubling");
+    g.host_of_rank[size_t(n - 1)] = 1;
+    a.kind = CollKind::AllGather;
+    EXPECT_EQ(make_schedule(a, g, 0, Algorithm::Auto).algorithm, "ring") << "n=" << n;
+  }
 }

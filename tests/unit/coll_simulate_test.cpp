@@ -182,6 +182,28 @@ TEST(CollSimulate, HostMemoryIsShared) {
   EXPECT_DOUBLE_EQ(r.time_us, 1 + 500);
 }
 
+TEST(CollSimulate, ExecutorStepCostAndOversubscribedCores) {
+  // Four host ranks exchange 1 MB in pairs (0 <-> 1, 2 <-> 3) in one step: four shared-memory
+  // transfers, each link 64 Gb/s (8 bytes/ns), 1 us latency. Every step costs 10 us plus 5 us
+  // per transfer posted (two per rank): 20 us before anything moves.
+  std::string head = R"({"paths": {"shared_memory": {"gbps": 64, "latency_us": 1}},
+                         "executor": {"step_us": 10, "transfer_us": 5},
+                         "hosts": [{"ranks": ["host", "host", "host", "host"])";
+  std::vector<Schedule> s;
+  for (int r = 0; r < 4; ++r)
+    s.push_back(steps({{send_to(r ^ 1, 1000000), recv_from(r ^ 1, 1000000)}}));
+  SimResult r = run(s, parse(head + "}]}"));
+  EXPECT_DOUBLE_EQ(r.time_us, 20 + 1 + 125);
+  // Two cores for four ranks: the software costs twice as long; the CPUs, each moving 4 bytes/ns
+  // (32 Gb/s), carry the four transfers together at 8 bytes/ns, 2 each.
+  r = run(s, parse(head + R"(, "cores": 2, "cpu_gbps": 32}]})"));
+  EXPECT_DOUBLE_EQ(r.time_us, 40 + 1 + 500);
+  EXPECT_EQ(r.bottleneck, "host0 CPU");
+  // As many cores as ranks: no slowdown of the software; the CPUs no longer the bottleneck.
+  r = run(s, parse(head + R"(, "cores": 4, "cpu_gbps": 64}]})"));
+  EXPECT_DOUBLE_EQ(r.time_us, 20 + 1 + 125);
+}
+
 TEST(CollSimulate, NetworkStagingWithoutGpuDirect) {
   Topology t = parse(R"({
     "vendors": {"mlu": {"gpudirect": false, "copy_gbps": 4}},

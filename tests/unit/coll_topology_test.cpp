@@ -129,7 +129,8 @@ TEST(CollTopology, ErrorsNameTheLineAndField) {
       {"{\"hosts\": [{\"ranks\": [\"cuda\"]}]}",
        "bad.json:1: hosts[0].ranks[0]: vendor \"cuda\" is not in \"vendors\""},
       {"{\"hosts\": [{\"ranks\": [\"host\"], \"nic\": []}]}",
-       "hosts[0].nic: unknown member (known: name, repeat, ranks, nics, memory_gbps)"},
+       "hosts[0].nic: unknown member (known: name, repeat, ranks, nics, memory_gbps, cores, "
+       "cpu_gbps)"},
       {"{\"hosts\": [{\"ranks\": [\"host\"], \"nics\": [{\"gbps\": -1}]}]}",
        "hosts[0].nics[0].gbps: wants a number >= 0, got -1"},
       {"{\"paths\": {\"nvlink\": {}}, \"hosts\": []}", "paths.nvlink: unknown path"},
@@ -177,6 +178,38 @@ TEST(CollTopology, GeneratesALargeMixedCluster) {
   EXPECT_EQ(t.hosts[0].nics[0].gbps, 400);
   EXPECT_NE(t.summary().find("128 hosts, 1024 ranks (cuda 512, hip 512)"), std::string::npos)
       << t.summary();
+}
+
+TEST(CollTopology, ExecutorCostAndCores) {
+  Topology t;
+  ASSERT_EQ(parse_topology(R"({"executor": {"step_us": 7.5, "transfer_us": 1.5},
+      "hosts": [{"ranks": ["host", "host", "host"], "cores": 2, "cpu_gbps": 40}]})",
+                           "c.json", &t),
+            HMC_SUCCESS)
+      << last_error();
+  EXPECT_EQ(t.executor.step_us, 7.5);
+  EXPECT_EQ(t.executor.transfer_us, 1.5);
+  EXPECT_EQ(t.hosts[0].cores, 2);
+  EXPECT_EQ(t.hosts[0].cpu_gbps, 40);
+  EXPECT_DOUBLE_EQ(t.hosts[0].oversubscription(), 1.5);
+  EXPECT_EQ(parse_topology(R"({"hosts": [{"ranks": ["host"], "cores": 1.5}]})", "c.json", &t),
+            HMC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("hosts[0].cores: wants a whole number"), std::string::npos)
+      << last_error();
+  EXPECT_EQ(parse_topology(R"({"executor": {"step": 1}, "hosts": [{"ranks": ["host"]}]})",
+                           "c.json", &t),
+            HMC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("executor.step: unknown member"), std::string::npos) << last_error();
+  ASSERT_EQ(generate_topology("ranks_per_host=4,vendors=host,cores_per_host=2,cpu_gbps=30,"
+                              "step_us=12,transfer_us=2",
+                              &t),
+            HMC_SUCCESS)
+      << last_error();
+  EXPECT_EQ(t.hosts[0].cores, 2);
+  EXPECT_EQ(t.hosts[0].cpu_gbps, 30);
+  EXPECT_EQ(t.executor.step_us, 12);
+  EXPECT_EQ(t.executor.transfer_us, 2);
+  EXPECT_DOUBLE_EQ(t.hosts[0].oversubscription(), 2);
 }
 
 TEST(CollTopology, GeneratorRejectsBadSpecs) {

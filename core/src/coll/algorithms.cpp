@@ -7,6 +7,18 @@ namespace hmc::coll {
 namespace {
 
 constexpr uint64_t kSmallAllReduceBytes = 64 * 1024;
+// Up to this many ranks on one host, the all-gather, all-to-all, reduce-scatter and all-reduce
+// post every transfer of a phase at once (direct) instead of passing blocks around a ring: the
+// same bytes in one step instead of n - 1, and each step costs every rank a wake-up, which on a
+// host with fewer cores than ranks is most of a small collective's time (measured:
+// docs/performance.md, "Collectives against Open MPI"). Beyond it, n - 1 transfers in flight per
+// rank would crowd the shared-memory rings.
+constexpr int kDirectMaxRanks = 8;
+// Below this, an all-reduce within such a host still takes recursive doubling: its exchanges
+// with one partner at a time ended sooner than the direct form's with every rank (4 ranks on 2
+// cores, 8 B and 4 KiB: 34-116 us against 123-295 us and 55-76 us against 110-597 us; 64 KiB:
+// 226-468 us against 141-212 us).
+constexpr uint64_t kDirectAllReduceMinBytes = 16 * 1024;
 
 Action send(int peer, Buffer b, uint64_t off, uint64_t bytes) {
   Action a;
@@ -101,14 +113,23 @@ Schedule broadcast(const CollArgs& a, const GroupShape& g, int r, Algorithm algo
   return s;
 }
 
-// Ring: in step s each rank passes on the block it got in the step before.
-Schedule all_gather(const CollArgs& a, const GroupShape& g, int r) {
+// Ring: in step s each rank passes on the block it got in the step before. Direct: one step in
+// which every rank sends its block to every other.
+Schedule all_gather(const CollArgs& a, const GroupShape& g, int r, bool direct) {
   Schedule s;
-  s.algorithm = "ring";
+  s.algorithm = direct ? "direct" : "ring";
   uint64_t b = a.count * dtype_size(a.dtype);
   int n = g.size;
   next_step(s);
   if (!a.in_place) add(s, copy(Buffer::Input, 0, Buffer::Output, uint64_t(r) * b, b));
+  if (direct) {
+    next_step(s);
+    for (int k = 1; k < n; ++k) {
+      add(s, send(mod(r + k, n), Buffer::Output, uint64_t(r) * b, b));
+      add(s, recv(mod(r - k, n), Buffer::Output, uint64_t(mod(r - k, n)) * b, b));
+    }
+    return s;
+  }
   for (int step = 1; step < n; ++step) {
     next_step(s);
     int out = mod(r - step + 1, n), in = mod(r - step, n);
@@ -119,10 +140,10 @@ Schedule all_gather(const CollArgs& a, const GroupShape& g, int r) {
 }
 
 // Pairwise exchange: in step s rank r sends to r+s and receives from r-s, so that every rank
-// talks to one peer at a time in each direction.
-Schedule all_to_all(const CollArgs& a, const GroupShape& g, int r) {
+// talks to one peer at a time in each direction. Direct: the same transfers, all in one step.
+Schedule all_to_all(const CollArgs& a, const GroupShape& g, int r, bool direct) {
   Schedule s;
-  s.algorithm = "pairwise";
+  s.algorithm = direct ? "direct" : "pairwise";
   size_t es = dtype_size(a.dtype);
   int n = g.size;
   bool v = a.kind == CollKind::AllToAllV;
@@ -139,8 +160,9 @@ Schedule all_to_all(const CollArgs& a, const GroupShape& g, int r) {
   sent(r, &so, &sl);
   got(r, &ro, &rl);
   add(s, copy(Buffer::Input, so, Buffer::Output, ro, std::min(sl, rl)));
+  if (direct) next_step(s);
   for (int step = 1; step < n; ++step) {
-    next_step(s);
+    if (!direct) next_step(s);
     int to = mod(r + step, n), from = mod(r - step, n);
     sent(to, &so, &sl);
     got(from, &ro, &rl);
@@ -165,7 +187,27 @@ void ring_reduce_scatter(Schedule& s, Buffer buf, int n, int r, Offsets offsets)
   }
 }
 
-Schedule reduce_scatter(const CollArgs& a, const GroupShape& g, int r) {
+// Direct: every rank sends block j of its input to rank j and reduces what the others send it
+// into its own block, in one step. Each block is reduced by one rank, in a fixed order.
+Schedule reduce_scatter_direct(const CollArgs& a, const GroupShape& g, int r) {
+  Schedule s;
+  s.algorithm = "direct";
+  uint64_t b = a.count * dtype_size(a.dtype);
+  int n = g.size;
+  next_step(s);
+  if (!a.in_place) add(s, copy(Buffer::Input, uint64_t(r) * b, Buffer::Output, 0, b));
+  next_step(s);
+  for (int k = 1; k < n; ++k) {
+    int to = mod(r + k, n);
+    add(s, send(to, Buffer::Input, uint64_t(to) * b, b));
+    add(s, recv(mod(r - k, n), Buffer::Output, 0, b, true));
+  }
+  s.divide_by_size = a.op == HMC_OP_AVG;
+  return s;
+}
+
+Schedule reduce_scatter(const CollArgs& a, const GroupShape& g, int r, bool direct) {
+  if (direct) return reduce_scatter_direct(a, g, r);
   Schedule s;
   s.algorithm = "ring";
   size_t es = dtype_size(a.dtype);
@@ -206,6 +248,41 @@ Schedule all_reduce_ring(const CollArgs& a, const GroupShape& g, int r) {
     add(s, send(mod(r + 1, n), Buffer::Output, off, len));
     offsets(mod(r - step, n), &off, &len);
     add(s, recv(mod(r - 1, n), Buffer::Output, off, len));
+  }
+  s.divide_by_size = a.op == HMC_OP_AVG;
+  return s;
+}
+
+// Direct: a reduce-scatter then an all-gather, each one step in which every rank exchanges a
+// block with every other. Block j is reduced by rank j alone (in a fixed order), so every rank
+// ends with the same bits.
+Schedule all_reduce_direct(const CollArgs& a, const GroupShape& g, int r) {
+  Schedule s;
+  s.algorithm = "direct";
+  size_t es = dtype_size(a.dtype);
+  int n = g.size;
+  auto at = [&](int i, uint64_t* off, uint64_t* len) {
+    block(a.count, n, i, off, len);
+    *off *= es;
+    *len *= es;
+  };
+  next_step(s);
+  if (!a.in_place) add(s, copy(Buffer::Input, 0, Buffer::Output, 0, a.count * es));
+  uint64_t mo, ml, off, len;
+  at(r, &mo, &ml);
+  next_step(s);
+  for (int k = 1; k < n; ++k) {
+    int to = mod(r + k, n);
+    at(to, &off, &len);
+    add(s, send(to, Buffer::Output, off, len));
+    add(s, recv(mod(r - k, n), Buffer::Output, mo, ml, true));
+  }
+  next_step(s);
+  for (int k = 1; k < n; ++k) {
+    int from = mod(r - k, n);
+    add(s, send(mod(r + k, n), Buffer::Output, mo, ml));
+    at(from, &off, &len);
+    add(s, recv(from, Buffer::Output, off, len));
   }
   s.divide_by_size = a.op == HMC_OP_AVG;
   return s;
@@ -262,6 +339,7 @@ Schedule all_reduce_doubling(const CollArgs& a, const GroupShape& g, int r) {
 
 
 Schedule all_reduce_flat(const CollArgs& a, const GroupShape& g, int r, Algorithm algo) {
+  if (algo == Algorithm::Direct) return all_reduce_direct(a, g, r);
   bool ring = algo == Algorithm::Ring;
   if (algo != Algorithm::Ring && algo != Algorithm::RecursiveDoubling)
     ring = a.count * dtype_size(a.dtype) > kSmallAllReduceBytes && a.count >= uint64_t(g.size);
@@ -458,6 +536,7 @@ const char* algorithm_name(Algorithm a) {
     case Algorithm::Linear: return "linear";
     case Algorithm::Tree: return "tree";
     case Algorithm::Hierarchical: return "hierarchical";
+    case Algorithm::Direct: return "direct";
   }
   return "?";
 }
@@ -465,7 +544,8 @@ const char* algorithm_name(Algorithm a) {
 bool parse_algorithm(const std::string& name, Algorithm* out) {
   for (Algorithm a :
        {Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling, Algorithm::RecursiveHalving,
-        Algorithm::Pairwise, Algorithm::Linear, Algorithm::Tree, Algorithm::Hierarchical}) {
+        Algorithm::Pairwise, Algorithm::Linear, Algorithm::Tree, Algorithm::Hierarchical,
+        Algorithm::Direct}) {
     if (name == algorithm_name(a)) {
       *out = a;
       return true;
@@ -481,6 +561,9 @@ bool parse_algorithm(const std::string& name, Algorithm* out) {
 Schedule make_schedule(const CollArgs& args, const GroupShape& shape, int rank, Algorithm algo) {
   // A forced algorithm that does not apply to this collective falls back to the choice by size
   // (one HMC_COLL_ALGO can then be set for a whole run).
+  auto hosts = ranks_by_host(shape);
+  bool direct = algo == Algorithm::Direct ||
+                (algo == Algorithm::Auto && hosts.size() == 1 && shape.size <= kDirectMaxRanks);
   switch (args.kind) {
     case CollKind::Barrier: return barrier(shape, rank);
     case CollKind::Broadcast:
@@ -488,16 +571,18 @@ Schedule make_schedule(const CollArgs& args, const GroupShape& shape, int rank, 
       return broadcast(args, shape, rank, algo == Algorithm::Linear ? algo : Algorithm::Tree);
     case CollKind::AllGather:
       if (algo == Algorithm::Hierarchical) return all_gather_hierarchical(args, shape, rank);
-      return all_gather(args, shape, rank);
+      return all_gather(args, shape, rank, direct);
     case CollKind::AllToAll:
-    case CollKind::AllToAllV: return all_to_all(args, shape, rank);
-    case CollKind::ReduceScatter: return reduce_scatter(args, shape, rank);
+    case CollKind::AllToAllV: return all_to_all(args, shape, rank, direct);
+    case CollKind::ReduceScatter: return reduce_scatter(args, shape, rank, direct);
     case CollKind::AllReduce: {
       // Across hosts with several ranks on some, the hierarchy unless an algorithm is forced.
-      auto hosts = ranks_by_host(shape);
       bool spans = hosts.size() > 1 && hosts.size() < size_t(shape.size);
       if (algo == Algorithm::Hierarchical || (algo == Algorithm::Auto && spans))
         return all_reduce_hierarchical(args, shape, rank);
+      if (direct && (algo == Algorithm::Direct ||
+                     args.count * dtype_size(args.dtype) >= kDirectAllReduceMinBytes))
+        return all_reduce_direct(args, shape, rank);
       return all_reduce_flat(args, shape, rank, algo);
     }
   }

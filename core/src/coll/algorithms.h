@@ -38,7 +38,7 @@ struct GroupShape {
 };
 
 enum class Algorithm : uint8_t {
-  Auto, Ring, RecursiveDoubling, RecursiveHalving, Pairwise, Linear, Tree, Hierarchical
+  Auto, Ring, RecursiveDoubling, RecursiveHalving, Pairwise, Linear, Tree, Hierarchical, Direct
 };
 const char* algorithm_name(Algorithm a);
 bool parse_algorithm(const std::string& name, Algorithm* out);  // "ring", ... (HMC_COLL_ALGO)

@@ -1,5 +1,7 @@
 #include "coll/collectives.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <set>
 
@@ -21,6 +23,14 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The cores this process may run on.
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
 }  // namespace
 
 Collectives::~Collectives() {
@@ -37,6 +47,9 @@ hmc_status_t Collectives::adopt(std::shared_ptr<Communicator> comm, Communicator
   comm->owner = s_.owner;
   comm->shape = shape_of(comm->members);
   comm->peers.resize(size_t(comm->size));
+  int here = 0;
+  for (const Member& m : comm->members) here += m.host_id == s_.self.host_id;
+  comm->crowded = here > usable_cores();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     comms_.push_back(comm);
@@ -191,9 +204,10 @@ bool Collectives::progress() {
   if (active_.load(std::memory_order_acquire) == 0) return false;
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return false;  // another thread is at it
-  bool busy = false;
+  bool busy = false, crowded = false;
   for (size_t i = 0; i < running_.size();) {
     busy |= running_[i]->advance();
+    crowded |= running_[i]->comm().crowded;
     if (running_[i]->ended()) {
       running_[i] = std::move(running_.back());
       running_.pop_back();
@@ -202,6 +216,11 @@ bool Collectives::progress() {
     }
   }
   active_.store(int(running_.size()), std::memory_order_release);
+  lock.unlock();
+  // With more ranks than cores, a rank polling for its peers holds a core one of them needs to
+  // send what it waits for: a wait would last the scheduler's time slice (milliseconds) where
+  // the transfer takes microseconds. Open MPI yields likewise when oversubscribed.
+  if (!busy && crowded) sched_yield();
   return busy;
 }
 

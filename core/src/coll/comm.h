@@ -32,12 +32,18 @@ struct Communicator {
   int size = 0;
   std::vector<Member> members;  // by rank
   GroupShape shape;
+  // More of its ranks on this host than this process may run on cores: a waiting rank gives
+  // its core away (coll/collectives.h).
+  bool crowded = false;
   // Guarded by the owning Collectives' mutex.
   std::vector<std::shared_ptr<Peer>> peers;  // by rank; null until first needed
   uint32_t next_seq = 0;                     // collectives posted so far
   uint32_t splits = 0;                       // splits made so far
   int running = 0;                           // collectives not yet ended
   std::string broken;                        // why it can no longer be used; "" while it can
+  // Host buffers that RecvReduce receives into, kept from one collective to the next: a fresh
+  // buffer of megabytes costs page faults and zeroing on every collective (coll/executor.h).
+  std::vector<std::vector<uint8_t>> spare_buffers;
 };
 
 // The shape of a group from its members: hosts numbered in order of first appearance.

@@ -44,6 +44,21 @@ Execution::~Execution() {
     if (p.req) RequestTable::release(p.req);
 }
 
+std::vector<uint8_t> Execution::take_buffer(uint64_t bytes) {
+  auto& spare = comm_->spare_buffers;
+  std::vector<uint8_t> b;
+  if (!spare.empty()) {
+    b = std::move(spare.back());
+    spare.pop_back();
+  }
+  if (b.size() < bytes) b.resize(bytes);
+  return b;
+}
+
+void Execution::give_back(std::vector<uint8_t> buffer) {
+  if (!buffer.empty()) comm_->spare_buffers.push_back(std::move(buffer));
+}
+
 uint8_t* Execution::at(const Range& r) {
   switch (r.buffer) {
     case Buffer::Input:
@@ -125,7 +140,7 @@ hmc_status_t Execution::start_step() {
     } else if (a.kind == ActionKind::Recv) {
       st = transfers_.post_recv(peer, at(a.dst), a.bytes, tag, &p.req);
     } else {
-      p.received.resize(a.bytes);
+      p.received = take_buffer(a.bytes);
       st = transfers_.post_recv(peer, p.received.data(), a.bytes, tag, &p.req);
     }
     if (st != HMC_SUCCESS) {
@@ -145,6 +160,7 @@ hmc_status_t Execution::finish_step() {
     if (p.action->kind != ActionKind::RecvReduce) continue;
     hmc_status_t st =
         reduce(at(p.action->dst), p.action->dst.buffer, p.received.data(), p.action->bytes);
+    give_back(std::move(p.received));
     if (st != HMC_SUCCESS)
       return record_failure(st, fmt::format("{}: step {}: reducing what rank {} sent: {}", what_,
                                             step_, p.action->peer, last_error()));

@@ -85,6 +85,9 @@ class Execution {
   hmc_status_t local(const Action& a);
   hmc_status_t reduce(uint8_t* dst, Buffer db, const uint8_t* src, uint64_t bytes);
   hmc_status_t finish_step();
+  // A host buffer of at least `bytes` from the communicator's spares, and its return.
+  std::vector<uint8_t> take_buffer(uint64_t bytes);
+  void give_back(std::vector<uint8_t> buffer);
   // Records the first failure and drops the communicator's connections; returns status.
   hmc_status_t record_failure(hmc_status_t status, const std::string& why);
   void end(hmc_status_t status, std::string error);

@@ -15,7 +15,7 @@ namespace {
 
 constexpr double kBytesPerNsPerGbps = 0.125;  // 1 Gb/s = 10^9 bits/s = 0.125 bytes/ns
 constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
-constexpr int kMaxResources = 5;
+constexpr int kMaxResources = 6;
 
 const char* action_name(ActionKind k) {
   switch (k) {
@@ -61,7 +61,7 @@ struct Op {
 };
 
 // Per rank: its intra-host ports per path and direction, then its copy, reduce and network
-// staging engines. NICs (tx and rx) and host memories are numbered after all ranks.
+// staging engines. NICs (tx and rx), host memories and host CPUs are numbered after all ranks.
 enum RankResource : uint32_t {
   kPortOut = 0,                          // + IntraPath
   kPortIn = kPortOut + kIntraPathCount,  // + IntraPath
@@ -274,7 +274,8 @@ class Simulator {
       nics += static_cast<uint32_t>(h.nics.size());
     }
     mem_base_ = nic_base_ + 2 * nics;
-    resources_.resize(mem_base_ + topo_.hosts.size());
+    cpu_base_ = mem_base_ + static_cast<uint32_t>(topo_.hosts.size());
+    resources_.resize(cpu_base_ + topo_.hosts.size());
     for (int r = 0; r < n; ++r) {
       const VendorSpec& v = topo_.vendors[topo_.vendor_of_rank[r]];
       Resource* rr = &resources_[static_cast<size_t>(r) * kRankResources];
@@ -292,6 +293,9 @@ class Simulator {
             topo_.hosts[h].nics[k].gbps * kBytesPerNsPerGbps;
       }
       resources_[mem_base_ + h].capacity = topo_.hosts[h].memory_gbps * kBytesPerNsPerGbps;
+      const HostSpec& hs = topo_.hosts[h];
+      int cores = hs.cores > 0 ? hs.cores : static_cast<int>(hs.ranks.size());
+      resources_[cpu_base_ + h].capacity = cores * hs.cpu_gbps * kBytesPerNsPerGbps;
     }
   }
 
@@ -313,6 +317,7 @@ class Simulator {
   }
 
   std::string resource_name(uint32_t id) const {
+    if (id >= cpu_base_) return fmt::format("{} CPU", topo_.hosts[id - cpu_base_].name);
     if (id >= mem_base_) return fmt::format("{} memory", topo_.hosts[id - mem_base_].name);
     if (id >= nic_base_) {
       uint32_t nic = (id - nic_base_) / 2;
@@ -345,8 +350,12 @@ class Simulator {
     const VendorSpec& sv = topo_.vendors[topo_.vendor_of_rank[op.src]];
     if (op.dst < 0) {
       use(rank_resource(op.src, op.kind == ActionKind::Copy ? kCopy : kReduce));
-      // A host rank's copies and reductions run through the same memory as its host's transfers.
-      if (sv.name == "host") use(mem_base_ + static_cast<uint32_t>(topo_.host_of_rank[op.src]));
+      // A host rank's copies and reductions run through the same memory and CPUs as its host's
+      // transfers.
+      if (sv.name == "host") {
+        use(mem_base_ + static_cast<uint32_t>(topo_.host_of_rank[op.src]));
+        use(cpu_base_ + static_cast<uint32_t>(topo_.host_of_rank[op.src]));
+      }
       *latency_ns = sv.op_latency_us * 1000;
       return;
     }
@@ -357,7 +366,11 @@ class Simulator {
       IntraPath p = topo_.intra_path(op.src, op.dst, &link);
       use(rank_resource(op.src, kPortOut + static_cast<uint32_t>(p)));
       use(rank_resource(op.dst, kPortIn + static_cast<uint32_t>(p)));
-      if (p != IntraPath::DeviceIpc) use(mem_base_ + static_cast<uint32_t>(hs));
+      // Shared-memory and staged transfers are copies that the hosts' CPUs make.
+      if (p != IntraPath::DeviceIpc) {
+        use(mem_base_ + static_cast<uint32_t>(hs));
+        use(cpu_base_ + static_cast<uint32_t>(hs));
+      }
       f->cap = link.gbps * kBytesPerNsPerGbps;
       *latency_ns = link.latency_us * 1000;
     } else {
@@ -388,10 +401,16 @@ class Simulator {
     }
     uint64_t first = step_off_[rank_base_[r] + s], last = step_off_[rank_base_[r] + s + 1];
     rank_left_[r] = static_cast<uint32_t>(last - first);
+    // The executor's software cost: nothing of the step starts before the rank has posted it,
+    // and a rank without a core of its own waits for one.
+    uint32_t transfers = 0;
+    for (const Action& a : steps[s].actions) transfers += a.peer >= 0;
+    double posted = t + (topo_.executor.step_us + topo_.executor.transfer_us * transfers) * 1000 *
+                            topo_.hosts[topo_.host_of_rank[r]].oversubscription();
     for (uint64_t g = first; g < last; ++g) {
       uint32_t id = action_op_[g];
       Op& op = ops_[id];
-      op.ready_ns = std::max(op.ready_ns, t);
+      op.ready_ns = std::max(op.ready_ns, posted);
       if (--op.posts_left == 0) {
         Flow f;
         double latency = 0;
@@ -504,7 +523,7 @@ class Simulator {
   std::vector<uint32_t> action_op_;  // global action -> op
   std::vector<Op> ops_;
   std::vector<Resource> resources_;
-  uint32_t nic_base_ = 0, mem_base_ = 0;
+  uint32_t nic_base_ = 0, mem_base_ = 0, cpu_base_ = 0;
   std::vector<uint32_t> host_nic_base_;
   std::vector<Flow> flows_;
   std::vector<uint32_t> free_flows_;

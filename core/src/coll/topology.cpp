@@ -87,7 +87,8 @@ class FileReader {
 
   hmc_status_t read(const json::Value& root, Topology* t) {
     if (root.type != json::Type::Object) return wrong(root, "(top level)", "an object");
-    if (!only(root, "", {"paths", "pairs", "vendors", "hosts", "name"})) return status_;
+    if (!only(root, "", {"paths", "pairs", "vendors", "hosts", "name", "executor"}))
+      return status_;
     for (int i = 0; i < kIntraPathCount; ++i) t->paths[i] = kDefaultPaths[i];
     t->vendors = {default_vendor("host")};
     if (const json::Value* v = root.find("vendors")) {
@@ -117,6 +118,16 @@ class FileReader {
       if (v->type != json::Type::Array) return wrong(*v, "pairs", "an array");
       for (size_t i = 0; i < v->items.size(); ++i)
         if (!pair(v->items[i], fmt::format("pairs[{}]", i), t)) return status_;
+    }
+    if (const json::Value* v = root.find("executor")) {
+      if (v->type != json::Type::Object) return wrong(*v, "executor", "an object");
+      if (!only(*v, "executor", {"step_us", "transfer_us"})) return status_;
+      const json::Value* m;
+      if ((m = v->find("step_us")) && !number(*m, "executor.step_us", 0, &t->executor.step_us))
+        return status_;
+      if ((m = v->find("transfer_us")) &&
+          !number(*m, "executor.transfer_us", 0, &t->executor.transfer_us))
+        return status_;
     }
     const json::Value* hosts = root.find("hosts");
     if (!hosts) return error(root, "hosts", "missing (the list of hosts)");
@@ -250,7 +261,8 @@ class FileReader {
       wrong(v, field, "an object");
       return false;
     }
-    if (!only(v, field, {"name", "repeat", "ranks", "nics", "memory_gbps"})) return false;
+    if (!only(v, field, {"name", "repeat", "ranks", "nics", "memory_gbps", "cores", "cpu_gbps"}))
+      return false;
     HostSpec h;
     const json::Value* n = v.find("name");
     if (n) {
@@ -300,6 +312,17 @@ class FileReader {
     }
     if (const json::Value* m = v.find("memory_gbps"))
       if (!number(*m, field + ".memory_gbps", 0, &h.memory_gbps)) return false;
+    if (const json::Value* c = v.find("cores")) {
+      double cores = 0;
+      if (!number(*c, field + ".cores", 0, &cores)) return false;
+      if (cores != std::floor(cores) || cores > 1e6) {
+        error(*c, field + ".cores", "wants a whole number of cores");
+        return false;
+      }
+      h.cores = static_cast<int>(cores);
+    }
+    if (const json::Value* c = v.find("cpu_gbps"))
+      if (!number(*c, field + ".cpu_gbps", 0, &h.cpu_gbps)) return false;
     for (int copy = 0; copy < static_cast<int>(repeat); ++copy) {
       HostSpec c = h;
       if (!n)
@@ -394,7 +417,7 @@ hmc_status_t load_topology(const std::string& path, Topology* out) {
 }
 
 hmc_status_t generate_topology(const std::string& spec, Topology* out) {
-  double hosts = 1, per_host = 8, nics = 1, memory = 0;
+  double hosts = 1, per_host = 8, nics = 1, memory = 0, cores = 0, cpu = 0;
   Link nic = kDefaultNic;
   Topology t;
   for (int i = 0; i < kIntraPathCount; ++i) t.paths[i] = kDefaultPaths[i];
@@ -432,6 +455,10 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
         {"op_latency_us", 0, &device.op_latency_us},
         {"host_copy_gbps", 0, &host.copy_gbps},
         {"host_reduce_gbps", 0, &host.reduce_gbps},
+        {"cores_per_host", 0, &cores},
+        {"cpu_gbps", 0, &cpu},
+        {"step_us", 0, &t.executor.step_us},
+        {"transfer_us", 0, &t.executor.transfer_us},
     };
     bool known = false;
     for (const NumberKey& k : keys)
@@ -453,10 +480,10 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
                   "cluster spec: unknown key '{}' (see docs/collectives-simulation.md)", key);
   }
   if (hosts != std::floor(hosts) || per_host != std::floor(per_host) || nics != std::floor(nics) ||
-      hosts * per_host > (1 << 20))
+      cores != std::floor(cores) || hosts * per_host > (1 << 20) || cores > 1e6)
     return fail(HMC_ERR_INVALID_ARGUMENT,
-                "cluster spec: hosts, gpus_per_host and nics_per_host want whole numbers "
-                "(at most 2^20 ranks)");
+                "cluster spec: hosts, gpus_per_host, nics_per_host and cores_per_host want whole "
+                "numbers (at most 2^20 ranks)");
   // "cuda:4+hip:4" (a count per vendor, summing to gpus_per_host) or one name for all.
   t.vendors = {host};
   std::vector<int> layout;
@@ -490,6 +517,8 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
     hs.name = fmt::format("host{}", h);
     hs.nics.assign(static_cast<size_t>(nics), nic);
     hs.memory_gbps = memory;
+    hs.cores = static_cast<int>(cores);
+    hs.cpu_gbps = cpu;
     for (int v : layout) {
       hs.ranks.push_back(static_cast<int>(t.vendor_of_rank.size()));
       t.vendor_of_rank.push_back(v);

@@ -51,6 +51,24 @@ struct HostSpec {
   std::vector<int> ranks;  // global ranks, in order
   std::vector<Link> nics;  // a rank uses nic (local index * nics / ranks), rail-aligned
   double memory_gbps = 0;  // shared by SharedMemory and Staged transfers; 0: unlimited
+  // CPU cores its ranks share; 0: a core per rank. Fewer cores than ranks slow the executor's
+  // steps (ranks wait for a core) and share the CPU's copying among the host's transfers.
+  int cores = 0;
+  // Bytes a core moves through the CPU-driven work (shared-memory and staged transfers, host
+  // copies and reductions), all of which share cores x cpu_gbps; 0: unlimited.
+  double cpu_gbps = 0;
+  // How much slower its ranks' software runs than on a core of their own: ranks / cores.
+  double oversubscription() const {
+    return cores > 0 && int(ranks.size()) > cores ? double(ranks.size()) / cores : 1.0;
+  }
+};
+
+// The executor's own cost, which no link carries: every step a rank runs costs it step_us
+// (making the step, posting, noticing the end) plus transfer_us per transfer it posts in the
+// step, before the step's transfers and local ops start.
+struct SoftwareCost {
+  double step_us = 0;
+  double transfer_us = 0;
 };
 
 struct Topology {
@@ -58,6 +76,7 @@ struct Topology {
   std::vector<VendorSpec> vendors;
   Link paths[kIntraPathCount];  // the default link of each intra-host path, per rank and direction
   std::vector<PairPath> pairs;
+  SoftwareCost executor;
   // Per rank (index = global rank).
   std::vector<int> host_of_rank;
   std::vector<int> vendor_of_rank;

@@ -165,7 +165,8 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   if (!coll::parse_algorithm(algo, &coll_settings.forced) ||
       coll_settings.forced == coll::Algorithm::RecursiveHalving)
     return fail(HMC_ERR_CONFIG, "HMC_COLL_ALGO={} is not an algorithm of this build (ring, "
-                "recursive_doubling, pairwise, tree, linear, hierarchical; empty: chosen by size)",
+                "recursive_doubling, pairwise, tree, linear, hierarchical, direct; empty: chosen by "
+                "size)",
                 algo);
   coll_settings.self.address = address();
   coll_settings.self.context_id = id_;

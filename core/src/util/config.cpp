@@ -65,7 +65,7 @@ const std::vector<ConfigVar>& core_config_vars() {
       {"HMC_RENDEZVOUS", ConfigType::String, "",
        "where the ranks of hmc_comm_create meet: tcp://host:port (rank 0 hosts the store there) or redis://[[user]:password@]host[:port][/prefix] (a Redis server; docs/collectives.md); empty: tcp://MASTER_ADDR:MASTER_PORT", "core"},
       {"HMC_COLL_ALGO", ConfigType::String, "",
-       "force the collectives' algorithm where it applies: ring, recursive_doubling, pairwise, tree, linear or hierarchical (all-reduce, broadcast, all-gather); empty: chosen by size and shape", "core"},
+       "force the collectives' algorithm where it applies: ring, recursive_doubling, pairwise, tree, linear, hierarchical (all-reduce, broadcast, all-gather) or direct; empty: chosen by size and shape", "core"},
   };
   return vars;
 }
