@@ -2,9 +2,8 @@
 // receives posted together on the pairs' data paths (any memory: the transfers handle device
 // memory however the pair's path allows), local copies and reductions done in place. Reductions
 // of device memory run on the device or staged through pinned buffers (coll/staged_reduce.h).
-// Moved along by the progress
-// engine (Collectives::progress); its request ends when the last step did, or at the first
-// failure once every transfer it posted has ended.
+// Moved along by the progress engine (Collectives::progress); its request ends when the last
+// step did, or at the first failure once every transfer it posted has ended.
 #pragma once
 
 #include <cstdint>
