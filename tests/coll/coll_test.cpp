@@ -56,6 +56,15 @@ void set_rank_env(const std::string& mem, const std::string& path) {
   setenv("HMC_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1);
   setenv("HMC_LOG_LEVEL", getenv("COLL_TEST_LOG") ? getenv("COLL_TEST_LOG") : "error", 1);
   std::string vendor = mem.substr(0, mem.find(':'));
+  // The SDK's device template, whose stand-in runtime offers the device reduce slot.
+  if (vendor == "template") {
+    setenv("HMC_PLUGIN_PATH",
+           (std::string(HMC_TEST_PLUGIN_DIR) + ":" + HMC_TEMPLATE_DEVICE_PLUGIN).c_str(), 1);
+    setenv("HMC_TEMPLATE_EMULATED_DEVICES", "1", 1);
+    for (const auto& v : kVendors) unsetenv(v.env);
+    setenv("HMC_DEVICE_PLUGINS", "template", 1);
+    return;
+  }
   std::string plugins = "^cuda,^hip,^mlu,^musa";
   for (const auto& v : kVendors) {
     if (vendor == v.name) {
@@ -226,6 +235,90 @@ std::vector<std::string> mems_of(int n, const std::vector<std::string>& cycle) {
   return m;
 }
 
+// Reductions into device memory in pieces of several staging chunks (the ranks run with
+// HMC_STAGE_CHUNK=64K): all-reduce by ring and by doubling, int32 exact, float within rounding,
+// int64 max; reduce-scatter of int32 and float.
+std::string device_reductions_role(Rank& r) {
+  for (size_t count : {size_t(5000), size_t(200003)}) {
+    std::vector<int32_t> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = ival(r.rank, i) * 7919;
+    Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
+    if (!send.put(in.data())) return "fill";
+    hmc_request_t req;
+    std::string e =
+        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32, HMC_OP_SUM, &req),
+             &req, "all_reduce i32");
+    if (!e.empty()) return e;
+    if (!recv.take(out.data())) return "read back";
+    for (size_t i = 0; i < count; ++i) {
+      int32_t want = 0;
+      for (int k = 0; k < r.size; ++k) want += ival(k, i) * 7919;
+      if (out[i] != want)
+        return "all_reduce i32 count " + std::to_string(count) + " element " + std::to_string(i);
+    }
+    std::vector<float> fin(count), fout(count);
+    for (size_t i = 0; i < count; ++i) fin[i] = fval(r.rank, i);
+    if (!send.put(fin.data())) return "fill";
+    e = wait(hmc_all_reduce(r.comm, send.get(), send.get(), count, HMC_DTYPE_F32, HMC_OP_SUM, &req),
+             &req, "all_reduce f32 in place");
+    if (!e.empty()) return e;
+    if (!send.take(fout.data())) return "read back";
+    for (size_t i = 0; i < count; ++i) {
+      double want = 0;
+      for (int k = 0; k < r.size; ++k) want += fval(k, i);
+      if (std::fabs(fout[i] - want) > 1e-5 * std::fabs(want) + 1e-6)
+        return "all_reduce f32 count " + std::to_string(count) + " element " + std::to_string(i);
+    }
+  }
+  {
+    const size_t count = 3001;
+    std::vector<int64_t> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = (int64_t(r.rank) - 2) * int64_t(i + 1) * 1000000007;
+    Buf send(r.ctx, r.mem, count * 8), recv(r.ctx, r.mem, count * 8);
+    send.put(in.data());
+    hmc_request_t req;
+    std::string e =
+        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I64, HMC_OP_MAX, &req),
+             &req, "all_reduce i64 max");
+    if (!e.empty()) return e;
+    recv.take(out.data());
+    for (size_t i = 0; i < count; ++i)
+      if (out[i] != (int64_t(r.size - 1) - 2) * int64_t(i + 1) * 1000000007)
+        return "all_reduce i64 max element " + std::to_string(i);
+  }
+  const size_t n = size_t(r.size), count = 50001;
+  std::vector<int32_t> in(count * n), out(count);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = ival(r.rank, i);
+  Buf send(r.ctx, r.mem, in.size() * 4), recv(r.ctx, r.mem, count * 4);
+  send.put(in.data());
+  hmc_request_t req;
+  std::string e = wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32,
+                                          HMC_OP_SUM, &req),
+                       &req, "reduce_scatter i32");
+  if (!e.empty()) return e;
+  recv.take(out.data());
+  for (size_t i = 0; i < count; ++i) {
+    int32_t want = 0;
+    for (int k = 0; k < r.size; ++k) want += ival(k, size_t(r.rank) * count + i);
+    if (out[i] != want) return "reduce_scatter i32 element " + std::to_string(i);
+  }
+  std::vector<float> fin(count * n), fout(count);
+  for (size_t i = 0; i < fin.size(); ++i) fin[i] = fval(r.rank, i);
+  send.put(fin.data());
+  e = wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_F32, HMC_OP_SUM,
+                              &req),
+           &req, "reduce_scatter f32");
+  if (!e.empty()) return e;
+  recv.take(fout.data());
+  for (size_t i = 0; i < count; ++i) {
+    double want = 0;
+    for (int k = 0; k < r.size; ++k) want += fval(k, size_t(r.rank) * count + i);
+    if (std::fabs(fout[i] - want) > 1e-5 * std::fabs(want) + 1e-6)
+      return "reduce_scatter f32 element " + std::to_string(i);
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST(Coll, TwoRanksHost) {
@@ -270,6 +363,24 @@ TEST(Coll, EightRanksAllReduceAndAllToAllV) {
     std::string e = all_reduce_role(r);
     return e.empty() ? all_to_allv_role(r) : e;
   }));
+}
+
+// Every rank on an emulated vendor without a device reduction: staged through pinned buffers,
+// several chunks per reduction.
+TEST(Coll, DeviceReductionsStaged) {
+  Launch l{{"cuda:0", "hip:0", "mlu:0", "musa:0"}};
+  l.env = {{"HMC_STAGE_CHUNK", "64K"}};
+  expect_all_pass(run(l, device_reductions_role));
+}
+
+// Ranks on the SDK device template reduce on their device through its reduce slot; the host
+// rank and the cuda rank alongside them reduce on the host and staged.
+TEST(Coll, DeviceReductionsOnThePluginsReduceSlot) {
+  if (access(HMC_TEMPLATE_DEVICE_PLUGIN, F_OK) != 0)
+    GTEST_SKIP() << HMC_TEMPLATE_DEVICE_PLUGIN << " was not built";
+  Launch l{{"template:0", "template:0", "host", "cuda:0"}};
+  l.env = {{"HMC_STAGE_CHUNK", "64K"}};
+  expect_all_pass(run(l, device_reductions_role));
 }
 
 TEST(Coll, SingleRank) {
@@ -557,10 +668,6 @@ TEST_P(CollPaths, ThreeRanksMixedMemory) {
   std::string file = std::string(HMC_TEST_PLUGIN_DIR) + "/libhmc-net-" + p.plugin + ".so";
   if (access(file.c_str(), F_OK) != 0)
     GTEST_SKIP() << "net plugin " << p.plugin << " was not built";
-  // Collectives' tags have bit 62 set; net-ofi carries its connection slot in bits 60 to 63
-  // and refuses such tags (plugins/net-ofi/README.md) until its tag layout makes room.
-  if (std::string(p.plugin) == "ofi")
-    GTEST_SKIP() << "net-ofi refuses tags at or above 2^60; collectives' tags use bit 62";
   Launch l{mems_of(3, {"host", "cuda:0", "hip:0"})};
   l.path = p.path;
   l.env = p.env;

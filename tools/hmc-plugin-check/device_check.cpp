@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,8 @@
 #include <memory>
 #include <thread>
 
+#include "coll/reduce.h"
+#include "coll/schedule.h"
 #include "hmc/plugin/status.hpp"
 #include "pattern.h"
 #include "rules.h"
@@ -83,6 +86,7 @@ class Copier {
   int copy(void* dst, const void* src, size_t n, hmc_copy_kind_t kind) {
     return t_->copy_async(stream_, dst, src, n, kind);
   }
+  hmc_device_stream_t* stream() const { return stream_; }
   // Records the event after the copies enqueued so far and polls it. SUCCESS, the error it
   // answered, or IN_PROGRESS when it had not answered when the time was up.
   int finish() {
@@ -117,6 +121,7 @@ class DeviceCheck {
   void contexts();
   void exercise(int dev);
   void copies(int dev, unsigned char* d1, unsigned char* d2);
+  void reductions(int dev, unsigned char* d1, unsigned char* d2);
   void host_memory(int dev, unsigned char* d1);
   void ipc(int dev, unsigned char* d1);
   void dmabuf(int dev, unsigned char* d1);
@@ -297,6 +302,7 @@ void DeviceCheck::exercise(int dev) {
     r_.ok(id("foreign"), "a stack address is not the plugin's");
 
   copies(dev, d1, d2);
+  reductions(dev, d1, d2);
   host_memory(dev, d1);
   dmabuf(dev, d1);
   ipc(dev, d1);
@@ -352,6 +358,181 @@ void DeviceCheck::copies(int dev, unsigned char* d1, unsigned char* d2) {
           "host->device, device->device, device->host (%zu bytes, and %zu at an odd "
           "offset), completed through events",
           kAlloc, kOddSize);
+}
+
+// Operands of a reduction: values whose results stay in range (sums and products of small
+// numbers), with negative ones for the signed types, so that MIN and MAX have work.
+void fill_operand(std::vector<unsigned char>* v, uint32_t dtype, size_t count, int seed) {
+  size_t es = coll::dtype_size(static_cast<hmc_dtype_t>(dtype));
+  v->assign(count * es, 0);
+  for (size_t i = 0; i < count; ++i) {
+    int k = static_cast<int>((i * 7 + static_cast<size_t>(seed) * 13) % 23) - 11;
+    unsigned char* at = v->data() + i * es;
+    switch (dtype) {
+      case HMC_DEVICE_DTYPE_F32: {
+        float f = static_cast<float>(k) * 0.37f;
+        std::memcpy(at, &f, 4);
+        break;
+      }
+      case HMC_DEVICE_DTYPE_F64: {
+        double d = k * 0.37;
+        std::memcpy(at, &d, 8);
+        break;
+      }
+      case HMC_DEVICE_DTYPE_F16: {  // k / 4, exact in binary16: sign, exponent, 10 bits
+        uint16_t h = 0;
+        if (k != 0) {
+          unsigned m = static_cast<unsigned>(k < 0 ? -k : k), e = 0;
+          while ((m >> e) > 1) ++e;
+          h = static_cast<uint16_t>((k < 0 ? 0x8000u : 0u) | ((e + 15u - 2u) << 10) |
+                                    (((m << 10) >> e) & 0x3ffu));
+        }
+        std::memcpy(at, &h, 2);
+        break;
+      }
+      case HMC_DEVICE_DTYPE_BF16: {  // k / 4, exact in bfloat16: the top half of the f32
+        float f = static_cast<float>(k) / 4.0f;
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        uint16_t b = static_cast<uint16_t>(bits >> 16);
+        std::memcpy(at, &b, 2);
+        break;
+      }
+      case HMC_DEVICE_DTYPE_I8: *reinterpret_cast<int8_t*>(at) = static_cast<int8_t>(k); break;
+      case HMC_DEVICE_DTYPE_U8: *at = static_cast<unsigned char>(k + 11); break;
+      case HMC_DEVICE_DTYPE_I32: {
+        int32_t x = k * 100003;
+        std::memcpy(at, &x, 4);
+        break;
+      }
+      case HMC_DEVICE_DTYPE_I64: {
+        int64_t x = int64_t{k} * 4000000007LL;
+        std::memcpy(at, &x, 8);
+        break;
+      }
+    }
+  }
+}
+
+// Index of the first element where got and want differ: bit for bit for integers, within a
+// relative 1e-6 (1e-3 for the 16-bit types) for floats. count when none.
+size_t reduction_mismatch(const unsigned char* got, const unsigned char* want, uint32_t dtype,
+                          size_t count) {
+  size_t es = coll::dtype_size(static_cast<hmc_dtype_t>(dtype));
+  auto value = [&](const unsigned char* p) -> double {
+    if (dtype == HMC_DEVICE_DTYPE_F32) {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    if (dtype == HMC_DEVICE_DTYPE_F64) {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    if (dtype == HMC_DEVICE_DTYPE_BF16) {
+      uint32_t bits = uint32_t{h} << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    unsigned e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    double mag = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024.0 + m, static_cast<int>(e) - 25);
+    return (h & 0x8000u) ? -mag : mag;
+  };
+  bool is_float = dtype <= HMC_DEVICE_DTYPE_BF16;
+  double tol = dtype == HMC_DEVICE_DTYPE_F16 || dtype == HMC_DEVICE_DTYPE_BF16 ? 1e-3 : 1e-6;
+  for (size_t i = 0; i < count; ++i) {
+    const unsigned char *g = got + i * es, *w = want + i * es;
+    if (!is_float) {
+      if (std::memcmp(g, w, es) != 0) return i;
+      continue;
+    }
+    double a = value(g), b = value(w);
+    if (!(std::fabs(a - b) <= tol * std::fabs(b) + 1e-30)) return i;
+  }
+  return count;
+}
+
+void DeviceCheck::reductions(int dev, unsigned char* d1, unsigned char* d2) {
+  if (t_->reduce == nullptr) {
+    r_.skip(id("reduce"), "no reduce slot: the core reduces this plugin's memory on the host");
+    return;
+  }
+  r_.step("reductions");
+  Copier c(t_, ctx_, wait_);
+  const char* what = "";
+  int st = c.open(dev, &what);
+  if (st != HMC_PLUGIN_SUCCESS) {
+    r_.fail(id("reduce"), rule::kReduce, "%s on device %d returned %s", what, dev,
+            status_name(st));
+    return;
+  }
+  static const char* const kTypes[] = {"f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"};
+  static const char* const kOps[] = {"sum", "prod", "min", "max"};
+  constexpr size_t kCount = 1001;  // odd: no kernel gets whole vectors only
+  int done = 0;
+  std::string declined;
+  for (uint32_t dtype = HMC_DEVICE_DTYPE_F32; dtype <= HMC_DEVICE_DTYPE_I64; ++dtype) {
+    for (uint32_t op = HMC_DEVICE_REDUCE_SUM; op <= HMC_DEVICE_REDUCE_MAX; ++op) {
+      std::vector<unsigned char> a, b, got;
+      fill_operand(&a, dtype, kCount, static_cast<int>(op));
+      fill_operand(&b, dtype, kCount, static_cast<int>(op + 5));
+      got.assign(a.size(), 0);
+      std::vector<unsigned char> want = a;
+      coll::reduce_into(want.data(), b.data(), kCount, static_cast<hmc_dtype_t>(dtype),
+                        static_cast<hmc_reduce_op_t>(op));
+      // dst is the first operand (in place), as the core calls it.
+      st = c.copy(d1, a.data(), a.size(), HMC_COPY_HOST_TO_DEVICE);
+      if (st == HMC_PLUGIN_SUCCESS) st = c.copy(d2, b.data(), b.size(), HMC_COPY_HOST_TO_DEVICE);
+      int red = HMC_PLUGIN_SUCCESS;
+      if (st == HMC_PLUGIN_SUCCESS) st = red = t_->reduce(c.stream(), d1, d1, d2, kCount, dtype, op);
+      if (red == HMC_PLUGIN_ERR_NOT_SUPPORTED) {
+        c.finish();
+        declined += std::string(declined.empty() ? "" : ", ") + kTypes[dtype] + " " + kOps[op];
+        continue;
+      }
+      if (st == HMC_PLUGIN_SUCCESS) st = c.copy(got.data(), d1, got.size(), HMC_COPY_DEVICE_TO_HOST);
+      if (st == HMC_PLUGIN_SUCCESS) st = c.finish();
+      size_t bad = st == HMC_PLUGIN_SUCCESS
+                       ? reduction_mismatch(got.data(), want.data(), dtype, kCount)
+                       : kCount;
+      if (st != HMC_PLUGIN_SUCCESS || bad != kCount) {
+        r_.fail(id("reduce"), rule::kReduce, "%s %s of %zu elements: %s%s, first wrong element %zu",
+                kTypes[dtype], kOps[op], kCount, status_name(st),
+                st == HMC_PLUGIN_IN_PROGRESS ? " when the time was up" : "", bad);
+        c.finish();  // nothing enqueued may still read a and b
+        return;
+      }
+      ++done;
+    }
+  }
+  int bad_type, bad_op;
+  {
+    ExpectedErrors quiet;
+    bad_type = t_->reduce(c.stream(), d1, d1, d2, 16, 99, HMC_DEVICE_REDUCE_SUM);
+    bad_op = t_->reduce(c.stream(), d1, d1, d2, 16, HMC_DEVICE_DTYPE_I32, 99);
+  }
+  c.finish();
+  if (bad_type != HMC_PLUGIN_ERR_INVALID_ARGUMENT || bad_op != HMC_PLUGIN_ERR_INVALID_ARGUMENT) {
+    r_.fail(id("reduce"), rule::kReduce,
+            "an unknown dtype (99) answered %s and an unknown op (99) %s, not "
+            "HMC_PLUGIN_ERR_INVALID_ARGUMENT",
+            status_name(bad_type), status_name(bad_op));
+    return;
+  }
+  if (done == 0) {
+    r_.warn(id("reduce"), rule::kReduce,
+            "the reduce slot declines every dtype and op (leave it NULL instead)");
+    return;
+  }
+  r_.ok(id("reduce"),
+        "%d of the 32 dtype and op pairs on %zu elements, in place, integers exact and floats "
+        "within rounding%s%s; unknown dtype and op refused",
+        done, kCount, declined.empty() ? "" : "; declined (the host reduces them): ",
+        declined.c_str());
 }
 
 void DeviceCheck::host_memory(int dev, unsigned char* d1) {

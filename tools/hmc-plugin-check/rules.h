@@ -109,6 +109,10 @@ inline constexpr const char* kForeign =
 inline constexpr const char* kCopy =
     "plugin-contract.md 4.5 (copies): the event answers IN_PROGRESS until the copies before it "
     "are done, then SUCCESS, never blocking; the bytes arrive unchanged";
+inline constexpr const char* kReduce =
+    "plugin-contract.md 4.5 (copies): reduce enqueues dst = a op b on the stream, completed "
+    "through events like a copy, with the core's results (integers exact, floats within "
+    "rounding); an unknown dtype or op answers HMC_PLUGIN_ERR_INVALID_ARGUMENT";
 inline constexpr const char* kHostAlloc =
     "plugin-contract.md 4.4 (memory): host_alloc gives pinned host memory the CPU can use and "
     "copy_async can copy; host_free releases it";

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "coll/reduce.h"
+#include "coll/staged_reduce.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "xfer/transfers.h"
@@ -78,12 +79,7 @@ bool Execution::host(Buffer b) const {
 hmc_status_t Execution::reduce(uint8_t* dst, Buffer db, const uint8_t* src, uint64_t bytes) {
   size_t n = bytes / dtype_size(args_.dtype);
   if (host(db)) return reduce_into(dst, src, n, args_.dtype, args_.op);
-  // Device memory: the host reduces a copy, which then goes back.
-  std::vector<uint8_t> h(bytes);
-  hmc_status_t st = services_.copy(h.data(), dst, bytes);
-  if (st == HMC_SUCCESS) st = reduce_into(h.data(), src, n, args_.dtype, args_.op);
-  if (st == HMC_SUCCESS) st = services_.copy(dst, h.data(), bytes);
-  return st;
+  return reduce_memory(services_.device_registry(), dst, src, n, args_.dtype, args_.op);
 }
 
 hmc_status_t Execution::local(const Action& a) {
@@ -97,11 +93,9 @@ hmc_status_t Execution::local(const Action& a) {
     }
     return services_.copy(dst, src, a.bytes);
   }
-  // Reduce: the source goes through host memory when it is on a device.
   if (host(a.src.buffer)) return reduce(dst, a.dst.buffer, src, a.bytes);
-  std::vector<uint8_t> h(a.bytes);
-  hmc_status_t st = services_.copy(h.data(), src, a.bytes);
-  return st == HMC_SUCCESS ? reduce(dst, a.dst.buffer, h.data(), a.bytes) : st;
+  return reduce_memory(services_.device_registry(), dst, src, a.bytes / dtype_size(args_.dtype),
+                       args_.dtype, args_.op);
 }
 
 hmc_status_t Execution::start_step() {

@@ -1,9 +1,9 @@
 // Runs one rank's schedule of one collective on real peers: step by step, the step's sends and
 // receives posted together on the pairs' data paths (any memory: the transfers handle device
 // memory however the pair's path allows), local copies and reductions done in place. Reductions
-// of device memory stage through host memory: the host reduces. Moved along by the progress
-// engine (Collectives::progress); its request ends when the last step did, or at the first
-// failure once every transfer it posted has ended.
+// of device memory run on the device or staged through pinned buffers (coll/staged_reduce.h).
+// Moved along by the progress engine (Collectives::progress); its request ends when the last
+// step did, or at the first failure once every transfer it posted has ended.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include "xfer/request.h"
 
 namespace hmc {
+class DeviceRegistry;
 class Transfers;
 }
 
@@ -35,6 +36,8 @@ class CollServices {
   // A blocking copy between any two memories.
   virtual hmc_status_t copy(void* dst, const void* src, size_t size) = 0;
   virtual bool host_memory(const void* p) = 0;
+  // The context's devices, for reductions of device memory.
+  virtual DeviceRegistry& device_registry() = 0;
 
  protected:
   ~CollServices() = default;

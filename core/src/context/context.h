@@ -164,6 +164,7 @@ class Context final : private RegionServices,
   hmc_status_t copy(void* dst, const void* src, size_t size) override {
     return devices_.copy(dst, src, size);
   }
+  DeviceRegistry& device_registry() override { return devices_; }
   bool host_memory(const void* p) override {
     MemoryLocation loc = devices_.locate(p);
     return !loc.device || loc.device->is_host();

@@ -331,6 +331,66 @@ hmc_status_t CopyEngine::start(void* dst, const MemoryLocation& dl, const void* 
   return HMC_SUCCESS;
 }
 
+hmc_status_t CopyEngine::start_reduce(const Device* on, void* dst, const void* a, const void* b,
+                                      size_t count, uint32_t dtype, uint32_t op, size_t bytes,
+                                      CopyJob* job) {
+  if (job == nullptr || job->active())
+    return fail(HMC_ERR_INVALID_ARGUMENT, "reduce: the job is NULL or still active");
+  if (on->is_host() || !HMC_DEVICE_SLOT(on->plugin, reduce))
+    return fail(HMC_ERR_NOT_SUPPORTED, "reduce: {} offers no device reduction", on->name);
+  if (parked_count_.load(std::memory_order_relaxed) != 0) reap_parked(0);
+  DeviceLanes* lanes = lanes_of(on);
+  if (lanes == nullptr)
+    return fail(HMC_ERR_INTERNAL, "reduce: device {} is not known to the copy engine", on->name);
+  hmc_device_event_t* ev = nullptr;
+  hmc_plugin_status_t pst = lanes->take_event(&ev);
+  if (pst != HMC_PLUGIN_SUCCESS)
+    return fail(from_plugin_status(pst), "reduce: creating an event on {}: {}", on->name,
+                plugin_status_string(pst));
+  const char* failed = nullptr;
+  bool declined = false;  // the plugin does not reduce this dtype or op: nothing was enqueued
+  {
+    copy_detail::Lane& lane = lanes->lanes[copy_detail::kDeviceToDevice];
+    std::lock_guard<std::mutex> lock(lane.mutex);
+    if (lane.stream == nullptr) {
+      pst = on->plugin->stream_create(on->plugin_ctx, on->index, &lane.stream);
+      if (pst == HMC_PLUGIN_SUCCESS)
+        ++lanes->streams_created;
+      else
+        lane.stream = nullptr, failed = "creating its stream";
+    }
+    if (!failed) {
+      pst = on->plugin->reduce(lane.stream, dst, a, b, count, dtype, op);
+      if (pst != HMC_PLUGIN_SUCCESS) failed = "enqueueing it";
+      declined = pst == HMC_PLUGIN_ERR_NOT_SUPPORTED;
+    }
+    if (!failed) {
+      pst = on->plugin->event_record(ev, lane.stream);
+      if (pst != HMC_PLUGIN_SUCCESS) failed = "recording its completion event";
+    }
+  }
+  if (failed) {
+    if (declined) {
+      lanes->give_event(ev);
+      return fail(HMC_ERR_NOT_SUPPORTED, "reduce on {}: the plugin does not reduce dtype {} op {}",
+                  on->name, dtype, op);
+    }
+    lanes->discard_event(ev);
+    return fail(HMC_ERR_PLUGIN, "reduce of {} elements on {}: {} failed: {}", count, on->name,
+                failed, plugin_status_string(pst));
+  }
+  job->engine_ = this;
+  job->lanes_ = lanes;
+  job->event_ = ev;
+  job->stage_buf_ = nullptr;
+  job->size_ = bytes;
+  job->from_ = on->name.c_str();
+  job->to_ = on->name.c_str();
+  job->final_ = HMC_SUCCESS;
+  job->error_.clear();
+  return HMC_SUCCESS;
+}
+
 hmc_status_t CopyEngine::copy(void* dst, const void* src, size_t n, int timeout_ms) {
   MemoryLocation dl = devices_.locate(dst), sl = devices_.locate(src);
   hmc_status_t st = DeviceRegistry::check_range("copy", dst, dl, n);

@@ -117,6 +117,15 @@ class CopyEngine {
   hmc_status_t start(void* dst, const MemoryLocation& dst_loc, const void* src,
                      const MemoryLocation& src_loc, size_t n, CopyJob* job);
 
+  // Starts dst = a op b over count elements on device `on` through its plugin's reduce slot
+  // (device.h: dtype and op as HMC_DEVICE_DTYPE_*, HMC_DEVICE_REDUCE_*), on the device's
+  // device-to-device stream, so that it runs after the device-to-device copies started before
+  // it; completed through job as a copy is. The caller has located the three pointers on `on`.
+  // HMC_ERR_NOT_SUPPORTED when the plugin has no reduce slot or declines this dtype or op
+  // (message set), HMC_ERR_PLUGIN when it fails otherwise.
+  hmc_status_t start_reduce(const Device* on, void* dst, const void* a, const void* b,
+                            size_t count, uint32_t dtype, uint32_t op, size_t bytes, CopyJob* job);
+
   // Copies n bytes between any two memories and returns when the data has landed, or after
   // timeout_ms (> 0) with HMC_ERR_TIMEOUT. Same plugin: one direct copy; different vendors (or
   // devices of one plugin without peer access): through the staging pool, depth chunks in

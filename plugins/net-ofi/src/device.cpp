@@ -562,6 +562,16 @@ void Device::finish_recv(Request* r, int err) {
     end(HMC_PLUGIN_ERR_INTERNAL, 0);
     return;
   }
+  if (ep != nullptr && h.slot != ep->my_slot()) {
+    // Two connections' tags met in the provider's tag space (wire.h): the message is another
+    // connection's, and is not delivered here.
+    log().write(HMC_LOG_ERROR,
+                "%s: a message for the connection of slot %u matched a receive of slot %d "
+                "(their tags collide in the provider's tag space); the receive fails",
+                name().c_str(), h.slot, ep->my_slot());
+    end(HMC_PLUGIN_ERR_INTERNAL, 0);
+    return;
+  }
   if (h.type == MsgType::kEager) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(h.len, r->len));
     if (n > 0 && r->iface != HMC_MEM_IFACE_HOST) {

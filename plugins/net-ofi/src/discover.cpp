@@ -119,8 +119,8 @@ std::string domain_names(const fi_info* list) {
   return s;
 }
 
-// Tags must have all 64 bits: the top four carry the slot (wire.h). FI_TAG_GENERIC
-// (0xaaaa...) and 0 both mean "all bits".
+// Tags must have all 64 bits: bit 63 tells the plugin's messages from data, and slot keys
+// spread over bits 0 to 62 (wire.h). FI_TAG_GENERIC (0xaaaa...) and 0 both mean "all bits".
 bool full_tags(const fi_info* i) {
   uint64_t fmt = i->ep_attr->mem_tag_format;
   return fmt == 0 || (fmt >> 60) != 0;

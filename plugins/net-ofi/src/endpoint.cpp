@@ -147,8 +147,8 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const Local
   if (st != HMC_PLUGIN_SUCCESS) return st;
   if (tag >= kUserTagLimit) {
     dev_.log().write(HMC_LOG_ERROR,
-                     "isend: tag 0x%llx is not below 2^60 (the top 4 bits carry "
-                     "the connection)",
+                     "isend: tag 0x%llx is not below 2^63 (bit 63 marks the "
+                     "plugin's own messages)",
                      static_cast<unsigned long long>(tag));
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   }
@@ -167,7 +167,7 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const Local
   } else if (len <= dev_.eager_limit() && (host || len == 0)) {
     // Eager: header and payload in one message from a bounce buffer.
     r->bounce = dev_.bounce_get();
-    encode_eager_header(r->bounce.data, len);
+    encode_eager_header(r->bounce.data, len, static_cast<uint8_t>(peer_slot_));
     if (len > 0) std::memcpy(r->bounce.data + kMsgHeader, buf, len);
     r->bounce_len = kMsgHeader + len;
   } else {
@@ -175,6 +175,7 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const Local
     // this one, registered for it now.
     r->cookie = dev_.next_cookie();
     MsgHeader h;
+    h.slot = static_cast<uint8_t>(peer_slot_);
     h.len = len;
     h.cookie = r->cookie;
     if (dev_.write_rndv()) {
@@ -209,8 +210,8 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const LocalBuf& l
   if (st != HMC_PLUGIN_SUCCESS) return st;
   if (tag >= kUserTagLimit) {
     dev_.log().write(HMC_LOG_ERROR,
-                     "irecv: tag 0x%llx is not below 2^60 (the top 4 bits carry "
-                     "the connection)",
+                     "irecv: tag 0x%llx is not below 2^63 (bit 63 marks the "
+                     "plugin's own messages)",
                      static_cast<unsigned long long>(tag));
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   }

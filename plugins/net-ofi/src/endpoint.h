@@ -37,6 +37,8 @@ class Endpoint {
 
   Device& dev() const { return dev_; }
   bool lost() const { return lost_; }
+  // The slot this side receives on (wire.h); -1 before the connection is made.
+  int my_slot() const { return my_slot_; }
 
   // Posts the provider refused for now (owned by the device's posting logic), in post order:
   // receives and sends wait apart, so that receives waiting for room in the provider's

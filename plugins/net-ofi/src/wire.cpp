@@ -21,7 +21,8 @@ uint64_t get_u64(const uint8_t* p) {
   for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
   return v;
 }
-constexpr uint8_t kVersion = 1;
+// 2: tags carry the slot as an XOR key and data messages the slot they were sent to (wire.h).
+constexpr uint8_t kVersion = 2;
 
 class Writer {
  public:
@@ -76,11 +77,12 @@ size_t copy_out(const std::vector<uint8_t>& v, uint8_t* out, size_t cap) {
 
 }  // namespace
 
-void encode_eager_header(uint8_t* out, uint64_t len) {
+void encode_eager_header(uint8_t* out, uint64_t len, uint8_t slot) {
   std::memset(out, 0, kMsgHeader);
   out[0] = kMsgMagic;
   out[1] = kVersion;
   out[2] = static_cast<uint8_t>(MsgType::kEager);
+  out[3] = slot;
   put_u64(out + 8, len);
 }
 
@@ -89,6 +91,7 @@ void encode_rts(uint8_t* out, const MsgHeader& h) {
   out[0] = kMsgMagic;
   out[1] = kVersion;
   out[2] = static_cast<uint8_t>(h.type);
+  out[3] = h.slot;
   put_u64(out + 8, h.len);
   put_u64(out + 16, h.raddr);
   put_u64(out + 24, h.key);
@@ -98,6 +101,7 @@ void encode_rts(uint8_t* out, const MsgHeader& h) {
 bool decode_msg(const uint8_t* p, size_t n, MsgHeader* h) {
   if (n < kMsgHeader || p[0] != kMsgMagic || p[1] != kVersion) return false;
   h->len = get_u64(p + 8);
+  h->slot = p[3];
   if (p[2] == static_cast<uint8_t>(MsgType::kEager)) {
     h->type = MsgType::kEager;
     return n - kMsgHeader == h->len;

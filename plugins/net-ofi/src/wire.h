@@ -11,30 +11,46 @@
 namespace hmc::ofi {
 
 // ---- tags -----------------------------------------------------------------------------------
-// One RDM endpoint serves every peer, so peers are told apart in tag space:
+// One RDM endpoint serves every peer, and a receive matches on the 64-bit tag alone (plus the
+// sender's address with FI_DIRECTED_RECV), so the connection a message is for lives in the tag:
 //
-//   bits 63..60  slot: 0..14 = a connection's receive slot, 15 = plugin control
-//   bits 59..0   data: the user tag (the core's tags are below 2^60, HMC_TAG_MAX)
-//   control:     bits 59..56 = message type, bits 55..0 = listener id or connector nonce
+//   bit 63 set     plugin control: bits 59..56 = message type, bits 55..0 = listener id or
+//                  connector nonce or rendezvous cookie
+//   bit 63 clear   data: the core's tag (bits 62..0; the core uses all of them: user tags
+//                  below 2^59, its own bits 59 to 61, collectives bit 62) XOR the key of the
+//                  receiving connection's slot
 //
-// The receiver picks its slot and tells the sender (hello/ack); a sender puts the peer's slot
-// into every tag. Where the provider offers FI_DIRECTED_RECV, receives also name the peer's
-// fi_addr, so a slot only has to be unique among the connections to one remote endpoint (15
-// connections between the same two contexts); without it a slot is unique in the whole device
-// (15 connections per device).
-constexpr int kSlotShift = 60;
-constexpr uint64_t kUserTagLimit = uint64_t{1} << kSlotShift;
+// The receiver picks its slot (0..14) and tells the sender (hello/ack); a sender XORs the
+// peer's slot key into every tag. XOR with one key is a bijection, so the tags of one
+// connection never meet each other; slot 0's key is 0, and the others' are fixed 63-bit
+// values with bits everywhere, so two connections sharing the endpoint meet only on tags that
+// differ by exactly the XOR of their keys. Should it happen anyway, the receive that matched
+// the other connection's message sees it: a protocol message (devices with RMA) carries the
+// slot it was sent to, and the receive ends with an error naming the collision instead of
+// delivering another connection's bytes (plain tagged messages, devices without RMA, carry no
+// header to tell it). With FI_DIRECTED_RECV receives also name the peer's fi_addr, so slots
+// only tell apart the connections between the same two endpoints (15 at most); without it a
+// slot is unique in the whole device (15 connections per device).
+constexpr uint64_t kCtrlBit = uint64_t{1} << 63;
+constexpr uint64_t kUserTagLimit = kCtrlBit;
 constexpr int kDataSlots = 15;
-constexpr uint64_t kCtrlSlot = 15;
 constexpr uint64_t kCtrlIdMask = (uint64_t{1} << 56) - 1;
 
 enum class CtrlType : uint64_t { kHello = 1, kAck = 2, kFin = 3, kCts = 4 };
 
+// The key of a slot: 0 for slot 0, else a splitmix64 value of the slot with bit 63 cleared.
+constexpr uint64_t slot_key(int slot) {
+  if (slot == 0) return 0;
+  uint64_t z = static_cast<uint64_t>(slot) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (z ^ (z >> 31)) & ~kCtrlBit;
+}
 inline uint64_t data_tag(int slot, uint64_t user_tag) {
-  return (static_cast<uint64_t>(slot) << kSlotShift) | user_tag;
+  return user_tag ^ slot_key(slot);
 }
 inline uint64_t ctrl_tag(CtrlType type, uint64_t id) {
-  return (kCtrlSlot << kSlotShift) | (static_cast<uint64_t>(type) << 56) | (id & kCtrlIdMask);
+  return kCtrlBit | (static_cast<uint64_t>(type) << 56) | (id & kCtrlIdMask);
 }
 
 // ---- data messages (devices with RMA) ------------------------------------------------------
@@ -52,6 +68,8 @@ inline uint64_t ctrl_tag(CtrlType type, uint64_t id) {
 //    min(len, its buffer) straight into the user buffer, then answers FIN {cookie, status},
 //    which completes the send.
 // Either way the data moves once, between the two user buffers.
+// Every message on a data tag starts with the receiving connection's slot as its sender
+// addressed it (byte 3), which the receiver checks against its own (see tags, above).
 constexpr size_t kMsgHeader = 16;
 constexpr size_t kRtsSize = 40;
 constexpr size_t kFinSize = 16;
@@ -63,12 +81,13 @@ enum class MsgType : uint8_t { kEager = 1, kRtsRead = 2, kRtsWrite = 3 };
 
 struct MsgHeader {
   MsgType type = MsgType::kEager;
+  uint8_t slot = 0;     // the receiver's slot the sender addressed
   uint64_t len = 0;     // payload length (eager) or the whole message's length (RTS)
   uint64_t raddr = 0;   // read RTS: address or offset of the sender's buffer for fi_read
   uint64_t key = 0;     // read RTS: the key of its registration
   uint64_t cookie = 0;  // RTS: the CTS/FIN control-tag id
 };
-void encode_eager_header(uint8_t* out, uint64_t len);  // kMsgHeader bytes
+void encode_eager_header(uint8_t* out, uint64_t len, uint8_t slot);  // kMsgHeader bytes
 void encode_rts(uint8_t* out, const MsgHeader& h);     // kRtsSize bytes
 // Parses what a data receive got (n bytes). Eager payloads follow the header.
 bool decode_msg(const uint8_t* p, size_t n, MsgHeader* h);

@@ -32,13 +32,23 @@
 #include "hmc/plugin/device.h"
 
 /* TO DO: your plugin's name (equal to NAME in CMakeLists.txt) and version. */
+#ifndef PLUGIN_NAME
 #define PLUGIN_NAME "template"
+#endif
 #define PLUGIN_VERSION "0.1.0"
 /* TO DO: the variable naming your runtime library, and its default soname. */
 #define RUNTIME_LIB_VAR "HMC_TEMPLATE_RUNTIME_LIBRARY"
 #define RUNTIME_LIB_DEFAULT "libmyaccel.so.1"
 #define EMULATE_VAR "HMC_TEMPLATE_EMULATED_DEVICES" /* delete with the stand-in runtime */
 #define MAX_EMULATED 8
+
+/* Deliberate bugs, for the checker's own tests only (tests/plugin builds this file once per bug,
+ * with -DTEMPLATE_BREAK=n, and expects hmc-plugin-check to name the rule each breaks). Delete. */
+#ifndef TEMPLATE_BREAK
+#define TEMPLATE_BREAK 0
+#endif
+#define BREAK_REDUCE_TAIL 1      /* reduce leaves the last element as it was */
+#define BREAK_REDUCE_ANY_DTYPE 2 /* reduce accepts an unknown dtype (and does nothing) */
 
 static const hmc_config_var_t config_vars[] = {
     {RUNTIME_LIB_VAR, RUNTIME_LIB_DEFAULT, "vendor runtime library the template plugin dlopens"},
@@ -58,9 +68,13 @@ struct allocation {
   struct allocation* next;
 };
 struct job {
-  void* dst; /* a copy: dst, src, size; a marker: event and generation */
+  void* dst; /* a copy: dst, src, size; a marker: event and generation; a reduction: dst, src,
+                src2, count (size), dtype and op */
   const void* src;
+  const void* src2;
   size_t size;
+  uint32_t dtype, op;
+  int reduce;
   hmc_device_event_t* event;
   uint64_t generation;
   struct job* next;
@@ -270,6 +284,138 @@ static hmc_plugin_status_t dev_ptr_query(hmc_device_ctx_t* ctx, const void* ptr,
 
 /* ---- streams, copies, events ---------------------------------------------------------------- */
 
+/* ---- reductions (STAND-IN RUNTIME: a vendor runs a kernel on the stream instead) ----------- */
+
+/* f16 and bf16 are combined in f32, each result rounded to nearest even once. */
+static float f16_load(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else { /* subnormal: shift the mantissa up until its leading one shows */
+    uint32_t e = 113;
+    while (!(man & 0x400u)) {
+      man <<= 1;
+      --e;
+    }
+    bits = sign | (e << 23) | ((man & 0x3ffu) << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static uint16_t f16_store(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
+  uint32_t exp = (bits >> 23) & 0xffu, man = bits & 0x7fffffu;
+  if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0));
+  int e = (int)exp - 127 + 15;
+  if (e >= 0x1f) return (uint16_t)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return sign;
+    man |= 0x800000u;
+    uint32_t shift = (uint32_t)(14 - e);
+    uint32_t h = man >> shift, rest = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rest > mid || (rest == mid && (h & 1))) ++h;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t h = ((uint32_t)e << 10) | (man >> 13), rest = man & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;
+  return (uint16_t)(sign | h);
+}
+
+static float bf16_load(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static uint16_t bf16_store(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return (uint16_t)(bits >> 16);
+}
+
+/* Integers wrap (computed unsigned); MIN and MAX of floats return a NaN operand. */
+#define REDUCE_INT(T, U)                                                            \
+  static void reduce_##T(T* d, const T* a, const T* b, size_t n, uint32_t op) {     \
+    for (size_t i = 0; i < n; ++i) {                                                \
+      T x = a[i], y = b[i];                                                         \
+      d[i] = op == HMC_DEVICE_REDUCE_PROD  ? (T)((U)x * (U)y)                       \
+             : op == HMC_DEVICE_REDUCE_MIN ? (y < x ? y : x)                        \
+             : op == HMC_DEVICE_REDUCE_MAX ? (y > x ? y : x)                        \
+                                           : (T)((U)x + (U)y);                      \
+    }                                                                               \
+  }
+REDUCE_INT(int8_t, uint8_t)
+REDUCE_INT(uint8_t, uint8_t)
+REDUCE_INT(int32_t, uint32_t)
+REDUCE_INT(int64_t, uint64_t)
+
+/* One function per width: a wider intermediate would round differently from a device's unit. */
+static double combine_f64(double x, double y, uint32_t op) {
+  switch (op) {
+    case HMC_DEVICE_REDUCE_PROD: return x * y;
+    case HMC_DEVICE_REDUCE_MIN: return (y < x || y != y) ? y : x;
+    case HMC_DEVICE_REDUCE_MAX: return (y > x || y != y) ? y : x;
+    default: return x + y;
+  }
+}
+
+static float combine_f32(float x, float y, uint32_t op) {
+  switch (op) {
+    case HMC_DEVICE_REDUCE_PROD: return x * y;
+    case HMC_DEVICE_REDUCE_MIN: return (y < x || y != y) ? y : x;
+    case HMC_DEVICE_REDUCE_MAX: return (y > x || y != y) ? y : x;
+    default: return x + y;
+  }
+}
+
+static void run_reduction(const struct job* j) {
+  size_t n = j->size;
+  if (TEMPLATE_BREAK == BREAK_REDUCE_TAIL && n > 0) --n;
+  switch (j->dtype) {
+    case HMC_DEVICE_DTYPE_F32: {
+      float* d = j->dst;
+      const float *a = j->src, *b = j->src2;
+      for (size_t i = 0; i < n; ++i) d[i] = combine_f32(a[i], b[i], j->op);
+      break;
+    }
+    case HMC_DEVICE_DTYPE_F64: {
+      double* d = j->dst;
+      const double *a = j->src, *b = j->src2;
+      for (size_t i = 0; i < n; ++i) d[i] = combine_f64(a[i], b[i], j->op);
+      break;
+    }
+    case HMC_DEVICE_DTYPE_F16:
+    case HMC_DEVICE_DTYPE_BF16: {
+      int half = j->dtype == HMC_DEVICE_DTYPE_F16;
+      uint16_t* d = j->dst;
+      const uint16_t *a = j->src, *b = j->src2;
+      for (size_t i = 0; i < n; ++i) {
+        float x = half ? f16_load(a[i]) : bf16_load(a[i]);
+        float y = half ? f16_load(b[i]) : bf16_load(b[i]);
+        float r = combine_f32(x, y, j->op);
+        d[i] = half ? f16_store(r) : bf16_store(r);
+      }
+      break;
+    }
+    case HMC_DEVICE_DTYPE_I8: reduce_int8_t(j->dst, j->src, j->src2, n, j->op); break;
+    case HMC_DEVICE_DTYPE_U8: reduce_uint8_t(j->dst, j->src, j->src2, n, j->op); break;
+    case HMC_DEVICE_DTYPE_I32: reduce_int32_t(j->dst, j->src, j->src2, n, j->op); break;
+    case HMC_DEVICE_DTYPE_I64: reduce_int64_t(j->dst, j->src, j->src2, n, j->op); break;
+  }
+}
+
 /* The stream's thread: runs its jobs in order (STAND-IN RUNTIME). */
 static void* stream_worker(void* arg) {
   hmc_device_stream_t* s = arg;
@@ -283,6 +429,8 @@ static void* stream_worker(void* arg) {
     pthread_mutex_unlock(&s->lock);
     if (j->event)
       atomic_store(&j->event->reached, j->generation);
+    else if (j->reduce)
+      run_reduction(j);
     else
       memcpy(j->dst, j->src, j->size);
     free(j);
@@ -348,6 +496,28 @@ static hmc_plugin_status_t dev_copy_async(hmc_device_stream_t* s, void* dst, con
   j->dst = dst;
   j->src = src;
   j->size = size;
+  return enqueue(s, j);
+}
+
+/* Optional: element-wise reductions on the stream, ordered and completed as copies are. Declining
+ * a dtype or op with HMC_PLUGIN_ERR_NOT_SUPPORTED is allowed: the core then reduces it on the
+ * host. */
+static hmc_plugin_status_t dev_reduce(hmc_device_stream_t* s, void* dst, const void* a,
+                                      const void* b, size_t count, uint32_t dtype, uint32_t op) {
+  if (!s || (count > 0 && (!dst || !a || !b)) ||
+      (dtype > HMC_DEVICE_DTYPE_I64 && TEMPLATE_BREAK != BREAK_REDUCE_ANY_DTYPE) ||
+      op > HMC_DEVICE_REDUCE_MAX)
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  /* TO DO: launch the runtime's kernel on the stream, never wait. */
+  struct job* j = calloc(1, sizeof *j);
+  if (!j) return HMC_PLUGIN_ERR_NO_MEMORY;
+  j->dst = dst;
+  j->src = a;
+  j->src2 = b;
+  j->size = count;
+  j->dtype = dtype;
+  j->op = op;
+  j->reduce = 1;
   return enqueue(s, j);
 }
 
@@ -419,6 +589,9 @@ static const hmc_device_plugin_v1_t plugin_table = {
     /* TO DO: the interface of your devices' memory, as net plugins know it (hmc/plugin/common.h;
      * a new vendor's value is added there). */
     .mem_iface = HMC_MEM_IFACE_CUDA,
+    /* optional: dst = a op b on the device (delete it if your runtime has no such kernels; the
+     * core then reduces on the host). */
+    .reduce = dev_reduce,
 };
 
 HMC_PLUGIN_EXPORT const hmc_device_plugin_v1_t* hmc_device_plugin_v1(void) {

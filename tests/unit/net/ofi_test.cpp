@@ -167,7 +167,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, OfiPairModes, ::testing::ValuesIn(modes()), conf
 class OfiLocal : public NetLocal {};
 
 // Handles of another protocol version (byte 4) or for another device (its name from byte 16)
-// are invalid arguments, saying why; the top four bits of tags belong to the plugin; packed keys
+// are invalid arguments, saying why; bit 63 of tags belongs to the plugin; packed keys
 // that are not the plugin's (a wrong first byte, cut short) are refused at unpack.
 TEST_P(OfiLocal, HandlesTagsAndKeysAreChecked) {
   local([&](LocalPair& p) {
@@ -189,7 +189,7 @@ TEST_P(OfiLocal, HandlesTagsAndKeysAreChecked) {
     ASSERT_NO_FATAL_FAILURE(p.finish_connect());
     hmc_net_request_t* r = nullptr;
     uint8_t b[4] = {};
-    EXPECT_EQ(t->isend(p.eb, b, 4, nullptr, uint64_t{1} << 60, &r),
+    EXPECT_EQ(t->isend(p.eb, b, 4, nullptr, uint64_t{1} << 63, &r),
               HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(t->irecv(p.ea, b, 4, nullptr, ~uint64_t{0}, &r), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(r, nullptr);
@@ -205,6 +205,56 @@ TEST_P(OfiLocal, HandlesTagsAndKeysAreChecked) {
     EXPECT_EQ(t->rkey_unpack(p.eb, rkey.data(), 7, &junk), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(junk, nullptr);
     EXPECT_EQ(deregister_memory(t, p.a, p.dev, mr), HMC_PLUGIN_SUCCESS);
+  });
+}
+
+// The core's tags use bits 0 to 62 (collectives bit 62, its replies and own transfers 60 and
+// 61): every one goes through, on three connections between the same two contexts (three
+// slots) at once, each message to its own connection, eager and rendezvous sizes alike.
+TEST_P(OfiLocal, TheCoresWholeTagSpaceOnSeveralConnections) {
+  local([&](LocalPair& p) {
+    const hmc_net_plugin_v2_t* t = p.t;
+    ASSERT_NO_FATAL_FAILURE(p.connect());
+    std::vector<std::pair<hmc_net_ep_t*, hmc_net_ep_t*>> eps = {{p.ea, p.eb}};
+    for (int i = 0; i < 2; ++i) eps.push_back(p.connect_another());
+    const uint64_t tags[] = {0,
+                             (uint64_t{1} << 59) - 1,
+                             uint64_t{1} << 60 | 7,
+                             uint64_t{1} << 61 | uint64_t{1} << 59 | 12345,
+                             uint64_t{1} << 62 | 0x1234567,
+                             (uint64_t{1} << 63) - 1};
+    for (size_t len : {size_t(24), size_t(300000)}) {
+      std::vector<std::vector<uint8_t>> in, out;
+      std::vector<hmc_net_request_t*> sends, recvs;
+      // Every connection receives every tag; the sender fills each message with its connection
+      // and tag, so a message delivered to the wrong receive shows.
+      for (size_t c = 0; c < eps.size(); ++c) {
+        for (size_t k = 0; k < sizeof tags / sizeof tags[0]; ++k) {
+          out.emplace_back(len, 0);
+          hmc_net_request_t* r = nullptr;
+          ASSERT_EQ(t->irecv(eps[c].first, out.back().data(), len, nullptr, tags[k], &r),
+                    HMC_PLUGIN_SUCCESS);
+          recvs.push_back(r);
+        }
+      }
+      for (size_t c = 0; c < eps.size(); ++c) {
+        for (size_t k = 0; k < sizeof tags / sizeof tags[0]; ++k) {
+          in.emplace_back(len, static_cast<uint8_t>(c * 16 + k + 1));
+          hmc_net_request_t* r = nullptr;
+          ASSERT_EQ(t->isend(eps[c].second, in.back().data(), len, nullptr, tags[k], &r),
+                    HMC_PLUGIN_SUCCESS);
+          sends.push_back(r);
+        }
+      }
+      for (auto* r : sends) EXPECT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS);
+      for (size_t i = 0; i < recvs.size(); ++i) {
+        size_t got = 0;
+        EXPECT_EQ(p.wait(recvs[i], &got), HMC_PLUGIN_SUCCESS) << "receive " << i;
+        EXPECT_EQ(got, len);
+        EXPECT_EQ(out[i], in[i]) << "connection " << i / 6 << ", tag " << i % 6 << ", " << len
+                                 << " bytes";
+      }
+    }
   });
 }
 

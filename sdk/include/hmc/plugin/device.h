@@ -39,6 +39,21 @@ extern "C" {
  * open for later messages from the same handle instead of mapping per message. */
 #define HMC_DEVICE_CAP_IPC_UNIQUE_HANDLES (1u << 5)
 
+/* Element types and operations of the reduce slot: the values of hmc.h's hmc_dtype_t and
+ * hmc_reduce_op_t (the core passes them unchanged). F16 is IEEE 754 binary16, BF16 bfloat16. */
+#define HMC_DEVICE_DTYPE_F32 0u
+#define HMC_DEVICE_DTYPE_F64 1u
+#define HMC_DEVICE_DTYPE_F16 2u
+#define HMC_DEVICE_DTYPE_BF16 3u
+#define HMC_DEVICE_DTYPE_I8 4u
+#define HMC_DEVICE_DTYPE_U8 5u
+#define HMC_DEVICE_DTYPE_I32 6u
+#define HMC_DEVICE_DTYPE_I64 7u
+#define HMC_DEVICE_REDUCE_SUM 0u
+#define HMC_DEVICE_REDUCE_PROD 1u
+#define HMC_DEVICE_REDUCE_MIN 2u
+#define HMC_DEVICE_REDUCE_MAX 3u
+
 /* Copy directions for copy_async. */
 typedef enum hmc_copy_kind {
   HMC_COPY_HOST_TO_DEVICE = 1,
@@ -138,6 +153,18 @@ typedef struct hmc_device_plugin_v1 {
    * net plugins are told when they register it. Absent (a table too short to hold it) means the
    * core knows of no net device that reaches the memory natively; dma-buf export still works. */
   uint32_t mem_iface;
+
+  /* Appended, optional: dst[i] = a[i] op b[i] for i < count, elements of dtype
+   * (HMC_DEVICE_DTYPE_*), op one of HMC_DEVICE_REDUCE_* (the core divides an average itself),
+   * on memory of the stream's device. dst may be a or b; other overlaps are not allowed.
+   * Integers wrap on overflow; f16 and bf16 are combined in f32 and rounded to nearest even;
+   * MIN and MAX of floats return a NaN operand. Stream-ordered like copy_async: it runs after
+   * what was enqueued on the stream before it, and an event recorded after it reports its end
+   * (or its failure). Never waits. INVALID_ARGUMENT for an unknown dtype or op (nothing
+   * enqueued); NOT_SUPPORTED for one this plugin does not reduce: the core then reduces that
+   * one on the host, as it does for a plugin without the slot. */
+  hmc_plugin_status_t (*reduce)(hmc_device_stream_t* stream, void* dst, const void* a,
+                                const void* b, size_t count, uint32_t dtype, uint32_t op);
 } hmc_device_plugin_v1_t;
 
 typedef const hmc_device_plugin_v1_t* (*hmc_device_plugin_v1_entry_t)(void);
