@@ -356,12 +356,16 @@ TEST(ToolsPerfReport, JsonHasEveryField) {
   r.ipc_messages = 3;
   r.shared_messages = 5;
   r.staged_transfers = 8;
+  r.direct_transfers = 13;
+  r.device_memory = "cuda direct (dma-buf); peer's rxe1:1 registers dma-bufs";
   std::string j = to_json(r);
   for (const char* k :
        {"\"test\":\"bw\"", "\"op\":\"get\"", "\"size\":4096", "\"iters\":10", "\"bw_MBps\":1234.50",
         "\"lat_us_avg\":3.250", "\"lat_us_p50\":null", "\"lat_us_p99\":null",
         "\"path\":\"hoststage/\\\"shm\\\"\"", "\"mem\":\"host\"", "\"peer_mem\":\"cuda:0\"",
-        "\"ipc_messages\":3", "\"shared_messages\":5", "\"staged_transfers\":8"})
+        "\"ipc_messages\":3", "\"shared_messages\":5", "\"staged_transfers\":8",
+        "\"direct_transfers\":13",
+        "\"device_memory\":\"cuda direct (dma-buf); peer's rxe1:1 registers dma-bufs\""})
     EXPECT_NE(j.find(k), std::string::npos) << k << " missing in " << j;
   EXPECT_EQ(j.find('\n'), std::string::npos);
 }

@@ -44,6 +44,14 @@ class Client {
       rx_region = ctx_.register_memory(rx_.at(0), rx_.size(), HMC_ACCESS_REMOTE_WRITE);
       setup.client_desc = rx_region.pack();
     }
+    // Device memory a put reads or a get writes is registered, as applications do for one-sided
+    // transfers: where the path registers device memory (hmc_peer_info's device_memory) the NIC
+    // then reaches it directly; unregistered device memory goes through bounce buffers.
+    hmc::Region local_region;
+    if (o_.op != Op::Send && !device_is_host(ctx_, o_.mem)) {
+      Buffers& b = o_.op == Op::Put ? tx_ : rx_;
+      local_region = ctx_.register_memory(b.at(0), b.size(), 0);
+    }
     ch_.send(encode(setup), "the setup message");
     auto m = ch_.recv("the server's reply to the setup");
     Reply reply;
@@ -55,11 +63,14 @@ class Client {
     auto info = peer_.info();
     path_ = info.path;
     device_ipc_ = info.device_ipc;
+    device_memory_ = info.device_memory;
     if (o_.format == Format::Table) {
       std::printf("# hmc-perf %s: test %s, op %s, mem %s -> peer %s, progress thread %d%s\n",
                   hmc::version().c_str(), to_string(o_.test), to_string(o_.op), o_.mem.c_str(),
                   o_.peer_mem.c_str(), o_.progress_thread, o_.check ? ", --check" : "");
       std::printf("# path %s: %s\n", info.path, info.path_reason);
+      if (info.device_memory[0])
+        std::printf("# device memory in regions: %s\n", info.device_memory);
       if (info.device_ipc[0])
         std::printf("# device IPC for %s memory: large messages are copied device to device\n",
                     info.device_ipc);
@@ -106,6 +117,7 @@ class Client {
     r.window = p.window;
     r.path = path_;
     r.device_ipc = device_ipc_;
+    r.device_memory = device_memory_;
     r.mem = o_.mem;
     r.peer_mem = o_.peer_mem;
     r.check = o_.check;
@@ -137,6 +149,7 @@ class Client {
     r.ipc_messages = after.ipc_messages - before.ipc_messages;
     r.shared_messages = after.shared_staged_messages - before.shared_staged_messages;
     r.staged_transfers = after.staged_transfers - before.staged_transfers;
+    r.direct_transfers = after.direct_transfers - before.direct_transfers;
     if (o_.op == Op::Get)
       ch_.send_control(MsgType::Fin, idx, "the end of size " + size_text(p.size));
     if (!have_result_) result_ = ch_.recv_control(MsgType::Result, idx, "the server's result");
@@ -364,6 +377,7 @@ class Client {
   hmc::Remote remote_;
   std::string path_;
   std::string device_ipc_;
+  std::string device_memory_;
   uint32_t idx_ = 0;
   Control result_;  // the server's Result, when a bw loop already received it to stop the clock
   bool have_result_ = false;

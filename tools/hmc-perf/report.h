@@ -27,11 +27,14 @@ struct Result {
   double lat_us_max = -1;
   std::string path;
   std::string device_ipc;  // device plugins whose memory crosses by device IPC ("" for none)
+  std::string device_memory;  // how device memory in regions moves (hmc_peer_info)
   // Messages of this size (warm-up included) whose device memory went by device IPC, through
-  // shared bounces, and transfers staged through bounce buffers at all (hmc_peer_info deltas).
+  // shared bounces, and transfers staged through bounce buffers at all; puts and gets that moved
+  // device memory with no bounce buffer (hmc_peer_info deltas).
   uint64_t ipc_messages = 0;
   uint64_t shared_messages = 0;
   uint64_t staged_transfers = 0;
+  uint64_t direct_transfers = 0;
   std::string mem;
   std::string peer_mem;
   bool check = false;
@@ -93,6 +96,8 @@ inline std::string to_json(const Result& r) {
   s += ",\"ipc_messages\":" + std::to_string(r.ipc_messages);
   s += ",\"shared_messages\":" + std::to_string(r.shared_messages);
   s += ",\"staged_transfers\":" + std::to_string(r.staged_transfers);
+  s += ",\"direct_transfers\":" + std::to_string(r.direct_transfers);
+  s += ",\"device_memory\":\"" + json_escape(r.device_memory) + "\"";
   s += ",\"mem\":\"" + json_escape(r.mem) + "\"";
   s += ",\"peer_mem\":\"" + json_escape(r.peer_mem) + "\"";
   s += std::string(",\"check\":") + (r.check ? "true" : "false");

@@ -324,7 +324,20 @@ typedef struct hmc_peer_info {
                                       straight out of the sender's bounce buffers (same host) */
   char remote_address[64]; /* where the peer was dialled or came from: "tcp 192.0.2.7:40112",
                               "unix @name" (dialled), "unix pid 4242" (accepted) */
+  /* Appended (HMC_HAS_PEER_DEVICE_DIRECT): device memory in registered regions
+   * (hmc_mem_register) over this path. device_memory says, per device plugin of this side,
+   * "direct" (the path's net device registers it, by dma-buf or natively: the NIC reads and
+   * writes the device's memory) or "staged" (through pinned bounce buffers) and why, then what
+   * the peer's end of the path takes: "cuda direct (dma-buf); peer's rxe1:1 registers dma-bufs",
+   * "hip staged (no native access, no dma-buf)". Each region still falls back to staging on its
+   * own where its registration is refused (hmc_mem_register logs which way each region goes).
+   * "" when neither side has device memory. direct_transfers counts puts and gets with the peer
+   * that moved device memory (this side's, the peer's, or both) with no bounce buffer on either
+   * side. */
+  uint64_t direct_transfers;
+  char device_memory[256];
 } hmc_peer_info_t;
+#define HMC_HAS_PEER_DEVICE_DIRECT 1
 HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info);
 
 /* ------------------------------------------------------------------------------------------ */

@@ -8,6 +8,7 @@
 #include "coll/reduce.h"
 #include "context/context.h"
 #include "hmc/hmc.h"
+#include "net/registration.h"
 #include "peer/capabilities.h"
 #include "util/handles.h"
 #include "util/hot.h"
@@ -594,6 +595,18 @@ HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info) {
   }
   if (info->struct_size >= offsetof(hmc_peer_info_t, remote_address) + sizeof info->remote_address)
     copy_str(info->remote_address, p->address);
+  if (info->struct_size >= offsetof(hmc_peer_info_t, device_memory) + sizeof info->device_memory) {
+    info->direct_transfers = p->framing.direct_transfers.load(std::memory_order_relaxed);
+    const path::NetRecord* peer_nd = nullptr;
+    const std::string& peer_device =
+        p->choice.peer_device.empty() ? p->choice.device : p->choice.peer_device;
+    for (const auto& r : p->remote.net)
+      if (r.plugin == p->choice.plugin && r.device == peer_device) peer_nd = &r;
+    copy_str(info->device_memory,
+             describe_device_memory(p->net_device, peer_nd, p->remote.device_count,
+                                    p->ctx->devices().devices(),
+                                    p->ctx->config().get_bool("HMC_NET_DMABUF")));
+  }
   return HMC_SUCCESS;
   HMC_CATCH
 }

@@ -101,6 +101,9 @@ struct Remote {
   std::atomic<uint32_t> posting{0};
   // The region is served by target-side staging (its descriptor says so).
   bool staged = false;
+  // The region is device memory (its descriptor's kRegionFlagStaged) reached by key: a put or
+  // get on it moves device memory NIC to device.
+  bool device = false;
 };
 
 // Descriptor layout (version 2): magic, version, base, size, access, then (plugin name, device

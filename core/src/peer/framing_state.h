@@ -106,6 +106,7 @@ struct PeerFramingState {
   std::atomic<uint64_t> ipc_messages{0};      // crossed by device IPC
   std::atomic<uint64_t> staged_transfers{0};  // device memory through bounce buffers
   std::atomic<uint64_t> shared_messages{0};   // staged through shared bounces
+  std::atomic<uint64_t> direct_transfers{0};  // puts and gets of device memory, no bounce
 };
 
 }  // namespace hmc

@@ -248,6 +248,7 @@ hmc_status_t Regions::import_remote(const std::shared_ptr<Peer>& peer, const voi
       peer->net_device ? packed.key_for(net.name(), owner_device) : nullptr;
   // Device memory without a key for our path is reached by target-side staging.
   remote->staged = !key && (packed.flags & kRegionFlagStaged) && packed.region_id;
+  remote->device = key && (packed.flags & kRegionFlagStaged);
   {
     std::lock_guard<std::mutex> lock(net.mutex());
     if (peer->lost || !peer->ep)

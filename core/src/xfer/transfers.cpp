@@ -290,10 +290,13 @@ hmc_status_t Transfers::post_put(Remote* remote, const void* buf, size_t size, u
     return staging_->post(remote, const_cast<void*>(buf), size, offset, Op::Put,
                            flags & HMC_PUT_NOTIFY, notify_value, out);
   hmc_net_mr_t* mr = nullptr;
+  bool device = remote->device;  // device memory on either side, moved with no bounce buffer
   if (peer->framing.on()) {
     bool staged = false;
-    if ((st = memory_access(*peer, buf, size, "put", &staged, nullptr, &mr)) != HMC_SUCCESS)
+    MemoryLocation loc;
+    if ((st = memory_access(*peer, buf, size, "put", &staged, &loc, &mr)) != HMC_SUCCESS)
       return st;
+    device |= size > 0 && !loc.device->is_host();
     if (staged) {
       if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
@@ -328,6 +331,7 @@ hmc_status_t Transfers::post_put(Remote* remote, const void* buf, size_t size, u
     return ps;
   });
   if (st != HMC_SUCCESS) return remote->dead.load() ? refuse_withdrawn(*remote, "put") : st;
+  if (device) peer->framing.direct_transfers.fetch_add(1, std::memory_order_relaxed);
   *out = req;
   return HMC_SUCCESS;
 }
@@ -341,10 +345,13 @@ hmc_status_t Transfers::post_get(Remote* remote, void* buf, size_t size, uint64_
   if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "get");
   if (remote->staged) return staging_->post(remote, buf, size, offset, Op::Get, false, 0, out);
   hmc_net_mr_t* mr = nullptr;
+  bool device = remote->device;  // as in post_put
   if (peer->framing.on()) {
     bool staged = false;
-    if ((st = memory_access(*peer, buf, size, "get", &staged, nullptr, &mr)) != HMC_SUCCESS)
+    MemoryLocation loc;
+    if ((st = memory_access(*peer, buf, size, "get", &staged, &loc, &mr)) != HMC_SUCCESS)
       return st;
+    device |= size > 0 && !loc.device->is_host();
     if (staged) {
       if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
         return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
@@ -369,6 +376,7 @@ hmc_status_t Transfers::post_get(Remote* remote, void* buf, size_t size, uint64_
     return ps;
   });
   if (st != HMC_SUCCESS) return remote->dead.load() ? refuse_withdrawn(*remote, "get") : st;
+  if (device) peer->framing.direct_transfers.fetch_add(1, std::memory_order_relaxed);
   *out = req;
   return HMC_SUCCESS;
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "hmc/plugin/net.h"
@@ -123,6 +124,9 @@ class Device {
   PostResult post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string* why);
   // Registers memory with this device's protection domain; nullptr with *why on failure.
   ibv_mr* reg(void* addr, size_t len, int access, std::string* why);
+  // True the first time only: a refused dma-buf registration is a warning once per device, then
+  // debug (each region falls back to staging on its own, and the core logs each region's way).
+  bool first_dmabuf_refusal() { return !std::exchange(dmabuf_refused_, true); }
   // Forgets every work request of ep (its queue pairs are gone); returns their send slots.
   void forget(Endpoint* ep);
   // Takes the work requests of ep on qp out of the books, oldest first (to post them again).
@@ -178,6 +182,7 @@ class Device {
   std::unordered_map<uint64_t, WrCtx> wrs_;
   uint64_t next_wr_ = 1;
   unsigned unacked_events_ = 0;
+  bool dmabuf_refused_ = false;
 };
 
 }  // namespace hmc::ibverbs

@@ -870,7 +870,9 @@ hmc_plugin_status_t Endpoint::post_rma(bool put, void* buf, size_t len, const Me
   const size_t chunk = dev_.chunk();
   // Striped where rails are up, the owner registered the region on as many, and there are
   // pieces enough: each piece goes to the port with the least assigned relative to its speed.
-  const bool striped = rails_up_ && key.rail_rkeys.size() >= rails_.size() && len >= 2 * chunk;
+  // Device memory is registered on the port only (a rail could reach it only by pointer).
+  const bool striped = rails_up_ && key.rail_rkeys.size() >= rails_.size() && len >= 2 * chunk &&
+                       (mr == nullptr || !mr->device);
   std::vector<uint64_t> assigned(rails_.size() + 1, 0);
   const uint64_t own_weight = std::max<uint64_t>(
       1, port_bandwidth_MBps(dev_.info().attr.active_speed, dev_.info().attr.active_width));

@@ -30,12 +30,19 @@ hmc_plugin_status_t register_region(Context& c, int dev, const hmc_net_mem_desc_
                                     : "as a dma-buf: this device does not take dma-bufs");
         return HMC_PLUGIN_ERR_NOT_SUPPORTED;
       }
+      m->device = true;
       m->mr = c.api().reg_dmabuf_mr(d.pd(), mem->dmabuf_offset, mem->len,
                                     reinterpret_cast<uintptr_t>(mem->addr), mem->dmabuf_fd, access);
       if (m->mr == nullptr) {
-        IB_WARN(c.log(), "%s: ibv_reg_dmabuf_mr of %zu bytes: %s", d.name().c_str(), mem->len,
-                std::strerror(errno));
-        return errno == ENOMEM ? HMC_PLUGIN_ERR_NO_MEMORY : HMC_PLUGIN_ERR_NOT_SUPPORTED;
+        const int err = errno;
+        if (d.first_dmabuf_refusal())
+          IB_WARN(c.log(), "%s: ibv_reg_dmabuf_mr of %zu bytes (interface %u): %s; such regions "
+                  "are staged (said once per device)", d.name().c_str(), mem->len, mem->iface,
+                  std::strerror(err));
+        else
+          IB_DEBUG(c.log(), "%s: ibv_reg_dmabuf_mr of %zu bytes (interface %u): %s",
+                   d.name().c_str(), mem->len, mem->iface, std::strerror(err));
+        return err == ENOMEM ? HMC_PLUGIN_ERR_NO_MEMORY : HMC_PLUGIN_ERR_NOT_SUPPORTED;
       }
     } else {
       m->mr = d.reg(mem->addr, mem->len, access, &why);

@@ -23,6 +23,7 @@ struct MemRegion {
   size_t len = 0;
   uint32_t access = 0;  // HMC_NET_ACCESS_*
   std::vector<ibv_mr*> rail_mrs;  // the same memory on dev's rails (Context::rails_of), host only
+  bool device = false;  // device memory (by dma-buf): reached through mr only, never by pointer
 
   bool covers(const void* buf, size_t n) const {
     uintptr_t b = reinterpret_cast<uintptr_t>(buf);
