@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config_markdown.h"
@@ -182,6 +183,38 @@ std::string json_list(const std::vector<std::string>& v) {
   return s + "]";
 }
 
+// A net device's details (hmc.h): lines "name: value"; a line without the separator is a value
+// without a name.
+std::vector<std::pair<std::string, std::string>> detail_lines(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty()) continue;
+    size_t sep = line.find(": ");
+    if (sep == std::string::npos)
+      out.emplace_back("", line);
+    else
+      out.emplace_back(line.substr(0, sep), line.substr(sep + 2));
+  }
+  return out;
+}
+
+// As a JSON list of {"name", "value"} in the plugin's order (names repeat across plugins' styles).
+std::string json_details(const std::string& text) {
+  std::string s = "[";
+  bool first = true;
+  for (const auto& [name, value] : detail_lines(text)) {
+    s += (first ? "" : ",") + std::string("{\"name\":") + json_escape(name) +
+         ",\"value\":" + json_escape(value) + "}";
+    first = false;
+  }
+  return s + "]";
+}
+
 // The error of the call that just failed, as one line.
 std::string failure(const char* call, hmc_status_t s) {
   std::string m = std::string(call) + ": " + hmc_status_string(s);
@@ -347,6 +380,11 @@ void print_text(const Inventory& inv) {
       std::printf("    fabric        %s (pairs with a peer's %s device on it, whatever its name)\n",
                   n.fabric, n.plugin);
 #endif
+#ifdef HMC_HAS_NET_DETAILS
+    if (n.link_layer[0] != '\0') std::printf("    link layer    %s\n", n.link_layer);
+    for (const auto& [name, value] : detail_lines(str(n.details)))
+      std::printf("    %-13s %s\n", name.c_str(), value.c_str());
+#endif
     auto flags = bit_names(n.flags, kNetFlags);
     std::printf("    flags         %s\n", flags.empty() ? "none" : join(flags, ", ").c_str());
     if (n.max_inflight)
@@ -415,6 +453,10 @@ void print_json(const Inventory& inv) {
          ",\"nic_guid\":" + std::to_string(n.nic_guid) + ",\"nic_port\":" + std::to_string(n.nic_port) +
 #ifdef HMC_HAS_NET_FABRIC
          ",\"fabric\":" + json_escape(str(n.fabric)) +
+#endif
+#ifdef HMC_HAS_NET_DETAILS
+         ",\"link_layer\":" + json_escape(str(n.link_layer)) +
+         ",\"details\":" + json_details(str(n.details)) +
 #endif
          ",\"flags\":" + json_list(bit_names(n.flags, kNetFlags)) +
          ",\"max_inflight\":" + std::to_string(n.max_inflight) +

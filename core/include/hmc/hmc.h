@@ -185,9 +185,17 @@ typedef struct hmc_net_device_info {
    * same plugin pairs with whatever its name ("roce-v2", "ib:<subnet prefix>"); "": only a
    * device of the same name. */
   char fabric[64];
+  /* Appended (HMC_HAS_NET_DETAILS): the plugin's description of the device for people, not used
+   * by hmc: its link and transport ("InfiniBand", "Ethernet (RoCE v2)"; "" when the plugin does
+   * not say), and further properties as lines "name: value" separated by '\n' (the port, its
+   * addresses with the one in use marked, link rate, MTU, memory registration; "" when none;
+   * cut at the last whole line that fits). */
+  char link_layer[64];
+  char details[2048];
 } hmc_net_device_info_t;
 #define HMC_HAS_NET_MEM_IFACES 1
 #define HMC_HAS_NET_FABRIC 1
+#define HMC_HAS_NET_DETAILS 1
 
 /* Net devices of every loaded net plugin. hmc_net_device_info never measures: the measured
  * figures are those this process or the calibration cache already has. */

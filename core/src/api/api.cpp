@@ -286,6 +286,16 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
   }
   if (info->struct_size >= offsetof(hmc_net_device_info_t, fabric) + sizeof info->fabric)
     copy_str(info->fabric, d.props.fabric ? d.props.fabric : "");
+  if (info->struct_size >= offsetof(hmc_net_device_info_t, details) + sizeof info->details) {
+    copy_str(info->link_layer, d.props.link_layer ? d.props.link_layer : "");
+    std::string details = d.props.details ? d.props.details : "";
+    // A line cut in the middle would read as a wrong value: keep whole lines only.
+    if (details.size() >= sizeof info->details) {
+      size_t end = details.rfind('\n', sizeof info->details - 1);
+      details.resize(end == std::string::npos ? 0 : end);
+    }
+    copy_str(info->details, details);
+  }
   info->flags = d.props.flags;
   info->max_inflight = d.props.max_inflight;
   info->max_msg_size = d.props.max_msg_size;

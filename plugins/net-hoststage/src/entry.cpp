@@ -79,6 +79,10 @@ hmc_plugin_status_t hs_device_props(hmc_net_ctx_t* ctx, int dev, hmc_net_device_
     props->mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
   if (HMC_ABI_HAS_FIELD(props, P, nic_guid)) props->nic_guid = 0;
   if (HMC_ABI_HAS_FIELD(props, P, nic_port)) props->nic_port = 0;
+  if (HMC_ABI_HAS_FIELD(props, P, details)) {
+    props->link_layer = shm ? "shared memory" : "TCP";
+    props->details = shm ? "reaches: processes on this host" : "reaches: any host over IP";
+  }
   return HMC_PLUGIN_SUCCESS;
 }
 

@@ -63,6 +63,8 @@ std::vector<GidEntry> gid_table(const VerbsApi& v, ibv_context* c, const std::st
                : type.find("RoCE") != std::string::npos ? GidType::kRoceV1
                                                         : GidType::kIb;
     }
+    e.netdev = read_line("/sys/class/infiniband/" + hca + "/ports/" + std::to_string(port) +
+                         "/gid_attrs/ndevs/" + std::to_string(i));
     t.push_back(e);
   }
   return t;
@@ -159,6 +161,7 @@ hmc_plugin_status_t Context::discover() {
             pi.gid_type = e.type;
           }
         if (pi.gid_index < 0) pi.name += " (" + gwhy + ")";
+        pi.gids = std::move(t);
         pi.fabric = fabric_of(eth, pi.gid_type, pi.gid.raw, pi.gid_index >= 0);
       }
       ids.push_back({hca, p});

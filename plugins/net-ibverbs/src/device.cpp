@@ -105,7 +105,32 @@ bool Device::open() {
           ethernet() ? "RoCE" : "InfiniBand", info_.gid_index, gid_type_name(info_.gid_type),
           128 << info_.attr.active_mtu, info_.pci_path.empty() ? "software" : info_.pci_path.c_str(),
           info_.dmabuf ? "yes" : "no");
+  PortDescription d;
+  d.hca = info_.hca;
+  d.port = info_.port;
+  d.ethernet = ethernet();
+  d.software = info_.pci_path.empty();
+  d.fw_ver = std::string(info_.dev_attr.fw_ver, strnlen(info_.dev_attr.fw_ver, sizeof info_.dev_attr.fw_ver));
+  d.node_guid = info_.guid;
+  d.lid = info_.attr.lid;
+  d.gids = info_.gids;
+  d.gid_index = info_.gid_index;
+  d.gid_type = info_.gid_type;
+  d.active_speed = info_.attr.active_speed;
+  d.active_width = info_.attr.active_width;
+  d.active_mtu = info_.attr.active_mtu;
+  d.max_mtu = info_.attr.max_mtu;
+  d.max_msg_sz = info_.attr.max_msg_sz;
+  d.chunk = chunk_;
+  d.dmabuf = info_.dmabuf;
+  d.mem_ifaces = mem_ifaces();
+  link_layer_ = link_layer_text(d.ethernet, d.gid_type);
+  details_ = describe_port(d);
   return true;
+}
+
+uint64_t Device::mem_ifaces() const {
+  return HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
 }
 
 void Device::fill_props(hmc_net_device_props_t* p) const {
@@ -121,10 +146,12 @@ void Device::fill_props(hmc_net_device_props_t* p) const {
   full.flags = HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_RMA | (info_.dmabuf ? HMC_NET_FLAG_DMABUF : 0u);
   full.max_inflight = 0;
   full.max_msg_size = 0;
-  full.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
+  full.mem_ifaces = mem_ifaces();
   full.nic_guid = info_.guid;
   full.nic_port = static_cast<uint32_t>(info_.port);
   full.fabric = info_.fabric.empty() ? nullptr : info_.fabric.c_str();
+  full.link_layer = link_layer_.c_str();
+  full.details = details_.c_str();
   size_t n = std::min<size_t>(p->hdr.struct_size, sizeof full);
   std::memcpy(static_cast<void*>(p), &full, n);
 }

@@ -6,6 +6,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -37,6 +38,7 @@ struct PortInfo {
   int gid_index = -1;
   ibv_gid gid{};
   GidType gid_type = GidType::kIb;
+  std::vector<GidEntry> gids;  // the non-empty entries of the port's table
   ibv_device_attr dev_attr{};
   bool dmabuf = false;  // ibv_reg_dmabuf_mr answered EBADF to fd -1
   std::string fabric;   // what the core pairs it by (select.h, fabric_of)
@@ -78,6 +80,9 @@ struct WrCtx {
   int bounce = -1;         // bounce buffer (op.bounce)
 };
 
+// Inline data asked of each queue pair: a message header and a small payload.
+constexpr uint32_t kInlineWanted = 256;
+
 // kBusy: no send slot or bounce buffer is free now (post again after a completion).
 enum class PostResult { kOk, kQueueError, kRegError, kBusy };
 
@@ -112,6 +117,10 @@ class Device {
   size_t chunk() const { return chunk_; }
 
   void fill_props(hmc_net_device_props_t* props) const;
+  uint64_t mem_ifaces() const;
+  // A queue pair of this device was created with max_inline_data bytes of inline data: messages
+  // up to the least of these go inline.
+  void note_inline(uint32_t max_inline_data) { inline_max_ = std::min(inline_max_, max_inline_data); }
 
   // Endpoints grant credits from the shared receive queue: each new one grows it.
   bool grow_receive_pool();
@@ -165,6 +174,9 @@ class Device {
   size_t bufsz_ = 0;   // header + payload, rounded
   uint32_t credits_ = 0;
   size_t chunk_ = 0;
+  uint32_t inline_max_ = kInlineWanted;
+  std::string link_layer_;  // props.link_layer and props.details (select.h, describe_port)
+  std::string details_;
   ibv_context* vctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* chan_ = nullptr;

@@ -1,8 +1,12 @@
 #include "select.h"
 
+#include <arpa/inet.h>
+
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 
+#include "hmc/plugin/common.h"
 #include "hmc/plugin/config.hpp"
 
 namespace hmc::ibverbs {
@@ -194,6 +198,101 @@ uint32_t lane_count(uint32_t active_width) {
 
 uint64_t port_bandwidth_MBps(uint32_t active_speed, uint32_t active_width) {
   return lane_rate_Mbps(active_speed) * lane_count(active_width) / 8;
+}
+
+std::string link_layer_text(bool ethernet, GidType chosen) {
+  if (!ethernet) return "InfiniBand";
+  return std::string("Ethernet (") + gid_type_name(chosen == GidType::kIb ? GidType::kRoceV1 : chosen) + ")";
+}
+
+std::string gid_text(const uint8_t raw[16]) {
+  char b[INET6_ADDRSTRLEN] = {};
+  if (inet_ntop(AF_INET6, raw, b, sizeof b) == nullptr) return "?";
+  return b;
+}
+
+namespace {
+
+// IBTA names of ibv_port_attr.active_speed and .active_width.
+const char* speed_name(uint32_t s) {
+  switch (s) {
+    case 1: return "SDR";
+    case 2: return "DDR";
+    case 4: return "QDR";
+    case 8: return "FDR10";
+    case 16: return "FDR";
+    case 32: return "EDR";
+    case 64: return "HDR";
+    case 128: return "NDR";
+    case 256: return "XDR";
+    default: return nullptr;
+  }
+}
+
+std::string size_text(uint64_t n) {
+  char b[32];
+  if (n >= (1ull << 30) && n % (1ull << 30) == 0)
+    std::snprintf(b, sizeof b, "%" PRIu64 " GiB", n >> 30);
+  else if (n >= (1ull << 20) && n % (1ull << 20) == 0)
+    std::snprintf(b, sizeof b, "%" PRIu64 " MiB", n >> 20);
+  else if (n >= (1ull << 10) && n % (1ull << 10) == 0)
+    std::snprintf(b, sizeof b, "%" PRIu64 " KiB", n >> 10);
+  else
+    std::snprintf(b, sizeof b, "%" PRIu64 " B", n);
+  return b;
+}
+
+int mtu_bytes(int code) { return code >= 1 && code <= 5 ? 128 << code : 0; }
+
+}  // namespace
+
+std::string describe_port(const PortDescription& d) {
+  std::string s;
+  auto line = [&](const std::string& name, const std::string& value) {
+    s += (s.empty() ? "" : "\n") + name + ": " + value;
+  };
+  char guid[32];
+  std::snprintf(guid, sizeof guid, "%04x:%04x:%04x:%04x", static_cast<unsigned>(d.node_guid >> 48),
+                static_cast<unsigned>(d.node_guid >> 32) & 0xffff,
+                static_cast<unsigned>(d.node_guid >> 16) & 0xffff,
+                static_cast<unsigned>(d.node_guid) & 0xffff);
+  line("hca", d.hca + " port " + std::to_string(d.port) + ", node GUID " + guid +
+                  (d.fw_ver.empty() ? "" : ", firmware " + d.fw_ver) +
+                  (d.software ? ", software device (no PCI function)" : ""));
+  if (!d.ethernet) line("lid", std::to_string(d.lid));
+  for (const GidEntry& e : d.gids) {
+    std::string v = d.ethernet ? std::string(gid_type_name(e.type)) + " " : "";
+    v += gid_text(e.raw);
+    if (!e.netdev.empty()) v += " on " + e.netdev;
+    if (e.index == d.gid_index) v += " (in use)";
+    line("gid " + std::to_string(e.index), v);
+  }
+  const uint64_t lane = lane_rate_Mbps(d.active_speed);
+  const uint32_t lanes = lane_count(d.active_width);
+  std::string speed;
+  if (lane == 0 || lanes == 0) {
+    speed = "unknown (speed code " + std::to_string(d.active_speed) + ", width code " +
+            std::to_string(d.active_width) + ")";
+  } else {
+    char b[96];
+    std::snprintf(b, sizeof b, "%uX %s, %g Gb/s of data (%g Gb/s per lane)", lanes,
+                  speed_name(d.active_speed), static_cast<double>(lane * lanes) / 1000,
+                  static_cast<double>(lane) / 1000);
+    speed = b;
+  }
+  if (d.software) speed += "; a software device's is its interface's, not what it moves";
+  line("speed", speed);
+  line("mtu", std::to_string(mtu_bytes(d.active_mtu)) + " active, " +
+                  std::to_string(mtu_bytes(d.max_mtu)) + " port maximum");
+  if (d.max_msg_sz != 0)
+    line("max message", size_text(d.max_msg_sz) + " (RDMA reads and writes posted in pieces of " +
+                            size_text(d.chunk) + ")");
+  line("dma-buf", d.dmabuf ? "yes: device memory registers through its dma-buf"
+                           : "no: ibv_reg_dmabuf_mr is not supported here");
+  line("peermem", (d.mem_ifaces & ~HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST)) != 0
+                      ? "yes: device memory registers by pointer"
+                      : "no: device memory by pointer is not registered (dma-buf, else staged)");
+  return s;
 }
 
 }  // namespace hmc::ibverbs

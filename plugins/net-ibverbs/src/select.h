@@ -45,6 +45,7 @@ struct GidEntry {
   int index = 0;
   GidType type = GidType::kIb;
   uint8_t raw[16] = {};
+  std::string netdev;  // RoCE: the network interface the address belongs to ("" unknown)
 };
 
 bool gid_is_zero(const uint8_t raw[16]);
@@ -70,5 +71,37 @@ uint64_t lane_rate_Mbps(uint32_t active_speed);
 uint32_t lane_count(uint32_t active_width);
 // Port bandwidth in 10^6 bytes/s (lane rate x lanes / 8), 0 when unknown.
 uint64_t port_bandwidth_MBps(uint32_t active_speed, uint32_t active_width);
+
+// What hmc-info shows of a port (hmc_net_device_props_t.link_layer and .details), from what
+// discovery read.
+struct PortDescription {
+  std::string hca;
+  int port = 1;
+  bool ethernet = false;
+  bool software = false;       // no PCI function (rdma_rxe, siw)
+  std::string fw_ver;
+  uint64_t node_guid = 0;      // host order
+  uint16_t lid = 0;            // InfiniBand
+  std::vector<GidEntry> gids;  // non-empty entries
+  int gid_index = -1;          // the one connections use
+  GidType gid_type = GidType::kIb;
+  uint32_t active_speed = 0;   // ibv_port_attr codes
+  uint32_t active_width = 0;
+  int active_mtu = 0;          // enum ibv_mtu codes
+  int max_mtu = 0;
+  uint64_t max_msg_sz = 0;
+  uint64_t chunk = 0;          // the largest RDMA READ/WRITE the plugin posts
+  bool dmabuf = false;
+  uint64_t mem_ifaces = 0;     // hmc_net_device_props_t.mem_ifaces
+};
+
+// "InfiniBand", "Ethernet (RoCE v2)", "Ethernet (RoCE v1)".
+std::string link_layer_text(bool ethernet, GidType chosen);
+// An address of the GID table as text: "::ffff:10.0.0.1", "fe80::1:2:3:4".
+std::string gid_text(const uint8_t raw[16]);
+// "name: value" lines (net.h): the HCA and port, LID (InfiniBand), each GID with its type and
+// interface (the one in use marked "(in use)"), the link rate, MTU, largest message, dma-buf and
+// peermem (device memory by pointer).
+std::string describe_port(const PortDescription& d);
 
 }  // namespace hmc::ibverbs

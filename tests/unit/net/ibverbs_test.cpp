@@ -129,6 +129,71 @@ TEST(IbverbsSelect, FabricNamesTheNetworkAPortIsOn) {
   EXPECT_EQ(fabric_of(true, GidType::kRoceV1, v4, true), "roce-v1");
   EXPECT_EQ(fabric_of(true, GidType::kRoceV2, v4, false), "") << "no usable GID";
 }
+
+// What hmc-info shows of a port (props.link_layer, props.details): every GID with its type and
+// interface, the one in use marked, the link rate by its IBTA names, MTU, dma-buf, peermem.
+TEST(IbverbsSelect, PortDescriptionForHmcInfo) {
+  EXPECT_EQ(link_layer_text(false, GidType::kIb), "InfiniBand");
+  EXPECT_EQ(link_layer_text(true, GidType::kRoceV2), "Ethernet (RoCE v2)");
+  EXPECT_EQ(link_layer_text(true, GidType::kRoceV1), "Ethernet (RoCE v1)");
+  const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+  EXPECT_EQ(gid_text(v4), "::ffff:10.0.0.1");
+
+  PortDescription d;
+  d.hca = "rxe0";
+  d.port = 1;
+  d.ethernet = true;
+  d.software = true;
+  d.fw_ver = "0.0.0";
+  d.node_guid = 0x505400fffe123456ull;
+  d.gids = {gid(0, GidType::kRoceV2, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0, 0xff, 0xfe, 0x12, 0x34, 0x56}),
+            gid(1, GidType::kRoceV2, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1})};
+  for (GidEntry& e : d.gids) e.netdev = "veth0";
+  d.gid_index = 1;
+  d.gid_type = GidType::kRoceV2;
+  d.active_speed = 8;  // FDR10
+  d.active_width = 1;  // 1X
+  d.active_mtu = 5;    // IBV_MTU_4096
+  d.max_mtu = 5;
+  d.max_msg_sz = 8u << 20;
+  d.chunk = 1u << 20;
+  d.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
+  EXPECT_EQ(describe_port(d),
+            "hca: rxe0 port 1, node GUID 5054:00ff:fe12:3456, firmware 0.0.0, software device (no "
+            "PCI function)\n"
+            "gid 0: RoCE v2 fe80::5054:ff:fe12:3456 on veth0\n"
+            "gid 1: RoCE v2 ::ffff:10.0.0.1 on veth0 (in use)\n"
+            "speed: 1X FDR10, 10 Gb/s of data (10 Gb/s per lane); a software device's is its "
+            "interface's, not what it moves\n"
+            "mtu: 4096 active, 4096 port maximum\n"
+            "max message: 8 MiB (RDMA reads and writes posted in pieces of 1 MiB)\n"
+            "dma-buf: no: ibv_reg_dmabuf_mr is not supported here\n"
+            "peermem: no: device memory by pointer is not registered (dma-buf, else staged)");
+
+  // InfiniBand: the LID, GIDs without a RoCE type; an HCA with dma-buf and a vendor's memory by
+  // pointer; an unknown rate code is shown as such.
+  PortDescription ib;
+  ib.hca = "mlx5_0";
+  ib.lid = 7;
+  ib.gids = {gid(0, GidType::kIb, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8})};
+  ib.gid_index = 0;
+  ib.active_speed = 3;
+  ib.active_width = 2;
+  ib.active_mtu = 5;
+  ib.max_mtu = 5;
+  ib.dmabuf = true;
+  ib.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST) | HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA);
+  std::string t = describe_port(ib);
+  EXPECT_NE(t.find("\nlid: 7\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("\ngid 0: fe80::102:304:506:708 (in use)\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("\nspeed: unknown (speed code 3, width code 2)\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("\ndma-buf: yes"), std::string::npos) << t;
+  EXPECT_NE(t.find("\npeermem: yes"), std::string::npos) << t;
+  EXPECT_EQ(t.find("max message"), std::string::npos) << "no max_msg_sz, no line: " << t;
+  ib.active_speed = 32;
+  EXPECT_NE(describe_port(ib).find("\nspeed: 4X EDR, 100 Gb/s of data (25 Gb/s per lane)\n"),
+            std::string::npos);
+}
 #endif  // HMC_TEST_IBVERBS_SELECT
 
 // Without any RDMA device (or rdma-core), init says so and the plugin is skipped; a bad setting

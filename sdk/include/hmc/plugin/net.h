@@ -113,6 +113,16 @@ typedef struct hmc_net_device_props {
    * InfiniBand subnet, a routable RoCE v2 network). NULL or "": the device reaches only the
    * peer's device of the same name (a transport flavour such as "tcp" or "shm"). */
   const char* fabric;
+  /* Appended: for people (hmc-info), never interpreted by the core. Both NULL or "" when the
+   * plugin has nothing to say; check with HMC_ABI_HAS_FIELD before reading.
+   * link_layer: the device's link and transport in a few words ("InfiniBand", "Ethernet (RoCE
+   * v2)", "TCP", "shared memory"), at most 63 bytes.
+   * details: further properties, one per line as "name: value" (name without ':', lines
+   * separated by '\n', no other control characters), in the order worth reading: what a user
+   * checks when a device is slow or not used (ports, addresses with the one in use marked, link
+   * rate, MTU, what memory it registers). The core shows at most 2047 bytes. */
+  const char* link_layer;
+  const char* details;
 } hmc_net_device_props_t;
 
 /* Memory to register. addr/len always describe the virtual range the core will pass to
