@@ -88,8 +88,9 @@ hmc_status_t on_device(const Job& j) {
   hmc_status_t st = j.engine.start_reduce(j.on, j.dst, j.dst, j.src, j.count,
                                           static_cast<uint32_t>(j.dtype), j.device_op(), j.bytes,
                                           &job);
+  if (st != HMC_SUCCESS) return st;
   Backoff backoff;
-  while (st == HMC_SUCCESS && (st = job.poll()) == HMC_IN_PROGRESS) {
+  while ((st = job.poll()) == HMC_IN_PROGRESS) {
     if (now_ns() > j.deadline) return j.timed_out("on the device");
     backoff.pause();
   }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "../../../plugins/net-ofi/src/wire.h"
 #include "suite.h"
 
 namespace net_test {
@@ -255,6 +256,29 @@ TEST_P(OfiLocal, TheCoresWholeTagSpaceOnSeveralConnections) {
                                  << " bytes";
       }
     }
+  });
+}
+
+// Two connections' tags that meet in the provider's tag space (a tag of one XOR both slot keys:
+// wire.h) are told apart: the receive that matched the other connection's message fails, saying
+// so, and delivers nothing. The first connection of a fresh pair has slot 0 (key 0) on both
+// sides, the second slot 1.
+TEST_P(OfiLocal, CollidingTagsOfTwoConnectionsFailTheReceive) {
+  local([&](LocalPair& p) {
+    const hmc_net_plugin_v2_t* t = p.t;
+    ASSERT_NO_FATAL_FAILURE(p.connect());
+    auto second = p.connect_another();
+    const uint64_t tag = 0x55;
+    std::vector<uint8_t> out(64, 0), in(64, 7);
+    hmc_net_request_t *rr = nullptr, *sr = nullptr;
+    ASSERT_EQ(t->irecv(p.ea, out.data(), out.size(), nullptr, tag ^ hmc::ofi::slot_key(1), &rr),
+              HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t->isend(second.second, in.data(), in.size(), nullptr, tag, &sr),
+              HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(p.wait(sr), HMC_PLUGIN_SUCCESS);
+    EXPECT_EQ(p.wait(rr), HMC_PLUGIN_ERR_INTERNAL);
+    EXPECT_TRUE(p.ha.logged("collide in the provider's tag space"));
+    EXPECT_EQ(out, std::vector<uint8_t>(64, 0));
   });
 }
 
