@@ -479,7 +479,7 @@ Schedule broadcast_hierarchical(const CollArgs& a, const GroupShape& g, int r) {
 Schedule all_gather_hierarchical(const CollArgs& a, const GroupShape& g, int r) {
   constexpr size_t kMaxRuns = 64;
   auto hosts = ranks_by_host(g);
-  if (hosts.empty()) return all_gather(a, g, r);
+  if (hosts.empty()) return all_gather(a, g, r, false);
   // Per host: (first rank, ranks) of each run of consecutive ranks.
   std::vector<std::vector<std::pair<int, int>>> runs(hosts.size());
   for (size_t h = 0; h < hosts.size(); ++h) {
@@ -489,7 +489,7 @@ Schedule all_gather_hierarchical(const CollArgs& a, const GroupShape& g, int r) 
       else
         runs[h].push_back({k, 1});
     }
-    if (runs[h].size() > kMaxRuns) return all_gather(a, g, r);
+    if (runs[h].size() > kMaxRuns) return all_gather(a, g, r, false);
   }
   Schedule s;
   s.algorithm = "hierarchical";
