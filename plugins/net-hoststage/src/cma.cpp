@@ -237,7 +237,8 @@ void Endpoint::cma_fallback(const CmaJob& j, int err) {
     }
     case CmaJob::kGetVPush: {
       BulkJob b{nullptr, j.peer_id, nullptr, 0, 0, j.key, j.peer_id};
-      b.vec.assign(j.vec.begin() + static_cast<std::ptrdiff_t>(j.piece), j.vec.end());
+      b.vec = std::make_shared<const std::vector<VecSpan>>(
+          j.vec.begin() + static_cast<std::ptrdiff_t>(j.piece), j.vec.end());
       b.tag_base = j.first + j.piece;
       add_bulk(std::move(b));
       break;
