@@ -192,7 +192,8 @@ bool PiecedRma::issue_chunks(Peer& peer) {
 }
 
 // A staged put's piece goes Copying (device to bounce), Ready, Posted (iput), Done; a staged
-// get's Posted (iget), Unloading (bounce to device), Done; a direct piece Posted, Done.
+// get's Posted (iget), Unloading (bounce to device), Done; a direct piece, or a vectored chunk,
+// Posted, Done.
 bool PiecedRma::step(Request*, Peer& peer, const StageEnv& env) {
   const hmc_net_plugin_v2_t* t = peer.net->table();
   const char* what = put_ ? "hmc_put" : "hmc_get";
