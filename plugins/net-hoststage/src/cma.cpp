@@ -124,8 +124,8 @@ bool Endpoint::run_cma_vec(CmaJob& j, size_t* budget) {
              static_cast<int>(peer_pid_));
         return true;
       } else {
-        HS_WARN(ctx_.log(), "%s: vectored cross-memory copy of %d pieces failed: %s",
-                name_.c_str(), cnt, errno_text(err).c_str());
+        HS_WARN(ctx_.log(), "%s: vectored cross-memory copy of %d pieces failed: %s", name_.c_str(),
+                cnt, errno_text(err).c_str());
         finish_cma(done, HMC_PLUGIN_ERR_REMOTE, HMC_PLUGIN_ERR_INVALID_ARGUMENT);
       }
       return false;

@@ -344,8 +344,8 @@ hmc_plugin_status_t Endpoint::post_vec(bool put, std::vector<VecPieceWire>* vec,
   Busy busy(*this);
   uint64_t total = 0;
   for (const VecPieceWire& p : *vec) total += p.len;
-  Request* r = new_request(put ? ReqKind::kPutV : ReqKind::kGetV, nullptr,
-                           static_cast<size_t>(total), 0);
+  Request* r =
+      new_request(put ? ReqKind::kPutV : ReqKind::kGetV, nullptr, static_cast<size_t>(total), 0);
   *out = r;
   r->vec.swap(*vec);
   vec->clear();
@@ -560,9 +560,9 @@ bool Endpoint::next_vec_chunk(BulkJob& j, size_t chunk, OutFrame* f) {
   if (j.piece == v.size()) return false;
   // The region of a key never changes bounds while it lives: its being there covers every piece
   // checked when the get arrived.
-  if (j.key != 0 && !ctx_.regions().check_local(j.key, v[j.piece].local + j.next,
-                                                 v[j.piece].len - j.next,
-                                                 HMC_NET_ACCESS_REMOTE_READ)) {
+  if (j.key != 0 &&
+      !ctx_.regions().check_local(j.key, v[j.piece].local + j.next, v[j.piece].len - j.next,
+                                  HMC_NET_ACCESS_REMOTE_READ)) {
     j.piece = v.size();
     j.refused = true;
     return false;
@@ -1133,12 +1133,12 @@ void Endpoint::on_vec_cts(const WireHdr& h) {
   vec.reserve(static_cast<size_t>(h.len));
   for (size_t i = static_cast<size_t>(h.addr); i < h.addr + h.len; ++i) {
     const VecPieceWire& p = r->vec[i];
-    vec.push_back(VecSpan{reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(p.aux)), p.addr,
-                          p.len});
+    vec.push_back(
+        VecSpan{reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(p.aux)), p.addr, p.len});
     j.total += p.len;
   }
   j.vec = std::make_shared<const std::vector<VecSpan>>(std::move(vec));
-  j.tag_base = 0;  // the owner's sink holds just these pieces
+  j.tag_base = 0;             // the owner's sink holds just these pieces
   r->bulk_completes = false;  // ends with the owner's acks
   add_bulk(std::move(j));
 }
@@ -1157,13 +1157,12 @@ void Endpoint::on_vec_ack(const WireHdr& h, const uint8_t* payload) {
   if ((h.flags & kFlagPayload) != 0) {
     // A get's pieces [addr, addr + aux), inline.
     uint64_t total = 0;
-    bool fits = r->kind == ReqKind::kGetV && h.addr <= r->vec.size() &&
-                h.aux <= r->vec.size() - h.addr;
+    bool fits =
+        r->kind == ReqKind::kGetV && h.addr <= r->vec.size() && h.aux <= r->vec.size() - h.addr;
     for (uint64_t i = h.addr; fits && i < h.addr + h.aux; ++i) total += r->vec[i].len;
     if (!fits || total != h.len) {
       protocol_error("inline vectored answer of %llu bytes that fits no pieces of request %llu",
-                     static_cast<unsigned long long>(h.len),
-                     static_cast<unsigned long long>(h.id));
+                     static_cast<unsigned long long>(h.len), static_cast<unsigned long long>(h.id));
       return;
     }
     const uint8_t* at = payload;

@@ -202,8 +202,8 @@ void Stream::on_readable() {
     iovec iov[kMaxIov + 1];
     int cnt = 0;
     if (in_data_ && rd_ == wr_ && data_left_ >= kDirectRead)
-      cnt = ep_.data_iov(data_sink_, data_piece_, data_off_,
-                         std::min<uint64_t>(data_left_, budget), iov, kMaxIov);
+      cnt = ep_.data_iov(data_sink_, data_piece_, data_off_, std::min<uint64_t>(data_left_, budget),
+                         iov, kMaxIov);
     if (cnt > 0) {
       // The payload's rest straight into place (the pieces it spans, for a vectored transfer),
       // and the next frame's header (a DATA chunk of a vectored transfer follows another) into

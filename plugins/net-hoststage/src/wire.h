@@ -75,7 +75,7 @@ constexpr uint8_t kFlagVecInline = 4;
 struct VecPieceWire {
   uint64_t addr;  // in the owner's region
   uint64_t len;
-  uint64_t aux;   // the initiator's buffer (its address, for cross-memory attach on shm)
+  uint64_t aux;  // the initiator's buffer (its address, for cross-memory attach on shm)
 };
 static_assert(sizeof(VecPieceWire) == 24, "a vectored piece is 24 bytes on the wire");
 // Pieces per PutV/GetV message: its list (6 KiB) is accepted whatever the eager limit (plus the
