@@ -109,10 +109,11 @@ TEST_P(XferList, ScatteredBlocksWrittenAndReadBackWithNotifications) {
   // from all over the target, into ranges of dst that never touch.
   std::vector<hmc_xfer_desc_t> small;
   for (uint64_t i = 0; i < 600; ++i)
-    small.push_back({i * 100, (i * 1721) % (kXferRegionSize - 64), i % 7 == 3 ? 1 : 64});
+    small.push_back({i * 100, (i * 1721) % (kXferRegionSize - 64),
+                     i % 7 == 3 ? uint64_t{1} : uint64_t{64}});
   memset(dst.data(), 0x5A, kXferRegionSize);
-  ASSERT_EQ(hmc_xfer_prepare(dst_region.get(), rem.get(), HMC_XFER_READ, small.data(),
-                             small.size(), &list),
+  ASSERT_EQ(hmc_xfer_prepare(dst_region.get(), rem.get(), HMC_XFER_READ, small.data(), small.size(),
+                             &list),
             HMC_SUCCESS)
       << hmc_last_error();
   moved = 0;

@@ -68,8 +68,8 @@ TEST(VecPieces, ChunksEndBeforeTheByteLimitAndLargeRangesGoAlone) {
     at += len;
   };
   for (int i = 0; i < 4; ++i) add(quarter);  // exactly the limit: one chunk
-  add(1);                                     // starts the next
-  add(3 * kMaxBytes);                         // larger than the limit: alone
+  add(1);                                    // starts the next
+  add(3 * kMaxBytes);                        // larger than the limit: alone
   add(quarter);
   auto v = make_vec_pieces(nullptr, spans, nullptr);
   ASSERT_EQ(v->chunks.size(), 4u);

@@ -318,7 +318,8 @@ void RmaCheck::vectored() {
   }
   for (bool put : {true, false}) {
     q = nullptr;
-    p = put ? t_->iput_v(lb_.client, nullptr, 0, rk_, &q) : t_->iget_v(lb_.client, nullptr, 0, rk_, &q);
+    p = put ? t_->iput_v(lb_.client, nullptr, 0, rk_, &q)
+            : t_->iget_v(lb_.client, nullptr, 0, rk_, &q);
     st = finish(p, q, "vectored");
     if (st != HMC_PLUGIN_SUCCESS) {
       if (st != HMC_PLUGIN_IN_PROGRESS)
@@ -346,7 +347,8 @@ void RmaCheck::vectored() {
             before != target_ ? ", and changed the target's memory" : "");
     return;
   }
-  r_.ok(lb_.id("vectored"), "3 scattered pieces put and got back byte-exact, no pieces, and a "
+  r_.ok(lb_.id("vectored"),
+        "3 scattered pieces put and got back byte-exact, no pieces, and a "
         "piece past the end refusing the list");
 }
 

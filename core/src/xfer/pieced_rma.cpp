@@ -28,8 +28,8 @@ std::shared_ptr<const VecPieces> make_vec_pieces(void* base, const std::vector<R
   auto* b = static_cast<uint8_t*>(base);
   VecPieces::Chunk c;
   for (const RmaSpan& s : spans) {
-    if (c.count > 0 && (c.count == VecPieces::kVecChunkPieces ||
-                        c.bytes + s.len > VecPieces::kVecChunkBytes)) {
+    if (c.count > 0 &&
+        (c.count == VecPieces::kVecChunkPieces || c.bytes + s.len > VecPieces::kVecChunkBytes)) {
       v->chunks.push_back(c);
       c = VecPieces::Chunk{v->iov.size(), 0, 0};
     }
@@ -167,8 +167,7 @@ bool PiecedRma::issue_pieces(Peer& peer, const StageEnv& env) {
 // when the path failed.
 bool PiecedRma::issue_chunks(Peer& peer) {
   const hmc_net_plugin_v2_t* t = peer.net->table();
-  while (status_ == HMC_SUCCESS && pipe_.size() < kVecWindow &&
-         next_span_ < vec_->chunks.size()) {
+  while (status_ == HMC_SUCCESS && pipe_.size() < kVecWindow && next_span_ < vec_->chunks.size()) {
     if (!rkey_) {
       plugin_failed(HMC_PLUGIN_ERR_PEER_LOST);
       return false;
@@ -192,7 +191,8 @@ bool PiecedRma::issue_chunks(Peer& peer) {
 }
 
 // A staged put's piece goes Copying (device to bounce), Ready, Posted (iput), Done; a staged
-// get's Posted (iget), Unloading (bounce to device), Done; a direct piece Posted, Done.
+// get's Posted (iget), Unloading (bounce to device), Done; a direct piece, or a vectored chunk,
+// Posted, Done.
 bool PiecedRma::step(Request*, Peer& peer, const StageEnv& env) {
   const hmc_net_plugin_v2_t* t = peer.net->table();
   const char* what = put_ ? "hmc_put" : "hmc_get";

@@ -382,7 +382,7 @@ hmc_status_t Transfers::post_get(Remote* remote, void* buf, size_t size, uint64_
 }
 
 hmc_status_t Transfers::list_access(const Peer& peer, Region* local, bool* staged,
-                                   hmc_net_mr_t** mr) {
+                                    hmc_net_mr_t** mr) {
   *staged = false;
   *mr = nullptr;
   if (const Region::Registration* r = local->registration_on(peer.net_device)) {
@@ -419,15 +419,17 @@ hmc_status_t Transfers::post_list(const XferList& list, uint32_t flags, uint64_t
                                  list.put ? Op::Put : Op::Get, flags & HMC_XFER_NOTIFY,
                                  notify_value, out);
   if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
-    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_xfer_post: path {} to {} offers no one-sided operations",
-                peer->choice.key(), peer->name);
+    return fail(HMC_ERR_NOT_SUPPORTED,
+                "hmc_xfer_post: path {} to {} offers no one-sided operations", peer->choice.key(),
+                peer->name);
   bool staged = false;
   hmc_net_mr_t* mr = nullptr;
   if ((st = list_access(*peer, list.local, &staged, &mr)) != HMC_SUCCESS) return st;
   // The vectored pieces hold the registration found at prepare; should the path's have changed
   // since, the ranges go one by one.
   if (list.vec && !staged && mr == list.vec->mr)
-    return post_tracked_rma(remote, PiecedRma::vectored(list.put, list.vec, list.total, remote->rkey),
+    return post_tracked_rma(remote,
+                            PiecedRma::vectored(list.put, list.vec, list.total, remote->rkey),
                             list.put ? Op::Put : Op::Get, static_cast<size_t>(list.total), out,
                             flags & HMC_XFER_NOTIFY, notify_value);
   Region* local = list.local;

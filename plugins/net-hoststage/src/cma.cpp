@@ -124,8 +124,8 @@ bool Endpoint::run_cma_vec(CmaJob& j, size_t* budget) {
              static_cast<int>(peer_pid_));
         return true;
       } else {
-        HS_WARN(ctx_.log(), "%s: vectored cross-memory copy of %d pieces failed: %s",
-                name_.c_str(), cnt, errno_text(err).c_str());
+        HS_WARN(ctx_.log(), "%s: vectored cross-memory copy of %d pieces failed: %s", name_.c_str(),
+                cnt, errno_text(err).c_str());
         finish_cma(done, HMC_PLUGIN_ERR_REMOTE, HMC_PLUGIN_ERR_INVALID_ARGUMENT);
       }
       return false;
@@ -237,7 +237,8 @@ void Endpoint::cma_fallback(const CmaJob& j, int err) {
     }
     case CmaJob::kGetVPush: {
       BulkJob b{nullptr, j.peer_id, nullptr, 0, 0, j.key, j.peer_id};
-      b.vec.assign(j.vec.begin() + static_cast<std::ptrdiff_t>(j.piece), j.vec.end());
+      b.vec = std::make_shared<const std::vector<VecSpan>>(
+          j.vec.begin() + static_cast<std::ptrdiff_t>(j.piece), j.vec.end());
       b.tag_base = j.first + j.piece;
       add_bulk(std::move(b));
       break;

@@ -344,8 +344,8 @@ hmc_plugin_status_t Endpoint::post_vec(bool put, std::vector<VecPieceWire>* vec,
   Busy busy(*this);
   uint64_t total = 0;
   for (const VecPieceWire& p : *vec) total += p.len;
-  Request* r = new_request(put ? ReqKind::kPutV : ReqKind::kGetV, nullptr,
-                           static_cast<size_t>(total), 0);
+  Request* r =
+      new_request(put ? ReqKind::kPutV : ReqKind::kGetV, nullptr, static_cast<size_t>(total), 0);
   *out = r;
   r->vec.swap(*vec);
   vec->clear();
@@ -547,19 +547,23 @@ void Endpoint::add_bulk(const BulkJob& j) {
   kick_bulk();
 }
 
-// The next DATA frame of a vectored job (pieces whole up to the chunk size, never two in one
-// frame); false when the job has none left, or its region went away (then the get is answered).
+// The next DATA frame of a vectored job: up to a chunk's bytes of consecutive pieces (a frame
+// gathers them, the receiver scatters them), at most kMaxFramePieces of them; false when the job
+// has none left, or its region went away (then the get is answered).
 bool Endpoint::next_vec_chunk(BulkJob& j, size_t chunk, OutFrame* f) {
-  while (j.piece < j.vec.size() && j.next == j.vec[j.piece].len) {  // empty pieces move nothing
+  constexpr size_t kMaxFramePieces = 32;  // a write's iovec array takes a frame or more
+  const std::vector<VecSpan>& v = *j.vec;
+  while (j.piece < v.size() && j.next == v[j.piece].len) {  // empty pieces move nothing
     ++j.piece;
     j.next = 0;
   }
-  if (j.piece == j.vec.size()) return false;
-  const VecSpan& p = j.vec[j.piece];
-  uint64_t n = std::min<uint64_t>(chunk, p.len - j.next);
+  if (j.piece == v.size()) return false;
+  // The region of a key never changes bounds while it lives: its being there covers every piece
+  // checked when the get arrived.
   if (j.key != 0 &&
-      !ctx_.regions().check_local(j.key, p.local + j.next, n, HMC_NET_ACCESS_REMOTE_READ)) {
-    j.piece = j.vec.size();
+      !ctx_.regions().check_local(j.key, v[j.piece].local + j.next, v[j.piece].len - j.next,
+                                  HMC_NET_ACCESS_REMOTE_READ)) {
+    j.piece = v.size();
     j.refused = true;
     return false;
   }
@@ -568,12 +572,26 @@ bool Endpoint::next_vec_chunk(BulkJob& j, size_t chunk, OutFrame* f) {
   f->hdr.sink = j.sink;
   f->hdr.tag = j.tag_base + j.piece;
   f->hdr.addr = j.next;
+  f->spans = j.vec;
+  f->span_first = j.piece;
+  f->span_off = j.next;
+  uint64_t n = 0;
+  size_t pieces = 0;
+  while (j.piece < v.size() && n < chunk && pieces < kMaxFramePieces) {
+    uint64_t take = std::min<uint64_t>(chunk - n, v[j.piece].len - j.next);
+    n += take;
+    j.next += take;
+    if (take > 0) ++pieces;
+    if (j.next == v[j.piece].len) {
+      ++j.piece;
+      j.next = 0;
+    }
+  }
+  while (j.piece < v.size() && v[j.piece].len == 0) ++j.piece;
   f->hdr.len = n;
-  f->data = p.local + j.next;
   f->len = static_cast<size_t>(n);
   f->req = j.req;
   f->on_written = j.req != nullptr ? OutFrame::kBulkBytes : OutFrame::kNothing;
-  j.next += n;
   j.streamed += n;
   return true;
 }
@@ -582,9 +600,9 @@ bool Endpoint::next_chunk(OutFrame* f) {
   while (!bulk_.empty() && !failed()) {
     BulkJob& j = bulk_.front();
     const size_t chunk = dev_ == DevKind::kTcp ? ctx_.cfg().chunk : ctx_.cfg().shm_chunk;
-    if (!j.vec.empty()) {
+    if (j.vec) {
       bool got = next_vec_chunk(j, chunk, f);
-      if (got && (j.piece + 1 < j.vec.size() || j.next < j.vec[j.piece].len)) return true;
+      if (got && j.piece < j.vec->size()) return true;
       // The job's last frame (or none): a get's owner answers its message now; its DATA may
       // still be queued on another stream, which the VecAck's byte count covers.
       BulkJob done = std::move(j);
@@ -638,11 +656,21 @@ bool Endpoint::data_begin(const WireHdr& h) {
   if (it == sinks_.end()) return true;  // aborted transfer: the bytes are discarded
   const Sink& s = it->second;
   if (s.kind == SinkKind::kGetV || s.kind == SinkKind::kPutVTarget) {
-    size_t n = s.kind == SinkKind::kGetV ? s.req->vec.size() : s.vec.size();
-    uint64_t plen = h.tag >= n ? 0
-                    : s.kind == SinkKind::kGetV ? s.req->vec[h.tag].len
-                                                : s.vec[h.tag].len;
-    if (h.tag >= n || h.addr > plen || h.len > plen - h.addr) {
+    // The payload runs from offset addr of piece tag on across the pieces: they must hold it.
+    const size_t n = sink_pieces(s);
+    bool fits = h.tag < n;
+    if (fits) {
+      uint64_t len = 0;
+      sink_piece(s, static_cast<size_t>(h.tag), &len);
+      fits = h.addr <= len;
+      uint64_t room = fits ? len - h.addr : 0;
+      for (size_t i = static_cast<size_t>(h.tag) + 1; fits && i < n && room < h.len; ++i) {
+        sink_piece(s, i, &len);
+        room += len;
+      }
+      fits = fits && h.len <= room;
+    }
+    if (!fits) {
       protocol_error("data chunk [%llu, +%llu) of piece %llu outside its vectored transfer",
                      static_cast<unsigned long long>(h.addr),
                      static_cast<unsigned long long>(h.len),
@@ -660,21 +688,77 @@ bool Endpoint::data_begin(const WireHdr& h) {
   return true;
 }
 
-uint8_t* Endpoint::data_dst(uint64_t sink, uint64_t piece, uint64_t off, uint64_t len) {
+size_t Endpoint::sink_pieces(const Sink& s) {
+  return s.kind == SinkKind::kGetV ? s.req->vec.size() : s.vec.size();
+}
+
+uint8_t* Endpoint::sink_piece(const Sink& s, size_t i, uint64_t* len) {
+  if (s.kind == SinkKind::kGetV) {
+    *len = s.req->vec[i].len;
+    return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(s.req->vec[i].aux));
+  }
+  *len = s.vec[i].len;
+  return s.vec[i].local;
+}
+
+int Endpoint::data_iov(uint64_t sink, uint64_t piece, uint64_t off, uint64_t len, iovec* iov,
+                       int max) {
+  auto it = sinks_.find(sink);
+  if (it == sinks_.end()) return 0;
+  Sink& s = it->second;
+  if (s.kind != SinkKind::kGetV && s.kind != SinkKind::kPutVTarget) {
+    uint8_t* dst = data_dst(sink, off, len);
+    if (dst == nullptr) return 0;
+    iov[0] = iovec{dst, static_cast<size_t>(len)};
+    return 1;
+  }
+  if (!s.valid) return 0;
+  const size_t n = sink_pieces(s);
+  int cnt = 0;
+  for (size_t i = static_cast<size_t>(piece); i < n && len > 0 && cnt < max; ++i, off = 0) {
+    uint64_t plen = 0;
+    uint8_t* base = sink_piece(s, i, &plen);
+    if (off >= plen) continue;
+    uint64_t take = std::min(plen - off, len);
+    // The owner re-checks its region before every write: a deregistration mid-transfer stops it.
+    if (s.kind == SinkKind::kPutVTarget &&
+        !ctx_.regions().check_local(s.key, base + off, take, HMC_NET_ACCESS_REMOTE_WRITE)) {
+      s.valid = false;
+      return 0;
+    }
+    iov[cnt++] = iovec{base + off, static_cast<size_t>(take)};
+    len -= take;
+  }
+  return cnt;
+}
+
+void Endpoint::data_advance(uint64_t sink, uint64_t* piece, uint64_t* off, uint64_t n) {
+  auto it = sinks_.find(sink);
+  if (it == sinks_.end() ||
+      (it->second.kind != SinkKind::kGetV && it->second.kind != SinkKind::kPutVTarget)) {
+    *off += n;
+    return;
+  }
+  const Sink& s = it->second;
+  const size_t count = sink_pieces(s);
+  while (n > 0 && *piece < count) {
+    uint64_t plen = 0;
+    sink_piece(s, static_cast<size_t>(*piece), &plen);
+    uint64_t rest = plen > *off ? plen - *off : 0;
+    if (n < rest) {
+      *off += n;
+      return;
+    }
+    n -= rest;
+    ++*piece;
+    *off = 0;
+  }
+}
+
+uint8_t* Endpoint::data_dst(uint64_t sink, uint64_t off, uint64_t len) {
   auto it = sinks_.find(sink);
   if (it == sinks_.end()) return nullptr;
   Sink& s = it->second;
-  if (s.kind == SinkKind::kGetV)
-    return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(s.req->vec[piece].aux)) + off;
-  if (s.kind == SinkKind::kPutVTarget) {
-    if (!s.valid) return nullptr;
-    uint8_t* dst = s.vec[piece].local + off;
-    if (!ctx_.regions().check_local(s.key, dst, len, HMC_NET_ACCESS_REMOTE_WRITE)) {
-      s.valid = false;
-      return nullptr;
-    }
-    return dst;
-  }
   if (s.kind == SinkKind::kPutTarget) {
     // The owner re-checks its region before every write: a deregistration mid-transfer stops it.
     if (!s.valid) return nullptr;
@@ -1031,7 +1115,7 @@ void Endpoint::on_vec(const WireHdr& h, const uint8_t* payload) {
     return;
   }
   BulkJob j{nullptr, h.id, nullptr, total, 0, h.tag, h.id};
-  j.vec = std::move(vec);
+  j.vec = std::make_shared<const std::vector<VecSpan>>(std::move(vec));
   j.tag_base = h.addr;
   add_bulk(std::move(j));
 }
@@ -1045,14 +1129,16 @@ void Endpoint::on_vec_cts(const WireHdr& h) {
     return;
   }
   BulkJob j{r, h.sink, nullptr, 0, 0, 0, 0};
-  j.vec.reserve(static_cast<size_t>(h.len));
+  std::vector<VecSpan> vec;
+  vec.reserve(static_cast<size_t>(h.len));
   for (size_t i = static_cast<size_t>(h.addr); i < h.addr + h.len; ++i) {
     const VecPieceWire& p = r->vec[i];
-    j.vec.push_back(VecSpan{reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(p.aux)), p.addr,
-                            p.len});
+    vec.push_back(
+        VecSpan{reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(p.aux)), p.addr, p.len});
     j.total += p.len;
   }
-  j.tag_base = 0;  // the owner's sink holds just these pieces
+  j.vec = std::make_shared<const std::vector<VecSpan>>(std::move(vec));
+  j.tag_base = 0;             // the owner's sink holds just these pieces
   r->bulk_completes = false;  // ends with the owner's acks
   add_bulk(std::move(j));
 }
@@ -1071,13 +1157,12 @@ void Endpoint::on_vec_ack(const WireHdr& h, const uint8_t* payload) {
   if ((h.flags & kFlagPayload) != 0) {
     // A get's pieces [addr, addr + aux), inline.
     uint64_t total = 0;
-    bool fits = r->kind == ReqKind::kGetV && h.addr <= r->vec.size() &&
-                h.aux <= r->vec.size() - h.addr;
+    bool fits =
+        r->kind == ReqKind::kGetV && h.addr <= r->vec.size() && h.aux <= r->vec.size() - h.addr;
     for (uint64_t i = h.addr; fits && i < h.addr + h.aux; ++i) total += r->vec[i].len;
     if (!fits || total != h.len) {
       protocol_error("inline vectored answer of %llu bytes that fits no pieces of request %llu",
-                     static_cast<unsigned long long>(h.len),
-                     static_cast<unsigned long long>(h.id));
+                     static_cast<unsigned long long>(h.len), static_cast<unsigned long long>(h.id));
       return;
     }
     const uint8_t* at = payload;

@@ -87,7 +87,8 @@ class Endpoint {
   // vec is swapped into the request.
   hmc_plugin_status_t post_vec(bool put, std::vector<VecPieceWire>* vec, uint64_t key,
                                Request** out);
-  // A request whose pieces can be written into: the storage of a released one (post_vec).
+  // Where the entry point gathers a vectored request's pieces for post_vec, which swaps them
+  // into the request (the lists' storage goes round between requests, not reallocated).
   std::vector<VecPieceWire>& vec_scratch() { return vec_scratch_; }
   hmc_plugin_status_t cancel(Request* r);
   void release(Request* r);  // test reported r done
@@ -104,8 +105,12 @@ class Endpoint {
   bool next_chunk(OutFrame* f);
   bool expecting_bulk() const { return !sinks_.empty(); }
   bool data_begin(const WireHdr& h);
-  // piece: the DATA frame's piece index (vectored sinks; 0 otherwise).
-  uint8_t* data_dst(uint64_t sink, uint64_t piece, uint64_t off, uint64_t len);
+  // Where the next len bytes of a DATA payload go, from offset off of piece `piece` (a vectored
+  // sink's payload runs on across its pieces; other sinks have piece 0): up to max iovecs,
+  // their count, 0 when the bytes are to be dropped (the transfer ended or was refused).
+  int data_iov(uint64_t sink, uint64_t piece, uint64_t off, uint64_t len, iovec* iov, int max);
+  // Moves (piece, off) on by n payload bytes.
+  void data_advance(uint64_t sink, uint64_t* piece, uint64_t* off, uint64_t n);
   void data_end(uint64_t sink, uint64_t len);
   void on_frame_written(const OutFrame& f);
   void on_stream_eof(Stream& s);
@@ -130,12 +135,6 @@ class Endpoint {
     std::vector<uint8_t> data;
   };
   enum class SinkKind : uint8_t { kRecv, kGet, kPutTarget, kGetV, kPutVTarget };
-  // The owner's side of one piece of a vectored put or get: its bytes here, and the initiator's.
-  struct VecSpan {
-    uint8_t* local;
-    uint64_t remote;
-    uint64_t len;
-  };
   // Where DATA chunks for one bulk transfer land.
   struct Sink {
     SinkKind kind;
@@ -158,10 +157,10 @@ class Endpoint {
     uint64_t next;
     uint64_t key;  // answering a get: region re-checked before every chunk
     uint64_t get_id;
-    // Vectored: the pieces streamed (the job's base/total unused), the next one, and the index
-    // the first carries in its DATA frames. Answering a get, the last chunk is followed by the
-    // VecAck to get_id.
-    std::vector<VecSpan> vec{};
+    // Vectored: the pieces streamed (the job's base unused; its frames hold them too), the next
+    // one, and the index the first carries in its DATA frames. Answering a get, the last chunk
+    // is followed by the VecAck to get_id.
+    std::shared_ptr<const std::vector<VecSpan>> vec{};
     size_t piece = 0;
     uint64_t tag_base = 0;
     uint64_t streamed = 0;
@@ -234,6 +233,10 @@ class Endpoint {
   // Ends a vectored request once every message was answered and its DATA arrived.
   void vec_try_finish(Request* r);
   void vec_ack(uint64_t id, hmc_plugin_status_t st, uint64_t streamed);
+  uint8_t* data_dst(uint64_t sink, uint64_t off, uint64_t len);
+  // A vectored sink's pieces: their count, and piece i's bytes here and length.
+  static size_t sink_pieces(const Sink& s);
+  static uint8_t* sink_piece(const Sink& s, size_t i, uint64_t* len);
   bool next_vec_chunk(BulkJob& j, size_t chunk, OutFrame* f);
   void finish_sink(uint64_t id);
   void reply(uint8_t type, uint64_t id, hmc_plugin_status_t st);

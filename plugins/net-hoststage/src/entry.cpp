@@ -368,8 +368,7 @@ hmc_plugin_status_t post_vec(bool put, hmc_net_ep_t* ep, const hmc_net_iov_t* io
       vec.push_back(VecPieceWire{p.remote_addr, p.len, reinterpret_cast<uintptr_t>(local)});
     }
     Request* r = nullptr;
-    hmc_plugin_status_t st =
-        e.post_vec(put, &vec, reinterpret_cast<RemoteKey*>(rkey)->key, &r);
+    hmc_plugin_status_t st = e.post_vec(put, &vec, reinterpret_cast<RemoteKey*>(rkey)->key, &r);
     if (st == HMC_PLUGIN_SUCCESS) *req = reinterpret_cast<hmc_net_request_t*>(r);
     return st;
   });

@@ -111,12 +111,7 @@ void Stream::pump_out() {
         ++cnt;
       }
       size_t pdone = f.done > sizeof(WireHdr) ? f.done - sizeof(WireHdr) : 0;
-      if (f.len > pdone) {
-        iov[cnt].iov_base = const_cast<uint8_t*>(f.data) + pdone;
-        iov[cnt].iov_len = f.len - pdone;
-        want += iov[cnt].iov_len;
-        ++cnt;
-      }
+      if (!add_payload(f, pdone, iov, &cnt, kMaxIov, &want)) break;
     }
     msghdr msg{};
     msg.msg_iov = iov;
@@ -159,6 +154,39 @@ void Stream::pump_out() {
   set_want_out(false);
 }
 
+bool Stream::add_payload(const OutFrame& f, size_t pdone, iovec* iov, int* cnt, int max,
+                         size_t* want) {
+  if (!f.spans) {
+    if (f.len > pdone) {
+      if (*cnt >= max) return false;
+      iov[*cnt] = iovec{const_cast<uint8_t*>(f.data) + pdone, f.len - pdone};
+      *want += f.len - pdone;
+      ++*cnt;
+    }
+    return true;
+  }
+  const std::vector<VecSpan>& v = *f.spans;
+  size_t piece = f.span_first;
+  uint64_t off = f.span_off + pdone;  // may run past the first piece: walked below
+  uint64_t left = f.len - pdone;
+  while (left > 0 && piece < v.size()) {
+    if (off >= v[piece].len) {
+      off -= v[piece].len;
+      ++piece;
+      continue;
+    }
+    if (*cnt >= max) return false;
+    size_t n = static_cast<size_t>(std::min<uint64_t>(v[piece].len - off, left));
+    iov[*cnt] = iovec{v[piece].local + off, n};
+    ++*cnt;
+    *want += n;
+    left -= n;
+    off = 0;
+    ++piece;
+  }
+  return true;
+}
+
 void Stream::on_readable() {
   if (!fd_.valid() || in_read_) return;  // in_read_: reached again through drain()
   Endpoint::Busy busy(ep_);
@@ -171,23 +199,27 @@ void Stream::on_readable() {
   while (!ep_.failed() && fd_.valid()) {
     ssize_t n;
     size_t asked;
-    uint8_t* direct = nullptr;
+    iovec iov[kMaxIov + 1];
+    int cnt = 0;
     if (in_data_ && rd_ == wr_ && data_left_ >= kDirectRead)
-      direct = ep_.data_dst(data_sink_, data_piece_, data_off_, data_left_);
-    if (direct != nullptr) {
-      // The payload's rest straight into place, and the next frame's header (a DATA chunk of a
-      // vectored transfer follows another) into the buffer, in one call.
-      const size_t want = static_cast<size_t>(std::min<uint64_t>(data_left_, budget));
+      cnt = ep_.data_iov(data_sink_, data_piece_, data_off_, std::min<uint64_t>(data_left_, budget),
+                         iov, kMaxIov);
+    if (cnt > 0) {
+      // The payload's rest straight into place (the pieces it spans, for a vectored transfer),
+      // and the next frame's header (a DATA chunk of a vectored transfer follows another) into
+      // the buffer, in one call.
+      size_t want = 0;
+      for (int i = 0; i < cnt; ++i) want += iov[i].iov_len;
       rd_ = wr_ = 0;
-      iovec iov[2] = {{direct, want}, {rx_.get(), sizeof(WireHdr)}};
+      iov[cnt] = iovec{rx_.get(), sizeof(WireHdr)};
       msghdr m{};
       m.msg_iov = iov;
-      m.msg_iovlen = 2;
+      m.msg_iovlen = static_cast<size_t>(cnt) + 1;
       asked = want + sizeof(WireHdr);
       n = ::recvmsg(fd_.get(), &m, MSG_DONTWAIT);
       if (n > 0) {
         size_t placed = std::min(static_cast<size_t>(n), want);
-        data_off_ += placed;
+        ep_.data_advance(data_sink_, &data_piece_, &data_off_, placed);
         data_left_ -= placed;
         if (data_left_ == 0) finish_data();
         // Bytes past the payload (or, when the budget cut it, more of it) go through parse.
@@ -283,9 +315,23 @@ void Stream::parse() {
 }
 
 void Stream::consume_data(const uint8_t* src, size_t n) {
-  uint8_t* dst = ep_.data_dst(data_sink_, data_piece_, data_off_, n);
-  if (dst != nullptr) std::memcpy(dst, src, n);
-  data_off_ += n;
+  size_t left = n;
+  while (left > 0) {
+    iovec iov[16];
+    int cnt = ep_.data_iov(data_sink_, data_piece_, data_off_, left, iov, 16);
+    if (cnt == 0) {  // nowhere to go (an aborted transfer): the bytes are dropped
+      ep_.data_advance(data_sink_, &data_piece_, &data_off_, left);
+      break;
+    }
+    size_t done = 0;
+    for (int i = 0; i < cnt; ++i) {
+      std::memcpy(iov[i].iov_base, src + done, iov[i].iov_len);
+      done += iov[i].iov_len;
+    }
+    ep_.data_advance(data_sink_, &data_piece_, &data_off_, done);
+    src += done;
+    left -= done;
+  }
   data_left_ -= n;
   if (data_left_ == 0) finish_data();
 }

@@ -3,6 +3,8 @@
 // payloads read straight into their destination.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -18,8 +20,16 @@ class Context;
 class Endpoint;
 struct Request;
 
+// One piece of a vectored transfer on this side: its bytes here, and the peer's address of them.
+struct VecSpan {
+  uint8_t* local;
+  uint64_t remote;
+  uint64_t len;
+};
+
 // A header plus an optional payload that stays owned by someone else (the caller's buffer, a
-// registered region) until the frame is written.
+// registered region) until the frame is written. A DATA frame of a vectored transfer gathers its
+// payload from consecutive pieces instead (spans, from span_off bytes into piece span_first).
 struct OutFrame {
   enum OnWritten : uint8_t { kNothing, kCompleteReq, kBulkBytes };
   WireHdr hdr{};
@@ -30,6 +40,9 @@ struct OutFrame {
   OnWritten on_written = kNothing;
   // A payload the frame owns (data is its bytes), freed with the frame once written.
   std::shared_ptr<const std::vector<uint8_t>> owned;
+  std::shared_ptr<const std::vector<VecSpan>> spans;
+  size_t span_first = 0;
+  uint64_t span_off = 0;
   size_t total() const { return sizeof(WireHdr) + len; }
 };
 
@@ -72,6 +85,10 @@ class Stream {
                               : rx_inline_max_;
   }  // bytes still missing of a buffered inline frame
   void consume_data(const uint8_t* src, size_t n);
+  // Appends iovecs for the unwritten payload of f (from pdone bytes in) to iov[*cnt..max);
+  // false when not all of it fit.
+  static bool add_payload(const OutFrame& f, size_t pdone, iovec* iov, int* cnt, int max,
+                          size_t* want);
   void finish_data();
   void set_want_out(bool on);
 
@@ -96,7 +113,8 @@ class Stream {
   // DATA payload being received.
   bool in_data_ = false;
   uint64_t data_sink_ = 0;
-  uint64_t data_piece_ = 0;  // vectored transfers: the piece the payload belongs to
+  // Where the next payload byte goes: the piece (vectored transfers; else 0) and the offset in it.
+  uint64_t data_piece_ = 0;
   uint64_t data_off_ = 0;
   uint64_t data_left_ = 0;
   uint64_t data_len_ = 0;

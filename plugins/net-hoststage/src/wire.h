@@ -69,12 +69,13 @@ constexpr uint8_t kFlagNotify = 2;
 // kMsgPutV: the pieces' bytes follow the list in the payload.
 constexpr uint8_t kFlagVecInline = 4;
 
-// One piece of a PutV/GetV message. DATA frames of a vectored transfer carry the piece's index in
-// `tag` (within the sink's pieces) and the offset inside the piece in `addr`.
+// One piece of a PutV/GetV message. A DATA frame of a vectored transfer carries in `tag` the
+// index (within the sink's pieces) of the piece its payload starts in, and in `addr` the offset
+// there; the payload runs on across the following pieces.
 struct VecPieceWire {
   uint64_t addr;  // in the owner's region
   uint64_t len;
-  uint64_t aux;   // the initiator's buffer (its address, for cross-memory attach on shm)
+  uint64_t aux;  // the initiator's buffer (its address, for cross-memory attach on shm)
 };
 static_assert(sizeof(VecPieceWire) == 24, "a vectored piece is 24 bytes on the wire");
 // Pieces per PutV/GetV message: its list (6 KiB) is accepted whatever the eager limit (plus the

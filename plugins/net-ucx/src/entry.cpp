@@ -335,8 +335,8 @@ hmc_plugin_status_t ux_iget(hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_
   });
 }
 
-hmc_plugin_status_t ux_post_vec(bool put, hmc_net_ep_t* ep, const hmc_net_iov_t* iov,
-                                size_t count, hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+hmc_plugin_status_t ux_post_vec(bool put, hmc_net_ep_t* ep, const hmc_net_iov_t* iov, size_t count,
+                                hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
   return guarded([&] {
     if (ep == nullptr || rkey == nullptr || req == nullptr || (iov == nullptr && count > 0))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;

@@ -676,7 +676,8 @@ struct Scatter {
   }
   std::vector<hmc_net_iov_t> iov(uint8_t* local, hmc_net_mr_t* mr, uint64_t remote) const {
     std::vector<hmc_net_iov_t> v;
-    for (size_t i = 0; i < len.size(); ++i) v.push_back({local + loc[i], len[i], mr, remote + rem[i]});
+    for (size_t i = 0; i < len.size(); ++i)
+      v.push_back({local + loc[i], len[i], mr, remote + rem[i]});
     return v;
   }
   size_t total() const {
@@ -819,8 +820,8 @@ TEST_P(NetPair, VectoredSmallPiecesByteExact) {
           for (size_t i = 0; i < sc.len.size(); ++i)
             std::memcpy(want.data() + sc.rem[i], src.data() + sc.loc[i], sc.len[i]);
           auto diff = std::mismatch(want.begin(), want.end(), region.begin());
-          EXPECT_TRUE(diff.first == want.end()) << "layout " << l << ": region byte "
-                                                << (diff.first - want.begin()) << " differs";
+          EXPECT_TRUE(diff.first == want.end())
+              << "layout " << l << ": region byte " << (diff.first - want.begin()) << " differs";
           ASSERT_TRUE(s.signal());
         }
         ASSERT_TRUE(s.await());
@@ -850,8 +851,8 @@ TEST_P(NetPair, VectoredSmallPiecesByteExact) {
           for (size_t i = 0; i < sc.len.size(); ++i)
             std::memcpy(want.data() + sc.loc[i], src.data() + sc.loc[i], sc.len[i]);
           auto diff = std::mismatch(want.begin(), want.end(), dst.begin());
-          EXPECT_TRUE(diff.first == want.end()) << "layout " << l << ": local byte "
-                                                << (diff.first - want.begin()) << " differs";
+          EXPECT_TRUE(diff.first == want.end())
+              << "layout " << l << ": local byte " << (diff.first - want.begin()) << " differs";
         }
         EXPECT_EQ(s.t()->rkey_release(k), HMC_PLUGIN_SUCCESS);
         ASSERT_TRUE(s.signal());
