@@ -340,9 +340,6 @@ void print_text(const Inventory& inv) {
     auto kinds = bit_names(n.mem_ifaces, kMemIfaces);
     if (n.dmabuf) kinds.push_back("device memory by dma-buf");
     std::printf("    memory        %s\n", kinds.empty() ? "none" : join(kinds, ", ").c_str());
-    std::printf("    dma-buf       %s\n",
-                n.dmabuf ? "yes: registered device memory goes direct (where its plugin exports it)"
-                         : "no: device memory it does not reach natively is staged");
     if (n.nic_guid)
       std::printf("    nic           guid %016" PRIx64 ", port %u\n", n.nic_guid, n.nic_port);
 #ifdef HMC_HAS_NET_FABRIC
