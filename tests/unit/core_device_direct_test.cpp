@@ -1,10 +1,12 @@
 // Whether a net device registers a device's memory directly (net/registration.h), and what
-// hmc_peer_info's device_memory says of a path: per device plugin, then the peer's end.
+// hmc_peer_info's device_memory says of a path (peer/device_memory.h): per device plugin, then
+// the peer's end.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 
 #include "net/registration.h"
+#include "peer/device_memory.h"
 
 using namespace hmc;
 

@@ -26,38 +26,6 @@ std::string direct_refusal(const NetDevice& nd, const Device& dev, bool dmabuf_a
   return "";
 }
 
-std::string describe_device_memory(const NetDevice* nd, const path::NetRecord* peer_nd,
-                                   uint32_t peer_device_count, const std::vector<Device>& devices,
-                                   bool dmabuf_allowed) {
-  std::string out;
-  std::vector<std::string> seen;
-  for (const Device& dev : devices) {
-    if (dev.is_host() || std::find(seen.begin(), seen.end(), dev.plugin_name) != seen.end())
-      continue;
-    seen.push_back(dev.plugin_name);
-    out += out.empty() ? "" : ", ";
-    if (nd == nullptr) {
-      out += dev.plugin_name + " staged (no net device on the path)";
-      continue;
-    }
-    const std::string why = direct_refusal(*nd, dev, dmabuf_allowed);
-    const bool native =
-        dev.mem_iface >= 0 && (nd->props.mem_ifaces & HMC_MEM_IFACE_BIT(dev.mem_iface));
-    out += dev.plugin_name + (why.empty() ? (native ? " direct (native)" : " direct (dma-buf)")
-                                          : " staged (" + why + ")");
-  }
-  if (peer_nd != nullptr && peer_device_count > 0) {
-    out += out.empty() ? "" : "; ";
-    out += "peer's " + peer_nd->device +
-           (peer_nd->flags & HMC_NET_FLAG_DMABUF
-                ? " registers dma-bufs"
-                : peer_nd->mem_ifaces != HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST)
-                      ? " reaches some device memory natively"
-                      : " takes no dma-buf (its device memory is staged)");
-  }
-  return out;
-}
-
 bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
                    const MemoryLocation& loc, bool dmabuf_allowed, DmabufExport* dmabuf,
                    Region* region, std::string* why) {

@@ -4,12 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "device/registry.h"
 #include "net/net_plugin.h"
 #include "net/region.h"
-#include "path/path.h"
 
 namespace hmc {
 
@@ -24,13 +22,5 @@ bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
 // Why nd cannot register dev's memory directly ("" when it can: natively by pointer, or by
 // dma-buf as far as both sides declare), the capability check of register_with. Host memory: "".
 std::string direct_refusal(const NetDevice& nd, const Device& dev, bool dmabuf_allowed);
-
-// For hmc_peer_info: how device memory in registered regions moves over a path whose net device
-// is nd (nullptr: none) and whose peer's end is peer_nd (nullptr: unknown), per device plugin
-// of this side ("cuda direct (dma-buf), hip staged (<why>)") and then the peer's end ("peer's
-// rxe1:1 registers dma-bufs"). "" when this side has no device memory and the peer none.
-std::string describe_device_memory(const NetDevice* nd, const path::NetRecord* peer_nd,
-                                   uint32_t peer_device_count, const std::vector<Device>& devices,
-                                   bool dmabuf_allowed);
 
 }  // namespace hmc
