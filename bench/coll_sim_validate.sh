@@ -11,7 +11,7 @@
 #     (paths.shared_memory.gbps) and the 8-byte latency (latency_us), medians of --reps runs;
 #   - the host: its cores (nproc, hosts[].cores); a core's share of the copying (cpu_gbps) is
 #     the link's bandwidth over the two cores a transfer keeps busy (one copying in, one out);
-#     memcpy and float-sum rates of one core on 4 MiB arrays (python3 with numpy; the built-in
+#     memcpy and float-sum rates of one core on 64 MiB arrays (python3 with numpy; the built-in
 #     figures without it) for the host's copy_gbps and reduce_gbps;
 #   - the executor's cost per step (executor.step_us): the 8-byte all-reduce of 2 ranks
 #     (hmc-coll-perf, median of --reps) less the simulator's prediction without it, over the
@@ -119,7 +119,7 @@ measure() {  # np op size rep -> file with one JSON line
 }
 
 predict() {  # topology-file op size -> time_us
-  "$BIN/hmc-coll-sim" --topology "$1" -o "$2" -b "$3" -e "$3" -f 1 --format json 2>"$OUT/s.err" |
+  "$BIN/hmc-coll-sim" --topology "$1" -o "$2" -b "$3" -e "$3" -f 2 --format json 2>"$OUT/s.err" |
     python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["time_us"])' ||
     { echo "coll_sim_validate.sh: hmc-coll-sim -o $2 -b $3 failed:" >&2; cat "$OUT/s.err" >&2; echo nan; }
 }
@@ -139,30 +139,32 @@ if [ -z "$TOPO" ]; then
       --iters $([ "$QUICK" = 1 ] && echo 1000 || echo 10000) --format json --quiet >"$OUT/lat.$rep" 2>/dev/null
   done
   cores=$(nproc)
-  python3 - "$OUT" "$REPS" "$cores" >"$OUT/base.json" <<'EOF' || exit 1
-import json, sys, time
+  # One core's memcpy and float-sum rates (Gb/s) on 64 MiB, by whichever python3 has numpy.
+  rates="160 160"
+  for py in python3 /usr/bin/python3; do
+    "$py" -c 'import numpy' 2>/dev/null || continue
+    rates=$("$py" -c '
+import time, numpy as np
+a = np.ones(1 << 24, dtype=np.float32); b = np.ones(1 << 24, dtype=np.float32)
+def rate(fn):
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter(); fn(); best = min(best, time.perf_counter() - t)
+    return a.nbytes * 8 / best / 1e9
+print(rate(lambda: np.copyto(a, b)), rate(lambda: np.add(a, b, out=a)))')
+    break
+  done
+  python3 - "$OUT" "$REPS" "$cores" $rates >"$OUT/base.json" <<'EOF' || exit 1
+import json, sys
 sys.path.insert(0, sys.argv[1])
 import lib
 out, reps, cores = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+copy_gbps, reduce_gbps = float(sys.argv[4]), float(sys.argv[5])
 bw = lib.median_of([f"{out}/bw.{r}" for r in range(reps)], "bw_MBps")
 lat = lib.median_of([f"{out}/lat.{r}" for r in range(reps)], "lat_us_p50")
 if bw is None or lat is None:
     sys.exit("coll_sim_validate.sh: hmc-perf gave no figures")
 link_gbps = bw * 8 / 1000  # MB/s -> Gb/s
-copy_gbps, reduce_gbps = 160, 160
-try:
-    import numpy as np
-    a = np.ones(1 << 20, dtype=np.float32)
-    b = np.ones(1 << 20, dtype=np.float32)
-    def rate(fn):
-        best = float("inf")
-        for _ in range(20):
-            t = time.perf_counter(); fn(); best = min(best, time.perf_counter() - t)
-        return a.nbytes * 8 / best / 1e9
-    copy_gbps = rate(lambda: np.copyto(a, b))
-    reduce_gbps = rate(lambda: np.add(a, b, out=a))
-except ImportError:
-    pass
 print(json.dumps({
     "name": "this host, calibrated by bench/coll_sim_validate.sh",
     "paths": {"shared_memory": {"gbps": round(link_gbps, 2), "latency_us": round(lat, 3)}},
