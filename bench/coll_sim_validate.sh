@@ -125,7 +125,11 @@ iters_for() {  # size -> hmc-coll-perf's -n and -w
 measure() {  # np op size rep -> file with one JSON line
   local it
   it=$(iters_for "$3")
+  # One more try when it fails: hmc-coll-perf --np's rendezvous port may be taken by another
+  # process between its choice and rank 0's bind.
   # shellcheck disable=SC2086
+  timeout 300 "$BIN/hmc-coll-perf" --np "$1" -o "$2" -b "$3" -e "$3" -f 1 $it --json \
+    >"$OUT/m.$1.$2.$3.$4" 2>"$OUT/m.err" ||
   timeout 300 "$BIN/hmc-coll-perf" --np "$1" -o "$2" -b "$3" -e "$3" -f 1 $it --json \
     >"$OUT/m.$1.$2.$3.$4" 2>"$OUT/m.err" ||
     { echo "coll_sim_validate.sh: hmc-coll-perf --np $1 -o $2 -b $3 failed:" >&2; cat "$OUT/m.err" >&2; }
