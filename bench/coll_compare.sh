@@ -79,8 +79,12 @@ FAILED=0
 run_pair() {  # rep op size
   local rep=$1 op=$2 size=$3 it
   it=$(iters_for "$size")
+  # hmc-coll-perf --np picks a free port for its rendezvous, which another process may take
+  # before rank 0 binds it: one more try then.
   # shellcheck disable=SC2086
   if ! timeout 300 "$BIN/hmc-coll-perf" --np "$NP" -o "$op" -b "$size" -e "$size" -f 1 $it --json \
+       >"$OUT/hmc.$rep.$op.$size" 2>"$OUT/hmc.err" &&
+     ! timeout 300 "$BIN/hmc-coll-perf" --np "$NP" -o "$op" -b "$size" -e "$size" -f 1 $it --json \
        >"$OUT/hmc.$rep.$op.$size" 2>"$OUT/hmc.err"; then
     echo "coll_compare.sh: hmc-coll-perf -o $op -b $size failed:" >&2; cat "$OUT/hmc.err" >&2
     FAILED=1

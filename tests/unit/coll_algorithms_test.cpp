@@ -186,84 +186,86 @@ TEST(CollAlgorithms, AllReduceAverage) {
 }
 
 TEST(CollAlgorithms, AllGatherReduceScatterAllToAll) {
-  for (Algorithm algo : {Algorithm::Auto, Algorithm::Direct})
-  for (int n : kSizes) {
-    for (size_t count : kCounts) {
-      CollArgs a;
-      a.dtype = HMC_DTYPE_I32;
-      a.count = count;
-      const size_t un = size_t(n);
-      // all-gather
-      a.kind = CollKind::AllGather;
-      std::vector<RankMem> mem(un);
-      for (int r = 0; r < n; ++r) {
-        mem[size_t(r)].in = ints(count, r);
-        mem[size_t(r)].out.assign(count * 4 * un, 0xee);
-      }
-      ASSERT_EQ(run_all(a, {}, mem, algo), "") << "all_gather n=" << n;
-      for (int r = 0; r < n; ++r)
-        for (int k = 0; k < n; ++k)
-          for (size_t i = 0; i < count; ++i)
-            ASSERT_EQ(get(mem[size_t(r)].out, size_t(k) * count + i), val(k, i))
-                << "all_gather n=" << n;
-      // reduce-scatter
-      a.kind = CollKind::ReduceScatter;
-      for (int r = 0; r < n; ++r) {
-        mem[size_t(r)].in = ints(count * un, r);
-        mem[size_t(r)].out.assign(count * 4, 0xee);
-      }
-      ASSERT_EQ(run_all(a, {}, mem, algo), "") << "reduce_scatter n=" << n;
-      for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < count; ++i) {
-          int32_t want = 0;
-          for (int k = 0; k < n; ++k) want += val(k, size_t(r) * count + i);
-          ASSERT_EQ(get(mem[size_t(r)].out, i), want) << "reduce_scatter n=" << n;
+  for (Algorithm algo : {Algorithm::Auto, Algorithm::Direct}) {
+    for (int n : kSizes) {
+      for (size_t count : kCounts) {
+        CollArgs a;
+        a.dtype = HMC_DTYPE_I32;
+        a.count = count;
+        const size_t un = size_t(n);
+        // all-gather
+        a.kind = CollKind::AllGather;
+        std::vector<RankMem> mem(un);
+        for (int r = 0; r < n; ++r) {
+          mem[size_t(r)].in = ints(count, r);
+          mem[size_t(r)].out.assign(count * 4 * un, 0xee);
         }
-      // all-to-all
-      a.kind = CollKind::AllToAll;
-      for (int r = 0; r < n; ++r) {
-        mem[size_t(r)].in = ints(count * un, r);
-        mem[size_t(r)].out.assign(count * 4 * un, 0xee);
+        ASSERT_EQ(run_all(a, {}, mem, algo), "") << "all_gather n=" << n;
+        for (int r = 0; r < n; ++r)
+          for (int k = 0; k < n; ++k)
+            for (size_t i = 0; i < count; ++i)
+              ASSERT_EQ(get(mem[size_t(r)].out, size_t(k) * count + i), val(k, i))
+                  << "all_gather n=" << n;
+        // reduce-scatter
+        a.kind = CollKind::ReduceScatter;
+        for (int r = 0; r < n; ++r) {
+          mem[size_t(r)].in = ints(count * un, r);
+          mem[size_t(r)].out.assign(count * 4, 0xee);
+        }
+        ASSERT_EQ(run_all(a, {}, mem, algo), "") << "reduce_scatter n=" << n;
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) {
+            int32_t want = 0;
+            for (int k = 0; k < n; ++k) want += val(k, size_t(r) * count + i);
+            ASSERT_EQ(get(mem[size_t(r)].out, i), want) << "reduce_scatter n=" << n;
+          }
+        // all-to-all
+        a.kind = CollKind::AllToAll;
+        for (int r = 0; r < n; ++r) {
+          mem[size_t(r)].in = ints(count * un, r);
+          mem[size_t(r)].out.assign(count * 4 * un, 0xee);
+        }
+        ASSERT_EQ(run_all(a, {}, mem, algo), "") << "all_to_all n=" << n;
+        for (int r = 0; r < n; ++r)
+          for (int k = 0; k < n; ++k)
+            for (size_t i = 0; i < count; ++i)
+              ASSERT_EQ(get(mem[size_t(r)].out, size_t(k) * count + i),
+                        val(k, size_t(r) * count + i));
       }
-      ASSERT_EQ(run_all(a, {}, mem, algo), "") << "all_to_all n=" << n;
-      for (int r = 0; r < n; ++r)
-        for (int k = 0; k < n; ++k)
-          for (size_t i = 0; i < count; ++i)
-            ASSERT_EQ(get(mem[size_t(r)].out, size_t(k) * count + i),
-                      val(k, size_t(r) * count + i));
     }
   }
 }
 
 TEST(CollAlgorithms, AllToAllVWithZeroCounts) {
-  for (Algorithm algo : {Algorithm::Auto, Algorithm::Direct})
-  for (int n : kSizes) {
-    const size_t un = size_t(n);
-    auto cnt = [](int from, int to) { return uint64_t((from * 3 + to) % 4) * 5; };
-    std::vector<CollArgs> args(un);
-    std::vector<RankMem> mem(un);
-    for (int r = 0; r < n; ++r) {
-      CollArgs& a = args[size_t(r)];
-      a.kind = CollKind::AllToAllV;
-      a.dtype = HMC_DTYPE_I32;
-      uint64_t so = 0, ro = 0;
-      for (int j = 0; j < n; ++j) {
-        a.send_counts.push_back(cnt(r, j));
-        a.send_displs.push_back(so);
-        so += cnt(r, j);
-        a.recv_counts.push_back(cnt(j, r));
-        a.recv_displs.push_back(ro + 1);  // a gap before each block
-        ro += cnt(j, r) + 1;
+  for (Algorithm algo : {Algorithm::Auto, Algorithm::Direct}) {
+    for (int n : kSizes) {
+      const size_t un = size_t(n);
+      auto cnt = [](int from, int to) { return uint64_t((from * 3 + to) % 4) * 5; };
+      std::vector<CollArgs> args(un);
+      std::vector<RankMem> mem(un);
+      for (int r = 0; r < n; ++r) {
+        CollArgs& a = args[size_t(r)];
+        a.kind = CollKind::AllToAllV;
+        a.dtype = HMC_DTYPE_I32;
+        uint64_t so = 0, ro = 0;
+        for (int j = 0; j < n; ++j) {
+          a.send_counts.push_back(cnt(r, j));
+          a.send_displs.push_back(so);
+          so += cnt(r, j);
+          a.recv_counts.push_back(cnt(j, r));
+          a.recv_displs.push_back(ro + 1);  // a gap before each block
+          ro += cnt(j, r) + 1;
+        }
+        mem[size_t(r)].in = ints(so, r);
+        mem[size_t(r)].out.assign((ro + 1) * 4, 0xee);
       }
-      mem[size_t(r)].in = ints(so, r);
-      mem[size_t(r)].out.assign((ro + 1) * 4, 0xee);
+      ASSERT_EQ(run_all(args[0], args, mem, algo), "") << "n=" << n;
+      for (int r = 0; r < n; ++r)
+        for (int j = 0; j < n; ++j)
+          for (uint64_t i = 0; i < cnt(j, r); ++i)
+            ASSERT_EQ(get(mem[size_t(r)].out, args[size_t(r)].recv_displs[size_t(j)] + i),
+                      val(j, args[size_t(j)].send_displs[size_t(r)] + i));
     }
-    ASSERT_EQ(run_all(args[0], args, mem, algo), "") << "n=" << n;
-    for (int r = 0; r < n; ++r)
-      for (int j = 0; j < n; ++j)
-        for (uint64_t i = 0; i < cnt(j, r); ++i)
-          ASSERT_EQ(get(mem[size_t(r)].out, args[size_t(r)].recv_displs[size_t(j)] + i),
-                    val(j, args[size_t(j)].send_displs[size_t(r)] + i));
   }
 }
 

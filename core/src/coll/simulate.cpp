@@ -366,11 +366,10 @@ class Simulator {
       IntraPath p = topo_.intra_path(op.src, op.dst, &link);
       use(rank_resource(op.src, kPortOut + static_cast<uint32_t>(p)));
       use(rank_resource(op.dst, kPortIn + static_cast<uint32_t>(p)));
-      // Shared-memory and staged transfers are copies that the hosts' CPUs make.
-      if (p != IntraPath::DeviceIpc) {
-        use(mem_base_ + static_cast<uint32_t>(hs));
-        use(cpu_base_ + static_cast<uint32_t>(hs));
-      }
+      if (p != IntraPath::DeviceIpc) use(mem_base_ + static_cast<uint32_t>(hs));
+      // Shared-memory transfers are copies the host's CPUs make (staging copies are the devices'
+      // copy engines').
+      if (p == IntraPath::SharedMemory) use(cpu_base_ + static_cast<uint32_t>(hs));
       f->cap = link.gbps * kBytesPerNsPerGbps;
       *latency_ns = link.latency_us * 1000;
     } else {

@@ -54,7 +54,7 @@ struct HostSpec {
   // CPU cores its ranks share; 0: a core per rank. Fewer cores than ranks slow the executor's
   // steps (ranks wait for a core) and share the CPU's copying among the host's transfers.
   int cores = 0;
-  // Bytes a core moves through the CPU-driven work (shared-memory and staged transfers, host
+  // Bytes a core moves through the CPU-driven work (shared-memory transfers, host-memory ranks'
   // copies and reductions), all of which share cores x cpu_gbps; 0: unlimited.
   double cpu_gbps = 0;
   // How much slower its ranks' software runs than on a core of their own: ranks / cores.
