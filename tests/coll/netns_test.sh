@@ -30,11 +30,15 @@ pids=()
 LOGS=
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  ip netns del "$NS_A" 2>/dev/null || true # takes its end of the veth, and so the pair
-  ip netns del "$NS_B" 2>/dev/null || true
+  # What still runs in the namespaces is this run's ranks.
+  for ns in "$NS_A" "$NS_B"; do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true # takes its end of the veth, and so the pair
+  done
   rm -rf "$LOGS"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM
 
 ip netns add "$NS_A" 2>/dev/null || skip "ip netns add failed: no network namespaces here"
 ip netns add "$NS_B"
