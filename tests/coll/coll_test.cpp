@@ -909,3 +909,21 @@ TEST_F(Redis, DeadRankZerosGenerationGivenUp) {
   EXPECT_EQ(server.keys(prefix), prefix + "/epoch");
   EXPECT_EQ(server.cli("GET '" + prefix + "/epoch'"), "8");
 }
+
+// A server with a password: the ranks that give it meet; one that gives a wrong one is told
+// the server refused it, and the password is in no message.
+TEST_F(Redis, Password) {
+  server.cli("CONFIG SET requirepass s3cret");
+  std::string url = server.url(prefix);
+  Launch l{mems_of(2, {"host"})};
+  l.rendezvous = "redis://:s3cret@" + url.substr(strlen("redis://"));
+  expect_all_pass(run(l, all_to_allv_role));
+  Launch wrong{mems_of(1, {"host"})};
+  wrong.sizes = {2};
+  wrong.join_timeout_ms = 500;
+  wrong.rendezvous = "redis://:not-it@" + url.substr(strlen("redis://"));
+  auto out = run(wrong, [](Rank&) { return std::string(); });
+  EXPECT_NE(out[0].find("HMC_ERR_SYSTEM"), std::string::npos) << out[0];
+  EXPECT_NE(out[0].find("refused AUTH"), std::string::npos) << out[0];
+  EXPECT_EQ(out[0].find("not-it"), std::string::npos) << out[0];
+}

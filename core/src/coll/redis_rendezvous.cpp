@@ -57,7 +57,7 @@ hmc_status_t parse_url(const std::string& url, RedisUrl* out) {
     return fail(HMC_ERR_INVALID_ARGUMENT,
                 "hmc_comm_create: rendezvous '{}' is not "
                 "redis://[[user]:password@]host[:port][/prefix]: {}",
-                url, why);
+                redact_rendezvous(url), why);
   };
   std::string rest = url.substr(strlen("redis://"));
   auto slash = rest.find('/');
