@@ -986,3 +986,51 @@ TEST_F(Redis, MemberLeavesAnotherJoins) {
   EXPECT_EQ(server.keys(prefix), prefix + "/epoch");
   EXPECT_EQ(server.cli("GET '" + prefix + "/epoch'"), "2");
 }
+
+// Another rank 0 holds the prefix's open generation (a group forming under the same prefix):
+// a second rank 0 is refused, naming the holder.
+TEST_F(Redis, RankZeroClaimedTwice) {
+  server.cli("EVAL \"return redis.call('SET', KEYS[1], '7\\n2\\ncontext 00 (pid 1 on elsewhere)', "
+             "'PX', 60000)\" 1 '" + prefix + "/open'");
+  Launch l{mems_of(1, {"host"})};
+  l.sizes = {2};
+  l.join_timeout_ms = 1500;
+  l.rendezvous = server.url(prefix);
+  auto out = run(l, [](Rank&) { return std::string(); });
+  EXPECT_NE(out[0].find("HMC_ERR_INVALID_ARGUMENT"), std::string::npos) << out[0];
+  EXPECT_NE(out[0].find("is claimed twice: by context 00 (pid 1 on elsewhere) (generation 7)"),
+            std::string::npos)
+      << out[0];
+}
+
+// The generation of a rank 0 that died is still open when the ranks come: rank 1 joins it, the
+// new rank 0 opens the next once the dead one's record expired, and rank 1 moves there.
+TEST_F(Redis, DeadRankZerosGenerationGivenUp) {
+  server.cli("SET '" + prefix + "/epoch' 7");
+  server.cli("EVAL \"return redis.call('SET', KEYS[1], '7\\n2\\ncontext 00 (pid 1 on a host "
+             "that died)', 'PX', 1500)\" 1 '" + prefix + "/open'");
+  Launch l{mems_of(2, {"host"})};
+  l.join_timeout_ms = 10000;
+  l.rendezvous = server.url(prefix);
+  expect_all_pass(run(l, all_to_allv_role));
+  EXPECT_EQ(server.keys(prefix), prefix + "/epoch");
+  EXPECT_EQ(server.cli("GET '" + prefix + "/epoch'"), "8");
+}
+
+// A server with a password: the ranks that give it meet; one that gives a wrong one is told
+// the server refused it, and the password is in no message.
+TEST_F(Redis, Password) {
+  server.cli("CONFIG SET requirepass s3cret");
+  std::string url = server.url(prefix);
+  Launch l{mems_of(2, {"host"})};
+  l.rendezvous = "redis://:s3cret@" + url.substr(strlen("redis://"));
+  expect_all_pass(run(l, all_to_allv_role));
+  Launch wrong{mems_of(1, {"host"})};
+  wrong.sizes = {2};
+  wrong.join_timeout_ms = 500;
+  wrong.rendezvous = "redis://:not-it@" + url.substr(strlen("redis://"));
+  auto out = run(wrong, [](Rank&) { return std::string(); });
+  EXPECT_NE(out[0].find("HMC_ERR_SYSTEM"), std::string::npos) << out[0];
+  EXPECT_NE(out[0].find("refused AUTH"), std::string::npos) << out[0];
+  EXPECT_EQ(out[0].find("not-it"), std::string::npos) << out[0];
+}

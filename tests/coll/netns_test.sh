@@ -2,8 +2,10 @@
 # Ranks on two "hosts": two network namespaces joined by a veth pair, each with its own UTS
 # namespace and hostname (hmc's host id is "<hostname>/<boot_id>"), two ranks in each. Every
 # collective runs checked (netns_rank), with all-reduce's hierarchy forced (HMC_COLL_ALGO) and
-# then chosen by hmc; each rank checks that its same-host peers got shared memory and the others
-# TCP; this script checks that the traffic between the hosts crossed the veth.
+# then chosen by hmc (and once more meeting through a Redis server on the first host, where
+# redis-server is installed); each rank checks that its same-host peers got shared memory and
+# the others TCP; this script checks the algorithms each collective ran (from the ranks' debug
+# logs) and that the traffic between the hosts crossed the veth.
 #
 #   netns_test.sh NETNS_RANK PLUGIN_DIR
 #
@@ -30,11 +32,15 @@ pids=()
 LOGS=
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  ip netns del "$NS_A" 2>/dev/null || true # takes its end of the veth, and so the pair
-  ip netns del "$NS_B" 2>/dev/null || true
+  # What still runs in the namespaces is this run's ranks.
+  for ns in "$NS_A" "$NS_B"; do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true # takes its end of the veth, and so the pair
+  done
   rm -rf "$LOGS"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM
 
 ip netns add "$NS_A" 2>/dev/null || skip "ip netns add failed: no network namespaces here"
 ip netns add "$NS_B"
@@ -72,11 +78,30 @@ host() { # ns, address, hostname, first rank, rendezvous, algorithm
     wait $a && wait $b' "$RANK_BIN" "$1" "$2" "$3" "$4" "$5" "$6"
 }
 
+# A third round meets through a Redis server on the first host, where one is installed.
+rounds=("hierarchical tcp" "auto tcp")
+if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
+  # With a password: Redis answers other hosts only then (and the password's path is tested).
+  ip netns exec "$NS_A" redis-server --bind $ADDR_A --port 6379 --save '' --appendonly no \
+    --dir /tmp --requirepass "hmc-$tag" >/dev/null &
+  disown # the namespace's cleanup ends it
+  for _ in $(seq 100); do
+    [[ $(ip netns exec "$NS_A" redis-cli -h $ADDR_A -a "hmc-$tag" ping 2>/dev/null) == PONG ]] && break
+    sleep 0.05
+  done
+  rounds+=("auto redis")
+else
+  echo "(no redis-server: the round over a Redis rendezvous is left out)"
+fi
+
 port=29400
-for algo in hierarchical ""; do
+for round in "${rounds[@]}"; do
+  read -r algo store <<<"$round"
+  [[ $algo == auto ]] && algo=
   port=$((port + 1))
   before=$(veth_bytes)
   rdv=tcp://$ADDR_A:$port
+  [[ $store == redis ]] && rdv=redis://:hmc-$tag@$ADDR_A:6379/netns-$tag
   echo "== all-reduce ${algo:-as hmc chooses}; rendezvous $rdv"
   rm -f "$LOGS"/*
   export HMC_LOG_FILE=$LOGS/rank-%p.log

@@ -474,8 +474,9 @@ typedef struct hmc_comm_options {
   int32_t rank;           /* -1: HMC_RANK, else RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK */
   int32_t size;           /* 0: HMC_WORLD_SIZE, else WORLD_SIZE, SLURM_NTASKS,
                              OMPI_COMM_WORLD_SIZE */
-  const char* rendezvous; /* "tcp://host:port" (rank 0 hosts the store there); NULL:
-                             HMC_RENDEZVOUS, else tcp://MASTER_ADDR:MASTER_PORT */
+  const char* rendezvous; /* "tcp://host:port" (rank 0 hosts the store there) or
+                             "redis://host:port/prefix" (a Redis server, docs/collectives.md);
+                             NULL: HMC_RENDEZVOUS, else tcp://MASTER_ADDR:MASTER_PORT */
   int32_t timeout_ms;     /* how long to wait for every rank to join; -1: HMC_TIMEOUT_MS */
 } hmc_comm_options_t;
 
@@ -485,7 +486,7 @@ typedef struct hmc_comm_options {
  * HMC_ERR_TIMEOUT naming the ranks that did not join; HMC_ERR_INVALID_ARGUMENT for a rank
  * outside [0, size) or a rank number another process holds; HMC_ERR_PROTOCOL for a size that
  * disagrees with rank 0's; HMC_ERR_SYSTEM for a store that cannot be reached or hosted;
- * HMC_ERR_NOT_SUPPORTED for a scheme this build lacks (redis://). opts may be NULL. */
+ * HMC_ERR_NOT_SUPPORTED for redis:// in a build without hiredis. opts may be NULL. */
 HMC_API hmc_status_t hmc_comm_create(hmc_context_t ctx, const hmc_comm_options_t* opts,
                                      hmc_comm_t* comm);
 /* Frees the communicator (its connections stay with the context, reused by other

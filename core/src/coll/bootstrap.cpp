@@ -68,7 +68,7 @@ hmc_status_t parse_rendezvous(const std::string& url, std::string* host, uint16_
     return fail(HMC_ERR_INVALID_ARGUMENT,
                 "hmc_comm_create: rendezvous '{}' is neither "
                 "tcp://host:port nor redis://host:port/prefix",
-                url);
+                redact_rendezvous(url));
   std::string rest = url.substr(scheme_end + 3);
   auto colon = rest.rfind(':');
   int64_t p = 0;
@@ -107,6 +107,15 @@ bool decode_member(const std::string& s, Member* m, int* size, uint64_t* comm_id
   m->vendor = f[4];
   *comm_id = strtoull(f[6].c_str(), nullptr, 16);
   return unhex(f[5], &m->address);
+}
+
+std::string redact_rendezvous(const std::string& url) {
+  auto start = url.find("://");
+  if (start == std::string::npos) return url;
+  start += 3;
+  auto at = url.rfind('@', url.find('/', start));
+  if (at == std::string::npos || at < start) return url;
+  return url.substr(0, start) + "***" + url.substr(at);
 }
 
 std::string rank_list(const std::vector<int>& ranks) {

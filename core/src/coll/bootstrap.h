@@ -32,6 +32,10 @@ bool decode_member(const std::string& s, Member* m, int* size, uint64_t* comm_id
 // "1, 2, 5" (the first 8, then how many more), for messages naming ranks.
 std::string rank_list(const std::vector<int>& ranks);
 
+// The rendezvous address for messages and the log: a password in it (redis://:secret@host)
+// shown as ***.
+std::string redact_rendezvous(const std::string& url);
+
 // Meets the other ranks at the rendezvous: rank 0 hosts the store (tcp://), or a Redis server
 // keeps it (redis://, coll/redis_rendezvous.h). Fills every member (self
 // given as `self`) and the communicator's id. Errors: see hmc_comm_create.

@@ -69,7 +69,7 @@ hmc_status_t Collectives::create(const Config& config, const hmc_comm_options_t*
   comm->size = join.size;
   if ((st = rendezvous(join, s_.self, &comm->members, &comm->id)) != HMC_SUCCESS) return st;
   HMC_LOG_I("communicator {:016x}: rank {} of {} joined at {}", comm->id, comm->rank, comm->size,
-            join.rendezvous);
+            redact_rendezvous(join.rendezvous));
   return adopt(std::move(comm), out);
 }
 

@@ -57,7 +57,7 @@ hmc_status_t parse_url(const std::string& url, RedisUrl* out) {
     return fail(HMC_ERR_INVALID_ARGUMENT,
                 "hmc_comm_create: rendezvous '{}' is not "
                 "redis://[[user]:password@]host[:port][/prefix]: {}",
-                url, why);
+                redact_rendezvous(url), why);
   };
   std::string rest = url.substr(strlen("redis://"));
   auto slash = rest.find('/');
@@ -238,6 +238,11 @@ class Join {
                        join_.size);
   }
   hmc_status_t store_gone(hmc_status_t st) const {
+    if (missing_ == 0)
+      return fail(st,
+                  "hmc_comm_create: every rank had joined generation {} but the store failed "
+                  "before its rank 0 closed it: {}",
+                  gen_, last_error());
     return fail(st, "hmc_comm_create: {} had not joined when the store failed: {}", absent(),
                 last_error());
   }
@@ -245,6 +250,11 @@ class Join {
   // Reads the records of the ranks not seen yet (those `keys` ask for after the first `skip`
   // entries of the reply). PROTOCOL for a malformed record or a size that disagrees.
   hmc_status_t take_records(const Reply& reply, size_t skip, const std::vector<int>& asked) {
+    if (reply.items.size() != skip + asked.size())
+      return fail(HMC_ERR_PROTOCOL,
+                  "hmc_comm_create: the rendezvous store at {} answered MGET "
+                  "with {} values for {} keys",
+                  url_.where, reply.items.size(), skip + asked.size());
     for (size_t i = 0; i < asked.size(); ++i) {
       const Reply& v = reply.items[skip + i];
       int r = asked[i];
@@ -435,6 +445,7 @@ class Join {
         std::vector<std::string> keys = {"MGET", key("open"), gen_key("failed"), gen_key("done")};
         std::vector<int> asked = ask_missing(&keys);
         if ((st = call(keys, &r)) != HMC_SUCCESS) return store_gone(st);
+        if (r.items.size() < 3) return take_records(r, 3, asked);  // says what is wrong
         const Reply &open = r.items[0], &failed = r.items[1], &done = r.items[2];
         if (!failed.nil) {
           auto nl = failed.str.find('\n');
