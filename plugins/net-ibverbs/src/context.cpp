@@ -247,30 +247,58 @@ void Context::unwatch(int fd) {
   epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
 }
 
-bool Context::progress() {
+bool Context::progress(bool full) {
   cache_->poll();
   bool any = false;
   for (auto& d : devices_) any |= d->poll();
-  epoll_event ev[64];
-  int n = epoll_wait(epfd_, ev, 64, 0);
-  if (n > 0) {
-    any = true;
-    std::set<int> ready;
-    for (int i = 0; i < n; ++i) ready.insert(ev[i].data.fd);
-    for (auto& d : devices_)
-      if (ready.count(d->channel_fd()) != 0) {
-        d->drain_channel();
-        ibv_req_notify_cq(d->cq(), 0);
-        d->poll();
-      }
-    for (Listener* l : std::set<Listener*>(listeners_))
-      if (listeners_.count(l) != 0 && ready.count(l->fd()) != 0) l->on_readable();
-    for (Endpoint* e : std::set<Endpoint*>(endpoints_))
-      if (endpoints_.count(e) != 0 && e->side_fd() >= 0 && ready.count(e->side_fd()) != 0)
-        e->on_side_readable();
+  // The wait set costs a system call, which the core's polling loop would pay on every turn (and
+  // under emulation that is most of a small message's latency). What it reports that the
+  // completion queues do not is rare once connections are up: a side-channel frame (peer gone,
+  // rails, queue pair replacement) or a completion event, which only an armed queue raises. So it
+  // is read on every call while a connection is being set up or a listener waits, before a
+  // sleep (full), and otherwise every kWaitSetIntervalNs.
+  const uint64_t now = now_ns();
+  // (An endpoint made since the last walk is being set up.)
+  const bool due = full || setting_up_ || !listeners_.empty() || endpoints_.size() != walk_.size() ||
+                   now - wait_set_ns_ >= kWaitSetIntervalNs;
+  if (due) {
+    wait_set_ns_ = now;
+    epoll_event ev[64];
+    int n = epoll_wait(epfd_, ev, 64, 0);
+    if (n > 0) {
+      any = true;
+      std::set<int> ready;
+      for (int i = 0; i < n; ++i) ready.insert(ev[i].data.fd);
+      // A completion event only drains the channel: the queue is armed again by arm(), before
+      // the core sleeps, not while it polls (an armed queue makes the kernel signal every
+      // completion).
+      for (auto& d : devices_)
+        if (ready.count(d->channel_fd()) != 0) {
+          d->drain_channel();
+          d->poll();
+        }
+      for (Listener* l : std::set<Listener*>(listeners_))
+        if (listeners_.count(l) != 0 && ready.count(l->fd()) != 0) l->on_readable();
+      for (Endpoint* e : std::set<Endpoint*>(endpoints_))
+        if (endpoints_.count(e) != 0 && e->side_fd() >= 0 && ready.count(e->side_fd()) != 0)
+          e->on_side_readable();
+    }
   }
-  for (Endpoint* e : std::set<Endpoint*>(endpoints_))
-    if (endpoints_.count(e) != 0) e->progress();
+  // What moves an endpoint on is a completion (a slot, credits or a piece coming back), a
+  // side-channel frame, or its timers (stall, keepalive): with none of these, a call that is due
+  // for neither leaves the endpoints alone. (Posts move their own endpoint on.)
+  if (!any && !due) return false;
+  // Endpoints may end (and leave the registry) while they progress: walk a copy, kept between
+  // calls so that the polling loop allocates nothing.
+  walk_.assign(endpoints_.begin(), endpoints_.end());
+  bool setting_up = false;
+  for (Endpoint* e : walk_) {
+    if (endpoints_.count(e) == 0) continue;
+    e->progress();
+    if (endpoints_.count(e) != 0)
+      setting_up |= e->stage() != Endpoint::Stage::kReady && e->stage() != Endpoint::Stage::kLost;
+  }
+  setting_up_ = setting_up;
   return any;
 }
 
@@ -281,7 +309,7 @@ hmc_plugin_status_t Context::wait_fd(int* fd) const {
 
 hmc_plugin_status_t Context::arm() {
   // What this progress handles (a request it completed) must be reported before any sleep.
-  if (progress()) return HMC_PLUGIN_IN_PROGRESS;
+  if (progress(true)) return HMC_PLUGIN_IN_PROGRESS;
   for (Endpoint* e : endpoints_)
     if (e->has_work()) return HMC_PLUGIN_IN_PROGRESS;
   for (auto& d : devices_)

@@ -23,6 +23,10 @@ class Listener;
 struct MemRegion;
 struct RemoteKey;
 
+// How often progress looks at the wait set (side channels, completion events) while the core
+// polls: a peer that ended is seen this much later at most.
+constexpr uint64_t kWaitSetIntervalNs = 100000;
+
 class Context {
  public:
   // NO_DEVICE (with the reason logged at info) when there is nothing to drive here.
@@ -60,8 +64,9 @@ class Context {
   void unwatch(int fd);
 
   // Polls every device, services the ready fds, moves every endpoint on. True when a
-  // completion or a side-channel event was handled.
-  bool progress();
+  // completion or a side-channel event was handled. full: look at the wait set now (else it is
+  // looked at every kWaitSetIntervalNs once every connection is up).
+  bool progress(bool full = false);
   hmc_plugin_status_t wait_fd(int* fd) const;
   hmc_plugin_status_t arm();
 
@@ -79,6 +84,9 @@ class Context {
   std::unique_ptr<MrCache> cache_;  // before the devices go: it holds their registrations
   int epfd_ = -1;
   std::set<Endpoint*> endpoints_;
+  std::vector<Endpoint*> walk_;  // progress: the endpoints of this call
+  bool setting_up_ = false;      // an endpoint was being set up at the last progress
+  uint64_t wait_set_ns_ = 0;     // when progress last looked at the wait set
   std::set<Listener*> listeners_;
   std::set<MemRegion*> regions_;
   std::set<RemoteKey*> rkeys_;

@@ -82,7 +82,6 @@ bool Device::open() {
   }
   int fl = fcntl(chan_->fd, F_GETFL);
   fcntl(chan_->fd, F_SETFL, fl | O_NONBLOCK);
-  ibv_req_notify_cq(cq_, 0);
   eager_ = cfg.eager_limit;
   bufsz_ = (sizeof(MsgHeader) + eager_ + 63) & ~size_t{63};
   credits_ = cfg.credits;
@@ -297,6 +296,7 @@ PostResult Device::post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string*
     if (payload > 0) std::memcpy(b + sizeof(MsgHeader), op.payload, payload);
     sge.addr = reinterpret_cast<uintptr_t>(b);
     sge.length = static_cast<uint32_t>(sizeof(MsgHeader) + payload);
+    if (sge.length <= inline_max_) wr.send_flags |= IBV_SEND_INLINE;
     wr.opcode = IBV_WR_SEND;
   } else if (op.kind == WrKind::kProbe) {
     // Zero-length: no memory on either side, no key checked (IBTA C9-88).
