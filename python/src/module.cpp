@@ -222,7 +222,10 @@ py::dict peer_info(const std::shared_ptr<Peer>& self) {
                   "est_latency_us"_a = i.est_latency_us, "alive"_a = i.alive != 0,
                   "device_ipc"_a = i.device_ipc, "ipc_messages"_a = i.ipc_messages,
                   "staged_transfers"_a = i.staged_transfers,
-                  "shared_staged_messages"_a = i.shared_staged_messages);
+                  "shared_staged_messages"_a = i.shared_staged_messages,
+                  "remote_address"_a = i.remote_address,
+                  "direct_transfers"_a = i.direct_transfers,
+                  "device_memory"_a = i.device_memory);
 }
 
 std::shared_ptr<TransferList> prepare(py::object region, py::object remote, py::handle op,

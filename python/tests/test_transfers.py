@@ -34,7 +34,9 @@ def test_send_recv_numpy_byte_exact(spawn):
         assert peer.send(data, tag=2).wait(TIMEOUT_MS) == data.nbytes
         assert received.wait(TIMEOUT_MS) == data.nbytes
         assert back.tobytes() == data.tobytes()
-        assert peer.info()["same_host"] and peer.info()["path"]
+        info = peer.info()
+        assert info["same_host"] and info["path"] and info["remote_address"]
+        assert info["direct_transfers"] == 0 and isinstance(info["device_memory"], str)
         peer.send(b"x", tag=9).wait(TIMEOUT_MS)
     assert echo.finish() == 0
 
