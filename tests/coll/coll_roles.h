@@ -142,6 +142,26 @@ inline std::string all_reduce_role(Rank& r) {
   return "";
 }
 
+// Reduce-scatter of int32 sums, `count` elements a rank, each rank's block checked exactly.
+inline std::string reduce_scatter_i32(Rank& r, size_t count, const char* what) {
+  std::vector<int32_t> in(count * size_t(r.size)), out(count);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = ival(r.rank, i);
+  Buf send(r.ctx, r.mem, in.size() * 4), recv(r.ctx, r.mem, count * 4);
+  if (!send.put(in.data())) return "fill";
+  hmc_request_t req;
+  std::string e = wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32,
+                                          HMC_OP_SUM, &req),
+                       &req, what);
+  if (!e.empty()) return e;
+  if (!recv.take(out.data())) return "read back";
+  for (size_t i = 0; i < count; ++i) {
+    int32_t want = 0;
+    for (int k = 0; k < r.size; ++k) want += ival(k, size_t(r.rank) * count + i);
+    if (out[i] != want) return std::string(what) + " element " + std::to_string(i);
+  }
+  return "";
+}
+
 inline std::string gather_scatter_role(Rank& r) {
   int n = r.size;
   for (size_t count : {size_t(1), size_t(13), size_t(5000)}) {
@@ -171,21 +191,8 @@ inline std::string gather_scatter_role(Rank& r) {
     }
     // reduce-scatter
     {
-      std::vector<int32_t> in(count * size_t(n)), out(count);
-      for (size_t i = 0; i < in.size(); ++i) in[i] = ival(r.rank, i);
-      Buf send(r.ctx, r.mem, in.size() * 4), recv(r.ctx, r.mem, count * 4);
-      send.put(in.data());
-      hmc_request_t req;
-      std::string e = wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32,
-                                              HMC_OP_SUM, &req),
-                           &req, "reduce_scatter");
+      std::string e = reduce_scatter_i32(r, count, "reduce_scatter");
       if (!e.empty()) return e;
-      recv.take(out.data());
-      for (size_t i = 0; i < count; ++i) {
-        int32_t want = 0;
-        for (int k = 0; k < n; ++k) want += ival(k, size_t(r.rank) * count + i);
-        if (out[i] != want) return "reduce_scatter element " + std::to_string(i);
-      }
     }
     // all-to-all
     {
