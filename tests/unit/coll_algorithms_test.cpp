@@ -369,7 +369,7 @@ TEST(CollAlgorithms, BroadcastAndAllGatherHierarchical) {
           for (int r = 0; r < n; ++r) {
             mem[size_t(r)].in = ints(count, r);
             mem[size_t(r)].out.assign(count * 4 * un, 0xee);
-            if (in_place)
+            if (in_place && count > 0)  // (an empty vector's data() may be NULL)
               memcpy(mem[size_t(r)].out.data() + size_t(r) * count * 4,
                      mem[size_t(r)].in.data(), count * 4);
           }
