@@ -1,8 +1,5 @@
 #include "coll/staged_reduce.h"
 
-#include <sched.h>
-#include <time.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -10,6 +7,7 @@
 
 #include "coll/reduce.h"
 #include "coll/schedule.h"
+#include "device/backoff.h"
 #include "device/copy.h"
 #include "device/registry.h"
 #include "device/stage_pool.h"
@@ -30,24 +28,6 @@ static_assert(HMC_DEVICE_REDUCE_SUM == HMC_OP_SUM && HMC_DEVICE_REDUCE_PROD == H
               "device.h's operations are hmc_reduce_op_t's");
 
 namespace {
-
-// Device events have no file descriptor: a waiter polls, yielding first (the work is usually
-// short and its thread may need this core), then sleeping in short steps.
-class Backoff {
- public:
-  void pause() {
-    if (++rounds_ < 64) {
-      sched_yield();
-      return;
-    }
-    timespec ts = {0, 20000};  // 20 us
-    nanosleep(&ts, nullptr);
-  }
-  void reset() { rounds_ = 0; }
-
- private:
-  int rounds_ = 0;
-};
 
 struct Job {
   DeviceRegistry& devices;

@@ -1,12 +1,10 @@
 #include "device/copy.h"
 
-#include <sched.h>
-#include <time.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 
+#include "device/backoff.h"
 #include "device/stage_pool.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -59,36 +57,48 @@ struct DeviceLanes {
   }
   // An event that saw a failure is not reused: its state after an error is the runtime's business.
   void discard_event(hmc_device_event_t* ev) { device->plugin->event_destroy(ev); }
+
+  // Enqueues on lane `dir` what enqueue(stream) posts (the stream made on first use) and records
+  // ev behind it, one step under the lane's mutex. Returns the step that failed, with *pst the
+  // plugin's status, or nullptr.
+  template <typename Enqueue>
+  const char* enqueue_recorded(int dir, hmc_device_event_t* ev, Enqueue enqueue,
+                               hmc_plugin_status_t* pst) {
+    Lane& lane = lanes[dir];
+    std::lock_guard<std::mutex> lock(lane.mutex);
+    if (lane.stream == nullptr) {
+      *pst = device->plugin->stream_create(device->plugin_ctx, device->index, &lane.stream);
+      if (*pst != HMC_PLUGIN_SUCCESS) {
+        lane.stream = nullptr;
+        return "creating its stream";
+      }
+      ++streams_created;
+    }
+    if ((*pst = enqueue(lane.stream)) != HMC_PLUGIN_SUCCESS) return "enqueueing it";
+    if ((*pst = device->plugin->event_record(ev, lane.stream)) != HMC_PLUGIN_SUCCESS)
+      return "recording its completion event";
+    return nullptr;
+  }
 };
 
 }  // namespace copy_detail
 
 using copy_detail::DeviceLanes;
 
-namespace {
-
-// Waiting on a device: device events have no file descriptor, so a waiter polls them. It yields
-// first (the copy is usually short, and on a small machine the thread that completes it may need
-// this core), then sleeps in short steps so a long copy does not burn a core.
-class Backoff {
- public:
-  void pause() {
-    if (++rounds_ < 64) {
-      sched_yield();
-      return;
-    }
-    struct timespec ts = {0, 20000};  // 20 us
-    nanosleep(&ts, nullptr);
-  }
-  void reset() { rounds_ = 0; }
-
- private:
-  int rounds_ = 0;
-};
-
-}  // namespace
-
 // ---- CopyJob -------------------------------------------------------------------------------
+
+void CopyJob::begin(CopyEngine* engine, DeviceLanes* lanes, hmc_device_event_t* ev, size_t size,
+                    const char* from, const char* to) {
+  engine_ = engine;
+  lanes_ = lanes;
+  event_ = ev;
+  stage_buf_ = nullptr;
+  size_ = size;
+  from_ = from;
+  to_ = to;
+  final_ = HMC_SUCCESS;
+  error_.clear();
+}
 
 CopyJob::~CopyJob() {
   if (!active()) return;
@@ -292,26 +302,12 @@ hmc_status_t CopyEngine::start(void* dst, const MemoryLocation& dl, const void* 
                 plugin_status_string(pst));
   static const hmc_copy_kind_t kinds[] = {HMC_COPY_HOST_TO_DEVICE, HMC_COPY_DEVICE_TO_HOST,
                                           HMC_COPY_DEVICE_TO_DEVICE};
-  const char* failed = nullptr;
-  {
-    copy_detail::Lane& lane = lanes->lanes[dir];
-    std::lock_guard<std::mutex> lock(lane.mutex);
-    if (lane.stream == nullptr) {
-      pst = on->plugin->stream_create(on->plugin_ctx, on->index, &lane.stream);
-      if (pst == HMC_PLUGIN_SUCCESS)
-        ++lanes->streams_created;
-      else
-        lane.stream = nullptr, failed = "creating its stream";
-    }
-    if (!failed) {
-      pst = on->plugin->copy_async(lane.stream, dst, src, n, kinds[dir]);
-      if (pst != HMC_PLUGIN_SUCCESS) failed = "enqueueing it";
-    }
-    if (!failed) {
-      pst = on->plugin->event_record(ev, lane.stream);
-      if (pst != HMC_PLUGIN_SUCCESS) failed = "recording its completion event";
-    }
-  }
+  const char* failed = lanes->enqueue_recorded(
+      dir, ev,
+      [&](hmc_device_stream_t* stream) {
+        return on->plugin->copy_async(stream, dst, src, n, kinds[dir]);
+      },
+      &pst);
   if (failed) {
     lanes->discard_event(ev);
     return fail(from_plugin_status(pst) == HMC_ERR_INVALID_ARGUMENT ? HMC_ERR_INVALID_ARGUMENT
@@ -319,15 +315,7 @@ hmc_status_t CopyEngine::start(void* dst, const MemoryLocation& dl, const void* 
                 "copy of {} bytes {} -> {} ({} on {}): {} failed: {}", n, sd->name, dd->name,
                 copy_detail::direction_name(dir), on->name, failed, plugin_status_string(pst));
   }
-  job->engine_ = this;
-  job->lanes_ = lanes;
-  job->event_ = ev;
-  job->stage_buf_ = nullptr;
-  job->size_ = n;
-  job->from_ = sd->name.c_str();
-  job->to_ = dd->name.c_str();
-  job->final_ = HMC_SUCCESS;
-  job->error_.clear();
+  job->begin(this, lanes, ev, n, sd->name.c_str(), dd->name.c_str());
   return HMC_SUCCESS;
 }
 
@@ -347,28 +335,15 @@ hmc_status_t CopyEngine::start_reduce(const Device* on, void* dst, const void* a
   if (pst != HMC_PLUGIN_SUCCESS)
     return fail(from_plugin_status(pst), "reduce: creating an event on {}: {}", on->name,
                 plugin_status_string(pst));
-  const char* failed = nullptr;
   bool declined = false;  // the plugin does not reduce this dtype or op: nothing was enqueued
-  {
-    copy_detail::Lane& lane = lanes->lanes[copy_detail::kDeviceToDevice];
-    std::lock_guard<std::mutex> lock(lane.mutex);
-    if (lane.stream == nullptr) {
-      pst = on->plugin->stream_create(on->plugin_ctx, on->index, &lane.stream);
-      if (pst == HMC_PLUGIN_SUCCESS)
-        ++lanes->streams_created;
-      else
-        lane.stream = nullptr, failed = "creating its stream";
-    }
-    if (!failed) {
-      pst = on->plugin->reduce(lane.stream, dst, a, b, count, dtype, op);
-      if (pst != HMC_PLUGIN_SUCCESS) failed = "enqueueing it";
-      declined = pst == HMC_PLUGIN_ERR_NOT_SUPPORTED;
-    }
-    if (!failed) {
-      pst = on->plugin->event_record(ev, lane.stream);
-      if (pst != HMC_PLUGIN_SUCCESS) failed = "recording its completion event";
-    }
-  }
+  const char* failed = lanes->enqueue_recorded(
+      copy_detail::kDeviceToDevice, ev,
+      [&](hmc_device_stream_t* stream) {
+        hmc_plugin_status_t r = on->plugin->reduce(stream, dst, a, b, count, dtype, op);
+        declined = r == HMC_PLUGIN_ERR_NOT_SUPPORTED;
+        return r;
+      },
+      &pst);
   if (failed) {
     if (declined) {
       lanes->give_event(ev);
@@ -379,15 +354,7 @@ hmc_status_t CopyEngine::start_reduce(const Device* on, void* dst, const void* a
     return fail(HMC_ERR_PLUGIN, "reduce of {} elements on {}: {} failed: {}", count, on->name,
                 failed, plugin_status_string(pst));
   }
-  job->engine_ = this;
-  job->lanes_ = lanes;
-  job->event_ = ev;
-  job->stage_buf_ = nullptr;
-  job->size_ = bytes;
-  job->from_ = on->name.c_str();
-  job->to_ = on->name.c_str();
-  job->final_ = HMC_SUCCESS;
-  job->error_.clear();
+  job->begin(this, lanes, ev, bytes, on->name.c_str(), on->name.c_str());
   return HMC_SUCCESS;
 }
 

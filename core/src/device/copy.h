@@ -74,6 +74,9 @@ class CopyJob {
 
  private:
   friend class CopyEngine;
+  // Makes this inactive job the one ending with ev, just recorded on one of lanes' streams.
+  void begin(CopyEngine* engine, copy_detail::DeviceLanes* lanes, hmc_device_event_t* ev,
+             size_t size, const char* from, const char* to);
   // Moves other's job into this inactive one.
   void take_from(CopyJob& other) noexcept;
   // poll without touching the thread's error message (error_ keeps it).
