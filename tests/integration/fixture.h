@@ -124,7 +124,8 @@ inline EnvOverrides base_environment() {
           {"HMC_PATH", std::nullopt},
           {"HMC_AUTH_TOKEN", std::nullopt},
           {"HMC_TIMEOUT_MS", std::nullopt},
-          {"HMC_PROGRESS_THREAD", std::nullopt}};
+          {"HMC_PROGRESS_THREAD", std::nullopt},
+          {"HMC_WAIT_SPIN_US", std::nullopt}};
 }
 
 // A spawned hmc-test-peer and the peer handle the test accepted from it. When the test has

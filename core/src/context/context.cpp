@@ -75,6 +75,9 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   auth_token_ = config_.get("HMC_AUTH_TOKEN");
   forced_path_ = config_.get("HMC_PATH");
   use_progress_thread_ = config_.get_bool("HMC_PROGRESS_THREAD");
+  wait_spin_us_ = config_.get_int("HMC_WAIT_SPIN_US");
+  if (wait_spin_us_ > 60000000)
+    return fail(HMC_ERR_CONFIG, "HMC_WAIT_SPIN_US={} is out of range: 0 to 60000000", wait_spin_us_);
   std::string host = config_.get("HMC_LISTEN_HOST");
   int64_t port = config_.get_int("HMC_LISTEN_PORT");
   if (port > 65535) return fail(HMC_ERR_CONFIG, "HMC_LISTEN_PORT={} is not a port (0..65535)", port);
@@ -133,7 +136,7 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   staging_ = std::make_unique<TargetStaging>(static_cast<StagingServices&>(*this), *regions_, this,
                                              timeout_ms_);
   transfers_.configure(Transfers::Settings{this, regions_.get(), staging_.get(), timeout_ms_,
-                                            use_progress_thread_});
+                                            use_progress_thread_, wait_spin_us_});
   wire_control_handlers();
 
   st = start_control_plane(host, static_cast<uint16_t>(port));

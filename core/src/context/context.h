@@ -104,6 +104,9 @@ class Context final : private RegionServices,
   // One pass over every plugin, pending request and control channel. Returns true when
   // something happened. `control` also services the control channels (costs a syscall each).
   bool progress(bool control) override { return progress_.pass(control); }
+  bool sleep_for_events(int timeout_ms) override {
+    return progress_.sleep_for_events(timeout_ms, false);
+  }
 
  private:
   Context()
@@ -188,6 +191,7 @@ class Context final : private RegionServices,
   std::vector<std::unique_ptr<NetPlugin>> nets_;
   int timeout_ms_ = 30000;
   int heartbeat_ms_ = 1000;
+  int64_t wait_spin_us_ = 1000;  // HMC_WAIT_SPIN_US
   std::string auth_token_;
   std::string forced_path_;
   uint64_t id_ = 0;

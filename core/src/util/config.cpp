@@ -27,6 +27,8 @@ const std::vector<ConfigVar>& core_config_vars() {
       {"HMC_AUTH_TOKEN", ConfigType::String, "",
        "shared secret; when set, peers must prove they know it (HMAC-SHA256 challenge) at hello", "core"},
       {"HMC_PROGRESS_THREAD", ConfigType::Bool, "1", "run a background progress thread per context", "core"},
+      {"HMC_WAIT_SPIN_US", ConfigType::Int, "1000",
+       "how long a thread waiting in hmc (a request, a notification, a collective) polls with nothing happening before it sleeps on the net plugins' wake-up fds, a millisecond at a time, so that an idle wait leaves the CPU to others; 0 to 60000000 (a value beyond the wait's timeout: never sleep)", "core"},
       {"HMC_LISTEN_HOST", ConfigType::String, "127.0.0.1",
        "address the control plane's TCP listener binds to (0.0.0.0 for all interfaces)", "core"},
       {"HMC_LISTEN_PORT", ConfigType::Int, "0", "control-plane TCP port; 0 picks a free one", "core"},

@@ -175,7 +175,6 @@ void Progress::wake() {
 
 void Progress::thread_main() {
   Polling& polling = w_.transfers.polling();
-  std::vector<struct pollfd> fds;
   while (!stopping_) {
     // Outside every lock of a pass: a connector's setup takes plugin and peer-list locks itself.
     const bool arrivals = settings_.incoming && settings_.incoming->drive();
@@ -186,47 +185,53 @@ void Progress::thread_main() {
       continue;
     }
     if (pass(true) || arrivals) continue;
-
     // Nothing to do: sleep until a socket or plugin has something, or the next heartbeat.
-    fds.clear();
-    fds.push_back({wake_fd_.get(), POLLIN, 0});
-    int timeout = std::max(1, settings_.heartbeat_ms / 2);
-    bool any_pending = false;
-    {
-      std::lock_guard<std::mutex> plock(w_.peers_mutex);
-      for (auto& peer : w_.peers) {
-        any_pending |= peer->pending_count.load() > 0;
-        std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
-        if (peer->ctrl && !peer->lost)
-          fds.push_back({peer->ctrl->fd(), short(POLLIN | (peer->ctrl->want_write() ? POLLOUT : 0)), 0});
-      }
+    sleep_for_events(std::max(1, settings_.heartbeat_ms / 2), true);
+  }
+}
+
+bool Progress::sleep_for_events(int timeout_ms, bool thread) {
+  std::vector<struct pollfd> fds;
+  fds.push_back({wake_fd_.get(), POLLIN, 0});
+  bool any_pending = false;
+  {
+    std::lock_guard<std::mutex> plock(w_.peers_mutex);
+    for (auto& peer : w_.peers) {
+      any_pending |= peer->pending_count.load() > 0;
+      std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
+      if (peer->ctrl && !peer->lost)
+        fds.push_back({peer->ctrl->fd(), short(POLLIN | (peer->ctrl->want_write() ? POLLOUT : 0)), 0});
     }
-    bool must_spin = false;
     for (auto& net : w_.nets) {
+      // A waiting thread needs only the plugins its peers use (the others have nothing that
+      // could end its wait); the progress thread also sleeps on the rest, for their setup.
+      bool used = thread;
+      for (auto& peer : w_.peers) used |= peer->net == net.get();
+      if (!used) continue;
       int fd = net->wait_fd();
       if (fd < 0 || !net->can_arm()) {
-        if (any_pending) timeout = 1;  // no way to sleep on this plugin: poll it often
+        // No way to sleep on this plugin: a waiting thread goes on polling; the progress thread
+        // polls it often while requests are pending.
+        if (!thread) return false;
+        if (any_pending) timeout_ms = 1;
         if (fd >= 0) fds.push_back({fd, POLLIN, 0});
         continue;
       }
       std::lock_guard<std::mutex> lock(net->mutex());
-      if (net->table()->arm(net->ctx()) != HMC_PLUGIN_SUCCESS) {
-        must_spin = true;
-        break;
-      }
+      if (net->table()->arm(net->ctx()) != HMC_PLUGIN_SUCCESS) return false;  // work already
       fds.push_back({fd, POLLIN, 0});
     }
-    if (must_spin) continue;
-    if (settings_.incoming) settings_.incoming->add_poll_fds(&fds, &timeout);
-    thread_sleeping_ = true;
-    int rc = poll(fds.data(), fds.size(), timeout);
-    thread_sleeping_ = false;
-    if (rc > 0 && (fds[0].revents & POLLIN)) {
-      uint64_t v;
-      ssize_t n = read(wake_fd_.get(), &v, sizeof v);
-      (void)n;
-    }
   }
+  if (thread && settings_.incoming) settings_.incoming->add_poll_fds(&fds, &timeout_ms);
+  if (thread) thread_sleeping_ = true;
+  int rc = poll(fds.data(), fds.size(), timeout_ms);
+  if (thread) thread_sleeping_ = false;
+  if (rc > 0 && (fds[0].revents & POLLIN)) {
+    uint64_t v;
+    ssize_t n = read(wake_fd_.get(), &v, sizeof v);
+    (void)n;
+  }
+  return true;
 }
 
 }  // namespace hmc

@@ -80,6 +80,11 @@ class Progress {
   bool until(const std::function<bool()>& done, uint64_t deadline_ns);
   // Wakes the progress thread from its poll(2) (a peer joined).
   void wake();
+  // Sleeps in poll(2), for at most timeout_ms, until a plugin some peer uses, a peer's control
+  // socket or wake() has something; the progress thread (`thread`) also watches every other
+  // plugin and the incoming connectors. False, without sleeping, when a plugin cannot sleep now
+  // (its arm found work) or, for an application thread's wait, has no wake-up fd or arm slot.
+  bool sleep_for_events(int timeout_ms, bool thread);
 
  private:
   // The pass over plugins, requests and control channels (peers mutex held).

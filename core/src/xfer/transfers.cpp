@@ -34,6 +34,7 @@ void Transfers::configure(const Settings& settings) {
   regions_ = settings.regions;
   staging_ = settings.staging;
   timeout_ms_ = settings.timeout_ms;
+  wait_spin_ns_ = uint64_t(settings.wait_spin_us) * 1000;
   polling_.progress_thread = settings.progress_thread;
 }
 
@@ -520,9 +521,15 @@ HMC_HOT bool Transfers::poll_until(Pred pred, int timeout_ms, Request* fast) {
     // Spin while things move; after a quiet spell give the core to others now and then: the
     // threads this wait depends on (a device runtime's copy workers, the peer process, the
     // kernel's TCP work) may need it, on small machines most of all. A staged transfer always
-    // depends on copy workers: its wait yields on every 16th turn.
+    // depends on copy workers: its wait yields on every 16th turn. After HMC_WAIT_SPIN_US of
+    // quiet, sleep on the plugins' wake-up fds, a millisecond at a time (what this wait
+    // depends on may signal no fd: a device's copy workers, a collective's next step), unless
+    // one of them has work that would not wake it; a staged transfer's copy workers never do.
+    if ((i & 15) != 0) continue;
     bool staged_wait = fast && fast->framed;
-    if ((i & 15) == 0 && (staged_wait || elapsed_ns(now, last_event) > kQuietNs)) sched_yield();
+    uint64_t quiet = elapsed_ns(now, last_event);
+    if (!staged_wait && quiet > wait_spin_ns_ && services_.sleep_for_events(1)) continue;
+    if (staged_wait || quiet > kQuietNs) sched_yield();
   }
 }
 

@@ -39,6 +39,9 @@ class TransferServices {
   // One pass over every plugin, pending request and control channel (no lock held). Returns
   // true when something happened.
   virtual bool progress(bool control) = 0;
+  // Sleeps until a plugin or control socket has something, for at most timeout_ms (no lock
+  // held); false, without sleeping, where some plugin cannot be slept on now.
+  virtual bool sleep_for_events(int timeout_ms) = 0;
   // Marks the peer lost (net mutex held): closes its endpoint, fails every pending request.
   virtual void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) = 0;
   // Whether the peer closed in order (its Bye read; net mutex held).
@@ -124,6 +127,7 @@ class Transfers {
     TargetStaging* staging = nullptr;
     int timeout_ms = 0;        // HMC_TIMEOUT_MS
     bool progress_thread = true;
+    int64_t wait_spin_us = 1000;  // HMC_WAIT_SPIN_US
   };
   Transfers(TransferServices& services, DeviceRegistry& devices, StageEnv& stage_env)
       : services_(services), devices_(devices), stage_env_(stage_env) {}
@@ -240,6 +244,7 @@ class Transfers {
   Regions* regions_ = nullptr;
   TargetStaging* staging_ = nullptr;
   int timeout_ms_ = 30000;
+  uint64_t wait_spin_ns_ = 1000000;
   Polling polling_;
   EventSignal events_;  // before notifications_, which rings it
   NotificationQueue notifications_{events_};
