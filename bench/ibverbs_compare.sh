@@ -133,12 +133,12 @@ start_server() {
 }
 
 # hmc-perf client: prints bw (10^6 B/s) or the median latency (us) of its one size. With
-# HMC_BIN set, that build's hmc-perf, against its own server (the port + 10).
+# BASELINE_BIN set, that build's hmc-perf, against its own server (the port + 10).
 # hmc PORT KIND(bw|lat) ENV... -- ARGS...
 hmc() {
   local port=$1 kind=$2; shift 2
   local bin=$BIN
-  [[ -n ${HMC_BIN:-} ]] && { bin=$HMC_BIN; port=$((port + 10)); }
+  [[ -n ${BASELINE_BIN:-} ]] && { bin=$BASELINE_BIN; port=$((port + 10)); }
   local envs=()
   while [[ $1 != -- ]]; do envs+=("$1"); shift; done
   shift
@@ -232,8 +232,8 @@ if [[ -n $BASELINE ]]; then
   both=()
   for c in "${CASES[@]}"; do
     IFS='|' read -r name kind goal hside pside <<< "$c"
-    [[ $pside == hmc* ]] && pside="HMC_BIN=$BASELINE/bin $pside"
-    both+=("$c" "$name@baseline|$kind|$goal|HMC_BIN=$BASELINE/bin $hside|$pside")
+    [[ $pside == hmc* ]] && pside="BASELINE_BIN=$BASELINE/bin $pside"
+    both+=("$c" "$name@baseline|$kind|$goal|BASELINE_BIN=$BASELINE/bin $hside|$pside")
   done
   CASES=("${both[@]}")
 fi
