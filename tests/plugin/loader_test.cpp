@@ -153,6 +153,9 @@ std::vector<BrokenCase> broken_cases() {
       {"nodevice", Kind::Net, State::NoDevice, "no device: no test NIC on this host"},
       {"rmanoiput", Kind::Net, State::Broken,
        "slot 'iput' is NULL but device 0 (fake0) sets HMC_NET_FLAG_RMA"},
+      {"rmahost", Kind::Net, State::Broken,
+       "device 0 (fake0) declares host memory in rma_mem_ifaces (0x1): host memory belongs in "
+       "mem_ifaces"},
       {"badvar", Kind::Net, State::Broken,
        "config_vars[0] is named 'TP_BADVAR_OPTION', which does not start with HMC_"},
   };

@@ -22,6 +22,7 @@
  *   TP_INIT_FAIL             init logs an error and fails
  *   TP_INIT_NO_DEVICE        init logs a reason and answers HMC_PLUGIN_ERR_NO_DEVICE
  *   TP_RMA_NO_IPUT           the net device claims HMC_NET_FLAG_RMA but iput is NULL
+ *   TP_RMA_HOST_BY_POINTER   the net device declares host memory in rma_mem_ifaces
  *   TP_NET_FLAGS=n           flags of the net device (default HMC_NET_FLAG_TAGGED)
  *   TP_BAD_VAR               a config variable whose name lacks the HMC_ prefix
  *
@@ -186,6 +187,10 @@ static hmc_plugin_status_t tp_device_props(hmc_net_ctx_t* ctx, int dev, hmc_net_
 #endif
   p->max_inflight = 0;
   p->max_msg_size = 0;
+#ifdef TP_RMA_HOST_BY_POINTER
+  if (HMC_ABI_HAS_FIELD(p, hmc_net_device_props_t, rma_mem_ifaces))
+    p->rma_mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
+#endif
   return HMC_PLUGIN_SUCCESS;
 }
 /* Data-path slots: present so the table is valid; the loader tests never call them. */

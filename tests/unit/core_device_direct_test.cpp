@@ -3,6 +3,7 @@
 // the peer's end.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <stdexcept>
 
 #include "net/registration.h"
@@ -91,4 +92,31 @@ TEST(DeviceDirect, DescribesEachPluginOnceThenThePeersEnd) {
             "cuda staged (no net device on the path), hip staged (no net device on the path)");
   // Host memory only on both sides: nothing to say.
   EXPECT_EQ(describe_device_memory(&f.nd, &dmabuf, 0, {f.devices[0]}, true), "");
+}
+
+// Registration by pointer for put/get only (rma_mem_ifaces, legacy GPUDirect): after dma-buf,
+// which comes first where both sides can; said "peermem"; the peer's end too.
+TEST(DeviceDirect, PeermemAfterDmabuf) {
+  Fixture f;
+  f.nd.props.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
+  f.nd.props.rma_mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA) | HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM);
+  std::string why;
+  EXPECT_EQ(direct_way(f.nd, f.dev("cuda:0"), true, &why), DirectWay::kDmabuf);
+  EXPECT_EQ(direct_way(f.nd, f.dev("cuda:0"), false, &why), DirectWay::kPeermem);
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(direct_way(f.nd, f.dev("hip:0"), true, &why), DirectWay::kPeermem);
+  EXPECT_EQ(direct_way(f.nd, f.dev("host"), true, &why), DirectWay::kNative);
+  path::NetRecord peer = peer_end(0);
+  peer.rma_mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA);
+  EXPECT_EQ(describe_device_memory(&f.nd, &peer, 1, f.devices, true),
+            "cuda direct (dma-buf), hip direct (peermem); peer's rxe1:1 registers some device "
+            "memory by pointer (peermem)");
+  // Not declared (or a plugin that predates the field): staged as before.
+  f.nd.props.rma_mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA);
+  EXPECT_EQ(direct_way(f.nd, f.dev("hip:0"), true, &why), DirectWay::kNone);
+  EXPECT_EQ(why, "hip:0 exports no dma-buf");
+  f.nd.props.hdr.struct_size = offsetof(hmc_net_device_props_t, rma_mem_ifaces);
+  EXPECT_EQ(rma_mem_ifaces(f.nd), 0u);
+  EXPECT_EQ(direct_way(f.nd, f.dev("cuda:0"), false, &why), DirectWay::kNone);
+  EXPECT_EQ(why, "HMC_NET_DMABUF=0");
 }

@@ -500,10 +500,11 @@ TEST(Calibration, CapsCarryMeasuredFiguresAndAcceptRecordsWithout) {
   msg::encode_caps(caps, &w);
   ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size(), &back));
   EXPECT_TRUE(back.copy.empty());
-  // Last comes the fabric section (its count and an empty string per record here), and a peer
-  // from before the interface section sends neither (20 bytes per record and the count): only
-  // the first 32 interfaces arrive.
-  const size_t fabric_section = 4 + caps.net.size() * 4;
+  // Last come the fabric section (its count and an empty string per record here) and the
+  // interfaces registered by pointer (its count and 8 bytes per record), and a peer from before
+  // the interface section sends none of them (20 bytes per record and the count): only the
+  // first 32 interfaces arrive.
+  const size_t fabric_section = 4 + caps.net.size() * 4 + 4 + caps.net.size() * 8;
   const size_t iface_section = 4 + caps.net.size() * 20;
   ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - fabric_section, &back));
   EXPECT_EQ(back.net[1].nic_guid, 0xfeedf00dull);

@@ -79,12 +79,38 @@ TEST(PeerMessages, CapsFabricRoundTripsAndIsEmptyFromAnOlderPeer) {
   ASSERT_EQ(back.net.size(), 2u);
   EXPECT_EQ(back.net[0].fabric, "roce-v2");
   EXPECT_EQ(back.net[1].fabric, "");
-  // Without the last section (two u32 string lengths, one 7-byte string, the count).
+  // Without the sections after it (the interfaces registered by pointer: a count, two u64) and
+  // its own (two u32 string lengths, one 7-byte string, the count).
+  const size_t after = 4 + 2 * 8;
   const size_t section = 4 + (4 + 7) + 4;
-  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - section, &back));
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - after - section, &back));
   EXPECT_EQ(back.net[0].fabric, "");
   EXPECT_EQ(back.net[0].pairs_by(), "mlx5_0:1");
-  EXPECT_FALSE(msg::decode_caps(w.data().data(), w.size() - 2, &back)) << "cut inside it";
+  EXPECT_FALSE(msg::decode_caps(w.data().data(), w.size() - after - 2, &back)) << "cut inside it";
+}
+
+// The interfaces each record registers by pointer for put/get, appended last: they round-trip,
+// and an older peer's record (without them) has none.
+TEST(PeerMessages, CapsRmaMemIfacesRoundTripAndAreZeroFromAnOlderPeer) {
+  path::Capabilities caps;
+  caps.host_id = "h";
+  caps.hostname = "h";
+  path::NetRecord a, b;
+  a.plugin = b.plugin = "ibverbs";
+  a.device = "mlx5_0:1";
+  a.rma_mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA);
+  b.device = "mlx5_1:1";
+  caps.net = {a, b};
+  control::Writer w;
+  msg::encode_caps(caps, &w);
+  path::Capabilities back;
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size(), &back));
+  ASSERT_EQ(back.net.size(), 2u);
+  EXPECT_EQ(back.net[0].rma_mem_ifaces, HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA));
+  EXPECT_EQ(back.net[1].rma_mem_ifaces, 0u);
+  ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size() - (4 + 2 * 8), &back));
+  EXPECT_EQ(back.net[0].rma_mem_ifaces, 0u);
+  EXPECT_FALSE(msg::decode_caps(w.data().data(), w.size() - 3, &back)) << "cut inside it";
 }
 
 TEST(PeerMessages, NetHandlePeerDeviceRoundTripsAndIsEmptyFromAnOlderPeer) {

@@ -263,6 +263,10 @@ void print_device_paths(const Inventory& inv) {
       if ((iface >= 0 && (n.mem_ifaces & HMC_MEM_IFACE_BIT(iface))) || n.dmabuf)
         direct.push_back(str(n.plugin) + "/" + str(n.name) +
                          (iface >= 0 && (n.mem_ifaces & HMC_MEM_IFACE_BIT(iface)) ? "" : " (dma-buf)"));
+#ifdef HMC_HAS_NET_RMA_MEM_IFACES
+      else if (iface >= 0 && (n.rma_mem_ifaces & HMC_MEM_IFACE_BIT(iface)))
+        direct.push_back(str(n.plugin) + "/" + str(n.name) + " (peermem, puts and gets)");
+#endif
     std::printf("  %s\n", v.c_str());
 #ifdef HMC_HAS_DEVICE_COPY_FIGURES
     for (const auto& d : inv.devices) {
@@ -372,6 +376,10 @@ void print_text(const Inventory& inv) {
 #endif
     auto kinds = bit_names(n.mem_ifaces, kMemIfaces);
     if (n.dmabuf) kinds.push_back("device memory by dma-buf");
+#ifdef HMC_HAS_NET_RMA_MEM_IFACES
+    for (const auto& k : bit_names(n.rma_mem_ifaces, kMemIfaces))
+      kinds.push_back(k + " by pointer for put/get (peermem)");
+#endif
     std::printf("    memory        %s\n", kinds.empty() ? "none" : join(kinds, ", ").c_str());
     if (n.nic_guid)
       std::printf("    nic           guid %016" PRIx64 ", port %u\n", n.nic_guid, n.nic_port);
@@ -450,6 +458,9 @@ void print_json(const Inventory& inv) {
 #endif
          ",\"mem_ifaces\":" + json_list(bit_names(n.mem_ifaces, kMemIfaces)) +
          ",\"dmabuf\":" + (n.dmabuf ? "true" : "false") +
+#ifdef HMC_HAS_NET_RMA_MEM_IFACES
+         ",\"rma_mem_ifaces\":" + json_list(bit_names(n.rma_mem_ifaces, kMemIfaces)) +
+#endif
          ",\"nic_guid\":" + std::to_string(n.nic_guid) + ",\"nic_port\":" + std::to_string(n.nic_port) +
 #ifdef HMC_HAS_NET_FABRIC
          ",\"fabric\":" + json_escape(str(n.fabric)) +

@@ -1,6 +1,7 @@
 #include "net_check.h"
 
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -145,6 +146,22 @@ bool NetCheck::devices() {
               static_cast<unsigned long long>(p.mem_ifaces));
       good = false;
     }
+#ifdef HMC_HAS_NET_RMA_MEM_IFACES
+    if (p.rma_mem_ifaces != 0) {
+      char mask[32];
+      std::snprintf(mask, sizeof mask, "0x%llx", static_cast<unsigned long long>(p.rma_mem_ifaces));
+      names += std::string(" (rma_mem_ifaces ") + mask + ": device memory by pointer for put/get)";
+      if ((p.rma_mem_ifaces & HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST)) != 0 ||
+          (p.flags & HMC_NET_FLAG_RMA) == 0) {
+        r_.fail("device_props", rule::kNetProps,
+                "device %d (%s) declares rma_mem_ifaces 0x%llx: %s", d, name.c_str(),
+                static_cast<unsigned long long>(p.rma_mem_ifaces),
+                (p.flags & HMC_NET_FLAG_RMA) == 0 ? "without HMC_NET_FLAG_RMA"
+                                                  : "host memory belongs in mem_ifaces");
+        good = false;
+      }
+    }
+#endif
     props_.push_back(p);
   }
   if (good) r_.ok("device_props", "%d device%s: %s", count_, count_ == 1 ? "" : "s", names.c_str());

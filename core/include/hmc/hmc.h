@@ -192,7 +192,12 @@ typedef struct hmc_net_device_info {
    * cut at the last whole line that fits). */
   char link_layer[64];
   char details[2048];
+  /* Appended (HMC_HAS_NET_RMA_MEM_IFACES): the memory interfaces whose device memory the device
+   * registers by pointer for one-sided operations only (legacy GPUDirect, nvidia_peermem): puts
+   * and gets of such memory in a registered region go direct, messages of it are staged. */
+  uint64_t rma_mem_ifaces;
 } hmc_net_device_info_t;
+#define HMC_HAS_NET_RMA_MEM_IFACES 1
 #define HMC_HAS_NET_MEM_IFACES 1
 #define HMC_HAS_NET_FABRIC 1
 #define HMC_HAS_NET_DETAILS 1

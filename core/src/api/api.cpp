@@ -8,6 +8,7 @@
 #include "coll/reduce.h"
 #include "context/context.h"
 #include "hmc/hmc.h"
+#include "net/registration.h"
 #include "peer/capabilities.h"
 #include "peer/device_memory.h"
 #include "util/handles.h"
@@ -296,6 +297,8 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
     }
     copy_str(info->details, details);
   }
+  if (info->struct_size >= offsetof(hmc_net_device_info_t, rma_mem_ifaces) + sizeof info->rma_mem_ifaces)
+    info->rma_mem_ifaces = rma_mem_ifaces(d);
   info->flags = d.props.flags;
   info->max_inflight = d.props.max_inflight;
   info->max_msg_size = d.props.max_msg_size;

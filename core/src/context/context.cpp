@@ -12,6 +12,7 @@
 #include "control/socket.h"
 #include "device/copy.h"
 #include "device/stage_pool.h"
+#include "net/registration.h"
 #include "peer/dispatch.h"
 #include "peer/messages.h"
 #include "util/clock.h"
@@ -273,6 +274,7 @@ void Context::build_capabilities() {
       r.nic_guid = d.props.nic_guid;
       r.nic_port = d.props.nic_port;
       if (d.props.fabric) r.fabric = d.props.fabric;
+      r.rma_mem_ifaces = rma_mem_ifaces(d);
       r.flags = d.props.flags;
       r.preference = pref;
       caps_.net.push_back(r);

@@ -26,9 +26,39 @@ std::string direct_refusal(const NetDevice& nd, const Device& dev, bool dmabuf_a
   return "";
 }
 
+const char* direct_way_text(DirectWay way) {
+  switch (way) {
+    case DirectWay::kNative: return " (native)";
+    case DirectWay::kDmabuf: return " (dma-buf)";
+    case DirectWay::kPeermem: return " (peermem)";
+    default: return "";
+  }
+}
+
+uint64_t rma_mem_ifaces(const NetDevice& nd) {
+  return HMC_ABI_HAS_FIELD(&nd.props, hmc_net_device_props_t, rma_mem_ifaces)
+             ? nd.props.rma_mem_ifaces
+             : 0;
+}
+
+DirectWay direct_way(const NetDevice& nd, const Device& dev, bool dmabuf_allowed,
+                     std::string* why) {
+  *why = direct_refusal(nd, dev, dmabuf_allowed);
+  const bool native =
+      dev.is_host() || (dev.mem_iface >= 0 && (nd.props.mem_ifaces & HMC_MEM_IFACE_BIT(dev.mem_iface)));
+  if (native) return DirectWay::kNative;
+  if (why->empty()) return DirectWay::kDmabuf;
+  if (dev.mem_iface >= 0 && (rma_mem_ifaces(nd) & HMC_MEM_IFACE_BIT(dev.mem_iface))) {
+    why->clear();
+    return DirectWay::kPeermem;
+  }
+  return DirectWay::kNone;
+}
+
 bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
                    const MemoryLocation& loc, bool dmabuf_allowed, DmabufExport* dmabuf,
-                   Region* region, std::string* why) {
+                   Region* region, std::string* why, DirectWay* way) {
+  *way = DirectWay::kNone;
   const Device& dev = *loc.device;
   NetPlugin& net = *nd.plugin;
   hmc_net_mem_desc_t desc{};
@@ -41,11 +71,18 @@ bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
   desc.dmabuf_fd = -1;
   desc.access = HMC_NET_ACCESS_LOCAL | access;
   const bool native = dev.mem_iface >= 0 && (nd.props.mem_ifaces & HMC_MEM_IFACE_BIT(dev.mem_iface));
+  // Registered by pointer for put/get only: the plugin never copies it (net.h), and the core
+  // passes it to put/get with this registration only (xfer/transfers.cpp, memory_access).
+  const bool by_pointer = !dev.is_host() && !native && dev.mem_iface >= 0 &&
+                          (rma_mem_ifaces(nd) & HMC_MEM_IFACE_BIT(dev.mem_iface));
+  // Why the dma-buf way was not taken, said with the pointer way's refusal.
+  std::string no_dmabuf;
   if (!dev.is_host() && !native) {
-    // Device memory the net device cannot reach by pointer: by dma-buf, where both sides can.
+    // Device memory the net device cannot reach by pointer: by dma-buf where both sides can (the
+    // modern way, first), else by pointer where the device registers it so for put/get.
     *why = direct_refusal(nd, dev, dmabuf_allowed);
-    if (!why->empty()) return false;
-    if (!dmabuf->tried) {
+    if (!why->empty() && !by_pointer) return false;
+    if (why->empty() && !dmabuf->tried) {
       dmabuf->tried = true;
       int fd = -1;
       uint64_t offset = 0;
@@ -57,27 +94,44 @@ bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
         dmabuf->error = fmt::format("dma-buf export failed: {}", plugin_status_string(ps));
       }
     }
-    if (dmabuf->fd < 0) {
-      *why = dmabuf->error;
+    if (why->empty() && dmabuf->fd < 0) *why = dmabuf->error;
+    if (why->empty()) {
+      desc.dmabuf_fd = dmabuf->fd;
+      desc.dmabuf_offset = dmabuf->offset;
+    } else if (!by_pointer) {
       return false;
+    } else {
+      no_dmabuf = *why;
     }
-    desc.dmabuf_fd = dmabuf->fd;
-    desc.dmabuf_offset = dmabuf->offset;
   }
   std::vector<uint8_t> rkey(HMC_NET_RKEY_MAX);
   size_t len = rkey.size();
   hmc_net_mr_t* mr = nullptr;
-  hmc_plugin_status_t ps;
-  {
-    std::lock_guard<std::mutex> lock(net.mutex());
-    ps = net.table()->reg_mr(net.ctx(), nd.index, &desc, &mr, rkey.data(), &len);
-  }
-  if (ps != HMC_PLUGIN_SUCCESS || len > HMC_NET_RKEY_MAX) {
-    *why = fmt::format("reg_mr: {}", ps == HMC_PLUGIN_SUCCESS ? "key too long" : plugin_status_string(ps));
-    if (ps == HMC_PLUGIN_SUCCESS) {
+  auto reg = [&] {
+    len = rkey.size();
+    hmc_plugin_status_t ps;
+    {
+      std::lock_guard<std::mutex> lock(net.mutex());
+      ps = net.table()->reg_mr(net.ctx(), nd.index, &desc, &mr, rkey.data(), &len);
+    }
+    if (ps == HMC_PLUGIN_SUCCESS && len > HMC_NET_RKEY_MAX) {
       std::lock_guard<std::mutex> lock(net.mutex());
       net.table()->dereg_mr(net.ctx(), mr);
+      return std::string("reg_mr: key too long");
     }
+    return ps == HMC_PLUGIN_SUCCESS ? std::string()
+                                    : fmt::format("reg_mr: {}", plugin_status_string(ps));
+  };
+  *why = reg();
+  if (!why->empty() && desc.dmabuf_fd >= 0 && by_pointer) {
+    // The device refused the dma-buf: by pointer, as it also offers.
+    no_dmabuf = "dma-buf " + *why;
+    desc.dmabuf_fd = -1;
+    desc.dmabuf_offset = 0;
+    *why = reg();
+  }
+  if (!why->empty()) {
+    if (!no_dmabuf.empty()) *why = no_dmabuf + "; by pointer (peermem): " + *why;
     // Host memory has no fallback: one-sided access through this device is refused.
     if (dev.is_host())
       HMC_LOG_W("net plugin {} could not register {} bytes at {} with {}: {}; one-sided access "
@@ -86,6 +140,9 @@ bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
   }
   rkey.resize(len);
   region->registrations.push_back({&nd, mr, std::move(rkey)});
+  *way = dev.is_host() || native ? DirectWay::kNative
+         : desc.dmabuf_fd >= 0   ? DirectWay::kDmabuf
+                                 : DirectWay::kPeermem;
   return true;
 }
 

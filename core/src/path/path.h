@@ -51,6 +51,7 @@ struct NetRecord {
   uint64_t nic_guid = 0;  // the NIC it is a port or rail of; 0: unknown
   uint32_t nic_port = 0;
   std::string fabric = "";  // what it pairs with (net.h); empty: a device of the same name
+  uint64_t rma_mem_ifaces = 0;  // interfaces it registers by pointer for put/get (net.h)
   std::string key() const { return plugin + "/" + device; }
   // Devices of one plugin pair when these are equal.
   const std::string& pairs_by() const { return fabric.empty() ? device : fabric; }

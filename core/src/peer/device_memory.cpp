@@ -20,11 +20,10 @@ std::string describe_device_memory(const NetDevice* nd, const path::NetRecord* p
       out += dev.plugin_name + " staged (no net device on the path)";
       continue;
     }
-    const std::string why = direct_refusal(*nd, dev, dmabuf_allowed);
-    const bool native =
-        dev.mem_iface >= 0 && (nd->props.mem_ifaces & HMC_MEM_IFACE_BIT(dev.mem_iface));
-    out += dev.plugin_name + (why.empty() ? (native ? " direct (native)" : " direct (dma-buf)")
-                                          : " staged (" + why + ")");
+    std::string why;
+    const DirectWay way = direct_way(*nd, dev, dmabuf_allowed, &why);
+    out += dev.plugin_name + (way != DirectWay::kNone ? std::string(" direct") + direct_way_text(way)
+                                                      : " staged (" + why + ")");
   }
   if (peer_nd != nullptr && peer_device_count > 0) {
     out += out.empty() ? "" : "; ";
@@ -33,6 +32,8 @@ std::string describe_device_memory(const NetDevice* nd, const path::NetRecord* p
                 ? " registers dma-bufs"
                 : peer_nd->mem_ifaces != HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST)
                       ? " reaches some device memory natively"
+                : peer_nd->rma_mem_ifaces != 0
+                      ? " registers some device memory by pointer (peermem)"
                       : " takes no dma-buf (its device memory is staged)");
   }
   return out;

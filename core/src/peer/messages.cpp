@@ -60,6 +60,9 @@ void encode_caps(const path::Capabilities& caps, control::Writer* w) {
   // Appended after that: the fabric each record pairs by.
   w->u32(static_cast<uint32_t>(caps.net.size()));
   for (const auto& n : caps.net) w->str(n.fabric);
+  // Appended after that: the interfaces each record registers by pointer for put/get.
+  w->u32(static_cast<uint32_t>(caps.net.size()));
+  for (const auto& n : caps.net) w->u64(n.rma_mem_ifaces);
 }
 
 bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
@@ -125,6 +128,14 @@ bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
     if (!r.u32(&m) || m != n) return false;
     for (auto& rec : c.net)
       if (!r.str(&rec.fabric, kMaxName)) return false;
+  }
+  // Registration by pointer for put/get: absent from a peer that predates it; else one per
+  // record.
+  if (r.remaining() > 0) {
+    uint32_t m = 0;
+    if (!r.u32(&m) || m != n) return false;
+    for (auto& rec : c.net)
+      if (!r.u64(&rec.rma_mem_ifaces)) return false;
   }
   *caps = std::move(c);
   return true;

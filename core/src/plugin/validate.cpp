@@ -158,6 +158,15 @@ std::string check_net_devices(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* ctx, 
                        {{"reg_mr", offsetof(T, reg_mr)}, {"dereg_mr", offsetof(T, dereg_mr)}});
       if (!bad.empty()) return bad;
     }
+    // Registration by pointer for put/get (net.h): of device memory only, and for put/get.
+    if (HMC_ABI_HAS_FIELD(&props, hmc_net_device_props_t, rma_mem_ifaces) && props.rma_mem_ifaces) {
+      if (props.rma_mem_ifaces & HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST))
+        return fmt::format("{} declares host memory in rma_mem_ifaces (0x{:x}): host memory "
+                           "belongs in mem_ifaces", desc, props.rma_mem_ifaces);
+      if (!(props.flags & HMC_NET_FLAG_RMA))
+        return fmt::format("{} declares rma_mem_ifaces 0x{:x} without HMC_NET_FLAG_RMA", desc,
+                           props.rma_mem_ifaces);
+    }
     if (props.flags & HMC_NET_FLAG_TAGGED) {
       bad = need_slots(t, desc.c_str(), "HMC_NET_FLAG_TAGGED",
                        {{"isend", offsetof(T, isend)}, {"irecv", offsetof(T, irecv)}});

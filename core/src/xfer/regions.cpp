@@ -105,8 +105,10 @@ hmc_status_t Regions::register_memory(void* addr, size_t size, uint32_t access, 
     if (!HMC_NET_SLOT(net->table(), reg_mr)) continue;
     for (auto& nd : net->devices()) {
       std::string why;
-      if (register_with(nd, addr, size, access, loc, settings_.dmabuf, &dmabuf, region.get(), &why))
-        direct.push_back(nd.key());
+      DirectWay way;
+      if (register_with(nd, addr, size, access, loc, settings_.dmabuf, &dmabuf, region.get(), &why,
+                        &way))
+        direct.push_back(nd.key() + (way == DirectWay::kPeermem ? direct_way_text(way) : ""));
       else if (!why.empty())
         staged.push_back(nd.key() + " (" + why + ")");
     }

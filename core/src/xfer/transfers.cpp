@@ -5,6 +5,7 @@
 
 #include "xfer/transfers.h"
 
+#include "net/registration.h"
 #include "peer/messages.h"
 #include "util/clock.h"
 #include "util/hot.h"
@@ -54,7 +55,8 @@ constexpr int kFastTurns = 8;
 // Where buf lives, for a peer pair that frames its messages: host memory and device memory the
 // path reaches natively go direct, other device memory is staged through bounce buffers. With
 // mr (one-sided operations), device memory inside a region registered with the path's net device
-// (by dma-buf) goes direct too, and *mr is that registration.
+// (by dma-buf, or by pointer for put/get: peermem) goes direct too, and *mr is that
+// registration; messages of such memory stay staged (the plugin may copy them with the CPU).
 hmc_status_t Transfers::memory_access(const Peer& peer, const void* buf, size_t size,
                                     const char* what, bool* staged, MemoryLocation* where,
                                     hmc_net_mr_t** mr) {
@@ -70,8 +72,10 @@ hmc_status_t Transfers::memory_access(const Peer& peer, const void* buf, size_t 
   const int iface = loc.device->mem_iface;
   if (nd && iface >= 0 && (nd->props.mem_ifaces & HMC_MEM_IFACE_BIT(iface))) return HMC_SUCCESS;
   *staged = true;
-  // Only a net device that takes dma-bufs holds registrations of memory it cannot reach natively.
-  if (mr && nd && (nd->props.flags & HMC_NET_FLAG_DMABUF)) {
+  // Only a net device that takes dma-bufs, or registers this interface by pointer for put/get,
+  // holds registrations of memory it cannot reach natively.
+  if (mr && nd && ((nd->props.flags & HMC_NET_FLAG_DMABUF) ||
+                   (iface >= 0 && (rma_mem_ifaces(*nd) & HMC_MEM_IFACE_BIT(iface))))) {
     if ((*mr = regions_->registration_covering(nd, buf, size))) *staged = false;
   }
   return HMC_SUCCESS;

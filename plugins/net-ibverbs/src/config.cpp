@@ -35,6 +35,12 @@ const hmc_config_var_t kConfigVars[] = {
      "ports on the same fabric, in HMC_IB_HCA's order, paired with the peer's in the same "
      "order: set it where every host's ports pair up so), weighted by port speed (1 to 16; "
      "1: no striping)"},
+    {"HMC_IB_PEERMEM", "auto",
+     "legacy GPUDirect: register CUDA (and ROCm) device memory by pointer (ibv_reg_mr) for puts "
+     "and gets, where a peer-memory kernel module pins it for the HCA; auto: where "
+     "nvidia_peermem or nv_peer_mem is loaded (ROCm: amdkfd's peer-memory client); on: assume "
+     "it for CUDA (a module of another name); off: never (dma-buf, else staging). A region the "
+     "HCA refuses is staged"},
     {"HMC_LISTEN_HOST", "127.0.0.1",
      "(core) control-plane address; the plugin's connection setup listens there (0.0.0.0: "
      "the port's IPv4 RoCE address, else 127.0.0.1)"},
@@ -63,6 +69,10 @@ hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log,
   if (!r.read_size("HMC_IB_CHUNK", size_t{4} << 10, size_t{1} << 30, &c.chunk)) return kBad;
   if (!r.read_size("HMC_IB_MR_CACHE", 0, size_t{1} << 40, &c.mr_cache)) return kBad;
   if (!r.read_int("HMC_IB_RAILS", 1, 16, &c.rails)) return kBad;
+  if (!(v = r.text("HMC_IB_PEERMEM")).empty() && !parse_peermem(v, &c.peermem)) {
+    r.invalid("HMC_IB_PEERMEM", v, "auto, on or off");
+    return kBad;
+  }
   if (!(v = r.text("HMC_LISTEN_HOST")).empty()) c.listen_host = v;
   *out = std::move(c);
   return HMC_PLUGIN_SUCCESS;

@@ -78,8 +78,11 @@ hmc_plugin_status_t Context::create(const hmc_host_services_t* host, Context** o
   if (st != HMC_PLUGIN_SUCCESS) return st;
   c->rc_timeout_ = c->cfg_.timeout >= 0 ? c->cfg_.timeout
                                         : timeout_for(host->timeout_ms, c->cfg_.retry_cnt);
+  c->peermem_ = detect_peermem(c->cfg_.peermem, "/sys");
   st = c->discover();
   if (st != HMC_PLUGIN_SUCCESS) return st;
+  IB_INFO(c->log_, "peermem (device memory by pointer for puts and gets): %s",
+          c->peermem_.text.c_str());
   c->cache_ = std::make_unique<MrCache>(c->api_, c->log_, c->cfg_.mr_cache);
   c->epfd_ = epoll_create1(EPOLL_CLOEXEC);
   if (c->epfd_ < 0) {

@@ -37,6 +37,8 @@ class Context {
 
   const Log& log() const { return log_; }
   const Config& config() const { return cfg_; }
+  // Device memory the ports register by pointer for puts and gets (HMC_IB_PEERMEM).
+  const Peermem& peermem() const { return peermem_; }
   const VerbsApi& api() const { return api_; }
   const hmc_host_services_t* host() const { return host_; }
   uint64_t now_ns() const { return host_->now_ns(host_->host_ctx); }
@@ -78,6 +80,7 @@ class Context {
   const hmc_host_services_t* host_;
   Log log_;
   Config cfg_;
+  Peermem peermem_;
   VerbsApi api_;
   int rc_timeout_ = 14;
   std::vector<std::unique_ptr<Device>> devices_;

@@ -123,6 +123,7 @@ bool Device::open() {
   d.chunk = chunk_;
   d.dmabuf = info_.dmabuf;
   d.mem_ifaces = mem_ifaces();
+  d.peermem = ctx_.peermem().text;
   link_layer_ = link_layer_text(d.ethernet, d.gid_type);
   details_ = describe_port(d);
   return true;
@@ -151,6 +152,7 @@ void Device::fill_props(hmc_net_device_props_t* p) const {
   full.fabric = info_.fabric.empty() ? nullptr : info_.fabric.c_str();
   full.link_layer = link_layer_.c_str();
   full.details = details_.c_str();
+  full.rma_mem_ifaces = ctx_.peermem().ifaces;
   size_t n = std::min<size_t>(p->hdr.struct_size, sizeof full);
   std::memcpy(static_cast<void*>(p), &full, n);
 }

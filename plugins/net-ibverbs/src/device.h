@@ -136,6 +136,8 @@ class Device {
   // True the first time only: a refused dma-buf registration is a warning once per device, then
   // debug (each region falls back to staging on its own, and the core logs each region's way).
   bool first_dmabuf_refusal() { return !std::exchange(dmabuf_refused_, true); }
+  // The same for device memory registered by pointer (peermem).
+  bool first_peermem_refusal() { return !std::exchange(peermem_refused_, true); }
   // Forgets every work request of ep (its queue pairs are gone); returns their send slots.
   void forget(Endpoint* ep);
   // Takes the work requests of ep on qp out of the books, oldest first (to post them again).
@@ -195,6 +197,7 @@ class Device {
   uint64_t next_wr_ = 1;
   unsigned unacked_events_ = 0;
   bool dmabuf_refused_ = false;
+  bool peermem_refused_ = false;
 };
 
 }  // namespace hmc::ibverbs

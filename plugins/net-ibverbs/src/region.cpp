@@ -23,7 +23,29 @@ hmc_plugin_status_t register_region(Context& c, int dev, const hmc_net_mem_desc_
   if (mem->access & HMC_NET_ACCESS_REMOTE_WRITE) access |= IBV_ACCESS_REMOTE_WRITE;
   if (mem->len > 0) {
     std::string why;
-    if (mem->iface != HMC_MEM_IFACE_HOST) {
+    const bool by_pointer = mem->iface != HMC_MEM_IFACE_HOST && mem->dmabuf_fd < 0 &&
+                            mem->iface < 64 &&
+                            (c.peermem().ifaces & HMC_MEM_IFACE_BIT(mem->iface)) != 0;
+    if (by_pointer) {
+      // Legacy GPUDirect: the peer-memory module pins the device pages for the HCA. Only puts
+      // and gets use this registration (net.h, rma_mem_ifaces): nothing here copies it.
+      m->device = true;
+      errno = 0;
+      m->mr = c.api().reg_mr(d.pd(), mem->addr, mem->len, access);
+      if (m->mr == nullptr) {
+        const int err = errno;
+        if (d.first_peermem_refusal())
+          IB_WARN(c.log(), "%s: ibv_reg_mr of %zu bytes of device memory (interface %u) by pointer "
+                  "(peermem): %s (errno %d); such regions are staged (said once per device; "
+                  "HMC_IB_PEERMEM=off stops trying)", d.name().c_str(), mem->len, mem->iface,
+                  std::strerror(err), err);
+        else
+          IB_DEBUG(c.log(), "%s: ibv_reg_mr of %zu bytes of device memory (interface %u) by "
+                   "pointer (peermem): %s", d.name().c_str(), mem->len, mem->iface,
+                   std::strerror(err));
+        return err == ENOMEM ? HMC_PLUGIN_ERR_NO_MEMORY : HMC_PLUGIN_ERR_NOT_SUPPORTED;
+      }
+    } else if (mem->iface != HMC_MEM_IFACE_HOST) {
       if (mem->dmabuf_fd < 0 || !d.info().dmabuf || c.api().reg_dmabuf_mr == nullptr) {
         IB_DEBUG(c.log(), "%s: device memory (interface %u) %s", d.name().c_str(), mem->iface,
                  mem->dmabuf_fd < 0 ? "without a dma-buf: not reachable"

@@ -1,7 +1,9 @@
 #include "select.h"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -289,10 +291,48 @@ std::string describe_port(const PortDescription& d) {
                             size_text(d.chunk) + ")");
   line("dma-buf", d.dmabuf ? "yes: device memory registers through its dma-buf"
                            : "no: ibv_reg_dmabuf_mr is not supported here");
-  line("peermem", (d.mem_ifaces & ~HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST)) != 0
-                      ? "yes: device memory registers by pointer"
-                      : "no: device memory by pointer is not registered (dma-buf, else staged)");
+  line("peermem", d.peermem);
   return s;
+}
+
+bool parse_peermem(std::string_view text, PeermemMode* out) {
+  std::string v(hmc::plugin::config_detail::trim(text));
+  for (char& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (v == "auto") *out = PeermemMode::kAuto;
+  else if (v == "on" || v == "1" || v == "yes" || v == "true") *out = PeermemMode::kOn;
+  else if (v == "off" || v == "0" || v == "no" || v == "false") *out = PeermemMode::kOff;
+  else return false;
+  return true;
+}
+
+Peermem detect_peermem(PeermemMode mode, const std::string& sys_root) {
+  Peermem p;
+  if (mode == PeermemMode::kOff) {
+    p.text = "off (HMC_IB_PEERMEM=off): device memory registers by dma-buf, else is staged";
+    return p;
+  }
+  auto exists = [&](const char* path) { return access((sys_root + path).c_str(), F_OK) == 0; };
+  std::string cuda;
+  if (exists("/module/nvidia_peermem")) cuda = "nvidia_peermem is loaded";
+  else if (exists("/module/nv_peer_mem")) cuda = "nv_peer_mem is loaded";
+  else if (exists("/kernel/mm/memory_peers/nv_mem/version")) cuda = "peer-memory client nv_mem";
+  else if (mode == PeermemMode::kOn) cuda = "assumed: HMC_IB_PEERMEM=on";
+  std::string rocm;
+  if (exists("/kernel/mm/memory_peers/amdkfd/version")) rocm = "peer-memory client amdkfd";
+  std::string which;
+  if (!cuda.empty()) {
+    p.ifaces |= HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA);
+    which = "cuda (" + cuda + ")";
+  }
+  if (!rocm.empty()) {
+    p.ifaces |= HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM);
+    which += (which.empty() ? "" : ", ") + std::string("rocm (") + rocm + ")";
+  }
+  p.text = p.ifaces != 0
+               ? "yes: " + which + "; puts and gets of registered device memory by pointer"
+               : "no: no peer-memory module (nvidia_peermem, nv_peer_mem, amdkfd's client); "
+                 "device memory registers by dma-buf, else is staged";
+  return p;
 }
 
 }  // namespace hmc::ibverbs

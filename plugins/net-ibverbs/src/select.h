@@ -93,7 +93,27 @@ struct PortDescription {
   uint64_t chunk = 0;          // the largest RDMA READ/WRITE the plugin posts
   bool dmabuf = false;
   uint64_t mem_ifaces = 0;     // hmc_net_device_props_t.mem_ifaces
+  std::string peermem;         // Peermem::text
 };
+
+// HMC_IB_PEERMEM: legacy GPUDirect, device memory registered by pointer (ibv_reg_mr) where a
+// peer-memory kernel module serves the HCA's pinning of it.
+enum class PeermemMode { kAuto, kOn, kOff };
+// "auto", "on", "off" (and 1/0, yes/no, true/false for on/off), any case; false otherwise.
+bool parse_peermem(std::string_view text, PeermemMode* out);
+
+// What the ports register by pointer for puts and gets (hmc_net_device_props_t.rma_mem_ifaces)
+// and why, for hmc-info's "peermem" line.
+struct Peermem {
+  uint64_t ifaces = 0;  // HMC_MEM_IFACE_BIT of CUDA and/or ROCm
+  std::string text;     // "yes: cuda (nvidia_peermem is loaded); ..." / "no: ..." / "off: ..."
+};
+// Detection under sys_root (normally "/sys"): CUDA where nvidia_peermem (/sys/module/
+// nvidia_peermem) or its predecessor nv_peer_mem (/sys/module/nv_peer_mem, or the peer-memory
+// client /sys/kernel/mm/memory_peers/nv_mem/version of MLNX_OFED kernels) is loaded; ROCm where
+// amdkfd registered its peer-memory client (/sys/kernel/mm/memory_peers/amdkfd/version). kOn
+// assumes CUDA's (a module of another name) and still detects ROCm's; kOff: none.
+Peermem detect_peermem(PeermemMode mode, const std::string& sys_root);
 
 // "InfiniBand", "Ethernet (RoCE v2)", "Ethernet (RoCE v1)".
 std::string link_layer_text(bool ethernet, GidType chosen);

@@ -6,12 +6,14 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "suite.h"
@@ -158,6 +160,7 @@ TEST(IbverbsSelect, PortDescriptionForHmcInfo) {
   d.max_msg_sz = 8u << 20;
   d.chunk = 1u << 20;
   d.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
+  d.peermem = detect_peermem(PeermemMode::kOff, "/nonexistent").text;
   EXPECT_EQ(describe_port(d),
             "hca: rxe0 port 1, node GUID 5054:00ff:fe12:3456, firmware 0.0.0, software device (no "
             "PCI function)\n"
@@ -168,7 +171,8 @@ TEST(IbverbsSelect, PortDescriptionForHmcInfo) {
             "mtu: 4096 active, 4096 port maximum\n"
             "max message: 8 MiB (RDMA reads and writes posted in pieces of 1 MiB)\n"
             "dma-buf: no: ibv_reg_dmabuf_mr is not supported here\n"
-            "peermem: no: device memory by pointer is not registered (dma-buf, else staged)");
+            "peermem: off (HMC_IB_PEERMEM=off): device memory registers by dma-buf, else is "
+            "staged");
 
   // InfiniBand: the LID, GIDs without a RoCE type; an HCA with dma-buf and a vendor's memory by
   // pointer; an unknown rate code is shown as such.
@@ -182,17 +186,72 @@ TEST(IbverbsSelect, PortDescriptionForHmcInfo) {
   ib.active_mtu = 5;
   ib.max_mtu = 5;
   ib.dmabuf = true;
-  ib.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST) | HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA);
+  ib.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
+  ib.peermem = detect_peermem(PeermemMode::kOn, "/nonexistent").text;
   std::string t = describe_port(ib);
   EXPECT_NE(t.find("\nlid: 7\n"), std::string::npos) << t;
   EXPECT_NE(t.find("\ngid 0: fe80::102:304:506:708 (in use)\n"), std::string::npos) << t;
   EXPECT_NE(t.find("\nspeed: unknown (speed code 3, width code 2)\n"), std::string::npos) << t;
   EXPECT_NE(t.find("\ndma-buf: yes"), std::string::npos) << t;
-  EXPECT_NE(t.find("\npeermem: yes"), std::string::npos) << t;
+  EXPECT_NE(t.find("\npeermem: yes: cuda (assumed: HMC_IB_PEERMEM=on)"), std::string::npos) << t;
   EXPECT_EQ(t.find("max message"), std::string::npos) << "no max_msg_sz, no line: " << t;
   ib.active_speed = 32;
   EXPECT_NE(describe_port(ib).find("\nspeed: 4X EDR, 100 Gb/s of data (25 Gb/s per lane)\n"),
             std::string::npos);
+}
+
+// HMC_IB_PEERMEM and the detection of peer-memory modules, over a made-up sysfs.
+TEST(IbverbsSelect, PeermemSettingAndDetection) {
+  PeermemMode m = PeermemMode::kOff;
+  EXPECT_TRUE(parse_peermem(" AUTO ", &m));
+  EXPECT_EQ(m, PeermemMode::kAuto);
+  EXPECT_TRUE(parse_peermem("on", &m));
+  EXPECT_EQ(m, PeermemMode::kOn);
+  EXPECT_TRUE(parse_peermem("0", &m));
+  EXPECT_EQ(m, PeermemMode::kOff);
+  EXPECT_TRUE(parse_peermem("yes", &m));
+  EXPECT_EQ(m, PeermemMode::kOn);
+  for (const char* bad : {"", "maybe", "2", "onn"}) EXPECT_FALSE(parse_peermem(bad, &m)) << bad;
+
+  char tmpl[] = "/tmp/hmc-sysfs-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  auto make = [&](const std::string& path) {
+    std::string dir = root;
+    for (size_t at = 1; (at = path.find('/', at)) != std::string::npos; ++at) {
+      dir = root + path.substr(0, at);
+      mkdir(dir.c_str(), 0755);
+    }
+    std::ofstream(root + path) << "1.0\n";
+  };
+  const uint64_t cuda = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA);
+  const uint64_t rocm = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM);
+
+  // Nothing loaded: none (auto), CUDA assumed (on), none (off).
+  Peermem p = detect_peermem(PeermemMode::kAuto, root);
+  EXPECT_EQ(p.ifaces, 0u);
+  EXPECT_EQ(p.text.rfind("no: no peer-memory module", 0), 0u) << p.text;
+  EXPECT_EQ(detect_peermem(PeermemMode::kOn, root).ifaces, cuda);
+  EXPECT_EQ(detect_peermem(PeermemMode::kOff, root).ifaces, 0u);
+
+  // MLNX_OFED's peer-memory client of nv_peer_mem, then the modules by name.
+  make("/kernel/mm/memory_peers/nv_mem/version");
+  p = detect_peermem(PeermemMode::kAuto, root);
+  EXPECT_EQ(p.ifaces, cuda);
+  EXPECT_NE(p.text.find("cuda (peer-memory client nv_mem)"), std::string::npos) << p.text;
+  make("/module/nvidia_peermem/refcnt");
+  p = detect_peermem(PeermemMode::kAuto, root);
+  EXPECT_EQ(p.text, "yes: cuda (nvidia_peermem is loaded); puts and gets of registered device "
+                    "memory by pointer");
+  // AMD's client adds ROCm; off still says no to both.
+  make("/kernel/mm/memory_peers/amdkfd/version");
+  p = detect_peermem(PeermemMode::kAuto, root);
+  EXPECT_EQ(p.ifaces, cuda | rocm);
+  EXPECT_NE(p.text.find("rocm (peer-memory client amdkfd)"), std::string::npos) << p.text;
+  p = detect_peermem(PeermemMode::kOff, root);
+  EXPECT_EQ(p.ifaces, 0u);
+  EXPECT_EQ(p.text.rfind("off (HMC_IB_PEERMEM=off)", 0), 0u) << p.text;
+  std::filesystem::remove_all(root);
 }
 #endif  // HMC_TEST_IBVERBS_SELECT
 
@@ -210,7 +269,8 @@ TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
     }
     for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
              {"HMC_IB_HCA", "mlx5_0:x"}, {"HMC_IB_GID_INDEX", "-1"}, {"HMC_IB_RETRY_CNT", "8"},
-             {"HMC_IB_EAGER_LIMIT", "1G"}, {"HMC_IB_CREDITS", "2"}, {"HMC_IB_TIMEOUT", "0"}}) {
+             {"HMC_IB_EAGER_LIMIT", "1G"}, {"HMC_IB_CREDITS", "2"}, {"HMC_IB_TIMEOUT", "0"},
+             {"HMC_IB_PEERMEM", "maybe"}}) {
       Host h(Cfg{{kv.first, kv.second}});
       hmc_net_ctx_t* c = nullptr;
       EXPECT_EQ(t->init(h.services(), &c), HMC_PLUGIN_ERR_CONFIG) << kv.first;

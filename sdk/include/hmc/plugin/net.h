@@ -14,8 +14,9 @@
  *  - registration is per net device, each with its own remote key (reg_mr takes the device);
  *  - memory is described by a vendor-neutral interface (hmc_mem_iface_t) plus a device ordinal,
  *    and by a dma-buf fd and offset when the device plugin exported one; a device says which
- *    interfaces it reaches natively (mem_ifaces) and whether it registers dma-bufs
- *    (HMC_NET_FLAG_DMABUF);
+ *    interfaces it reaches natively (mem_ifaces), whether it registers dma-bufs
+ *    (HMC_NET_FLAG_DMABUF), and (appended) which it registers by pointer for put/get only
+ *    (rma_mem_ifaces);
  *  - optional slots: flush, vectored put/get, put with a notification carried with the data;
  *    device properties name the NIC and port (nic_guid, nic_port).
  *
@@ -123,7 +124,17 @@ typedef struct hmc_net_device_props {
    * rate, MTU, what memory it registers). The core shows at most 2047 bytes. */
   const char* link_layer;
   const char* details;
+  /* Appended (HMC_HAS_NET_RMA_MEM_IFACES); read it with HMC_ABI_HAS_FIELD, 0 from a plugin that
+   * predates it. Interfaces whose device memory this device registers BY POINTER for one-sided
+   * operations only: reg_mr of such memory with dmabuf_fd -1 succeeds (or says why not), and
+   * iput/iget move it between the NIC and the device directly (legacy GPUDirect through
+   * nvidia_peermem). Unlike mem_ifaces it promises nothing else: the plugin may copy message
+   * payloads with the CPU, so the core never passes such memory to isend/irecv nor, unregistered,
+   * to iput/iget (it stages those). Never HMC_MEM_IFACE_HOST; needs HMC_NET_FLAG_RMA. A bit in
+   * both masks means mem_ifaces; the core tries a dma-buf first where both sides can. */
+  uint64_t rma_mem_ifaces;
 } hmc_net_device_props_t;
+#define HMC_HAS_NET_RMA_MEM_IFACES 1
 
 /* Memory to register. addr/len always describe the virtual range the core will pass to
  * operations. For device memory, iface and device_ordinal say whose it is; when dmabuf_fd is not
