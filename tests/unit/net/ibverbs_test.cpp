@@ -3,6 +3,7 @@
 // settings and a connection between two different devices (the QEMU test bed's veth topology:
 // rxe0 and rxe1 on the two ends of a veth pair, two "hosts"). The contract scenarios run over
 // its configurations in contract_test.cpp.
+#include <arpa/inet.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -18,6 +19,7 @@
 
 #ifdef HMC_TEST_IBVERBS_SELECT
 #include "select.h"
+#include "wire.h"
 #endif
 
 namespace net_test {
@@ -193,6 +195,117 @@ TEST(IbverbsSelect, PortDescriptionForHmcInfo) {
   ib.active_speed = 32;
   EXPECT_NE(describe_port(ib).find("\nspeed: 4X EDR, 100 Gb/s of data (25 Gb/s per lane)\n"),
             std::string::npos);
+}
+
+// The data path's message headers as a peer could send them, and mutations of them (a bounded
+// fuzz of decode_message): nothing it accepts breaks what the endpoint relies on, and the
+// rendezvous key messages' own checks hold.
+TEST(IbverbsWireFormat, MessageHeadersFuzzed) {
+  const size_t eager = 8192;
+  auto msg = [](MsgType t, uint64_t len, uint64_t addr, uint32_t key_len, size_t payload) {
+    MsgHeader h;
+    h.type = static_cast<uint8_t>(t);
+    h.len = len;
+    h.addr = addr;
+    h.rkey = 0x1234;
+    h.key_len = key_len;
+    h.cookie = 77;
+    std::vector<uint8_t> b(sizeof h + payload, 0xab);
+    std::memcpy(b.data(), &h, sizeof h);
+    return b;
+  };
+  MsgHeader h;
+  std::string why;
+  auto ok = [&](const std::vector<uint8_t>& b) {
+    return decode_message(b.data(), b.size(), eager, &h, &why);
+  };
+  // Valid ones.
+  EXPECT_TRUE(ok(msg(MsgType::kEager, 100, 0, 0, 100))) << why;
+  EXPECT_TRUE(ok(msg(MsgType::kRts, 1u << 30, 4096, 16u << 20, 0))) << why;
+  EXPECT_EQ(h.key_len, 16u << 20);
+  EXPECT_TRUE(ok(msg(MsgType::kRts, 1u << 30, 4096, 0, 0))) << why;
+  EXPECT_TRUE(ok(msg(MsgType::kRndvKey, 16u << 20, 32u << 20, 0, 0))) << why;
+  EXPECT_TRUE(ok(msg(MsgType::kRndvKey, 0, 32u << 20, 0, 0))) << "no more keys: " << why;
+  EXPECT_TRUE(ok(msg(MsgType::kRndvAck, 0, 16u << 20, 0, 0))) << why;
+  // The new messages' refusals: a payload, a range that wraps, an RTS key beyond the message.
+  EXPECT_FALSE(ok(msg(MsgType::kRndvKey, 16u << 20, 0, 0, 8)));
+  EXPECT_FALSE(ok(msg(MsgType::kRndvKey, 2, ~uint64_t{0}, 0, 0)));
+  EXPECT_FALSE(ok(msg(MsgType::kRndvAck, 0, 0, 0, 4)));
+  EXPECT_FALSE(ok(msg(MsgType::kRts, 1u << 20, 0, 1u << 20, 0)));
+  EXPECT_FALSE(ok(msg(MsgType::kRts, 100, 0, 0, 0))) << "an RTS of an eager size";
+  EXPECT_FALSE(ok(msg(static_cast<MsgType>(10), 0, 0, 0, 0)));
+  EXPECT_NE(why.find("unknown type 10"), std::string::npos) << why;
+  EXPECT_FALSE(ok(std::vector<uint8_t>(47)));
+
+  std::vector<std::vector<uint8_t>> seeds = {
+      msg(MsgType::kEager, 100, 0, 0, 100),        msg(MsgType::kRts, 1u << 30, 4096, 1u << 24, 0),
+      msg(MsgType::kFin, 0, 0, 0, 0),              msg(MsgType::kCredit, 0, 0, 0, 0),
+      msg(MsgType::kNotify, 5, 0, 0, 0),           msg(MsgType::kStagedRts, 1u << 20, 0, 0, 0),
+      msg(MsgType::kFrag, 8192, 0, 0, 8192),       msg(MsgType::kRndvKey, 1u << 24, 1u << 24, 0, 0),
+      msg(MsgType::kRndvAck, 0, 1u << 24, 0, 0)};
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  size_t accepted = 0;
+  for (int i = 0; i < 200000; ++i) {
+    std::vector<uint8_t> b = seeds[next() % seeds.size()];
+    const int edits = 1 + static_cast<int>(next() % 4);
+    for (int e = 0; e < edits; ++e) {
+      switch (next() % 4) {
+        case 0: b[next() % b.size()] ^= static_cast<uint8_t>(1u << (next() % 8)); break;
+        case 1: b[next() % std::min<size_t>(b.size(), sizeof(MsgHeader))] = static_cast<uint8_t>(next()); break;
+        case 2: b.resize(next() % (sizeof(MsgHeader) + eager + 16)); break;
+        default: b[0] = static_cast<uint8_t>(next() % 12); break;
+      }
+      if (b.empty()) b.push_back(0);
+    }
+    if (!ok(b)) {
+      EXPECT_FALSE(why.empty());
+      continue;
+    }
+    ++accepted;
+    const size_t payload = b.size() - sizeof(MsgHeader);
+    const auto t = static_cast<MsgType>(h.type);
+    ASSERT_GE(h.type, 1);
+    ASSERT_LE(h.type, 9);
+    if (t == MsgType::kEager || t == MsgType::kFrag) {
+      ASSERT_EQ(h.len, payload);
+      ASSERT_LE(h.len, eager);
+    } else {
+      ASSERT_EQ(payload, 0u) << "type " << int{h.type};
+    }
+    if (t == MsgType::kRts) {
+      ASSERT_TRUE(h.len == 0 || h.len > eager);
+      ASSERT_TRUE(h.key_len == 0 || h.key_len < h.len);
+    }
+    if (t == MsgType::kRndvKey || t == MsgType::kRts) {
+      ASSERT_GE(h.addr + h.len, h.addr);
+    }
+  }
+  EXPECT_GT(accepted, 1000u) << "the mutations should leave many valid";
+}
+
+// A peer of another wire version is refused where it first shows: its connection handle.
+TEST(IbverbsWireFormat, OtherVersionsAreRefused) {
+  ConnHandle c;
+  auto* a = reinterpret_cast<sockaddr_in*>(&c.addr);
+  a->sin_family = AF_INET;
+  a->sin_port = htons(5000);
+  c.addr_len = sizeof(sockaddr_in);
+  uint8_t b[kHandleSize];
+  encode_handle(c, b);
+  ConnHandle out;
+  std::string why;
+  EXPECT_TRUE(decode_handle(b, sizeof b, &out, &why)) << why;
+  b[4] = 3;  // version 3: rendezvous keys were whole-buffer
+  EXPECT_FALSE(decode_handle(b, sizeof b, &out, &why));
+  EXPECT_NE(why.find("version 3, this plugin speaks " + std::to_string(kWireVersion)),
+            std::string::npos)
+      << why;
 }
 #endif  // HMC_TEST_IBVERBS_SELECT
 
