@@ -533,6 +533,45 @@ TEST_F(IbverbsWire, PeerKilledMidTransfer) {
 // A receive waits 3 s for its message (the keepalive probes go meanwhile: the peer's HCA takes
 // them, and nothing is in flight long enough to look stalled): it succeeds, and so does a put
 // issued after the sender sat idle as long.
+// Rendezvous messages larger than a key segment (16 MiB), from buffers the plugin registers
+// itself: the RTS carries the first segment's key and the others follow as the reads go. A
+// receive posted first; one posted after the RTS and every key it could get arrived (kept with
+// the unexpected announcement); one shorter than the message (truncated: it reads only what it
+// keeps). Byte-exact, in both directions' roles.
+TEST_F(IbverbsWire, LargeMessagesGoBySegments) {
+  constexpr size_t kLen = (40u << 20) + 3, kShort = 20u << 20;
+  across(
+      [&](Side& s, pid_t) {
+        std::vector<uint8_t> a(kLen, 0), b(kLen, 0), c(kShort, 0);
+        hmc_net_request_t* ra = s.irecv(a.data(), kLen, 1);
+        ASSERT_NE(ra, nullptr);
+        ASSERT_TRUE(s.signal());
+        size_t n = 0;
+        EXPECT_EQ(s.wait(ra, &n), HMC_PLUGIN_SUCCESS) << s.host().all_logs();
+        EXPECT_EQ(n, kLen);
+        EXPECT_EQ(first_mismatch(a.data(), kLen, 81), -1) << "posted first";
+        // The second message's RTS and keys arrive before its receive is posted.
+        const uint64_t until = mono_ns() + 500000000ull;
+        while (mono_ns() < until) s.t()->progress(s.ctx());
+        EXPECT_EQ(s.wait(s.irecv(b.data(), kLen, 2), &n), HMC_PLUGIN_SUCCESS)
+            << s.host().all_logs();
+        EXPECT_EQ(n, kLen);
+        EXPECT_EQ(first_mismatch(b.data(), kLen, 82), -1) << "posted late";
+        EXPECT_EQ(s.wait(s.irecv(c.data(), kShort, 3), &n), HMC_PLUGIN_ERR_TRUNCATED)
+            << s.host().all_logs();
+        EXPECT_EQ(n, kLen);
+        EXPECT_EQ(first_mismatch(c.data(), kShort, 83), -1) << "truncated";
+      },
+      [&](Side& s) {
+        std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(kLen));
+        for (size_t i = 0; i < bufs.size(); ++i) fill(bufs[i].data(), kLen, 81 + i);
+        ASSERT_TRUE(s.await());
+        std::vector<hmc_net_request_t*> reqs;
+        for (size_t i = 0; i < bufs.size(); ++i) reqs.push_back(s.isend(bufs[i].data(), kLen, 1 + i));
+        for (auto st : s.wait_all(reqs, nullptr, 60)) EXPECT_EQ(st, HMC_PLUGIN_SUCCESS);
+      });
+}
+
 TEST_F(IbverbsWire, IdlePeersAreNotLost) {
   constexpr size_t kLen = 1u << 20;
   across(
