@@ -1027,7 +1027,7 @@ void Endpoint::add_keys(Request* r, size_t len, uint32_t rkey) {
     op.req_id = r->id;
     queue(op);
   }
-  if (r->segmented && to < n) r->ack_at.push_back(to);
+  if (r->segmented && to < n) r->unread.emplace_back(to, to - from);
   end_read_if_done(r);
   pump();
 }
@@ -1077,6 +1077,26 @@ void Endpoint::on_rndv_key(const MsgHeader& h) {
     u->keyed += h.len;
   }
   // Otherwise the receive has ended: it read all it wanted (a shorter buffer), or failed.
+}
+
+void Endpoint::note_read(Request* r, const SendOp& op) {
+  const size_t off = op.remote - r->remote_addr;
+  for (auto& seg : r->unread) {
+    if (off < seg.first) {
+      seg.second -= op.len;
+      break;
+    }
+  }
+  // Each segment read (in order: the sender releases from the front) lets the sender release it
+  // and register one more.
+  while (!r->unread.empty() && r->unread.front().second == 0) {
+    SendOp ack;
+    ack.hdr.type = static_cast<uint8_t>(MsgType::kRndvAck);
+    ack.hdr.cookie = r->cookie;
+    ack.hdr.addr = r->unread.front().first;
+    queue(ack);
+    r->unread.pop_front();
+  }
 }
 
 size_t Endpoint::rndv_segment() const {
@@ -1334,19 +1354,7 @@ void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
     return;
   }
   --r->in_flight;
-  if (!r->done && w.op.kind == WrKind::kRndvRead) {
-    // Pieces complete in order: the reads have reached r->read. Each segment read lets the
-    // sender release it and register one more.
-    r->read += w.op.len;
-    while (!r->ack_at.empty() && r->read >= r->ack_at.front()) {
-      SendOp ack;
-      ack.hdr.type = static_cast<uint8_t>(MsgType::kRndvAck);
-      ack.hdr.cookie = r->cookie;
-      ack.hdr.addr = r->ack_at.front();
-      queue(ack);
-      r->ack_at.pop_front();
-    }
-  }
+  if (!r->done && w.op.kind == WrKind::kRndvRead) note_read(r, w.op);
   if (r->done || r->in_flight > 0) {
     pump();
     return;

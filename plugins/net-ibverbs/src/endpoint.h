@@ -105,6 +105,8 @@ class Endpoint {
   void add_keys(Request* r, size_t len, uint32_t rkey);
   void end_read_if_done(Request* r);
   void on_rndv_key(const MsgHeader& h);
+  // A piece of r's reads completed: acknowledges the segments wholly read, oldest first.
+  void note_read(Request* r, const SendOp& op);
   // Sender: registers the next segment of one send whose window allows it (one registration
   // per call: a large one takes a while, progress stays responsive), announcing its key.
   void announce_segments();

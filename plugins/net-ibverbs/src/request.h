@@ -51,11 +51,10 @@ struct Request {
   size_t acked = 0;
   std::deque<std::pair<size_t, Registration*>> seg_regs;
   bool wait_ack = false;
-  // receive: where the message is, the bytes whose reads completed, and the ends of the keyed
-  // segments not yet acknowledged to the sender
+  // receive: where the message is, and the keyed segments not yet acknowledged to the sender:
+  // their end offsets and the bytes of them still being read
   uint64_t remote_addr = 0;
-  size_t read = 0;
-  std::deque<size_t> ack_at;
+  std::deque<std::pair<size_t, size_t>> unread;
 };
 
 }  // namespace hmc::ibverbs
