@@ -795,8 +795,15 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRe
     if (mr != nullptr && mr->mr != nullptr && mr->dev == &dev_ && mr->covers(buf, len) &&
         (mr->access & HMC_NET_ACCESS_REMOTE_READ)) {
       rkey = mr->mr->rkey;
+      // Its registration on the rails too (host memory), as a put's.
+      if (rails_up_ && !rails_.empty() && !mr->device && mr->rail_mrs.size() >= rails_.size() &&
+          len >= 2 * dev_.chunk()) {
+        for (size_t i = 0; i < rails_.size(); ++i) op.rail_keys[i] = mr->rail_mrs[i]->rkey;
+        op.nrail_keys = static_cast<uint8_t>(rails_.size());
+      }
     } else {
-      // A segment at a time (announce_segments), unless the cache holds the whole buffer.
+      // A segment at a time (announce_segments), unless the cache holds the whole buffer (then
+      // read on the port only).
       const size_t seg = rndv_segment();
       void* b = const_cast<void*>(buf);
       if (len > seg) r->own_reg = ctx().mr_cache().find(dev_, b, len, IBV_ACCESS_REMOTE_READ);
@@ -817,6 +824,7 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRe
           op.hdr.key_len = static_cast<uint32_t>(seg);
           keying_.push_back(r->id);
         }
+        add_rail_keys(r, b, std::min(len, seg), std::min(len, seg), &op);
       }
       rkey = r->own_reg->mr->rkey;
       if (r->segmented) r->own_reg = nullptr;  // in seg_regs, released when read
@@ -888,8 +896,8 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* 
       std::memcpy(r->buf, u.data.data(), std::min(r->got, r->len));
       staged_recvs_[r->cookie] = r;
     } else {
-      start_read(r, u.hdr);
-      for (const MsgHeader& k : u.keys) on_rndv_key(k);  // it is in rndv_recvs_ now
+      start_read(r, u.hdr, u.rail_keys);
+      for (const auto& k : u.keys) on_rndv_key(k.first, k.second);  // in rndv_recvs_ now
     }
   } else {
     posted_.push_back(r);
@@ -1002,28 +1010,51 @@ void Endpoint::deliver(Request* r, const MsgHeader& h, const uint8_t* payload) {
   finish(r, h.len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, h.len);
 }
 
-void Endpoint::start_read(Request* r, const MsgHeader& rts) {
+void Endpoint::start_read(Request* r, const MsgHeader& rts,
+                          const std::vector<uint32_t>& rail_keys) {
   r->matched = true;
   r->sent_len = rts.len;
   r->cookie = rts.cookie;
   r->remote_addr = rts.addr;
   r->segmented = rts.key_len != 0;
   if (r->segmented) rndv_recvs_[rts.cookie] = r;
-  add_keys(r, r->segmented ? rts.key_len : rts.len, rts.rkey);
+  add_keys(r, r->segmented ? rts.key_len : rts.len, rts.rkey, rail_keys);
 }
 
-void Endpoint::add_keys(Request* r, size_t len, uint32_t rkey) {
+void Endpoint::add_keys(Request* r, size_t len, uint32_t rkey,
+                        const std::vector<uint32_t>& rail_keys) {
   const size_t n = std::min(r->sent_len, r->len);
-  const size_t from = r->keyed, to = from + len;
+  const size_t from = r->keyed, to = from + len, upto = std::min(to, n);
   r->keyed = to;
   const size_t chunk = dev_.chunk();
-  for (size_t off = from; off < std::min(to, n); off += chunk) {
+  const bool striped = rails_up_ && !rails_.empty() && rail_keys.size() >= rails_.size() &&
+                       upto > from && upto - from >= 2 * chunk;
+  if (striped && r->rail_bytes.empty()) r->rail_bytes.assign(rails_.size() + 1, 0);
+  const uint64_t own_weight = std::max<uint64_t>(
+      1, port_bandwidth_MBps(dev_.info().attr.active_speed, dev_.info().attr.active_width));
+  for (size_t off = from; off < upto; off += chunk) {
+    const size_t piece = std::min(chunk, upto - off);
+    uint8_t* local = static_cast<uint8_t*>(r->buf) + off;
     SendOp op;
     op.kind = WrKind::kRndvRead;
-    local_key(static_cast<uint8_t*>(r->buf) + off, std::min(chunk, std::min(to, n) - off),
-              nullptr, IBV_ACCESS_LOCAL_WRITE, &op);
+    size_t best = 0;  // the port, or rail best - 1: the least given relative to its speed
+    for (size_t i = 1; striped && i <= rails_.size(); ++i) {
+      const uint64_t wi = rails_[i - 1].weight;
+      const uint64_t wb = best == 0 ? own_weight : rails_[best - 1].weight;
+      if (r->rail_bytes[i] * wb < r->rail_bytes[best] * wi) best = i;
+    }
+    if (striped) r->rail_bytes[best] += piece;
+    if (best > 0) {
+      op.rail = static_cast<int>(best) - 1;
+      op.local = reinterpret_cast<uintptr_t>(local);
+      op.len = static_cast<uint32_t>(piece);
+      op.reg_access = IBV_ACCESS_LOCAL_WRITE;
+      op.rkey = rail_keys[best - 1];
+    } else {
+      local_key(local, piece, nullptr, IBV_ACCESS_LOCAL_WRITE, &op);
+      op.rkey = rkey;
+    }
     op.remote = r->remote_addr + off;
-    op.rkey = rkey;
     op.req_id = r->id;
     queue(op);
   }
@@ -1049,7 +1080,7 @@ void Endpoint::end_read_if_done(Request* r) {
   finish(r, r->sent_len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, r->sent_len);
 }
 
-void Endpoint::on_rndv_key(const MsgHeader& h) {
+void Endpoint::on_rndv_key(const MsgHeader& h, const std::vector<uint32_t>& rail_keys) {
   auto rit = rndv_recvs_.find(h.cookie);
   if (rit != rndv_recvs_.end()) {
     Request* r = rit->second;
@@ -1061,19 +1092,19 @@ void Endpoint::on_rndv_key(const MsgHeader& h) {
       r->key_refused = true;
       end_read_if_done(r);
     } else {
-      add_keys(r, h.len, h.rkey);
+      add_keys(r, h.len, h.rkey, rail_keys);
     }
     return;
   }
   auto uit = rndv_unexpected_.find(h.cookie);
   if (uit != rndv_unexpected_.end()) {
     Unexpected* u = uit->second;
-    const bool refused = !u->keys.empty() && u->keys.back().len == 0;
+    const bool refused = !u->keys.empty() && u->keys.back().first.len == 0;
     if (refused || h.addr != u->keyed || h.len > u->hdr.len - u->keyed) {
       lose("a rendezvous key out of step");
       return;
     }
-    u->keys.push_back(h);
+    u->keys.emplace_back(h, rail_keys);
     u->keyed += h.len;
   }
   // Otherwise the receive has ended: it read all it wanted (a shorter buffer), or failed.
@@ -1140,6 +1171,7 @@ void Endpoint::announce_segments() {
       k.hdr.len = n;
       k.hdr.rkey = reg->mr->rkey;
       r->seg_regs.emplace_back(r->keyed + n, reg);
+      add_rail_keys(r, static_cast<uint8_t*>(r->buf) + r->keyed, n, r->keyed + n, &k);
       r->keyed += n;
     }
     queue(k);
@@ -1164,6 +1196,29 @@ void Endpoint::on_rndv_ack(const MsgHeader& h) {
   announce_segments();
 }
 
+void Endpoint::add_rail_keys(Request* r, void* addr, size_t len, size_t end, SendOp* op) {
+  if (!rails_up_ || rails_.empty() || len < 2 * dev_.chunk()) return;
+  const size_t held = r->seg_regs.size();
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    std::string why;
+    Registration* reg =
+        ctx().mr_cache().acquire(*rails_[i].dev, addr, len, IBV_ACCESS_REMOTE_READ, &why);
+    if (reg == nullptr) {
+      IB_DEBUG(ctx().log(), "%s: rail %s: %s; this part of the message is read on the port",
+               dev_.name().c_str(), rails_[i].dev->name().c_str(), why.c_str());
+      while (r->seg_regs.size() > held) {
+        ctx().mr_cache().release(r->seg_regs.back().second);
+        r->seg_regs.pop_back();
+      }
+      op->nrail_keys = 0;
+      return;
+    }
+    r->seg_regs.emplace_back(end, reg);
+    op->rail_keys[i] = reg->mr->rkey;
+  }
+  op->nrail_keys = static_cast<uint8_t>(rails_.size());
+}
+
 void Endpoint::end_send(Request* r) {
   if (r->key_refused)
     finish(r, HMC_PLUGIN_ERR_NO_MEMORY, 0);
@@ -1175,8 +1230,9 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
   (void)wc;
   (void)rma_qp;
   MsgHeader h;
+  std::vector<uint32_t> rail_keys;
   std::string why;
-  if (!decode_message(buf, len, local_.eager, &h, &why)) {
+  if (!decode_message(buf, len, local_.eager, &h, &rail_keys, &why)) {
     lose(why);
     return;
   }
@@ -1193,7 +1249,7 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
       auto it = std::find_if(posted_.begin(), posted_.end(),
                              [&](const Request* r) { return r->tag == h.tag; });
       if (it == posted_.end()) {
-        Unexpected u{h, {}, {}, 0};
+        Unexpected u{h, {}, rail_keys, {}, 0};
         if (type == MsgType::kEager) u.data.assign(buf + sizeof h, buf + sizeof h + h.len);
         u.keyed = h.key_len;
         unexpected_.push_back(std::move(u));
@@ -1207,7 +1263,7 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
       if (type == MsgType::kEager)
         deliver(r, h, buf + sizeof h);
       else
-        start_read(r, h);
+        start_read(r, h, rail_keys);
       break;
     }
     case MsgType::kStagedRts: {
@@ -1219,7 +1275,7 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
       auto it = std::find_if(posted_.begin(), posted_.end(),
                              [&](const Request* r) { return r->tag == h.tag; });
       if (it == posted_.end()) {
-        unexpected_.push_back(Unexpected{h, {}, {}, 0});
+        unexpected_.push_back(Unexpected{h, {}, {}, {}, 0});
         staged_unexpected_[h.cookie] = &unexpected_.back();
         break;
       }
@@ -1248,7 +1304,7 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
       break;
     }
     case MsgType::kRndvKey:
-      on_rndv_key(h);
+      on_rndv_key(h, rail_keys);
       if (stage_ == Stage::kLost) return;
       break;
     case MsgType::kRndvAck:
@@ -1309,7 +1365,11 @@ void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
     }
     --rl.in_flight;
     rl.last_completion_ns = ctx().now_ns();
-    if (r != nullptr && !r->done && --r->in_flight == 0) {
+    if (r != nullptr && !r->done && w.op.kind == WrKind::kRndvRead) {
+      --r->in_flight;
+      note_read(r, w.op);
+      end_read_if_done(r);  // FIN once every piece on every port completed
+    } else if (r != nullptr && !r->done && --r->in_flight == 0) {
       if (r->notify_after) {
         r->notify_after = false;
         SendOp op;

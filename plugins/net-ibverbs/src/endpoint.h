@@ -99,12 +99,14 @@ class Endpoint {
   void queue(SendOp op);
   void pump();
   void deliver(Request* r, const MsgHeader& h, const uint8_t* payload);
-  void start_read(Request* r, const MsgHeader& rts);
+  void start_read(Request* r, const MsgHeader& rts, const std::vector<uint32_t>& rail_keys);
   // Segmented rendezvous. Reader: the next len bytes of r's message are readable under rkey;
   // r ends (FIN) once every byte it wants was read, or the sender said it has no more keys.
-  void add_keys(Request* r, size_t len, uint32_t rkey);
+  // With the sender's keys of them on every rail (rails up), the reads of a segment of two
+  // pieces or more are striped over the port and the rails by port speed, like a put's.
+  void add_keys(Request* r, size_t len, uint32_t rkey, const std::vector<uint32_t>& rail_keys);
   void end_read_if_done(Request* r);
-  void on_rndv_key(const MsgHeader& h);
+  void on_rndv_key(const MsgHeader& h, const std::vector<uint32_t>& rail_keys);
   // A piece of r's reads completed: acknowledges the segments wholly read, oldest first.
   void note_read(Request* r, const SendOp& op);
   // Sender: registers the next segment of one send whose window allows it (one registration
@@ -112,6 +114,9 @@ class Endpoint {
   void announce_segments();
   void on_rndv_ack(const MsgHeader& h);
   void end_send(Request* r);
+  // Sender, rails up: [addr, addr + len) registered on every rail too (kept in r->seg_regs until
+  // the reader acknowledged end), their keys in op; none where a rail refuses.
+  void add_rail_keys(Request* r, void* addr, size_t len, size_t end, SendOp* op);
   size_t rndv_segment() const;
   void maybe_return_credits();
   // The RDMA piece at the front of backlog q could not be registered (why): it goes through the
@@ -181,7 +186,9 @@ class Endpoint {
   struct Unexpected {
     MsgHeader hdr;
     std::vector<uint8_t> data;  // eager payload; a staged message's fragments so far
-    std::vector<MsgHeader> keys;  // a segmented rendezvous: the kRndvKey messages so far
+    std::vector<uint32_t> rail_keys;  // a rendezvous's keys on the sender's rails
+    // a segmented rendezvous: the kRndvKey messages so far, with their rail keys
+    std::vector<std::pair<MsgHeader, std::vector<uint32_t>>> keys;
     size_t keyed = 0;             // and the bytes they and the RTS cover
     bool whole() const {
       return hdr.type == static_cast<uint8_t>(MsgType::kEager) ||

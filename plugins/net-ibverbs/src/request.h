@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <utility>
+#include <vector>
 
 #include "hmc/plugin/common.h"
 
@@ -55,6 +56,7 @@ struct Request {
   // their end offsets and the bytes of them still being read
   uint64_t remote_addr = 0;
   std::deque<std::pair<size_t, size_t>> unread;
+  std::vector<uint64_t> rail_bytes;  // striped over rails: bytes given to the port, each rail
 };
 
 }  // namespace hmc::ibverbs

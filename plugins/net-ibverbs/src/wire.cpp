@@ -243,7 +243,8 @@ bool decode_key(const uint8_t* p, size_t len, PackedKey* k, std::string* why) {
   return true;
 }
 
-bool decode_message(const uint8_t* p, size_t len, size_t eager, MsgHeader* h, std::string* why) {
+bool decode_message(const uint8_t* p, size_t len, size_t eager, MsgHeader* h,
+                    std::vector<uint32_t>* rail_keys, std::string* why) {
   if (len < sizeof(MsgHeader)) {
     *why = "a message of " + std::to_string(len) + " bytes (malformed)";
     return false;
@@ -251,16 +252,17 @@ bool decode_message(const uint8_t* p, size_t len, size_t eager, MsgHeader* h, st
   MsgHeader m;
   std::memcpy(&m, p, sizeof m);
   const size_t payload = len - sizeof m;
+  const bool keys = payload % 4 == 0 && payload / 4 <= kMaxRails;
   bool ok = true;
   switch (static_cast<MsgType>(m.type)) {
     case MsgType::kEager: ok = m.len == payload && m.len <= eager; break;
     case MsgType::kRts:
-      ok = payload == 0 && (m.len > eager || m.len == 0) && (m.key_len == 0 || m.key_len < m.len) &&
+      ok = keys && (m.len > eager || m.len == 0) && (m.key_len == 0 || m.key_len < m.len) &&
            m.addr + m.len >= m.addr;
       break;
     case MsgType::kStagedRts: ok = payload == 0 && m.len > eager; break;
     case MsgType::kFrag: ok = m.len != 0 && m.len == payload && m.len <= eager; break;
-    case MsgType::kRndvKey: ok = payload == 0 && m.addr + m.len >= m.addr; break;
+    case MsgType::kRndvKey: ok = keys && m.addr + m.len >= m.addr; break;
     case MsgType::kFin:
     case MsgType::kCredit:
     case MsgType::kNotify:
@@ -274,6 +276,12 @@ bool decode_message(const uint8_t* p, size_t len, size_t eager, MsgHeader* h, st
     return false;
   }
   *h = m;
+  rail_keys->clear();
+  if (m.type == static_cast<uint8_t>(MsgType::kRts) ||
+      m.type == static_cast<uint8_t>(MsgType::kRndvKey)) {
+    rail_keys->resize(payload / 4);
+    if (payload > 0) std::memcpy(rail_keys->data(), p + sizeof m, payload);
+  }
   return true;
 }
 

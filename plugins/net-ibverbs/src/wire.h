@@ -81,6 +81,7 @@ enum class MsgType : uint8_t {
   kEager = 1,   // header + len payload bytes
   // A rendezvous: len bytes at addr under rkey, read them, answer kFin{cookie}. key_len != 0: the
   // rkey covers the first key_len bytes only, the keys of the rest follow as kRndvKey messages.
+  // The payload (kRts, kRndvKey): the same bytes' keys on the sender's rails, 4 bytes each.
   kRts = 2,
   kFin = 3,     // the rendezvous with cookie was read
   kCredit = 4,  // only returns credits (takes no credit itself)
@@ -111,7 +112,9 @@ static_assert(sizeof(MsgHeader) == 48, "MsgHeader is 48 bytes on the wire");
 // The header of a received message of len bytes (header and payload) into a receive buffer of
 // eager payload bytes, checked for what it says on its own (type, lengths, ranges); what needs
 // the connection's state (cookies, order) the endpoint checks.
-bool decode_message(const uint8_t* p, size_t len, size_t eager, MsgHeader* h, std::string* why);
+// rail_keys: a kRts's or kRndvKey's keys on the sender's rails (none for other types).
+bool decode_message(const uint8_t* p, size_t len, size_t eager, MsgHeader* h,
+                    std::vector<uint32_t>* rail_keys, std::string* why);
 // Messages that take a credit (a receive buffer the peer must have granted).
 inline bool takes_credit(MsgType t) {
   return t != MsgType::kCredit;

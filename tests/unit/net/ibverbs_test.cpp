@@ -215,9 +215,10 @@ TEST(IbverbsWireFormat, MessageHeadersFuzzed) {
     return b;
   };
   MsgHeader h;
+  std::vector<uint32_t> rails;
   std::string why;
   auto ok = [&](const std::vector<uint8_t>& b) {
-    return decode_message(b.data(), b.size(), eager, &h, &why);
+    return decode_message(b.data(), b.size(), eager, &h, &rails, &why);
   };
   // Valid ones.
   EXPECT_TRUE(ok(msg(MsgType::kEager, 100, 0, 0, 100))) << why;
@@ -227,8 +228,15 @@ TEST(IbverbsWireFormat, MessageHeadersFuzzed) {
   EXPECT_TRUE(ok(msg(MsgType::kRndvKey, 16u << 20, 32u << 20, 0, 0))) << why;
   EXPECT_TRUE(ok(msg(MsgType::kRndvKey, 0, 32u << 20, 0, 0))) << "no more keys: " << why;
   EXPECT_TRUE(ok(msg(MsgType::kRndvAck, 0, 16u << 20, 0, 0))) << why;
-  // The new messages' refusals: a payload, a range that wraps, an RTS key beyond the message.
-  EXPECT_FALSE(ok(msg(MsgType::kRndvKey, 16u << 20, 0, 0, 8)));
+  // With keys on the sender's rails after the header.
+  EXPECT_TRUE(ok(msg(MsgType::kRndvKey, 16u << 20, 0, 0, 8))) << why;
+  EXPECT_EQ(rails, (std::vector<uint32_t>{0xabababab, 0xabababab}));
+  EXPECT_TRUE(ok(msg(MsgType::kRts, 1u << 30, 0, 1u << 24, 4 * kMaxRails))) << why;
+  EXPECT_EQ(rails.size(), kMaxRails);
+  // The new messages' refusals: a payload that is no list of keys or too long, a range that
+  // wraps, an RTS key beyond the message.
+  EXPECT_FALSE(ok(msg(MsgType::kRndvKey, 16u << 20, 0, 0, 6)));
+  EXPECT_FALSE(ok(msg(MsgType::kRts, 1u << 30, 0, 1u << 24, 4 * kMaxRails + 4)));
   EXPECT_FALSE(ok(msg(MsgType::kRndvKey, 2, ~uint64_t{0}, 0, 0)));
   EXPECT_FALSE(ok(msg(MsgType::kRndvAck, 0, 0, 0, 4)));
   EXPECT_FALSE(ok(msg(MsgType::kRts, 1u << 20, 0, 1u << 20, 0)));
@@ -241,7 +249,7 @@ TEST(IbverbsWireFormat, MessageHeadersFuzzed) {
       msg(MsgType::kEager, 100, 0, 0, 100),        msg(MsgType::kRts, 1u << 30, 4096, 1u << 24, 0),
       msg(MsgType::kFin, 0, 0, 0, 0),              msg(MsgType::kCredit, 0, 0, 0, 0),
       msg(MsgType::kNotify, 5, 0, 0, 0),           msg(MsgType::kStagedRts, 1u << 20, 0, 0, 0),
-      msg(MsgType::kFrag, 8192, 0, 0, 8192),       msg(MsgType::kRndvKey, 1u << 24, 1u << 24, 0, 0),
+      msg(MsgType::kFrag, 8192, 0, 0, 8192),       msg(MsgType::kRndvKey, 1u << 24, 1u << 24, 0, 8),
       msg(MsgType::kRndvAck, 0, 1u << 24, 0, 0)};
   uint64_t x = 0x9e3779b97f4a7c15ull;
   auto next = [&] {
@@ -275,6 +283,10 @@ TEST(IbverbsWireFormat, MessageHeadersFuzzed) {
     if (t == MsgType::kEager || t == MsgType::kFrag) {
       ASSERT_EQ(h.len, payload);
       ASSERT_LE(h.len, eager);
+    } else if (t == MsgType::kRts || t == MsgType::kRndvKey) {
+      ASSERT_EQ(payload % 4, 0u);
+      ASSERT_EQ(rails.size(), payload / 4);
+      ASSERT_LE(rails.size(), kMaxRails);
     } else {
       ASSERT_EQ(payload, 0u) << "type " << int{h.type};
     }
@@ -762,6 +774,89 @@ TEST(IbverbsRails, PutsAndGetsAreStriped) {
   ::close(sv[0]);
   EXPECT_FALSE(timed_out);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the putting side failed (above)";
+}
+
+// A 32 MiB rendezvous message (the plugin registers the send buffer, two segments) with two rails
+// up: the receiver's reads go over both ports by their speed, each segment's keys on every rail
+// announced with it. Byte-exact, and each of the sender's netdevs sends at least a quarter.
+TEST(IbverbsRails, MessagesAreStriped) {
+  if (testbed("TOPOLOGY") != "rails")
+    GTEST_SKIP() << "needs the RDMA test bed's rails topology (tests/rdma/guest run --topology "
+                    "rails)";
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("ibverbs", &t);
+  auto list = [](std::string devs) {
+    for (char& c : devs)
+      if (c == ' ') c = ',';
+    return devs;
+  };
+  const std::string host0 = list(testbed("HOST0_DEVS")), host1 = list(testbed("HOST1_DEVS"));
+  const std::string dev0a = host0.substr(0, host0.find(',')), dev0b = host0.substr(host0.find(',') + 1);
+  const std::string net_a = testbed("NETDEV_" + dev0a), net_b = testbed("NETDEV_" + dev0b);
+  constexpr size_t kLen = 32u << 20;
+  auto settle = [&](Side& s) {  // the rails come up over the side channel after the endpoint
+    for (int i = 0; i < 100; ++i) {
+      t->progress(s.ctx());
+      ::usleep(1000);
+    }
+  };
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(sv[0]);
+    int code = 100;
+    {
+      Side s(t, Cfg{{"HMC_IB_HCA", "=" + host1}, {"HMC_IB_RAILS", "2"}}, 0, sv[1]);
+      std::string err = s.setup(false);
+      if (err.empty()) {
+        settle(s);
+        std::vector<uint8_t> dst(kLen, 0);
+        hmc_net_request_t* r = s.irecv(dst.data(), kLen, 1);
+        EXPECT_NE(r, nullptr);
+        EXPECT_TRUE(s.await());  // the message is sent
+        size_t n = 0;
+        EXPECT_EQ(s.wait(r, &n, 60), HMC_PLUGIN_SUCCESS) << s.host().all_logs();
+        EXPECT_EQ(n, kLen);
+        EXPECT_EQ(first_mismatch(dst.data(), kLen, 93), -1) << "the message";
+        EXPECT_TRUE(s.signal());
+        code = ::testing::Test::HasFailure() ? 1 : 0;
+      } else {
+        std::fprintf(stderr, "child setup: %s\n", err.c_str());
+      }
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(code);
+  }
+  ::close(sv[1]);
+  {
+    Side s(t, Cfg{{"HMC_IB_HCA", "=" + host0}, {"HMC_IB_RAILS", "2"}}, 0, sv[0]);
+    std::string err = s.setup(true);
+    EXPECT_EQ(err, "");
+    if (err.empty()) {
+      settle(s);
+      std::vector<uint8_t> src(kLen);
+      fill(src.data(), kLen, 93);
+      const uint64_t a0 = tx_bytes(net_a), b0 = tx_bytes(net_b);
+      hmc_net_request_t* r = s.isend(src.data(), kLen, 1);
+      EXPECT_NE(r, nullptr);
+      EXPECT_TRUE(s.signal());
+      EXPECT_EQ(s.wait(r, nullptr, 60), HMC_PLUGIN_SUCCESS) << s.host().all_logs();
+      const uint64_t a = tx_bytes(net_a) - a0, b = tx_bytes(net_b) - b0;
+      EXPECT_GT(a, kLen / 4) << net_a << " sent " << a << " bytes, " << net_b << " " << b;
+      EXPECT_GT(b, kLen / 4) << net_a << " sent " << a << " bytes, " << net_b << " " << b;
+      EXPECT_TRUE(s.await());  // the receiver checked it
+    }
+  }
+  bool timed_out = false;
+  int st = reap(pid, sv[0], 60, &timed_out);
+  ::close(sv[0]);
+  EXPECT_FALSE(timed_out);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the receiving side failed (above)";
 }
 
 }  // namespace
