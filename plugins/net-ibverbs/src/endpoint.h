@@ -164,7 +164,8 @@ class Endpoint {
   uint32_t freed_ = 0;          // the peer's credit-taking messages we freed
   uint32_t reported_ = 0;       // freed_ as last sent in a header
 
-  // Extra ports large puts and gets are striped over (Context::rails_of), one queue pair each.
+  // Extra ports large puts, gets and rendezvous reads are striped over (Context::rails_of), one
+  // queue pair each.
   struct Rail {
     Device* dev = nullptr;
     ibv_qp* qp = nullptr;
