@@ -430,6 +430,64 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
   });
 }
 
+// A rendezvous whose later segment the limit refuses while the reader still reads an earlier
+// one (run by tests/rdma/memlock_check with RLIMIT_MEMLOCK at 24 MiB and CAP_IPC_LOCK dropped,
+// skipped elsewhere): the test leaves room for about one 16 MiB segment, the registration cache
+// off so that a read segment is deregistered at once. The sender waits for the reader's
+// acknowledgement, registers the next segment then, and the 64 MiB arrive byte-exact.
+TEST(IbverbsPlugin, RefusedSegmentsWaitForTheReader) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("ibverbs", &t);
+  in_child([&] {
+    rlimit rl{};
+    ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < (size_t{20} << 20) ||
+        rl.rlim_cur > (size_t{64} << 20))
+      skip_child("RLIMIT_MEMLOCK is not 20 to 64 MiB here (tests/rdma/memlock_check sets it)");
+    constexpr size_t kLen = 64u << 20;
+    const Cfg cfg = {{"HMC_IB_EAGER_LIMIT", "8K"}, {"HMC_IB_MR_CACHE", "0"}, {"HMC_IB_CHUNK", "64K"}};
+    LocalPair p(t, cfg, 0);
+    ASSERT_NO_FATAL_FAILURE(p.connect());
+    size_t pinned_kib = 0;
+    {
+      std::ifstream st("/proc/self/status");
+      std::string line;
+      while (std::getline(st, line))
+        if (line.rfind("VmPin:", 0) == 0) pinned_kib = std::stoul(line.substr(6));
+    }
+    // Room for one segment and the reader's pieces (16 x 64 KiB), not for two segments.
+    const size_t room = (16u << 20) + (3u << 20);
+    const size_t pinned = pinned_kib << 10;
+    ASSERT_GT(rl.rlim_cur, pinned + room) << "the plugin's own buffers take " << pinned;
+    const size_t filler_len = (rl.rlim_cur - pinned - room) & ~size_t{4095};
+    void* filler = mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    ASSERT_NE(filler, MAP_FAILED);
+    std::vector<uint8_t> unused_key;
+    hmc_net_mr_t* fmr = nullptr;
+    if (filler_len > 0) {
+      fmr = reg(t, p.b, 0, filler, filler_len, HMC_NET_ACCESS_LOCAL, &unused_key);
+      ASSERT_NE(fmr, nullptr) << p.hb.all_logs();
+    }
+    std::vector<uint8_t> src(kLen), dst(kLen, 0);
+    fill(src.data(), kLen, 95);
+    hmc_net_request_t *rs = nullptr, *rr = nullptr;
+    ASSERT_EQ(t->irecv(p.ea, dst.data(), kLen, nullptr, 5, &rr), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t->isend(p.eb, src.data(), kLen, nullptr, 5, &rs), HMC_PLUGIN_SUCCESS);
+    size_t got = 0;
+    EXPECT_EQ(p.wait(rs, nullptr, 60), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
+    EXPECT_EQ(p.wait(rr, &got, 60), HMC_PLUGIN_SUCCESS) << p.ha.all_logs();
+    EXPECT_EQ(got, kLen);
+    EXPECT_EQ(first_mismatch(dst.data(), kLen, 95), -1);
+    EXPECT_TRUE(p.hb.logged("retried once the reader has read more")) << p.hb.all_logs();
+    EXPECT_FALSE(p.hb.logged("eager buffers")) << "not staged: " << p.hb.all_logs();
+    if (fmr != nullptr) {
+      EXPECT_EQ(deregister_memory(t, p.b, 0, fmr), HMC_PLUGIN_SUCCESS);
+    }
+    munmap(filler, filler_len);
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Faults between two "hosts": the test bed's veth topology (rxe0 on veth0, rxe1 on veth1; skipped
 // elsewhere). A listener on the first host's device, a connector on the second's, in two
