@@ -31,7 +31,7 @@ const hmc_config_var_t kConfigVars[] = {
      "used dropped first; invalidated through userfaultfd when their memory is unmapped (where "
      "userfaultfd is unavailable the cache is off); 0: off"},
     {"HMC_IB_RAILS", "1",
-     "most ports one endpoint stripes large puts and gets over (its own and the next active "
+     "most ports one endpoint stripes large puts, gets and rendezvous messages over (its own and the next active "
      "ports on the same fabric, in HMC_IB_HCA's order, paired with the peer's in the same "
      "order: set it where every host's ports pair up so), weighted by port speed (1 to 16; "
      "1: no striping)"},

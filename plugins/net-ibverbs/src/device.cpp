@@ -296,6 +296,10 @@ PostResult Device::post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string*
     const auto type = static_cast<MsgType>(op.hdr.type);
     size_t payload = type == MsgType::kEager || type == MsgType::kFrag ? op.hdr.len : 0;
     if (payload > 0) std::memcpy(b + sizeof(MsgHeader), op.payload, payload);
+    if (op.nrail_keys > 0) {
+      payload = 4 * size_t{op.nrail_keys};
+      std::memcpy(b + sizeof(MsgHeader), op.rail_keys.data(), payload);
+    }
     sge.addr = reinterpret_cast<uintptr_t>(b);
     sge.length = static_cast<uint32_t>(sizeof(MsgHeader) + payload);
     if (sge.length <= inline_max_) wr.send_flags |= IBV_SEND_INLINE;

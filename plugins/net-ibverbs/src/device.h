@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -70,6 +71,9 @@ struct SendOp {
   bool bounce = false;     // RDMA: through a bounce buffer (its registration was refused)
   int rail = -1;           // RDMA: on extra rail `rail` of its endpoint (-1: its own port)
   uint64_t req_id = 0;     // the request it counts for (0: none)
+  // kRts, kRndvKey: the same bytes' keys on the endpoint's rails, sent after the header
+  std::array<uint32_t, kMaxRails> rail_keys{};
+  uint8_t nrail_keys = 0;
 };
 
 struct WrCtx {

@@ -12,6 +12,11 @@ namespace {
 
 constexpr uint32_t kSqDepth = 128;
 constexpr int kMaxRdmaInFlight = 16;  // pieces of RDMA READ/WRITE per queue pair at once
+// A rendezvous buffer the plugin registers goes in segments of this size (at least HMC_IB_CHUNK),
+// at most kRndvWindow of them registered ahead of what the reader has read: registering 512 MiB
+// takes seconds under emulation, a segment a fraction of it.
+constexpr size_t kRndvSegment = size_t{16} << 20;
+constexpr size_t kRndvWindow = 4;
 
 const char* stage_name(Endpoint::Stage s) {
   switch (s) {
@@ -52,6 +57,7 @@ Endpoint::~Endpoint() {
   drop_rails();
   for (auto& kv : reqs_) {
     c.mr_cache().release(kv.second->own_reg);
+    for (auto& seg : kv.second->seg_regs) c.mr_cache().release(seg.second);
     kv.second->ep = nullptr;
   }
   if (side_) c.unwatch(side_->fd());
@@ -414,6 +420,7 @@ void Endpoint::progress() {
     return;
   }
   if (stalled()) return;
+  announce_segments();
   pump();
   maybe_return_credits();
   maybe_probe();
@@ -604,6 +611,9 @@ void Endpoint::lose(const std::string& why) {
   // nor can staged messages whose fragments stopped.
   staged_recvs_.clear();
   staged_unexpected_.clear();
+  rndv_recvs_.clear();
+  rndv_unexpected_.clear();
+  keying_.clear();
   unexpected_.remove_if([](const Unexpected& u) { return !u.whole(); });
   for (auto& kv : reqs_)
     if (!kv.second->done) finish(kv.second.get(), HMC_PLUGIN_ERR_PEER_LOST, 0);
@@ -627,6 +637,9 @@ void Endpoint::finish(Request* r, hmc_plugin_status_t st, size_t bytes) {
   r->bytes = bytes;
   ctx().mr_cache().release(r->own_reg);
   r->own_reg = nullptr;
+  for (auto& seg : r->seg_regs) ctx().mr_cache().release(seg.second);
+  r->seg_regs.clear();
+  if (r->kind == ReqKind::kRecv && r->segmented) rndv_recvs_.erase(r->cookie);
 }
 
 void Endpoint::retire(Request* r) {
@@ -782,17 +795,39 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRe
     if (mr != nullptr && mr->mr != nullptr && mr->dev == &dev_ && mr->covers(buf, len) &&
         (mr->access & HMC_NET_ACCESS_REMOTE_READ)) {
       rkey = mr->mr->rkey;
+      // Its registration on the rails too (host memory), as a put's.
+      if (rails_up_ && !rails_.empty() && !mr->device && mr->rail_mrs.size() >= rails_.size() &&
+          len >= 2 * dev_.chunk()) {
+        for (size_t i = 0; i < rails_.size(); ++i) op.rail_keys[i] = mr->rail_mrs[i]->rkey;
+        op.nrail_keys = static_cast<uint8_t>(rails_.size());
+      }
     } else {
-      std::string why;
-      r->own_reg = ctx().mr_cache().acquire(dev_, const_cast<void*>(buf), len,
-                                            IBV_ACCESS_REMOTE_READ, &why);
+      // A segment at a time (announce_segments), unless the cache holds the whole buffer (then
+      // read on the port only).
+      const size_t seg = rndv_segment();
+      void* b = const_cast<void*>(buf);
+      if (len > seg) r->own_reg = ctx().mr_cache().find(dev_, b, len, IBV_ACCESS_REMOTE_READ);
       if (r->own_reg == nullptr) {
-        queue_staged_send(r, buf, len, why);
-        pump();
-        *out = r;
-        return HMC_PLUGIN_SUCCESS;
+        std::string why;
+        r->own_reg = ctx().mr_cache().acquire(dev_, b, std::min(len, seg),
+                                              IBV_ACCESS_REMOTE_READ, &why);
+        if (r->own_reg == nullptr) {
+          queue_staged_send(r, buf, len, why);
+          pump();
+          *out = r;
+          return HMC_PLUGIN_SUCCESS;
+        }
+        if (len > seg) {
+          r->segmented = true;
+          r->keyed = seg;
+          r->seg_regs.emplace_back(seg, r->own_reg);
+          op.hdr.key_len = static_cast<uint32_t>(seg);
+          keying_.push_back(r->id);
+        }
+        add_rail_keys(r, b, std::min(len, seg), std::min(len, seg), &op);
       }
       rkey = r->own_reg->mr->rkey;
+      if (r->segmented) r->own_reg = nullptr;  // in seg_regs, released when read
     }
     op.hdr.type = static_cast<uint8_t>(MsgType::kRts);
     op.hdr.addr = reinterpret_cast<uintptr_t>(buf);
@@ -844,7 +879,10 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* 
   r->buf = buf;
   r->len = len;
   if (it != unexpected_.end()) {
-    staged_unexpected_.erase(it->hdr.cookie);
+    if (it->hdr.type == static_cast<uint8_t>(MsgType::kStagedRts))
+      staged_unexpected_.erase(it->hdr.cookie);
+    if (it->hdr.type == static_cast<uint8_t>(MsgType::kRts) && it->hdr.key_len != 0)
+      rndv_unexpected_.erase(it->hdr.cookie);
     Unexpected u = std::move(*it);
     unexpected_.erase(it);
     r->matched = true;
@@ -858,7 +896,8 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* 
       std::memcpy(r->buf, u.data.data(), std::min(r->got, r->len));
       staged_recvs_[r->cookie] = r;
     } else {
-      start_read(r, u.hdr);
+      start_read(r, u.hdr, u.rail_keys);
+      for (const auto& k : u.keys) on_rndv_key(k.first, k.second);  // in rndv_recvs_ now
     }
   } else {
     posted_.push_back(r);
@@ -971,59 +1010,251 @@ void Endpoint::deliver(Request* r, const MsgHeader& h, const uint8_t* payload) {
   finish(r, h.len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, h.len);
 }
 
-void Endpoint::start_read(Request* r, const MsgHeader& rts) {
+void Endpoint::start_read(Request* r, const MsgHeader& rts,
+                          const std::vector<uint32_t>& rail_keys) {
   r->matched = true;
   r->sent_len = rts.len;
   r->cookie = rts.cookie;
-  size_t n = std::min<size_t>(rts.len, r->len);
+  r->remote_addr = rts.addr;
+  r->segmented = rts.key_len != 0;
+  if (r->segmented) rndv_recvs_[rts.cookie] = r;
+  add_keys(r, r->segmented ? rts.key_len : rts.len, rts.rkey, rail_keys);
+}
+
+void Endpoint::add_keys(Request* r, size_t len, uint32_t rkey,
+                        const std::vector<uint32_t>& rail_keys) {
+  const size_t n = std::min(r->sent_len, r->len);
+  const size_t from = r->keyed, to = from + len, upto = std::min(to, n);
+  r->keyed = to;
   const size_t chunk = dev_.chunk();
-  for (size_t off = 0; off < n; off += chunk) {
+  const bool striped = rails_up_ && !rails_.empty() && rail_keys.size() >= rails_.size() &&
+                       upto > from && upto - from >= 2 * chunk;
+  if (striped && r->rail_bytes.empty()) r->rail_bytes.assign(rails_.size() + 1, 0);
+  const uint64_t own_weight = std::max<uint64_t>(
+      1, port_bandwidth_MBps(dev_.info().attr.active_speed, dev_.info().attr.active_width));
+  for (size_t off = from; off < upto; off += chunk) {
+    const size_t piece = std::min(chunk, upto - off);
+    uint8_t* local = static_cast<uint8_t*>(r->buf) + off;
     SendOp op;
     op.kind = WrKind::kRndvRead;
-    local_key(static_cast<uint8_t*>(r->buf) + off, std::min(chunk, n - off), nullptr,
-              IBV_ACCESS_LOCAL_WRITE, &op);
-    op.remote = rts.addr + off;
-    op.rkey = rts.rkey;
+    size_t best = 0;  // the port, or rail best - 1: the least given relative to its speed
+    for (size_t i = 1; striped && i <= rails_.size(); ++i) {
+      const uint64_t wi = rails_[i - 1].weight;
+      const uint64_t wb = best == 0 ? own_weight : rails_[best - 1].weight;
+      if (r->rail_bytes[i] * wb < r->rail_bytes[best] * wi) best = i;
+    }
+    if (striped) r->rail_bytes[best] += piece;
+    if (best > 0) {
+      op.rail = static_cast<int>(best) - 1;
+      op.local = reinterpret_cast<uintptr_t>(local);
+      op.len = static_cast<uint32_t>(piece);
+      op.reg_access = IBV_ACCESS_LOCAL_WRITE;
+      op.rkey = rail_keys[best - 1];
+    } else {
+      local_key(local, piece, nullptr, IBV_ACCESS_LOCAL_WRITE, &op);
+      op.rkey = rkey;
+    }
+    op.remote = r->remote_addr + off;
     op.req_id = r->id;
     queue(op);
   }
-  if (n == 0) {
-    SendOp fin;
-    fin.hdr.type = static_cast<uint8_t>(MsgType::kFin);
-    fin.hdr.cookie = rts.cookie;
-    queue(fin);
-    finish(r, rts.len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, rts.len);
-  }
+  if (r->segmented && to < n) r->unread.emplace_back(to, to - from);
+  end_read_if_done(r);
   pump();
+}
+
+void Endpoint::end_read_if_done(Request* r) {
+  const size_t n = std::min(r->sent_len, r->len);
+  if (r->done || r->in_flight > 0 || (r->keyed < n && !r->key_refused)) return;
+  SendOp fin;
+  fin.hdr.type = static_cast<uint8_t>(MsgType::kFin);
+  fin.hdr.cookie = r->cookie;
+  queue(fin);
+  if (r->keyed < n) {
+    IB_ERROR(ctx().log(), "%s: the sender of a %zu-byte message could not register it beyond "
+                          "its first %zu bytes (see its log); the receive fails",
+             dev_.name().c_str(), r->sent_len, r->keyed);
+    finish(r, HMC_PLUGIN_ERR_REMOTE, 0);
+    return;
+  }
+  finish(r, r->sent_len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, r->sent_len);
+}
+
+void Endpoint::on_rndv_key(const MsgHeader& h, const std::vector<uint32_t>& rail_keys) {
+  auto rit = rndv_recvs_.find(h.cookie);
+  if (rit != rndv_recvs_.end()) {
+    Request* r = rit->second;
+    if (r->key_refused || h.addr != r->keyed || h.len > r->sent_len - r->keyed) {
+      lose("a rendezvous key out of step");
+      return;
+    }
+    if (h.len == 0) {
+      r->key_refused = true;
+      end_read_if_done(r);
+    } else {
+      add_keys(r, h.len, h.rkey, rail_keys);
+    }
+    return;
+  }
+  auto uit = rndv_unexpected_.find(h.cookie);
+  if (uit != rndv_unexpected_.end()) {
+    Unexpected* u = uit->second;
+    const bool refused = !u->keys.empty() && u->keys.back().first.len == 0;
+    if (refused || h.addr != u->keyed || h.len > u->hdr.len - u->keyed) {
+      lose("a rendezvous key out of step");
+      return;
+    }
+    u->keys.emplace_back(h, rail_keys);
+    u->keyed += h.len;
+  }
+  // Otherwise the receive has ended: it read all it wanted (a shorter buffer), or failed.
+}
+
+void Endpoint::note_read(Request* r, const SendOp& op) {
+  const size_t off = op.remote - r->remote_addr;
+  for (auto& seg : r->unread) {
+    if (off < seg.first) {
+      seg.second -= op.len;
+      break;
+    }
+  }
+  // Each segment read (in order: the sender releases from the front) lets the sender release it
+  // and register one more.
+  while (!r->unread.empty() && r->unread.front().second == 0) {
+    SendOp ack;
+    ack.hdr.type = static_cast<uint8_t>(MsgType::kRndvAck);
+    ack.hdr.cookie = r->cookie;
+    ack.hdr.addr = r->unread.front().first;
+    queue(ack);
+    r->unread.pop_front();
+  }
+}
+
+size_t Endpoint::rndv_segment() const {
+  return std::max(kRndvSegment, dev_.chunk());
+}
+
+void Endpoint::announce_segments() {
+  auto stale = [&](uint64_t id) {
+    auto it = reqs_.find(id);
+    const Request* r = it != reqs_.end() ? it->second.get() : nullptr;
+    return r == nullptr || r->done || !r->awaiting_fin || r->key_refused || r->keyed == r->len;
+  };
+  keying_.erase(std::remove_if(keying_.begin(), keying_.end(), stale), keying_.end());
+  const size_t seg = rndv_segment();
+  for (uint64_t id : keying_) {
+    Request* r = reqs_[id].get();
+    if (r->wait_ack || r->keyed - r->acked >= kRndvWindow * seg) continue;
+    const size_t n = std::min(seg, r->len - r->keyed);
+    std::string why;
+    Registration* reg = ctx().mr_cache().acquire(dev_, static_cast<uint8_t*>(r->buf) + r->keyed,
+                                                 n, IBV_ACCESS_REMOTE_READ, &why);
+    SendOp k;
+    k.hdr.type = static_cast<uint8_t>(MsgType::kRndvKey);
+    k.hdr.cookie = r->id;
+    k.hdr.addr = r->keyed;
+    k.req_id = r->id;
+    if (reg == nullptr) {
+      if (!r->seg_regs.empty()) {
+        // The reader still reads segments we hold: once it acknowledges some they are released
+        // (unused cached ones are dropped on a refusal), then this one is tried again.
+        IB_DEBUG(ctx().log(), "%s: %s; retried once the reader has read more",
+                 dev_.name().c_str(), why.c_str());
+        r->wait_ack = true;
+        return;
+      }
+      IB_ERROR(ctx().log(), "%s: a message of %zu bytes: %s; the receiver gets its first %zu "
+                            "bytes only, and the send fails",
+               dev_.name().c_str(), r->len, why.c_str(), r->keyed);
+      r->key_refused = true;  // k.hdr.len 0: no more keys
+    } else {
+      k.hdr.len = n;
+      k.hdr.rkey = reg->mr->rkey;
+      r->seg_regs.emplace_back(r->keyed + n, reg);
+      add_rail_keys(r, static_cast<uint8_t*>(r->buf) + r->keyed, n, r->keyed + n, &k);
+      r->keyed += n;
+    }
+    queue(k);
+    return;
+  }
+}
+
+void Endpoint::on_rndv_ack(const MsgHeader& h) {
+  auto it = reqs_.find(h.cookie);
+  Request* r = it != reqs_.end() ? it->second.get() : nullptr;
+  if (r == nullptr || r->done || !r->awaiting_fin) return;  // ended by other means
+  if (r->kind != ReqKind::kSend || !r->segmented || h.addr < r->acked || h.addr > r->keyed) {
+    lose("a rendezvous acknowledgement out of step");
+    return;
+  }
+  r->acked = h.addr;
+  while (!r->seg_regs.empty() && r->seg_regs.front().first <= r->acked) {
+    ctx().mr_cache().release(r->seg_regs.front().second);
+    r->seg_regs.pop_front();
+  }
+  r->wait_ack = false;
+  announce_segments();
+}
+
+void Endpoint::add_rail_keys(Request* r, void* addr, size_t len, size_t end, SendOp* op) {
+  if (!rails_up_ || rails_.empty() || len < 2 * dev_.chunk()) return;
+  const size_t held = r->seg_regs.size();
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    std::string why;
+    Registration* reg =
+        ctx().mr_cache().acquire(*rails_[i].dev, addr, len, IBV_ACCESS_REMOTE_READ, &why);
+    if (reg == nullptr) {
+      IB_DEBUG(ctx().log(), "%s: rail %s: %s; this part of the message is read on the port",
+               dev_.name().c_str(), rails_[i].dev->name().c_str(), why.c_str());
+      while (r->seg_regs.size() > held) {
+        ctx().mr_cache().release(r->seg_regs.back().second);
+        r->seg_regs.pop_back();
+      }
+      op->nrail_keys = 0;
+      return;
+    }
+    r->seg_regs.emplace_back(end, reg);
+    op->rail_keys[i] = reg->mr->rkey;
+  }
+  op->nrail_keys = static_cast<uint8_t>(rails_.size());
+}
+
+void Endpoint::end_send(Request* r) {
+  if (r->key_refused)
+    finish(r, HMC_PLUGIN_ERR_NO_MEMORY, 0);
+  else
+    finish(r, HMC_PLUGIN_SUCCESS, r->len);
 }
 
 void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, size_t len) {
   (void)wc;
   (void)rma_qp;
-  if (len < sizeof(MsgHeader)) {
-    lose("a message of " + std::to_string(len) + " bytes (malformed)");
+  MsgHeader h;
+  std::vector<uint32_t> rail_keys;
+  std::string why;
+  if (!decode_message(buf, len, local_.eager, &h, &rail_keys, &why)) {
+    lose(why);
     return;
   }
-  MsgHeader h;
-  std::memcpy(&h, buf, sizeof h);
   if (static_cast<int32_t>(h.freed - peer_freed_) > 0) peer_freed_ = h.freed;
   const auto type = static_cast<MsgType>(h.type);
   if (takes_credit(type)) ++freed_;  // the device posts the buffer again after this
   switch (type) {
     case MsgType::kEager:
     case MsgType::kRts: {
-      if ((type == MsgType::kEager &&
-           (h.len != len - sizeof(MsgHeader) || h.len > local_.eager)) ||
-          (type == MsgType::kRts && h.len <= local_.eager && h.len != 0)) {
-        lose("a malformed message header");
+      if (type == MsgType::kRts && h.key_len != 0 && rndv_unexpected_.count(h.cookie) != 0) {
+        lose("a rendezvous announced twice");
         return;
       }
       auto it = std::find_if(posted_.begin(), posted_.end(),
                              [&](const Request* r) { return r->tag == h.tag; });
       if (it == posted_.end()) {
-        Unexpected u{h, {}};
+        Unexpected u{h, {}, rail_keys, {}, 0};
         if (type == MsgType::kEager) u.data.assign(buf + sizeof h, buf + sizeof h + h.len);
+        u.keyed = h.key_len;
         unexpected_.push_back(std::move(u));
+        if (type == MsgType::kRts && h.key_len != 0)
+          rndv_unexpected_[h.cookie] = &unexpected_.back();
         break;
       }
       Request* r = *it;
@@ -1032,11 +1263,11 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
       if (type == MsgType::kEager)
         deliver(r, h, buf + sizeof h);
       else
-        start_read(r, h);
+        start_read(r, h, rail_keys);
       break;
     }
     case MsgType::kStagedRts: {
-      if (h.len <= local_.eager || staged_recvs_.count(h.cookie) != 0 ||
+      if (staged_recvs_.count(h.cookie) != 0 ||
           staged_unexpected_.count(h.cookie) != 0) {
         lose("a malformed staged message announcement");
         return;
@@ -1044,7 +1275,7 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
       auto it = std::find_if(posted_.begin(), posted_.end(),
                              [&](const Request* r) { return r->tag == h.tag; });
       if (it == posted_.end()) {
-        unexpected_.push_back(Unexpected{h, {}});
+        unexpected_.push_back(Unexpected{h, {}, {}, {}, 0});
         staged_unexpected_[h.cookie] = &unexpected_.back();
         break;
       }
@@ -1057,10 +1288,6 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
       break;
     }
     case MsgType::kFrag:
-      if (h.len == 0 || h.len != len - sizeof(MsgHeader) || h.len > local_.eager) {
-        lose("a malformed fragment");
-        return;
-      }
       on_fragment(h, buf + sizeof h);
       if (stage_ == Stage::kLost) return;
       break;
@@ -1073,12 +1300,19 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
         return;
       }
       r->awaiting_fin = false;
-      if (r->in_flight == 0 && !r->done) finish(r, HMC_PLUGIN_SUCCESS, r->len);
+      if (r->in_flight == 0 && !r->done) end_send(r);
       break;
     }
+    case MsgType::kRndvKey:
+      on_rndv_key(h, rail_keys);
+      if (stage_ == Stage::kLost) return;
+      break;
+    case MsgType::kRndvAck:
+      on_rndv_ack(h);
+      if (stage_ == Stage::kLost) return;
+      break;
     case MsgType::kCredit: break;
     case MsgType::kNotify: notifications_.push_back(h.len); break;
-    default: lose("a message of unknown type " + std::to_string(h.type)); return;
   }
   pump();
 }
@@ -1131,7 +1365,11 @@ void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
     }
     --rl.in_flight;
     rl.last_completion_ns = ctx().now_ns();
-    if (r != nullptr && !r->done && --r->in_flight == 0) {
+    if (r != nullptr && !r->done && w.op.kind == WrKind::kRndvRead) {
+      --r->in_flight;
+      note_read(r, w.op);
+      end_read_if_done(r);  // FIN once every piece on every port completed
+    } else if (r != nullptr && !r->done && --r->in_flight == 0) {
       if (r->notify_after) {
         r->notify_after = false;
         SendOp op;
@@ -1176,23 +1414,18 @@ void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
     return;
   }
   --r->in_flight;
+  if (!r->done && w.op.kind == WrKind::kRndvRead) note_read(r, w.op);
   if (r->done || r->in_flight > 0) {
     pump();
     return;
   }
   switch (r->kind) {
     case ReqKind::kSend:
-      if (!r->awaiting_fin) finish(r, HMC_PLUGIN_SUCCESS, r->len);
+      if (!r->awaiting_fin) end_send(r);
       break;
-    case ReqKind::kRecv: {
-      SendOp fin;
-      fin.hdr.type = static_cast<uint8_t>(MsgType::kFin);
-      fin.hdr.cookie = r->cookie;
-      queue(fin);
-      finish(r, r->sent_len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS,
-             r->sent_len);
+    case ReqKind::kRecv:
+      end_read_if_done(r);
       break;
-    }
     case ReqKind::kPut:
     case ReqKind::kGet:
       if (r->notify_after) {  // striped: the last piece was on this port

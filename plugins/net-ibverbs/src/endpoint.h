@@ -6,6 +6,11 @@
 // Messages: eager (header + payload in one SEND into a receive buffer of the peer's shared
 // receive queue) up to the peer's eager size, else rendezvous: an RTS {len, addr, rkey, cookie},
 // the receiver RDMA-READs min(len, its buffer) straight into the user buffer and answers FIN.
+// A rendezvous buffer the plugin registers itself (no caller's mr, no cached registration of the
+// whole) is registered a segment at a time: the RTS goes once the first is (its key_len says how
+// far its key reaches), each further segment's key follows in a kRndvKey message, at most
+// kRndvWindow segments ahead of what the reader acknowledged (kRndvAck at each segment's end),
+// and the reader reads each segment once its key is there.
 // Credits: each side may have `credits` credit-taking messages unanswered; every header carries
 // the count of the peer's messages freed so far, and a CREDIT message (which takes none) returns
 // them when half are due and no other message carries them.
@@ -94,7 +99,25 @@ class Endpoint {
   void queue(SendOp op);
   void pump();
   void deliver(Request* r, const MsgHeader& h, const uint8_t* payload);
-  void start_read(Request* r, const MsgHeader& rts);
+  void start_read(Request* r, const MsgHeader& rts, const std::vector<uint32_t>& rail_keys);
+  // Segmented rendezvous. Reader: the next len bytes of r's message are readable under rkey;
+  // r ends (FIN) once every byte it wants was read, or the sender said it has no more keys.
+  // With the sender's keys of them on every rail (rails up), the reads of a segment of two
+  // pieces or more are striped over the port and the rails by port speed, like a put's.
+  void add_keys(Request* r, size_t len, uint32_t rkey, const std::vector<uint32_t>& rail_keys);
+  void end_read_if_done(Request* r);
+  void on_rndv_key(const MsgHeader& h, const std::vector<uint32_t>& rail_keys);
+  // A piece of r's reads completed: acknowledges the segments wholly read, oldest first.
+  void note_read(Request* r, const SendOp& op);
+  // Sender: registers the next segment of one send whose window allows it (one registration
+  // per call: a large one takes a while, progress stays responsive), announcing its key.
+  void announce_segments();
+  void on_rndv_ack(const MsgHeader& h);
+  void end_send(Request* r);
+  // Sender, rails up: [addr, addr + len) registered on every rail too (kept in r->seg_regs until
+  // the reader acknowledged end), their keys in op; none where a rail refuses.
+  void add_rail_keys(Request* r, void* addr, size_t len, size_t end, SendOp* op);
+  size_t rndv_segment() const;
   void maybe_return_credits();
   // The RDMA piece at the front of backlog q could not be registered (why): it goes through the
   // device's bounce buffers instead.
@@ -141,7 +164,8 @@ class Endpoint {
   uint32_t freed_ = 0;          // the peer's credit-taking messages we freed
   uint32_t reported_ = 0;       // freed_ as last sent in a header
 
-  // Extra ports large puts and gets are striped over (Context::rails_of), one queue pair each.
+  // Extra ports large puts, gets and rendezvous reads are striped over (Context::rails_of), one
+  // queue pair each.
   struct Rail {
     Device* dev = nullptr;
     ibv_qp* qp = nullptr;
@@ -163,6 +187,10 @@ class Endpoint {
   struct Unexpected {
     MsgHeader hdr;
     std::vector<uint8_t> data;  // eager payload; a staged message's fragments so far
+    std::vector<uint32_t> rail_keys;  // a rendezvous's keys on the sender's rails
+    // a segmented rendezvous: the kRndvKey messages so far, with their rail keys
+    std::vector<std::pair<MsgHeader, std::vector<uint32_t>>> keys;
+    size_t keyed = 0;             // and the bytes they and the RTS cover
     bool whole() const {
       return hdr.type == static_cast<uint8_t>(MsgType::kEager) ||
              (hdr.type == static_cast<uint8_t>(MsgType::kStagedRts) && data.size() == hdr.len);
@@ -173,6 +201,11 @@ class Endpoint {
   // Staged messages whose fragments are still arriving, by the sender's cookie.
   std::unordered_map<uint64_t, Request*> staged_recvs_;
   std::unordered_map<uint64_t, Unexpected*> staged_unexpected_;
+  // Segmented rendezvous by the sender's cookie: receives reading them, announcements not yet
+  // matched; and our sends with segments still to register, in posting order.
+  std::unordered_map<uint64_t, Request*> rndv_recvs_;
+  std::unordered_map<uint64_t, Unexpected*> rndv_unexpected_;
+  std::deque<uint64_t> keying_;
   std::deque<uint64_t> notifications_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> reqs_;
 };

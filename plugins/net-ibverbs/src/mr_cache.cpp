@@ -250,6 +250,31 @@ bool MrCache::evict_unused(size_t want_free) {
   return any;
 }
 
+Registration* MrCache::lookup(Device& d, uintptr_t start, uintptr_t end, int access) {
+  auto it = by_start_.upper_bound(start);
+  const uintptr_t lowest = start - std::min(start, longest_);
+  while (it != by_start_.begin()) {
+    --it;
+    if (it->first < lowest) break;
+    Registration* r = it->second;
+    if (r->dev == &d && r->end >= end && (r->access & access) == access) {
+      lru_.splice(lru_.begin(), lru_, r->lru);
+      ++r->refs;
+      ++hits_;
+      return r;
+    }
+  }
+  return nullptr;
+}
+
+Registration* MrCache::find(Device& d, void* addr, size_t len, int access) {
+  if (!enabled()) return nullptr;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  const uintptr_t pg = page_size();
+  apply_invalidations();
+  return lookup(d, a & ~(pg - 1), (a + len + pg - 1) & ~(pg - 1), access);
+}
+
 Registration* MrCache::acquire(Device& d, void* addr, size_t len, int access, std::string* why) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
   const uintptr_t pg = page_size();
@@ -258,19 +283,7 @@ Registration* MrCache::acquire(Device& d, void* addr, size_t len, int access, st
   const bool cacheable = enabled() && end - start <= limit_;
   if (cacheable) {
     apply_invalidations();
-    auto it = by_start_.upper_bound(start);
-    const uintptr_t lowest = start - std::min(start, longest_);
-    while (it != by_start_.begin()) {
-      --it;
-      if (it->first < lowest) break;
-      Registration* r = it->second;
-      if (r->dev == &d && r->end >= end && (r->access & access) == access) {
-        lru_.splice(lru_.begin(), lru_, r->lru);
-        ++r->refs;
-        ++hits_;
-        return r;
-      }
-    }
+    if (Registration* r = lookup(d, start, end, access)) return r;
     evict_unused(end - start);
   }
   auto* r = new Registration();

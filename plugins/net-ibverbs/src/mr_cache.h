@@ -68,6 +68,9 @@ class MrCache {
   // refusal may be for pinned memory). Each acquire is paired with one release.
   Registration* acquire(Device& d, void* addr, size_t len, int access, std::string* why);
   void release(Registration* r);
+  // A cached registration covering [addr, addr + len) with at least access, or nullptr: never
+  // registers anything (a miss costs no pinning). Released like acquire's.
+  Registration* find(Device& d, void* addr, size_t len, int access);
   // Applies the unmaps the monitor reported, so that registrations of memory that is gone are
   // dropped without waiting for the next acquire (cheap when there are none).
   void poll() {
@@ -84,6 +87,7 @@ class MrCache {
   bool start_monitor(std::string* why);
   void monitor_loop();
   void apply_invalidations();
+  Registration* lookup(Device& d, uintptr_t start, uintptr_t end, int access);
   void invalidate(uintptr_t start, uintptr_t end);
   void unindex(Registration* r);
   void destroy(Registration* r);

@@ -6,6 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <utility>
+#include <vector>
 
 #include "hmc/plugin/common.h"
 
@@ -38,6 +41,22 @@ struct Request {
   size_t got = 0;             // receive of a staged message: bytes of it that arrived
   bool notify_after = false;  // striped notified put: NOTIFY once every piece completed
   uint64_t notify_value = 0;
+
+  // A rendezvous whose keys go segment by segment (kRts with key_len, then kRndvKey messages).
+  bool segmented = false;
+  size_t keyed = 0;         // bytes of the message whose keys were sent / arrived
+  bool key_refused = false; // the sender could not register the rest (a kRndvKey of length 0)
+  // send: the bytes the receiver has read (kRndvAck), its own registrations of the segments it
+  // has not read yet (with their end offsets), and whether a refused registration waits for an
+  // ack to free some
+  size_t acked = 0;
+  std::deque<std::pair<size_t, Registration*>> seg_regs;
+  bool wait_ack = false;
+  // receive: where the message is, and the keyed segments not yet acknowledged to the sender:
+  // their end offsets and the bytes of them still being read
+  uint64_t remote_addr = 0;
+  std::deque<std::pair<size_t, size_t>> unread;
+  std::vector<uint64_t> rail_bytes;  // striped over rails: bytes given to the port, each rail
 };
 
 }  // namespace hmc::ibverbs

@@ -243,6 +243,48 @@ bool decode_key(const uint8_t* p, size_t len, PackedKey* k, std::string* why) {
   return true;
 }
 
+bool decode_message(const uint8_t* p, size_t len, size_t eager, MsgHeader* h,
+                    std::vector<uint32_t>* rail_keys, std::string* why) {
+  if (len < sizeof(MsgHeader)) {
+    *why = "a message of " + std::to_string(len) + " bytes (malformed)";
+    return false;
+  }
+  MsgHeader m;
+  std::memcpy(&m, p, sizeof m);
+  const size_t payload = len - sizeof m;
+  const bool keys = payload % 4 == 0 && payload / 4 <= kMaxRails;
+  bool ok = true;
+  switch (static_cast<MsgType>(m.type)) {
+    case MsgType::kEager: ok = m.len == payload && m.len <= eager; break;
+    case MsgType::kRts:
+      ok = keys && (m.len > eager || m.len == 0) && (m.key_len == 0 || m.key_len < m.len) &&
+           m.addr + m.len >= m.addr;
+      break;
+    case MsgType::kStagedRts: ok = payload == 0 && m.len > eager; break;
+    case MsgType::kFrag: ok = m.len != 0 && m.len == payload && m.len <= eager; break;
+    case MsgType::kRndvKey: ok = keys && m.addr + m.len >= m.addr; break;
+    case MsgType::kFin:
+    case MsgType::kCredit:
+    case MsgType::kNotify:
+    case MsgType::kRndvAck: ok = payload == 0; break;
+    default:
+      *why = "a message of unknown type " + std::to_string(m.type);
+      return false;
+  }
+  if (!ok) {
+    *why = "a malformed message header (type " + std::to_string(m.type) + ")";
+    return false;
+  }
+  *h = m;
+  rail_keys->clear();
+  if (m.type == static_cast<uint8_t>(MsgType::kRts) ||
+      m.type == static_cast<uint8_t>(MsgType::kRndvKey)) {
+    rail_keys->resize(payload / 4);
+    if (payload > 0) std::memcpy(rail_keys->data(), p + sizeof m, payload);
+  }
+  return true;
+}
+
 std::vector<uint8_t> encode_rails(const std::vector<RailInfo>& rails) {
   std::vector<uint8_t> b(1 + rails.size() * (4 + 4 + 2 + 16 + 1));
   Out o{b.data()};

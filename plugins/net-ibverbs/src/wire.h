@@ -14,7 +14,7 @@
 
 namespace hmc::ibverbs {
 
-constexpr uint32_t kWireVersion = 3;  // 2: staged messages; 3: rails
+constexpr uint32_t kWireVersion = 4;  // 2: staged messages; 3: rails; 4: rendezvous key segments
 
 // listen's handle: where the listener's side channel is, and which listener.
 struct ConnHandle {
@@ -79,7 +79,10 @@ bool decode_rma_reset(const uint8_t* p, size_t len, RmaReset* r);
 // The header of every message sent on a queue pair (into the peer's receive buffers).
 enum class MsgType : uint8_t {
   kEager = 1,   // header + len payload bytes
-  kRts = 2,     // a rendezvous: len bytes at addr under rkey, read them, answer kFin{cookie}
+  // A rendezvous: len bytes at addr under rkey, read them, answer kFin{cookie}. key_len != 0: the
+  // rkey covers the first key_len bytes only, the keys of the rest follow as kRndvKey messages.
+  // The payload (kRts, kRndvKey): the same bytes' keys on the sender's rails, 4 bytes each.
+  kRts = 2,
   kFin = 3,     // the rendezvous with cookie was read
   kCredit = 4,  // only returns credits (takes no credit itself)
   kNotify = 5,  // put notification: value in len, after the put's data
@@ -87,6 +90,12 @@ enum class MsgType : uint8_t {
   // follow it in order (cookie: the sender's request, the same in each fragment).
   kStagedRts = 6,
   kFrag = 7,    // len payload bytes of the staged message cookie, at offset addr
+  // The key of the next len bytes of rendezvous cookie, from offset addr (each starts where the
+  // previous one ended); len 0: no more keys, the sender could not register the rest.
+  kRndvKey = 8,
+  // The reader of rendezvous cookie has read its first addr bytes (at the end of a key's bytes):
+  // the sender may release them and register further ahead.
+  kRndvAck = 9,
 };
 struct MsgHeader {
   uint8_t type = 0;
@@ -96,10 +105,16 @@ struct MsgHeader {
   uint64_t len = 0;
   uint64_t addr = 0;
   uint32_t rkey = 0;
-  uint32_t pad2 = 0;
+  uint32_t key_len = 0;  // kRts: bytes rkey covers (0: all of len)
   uint64_t cookie = 0;
 };
 static_assert(sizeof(MsgHeader) == 48, "MsgHeader is 48 bytes on the wire");
+// The header of a received message of len bytes (header and payload) into a receive buffer of
+// eager payload bytes, checked for what it says on its own (type, lengths, ranges); what needs
+// the connection's state (cookies, order) the endpoint checks.
+// rail_keys: a kRts's or kRndvKey's keys on the sender's rails (none for other types).
+bool decode_message(const uint8_t* p, size_t len, size_t eager, MsgHeader* h,
+                    std::vector<uint32_t>* rail_keys, std::string* why);
 // Messages that take a credit (a receive buffer the peer must have granted).
 inline bool takes_credit(MsgType t) {
   return t != MsgType::kCredit;

@@ -3,6 +3,7 @@
 // settings and a connection between two different devices (the QEMU test bed's veth topology:
 // rxe0 and rxe1 on the two ends of a veth pair, two "hosts"). The contract scenarios run over
 // its configurations in contract_test.cpp.
+#include <arpa/inet.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -20,6 +21,7 @@
 
 #ifdef HMC_TEST_IBVERBS_SELECT
 #include "select.h"
+#include "wire.h"
 #endif
 
 namespace net_test {
@@ -253,6 +255,129 @@ TEST(IbverbsSelect, PeermemSettingAndDetection) {
   EXPECT_EQ(p.text.rfind("off (HMC_IB_PEERMEM=off)", 0), 0u) << p.text;
   std::filesystem::remove_all(root);
 }
+
+// The data path's message headers as a peer could send them, and mutations of them (a bounded
+// fuzz of decode_message): nothing it accepts breaks what the endpoint relies on, and the
+// rendezvous key messages' own checks hold.
+TEST(IbverbsWireFormat, MessageHeadersFuzzed) {
+  const size_t eager = 8192;
+  auto msg = [](MsgType t, uint64_t len, uint64_t addr, uint32_t key_len, size_t payload) {
+    MsgHeader h;
+    h.type = static_cast<uint8_t>(t);
+    h.len = len;
+    h.addr = addr;
+    h.rkey = 0x1234;
+    h.key_len = key_len;
+    h.cookie = 77;
+    std::vector<uint8_t> b(sizeof h + payload, 0xab);
+    std::memcpy(b.data(), &h, sizeof h);
+    return b;
+  };
+  MsgHeader h;
+  std::vector<uint32_t> rails;
+  std::string why;
+  auto ok = [&](const std::vector<uint8_t>& b) {
+    return decode_message(b.data(), b.size(), eager, &h, &rails, &why);
+  };
+  // Valid ones.
+  EXPECT_TRUE(ok(msg(MsgType::kEager, 100, 0, 0, 100))) << why;
+  EXPECT_TRUE(ok(msg(MsgType::kRts, 1u << 30, 4096, 16u << 20, 0))) << why;
+  EXPECT_EQ(h.key_len, 16u << 20);
+  EXPECT_TRUE(ok(msg(MsgType::kRts, 1u << 30, 4096, 0, 0))) << why;
+  EXPECT_TRUE(ok(msg(MsgType::kRndvKey, 16u << 20, 32u << 20, 0, 0))) << why;
+  EXPECT_TRUE(ok(msg(MsgType::kRndvKey, 0, 32u << 20, 0, 0))) << "no more keys: " << why;
+  EXPECT_TRUE(ok(msg(MsgType::kRndvAck, 0, 16u << 20, 0, 0))) << why;
+  // With keys on the sender's rails after the header.
+  EXPECT_TRUE(ok(msg(MsgType::kRndvKey, 16u << 20, 0, 0, 8))) << why;
+  EXPECT_EQ(rails, (std::vector<uint32_t>{0xabababab, 0xabababab}));
+  EXPECT_TRUE(ok(msg(MsgType::kRts, 1u << 30, 0, 1u << 24, 4 * kMaxRails))) << why;
+  EXPECT_EQ(rails.size(), kMaxRails);
+  // The new messages' refusals: a payload that is no list of keys or too long, a range that
+  // wraps, an RTS key beyond the message.
+  EXPECT_FALSE(ok(msg(MsgType::kRndvKey, 16u << 20, 0, 0, 6)));
+  EXPECT_FALSE(ok(msg(MsgType::kRts, 1u << 30, 0, 1u << 24, 4 * kMaxRails + 4)));
+  EXPECT_FALSE(ok(msg(MsgType::kRndvKey, 2, ~uint64_t{0}, 0, 0)));
+  EXPECT_FALSE(ok(msg(MsgType::kRndvAck, 0, 0, 0, 4)));
+  EXPECT_FALSE(ok(msg(MsgType::kRts, 1u << 20, 0, 1u << 20, 0)));
+  EXPECT_FALSE(ok(msg(MsgType::kRts, 100, 0, 0, 0))) << "an RTS of an eager size";
+  EXPECT_FALSE(ok(msg(static_cast<MsgType>(10), 0, 0, 0, 0)));
+  EXPECT_NE(why.find("unknown type 10"), std::string::npos) << why;
+  EXPECT_FALSE(ok(std::vector<uint8_t>(47)));
+
+  std::vector<std::vector<uint8_t>> seeds = {
+      msg(MsgType::kEager, 100, 0, 0, 100),        msg(MsgType::kRts, 1u << 30, 4096, 1u << 24, 0),
+      msg(MsgType::kFin, 0, 0, 0, 0),              msg(MsgType::kCredit, 0, 0, 0, 0),
+      msg(MsgType::kNotify, 5, 0, 0, 0),           msg(MsgType::kStagedRts, 1u << 20, 0, 0, 0),
+      msg(MsgType::kFrag, 8192, 0, 0, 8192),       msg(MsgType::kRndvKey, 1u << 24, 1u << 24, 0, 8),
+      msg(MsgType::kRndvAck, 0, 1u << 24, 0, 0)};
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  size_t accepted = 0;
+  for (int i = 0; i < 200000; ++i) {
+    std::vector<uint8_t> b = seeds[next() % seeds.size()];
+    const int edits = 1 + static_cast<int>(next() % 4);
+    for (int e = 0; e < edits; ++e) {
+      switch (next() % 4) {
+        case 0: b[next() % b.size()] ^= static_cast<uint8_t>(1u << (next() % 8)); break;
+        case 1: b[next() % std::min<size_t>(b.size(), sizeof(MsgHeader))] = static_cast<uint8_t>(next()); break;
+        case 2: b.resize(next() % (sizeof(MsgHeader) + eager + 16)); break;
+        default: b[0] = static_cast<uint8_t>(next() % 12); break;
+      }
+      if (b.empty()) b.push_back(0);
+    }
+    if (!ok(b)) {
+      EXPECT_FALSE(why.empty());
+      continue;
+    }
+    ++accepted;
+    const size_t payload = b.size() - sizeof(MsgHeader);
+    const auto t = static_cast<MsgType>(h.type);
+    ASSERT_GE(h.type, 1);
+    ASSERT_LE(h.type, 9);
+    if (t == MsgType::kEager || t == MsgType::kFrag) {
+      ASSERT_EQ(h.len, payload);
+      ASSERT_LE(h.len, eager);
+    } else if (t == MsgType::kRts || t == MsgType::kRndvKey) {
+      ASSERT_EQ(payload % 4, 0u);
+      ASSERT_EQ(rails.size(), payload / 4);
+      ASSERT_LE(rails.size(), kMaxRails);
+    } else {
+      ASSERT_EQ(payload, 0u) << "type " << int{h.type};
+    }
+    if (t == MsgType::kRts) {
+      ASSERT_TRUE(h.len == 0 || h.len > eager);
+      ASSERT_TRUE(h.key_len == 0 || h.key_len < h.len);
+    }
+    if (t == MsgType::kRndvKey || t == MsgType::kRts) {
+      ASSERT_GE(h.addr + h.len, h.addr);
+    }
+  }
+  EXPECT_GT(accepted, 1000u) << "the mutations should leave many valid";
+}
+
+// A peer of another wire version is refused where it first shows: its connection handle.
+TEST(IbverbsWireFormat, OtherVersionsAreRefused) {
+  ConnHandle c;
+  auto* a = reinterpret_cast<sockaddr_in*>(&c.addr);
+  a->sin_family = AF_INET;
+  a->sin_port = htons(5000);
+  c.addr_len = sizeof(sockaddr_in);
+  uint8_t b[kHandleSize];
+  encode_handle(c, b);
+  ConnHandle out;
+  std::string why;
+  EXPECT_TRUE(decode_handle(b, sizeof b, &out, &why)) << why;
+  b[4] = 3;  // version 3: rendezvous keys were whole-buffer
+  EXPECT_FALSE(decode_handle(b, sizeof b, &out, &why));
+  EXPECT_NE(why.find("version 3, this plugin speaks " + std::to_string(kWireVersion)),
+            std::string::npos)
+      << why;
+}
 #endif  // HMC_TEST_IBVERBS_SELECT
 
 // Without any RDMA device (or rdma-core), init says so and the plugin is skipped; a bad setting
@@ -361,6 +486,64 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
     EXPECT_EQ(t->rkey_release(k), HMC_PLUGIN_SUCCESS);
     EXPECT_EQ(deregister_memory(t, p.b, 0, fmr), HMC_PLUGIN_SUCCESS);
     EXPECT_EQ(deregister_memory(t, p.a, 0, mr), HMC_PLUGIN_SUCCESS);
+    munmap(filler, filler_len);
+  });
+}
+
+// A rendezvous whose later segment the limit refuses while the reader still reads an earlier
+// one (run by tests/rdma/memlock_check with RLIMIT_MEMLOCK at 24 MiB and CAP_IPC_LOCK dropped,
+// skipped elsewhere): the test leaves room for about one 16 MiB segment, the registration cache
+// off so that a read segment is deregistered at once. The sender waits for the reader's
+// acknowledgement, registers the next segment then, and the 64 MiB arrive byte-exact.
+TEST(IbverbsPlugin, RefusedSegmentsWaitForTheReader) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("ibverbs", &t);
+  in_child([&] {
+    rlimit rl{};
+    ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < (size_t{20} << 20) ||
+        rl.rlim_cur > (size_t{64} << 20))
+      skip_child("RLIMIT_MEMLOCK is not 20 to 64 MiB here (tests/rdma/memlock_check sets it)");
+    constexpr size_t kLen = 64u << 20;
+    const Cfg cfg = {{"HMC_IB_EAGER_LIMIT", "8K"}, {"HMC_IB_MR_CACHE", "0"}, {"HMC_IB_CHUNK", "64K"}};
+    LocalPair p(t, cfg, 0);
+    ASSERT_NO_FATAL_FAILURE(p.connect());
+    size_t pinned_kib = 0;
+    {
+      std::ifstream st("/proc/self/status");
+      std::string line;
+      while (std::getline(st, line))
+        if (line.rfind("VmPin:", 0) == 0) pinned_kib = std::stoul(line.substr(6));
+    }
+    // Room for one segment and the reader's pieces (16 x 64 KiB), not for two segments.
+    const size_t room = (16u << 20) + (3u << 20);
+    const size_t pinned = pinned_kib << 10;
+    ASSERT_GT(rl.rlim_cur, pinned + room) << "the plugin's own buffers take " << pinned;
+    const size_t filler_len = (rl.rlim_cur - pinned - room) & ~size_t{4095};
+    void* filler = mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    ASSERT_NE(filler, MAP_FAILED);
+    std::vector<uint8_t> unused_key;
+    hmc_net_mr_t* fmr = nullptr;
+    if (filler_len > 0) {
+      fmr = reg(t, p.b, 0, filler, filler_len, HMC_NET_ACCESS_LOCAL, &unused_key);
+      ASSERT_NE(fmr, nullptr) << p.hb.all_logs();
+    }
+    std::vector<uint8_t> src(kLen), dst(kLen, 0);
+    fill(src.data(), kLen, 95);
+    hmc_net_request_t *rs = nullptr, *rr = nullptr;
+    ASSERT_EQ(t->irecv(p.ea, dst.data(), kLen, nullptr, 5, &rr), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t->isend(p.eb, src.data(), kLen, nullptr, 5, &rs), HMC_PLUGIN_SUCCESS);
+    size_t got = 0;
+    EXPECT_EQ(p.wait(rs, nullptr, 60), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
+    EXPECT_EQ(p.wait(rr, &got, 60), HMC_PLUGIN_SUCCESS) << p.ha.all_logs();
+    EXPECT_EQ(got, kLen);
+    EXPECT_EQ(first_mismatch(dst.data(), kLen, 95), -1);
+    EXPECT_TRUE(p.hb.logged("retried once the reader has read more")) << p.hb.all_logs();
+    EXPECT_FALSE(p.hb.logged("eager buffers")) << "not staged: " << p.hb.all_logs();
+    if (fmr != nullptr) {
+      EXPECT_EQ(deregister_memory(t, p.b, 0, fmr), HMC_PLUGIN_SUCCESS);
+    }
     munmap(filler, filler_len);
   });
 }
@@ -480,6 +663,45 @@ TEST_F(IbverbsWire, PeerKilledMidTransfer) {
 // A receive waits 3 s for its message (the keepalive probes go meanwhile: the peer's HCA takes
 // them, and nothing is in flight long enough to look stalled): it succeeds, and so does a put
 // issued after the sender sat idle as long.
+// Rendezvous messages larger than a key segment (16 MiB), from buffers the plugin registers
+// itself: the RTS carries the first segment's key and the others follow as the reads go. A
+// receive posted first; one posted after the RTS and every key it could get arrived (kept with
+// the unexpected announcement); one shorter than the message (truncated: it reads only what it
+// keeps). Byte-exact, in both directions' roles.
+TEST_F(IbverbsWire, LargeMessagesGoBySegments) {
+  constexpr size_t kLen = (40u << 20) + 3, kShort = 20u << 20;
+  across(
+      [&](Side& s, pid_t) {
+        std::vector<uint8_t> a(kLen, 0), b(kLen, 0), c(kShort, 0);
+        hmc_net_request_t* ra = s.irecv(a.data(), kLen, 1);
+        ASSERT_NE(ra, nullptr);
+        ASSERT_TRUE(s.signal());
+        size_t n = 0;
+        EXPECT_EQ(s.wait(ra, &n), HMC_PLUGIN_SUCCESS) << s.host().all_logs();
+        EXPECT_EQ(n, kLen);
+        EXPECT_EQ(first_mismatch(a.data(), kLen, 81), -1) << "posted first";
+        // The second message's RTS and keys arrive before its receive is posted.
+        const uint64_t until = mono_ns() + 500000000ull;
+        while (mono_ns() < until) s.t()->progress(s.ctx());
+        EXPECT_EQ(s.wait(s.irecv(b.data(), kLen, 2), &n), HMC_PLUGIN_SUCCESS)
+            << s.host().all_logs();
+        EXPECT_EQ(n, kLen);
+        EXPECT_EQ(first_mismatch(b.data(), kLen, 82), -1) << "posted late";
+        EXPECT_EQ(s.wait(s.irecv(c.data(), kShort, 3), &n), HMC_PLUGIN_ERR_TRUNCATED)
+            << s.host().all_logs();
+        EXPECT_EQ(n, kLen);
+        EXPECT_EQ(first_mismatch(c.data(), kShort, 83), -1) << "truncated";
+      },
+      [&](Side& s) {
+        std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(kLen));
+        for (size_t i = 0; i < bufs.size(); ++i) fill(bufs[i].data(), kLen, 81 + i);
+        ASSERT_TRUE(s.await());
+        std::vector<hmc_net_request_t*> reqs;
+        for (size_t i = 0; i < bufs.size(); ++i) reqs.push_back(s.isend(bufs[i].data(), kLen, 1 + i));
+        for (auto st : s.wait_all(reqs, nullptr, 60)) EXPECT_EQ(st, HMC_PLUGIN_SUCCESS);
+      });
+}
+
 TEST_F(IbverbsWire, IdlePeersAreNotLost) {
   constexpr size_t kLen = 1u << 20;
   across(
@@ -670,6 +892,89 @@ TEST(IbverbsRails, PutsAndGetsAreStriped) {
   ::close(sv[0]);
   EXPECT_FALSE(timed_out);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the putting side failed (above)";
+}
+
+// A 32 MiB rendezvous message (the plugin registers the send buffer, two segments) with two rails
+// up: the receiver's reads go over both ports by their speed, each segment's keys on every rail
+// announced with it. Byte-exact, and each of the sender's netdevs sends at least a quarter.
+TEST(IbverbsRails, MessagesAreStriped) {
+  if (testbed("TOPOLOGY") != "rails")
+    GTEST_SKIP() << "needs the RDMA test bed's rails topology (tests/rdma/guest run --topology "
+                    "rails)";
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("ibverbs", &t);
+  auto list = [](std::string devs) {
+    for (char& c : devs)
+      if (c == ' ') c = ',';
+    return devs;
+  };
+  const std::string host0 = list(testbed("HOST0_DEVS")), host1 = list(testbed("HOST1_DEVS"));
+  const std::string dev0a = host0.substr(0, host0.find(',')), dev0b = host0.substr(host0.find(',') + 1);
+  const std::string net_a = testbed("NETDEV_" + dev0a), net_b = testbed("NETDEV_" + dev0b);
+  constexpr size_t kLen = 32u << 20;
+  auto settle = [&](Side& s) {  // the rails come up over the side channel after the endpoint
+    for (int i = 0; i < 100; ++i) {
+      t->progress(s.ctx());
+      ::usleep(1000);
+    }
+  };
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(sv[0]);
+    int code = 100;
+    {
+      Side s(t, Cfg{{"HMC_IB_HCA", "=" + host1}, {"HMC_IB_RAILS", "2"}}, 0, sv[1]);
+      std::string err = s.setup(false);
+      if (err.empty()) {
+        settle(s);
+        std::vector<uint8_t> dst(kLen, 0);
+        hmc_net_request_t* r = s.irecv(dst.data(), kLen, 1);
+        EXPECT_NE(r, nullptr);
+        EXPECT_TRUE(s.await());  // the message is sent
+        size_t n = 0;
+        EXPECT_EQ(s.wait(r, &n, 60), HMC_PLUGIN_SUCCESS) << s.host().all_logs();
+        EXPECT_EQ(n, kLen);
+        EXPECT_EQ(first_mismatch(dst.data(), kLen, 93), -1) << "the message";
+        EXPECT_TRUE(s.signal());
+        code = ::testing::Test::HasFailure() ? 1 : 0;
+      } else {
+        std::fprintf(stderr, "child setup: %s\n", err.c_str());
+      }
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(code);
+  }
+  ::close(sv[1]);
+  {
+    Side s(t, Cfg{{"HMC_IB_HCA", "=" + host0}, {"HMC_IB_RAILS", "2"}}, 0, sv[0]);
+    std::string err = s.setup(true);
+    EXPECT_EQ(err, "");
+    if (err.empty()) {
+      settle(s);
+      std::vector<uint8_t> src(kLen);
+      fill(src.data(), kLen, 93);
+      const uint64_t a0 = tx_bytes(net_a), b0 = tx_bytes(net_b);
+      hmc_net_request_t* r = s.isend(src.data(), kLen, 1);
+      EXPECT_NE(r, nullptr);
+      EXPECT_TRUE(s.signal());
+      EXPECT_EQ(s.wait(r, nullptr, 60), HMC_PLUGIN_SUCCESS) << s.host().all_logs();
+      const uint64_t a = tx_bytes(net_a) - a0, b = tx_bytes(net_b) - b0;
+      EXPECT_GT(a, kLen / 4) << net_a << " sent " << a << " bytes, " << net_b << " " << b;
+      EXPECT_GT(b, kLen / 4) << net_a << " sent " << a << " bytes, " << net_b << " " << b;
+      EXPECT_TRUE(s.await());  // the receiver checked it
+    }
+  }
+  bool timed_out = false;
+  int st = reap(pid, sv[0], 60, &timed_out);
+  ::close(sv[0]);
+  EXPECT_FALSE(timed_out);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the receiving side failed (above)";
 }
 
 }  // namespace
