@@ -32,9 +32,12 @@ const hmc_config_var_t kConfigVars[] = {
      "userfaultfd is unavailable the cache is off); 0: off"},
     {"HMC_IB_RAILS", "1",
      "most ports one endpoint stripes large puts and gets over (its own and the next active "
-     "ports on the same fabric, in HMC_IB_HCA's order, paired with the peer's in the same "
-     "order: set it where every host's ports pair up so), weighted by port speed (1 to 16; "
-     "1: no striping)"},
+     "ports of the same link layer, in HMC_IB_HCA's order, each paired with a port of the "
+     "peer's on its network), weighted by port speed (1 to 16; 1: no striping)"},
+    {"HMC_IB_FABRIC", "",
+     "the fabric every port of this process reports, instead of its network (\"roce-v2:"
+     "10.0.1.0/24\", \"ib:<subnet prefix>\"): set the same name on every host where every "
+     "port reaches every other (routed L3 RoCE); empty: each port's network"},
     {"HMC_LISTEN_HOST", "127.0.0.1",
      "(core) control-plane address; the plugin's connection setup listens there (0.0.0.0: "
      "the port's IPv4 RoCE address, else 127.0.0.1)"},
@@ -63,6 +66,7 @@ hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log,
   if (!r.read_size("HMC_IB_CHUNK", size_t{4} << 10, size_t{1} << 30, &c.chunk)) return kBad;
   if (!r.read_size("HMC_IB_MR_CACHE", 0, size_t{1} << 40, &c.mr_cache)) return kBad;
   if (!r.read_int("HMC_IB_RAILS", 1, 16, &c.rails)) return kBad;
+  c.fabric = r.text("HMC_IB_FABRIC");
   if (!(v = r.text("HMC_LISTEN_HOST")).empty()) c.listen_host = v;
   *out = std::move(c);
   return HMC_PLUGIN_SUCCESS;

@@ -24,6 +24,7 @@ struct Config {
   size_t chunk = size_t{1} << 20;            // HMC_IB_CHUNK (largest single RDMA READ/WRITE)
   size_t mr_cache = size_t{1} << 30;         // HMC_IB_MR_CACHE (bytes kept registered, 0: off)
   int rails = 1;                             // HMC_IB_RAILS (ports one endpoint stripes over)
+  std::string fabric;                        // HMC_IB_FABRIC (every port's fabric; "": its network)
   std::string listen_host = "127.0.0.1";     // HMC_LISTEN_HOST (the core's)
 };
 

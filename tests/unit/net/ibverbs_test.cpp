@@ -120,14 +120,47 @@ TEST(IbverbsSelect, LinkRates) {
   EXPECT_EQ(port_bandwidth_MBps(32, 3), 0u);       // unknown width code
 }
 
-// Ports of different names pair when their fabrics match: an IB subnet, a RoCE version.
+// Ports of different names pair when their fabrics match: an IB subnet, a RoCE v2 network (the
+// address and prefix of the GID's interface, or a global IPv6 GID's /64), a RoCE version where
+// the GID tells no network, or HMC_IB_FABRIC's name for every port.
 TEST(IbverbsSelect, FabricNamesTheNetworkAPortIsOn) {
   const uint8_t ib[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0x2a, 1, 2, 3, 4, 5, 6, 7, 8};
-  const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
-  EXPECT_EQ(fabric_of(false, GidType::kIb, ib, true), "ib:fe8000000000002a");
-  EXPECT_EQ(fabric_of(true, GidType::kRoceV2, v4, true), "roce-v2");
-  EXPECT_EQ(fabric_of(true, GidType::kRoceV1, v4, true), "roce-v1");
-  EXPECT_EQ(fabric_of(true, GidType::kRoceV2, v4, false), "") << "no usable GID";
+  const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 1, 77};
+  const uint8_t v6[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9};
+  const uint8_t ll[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+  auto fabric = [](bool eth, GidType t, const uint8_t* gid, int prefix, const char* forced = "") {
+    return fabric_of(eth, t, gid, true, network_bits(eth, t, gid, prefix), forced);
+  };
+  EXPECT_EQ(fabric(false, GidType::kIb, ib, -1), "ib:fe8000000000002a");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 24), "roce-v2:10.0.1.0/24");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 16), "roce-v2:10.0.0.0/16");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 32), "roce-v2:10.0.1.77/32");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 0), "roce-v2:0.0.0.0/0");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 23), "roce-v2:10.0.0.0/23");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, -1), "roce-v2") << "the prefix is unknown";
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v6, -1), "roce-v2:2001:db8:0:1::/64");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, ll, -1), "roce-v2") << "link-local: no network";
+  EXPECT_EQ(fabric(true, GidType::kRoceV1, v4, 24), "roce-v1");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 24, "dc-east"), "dc-east");
+  EXPECT_EQ(fabric(false, GidType::kIb, ib, -1, "dc-east"), "dc-east");
+  EXPECT_EQ(fabric_of(true, GidType::kRoceV2, v4, false, 120, ""), "") << "no usable GID";
+}
+
+// A rail pairs with a peer's port on its network: the GIDs agree in the network's bits.
+TEST(IbverbsSelect, SameNetworkComparesTheNetworkBits) {
+  const uint8_t a[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+  const uint8_t b[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2};
+  const uint8_t c[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 1, 2};
+  const int v24 = network_bits(true, GidType::kRoceV2, a, 24);
+  EXPECT_EQ(v24, 120);
+  EXPECT_TRUE(same_network(a, b, v24));
+  EXPECT_FALSE(same_network(a, c, v24)) << "10.0.1.2 is not on 10.0.0.0/24";
+  EXPECT_TRUE(same_network(a, c, network_bits(true, GidType::kRoceV2, a, 23)));
+  EXPECT_FALSE(same_network(a, c, 127)) << "a bit inside a byte";
+  EXPECT_TRUE(same_network(a, c, -1)) << "no network known: every port is taken to reach";
+  EXPECT_TRUE(same_network(a, c, 0));
+  EXPECT_EQ(network_bits(true, GidType::kRoceV1, a, 24), -1);
+  EXPECT_EQ(network_bits(false, GidType::kIb, a, -1), 64);
 }
 
 // What hmc-info shows of a port (props.link_layer, props.details): every GID with its type and
