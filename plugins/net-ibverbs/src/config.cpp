@@ -37,7 +37,8 @@ const hmc_config_var_t kConfigVars[] = {
     {"HMC_IB_FABRIC", "",
      "the fabric every port of this process reports, instead of its network (\"roce-v2:"
      "10.0.1.0/24\", \"ib:<subnet prefix>\"): set the same name on every host where every "
-     "port reaches every other (routed L3 RoCE); empty: each port's network"},
+     "port reaches every other (routed L3 RoCE; at most 63 characters); empty: each port's "
+     "network"},
     {"HMC_LISTEN_HOST", "127.0.0.1",
      "(core) control-plane address; the plugin's connection setup listens there (0.0.0.0: "
      "the port's IPv4 RoCE address, else 127.0.0.1)"},
@@ -67,6 +68,11 @@ hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log,
   if (!r.read_size("HMC_IB_MR_CACHE", 0, size_t{1} << 40, &c.mr_cache)) return kBad;
   if (!r.read_int("HMC_IB_RAILS", 1, 16, &c.rails)) return kBad;
   c.fabric = r.text("HMC_IB_FABRIC");
+  if (c.fabric.size() > kMaxFabric) {
+    r.invalid("HMC_IB_FABRIC", c.fabric,
+              "a name of at most " + std::to_string(kMaxFabric) + " characters");
+    return kBad;
+  }
   if (!(v = r.text("HMC_LISTEN_HOST")).empty()) c.listen_host = v;
   *out = std::move(c);
   return HMC_PLUGIN_SUCCESS;

@@ -29,6 +29,8 @@ struct Config {
 };
 
 constexpr size_t kMaxEagerLimit = size_t{64} << 10;
+// HMC_IB_FABRIC: what hmc_net_info_t.fabric holds.
+constexpr size_t kMaxFabric = 63;
 
 // NULL-terminated table for hmc_net_plugin_v2_t.config_vars.
 extern const hmc_config_var_t kConfigVars[];

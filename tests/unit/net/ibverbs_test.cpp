@@ -243,7 +243,8 @@ TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
     }
     for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
              {"HMC_IB_HCA", "mlx5_0:x"}, {"HMC_IB_GID_INDEX", "-1"}, {"HMC_IB_RETRY_CNT", "8"},
-             {"HMC_IB_EAGER_LIMIT", "1G"}, {"HMC_IB_CREDITS", "2"}, {"HMC_IB_TIMEOUT", "0"}}) {
+             {"HMC_IB_EAGER_LIMIT", "1G"}, {"HMC_IB_CREDITS", "2"}, {"HMC_IB_TIMEOUT", "0"},
+             {"HMC_IB_FABRIC", std::string(64, 'f')}}) {
       Host h(Cfg{{kv.first, kv.second}});
       hmc_net_ctx_t* c = nullptr;
       EXPECT_EQ(t->init(h.services(), &c), HMC_PLUGIN_ERR_CONFIG) << kv.first;
