@@ -188,8 +188,7 @@ hmc_plugin_status_t Context::discover() {
         pi.gids = std::move(t);
         // HMC_IB_FABRIC says every port reaches every other: no network to tell them apart.
         if (cfg_.fabric.empty())
-          pi.net_bits = network_bits(eth, pi.gid_type, pi.gid.raw,
-                                     ipv4_prefix(netdev, pi.gid.raw));
+          pi.net_bits = network_bits(eth, pi.gid_type, pi.gid.raw, ipv4_prefix(netdev, pi.gid.raw));
         pi.fabric =
             fabric_of(eth, pi.gid_type, pi.gid.raw, pi.gid_index >= 0, pi.net_bits, cfg_.fabric);
       }

@@ -334,8 +334,8 @@ PostResult Device::post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string*
   return PostResult::kOk;
 }
 
-PostResult Device::post_chain(Endpoint* ep, ibv_qp* qp, const SendOp* ops, size_t n,
-                              size_t* posted, std::string* why) {
+PostResult Device::post_chain(Endpoint* ep, ibv_qp* qp, const SendOp* ops, size_t n, size_t* posted,
+                              std::string* why) {
   *posted = 0;
   std::vector<WrCtx> ctxs;
   std::vector<ibv_sge> sges(n);

@@ -267,8 +267,8 @@ void Endpoint::on_rails(const Frame& f) {
       if (r.qp == nullptr) break;
       r.local = rail_info(*dev, r.qp, static_cast<uint32_t>(ctx().random64() & 0xffffff));
       r.remote = theirs[i];
-      r.weight = std::max<uint64_t>(1, port_bandwidth_MBps(dev->info().attr.active_speed,
-                                                           dev->info().attr.active_width));
+      r.weight = std::max<uint64_t>(
+          1, port_bandwidth_MBps(dev->info().attr.active_speed, dev->info().attr.active_width));
       const bool up = bring_up(*r.dev, r.qp, r.remote.qpn, r.remote.psn, r.remote.gid,
                                r.remote.lid, r.remote.mtu, r.local.psn);
       rails_.push_back(std::move(r));
@@ -919,7 +919,8 @@ bool Endpoint::queue_rma(Request* r, bool put, uint8_t* buf, size_t len, const M
       const size_t i = static_cast<size_t>(rail);
       op.local = reinterpret_cast<uintptr_t>(buf + off);
       op.len = static_cast<uint32_t>(n);
-      if (mr != nullptr && mr->dev == &dev_ && i < mr->rail_mrs.size() && mr->covers(buf + off, n)) {
+      if (mr != nullptr && mr->dev == &dev_ && i < mr->rail_mrs.size() &&
+          mr->covers(buf + off, n)) {
         op.lkey = mr->rail_mrs[i]->lkey;
         op.reg_access = -1;
       } else {

@@ -342,9 +342,9 @@ hmc_plugin_status_t rma_v(bool put, hmc_net_ep_t* ep, const hmc_net_iov_t* iov, 
     pieces[i].buf = v.buf;
     pieces[i].len = v.len;
     pieces[i].remote = v.remote_addr;
-    allowed = allowed && access_allowed(k->key, v.remote_addr, v.len,
-                                        put ? HMC_NET_ACCESS_REMOTE_WRITE
-                                            : HMC_NET_ACCESS_REMOTE_READ);
+    allowed =
+        allowed && access_allowed(k->key, v.remote_addr, v.len,
+                                  put ? HMC_NET_ACCESS_REMOTE_WRITE : HMC_NET_ACCESS_REMOTE_READ);
   }
   Request* r = nullptr;
   if (!allowed) {
