@@ -13,10 +13,12 @@ namespace {
 
 constexpr uint32_t kSqDepth = 128;
 constexpr int kMaxRdmaInFlight = 16;  // pieces of RDMA READ/WRITE per queue pair at once
-// Vectored pieces up to kMaxChainBytes are posted in chains (Endpoint::pump_chained), up to
-// kMaxChainedInFlight work requests on the put/get queue pair: at most 4 MiB in flight, less
-// than kMaxRdmaInFlight whole pieces of the default HMC_IB_CHUNK.
+// Vectored pieces up to kMaxChainBytes are posted in chains (Endpoint::pump_chained) of up to
+// kMaxChain work requests, up to kMaxChainedInFlight of them on the put/get queue pair: at most
+// 4 MiB in flight, less than kMaxRdmaInFlight whole pieces of the default HMC_IB_CHUNK. Several
+// chains in flight keep the queue pair busy while the oldest one's completion comes back.
 constexpr size_t kMaxChainBytes = size_t{64} << 10;
+constexpr size_t kMaxChain = 16;
 constexpr int kMaxChainedInFlight = 64;
 
 const char* stage_name(Endpoint::Stage s) {
@@ -985,12 +987,13 @@ hmc_plugin_status_t Endpoint::post_rma_v(bool put, const std::vector<RmaPiece>& 
 
 bool Endpoint::pump_chained() {
   std::deque<SendOp>& q = backlog_[1];
-  SendOp batch[kMaxChainedInFlight];
+  SendOp batch[kMaxChain];
   while (!q.empty() && q.front().chain && !q.front().bounce && dev_.can_post()) {
     // A chain holds at most one piece's worth of bytes, so its one completion comes as soon as
     // an unchained piece's would: the stall rule's clock keeps its meaning.
     size_t n = 0, bytes = 0;
-    while (n < q.size() && in_flight_[1] + static_cast<int>(n) < kMaxChainedInFlight &&
+    while (n < kMaxChain && n < q.size() &&
+           in_flight_[1] + static_cast<int>(n) < kMaxChainedInFlight &&
            dev_.sends_in_flight() + n < dev_.send_budget()) {
       const SendOp& op = q[n];
       if (!op.chain || op.bounce || (n > 0 && bytes + op.len > dev_.chunk())) break;
