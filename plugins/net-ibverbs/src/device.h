@@ -70,7 +70,7 @@ struct SendOp {
   int reg_access = -1;     // >= 0: register [local, local + len) with this access when posted
   bool bounce = false;     // RDMA: through a bounce buffer (its registration was refused)
   int rail = -1;           // RDMA: on extra rail `rail` of its endpoint (-1: its own port)
-  bool chain = false;      // RDMA: a small piece that may go in one chain with its neighbours
+  bool chain = false;      // RDMA: a piece that may go in one chain with its neighbours
   uint64_t req_id = 0;     // the request it counts for (0: none)
 };
 

@@ -13,13 +13,10 @@ namespace {
 
 constexpr uint32_t kSqDepth = 128;
 constexpr int kMaxRdmaInFlight = 16;  // pieces of RDMA READ/WRITE per queue pair at once
-// Vectored pieces up to kMaxChainBytes are posted in chains (Endpoint::pump_chained) of up to
-// kMaxChain work requests, up to kMaxChainedInFlight of them on the put/get queue pair: at most
-// 4 MiB in flight, less than kMaxRdmaInFlight whole pieces of the default HMC_IB_CHUNK. Several
-// chains in flight keep the queue pair busy while the oldest one's completion comes back.
-constexpr size_t kMaxChainBytes = size_t{64} << 10;
-constexpr size_t kMaxChain = 16;
-constexpr int kMaxChainedInFlight = 64;
+// Vectored pieces are posted in chains (Endpoint::pump_chained) of up to kMaxChain work
+// requests, within the same kMaxRdmaInFlight as single pieces: two chains in flight keep the
+// queue pair busy while the older one's completion comes back.
+constexpr size_t kMaxChain = kMaxRdmaInFlight / 2;
 
 const char* stage_name(Endpoint::Stage s) {
   switch (s) {
@@ -932,7 +929,7 @@ bool Endpoint::queue_rma(Request* r, bool put, uint8_t* buf, size_t len, const M
     } else {
       local_key(buf + off, n, mr, put ? 0 : IBV_ACCESS_LOCAL_WRITE, &op);
       op.rkey = key.rkey;
-      op.chain = chain && n <= kMaxChainBytes;
+      op.chain = chain;
     }
     op.remote = remote + off;
     op.req_id = r->id;
@@ -993,7 +990,7 @@ bool Endpoint::pump_chained() {
     // an unchained piece's would: the stall rule's clock keeps its meaning.
     size_t n = 0, bytes = 0;
     while (n < kMaxChain && n < q.size() &&
-           in_flight_[1] + static_cast<int>(n) < kMaxChainedInFlight &&
+           in_flight_[1] + static_cast<int>(n) < kMaxRdmaInFlight &&
            dev_.sends_in_flight() + n < dev_.send_budget()) {
       const SendOp& op = q[n];
       if (!op.chain || op.bounce || (n > 0 && bytes + op.len > dev_.chunk())) break;
