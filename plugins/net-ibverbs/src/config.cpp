@@ -31,16 +31,21 @@ const hmc_config_var_t kConfigVars[] = {
      "used dropped first; invalidated through userfaultfd when their memory is unmapped (where "
      "userfaultfd is unavailable the cache is off); 0: off"},
     {"HMC_IB_RAILS", "1",
-     "most ports one endpoint stripes large puts, gets and rendezvous messages over (its own and the next active "
-     "ports on the same fabric, in HMC_IB_HCA's order, paired with the peer's in the same "
-     "order: set it where every host's ports pair up so), weighted by port speed (1 to 16; "
-     "1: no striping)"},
+     "most ports one endpoint stripes large puts, gets and rendezvous messages over (its own "
+     "and the next active ports of the same link layer, in HMC_IB_HCA's order, each paired "
+     "with a port of the peer's on its network), weighted by port speed (1 to 16; 1: no "
+     "striping)"},
     {"HMC_IB_PEERMEM", "auto",
      "legacy GPUDirect: register CUDA (and ROCm) device memory by pointer (ibv_reg_mr) for puts "
      "and gets, where a peer-memory kernel module pins it for the HCA; auto: where "
      "nvidia_peermem or nv_peer_mem is loaded (ROCm: amdkfd's peer-memory client); on: assume "
      "it for CUDA (a module of another name); off: never (dma-buf, else staging). A region the "
      "HCA refuses is staged"},
+    {"HMC_IB_FABRIC", "",
+     "the fabric every port of this process reports, instead of its network (\"roce-v2:"
+     "10.0.1.0/24\", \"ib:<subnet prefix>\"): set the same name on every host where every "
+     "port reaches every other (routed L3 RoCE; at most 63 characters); empty: each port's "
+     "network"},
     {"HMC_LISTEN_HOST", "127.0.0.1",
      "(core) control-plane address; the plugin's connection setup listens there (0.0.0.0: "
      "the port's IPv4 RoCE address, else 127.0.0.1)"},
@@ -71,6 +76,12 @@ hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log,
   if (!r.read_int("HMC_IB_RAILS", 1, 16, &c.rails)) return kBad;
   if (!(v = r.text("HMC_IB_PEERMEM")).empty() && !parse_peermem(v, &c.peermem)) {
     r.invalid("HMC_IB_PEERMEM", v, "auto, on or off");
+    return kBad;
+  }
+  c.fabric = r.text("HMC_IB_FABRIC");
+  if (c.fabric.size() > kMaxFabric) {
+    r.invalid("HMC_IB_FABRIC", c.fabric,
+              "a name of at most " + std::to_string(kMaxFabric) + " characters");
     return kBad;
   }
   if (!(v = r.text("HMC_LISTEN_HOST")).empty()) c.listen_host = v;

@@ -25,10 +25,13 @@ struct Config {
   size_t mr_cache = size_t{1} << 30;         // HMC_IB_MR_CACHE (bytes kept registered, 0: off)
   int rails = 1;                             // HMC_IB_RAILS (ports one endpoint stripes over)
   PeermemMode peermem = PeermemMode::kAuto;  // HMC_IB_PEERMEM
+  std::string fabric;                        // HMC_IB_FABRIC (every port's fabric; "": its network)
   std::string listen_host = "127.0.0.1";     // HMC_LISTEN_HOST (the core's)
 };
 
 constexpr size_t kMaxEagerLimit = size_t{64} << 10;
+// HMC_IB_FABRIC: what hmc_net_info_t.fabric holds.
+constexpr size_t kMaxFabric = 63;
 
 // NULL-terminated table for hmc_net_plugin_v2_t.config_vars.
 extern const hmc_config_var_t kConfigVars[];

@@ -1,6 +1,8 @@
 #include "context.h"
 
+#include <arpa/inet.h>
 #include <endian.h>
+#include <ifaddrs.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -68,6 +70,26 @@ std::vector<GidEntry> gid_table(const VerbsApi& v, ibv_context* c, const std::st
     t.push_back(e);
   }
   return t;
+}
+
+// The prefix length of the IPv4 address an IPv4-mapped GID holds on its interface, -1 when
+// the interface does not have it (or is unknown).
+int ipv4_prefix(const std::string& netdev, const uint8_t gid[16]) {
+  if (netdev.empty() || !gid_is_ipv4_mapped(gid)) return -1;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return -1;
+  int bits = -1;
+  for (ifaddrs* a = list; a != nullptr && bits < 0; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_netmask == nullptr || a->ifa_addr->sa_family != AF_INET ||
+        netdev != a->ifa_name)
+      continue;
+    const auto* addr = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+    if (std::memcmp(&addr->sin_addr, gid + 12, 4) != 0) continue;
+    const auto* mask = reinterpret_cast<const sockaddr_in*>(a->ifa_netmask);
+    bits = __builtin_popcount(mask->sin_addr.s_addr);
+  }
+  freeifaddrs(list);
+  return bits;
 }
 
 }  // namespace
@@ -158,14 +180,20 @@ hmc_plugin_status_t Context::discover() {
         bool eth = pi.attr.link_layer == IBV_LINK_LAYER_ETHERNET;
         std::string gwhy;
         pi.gid_index = choose_gid(t, eth, cfg_.gid_index, &gwhy);
+        std::string netdev;
         for (const GidEntry& e : t)
           if (e.index == pi.gid_index) {
             std::memcpy(pi.gid.raw, e.raw, 16);
             pi.gid_type = e.type;
+            netdev = e.netdev;
           }
         if (pi.gid_index < 0) pi.name += " (" + gwhy + ")";
         pi.gids = std::move(t);
-        pi.fabric = fabric_of(eth, pi.gid_type, pi.gid.raw, pi.gid_index >= 0);
+        // HMC_IB_FABRIC says every port reaches every other: no network to tell them apart.
+        if (cfg_.fabric.empty())
+          pi.net_bits = network_bits(eth, pi.gid_type, pi.gid.raw, ipv4_prefix(netdev, pi.gid.raw));
+        pi.fabric =
+            fabric_of(eth, pi.gid_type, pi.gid.raw, pi.gid_index >= 0, pi.net_bits, cfg_.fabric);
       }
       ids.push_back({hca, p});
       ports.push_back(pi);
@@ -223,8 +251,10 @@ std::vector<Device*> Context::rails_of(const Device& d) {
   std::vector<Device*> out;
   for (auto& o : devices_) {
     if (static_cast<int>(out.size()) + 1 >= cfg_.rails) break;
-    if (o.get() == &d || o->info().fabric.empty() || o->info().fabric != d.info().fabric ||
-        o->info().attr.link_layer != d.info().attr.link_layer)
+    // Any network: the peer pairs each with a port of its own on the same one (on_rails).
+    if (o.get() == &d || o->info().fabric.empty() ||
+        o->info().attr.link_layer != d.info().attr.link_layer ||
+        o->info().gid_type != d.info().gid_type)
       continue;
     out.push_back(o.get());
   }

@@ -48,9 +48,9 @@ class Context {
   int device_count() const { return static_cast<int>(devices_.size()); }
   bool valid_device(int dev) const { return dev >= 0 && dev < device_count(); }
   Device* device(int dev) { return devices_[static_cast<size_t>(dev)].get(); }
-  // The other ports an endpoint on d stripes over: active ports on d's fabric (and link layer),
-  // in device order, at most HMC_IB_RAILS - 1. The same list on every context with the same
-  // devices and settings: rail i of one side pairs with rail i of the other.
+  // The other ports an endpoint on d stripes over: active ports of d's link layer and GID type,
+  // on any network, in device order, at most HMC_IB_RAILS - 1. The connector offers them in
+  // this order; the listener pairs each with one of its own on the same network (on_rails).
   std::vector<Device*> rails_of(const Device& d);
 
   std::set<Endpoint*>& endpoints() { return endpoints_; }

@@ -340,6 +340,62 @@ PostResult Device::post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string*
   return PostResult::kOk;
 }
 
+PostResult Device::post_chain(Endpoint* ep, ibv_qp* qp, const SendOp* ops, size_t n, size_t* posted,
+                              std::string* why) {
+  *posted = 0;
+  std::vector<WrCtx> ctxs;
+  std::vector<ibv_sge> sges(n);
+  std::vector<ibv_send_wr> wrs(n);
+  ctxs.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SendOp& op = ops[i];
+    WrCtx w{ep, op, -1, nullptr};
+    sges[i].addr = op.local;
+    sges[i].length = op.len;
+    sges[i].lkey = op.lkey;
+    if (op.reg_access >= 0) {
+      w.reg = ctx_.mr_cache().acquire(*this, reinterpret_cast<void*>(op.local), op.len,
+                                      op.reg_access, why);
+      if (w.reg == nullptr) {
+        if (i == 0) return PostResult::kRegError;
+        break;  // the chain ends before it; it is posted (or staged) on its own later
+      }
+      sges[i].lkey = w.reg->mr->lkey;
+    }
+    ibv_send_wr& wr = wrs[i];
+    wr.wr_id = next_wr_ + i;
+    wr.sg_list = &sges[i];
+    wr.num_sge = 1;
+    wr.opcode = op.kind == WrKind::kPut ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    wr.wr.rdma.remote_addr = op.remote;
+    wr.wr.rdma.rkey = op.rkey;
+    if (i > 0) wrs[i - 1].next = &wr;
+    ctxs.push_back(w);
+  }
+  const size_t m = ctxs.size();
+  wrs[m - 1].next = nullptr;
+  wrs[m - 1].send_flags = IBV_SEND_SIGNALED;
+  ctxs[m - 1].chain_first = next_wr_;
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(qp, wrs.data(), &bad);
+  // On failure the work requests before `bad` went: they are on the books (their endpoint loses
+  // the peer and forgets them), the others are released.
+  const size_t went = rc == 0 ? m : static_cast<size_t>(bad - wrs.data());
+  for (size_t i = 0; i < m; ++i) {
+    if (i < went)
+      wrs_.emplace(next_wr_ + i, ctxs[i]);
+    else
+      release(ctxs[i]);
+  }
+  next_wr_ += m;
+  *posted = went;
+  if (rc != 0) {
+    *why = std::string("ibv_post_send: ") + std::strerror(rc);
+    return PostResult::kQueueError;
+  }
+  return PostResult::kOk;
+}
+
 void Device::forget(Endpoint* ep) {
   for (auto it = wrs_.begin(); it != wrs_.end();) {
     if (it->second.ep == ep) {
@@ -387,6 +443,20 @@ void Device::handle(const ibv_wc& wc) {
   if (it == wrs_.end()) return;  // its endpoint is gone, or its queue pair was replaced
   WrCtx w = it->second;
   wrs_.erase(it);
+  if (w.chain_first != 0 && wc.status == IBV_WC_SUCCESS) {
+    // The unsignaled pieces before it completed first. (A failed one reports itself, signaled
+    // or not; the ones before it stay on the books for the queue pair's replacement or loss.)
+    for (uint64_t id = w.chain_first; id < wc.wr_id; ++id) {
+      auto jt = wrs_.find(id);
+      if (jt == wrs_.end()) continue;
+      WrCtx prior = jt->second;
+      wrs_.erase(jt);
+      release(prior);
+      ibv_wc pc = wc;
+      pc.wr_id = id;
+      prior.ep->on_send_complete(pc, prior);
+    }
+  }
   if (w.bounce >= 0 && wc.status == IBV_WC_SUCCESS && w.op.kind != WrKind::kPut)
     std::memcpy(reinterpret_cast<void*>(w.op.local),
                 bounce_.mem + static_cast<size_t>(w.bounce) * kBounceSize, w.op.len);

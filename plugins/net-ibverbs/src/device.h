@@ -43,6 +43,7 @@ struct PortInfo {
   ibv_device_attr dev_attr{};
   bool dmabuf = false;  // ibv_reg_dmabuf_mr answered EBADF to fd -1
   std::string fabric;   // what the core pairs it by (select.h, fabric_of)
+  int net_bits = -1;    // the GID's leading bits its network shares (select.h, network_bits)
 };
 
 // How a posted work request is accounted for when it completes.
@@ -70,6 +71,7 @@ struct SendOp {
   int reg_access = -1;     // >= 0: register [local, local + len) with this access when posted
   bool bounce = false;     // RDMA: through a bounce buffer (its registration was refused)
   int rail = -1;           // RDMA: on extra rail `rail` of its endpoint (-1: its own port)
+  bool chain = false;      // RDMA: a piece that may go in one chain with its neighbours
   uint64_t req_id = 0;     // the request it counts for (0: none)
   // kRts, kRndvKey: the same bytes' keys on the endpoint's rails, sent after the header
   std::array<uint32_t, kMaxRails> rail_keys{};
@@ -82,6 +84,9 @@ struct WrCtx {
   int slot = -1;           // kMsg: send slot
   Registration* reg = nullptr;  // acquired for this work request (reg_access)
   int bounce = -1;         // bounce buffer (op.bounce)
+  // The last work request of a chain (post_chain), the only one signaled: the wr_id of the
+  // chain's first. Its completion completes those before it too (RC completes in order).
+  uint64_t chain_first = 0;
 };
 
 // Inline data asked of each queue pair: a message header and a small payload.
@@ -135,6 +140,12 @@ class Device {
   // a bounce op, the bounce pool) could not be registered (*why says why, naming RLIMIT_MEMLOCK
   // where it is the likely cause); kBusy: every send slot or bounce buffer is in use.
   PostResult post(Endpoint* ep, ibv_qp* qp, const SendOp& op, std::string* why);
+  // Posts RDMA pieces ops[0, n) (no bounce) on qp in one ibv_post_send, linked, the last one
+  // signaled; *posted says how many went (a piece that cannot be registered ends the chain
+  // before it: kRegError when it is the first). Each piece still completes on its own for its
+  // endpoint (on_send_complete), the unsignaled ones when the last does.
+  PostResult post_chain(Endpoint* ep, ibv_qp* qp, const SendOp* ops, size_t n, size_t* posted,
+                        std::string* why);
   // Registers memory with this device's protection domain; nullptr with *why on failure.
   ibv_mr* reg(void* addr, size_t len, int access, std::string* why);
   // True the first time only: a refused dma-buf registration is a warning once per device, then
@@ -148,6 +159,7 @@ class Device {
   std::vector<SendOp> take(Endpoint* ep, bool rma_qp);
   size_t sends_in_flight() const { return wrs_.size(); }
   bool can_post() const { return wrs_.size() < send_budget_; }
+  size_t send_budget() const { return send_budget_; }
 
   // Polls the completion queue (bounded batches); true when something completed.
   bool poll();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "context.h"
 #include "region.h"
@@ -17,6 +18,10 @@ constexpr int kMaxRdmaInFlight = 16;  // pieces of RDMA READ/WRITE per queue pai
 // takes seconds under emulation, a segment a fraction of it.
 constexpr size_t kRndvSegment = size_t{16} << 20;
 constexpr size_t kRndvWindow = 4;
+// Vectored pieces are posted in chains (Endpoint::pump_chained) of up to kMaxChain work
+// requests, within the same kMaxRdmaInFlight as single pieces: two chains in flight keep the
+// queue pair busy while the older one's completion comes back.
+constexpr size_t kMaxChain = kMaxRdmaInFlight / 2;
 
 const char* stage_name(Endpoint::Stage s) {
   switch (s) {
@@ -246,22 +251,34 @@ void Endpoint::on_rails(const Frame& f) {
   }
   const bool answer = !rails_.empty();  // the connector offered first
   if (!answer) {
-    // Listener: as many rails as both have, ours at RTS before we answer.
+    // Listener: each offered rail in order with one of ours on its network (a port that would
+    // never reach it would fail the first striped transfer), ours at RTS before we answer; the
+    // first offer none of ours reaches ends the list.
     std::vector<Device*> devs = ctx().rails_of(dev_);
-    for (size_t i = 0; i < std::min(devs.size(), theirs.size()); ++i) {
+    for (size_t i = 0; i < theirs.size(); ++i) {
+      auto reaches = [&](Device* d) {
+        return d != nullptr && same_network(d->info().gid.raw, theirs[i].gid, d->info().net_bits);
+      };
+      auto pick = std::find_if(devs.begin(), devs.end(), reaches);
+      if (pick == devs.end()) {
+        IB_INFO(ctx().log(), "%s: the peer's rail %s reaches none of our rail ports: %zu rails",
+                dev_.name().c_str(), gid_text(theirs[i].gid).c_str(), i);
+        break;
+      }
+      Device* dev = std::exchange(*pick, nullptr);
       Rail r;
-      r.dev = devs[i];
-      r.qp = make_qp(*devs[i]);
+      r.dev = dev;
+      r.qp = make_qp(*dev);
       if (r.qp == nullptr) break;
-      r.local = rail_info(*devs[i], r.qp, static_cast<uint32_t>(ctx().random64() & 0xffffff));
+      r.local = rail_info(*dev, r.qp, static_cast<uint32_t>(ctx().random64() & 0xffffff));
       r.remote = theirs[i];
-      r.weight = std::max<uint64_t>(1, port_bandwidth_MBps(devs[i]->info().attr.active_speed,
-                                                           devs[i]->info().attr.active_width));
+      r.weight = std::max<uint64_t>(
+          1, port_bandwidth_MBps(dev->info().attr.active_speed, dev->info().attr.active_width));
       const bool up = bring_up(*r.dev, r.qp, r.remote.qpn, r.remote.psn, r.remote.gid,
                                r.remote.lid, r.remote.mtu, r.local.psn);
       rails_.push_back(std::move(r));
       if (!up) {
-        IB_INFO(ctx().log(), "%s: rail %s: %s", dev_.name().c_str(), devs[i]->name().c_str(),
+        IB_INFO(ctx().log(), "%s: rail %s: %s", dev_.name().c_str(), dev->name().c_str(),
                 why_.c_str());
         drop_rails();
         break;
@@ -684,6 +701,7 @@ void Endpoint::pump() {
   if (stage_ != Stage::kReady) return;
   for (int q = 0; q < 2; ++q) {
     if (q == 1 && rma_resetting_) continue;
+    if (q == 1 && !pump_chained()) return;
     ibv_qp* qp = q == 0 ? msg_qp_ : rma_qp_;
     int rdma = 0;
     while (!backlog_[q].empty() && in_flight_[q] < static_cast<int>(kSqDepth) &&
@@ -906,21 +924,15 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* 
   return HMC_PLUGIN_SUCCESS;
 }
 
-hmc_plugin_status_t Endpoint::post_rma(bool put, void* buf, size_t len, const MemRegion* mr,
-                                       uint64_t remote, const PackedKey& key,
-                                       const uint64_t* notify, Request** out) {
-  if (stage_ == Stage::kLost) return HMC_PLUGIN_ERR_PEER_LOST;
-  if (stage_ != Stage::kReady) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  Request* r = new_request(put ? ReqKind::kPut : ReqKind::kGet);
-  r->buf = buf;
-  r->len = len;
+bool Endpoint::queue_rma(Request* r, bool put, uint8_t* buf, size_t len, const MemRegion* mr,
+                         uint64_t remote, const PackedKey& key, bool chain) {
   const size_t chunk = dev_.chunk();
   // Striped where rails are up, the owner registered the region on as many, and there are
   // pieces enough: each piece goes to the port with the least assigned relative to its speed.
   // Device memory is registered on the port only (a rail could reach it only by pointer).
   const bool striped = rails_up_ && key.rail_rkeys.size() >= rails_.size() && len >= 2 * chunk &&
                        (mr == nullptr || !mr->device);
-  std::vector<uint64_t> assigned(rails_.size() + 1, 0);
+  std::vector<uint64_t> assigned(striped ? rails_.size() + 1 : 0, 0);
   const uint64_t own_weight = std::max<uint64_t>(
       1, port_bandwidth_MBps(dev_.info().attr.active_speed, dev_.info().attr.active_width));
   for (size_t off = 0; off < len; off += chunk) {
@@ -943,10 +955,10 @@ hmc_plugin_status_t Endpoint::post_rma(bool put, void* buf, size_t len, const Me
     op.rail = rail;
     if (rail >= 0) {
       const size_t i = static_cast<size_t>(rail);
-      op.local = reinterpret_cast<uintptr_t>(static_cast<uint8_t*>(buf) + off);
+      op.local = reinterpret_cast<uintptr_t>(buf + off);
       op.len = static_cast<uint32_t>(n);
       if (mr != nullptr && mr->dev == &dev_ && i < mr->rail_mrs.size() &&
-          mr->covers(static_cast<uint8_t*>(buf) + off, n)) {
+          mr->covers(buf + off, n)) {
         op.lkey = mr->rail_mrs[i]->lkey;
         op.reg_access = -1;
       } else {
@@ -954,13 +966,26 @@ hmc_plugin_status_t Endpoint::post_rma(bool put, void* buf, size_t len, const Me
       }
       op.rkey = key.rail_rkeys[i];
     } else {
-      local_key(static_cast<uint8_t*>(buf) + off, n, mr, put ? 0 : IBV_ACCESS_LOCAL_WRITE, &op);
+      local_key(buf + off, n, mr, put ? 0 : IBV_ACCESS_LOCAL_WRITE, &op);
       op.rkey = key.rkey;
+      op.chain = chain;
     }
     op.remote = remote + off;
     op.req_id = r->id;
     queue(op);
   }
+  return striped;
+}
+
+hmc_plugin_status_t Endpoint::post_rma(bool put, void* buf, size_t len, const MemRegion* mr,
+                                       uint64_t remote, const PackedKey& key,
+                                       const uint64_t* notify, Request** out) {
+  if (stage_ == Stage::kLost) return HMC_PLUGIN_ERR_PEER_LOST;
+  if (stage_ != Stage::kReady) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  Request* r = new_request(put ? ReqKind::kPut : ReqKind::kGet);
+  r->buf = buf;
+  r->len = len;
+  const bool striped = queue_rma(r, put, static_cast<uint8_t*>(buf), len, mr, remote, key, false);
   if (notify != nullptr) {
     if (striped) {
       // The pieces travel on several queue pairs: the notification waits for all of them.
@@ -979,6 +1004,57 @@ hmc_plugin_status_t Endpoint::post_rma(bool put, void* buf, size_t len, const Me
   pump();
   *out = r;
   return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t Endpoint::post_rma_v(bool put, const std::vector<RmaPiece>& pieces,
+                                         const PackedKey& key, Request** out) {
+  if (stage_ == Stage::kLost) return HMC_PLUGIN_ERR_PEER_LOST;
+  if (stage_ != Stage::kReady) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  Request* r = new_request(put ? ReqKind::kPut : ReqKind::kGet);
+  for (const RmaPiece& p : pieces) {
+    r->len += p.len;
+    queue_rma(r, put, static_cast<uint8_t*>(p.buf), p.len, p.mr, p.remote, key, true);
+  }
+  if (r->in_flight == 0) finish(r, HMC_PLUGIN_SUCCESS, 0);
+  pump();
+  *out = r;
+  return HMC_PLUGIN_SUCCESS;
+}
+
+bool Endpoint::pump_chained() {
+  std::deque<SendOp>& q = backlog_[1];
+  SendOp batch[kMaxChain];
+  while (!q.empty() && q.front().chain && !q.front().bounce && dev_.can_post()) {
+    // A chain holds at most one piece's worth of bytes, so its one completion comes as soon as
+    // an unchained piece's would: the stall rule's clock keeps its meaning.
+    size_t n = 0, bytes = 0;
+    while (n < kMaxChain && n < q.size() &&
+           in_flight_[1] + static_cast<int>(n) < kMaxRdmaInFlight &&
+           dev_.sends_in_flight() + n < dev_.send_budget()) {
+      const SendOp& op = q[n];
+      if (!op.chain || op.bounce || (n > 0 && bytes + op.len > dev_.chunk())) break;
+      bytes += op.len;
+      batch[n++] = op;
+    }
+    if (n == 0) break;
+    size_t went = 0;
+    std::string why;
+    const PostResult pr = dev_.post_chain(this, rma_qp_, batch, n, &went, &why);
+    for (size_t i = 0; i < went; ++i) {
+      q.pop_front();
+      posted(1);
+    }
+    if (pr == PostResult::kQueueError) {
+      lose(why);
+      return false;
+    }
+    if (pr == PostResult::kRegError) {
+      stage_through_bounce(q, why);  // the front piece; its bounce pieces go unchained
+      continue;
+    }
+    if (went < n) break;  // a piece further on could not be registered: it goes next time
+  }
+  return true;
 }
 
 hmc_plugin_status_t Endpoint::notify_poll(uint64_t* value) {

@@ -37,6 +37,15 @@ namespace hmc::ibverbs {
 class Context;
 struct MemRegion;
 
+// One piece of a vectored put or get: the caller's buffer (mr checked, or nullptr) and where it
+// goes in the remote key's region.
+struct RmaPiece {
+  void* buf = nullptr;
+  size_t len = 0;
+  const MemRegion* mr = nullptr;
+  uint64_t remote = 0;
+};
+
 class Endpoint {
  public:
   enum class Stage {
@@ -80,6 +89,10 @@ class Endpoint {
   hmc_plugin_status_t post_rma(bool put, void* buf, size_t len, const MemRegion* mr,
                                uint64_t remote, const PackedKey& key, const uint64_t* notify,
                                Request** out);
+  // iput_v/iget_v: one request for every piece (checked against the key by the caller), each
+  // piece cut and striped as post_rma does; small pieces are posted in chains.
+  hmc_plugin_status_t post_rma_v(bool put, const std::vector<RmaPiece>& pieces,
+                                 const PackedKey& key, Request** out);
   hmc_plugin_status_t notify_poll(uint64_t* value);
   hmc_plugin_status_t cancel(Request* r);
   // Releases an ended request (test reported it).
@@ -118,6 +131,14 @@ class Endpoint {
   // the reader acknowledged end), their keys in op; none where a rail refuses.
   void add_rail_keys(Request* r, void* addr, size_t len, size_t end, SendOp* op);
   size_t rndv_segment() const;
+  // Queues the pieces of one put or get of [buf, buf + len) to remote for request r (post_rma's
+  // cutting and striping); true when striped over the rails. chain: pieces small enough go in
+  // chains (pump_chained).
+  bool queue_rma(Request* r, bool put, uint8_t* buf, size_t len, const MemRegion* mr,
+                 uint64_t remote, const PackedKey& key, bool chain);
+  // Posts the chained pieces at the front of the put/get backlog, several work requests per
+  // ibv_post_send; false when the peer was lost.
+  bool pump_chained();
   void maybe_return_credits();
   // The RDMA piece at the front of backlog q could not be registered (why): it goes through the
   // device's bounce buffers instead.

@@ -3,6 +3,7 @@
 // exception crosses the ABI (hmc/plugin/boundary.hpp).
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "context.h"
 #include "endpoint.h"
@@ -324,6 +325,52 @@ hmc_plugin_status_t ib_iput_notify(hmc_net_ep_t* ep, const void* buf, size_t len
   });
 }
 
+hmc_plugin_status_t rma_v(bool put, hmc_net_ep_t* ep, const hmc_net_iov_t* iov, size_t count,
+                          hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+  if (ep == nullptr || rkey == nullptr || req == nullptr || (iov == nullptr && count > 0))
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  Endpoint& e = *as_ep(ep);
+  RemoteKey* k = as_rkey(rkey);
+  if (e.ctx().rkeys().count(k) == 0) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  std::vector<RmaPiece> pieces(count);
+  bool allowed = true;
+  for (size_t i = 0; i < count; ++i) {
+    const hmc_net_iov_t& v = iov[i];
+    if (v.buf == nullptr && v.len > 0) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    hmc_plugin_status_t st = local_mr(e, v.mr, v.buf, v.len, &pieces[i].mr);
+    if (st != HMC_PLUGIN_SUCCESS) return st;
+    pieces[i].buf = v.buf;
+    pieces[i].len = v.len;
+    pieces[i].remote = v.remote_addr;
+    allowed =
+        allowed && access_allowed(k->key, v.remote_addr, v.len,
+                                  put ? HMC_NET_ACCESS_REMOTE_WRITE : HMC_NET_ACCESS_REMOTE_READ);
+  }
+  Request* r = nullptr;
+  if (!allowed) {
+    // Every piece is checked before any moves: a refused list writes and reads nothing.
+    hmc_plugin_status_t st = e.post_rma(put, nullptr, 0, nullptr, 0, PackedKey{}, nullptr, &r);
+    if (st == HMC_PLUGIN_SUCCESS) {
+      r->result = HMC_PLUGIN_ERR_REMOTE;
+      *req = reinterpret_cast<hmc_net_request_t*>(r);
+    }
+    return st;
+  }
+  hmc_plugin_status_t st = e.post_rma_v(put, pieces, k->key, &r);
+  if (st == HMC_PLUGIN_SUCCESS) *req = reinterpret_cast<hmc_net_request_t*>(r);
+  return st;
+}
+
+hmc_plugin_status_t ib_iput_v(hmc_net_ep_t* ep, const hmc_net_iov_t* iov, size_t count,
+                              hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+  return guarded([&] { return rma_v(true, ep, iov, count, rkey, req); });
+}
+
+hmc_plugin_status_t ib_iget_v(hmc_net_ep_t* ep, const hmc_net_iov_t* iov, size_t count,
+                              hmc_net_rkey_t* rkey, hmc_net_request_t** req) {
+  return guarded([&] { return rma_v(false, ep, iov, count, rkey, req); });
+}
+
 hmc_plugin_status_t ib_notify_poll(hmc_net_ep_t* ep, uint64_t* value) {
   return guarded([&] {
     if (ep == nullptr || value == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
@@ -391,8 +438,8 @@ const hmc_net_plugin_v2_t kPlugin = {
     nullptr,  // connect_hello: not offered (the side channel carries the setup)
     nullptr,  // accept_hello
     nullptr,  // iflush: not offered (no device memory by pointer)
-    nullptr,  // iput_v: not offered
-    nullptr,  // iget_v
+    ib_iput_v,
+    ib_iget_v,
     ib_iput_notify,
     ib_notify_poll,
 };

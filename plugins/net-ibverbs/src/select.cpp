@@ -117,12 +117,40 @@ bool gid_is_link_local(const uint8_t raw[16]) {
   return raw[0] == 0xfe && (raw[1] & 0xc0) == 0x80;
 }
 
-std::string fabric_of(bool ethernet, GidType type, const uint8_t gid[16], bool has_gid) {
+int network_bits(bool ethernet, GidType type, const uint8_t gid[16], int ipv4_prefix) {
+  if (!ethernet) return 64;
+  if (type != GidType::kRoceV2 || gid_is_link_local(gid)) return -1;
+  if (!gid_is_ipv4_mapped(gid)) return 64;
+  return ipv4_prefix >= 0 && ipv4_prefix <= 32 ? 96 + ipv4_prefix : -1;
+}
+
+bool same_network(const uint8_t a[16], const uint8_t b[16], int bits) {
+  for (int i = 0; i < 16 && bits > 0; ++i, bits -= 8) {
+    const uint8_t mask = bits >= 8 ? 0xff : static_cast<uint8_t>(0xff << (8 - bits));
+    if ((a[i] & mask) != (b[i] & mask)) return false;
+  }
+  return true;
+}
+
+std::string fabric_of(bool ethernet, GidType type, const uint8_t gid[16], bool has_gid, int bits,
+                      const std::string& forced) {
   if (!has_gid) return "";
-  if (ethernet) return type == GidType::kRoceV1 ? "roce-v1" : "roce-v2";
-  char hex[17];
-  for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", gid[i]);
-  return std::string("ib:") + hex;
+  if (!forced.empty()) return forced;
+  if (!ethernet) {
+    char hex[17];
+    for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", gid[i]);
+    return std::string("ib:") + hex;
+  }
+  if (type == GidType::kRoceV1) return "roce-v1";
+  if (bits < 0) return "roce-v2";
+  uint8_t net[16] = {};
+  for (int i = 0, left = bits; i < 16 && left > 0; ++i, left -= 8)
+    net[i] = gid[i] & (left >= 8 ? 0xff : static_cast<uint8_t>(0xff << (8 - left)));
+  const bool v4 = gid_is_ipv4_mapped(gid);
+  char text[INET6_ADDRSTRLEN] = {};
+  if (inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? net + 12 : net, text, sizeof text) == nullptr)
+    return "roce-v2";
+  return std::string("roce-v2:") + text + "/" + std::to_string(v4 ? bits - 96 : bits);
 }
 
 const char* gid_type_name(GidType t) {

@@ -59,11 +59,23 @@ const char* gid_type_name(GidType t);
 // address, then RoCE v2 link-local, then RoCE v1 in the same order.
 int choose_gid(const std::vector<GidEntry>& table, bool ethernet, int forced, std::string* why);
 
+// The leading bits of its GID that a port shares with every port it reaches: for a RoCE v2
+// IPv4-mapped address 96 + the prefix length of its interface's address (ipv4_prefix, -1
+// unknown), for another global RoCE v2 address 64 (its /64), on InfiniBand 64 (the subnet
+// prefix). -1 where the GID tells no network (RoCE v1, link-local, an unknown prefix): such a
+// port is taken to reach every port of its fabric.
+int network_bits(bool ethernet, GidType type, const uint8_t gid[16], int ipv4_prefix);
+// True when a and b agree in their first bits bits (bits < 0: always).
+bool same_network(const uint8_t a[16], const uint8_t b[16], int bits);
+
 // The fabric a port is on (net.h, hmc_net_device_props_t.fabric), which the core pairs ports of
-// different names by: "ib:<subnet prefix>" on InfiniBand (the GID's upper 64 bits, hex), and on
-// Ethernet "roce-v2" (routed: every RoCE v2 port can reach every other one its IP network
-// reaches) or "roce-v1" (one Ethernet segment). "" for a port without a usable GID.
-std::string fabric_of(bool ethernet, GidType type, const uint8_t gid[16], bool has_gid);
+// different names by: forced (HMC_IB_FABRIC) where not empty; "ib:<subnet prefix>" on
+// InfiniBand (the GID's upper 64 bits, hex); on Ethernet RoCE v2 its network where bits
+// (network_bits) says it, "roce-v2:10.0.1.0/24" or "roce-v2:2001:db8:0:1::/64", else "roce-v2",
+// and "roce-v1" (one Ethernet segment, which the GID does not tell). "" for a port without a
+// usable GID.
+std::string fabric_of(bool ethernet, GidType type, const uint8_t gid[16], bool has_gid, int bits,
+                      const std::string& forced);
 
 // Data rate of one lane in Mbit/s for ibv_port_attr.active_speed (SDR 2000 ... NDR 100000, after
 // line coding), and the lane count for active_width; 0 when unknown.

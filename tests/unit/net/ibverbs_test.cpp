@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -124,14 +125,47 @@ TEST(IbverbsSelect, LinkRates) {
   EXPECT_EQ(port_bandwidth_MBps(32, 3), 0u);       // unknown width code
 }
 
-// Ports of different names pair when their fabrics match: an IB subnet, a RoCE version.
+// Ports of different names pair when their fabrics match: an IB subnet, a RoCE v2 network (the
+// address and prefix of the GID's interface, or a global IPv6 GID's /64), a RoCE version where
+// the GID tells no network, or HMC_IB_FABRIC's name for every port.
 TEST(IbverbsSelect, FabricNamesTheNetworkAPortIsOn) {
   const uint8_t ib[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0x2a, 1, 2, 3, 4, 5, 6, 7, 8};
-  const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
-  EXPECT_EQ(fabric_of(false, GidType::kIb, ib, true), "ib:fe8000000000002a");
-  EXPECT_EQ(fabric_of(true, GidType::kRoceV2, v4, true), "roce-v2");
-  EXPECT_EQ(fabric_of(true, GidType::kRoceV1, v4, true), "roce-v1");
-  EXPECT_EQ(fabric_of(true, GidType::kRoceV2, v4, false), "") << "no usable GID";
+  const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 1, 77};
+  const uint8_t v6[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9};
+  const uint8_t ll[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+  auto fabric = [](bool eth, GidType t, const uint8_t* gid, int prefix, const char* forced = "") {
+    return fabric_of(eth, t, gid, true, network_bits(eth, t, gid, prefix), forced);
+  };
+  EXPECT_EQ(fabric(false, GidType::kIb, ib, -1), "ib:fe8000000000002a");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 24), "roce-v2:10.0.1.0/24");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 16), "roce-v2:10.0.0.0/16");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 32), "roce-v2:10.0.1.77/32");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 0), "roce-v2:0.0.0.0/0");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 23), "roce-v2:10.0.0.0/23");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, -1), "roce-v2") << "the prefix is unknown";
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v6, -1), "roce-v2:2001:db8:0:1::/64");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, ll, -1), "roce-v2") << "link-local: no network";
+  EXPECT_EQ(fabric(true, GidType::kRoceV1, v4, 24), "roce-v1");
+  EXPECT_EQ(fabric(true, GidType::kRoceV2, v4, 24, "dc-east"), "dc-east");
+  EXPECT_EQ(fabric(false, GidType::kIb, ib, -1, "dc-east"), "dc-east");
+  EXPECT_EQ(fabric_of(true, GidType::kRoceV2, v4, false, 120, ""), "") << "no usable GID";
+}
+
+// A rail pairs with a peer's port on its network: the GIDs agree in the network's bits.
+TEST(IbverbsSelect, SameNetworkComparesTheNetworkBits) {
+  const uint8_t a[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+  const uint8_t b[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2};
+  const uint8_t c[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 1, 2};
+  const int v24 = network_bits(true, GidType::kRoceV2, a, 24);
+  EXPECT_EQ(v24, 120);
+  EXPECT_TRUE(same_network(a, b, v24));
+  EXPECT_FALSE(same_network(a, c, v24)) << "10.0.1.2 is not on 10.0.0.0/24";
+  EXPECT_TRUE(same_network(a, c, network_bits(true, GidType::kRoceV2, a, 23)));
+  EXPECT_FALSE(same_network(a, c, 127)) << "a bit inside a byte";
+  EXPECT_TRUE(same_network(a, c, -1)) << "no network known: every port is taken to reach";
+  EXPECT_TRUE(same_network(a, c, 0));
+  EXPECT_EQ(network_bits(true, GidType::kRoceV1, a, 24), -1);
+  EXPECT_EQ(network_bits(false, GidType::kIb, a, -1), 64);
 }
 
 // What hmc-info shows of a port (props.link_layer, props.details): every GID with its type and
@@ -395,7 +429,7 @@ TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
     for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
              {"HMC_IB_HCA", "mlx5_0:x"}, {"HMC_IB_GID_INDEX", "-1"}, {"HMC_IB_RETRY_CNT", "8"},
              {"HMC_IB_EAGER_LIMIT", "1G"}, {"HMC_IB_CREDITS", "2"}, {"HMC_IB_TIMEOUT", "0"},
-             {"HMC_IB_PEERMEM", "maybe"}}) {
+             {"HMC_IB_PEERMEM", "maybe"}, {"HMC_IB_FABRIC", std::string(64, 'f')}}) {
       Host h(Cfg{{kv.first, kv.second}});
       hmc_net_ctx_t* c = nullptr;
       EXPECT_EQ(t->init(h.services(), &c), HMC_PLUGIN_ERR_CONFIG) << kv.first;
@@ -725,6 +759,65 @@ TEST_F(IbverbsWire, IdlePeersAreNotLost) {
         }
         EXPECT_EQ(s.wait(s.isend(src.data(), kLen, 1), nullptr, 20), HMC_PLUGIN_SUCCESS);
         ASSERT_TRUE(s.signal());
+      });
+}
+
+// Vectored puts and gets of small pieces go in chains of work requests, only the last one
+// signaled. A chain the owner's HCA refuses (a region deregistered after its key was sent: the
+// initiator's own check passes) ends the list with REMOTE, its other pieces flushed with it; the
+// put/get queue pair is replaced, and the next lists, put and got back, are byte-exact.
+TEST_F(IbverbsWire, VectoredChainRefusedByTheHca) {
+  constexpr size_t kPieces = 300, kStride = 96, kPiece = 40, kRegion = kPieces * kStride;
+  auto iov = [&](uint8_t* local, uint64_t remote) {
+    std::vector<hmc_net_iov_t> v;
+    for (size_t i = 0; i < kPieces; ++i)
+      v.push_back({local + i * kPiece, kPiece, nullptr, remote + i * kStride + i % 7});
+    return v;
+  };
+  auto vec = [&](Side& s, bool put, const std::vector<hmc_net_iov_t>& v, hmc_net_rkey_t* k) {
+    hmc_net_request_t* r = nullptr;
+    hmc_plugin_status_t st = put ? s.t()->iput_v(s.ep(), v.data(), v.size(), k, &r)
+                                 : s.t()->iget_v(s.ep(), v.data(), v.size(), k, &r);
+    return st != HMC_PLUGIN_SUCCESS ? st : s.wait(r, nullptr, 20);
+  };
+  across(
+      [&](Side& s, pid_t) {
+        std::vector<uint8_t> region(kRegion, 0), dead(kRegion, 0);
+        std::vector<uint8_t> k_live, k_dead;
+        hmc_net_mr_t* live = reg(s, region.data(), kRegion, kRemoteRw, &k_live);
+        hmc_net_mr_t* gone = reg(s, dead.data(), kRegion, kRemoteRw, &k_dead);
+        ASSERT_TRUE(live && gone);
+        ASSERT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), gone), HMC_PLUGIN_SUCCESS);
+        send_region(s, reinterpret_cast<uintptr_t>(region.data()), k_live);
+        send_region(s, reinterpret_cast<uintptr_t>(dead.data()), k_dead);
+        ASSERT_TRUE(s.await());  // the peer's lists are done
+        std::vector<uint8_t> want(kRegion, 0);
+        std::vector<uint8_t> src(kPieces * kPiece);
+        fill(src.data(), src.size(), 61);
+        for (size_t i = 0; i < kPieces; ++i)
+          std::memcpy(want.data() + i * kStride + i % 7, src.data() + i * kPiece, kPiece);
+        EXPECT_TRUE(want == region) << "the put's pieces are not where they belong";
+        EXPECT_TRUE(std::all_of(dead.begin(), dead.end(), [](uint8_t b) { return b == 0; }))
+            << "the refused region was written";
+        EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), live), HMC_PLUGIN_SUCCESS);
+        ASSERT_TRUE(s.signal());
+      },
+      [&](Side& s) {
+        RemoteRegion live = recv_region(s), dead = recv_region(s);
+        hmc_net_rkey_t* k_live = unpack(s, live.rkey);
+        hmc_net_rkey_t* k_dead = unpack(s, dead.rkey);
+        ASSERT_TRUE(k_live && k_dead);
+        std::vector<uint8_t> src(kPieces * kPiece), back(kPieces * kPiece, 0);
+        fill(src.data(), src.size(), 61);
+        EXPECT_EQ(vec(s, true, iov(src.data(), dead.base), k_dead), HMC_PLUGIN_ERR_REMOTE);
+        EXPECT_EQ(vec(s, false, iov(back.data(), dead.base), k_dead), HMC_PLUGIN_ERR_REMOTE);
+        EXPECT_EQ(vec(s, true, iov(src.data(), live.base), k_live), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(vec(s, false, iov(back.data(), live.base), k_live), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(first_mismatch(back.data(), back.size(), 61), -1) << "got back";
+        EXPECT_EQ(s.t()->rkey_release(k_live), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(s.t()->rkey_release(k_dead), HMC_PLUGIN_SUCCESS);
+        ASSERT_TRUE(s.signal());
+        ASSERT_TRUE(s.await());
       });
 }
 
