@@ -131,6 +131,10 @@ std::vector<std::string> run(const Launch& l, const Role& role) {
     pid_t pid = fork();
     if (pid == 0) {
       close(fds[0]);
+      // Keep nothing of the test's but this pipe: a pipe another of its threads has open at the
+      // fork (a redis-cli's output, read to its end) must not stay open for the rank's lifetime.
+      if (fds[1] > 3) close_range(3, unsigned(fds[1]) - 1, 0);
+      close_range(unsigned(fds[1]) + 1, ~0U, 0);
       set_rank_env(l.mems[size_t(i)], l.path);
       setenv("COLL_TEST_PROCESS", std::to_string(i).c_str(), 1);
       for (const auto& [k, v] : l.env) setenv(k.c_str(), v.c_str(), 1);
@@ -920,6 +924,8 @@ TEST_F(Redis, ServerKilledMidRendezvous) {
         break;
       usleep(10000);
     }
+    // Rank 0 reads the records every 5 ms: let it have read rank 1's.
+    usleep(100000);
     server.kill_now();
   });
   auto t0 = std::chrono::steady_clock::now();
