@@ -66,9 +66,15 @@ static int real_dereg_mr(struct ibv_mr* mr) {
   return fn(mr);
 }
 
-// Registers [map + lead, + length) at iova and records the mapping, which ibv_dereg_mr unmaps.
-static struct ibv_mr* register_mapping(struct ibv_pd* pd, void* map, size_t map_len, uint64_t lead,
-                                       size_t length, uint64_t iova, int access) {
+// Maps length bytes of fd from file offset `offset` (the pages around them), registers them at
+// iova and records the mapping, which ibv_dereg_mr unmaps.
+static struct ibv_mr* register_mapping(struct ibv_pd* pd, int fd, uint64_t offset, size_t length,
+                                       uint64_t iova, int access) {
+  const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  const uint64_t lead = offset % page;
+  const size_t map_len = (size_t)((lead + length + page - 1) / page * page);
+  void* map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(offset - lead));
+  if (map == MAP_FAILED) return NULL;
   struct shim_mr* e = malloc(sizeof *e);
   if (e == NULL) {
     munmap(map, map_len);
@@ -148,16 +154,12 @@ SHIM_API struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length,
                : emulated_device_memory((uintptr_t)addr, length, &page_offset);
   if (fd < 0) return real(pd, addr, length, access);
   const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-  const uint64_t lead = (uintptr_t)addr % page;
-  const size_t map_len = (size_t)((lead + length + page - 1) / page * page);
-  void* map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, page_offset);
+  struct ibv_mr* mr = register_mapping(pd, fd, (uint64_t)page_offset + (uintptr_t)addr % page,
+                                       length, (uintptr_t)addr, access);
   int err = errno;
-  close(fd);
-  if (map == MAP_FAILED) {
-    errno = err;
-    return NULL;
-  }
-  return register_mapping(pd, map, map_len, lead, length, (uintptr_t)addr, access);
+  close(fd);  // the mapping holds the memfd
+  errno = err;
+  return mr;
 }
 
 SHIM_API struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length,
@@ -171,12 +173,7 @@ SHIM_API struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, si
     errno = EINVAL;
     return NULL;
   }
-  const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-  const uint64_t lead = offset % page;
-  const size_t map_len = (size_t)((lead + length + page - 1) / page * page);
-  void* map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(offset - lead));
-  if (map == MAP_FAILED) return NULL;
-  return register_mapping(pd, map, map_len, lead, length, iova, access);
+  return register_mapping(pd, fd, offset, length, iova, access);
 }
 
 SHIM_API int ibv_dereg_mr(struct ibv_mr* mr) {

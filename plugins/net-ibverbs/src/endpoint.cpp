@@ -23,6 +23,12 @@ constexpr size_t kRndvWindow = 4;
 // queue pair busy while the older one's completion comes back.
 constexpr size_t kMaxChain = kMaxRdmaInFlight / 2;
 
+// A port's share of striped bytes: its link rate (at least 1).
+uint64_t port_weight(const Device& d) {
+  return std::max<uint64_t>(1, port_bandwidth_MBps(d.info().attr.active_speed,
+                                                   d.info().attr.active_width));
+}
+
 const char* stage_name(Endpoint::Stage s) {
   switch (s) {
     case Endpoint::Stage::kDialing: return "connecting";
@@ -213,8 +219,7 @@ void Endpoint::start_rails() {
       break;
     }
     r.local = rail_info(*d, r.qp, static_cast<uint32_t>(ctx().random64() & 0xffffff));
-    r.weight = std::max<uint64_t>(1, port_bandwidth_MBps(d->info().attr.active_speed,
-                                                         d->info().attr.active_width));
+    r.weight = port_weight(*d);
     rails_.push_back(std::move(r));
   }
   if (rails_.empty()) return;
@@ -272,8 +277,7 @@ void Endpoint::on_rails(const Frame& f) {
       if (r.qp == nullptr) break;
       r.local = rail_info(*dev, r.qp, static_cast<uint32_t>(ctx().random64() & 0xffffff));
       r.remote = theirs[i];
-      r.weight = std::max<uint64_t>(
-          1, port_bandwidth_MBps(dev->info().attr.active_speed, dev->info().attr.active_width));
+      r.weight = port_weight(*dev);
       const bool up = bring_up(*r.dev, r.qp, r.remote.qpn, r.remote.psn, r.remote.gid,
                                r.remote.lid, r.remote.mtu, r.local.psn);
       rails_.push_back(std::move(r));
@@ -933,8 +937,6 @@ bool Endpoint::queue_rma(Request* r, bool put, uint8_t* buf, size_t len, const M
   const bool striped = rails_up_ && key.rail_rkeys.size() >= rails_.size() && len >= 2 * chunk &&
                        (mr == nullptr || !mr->device);
   std::vector<uint64_t> assigned(striped ? rails_.size() + 1 : 0, 0);
-  const uint64_t own_weight = std::max<uint64_t>(
-      1, port_bandwidth_MBps(dev_.info().attr.active_speed, dev_.info().attr.active_width));
   for (size_t off = 0; off < len; off += chunk) {
     SendOp op;
     op.kind = put ? WrKind::kPut : WrKind::kGet;
@@ -942,13 +944,7 @@ bool Endpoint::queue_rma(Request* r, bool put, uint8_t* buf, size_t len, const M
     const size_t n = std::min(chunk, len - off);
     int rail = -1;
     if (striped) {
-      // assigned[i] / weight[i], compared without division.
-      size_t best = 0;
-      for (size_t i = 1; i <= rails_.size(); ++i) {
-        const uint64_t wi = rails_[i - 1].weight;
-        const uint64_t wb = best == 0 ? own_weight : rails_[best - 1].weight;
-        if (assigned[i] * wb < assigned[best] * wi) best = i;
-      }
+      const size_t best = least_given(assigned);
       assigned[best] += n;
       rail = static_cast<int>(best) - 1;
     }
@@ -1106,19 +1102,12 @@ void Endpoint::add_keys(Request* r, size_t len, uint32_t rkey,
   const bool striped = rails_up_ && !rails_.empty() && rail_keys.size() >= rails_.size() &&
                        upto > from && upto - from >= 2 * chunk;
   if (striped && r->rail_bytes.empty()) r->rail_bytes.assign(rails_.size() + 1, 0);
-  const uint64_t own_weight = std::max<uint64_t>(
-      1, port_bandwidth_MBps(dev_.info().attr.active_speed, dev_.info().attr.active_width));
   for (size_t off = from; off < upto; off += chunk) {
     const size_t piece = std::min(chunk, upto - off);
     uint8_t* local = static_cast<uint8_t*>(r->buf) + off;
     SendOp op;
     op.kind = WrKind::kRndvRead;
-    size_t best = 0;  // the port, or rail best - 1: the least given relative to its speed
-    for (size_t i = 1; striped && i <= rails_.size(); ++i) {
-      const uint64_t wi = rails_[i - 1].weight;
-      const uint64_t wb = best == 0 ? own_weight : rails_[best - 1].weight;
-      if (r->rail_bytes[i] * wb < r->rail_bytes[best] * wi) best = i;
-    }
+    const size_t best = striped ? least_given(r->rail_bytes) : 0;  // the port, or rail best - 1
     if (striped) r->rail_bytes[best] += piece;
     if (best > 0) {
       op.rail = static_cast<int>(best) - 1;
@@ -1204,6 +1193,18 @@ void Endpoint::note_read(Request* r, const SendOp& op) {
     queue(ack);
     r->unread.pop_front();
   }
+}
+
+size_t Endpoint::least_given(const std::vector<uint64_t>& given) const {
+  // given[i] / weight[i], compared without division.
+  const uint64_t own = port_weight(dev_);
+  size_t best = 0;
+  for (size_t i = 1; i <= rails_.size(); ++i) {
+    const uint64_t wi = rails_[i - 1].weight;
+    const uint64_t wb = best == 0 ? own : rails_[best - 1].weight;
+    if (given[i] * wb < given[best] * wi) best = i;
+  }
+  return best;
 }
 
 size_t Endpoint::rndv_segment() const {

@@ -131,6 +131,9 @@ class Endpoint {
   // the reader acknowledged end), their keys in op; none where a rail refuses.
   void add_rail_keys(Request* r, void* addr, size_t len, size_t end, SendOp* op);
   size_t rndv_segment() const;
+  // Striping: of the port (0) and the rails (i: rails_[i - 1]), the one given the fewest bytes
+  // relative to its speed; given has rails_.size() + 1 entries.
+  size_t least_given(const std::vector<uint64_t>& given) const;
   // Queues the pieces of one put or get of [buf, buf + len) to remote for request r (post_rma's
   // cutting and striping); true when striped over the rails. chain: pieces small enough go in
   // chains (pump_chained).

@@ -278,6 +278,18 @@ hmc_plugin_status_t ib_rkey_release(hmc_net_rkey_t* rkey) {
   });
 }
 
+// A request that ends HMC_PLUGIN_ERR_REMOTE with nothing moved: an access the key does not
+// allow, refused before anything moves and reported as the owner's refusal would be.
+hmc_plugin_status_t refused(Endpoint& e, bool put, hmc_net_request_t** req) {
+  Request* r = nullptr;
+  hmc_plugin_status_t st = e.post_rma(put, nullptr, 0, nullptr, 0, PackedKey{}, nullptr, &r);
+  if (st == HMC_PLUGIN_SUCCESS) {
+    r->result = HMC_PLUGIN_ERR_REMOTE;
+    *req = reinterpret_cast<hmc_net_request_t*>(r);
+  }
+  return st;
+}
+
 hmc_plugin_status_t rma(bool put, hmc_net_ep_t* ep, void* buf, size_t len, hmc_net_mr_t* mr,
                         uint64_t remote_addr, hmc_net_rkey_t* rkey, const uint64_t* notify,
                         hmc_net_request_t** req) {
@@ -289,17 +301,10 @@ hmc_plugin_status_t rma(bool put, hmc_net_ep_t* ep, void* buf, size_t len, hmc_n
   const MemRegion* m = nullptr;
   hmc_plugin_status_t st = local_mr(e, mr, buf, len, &m);
   if (st != HMC_PLUGIN_SUCCESS) return st;
-  Request* r = nullptr;
   if (!access_allowed(k->key, remote_addr, len,
-                      put ? HMC_NET_ACCESS_REMOTE_WRITE : HMC_NET_ACCESS_REMOTE_READ)) {
-    // Refused before anything moves; reported as the owner's refusal would be.
-    st = e.post_rma(put, buf, 0, nullptr, 0, PackedKey{}, nullptr, &r);
-    if (st == HMC_PLUGIN_SUCCESS) {
-      r->result = HMC_PLUGIN_ERR_REMOTE;
-      *req = reinterpret_cast<hmc_net_request_t*>(r);
-    }
-    return st;
-  }
+                      put ? HMC_NET_ACCESS_REMOTE_WRITE : HMC_NET_ACCESS_REMOTE_READ))
+    return refused(e, put, req);
+  Request* r = nullptr;
   st = e.post_rma(put, buf, len, m, remote_addr, k->key, notify, &r);
   if (st == HMC_PLUGIN_SUCCESS) *req = reinterpret_cast<hmc_net_request_t*>(r);
   return st;
@@ -346,16 +351,9 @@ hmc_plugin_status_t rma_v(bool put, hmc_net_ep_t* ep, const hmc_net_iov_t* iov, 
         allowed && access_allowed(k->key, v.remote_addr, v.len,
                                   put ? HMC_NET_ACCESS_REMOTE_WRITE : HMC_NET_ACCESS_REMOTE_READ);
   }
+  // Every piece is checked before any moves: a refused list writes and reads nothing.
+  if (!allowed) return refused(e, put, req);
   Request* r = nullptr;
-  if (!allowed) {
-    // Every piece is checked before any moves: a refused list writes and reads nothing.
-    hmc_plugin_status_t st = e.post_rma(put, nullptr, 0, nullptr, 0, PackedKey{}, nullptr, &r);
-    if (st == HMC_PLUGIN_SUCCESS) {
-      r->result = HMC_PLUGIN_ERR_REMOTE;
-      *req = reinterpret_cast<hmc_net_request_t*>(r);
-    }
-    return st;
-  }
   hmc_plugin_status_t st = e.post_rma_v(put, pieces, k->key, &r);
   if (st == HMC_PLUGIN_SUCCESS) *req = reinterpret_cast<hmc_net_request_t*>(r);
   return st;

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -124,11 +123,16 @@ int network_bits(bool ethernet, GidType type, const uint8_t gid[16], int ipv4_pr
   return ipv4_prefix >= 0 && ipv4_prefix <= 32 ? 96 + ipv4_prefix : -1;
 }
 
+namespace {
+// The mask of a byte of a network prefix with `left` of its bits still to cover.
+uint8_t prefix_mask(int left) {
+  return left >= 8 ? 0xff : static_cast<uint8_t>(0xff << (8 - left));
+}
+}  // namespace
+
 bool same_network(const uint8_t a[16], const uint8_t b[16], int bits) {
-  for (int i = 0; i < 16 && bits > 0; ++i, bits -= 8) {
-    const uint8_t mask = bits >= 8 ? 0xff : static_cast<uint8_t>(0xff << (8 - bits));
-    if ((a[i] & mask) != (b[i] & mask)) return false;
-  }
+  for (int i = 0; i < 16 && bits > 0; ++i, bits -= 8)
+    if ((a[i] & prefix_mask(bits)) != (b[i] & prefix_mask(bits))) return false;
   return true;
 }
 
@@ -145,7 +149,7 @@ std::string fabric_of(bool ethernet, GidType type, const uint8_t gid[16], bool h
   if (bits < 0) return "roce-v2";
   uint8_t net[16] = {};
   for (int i = 0, left = bits; i < 16 && left > 0; ++i, left -= 8)
-    net[i] = gid[i] & (left >= 8 ? 0xff : static_cast<uint8_t>(0xff << (8 - left)));
+    net[i] = gid[i] & prefix_mask(left);
   const bool v4 = gid_is_ipv4_mapped(gid);
   char text[INET6_ADDRSTRLEN] = {};
   if (inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? net + 12 : net, text, sizeof text) == nullptr)
@@ -324,12 +328,14 @@ std::string describe_port(const PortDescription& d) {
 }
 
 bool parse_peermem(std::string_view text, PeermemMode* out) {
-  std::string v(hmc::plugin::config_detail::trim(text));
-  for (char& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (v == "auto") *out = PeermemMode::kAuto;
-  else if (v == "on" || v == "1" || v == "yes" || v == "true") *out = PeermemMode::kOn;
-  else if (v == "off" || v == "0" || v == "no" || v == "false") *out = PeermemMode::kOff;
-  else return false;
+  const std::string_view v = hmc::plugin::config_detail::trim(text);
+  if (hmc::plugin::config_detail::iequal(v, "auto")) {
+    *out = PeermemMode::kAuto;
+    return true;
+  }
+  bool on = false;  // the spellings of the core's booleans otherwise
+  if (!hmc::plugin::parse_bool(v, &on)) return false;
+  *out = on ? PeermemMode::kOn : PeermemMode::kOff;
   return true;
 }
 
