@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -493,6 +494,51 @@ TEST(Coll, RankKilledMidCollective) {
     else
       EXPECT_EQ(out[size_t(i)], "") << "rank " << i;
   }
+}
+
+// A collective that timed out in hmc_request_wait (its peer is late) is cancelled: it ends at
+// once with HMC_ERR_CANCELLED and nothing of it touches its buffer afterwards (the buffer is
+// unmapped: a late write would kill the rank); the communicator then refuses later collectives
+// by name, the late rank's collective ends with HMC_ERR_PEER_LOST, and both exit cleanly.
+TEST(Coll, TimedOutCollectiveCancelled) {
+  auto out = run({mems_of(2, {"host"})}, [](Rank& r) -> std::string {
+    hmc_request_t req;
+    std::string e = wait(hmc_barrier(r.comm, &req), &req, "barrier");  // every pair connected
+    if (!e.empty()) return e;
+    const size_t n = 1 << 18;  // 1 MiB of floats: several steps, several pieces each
+    if (r.rank == 1) {
+      usleep(1500000);
+      std::vector<float> v(n, 1.0f);
+      hmc_status_t st =
+          hmc_all_reduce(r.comm, v.data(), v.data(), n, HMC_DTYPE_F32, HMC_OP_SUM, &req);
+      if (st == HMC_SUCCESS) st = hmc_request_wait(req, kTimeoutMs, nullptr);
+      if (st != HMC_ERR_PEER_LOST) return "the late rank's all_reduce ended with " + describe(st);
+      return std::string();
+    }
+    void* mem = mmap(nullptr, n * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return std::string("mmap failed");
+    float* v = static_cast<float*>(mem);
+    for (size_t i = 0; i < n; ++i) v[i] = 2.0f;
+    hmc_status_t st = hmc_all_reduce(r.comm, v, v, n, HMC_DTYPE_F32, HMC_OP_SUM, &req);
+    if (st != HMC_SUCCESS) return "all_reduce: " + describe(st);
+    if ((st = hmc_request_wait(req, 300, nullptr)) != HMC_ERR_TIMEOUT)
+      return "the wait ended with " + describe(st) + " before the late rank came";
+    if ((st = hmc_request_cancel(req)) != HMC_SUCCESS) return "cancel: " + describe(st);
+    auto t0 = std::chrono::steady_clock::now();
+    if ((st = hmc_request_wait(req, kTimeoutMs, nullptr)) != HMC_ERR_CANCELLED)
+      return "the wait after cancel ended with " + describe(st);
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(500))
+      return std::string("the cancelled collective took more than 500 ms to end");
+    if (munmap(mem, n * 4) != 0) return std::string("munmap failed");
+    usleep(2500000);  // the late rank arrives and sends meanwhile: nothing may land in `mem`
+    std::vector<float> w(16, 1.0f);
+    st = hmc_all_reduce(r.comm, w.data(), w.data(), w.size(), HMC_DTYPE_F32, HMC_OP_SUM, &req);
+    if (st != HMC_ERR_PEER_LOST) return "all_reduce after the cancel: " + describe(st);
+    if (std::string(hmc_last_error()).find("cancelled by hmc_request_cancel") == std::string::npos)
+      return "the refusal does not name the cancel: " + std::string(hmc_last_error());
+    return std::string();
+  });
+  expect_all_pass(out);
 }
 
 TEST(Coll, ArgumentErrors) {

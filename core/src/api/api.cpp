@@ -790,6 +790,7 @@ HMC_HOT HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms,
 HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req) {
   HMC_TRY
   CHECK_REQUEST(req, r);
+  if (r->op == Op::Coll) return ctx_of_request(r)->collectives().cancel(r);
   return ctx_of_request(r)->transfers().cancel(r);
   HMC_CATCH
 }

@@ -224,6 +224,20 @@ bool Collectives::progress() {
   return busy;
 }
 
+hmc_status_t Collectives::cancel(Request* req) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& e : running_) {
+    if (!e->ends(req)) continue;
+    if (e->ended()) break;
+    e->abort(HMC_ERR_CANCELLED, fmt::format("{}: cancelled by hmc_request_cancel", e->what()));
+    e = std::move(running_.back());
+    running_.pop_back();
+    active_.store(int(running_.size()), std::memory_order_release);
+    return HMC_SUCCESS;
+  }
+  return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the collective has already ended");
+}
+
 void Collectives::shutdown() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& e : running_) e->abort(HMC_ERR_CANCELLED, "the context was destroyed");

@@ -45,6 +45,12 @@ class Collectives final : public PassClient {
   hmc_status_t post(Communicator* comm, const CollArgs& args, const void* input, void* output,
                     uint64_t output_elements, const char* what, Request** out);
 
+  // hmc_request_cancel of a collective: it ends at once with HMC_ERR_CANCELLED. Its ranks'
+  // connections are dropped first, so that no message of it can land in its buffers once this
+  // returns; the communicator is then unusable, as after any failed collective, and the other
+  // ranks' collectives end with HMC_ERR_PEER_LOST. HMC_ERR_NOT_SUPPORTED: it has already ended.
+  hmc_status_t cancel(Request* req);
+
   // PassClient: moves running collectives along (from any thread; one at a time).
   bool progress() override;
   // Ends every running collective with HMC_ERR_CANCELLED (the context is going away).

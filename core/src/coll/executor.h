@@ -73,6 +73,9 @@ class Execution {
   bool advance();
   bool ended() const { return ended_; }
   Communicator& comm() { return *comm_; }
+  // Whether req is the request this execution ends, and what it is called in messages.
+  bool ends(const Request* req) const { return req_ == req; }
+  const std::string& what() const { return what_; }
   // Ends it with status (the context is going away, or the communicator was destroyed).
   void abort(hmc_status_t status, const std::string& why);
 

@@ -13,6 +13,7 @@
 
 #include "plugin/host_services.h"
 #include "plugin/select.h"
+#include "plugin/signal_guard.h"
 #include "plugin/validate.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -161,6 +162,10 @@ hmc_status_t Loader::load(Config& cfg) {
   int64_t timeout = cfg.get_int("HMC_TIMEOUT_MS");
   timeout_ms_ =
       static_cast<uint32_t>(std::clamp<int64_t>(timeout, 0, std::numeric_limits<uint32_t>::max()));
+  const std::string signals = cfg.get("HMC_LIBRARY_SIGNALS");
+  if (signals != "restore" && signals != "keep")
+    return fail(HMC_ERR_CONFIG, "HMC_LIBRARY_SIGNALS={}: expected restore or keep", signals);
+  keep_library_signals_ = signals == "keep";
   selections_ = std::make_unique<Selections>();
   selections_->device = Selection("HMC_DEVICE_PLUGINS", cfg.get_list("HMC_DEVICE_PLUGINS"));
   selections_->net = Selection("HMC_NET_PLUGINS", cfg.get_list("HMC_NET_PLUGINS"));
@@ -176,6 +181,7 @@ hmc_status_t Loader::load(Config& cfg) {
     rec->name = c.conventional ? c.name : base_name(c.path);
     rec->kind = c.conventional ? c.kind : Kind::Unknown;
     try {
+      SignalGuard guard(fmt::format("plugin {}", rec->name), keep_library_signals_);
       load_one(c, *rec, cfg);
     } catch (const std::exception& e) {
       mark(*rec, State::Broken, fmt::format("internal error while loading: {}", e.what()));
@@ -433,6 +439,7 @@ void Loader::finalize_all() {
     if (rec.finalized) continue;
     int st = HMC_PLUGIN_SUCCESS;
     try {
+      SignalGuard guard(fmt::format("plugin {}", rec.name), keep_library_signals_);
       st = rec.kind == Kind::Net ? rec.net->finalize(rec.net_ctx)
                                  : rec.device->finalize(rec.device_ctx);
     } catch (...) {

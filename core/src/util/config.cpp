@@ -20,6 +20,8 @@ const std::vector<ConfigVar>& core_config_vars() {
        "comma-separated device plugin names in order of preference; ^name excludes; unset: all found", "core"},
       {"HMC_NET_PLUGINS", ConfigType::List, "",
        "comma-separated net plugin names in order of preference; ^name excludes; unset: all found", "core"},
+      {"HMC_LIBRARY_SIGNALS", ConfigType::String, "restore",
+       "restore: the signal dispositions a plugin's libraries change while they load, initialise or finalise (UCX's and PSM's error handlers) are put back as the application had them; keep: the libraries' handlers stay (UCX's backtraces on a crash)", "core"},
       {"HMC_LOG_LEVEL", ConfigType::LogLevel, "warn", "error, warn, info, debug or trace", "core"},
       {"HMC_LOG_FILE", ConfigType::String, "stderr", "log destination; %p is replaced by the pid", "core"},
       {"HMC_TIMEOUT_MS", ConfigType::Int, "30000",
