@@ -34,11 +34,7 @@ bool local_buffer(Endpoint& ep, MemRegion* m, const void* buf, size_t len, const
 // iflush (its writes are CPU stores, visible without one).
 struct Hoststage
     : hmc::plugin::NetPlugin<Context, Endpoint, Listener, Request, MemRegion, RemoteKey> {
-  using Handle = ConnHandle;
-  static bool decode_handle(const uint8_t* p, size_t n, Handle* h, std::string* why) {
-    return hoststage::decode_handle(p, n, h, why);
-  }
-  static const Log& log(Context& c) { return c.log(); }
+  using Handle = ConnHandle;  // the adaptor decodes it with decode_handle (handle.h)
 
   static void device_props(Context&, int dev, hmc_net_device_props_t* props) {
     const bool shm = dev == static_cast<int>(DevKind::kShm);

@@ -61,11 +61,7 @@ hmc_plugin_status_t refused(Endpoint& e, bool put, Request** out) {
 // device memory by pointer).
 struct Ibverbs
     : hmc::plugin::NetPlugin<Context, Endpoint, Listener, Request, MemRegion, RemoteKey> {
-  using Handle = ConnHandle;
-  static bool decode_handle(const uint8_t* p, size_t n, Handle* h, std::string* why) {
-    return ibverbs::decode_handle(p, n, h, why);
-  }
-  static const Log& log(Context& c) { return c.log(); }
+  using Handle = ConnHandle;  // the adaptor decodes it with decode_handle (wire.h)
 
   static void device_props(Context& c, int dev, hmc_net_device_props_t* props) {
     c.device(dev)->fill_props(props);

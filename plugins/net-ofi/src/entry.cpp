@@ -45,11 +45,7 @@ hmc_plugin_status_t local_buf(Endpoint& ep, MemRegion* m, const void* buf, size_
 // Not offered: connect_hello/accept_hello (nothing the listener must learn before traffic),
 // iflush, the vectored put/get and put with notification.
 struct Ofi : hmc::plugin::NetPlugin<Context, Endpoint, Listener, Request, MemRegion, RemoteKey> {
-  using Handle = ConnHandle;
-  static bool decode_handle(const uint8_t* p, size_t n, Handle* h, std::string* why) {
-    return ofi::decode_handle(p, n, h, why);
-  }
-  static const Log& log(Context& c) { return c.log(); }
+  using Handle = ConnHandle;  // the adaptor decodes it with decode_handle (wire.h)
 
   static void device_props(Context& c, int dev, hmc_net_device_props_t* props) {
     c.device(dev)->fill_props(props);

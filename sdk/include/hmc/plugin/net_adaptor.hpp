@@ -48,10 +48,11 @@
  *   accept(Listener&, Endpoint**)                      default l.accept(out)
  *   close_listener(Listener&)                          default delete
  *   connect(Context&, int dev, const void* handle, size_t len, Endpoint**), or, where the
- *     plugin defines a type Handle, a function decode_handle(const uint8_t*, size_t, Handle*,
- *     std::string* why) -> bool and log(Context&) -> const Log&:
- *     connect(Context&, int dev, const Handle&, Endpoint**), the adaptor decoding the handle and
- *     logging "connect: invalid connection handle: <why>" when it cannot
+ *     plugin defines a type Handle: connect(Context&, int dev, const Handle&, Endpoint**), the
+ *     adaptor decoding the handle with decode_handle(const uint8_t*, size_t, Handle*,
+ *     std::string* why) -> bool (the plugin's static one, or else a function beside Handle,
+ *     found by argument-dependent lookup) and, when that fails, logging "connect: invalid
+ *     connection handle: <why>" through log(Context&) -> const Log&   default c.log()
  *   ep_ready(Endpoint&)                                default e.ready_status()
  *   close_ep(Endpoint&)                                default delete
  *   test(Request&, int* done, size_t* bytes)           see report_test
@@ -98,6 +99,7 @@ struct NetPlugin {
   static hmc_plugin_status_t init(const hmc_host_services_t* host, Context** out) {
     return Context::create(host, out);
   }
+  static const Log& log(Context& c) { return c.log(); }
   static void finalize(Context& c) { delete &c; }
   static int device_count(Context& c) { return c.device_count(); }
   static bool valid_device(Context& c, int dev) { return c.valid_device(dev); }
@@ -172,12 +174,24 @@ HMC_NET_ADAPTOR_DETECT(iput_v)
 HMC_NET_ADAPTOR_DETECT(iget_v)
 HMC_NET_ADAPTOR_DETECT(iput_notify)
 HMC_NET_ADAPTOR_DETECT(notify_poll)
+
+HMC_NET_ADAPTOR_DETECT(decode_handle)
 #undef HMC_NET_ADAPTOR_DETECT
 
 template <typename P, typename = void>
 struct decodes_handle : std::false_type {};
 template <typename P>
 struct decodes_handle<P, std::void_t<typename P::Handle>> : std::true_type {};
+
+// The plugin's decode_handle, or the one beside its Handle type.
+template <typename P>
+bool decode(const uint8_t* p, size_t n, typename P::Handle* h, std::string* why) {
+  if constexpr (has_decode_handle<P>) {
+    return P::decode_handle(p, n, h, why);
+  } else {
+    return decode_handle(p, n, h, why);
+  }
+}
 
 // The slots, one C function each, for the plugin P.
 template <typename P>
@@ -265,7 +279,7 @@ struct NetSlots {
       if constexpr (decodes_handle<P>::value) {
         typename P::Handle h;
         std::string why;
-        if (!P::decode_handle(static_cast<const uint8_t*>(handle), handle_len, &h, &why)) {
+        if (!decode<P>(static_cast<const uint8_t*>(handle), handle_len, &h, &why)) {
           const Log& log = P::log(ctx(c));
           HMC_PLUGIN_LOG(log, HMC_LOG_ERROR, "connect: invalid connection handle: %s", why.c_str());
           return kInvalid;
