@@ -111,7 +111,7 @@ struct NetPlugin {
 
 // The end of a test slot for a request with fields done (bool), result and bytes: *done = 0
 // and SUCCESS while it is pending; once it ended, *done = 1, its bytes in *bytes (when not
-// NULL), release(r) called, and its result returned.
+// NULL), release() called, and its result returned.
 template <typename R, typename Release>
 hmc_plugin_status_t report_test(R& r, int* done, size_t* bytes, Release&& release) {
   if (!r.done) {
