@@ -7,6 +7,7 @@
 #include <hmc/plugin/boundary.hpp>
 #include <hmc/plugin/config.hpp>
 #include <hmc/plugin/log.hpp>
+#include <hmc/plugin/net_adaptor.hpp>
 #include <hmc/plugin/status.hpp>
 #include <stdexcept>
 #include <string>

@@ -1,9 +1,10 @@
 #!/bin/sh
 # The SDK as a vendor sees it. Installs this build into a temporary prefix, checks the package's
-# contents, compiles the SDK's C++ helpers against it, builds both plugin templates (copied from
-# the installed share/hmc/templates) against it with find_package(hmc-sdk), checks that each
-# exports only its entry symbol, and runs the installed hmc-plugin-check on them (by file, and by
-# name once they are installed beside the library).
+# contents, compiles the SDK's C++ helpers against it, builds the plugin templates (device, net
+# in C, net in C++ on the SDK's adaptor; copied from the installed share/hmc/templates) against
+# it with find_package(hmc-sdk), checks that each exports only its entry symbol, and runs the
+# installed hmc-plugin-check on them (by file, and by name once they are installed beside the
+# library).
 #
 # usage: out_of_tree.sh BUILD_DIR SOURCE_DIR CMAKE GENERATOR C_COMPILER CXX_COMPILER WITH_CHECKER
 #   WITH_CHECKER: 1 when the build has hmc-plugin-check (HMC_BUILD_TOOLS), else 0
@@ -31,11 +32,12 @@ quiet() {
 for f in include/hmc/hmc.h include/hmc/plugin/common.h include/hmc/plugin/device.h \
          include/hmc/plugin/net.h include/hmc/plugin/log.hpp include/hmc/plugin/status.hpp \
          include/hmc/plugin/boundary.hpp include/hmc/plugin/config.hpp \
+         include/hmc/plugin/net_adaptor.hpp \
          lib/cmake/hmc-sdk/hmc-sdk-config.cmake \
          lib/cmake/hmc-sdk/hmc-sdk-config-version.cmake lib/cmake/hmc-sdk/hmc-sdk-targets.cmake \
          lib/cmake/hmc-sdk/HmcPlugin.cmake share/hmc/plugin-contract.md \
          share/hmc/templates/device/CMakeLists.txt \
-         share/hmc/templates/net/CMakeLists.txt; do
+         share/hmc/templates/net/CMakeLists.txt share/hmc/templates/net-cpp/CMakeLists.txt; do
   [ -f "$prefix/$f" ] || fail "the installed package lacks $f"
 done
 ls "$prefix"/lib/libhmc.so* >/dev/null 2>&1 || fail "the installed package lacks lib/libhmc.so"
@@ -61,16 +63,19 @@ quiet "$cxx" -std=c++17 -Wall -Wextra -Werror -I"$prefix/include" \
   "$src/tests/plugin/installed_helpers.cpp" -o "$work/installed_helpers"
 quiet "$work/installed_helpers"
 
-for kind in device net; do
+for kind in device net net-cpp; do
   cp -R "$prefix/share/hmc/templates/$kind" "$work/$kind"
   quiet "$cmake" -S "$work/$kind" -B "$work/$kind-build" -G "$generator" \
-    -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
   quiet "$cmake" --build "$work/$kind-build"
-  so=$work/$kind-build/libhmc-$kind-template.so
+  case $kind in
+    device) so=$work/device-build/libhmc-device-template.so entry=hmc_device_plugin_v1 ;;
+    net) so=$work/net-build/libhmc-net-template.so entry=hmc_net_plugin_v2 ;;
+    net-cpp) so=$work/net-cpp-build/libhmc-net-template_cpp.so entry=hmc_net_plugin_v2 ;;
+  esac
   [ -f "$so" ] || fail "building the $kind template did not produce $so"
-  entry=hmc_device_plugin_v1
-  [ "$kind" = net ] && entry=hmc_net_plugin_v2
   exported=$(nm -D --defined-only "$so" | awk '{ print $3 }' | sort | tr '\n' ' ')
   [ "$exported" = "$entry " ] || fail "$so exports '$exported', not only $entry"
 done
@@ -78,8 +83,8 @@ done
 # The installed checker, as a vendor runs it on the files they built.
 unset HMC_PLUGIN_PATH HMC_DEVICE_PLUGINS HMC_NET_PLUGINS
 if [ "$with_checker" = 1 ]; then
-  "$check" "$work/net-build/libhmc-net-template.so" "$work/device-build/libhmc-device-template.so" ||
-    fail "hmc-plugin-check failed the templates"
+  "$check" "$work/net-build/libhmc-net-template.so" "$work/device-build/libhmc-device-template.so" \
+    "$work/net-cpp-build/libhmc-net-template_cpp.so" || fail "hmc-plugin-check failed the templates"
 fi
 
 # The installed libhmc.so finds them in <prefix>/lib/hmc, with no variable set; a program built
