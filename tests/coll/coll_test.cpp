@@ -541,6 +541,27 @@ TEST(Coll, TimedOutCollectiveCancelled) {
   expect_all_pass(out);
 }
 
+// A rank that comes to its first collective late, within the communicator's timeout but after
+// HMC_TIMEOUT_MS: the others' first collective, which connects the pairs, waits for it as long
+// as the communicator's timeout says.
+TEST(Coll, LateFirstCollectiveWithinTheCommunicatorsTimeout) {
+  Launch l{mems_of(2, {"host"})};
+  l.join_timeout_ms = 6000;
+  l.env = {{"HMC_TIMEOUT_MS", "1000"}};
+  expect_all_pass(run(l, [](Rank& r) -> std::string {
+    if (r.rank == 1) usleep(2500000);
+    std::vector<int32_t> v(1000, r.rank + 1);
+    hmc_request_t req;
+    hmc_status_t st =
+        hmc_all_reduce(r.comm, v.data(), v.data(), v.size(), HMC_DTYPE_I32, HMC_OP_SUM, &req);
+    if (st == HMC_SUCCESS) st = hmc_request_wait(req, 6000, nullptr);
+    if (st != HMC_SUCCESS) return "all_reduce: " + describe(st);
+    for (int32_t x : v)
+      if (x != 3) return "all_reduce gave " + std::to_string(x);
+    return std::string();
+  }));
+}
+
 TEST(Coll, ArgumentErrors) {
   expect_all_pass(run({mems_of(1, {"host"})}, [](Rank& r) -> std::string {
     int32_t a[8] = {0}, b[8] = {0};

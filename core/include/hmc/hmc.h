@@ -487,7 +487,8 @@ typedef struct hmc_comm_options {
   const char* rendezvous; /* "tcp://host:port" (rank 0 hosts the store there) or
                              "redis://host:port/prefix" (a Redis server, docs/collectives.md);
                              NULL: HMC_RENDEZVOUS, else tcp://MASTER_ADDR:MASTER_PORT */
-  int32_t timeout_ms;     /* how long to wait for every rank to join; -1: HMC_TIMEOUT_MS */
+  int32_t timeout_ms;     /* how long to wait for every rank to join, and for the connection to
+                           * a rank at a collective's first use of it; -1: HMC_TIMEOUT_MS */
 } hmc_comm_options_t;
 
 /* Makes a communicator of `size` ranks: every rank calls it with its own rank and the same

@@ -67,6 +67,7 @@ hmc_status_t Collectives::create(const Config& config, const hmc_comm_options_t*
   auto comm = std::make_shared<Communicator>();
   comm->rank = join.rank;
   comm->size = join.size;
+  comm->connect_timeout_ms = join.timeout_ms;
   if ((st = rendezvous(join, s_.self, &comm->members, &comm->id)) != HMC_SUCCESS) return st;
   HMC_LOG_I("communicator {:016x}: rank {} of {} joined at {}", comm->id, comm->rank, comm->size,
             redact_rendezvous(join.rendezvous));
@@ -117,6 +118,7 @@ hmc_status_t Collectives::split(Communicator* comm, int color, int key, Communic
   auto child = std::make_shared<Communicator>();
   child->id = mix(comm->id ^ mix(nth) ^ mix(uint64_t(color) << 32));
   child->size = int(ranks.size());
+  child->connect_timeout_ms = comm->connect_timeout_ms;
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] == comm->rank) child->rank = int(i);
     child->members.push_back(comm->members[size_t(ranks[i])]);
@@ -141,14 +143,15 @@ hmc_status_t Collectives::connect_peers(Communicator& comm, const Schedule& sche
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return comm.members[size_t(a)].context_id < comm.members[size_t(b)].context_id;
   });
-  uint64_t deadline = deadline_after_ms(s_.timeout_ms);
+  const int timeout_ms = comm.connect_timeout_ms > 0 ? comm.connect_timeout_ms : s_.timeout_ms;
+  uint64_t deadline = deadline_after_ms(timeout_ms);
   for (int r : order) {
     const Member& m = comm.members[size_t(r)];
     std::shared_ptr<Peer> peer;
     hmc_status_t st = services_.group_peer(m, s_.self.context_id < m.context_id, deadline, &peer);
     if (st != HMC_SUCCESS)
-      return fail(st, "{} (rank {} of {}): connecting rank {} (pid {}): {}", what, comm.rank,
-                  comm.size, r, m.pid, last_error());
+      return fail(st, "{} (rank {} of {}): connecting rank {} (pid {}) within {} ms: {}", what,
+                  comm.rank, comm.size, r, m.pid, timeout_ms, last_error());
     std::lock_guard<std::mutex> lock(mutex_);
     comm.peers[size_t(r)] = std::move(peer);
   }

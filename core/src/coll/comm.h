@@ -32,6 +32,9 @@ struct Communicator {
   int size = 0;
   std::vector<Member> members;  // by rank
   GroupShape shape;
+  // How long a collective's first use of a rank waits for the connection to it: the join's
+  // timeout (hmc_comm_options_t.timeout_ms, else HMC_TIMEOUT_MS); a split's children inherit it.
+  int connect_timeout_ms = 0;
   // More of its ranks on this host than this process may run on cores: a waiting rank gives
   // its core away (coll/collectives.h).
   bool crowded = false;

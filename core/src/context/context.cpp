@@ -407,7 +407,7 @@ hmc_status_t Context::group_peer(const coll::Member& m, bool initiate, uint64_t 
     if (filed()) return HMC_SUCCESS;
     if (now_ns() >= deadline_ns) {
       IncomingPeers::Stats st = incoming_->stats();
-      return fail(HMC_ERR_TIMEOUT, "it did not connect within HMC_TIMEOUT_MS{}",
+      return fail(HMC_ERR_TIMEOUT, "it did not connect in time{}",
                   st.last_failure.empty() ? "" : " (last failed connector: " + st.last_failure + ")");
     }
     bool moved = !use_progress_thread_ && incoming_->drive();
