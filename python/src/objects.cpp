@@ -238,11 +238,17 @@ Request::Request(std::shared_ptr<Core> core, std::shared_ptr<Peer> peer, hmc_req
 Request::~Request() {
   if (ended || core->closed) return;
   // The buffer must not be released while hmc may still touch it: cancel, and wait for the end.
+  // A collective (no peer) is let finish first, as a dropped torch Work is: cancelling it would
+  // break its communicator. One still running after the whole timeout is cancelled.
   hmc_status_t st = HMC_SUCCESS;
   try {
     Blocking b(*core, "hmc_request_wait");
-    (void)hmc_request_cancel(h);
+    if (peer) (void)hmc_request_cancel(h);
     st = hmc_request_wait(h, -1, nullptr);
+    if (!peer && (st == HMC_ERR_TIMEOUT || st == HMC_IN_PROGRESS)) {
+      (void)hmc_request_cancel(h);
+      st = hmc_request_wait(h, -1, nullptr);
+    }
   } catch (...) {
   }
   if (st == HMC_ERR_TIMEOUT || st == HMC_IN_PROGRESS) {
