@@ -53,6 +53,31 @@ TEST_P(HoststagePair, WritesToDeadPeerFailCleanly) {
       30, SIGKILL);
 }
 
+// Where the kernel refuses cross-memory attach, every transfer still arrives byte-exact (it
+// streams over the Unix socket), and each context says so once, at warn level, with the reason.
+TEST_P(HoststagePair, RefusedCrossMemoryAttachFallsBackOnceWithAWarning) {
+  if (config().refused_syscalls.empty()) GTEST_SKIP() << "cross-memory attach is not refused";
+  const std::vector<size_t> sizes = {(256u << 10) + 1, (1u << 20) + 7, 3u << 20};
+  const std::string warning = "bulk data on shm endpoints now streams over the Unix socket";
+  auto warnings = [&](Side& s) {
+    size_t n = 0;
+    for (const std::string& l : s.host().logs()) n += l.find(warning) != std::string::npos;
+    return n;
+  };
+  run(
+      [&](Side& s) {
+        ASSERT_NO_FATAL_FAILURE(receive_sizes(s, sizes, 100, 1000));
+        ASSERT_NO_FATAL_FAILURE(send_sizes(s, sizes, 200, 2000));
+        EXPECT_EQ(warnings(s), 1u) << s.host().all_logs();
+        EXPECT_TRUE(s.host().logged("Operation not permitted")) << s.host().all_logs();
+      },
+      [&](Side& s) {
+        ASSERT_NO_FATAL_FAILURE(send_sizes(s, sizes, 100, 1000));
+        ASSERT_NO_FATAL_FAILURE(receive_sizes(s, sizes, 200, 2000));
+        EXPECT_EQ(warnings(s), 1u) << s.host().all_logs();
+      });
+}
+
 INSTANTIATE_TEST_SUITE_P(Hoststage, HoststagePair, ::testing::ValuesIn(net_configs_of("hoststage")),
                          config_name);
 
@@ -464,8 +489,8 @@ TEST(HoststageProps, DevicesAndProperties) {
     EXPECT_EQ(p.max_msg_size, 0u);
     ASSERT_EQ(t->device_props(c, kShm, &p), HMC_PLUGIN_SUCCESS);
     EXPECT_STREQ(p.name, "shm");
-    EXPECT_EQ(p.flags,
-              HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_DMABUF | HMC_NET_FLAG_SAME_HOST);
+    EXPECT_EQ(p.flags, HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_DMABUF |
+                           HMC_NET_FLAG_SAME_HOST);
     EXPECT_EQ(t->device_props(c, 2, &p), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
   });
