@@ -182,7 +182,6 @@ hmc_status_t Collectives::post(Communicator* c, const CollArgs& args, const void
   if (st != HMC_SUCCESS) return st;
   Request* req = RequestTable::acquire(s_.owner);
   req->op = Op::Coll;
-  req->control_driven = true;
   std::string name = fmt::format("{} ({} bytes out, {}, rank {} of {})", what,
                                  output_elements * dtype_size(args.dtype), schedule.algorithm,
                                  comm->rank, comm->size);

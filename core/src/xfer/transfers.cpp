@@ -725,6 +725,12 @@ HMC_HOT void Transfers::progress_request(Request* req, int turns) {
     services_.progress(true);
     return;
   }
+  if (req->op == Op::Coll) {
+    // Its steps end by the plugins' own progress, which the pass drives; the control plane is
+    // serviced on the wait's interval (a system call per peer per pass otherwise).
+    services_.progress(false);
+    return;
+  }
   Peer& peer = *req->peer;
   std::lock_guard<std::mutex> lock(peer.net->mutex());
   if (req->done.load(std::memory_order_acquire)) return;

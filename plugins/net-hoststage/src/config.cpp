@@ -16,7 +16,8 @@ const hmc_config_var_t kConfigVars[] = {
     {"HMC_HOSTSTAGE_EAGER_LIMIT", "64K",
      "tcp: messages up to this size are sent eagerly, larger ones by rendezvous (max 1M)"},
     {"HMC_HOSTSTAGE_SHM_EAGER_LIMIT", "16K",
-     "shm: messages up to this size travel inline in the shared ring (max SHM_RING/4)"},
+     "shm: messages up to this size travel inline in the shared ring, larger ones by one "
+     "cross-memory copy (max SHM_RING/4)"},
     {"HMC_HOSTSTAGE_SHM_RING", "512K",
      "shm: bytes of each direction's shared ring (power of two, 64K-64M)"},
     {"HMC_HOSTSTAGE_CHUNK", "512K",

@@ -2,6 +2,8 @@
 // device here with a configuration's settings (init answers NO_DEVICE), is skipped with the
 // reason. Testing another plugin is adding its entries here (and, for what is particular to it,
 // a <plugin>_test.cpp).
+#include <sys/syscall.h>
+
 #include "suite.h"
 
 namespace net_test {
@@ -12,8 +14,8 @@ constexpr size_t kHoststageShmEager = 16 << 10;
 constexpr size_t kOneGiB = size_t{1} << 30;
 
 // hoststage: device 0 is tcp (streams 1, 2 (default), 4, and interface binding), device 1 is
-// shm (with and without cross-memory attach). The eager limits are set explicitly; settings
-// beyond them make a variant.
+// shm (with and without cross-memory attach, with it from a low size, with the kernel refusing
+// it). The eager limits are set explicitly; settings beyond them make a variant.
 NetConfig hoststage(const std::string& variant, int dev, const Cfg& extra = {}) {
   NetConfig c;
   c.name = "hoststage_" + variant;
@@ -25,6 +27,24 @@ NetConfig hoststage(const std::string& variant, int dev, const Cfg& extra = {}) 
   c.eager = dev == 0 ? kHoststageTcpEager : kHoststageShmEager;
   c.largest = 64u << 20;  // several chunks on every stream
   c.variant = !extra.empty();
+  return c;
+}
+
+// shm with a low eager limit, the size above which a message goes by one cross-memory copy:
+// small and odd sizes take the single-copy path, in chunks smaller than a message.
+NetConfig hoststage_shm_single_copy_from(size_t eager) {
+  NetConfig c = hoststage("shm_single_copy", 1,
+                          {{"HMC_HOSTSTAGE_SHM_EAGER_LIMIT", std::to_string(eager)},
+                           {"HMC_HOSTSTAGE_SHM_CHUNK", "64K"}});
+  c.eager = eager;
+  return c;
+}
+
+// shm on a host that refuses cross-memory attach (EPERM, as Yama's ptrace_scope or a container's
+// seccomp profile do): the first copy fails, the endpoint falls back to the Unix socket.
+NetConfig hoststage_shm_cma_refused() {
+  NetConfig c = hoststage("shm_cma_refused", 1, {{"HMC_HOSTSTAGE_SHM_CHUNK", "256K"}});
+  c.refused_syscalls = {SYS_process_vm_readv, SYS_process_vm_writev};
   return c;
 }
 
@@ -94,6 +114,8 @@ const std::vector<NetConfig>& net_configs() {
         hoststage("shm", 1),
         hoststage("shm_nocma", 1,
                   {{"HMC_HOSTSTAGE_SHM_CMA", "0"}, {"HMC_HOSTSTAGE_SHM_CHUNK", "256K"}}),
+        hoststage_shm_single_copy_from(4 << 10),
+        hoststage_shm_cma_refused(),
         ucx("tcp", "tcp"),
         ucx("shm", "posix,cma,self"),
         ofi("tcp"),

@@ -53,6 +53,84 @@ TEST_P(HoststagePair, WritesToDeadPeerFailCleanly) {
       30, SIGKILL);
 }
 
+// Where the kernel refuses cross-memory attach, every transfer still arrives byte-exact (it
+// streams over the Unix socket), and each context says so once, at warn level, with the reason.
+TEST_P(HoststagePair, RefusedCrossMemoryAttachFallsBackOnceWithAWarning) {
+  if (config().refused_syscalls.empty()) GTEST_SKIP() << "cross-memory attach is not refused";
+  const std::vector<size_t> sizes = {(256u << 10) + 1, (1u << 20) + 7, 3u << 20};
+  const std::string warning = "bulk data on shm endpoints now streams over the Unix socket";
+  auto warnings = [&](Side& s) {
+    size_t n = 0;
+    for (const std::string& l : s.host().logs()) n += l.find(warning) != std::string::npos;
+    return n;
+  };
+  run(
+      [&](Side& s) {
+        ASSERT_NO_FATAL_FAILURE(receive_sizes(s, sizes, 100, 1000));
+        ASSERT_NO_FATAL_FAILURE(send_sizes(s, sizes, 200, 2000));
+        EXPECT_EQ(warnings(s), 1u) << s.host().all_logs();
+        EXPECT_TRUE(s.host().logged("Operation not permitted")) << s.host().all_logs();
+      },
+      [&](Side& s) {
+        ASSERT_NO_FATAL_FAILURE(send_sizes(s, sizes, 100, 1000));
+        ASSERT_NO_FATAL_FAILURE(receive_sizes(s, sizes, 200, 2000));
+        EXPECT_EQ(warnings(s), 1u) << s.host().all_logs();
+      });
+}
+
+// The initiator of a large get dies while the owner is moving the bytes (shm: pushing them into
+// the dead process with process_vm_writev; tcp: streaming them): the owner notices within a few
+// seconds, ends its pending requests with PEER_LOST, refuses later posts with it, and closes the
+// endpoint and deregisters the region at once.
+TEST_P(HoststagePair, InitiatorKilledMidGetLeavesTheOwnerClean) {
+  constexpr size_t kBig = 512u << 20;
+  run(
+      [&](Side& s) {
+        const hmc_net_plugin_v2_t* t = s.t();
+        // Untouched anonymous memory reads as zeros: nothing to fill.
+        void* region =
+            mmap(nullptr, kBig, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(region, MAP_FAILED);
+        std::vector<uint8_t> rkey;
+        hmc_net_mr_t* mr = reg(s, region, kBig, HMC_NET_ACCESS_LOCAL | kRemoteRw, &rkey);
+        ASSERT_NE(mr, nullptr);
+        std::vector<uint8_t> small(64);
+        hmc_net_request_t* r_never = s.irecv(small.data(), small.size(), 7);
+        ASSERT_NE(r_never, nullptr);
+        send_region(s, reinterpret_cast<uintptr_t>(region), rkey);
+        ASSERT_TRUE(s.await());  // the get is posted
+        // A few progress calls move at most a few chunks of it; then the initiator dies.
+        for (int i = 0; i < 8; ++i) t->progress(s.ctx());
+        ASSERT_TRUE(s.signal());
+        uint64_t t0 = mono_ns();
+        EXPECT_EQ(s.wait(r_never, nullptr, 10), HMC_PLUGIN_ERR_PEER_LOST);
+        double secs = static_cast<double>(mono_ns() - t0) / 1e9;
+        EXPECT_LT(secs, 5.0) << "the initiator's death noticed only after " << secs << " s";
+        hmc_net_request_t* r = nullptr;
+        EXPECT_EQ(t->isend(s.ep(), small.data(), small.size(), nullptr, 8, &r),
+                  HMC_PLUGIN_ERR_PEER_LOST);
+        uint64_t c0 = mono_ns();
+        s.close_ep();
+        EXPECT_LT(mono_ns() - c0, 1000000000ull) << "close_ep blocked";
+        EXPECT_EQ(deregister_memory(t, s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
+        munmap(region, kBig);
+      },
+      [&](Side& s) {
+        RemoteRegion rr = recv_region(s);
+        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        ASSERT_NE(k, nullptr);
+        void* dst = mmap(nullptr, kBig, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(dst, MAP_FAILED);
+        hmc_net_request_t* r = nullptr;
+        ASSERT_EQ(s.t()->iget(s.ep(), dst, kBig, nullptr, rr.base, k, &r), HMC_PLUGIN_SUCCESS);
+        ASSERT_TRUE(s.signal());
+        ASSERT_TRUE(s.await());
+        if (::testing::Test::HasFailure()) _exit(1);
+        raise(SIGKILL);
+      },
+      30, SIGKILL, 1500);
+}
+
 INSTANTIATE_TEST_SUITE_P(Hoststage, HoststagePair, ::testing::ValuesIn(net_configs_of("hoststage")),
                          config_name);
 
@@ -464,8 +542,8 @@ TEST(HoststageProps, DevicesAndProperties) {
     EXPECT_EQ(p.max_msg_size, 0u);
     ASSERT_EQ(t->device_props(c, kShm, &p), HMC_PLUGIN_SUCCESS);
     EXPECT_STREQ(p.name, "shm");
-    EXPECT_EQ(p.flags,
-              HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_DMABUF | HMC_NET_FLAG_SAME_HOST);
+    EXPECT_EQ(p.flags, HMC_NET_FLAG_RMA | HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_DMABUF |
+                           HMC_NET_FLAG_SAME_HOST);
     EXPECT_EQ(t->device_props(c, 2, &p), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
   });

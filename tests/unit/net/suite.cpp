@@ -2,11 +2,17 @@
 #include "suite.h"
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 
 namespace net_test {
 
@@ -102,6 +108,25 @@ void skip_child(const std::string& why) {
   ::_exit(kSkipExit);
 }
 
+bool refuse_syscalls(const std::vector<long>& nrs, std::string* why) {
+  // Load the call's number; for each refused one, return EPERM on a match; allow the rest. The
+  // architecture is not checked: the test processes make only native calls.
+  std::vector<sock_filter> prog;
+  prog.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
+  for (long nr : nrs) {
+    prog.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 1));
+    prog.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)));
+  }
+  prog.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  sock_fprog fp{static_cast<unsigned short>(prog.size()), prog.data()};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp, 0, 0) != 0) {
+    *why = std::string("installing a seccomp filter: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 void in_child(const std::function<void()>& body) {
   int p[2];
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
@@ -148,23 +173,39 @@ void NetTest::require_no(Gap g) {
 
 void NetTest::run(const std::function<void(Side&)>& parent, const std::function<void(Side&)>& child,
                   double timeout_s, int killed_by, uint32_t host_timeout_ms) {
-  PairResult r = run_pair(
-      t_, GetParam().cfg, GetParam().dev, parent, child,
-      [] { return ::testing::Test::HasFailure() ? 1 : 0; }, timeout_s, host_timeout_ms);
-  if (r.parent_init == HMC_PLUGIN_ERR_NO_DEVICE)
-    GTEST_SKIP() << "the " << GetParam().plugin << " plugin has no device here with "
-                 << GetParam().name << "'s settings (init: NO_DEVICE; the reason is in its log "
-                 << "above)";
-  ASSERT_EQ(r.parent_setup_error, "");
-  ASSERT_FALSE(r.child_timed_out) << "the child side did not finish within " << timeout_s << " s";
-  if (killed_by != 0) {
-    ASSERT_TRUE(WIFSIGNALED(r.child_status) && WTERMSIG(r.child_status) == killed_by)
-        << "the child side should have died of signal " << killed_by << " (its output is above)";
+  const std::vector<long>& refused = GetParam().refused_syscalls;
+  auto pair = [&] {
+    PairResult r = run_pair(
+        t_, GetParam().cfg, GetParam().dev, parent, child,
+        [] { return ::testing::Test::HasFailure() ? 1 : 0; }, timeout_s, host_timeout_ms);
+    if (r.parent_init == HMC_PLUGIN_ERR_NO_DEVICE) {
+      std::string why = "the " + GetParam().plugin + " plugin has no device here with " +
+                        GetParam().name + "'s settings (init: NO_DEVICE; the reason is in its " +
+                        "log above)";
+      if (!refused.empty()) skip_child(why);
+      GTEST_SKIP() << why;
+    }
+    ASSERT_EQ(r.parent_setup_error, "");
+    ASSERT_FALSE(r.child_timed_out) << "the child side did not finish within " << timeout_s << " s";
+    if (killed_by != 0) {
+      ASSERT_TRUE(WIFSIGNALED(r.child_status) && WTERMSIG(r.child_status) == killed_by)
+          << "the child side should have died of signal " << killed_by << " (its output is above)";
+      return;
+    }
+    ASSERT_TRUE(WIFEXITED(r.child_status))
+        << "the child side died of signal " << WTERMSIG(r.child_status);
+    EXPECT_EQ(WEXITSTATUS(r.child_status), 0) << "the child side failed (its output is above)";
+  };
+  if (refused.empty()) {
+    pair();
     return;
   }
-  ASSERT_TRUE(WIFEXITED(r.child_status))
-      << "the child side died of signal " << WTERMSIG(r.child_status);
-  EXPECT_EQ(WEXITSTATUS(r.child_status), 0) << "the child side failed (its output is above)";
+  // The refusal cannot be undone: both sides run below a child of the test process.
+  in_child([&] {
+    std::string why;
+    if (!refuse_syscalls(refused, &why)) skip_child(why);
+    pair();
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -257,6 +298,9 @@ hmc_plugin_status_t LocalPair::wait(hmc_net_request_t* r, size_t* bytes, double 
 
 void NetLocal::local(const std::function<void(LocalPair&)>& body, uint32_t timeout_ms) {
   in_child([&] {
+    std::string why;
+    if (!config().refused_syscalls.empty() && !refuse_syscalls(config().refused_syscalls, &why))
+      skip_child(why);
     LocalPair p(t(), cfg(), dev(), timeout_ms);
     body(p);
   });

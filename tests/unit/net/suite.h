@@ -73,6 +73,11 @@ struct NetConfig {
   // Another configuration's device with other data-path settings (streams, chunk sizes): the
   // message scenarios run over it, those of connection handling and properties do not.
   bool variant = false;
+  // System calls the kernel refuses with EPERM in both processes of every scenario (a seccomp
+  // filter installed before init, the listener's side then running in a child process too): a
+  // host whose policy forbids them, as Yama's ptrace_scope or a container profile forbids
+  // cross-memory attach. Empty: none.
+  std::vector<long> refused_syscalls;
   uint32_t gaps = kNoGap;
   std::string gaps_doc;  // where the gaps are explained
   // What the plugin logs ("": not checked) when it notices a lost peer, and when a connect
@@ -106,6 +111,11 @@ void require_plugin(const std::string& name, const hmc_net_plugin_v2_t** out);
     ::net_test::require_plugin(name, out);                                          \
     if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return; \
   } while (0)
+
+// Makes the kernel answer EPERM to the system calls nrs in this thread and the processes and
+// threads it starts from now on (irreversibly: call it in a child process). False, with the
+// reason in why, where the kernel does not let a process install the filter.
+bool refuse_syscalls(const std::vector<long>& nrs, std::string* why);
 
 // Runs body in a child process and expects it to exit cleanly; gtest failures in the child are
 // printed there and make it fail. skip_child() in the body skips the test.
