@@ -1,6 +1,7 @@
 """torch.distributed's backend "hmc" (hmc.torch) with 2 and 4 processes, as torchrun starts
-them: torch's env:// rendezvous and TCPStore, then send/recv, broadcast, all_reduce,
-all_gather, reduce_scatter, all_to_all, all_to_all_single and barrier checked in torch_rank.py."""
+them: torch's env:// rendezvous and TCPStore, then every ProcessGroup operation gloo has (on
+every dtype for data movement, gloo's dtypes and ops for reductions), recv from any source,
+subgroups and the Work's methods, checked in torch_rank.py."""
 
 import os
 import sys
