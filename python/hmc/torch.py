@@ -627,7 +627,17 @@ class ProcessGroupHmc(dist.ProcessGroup):
         if addr is None:
             addr = bytes.fromhex(self._store.get(f"hmc/address/{other}").decode())
             self._addresses[other] = addr
-        return _peers.get(self._ctx, addr, self._timeout_ms)
+        try:
+            return _peers.get(self._ctx, addr, self._timeout_ms)
+        except hmc.TimeoutError as e:
+            err = GroupTimeoutError(f"hmc: connecting rank {self.rank()} to rank {other} of the "
+                                    f"group did not end within {self._timeout_ms} ms ({e})")
+        except hmc.Error as e:
+            err = RuntimeError(f"hmc: connecting rank {self.rank()} to rank {other}: {e}")
+        with self._lock:
+            if self._broken is None:
+                self._broken = err
+        raise err
 
     def _user_tag(self, tag):
         if tag < 0 or tag >= 1 << 31:
