@@ -213,7 +213,10 @@ class _Work(dist._Work):
         if self._ended.is_set():
             return True
         if self._waiter is not None:
-            return False
+            # A receive from any source: complete once one of its receives ended.
+            if any(r.done or r.test() is not None for r in self._waiter.requests):
+                self._finish(None, by_group=True)
+            return self._ended.is_set()
         try:
             if all(r.done or r.test() is not None for r in self._requests):
                 self._finish(None, by_group=True)
@@ -359,6 +362,11 @@ class ProcessGroupHmc(dist.ProcessGroup):
     def _track(self, w):
         with self._lock:
             self._running[id(w)] = w
+            sweep = len(self._running) > 256 and list(self._running.values())
+        # Works nobody waits for (an isend left alone) end here, once their requests did.
+        for old in sweep or ():
+            if old is not w and old._waiter is None:
+                old.is_completed()
 
     def _untrack(self, w):
         with self._lock:
@@ -660,7 +668,8 @@ class ProcessGroupHmc(dist.ProcessGroup):
         t = tensors[0]
         early = self._stash.get((src, tag))
         if early:
-            t.view(-1).view(torch.uint8).copy_(early.popleft())
+            m = early.popleft()
+            t.view(-1).view(torch.uint8)[:m.numel()].copy_(m)
             return self._wrap(f"recv (from rank {src}, tag {tag})", [], None, [t], source=src)
         w = self._wrap(f"recv (from rank {src}, tag {tag})",
                        [self._peer(src).recv(_bytes(t, "recv"), tag=self._user_tag(tag))], [t],
@@ -678,14 +687,15 @@ class ProcessGroupHmc(dist.ProcessGroup):
         for r in range(n):
             early = self._stash.get((r, tag))
             if r != me and early:
-                t.view(-1).view(torch.uint8).copy_(early.popleft())
+                m = early.popleft()
+                t.view(-1).view(torch.uint8)[:m.numel()].copy_(m)
                 return self._wrap(f"recv (from any rank, tag {tag})", [], None, [t], source=r)
         nbytes = t.numel() * t.element_size()
         others = [r for r in range(n) if r != me]
         bufs = {r: torch.empty(nbytes, dtype=torch.uint8) for r in others}
         reqs = {r: self._peer(r).recv(_bytes(bufs[r], "recv"), tag=self._user_tag(tag))
                 for r in others}
-        got = []
+        got = []  # [winner, its bytes]
 
         def waiter(left):
             while not got:
@@ -697,19 +707,29 @@ class ProcessGroupHmc(dist.ProcessGroup):
                     if left() <= 1:
                         raise hmc.TimeoutError("no rank sent")
                     time.sleep(0.0002)
-            for r, q in reqs.items():
-                if r == got[0]:
+            winner = got[0]
+            for r, q in list(reqs.items()):
+                if r == winner:
                     continue
                 try:
                     q.cancel()
-                    q.wait(left())
+                    size = q.wait(left())
                 except hmc.CancelledError:
+                    del reqs[r]
                     continue
-                self._stash[(r, tag)].append(bufs[r].clone())  # it arrived first: kept
-            reqs[got[0]].wait(left())
+                except hmc.TimeoutError:
+                    raise
+                except hmc.Error:
+                    del reqs[r]  # that rank's failure is not this receive's
+                    continue
+                del reqs[r]
+                self._stash[(r, tag)].append(bufs[r][:size].clone())  # it arrived first: kept
+            got.append(reqs[winner].wait(left()))
+
+        waiter.requests = list(reqs.values())
 
         def then():
-            t.view(-1).view(torch.uint8).copy_(bufs[got[0]])
+            t.view(-1).view(torch.uint8)[:got[1]].copy_(bufs[got[0]][:got[1]])
 
         w = self._wrap(f"recv (from any rank, tag {tag})", [], [t, bufs, reqs], [t], then,
                        source=lambda: got[0], waiter=waiter)
