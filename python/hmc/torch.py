@@ -345,6 +345,13 @@ class ProcessGroupHmc(dist.ProcessGroup):
             self._wrap("connecting the group", [self._comm.all_to_all(
                 _bytes(one, "connect"), _bytes(got, "connect"), dtype="uint8")],
                 [one, got], None).wait()
+            # And the point-to-point peers (gloo's full mesh): connectors first, which never
+            # wait for the other side's program, then the peers that connect to this rank.
+            mine = self._ctx.address()
+            order = sorted((r for r in range(size) if r != rank),
+                           key=lambda r: self._address(r) < mine)
+            for r in order:
+                self._peer(r)
 
     def getBackendName(self):
         return "hmc"
@@ -620,21 +627,68 @@ class ProcessGroupHmc(dist.ProcessGroup):
         self._usable("barrier")
         return self._wrap("barrier", [self._comm.barrier()], None, [])
 
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        """gloo's: every rank reports to rank 0, which names the ranks that did not within
+        timeout (the first one, or with wait_all_ranks every one), then releases them.
+        (torch 1.13's dist.monitored_barrier lets only gloo in: call the group's method.)"""
+        self._usable("monitored_barrier")
+        ms = _ms(timeout) or self._timeout_ms
+        me, n = self.rank(), self.size()
+        tag = self._internal_tag(_MONITORED)
+        if me != 0:
+            self._peer(0).send(_bytes(torch.ones(1, dtype=torch.uint8), "monitored_barrier"),
+                               tag=tag).wait(ms)
+            ack = torch.empty(1, dtype=torch.uint8)
+            try:
+                self._peer(0).recv(_bytes(ack, "monitored_barrier"), tag=tag).wait(ms)
+            except hmc.TimeoutError:
+                err = GroupTimeoutError(f"hmc: monitored_barrier: rank {me} was not released "
+                                        f"by rank 0 within {ms} ms")
+                self._broken = self._broken or err
+                raise err from None
+            return self._wrap("monitored_barrier", [], None, [])
+        start = time.monotonic()
+        marks = {r: torch.empty(1, dtype=torch.uint8) for r in range(1, n)}
+        reqs = {r: self._peer(r).recv(_bytes(marks[r], "monitored_barrier"), tag=tag)
+                for r in range(1, n)}
+        missing = []
+        for r, q in reqs.items():
+            try:
+                q.wait(_left(start, ms))
+            except hmc.TimeoutError:
+                missing.append(r)
+                if not wait_all_ranks:
+                    break
+        if missing:
+            err = GroupTimeoutError(
+                f"hmc: monitored_barrier: rank{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(map(str, missing))} did not reach it within {ms} ms")
+            self._broken = self._broken or err
+            self._kept.append((marks, reqs))
+            raise err
+        for r in range(1, n):
+            self._peer(r).send(_bytes(marks[r], "monitored_barrier"), tag=tag).wait(ms)
+        return self._wrap("monitored_barrier", [], None, [])
+
     # --- point to point ------------------------------------------------------------------------
 
     def _check_rank(self, r, what):
         if not 0 <= r < self.size():
             raise ValueError(f"{what}: rank {r} outside the group's 0..{self.size() - 1}")
 
+    def _address(self, other):
+        addr = self._addresses.get(other)
+        if addr is None:
+            addr = bytes.fromhex(self._store.get(f"hmc/address/{other}").decode())
+            self._addresses[other] = addr
+        return addr
+
     def _peer(self, other):
         """The hmc peer for the group's rank `other`, connected when first used."""
         self._check_rank(other, "send/recv")
         if other == self.rank():
             raise ValueError(f"hmc: rank {other} cannot send to or receive from itself")
-        addr = self._addresses.get(other)
-        if addr is None:
-            addr = bytes.fromhex(self._store.get(f"hmc/address/{other}").decode())
-            self._addresses[other] = addr
+        addr = self._address(other)
         try:
             return _peers.get(self._ctx, addr, self._timeout_ms)
         except hmc.TimeoutError as e:
@@ -740,6 +794,7 @@ class ProcessGroupHmc(dist.ProcessGroup):
 # Internal tags of composed collectives, above torch's 31-bit user tags.
 _GATHER = 1 << 31
 _SCATTER = (1 << 31) + 1
+_MONITORED = (1 << 31) + 2
 
 
 def _create(store, rank, size, timeout):

@@ -177,6 +177,10 @@ chained = dist.all_reduce(torch.ones(2), async_op=True).get_future().then(
 assert torch.equal(chained.wait(), torch.full((2,), 10.0 * n))
 expect_error(RuntimeError, ["source"], lambda: w._source_rank())
 
+# monitored_barrier: the group's method (torch 1.13's dist.monitored_barrier lets only gloo in).
+import datetime
+dist.distributed_c10d._get_default_group().monitored_barrier(datetime.timedelta(seconds=20))
+
 # --- subgroups: barrier and collectives on groups of any shape --------------------------------
 evens = dist.new_group([k for k in range(n) if k % 2 == 0])
 last_two = dist.new_group([n - 2, n - 1]) if n > 2 else None

@@ -1,4 +1,5 @@
 """One rank of test_torch.py's timeout test (2 ranks, group timeout 2 s). Rank 0 checks: a
+monitored_barrier that rank 1 skips names rank 1 and breaks that group only; a
 Work.wait with a shorter timeout raises GroupTimeoutError and leaves the group usable (the
 operation ends once rank 1 joins it); an operation rank 1 never joins raises GroupTimeoutError
 (a RuntimeError naming the operation and rank 1) after the group's timeout, not HMC_TIMEOUT_MS;
@@ -13,7 +14,21 @@ import hmc.torch as ht
 dist.init_process_group("hmc", timeout=datetime.timedelta(seconds=2))
 r = dist.get_rank()
 store = dist.distributed_c10d._get_default_store()
+# A second group, whose monitored_barrier rank 1 skips: rank 0 names it, this group only breaks.
+side = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=5))
 if r == 0:
+    t0 = time.monotonic()
+    try:
+        side.monitored_barrier(datetime.timedelta(milliseconds=500), wait_all_ranks=True)
+        raise SystemExit("monitored_barrier passed without rank 1")
+    except ht.GroupTimeoutError as e:
+        assert "rank 1 did not reach it within 500 ms" in str(e), e
+        assert time.monotonic() - t0 < 3, time.monotonic() - t0
+    try:
+        side.barrier()
+        raise SystemExit("the broken side group accepted a barrier")
+    except ht.GroupBrokenError:
+        pass
     w = dist.all_reduce(torch.ones(3), async_op=True)
     t0 = time.monotonic()
     try:
@@ -43,12 +58,14 @@ if r == 0:
         except ht.GroupBrokenError as e:
             assert "unusable" in str(e) and "all_reduce" in str(e), e
     store.set("done", "1")
+    store.wait(["bye"], datetime.timedelta(seconds=30))  # rank 0 hosts the store: last out
 else:
     store.wait(["join"], datetime.timedelta(seconds=30))
     x = torch.ones(3)
     dist.all_reduce(x)
     assert torch.equal(x, torch.full((3,), 2.0)), x
     store.wait(["done"], datetime.timedelta(seconds=30))
+    store.set("bye", "1")
 print("rank", r, "ok", flush=True)
 # The timed-out all_reduce of rank 0 is still posted (collectives cannot be cancelled).
 os._exit(0)
