@@ -35,6 +35,25 @@ def test_errors_carry_status_and_message(pair):
         a.notify_wait(-2)
 
 
+def test_reprs_say_what_each_object_is(pair):
+    pa, pb, a, b = pair
+    assert repr(a) == "<hmc.Context, 1 peer>"
+    assert repr(pa).startswith(f"<hmc.Peer pid {os.getpid()} on ") and " via " in repr(pa)
+    buf = np.zeros(32, dtype=np.uint8)
+    region = a.register(buf)
+    assert repr(region) == f"<hmc.Region 32 bytes at {hex(buf.ctypes.data)}>"
+    region.deregister()
+    assert repr(region) == "<hmc.Region deregistered>"
+    r = pb.recv(bytearray(8), tag=41)
+    assert repr(r) == "<hmc.Request hmc_recv, pending>"
+    pa.send(b"12345", tag=41).wait(5000)
+    r.wait(5000)
+    assert repr(r) == "<hmc.Request hmc_recv, done, 5 bytes>"
+    c = hmc.Context()
+    c.close()
+    assert repr(c) == "<hmc.Context closed>"
+
+
 def test_transfer_list_arguments(pair):
     pa, pb, a, b = pair
     target = np.zeros(4096, np.uint8)
