@@ -54,6 +54,23 @@ def test_reprs_say_what_each_object_is(pair):
     assert repr(c) == "<hmc.Context closed>"
 
 
+def test_wrong_argument_types_raise_one_line_type_errors(pair):
+    pa, pb, a, b = pair
+    cases = [
+        (lambda: pa.send(b"x", tag="seven"), "Peer.send(): argument 'tag' must be int, not str"),
+        (lambda: a.alloc(0, 16), "Context.alloc(): argument 'device' must be str, not int"),
+        (lambda: a.accept(timeout_ms=0.5),
+         "Context.accept(): argument 'timeout_ms' must be int, not float"),
+        (lambda: hmc.Communicator(a, rank="0"), "Communicator(): argument 'rank' must be int, not str"),
+        (lambda: a.alloc("host"), "Context.alloc(): argument 'size' is missing (it takes device, size)"),
+        (lambda: a.accept(wait=1), "Context.accept(): no argument 'wait' (it takes timeout_ms=...)"),
+    ]
+    for call, message in cases:
+        with pytest.raises(TypeError) as e:
+            call()
+        assert str(e.value) == message
+
+
 def test_transfer_list_arguments(pair):
     pa, pb, a, b = pair
     target = np.zeros(4096, np.uint8)
