@@ -212,16 +212,21 @@ class _Work(dist._Work):
     def is_completed(self):
         if self._ended.is_set():
             return True
-        if self._waiter is not None:
-            # A receive from any source: complete once one of its receives ended.
-            if any(r.done or r.test() is not None for r in self._waiter.requests):
-                self._finish(None, by_group=True)
-            return self._ended.is_set()
+        if self._lock.locked():
+            return False  # another thread waits for it (get_future's): it ends it
         try:
-            if all(r.done or r.test() is not None for r in self._requests):
-                self._finish(None, by_group=True)
+            if self._waiter is not None:
+                # A receive from any source: complete once one of its receives ended.
+                ready = any(r.done or r.test() is not None for r in self._waiter.requests)
+            else:
+                ready = all(r.done or r.test() is not None for r in self._requests)
         except hmc.Error:
-            self._finish(None, by_group=True)  # records the failure
+            ready = True  # failed: _finish records the failure
+        if ready:
+            try:
+                self._finish(None, by_group=True)
+            except GroupTimeoutError:
+                pass
         return self._ended.is_set()
 
     def is_success(self):
