@@ -33,6 +33,9 @@ def test_ddp_matches_gloo(ranks):
     torchrun("torch_ddp_rank.py", ranks)
 
 
-def test_group_timeout_bounds_operations_then_the_group_refuses_calls():
-    # HMC_TIMEOUT_MS far above the group's 2 s: the group's timeout is what ends the wait.
-    torchrun("torch_timeout_rank.py", 2, HMC_TIMEOUT_MS="60000")
+# HMC_TIMEOUT_MS far above the group's 2 s, and below it (with heartbeats well within it, which
+# keep a silent peer alive): either way the group's timeout is what ends a wait.
+@pytest.mark.parametrize("hmc_timeout", [{"HMC_TIMEOUT_MS": "60000"},
+                                         {"HMC_TIMEOUT_MS": "1000", "HMC_HEARTBEAT_MS": "200"}])
+def test_group_timeout_bounds_operations_then_the_group_refuses_calls(hmc_timeout):
+    torchrun("torch_timeout_rank.py", 2, **hmc_timeout)
