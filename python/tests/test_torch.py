@@ -33,7 +33,7 @@ def test_ddp_matches_gloo(ranks):
     torchrun("torch_ddp_rank.py", ranks)
 
 
-# HMC_TIMEOUT_MS far above the group's 2 s, and below it (with heartbeats well within it, which
+# HMC_TIMEOUT_MS far above the group's 3 s, and below it (with heartbeats well within it, which
 # keep a silent peer alive): either way the group's timeout is what ends a wait.
 @pytest.mark.parametrize("hmc_timeout", [{"HMC_TIMEOUT_MS": "60000"},
                                          {"HMC_TIMEOUT_MS": "1000", "HMC_HEARTBEAT_MS": "200"}])
