@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""torch.distributed's all_reduce and all_to_all_single on CPU tensors, the backend "hmc"
-against "gloo" in the same run: starts --np processes itself, each timing both backends on the
+"""torch.distributed's operations (all_reduce, all_to_all_single, reduce, broadcast,
+all_gather, gather, scatter; --ops picks) on CPU tensors, the backend "hmc" against "gloo" in
+the same run: starts --np processes itself, each timing both backends on the
 same tensors, and prints the medians of rank 0 and the ratio (gloo time / hmc time: above 1,
 hmc is faster).
 
     PYTHONPATH=build/python python3 python/bench/torch_collectives.py [--np 4] [--sizes 1M,16M]
-                                                                       [--reps 10]
+                                                                       [--reps 10] [--ops ...]
 """
 
 import argparse
@@ -40,8 +41,20 @@ def rank_main(args):
         for size in args.sizes:
             x = torch.ones(size // 4, dtype=torch.float32)
             y = torch.empty_like(x)
-            for name, op in (("all_reduce", lambda: dist.all_reduce(x)),
-                             ("all_to_all", lambda: dist.all_to_all_single(y, x))):
+            n = args.np
+            parts = [torch.empty(size // 4 // n, dtype=torch.float32) for _ in range(n)]
+            part = torch.ones(size // 4 // n, dtype=torch.float32)
+            ops = {
+                "all_reduce": lambda: dist.all_reduce(x),
+                "all_to_all": lambda: dist.all_to_all_single(y, x),
+                "reduce": lambda: dist.reduce(x, 0),
+                "broadcast": lambda: dist.broadcast(x, 0),
+                "all_gather": lambda: dist.all_gather(parts, part),
+                "gather": lambda: dist.gather(part, parts if rank == 0 else None, 0),
+                "scatter": lambda: dist.scatter(part, parts if rank == 0 else None, 0),
+            }
+            for name in args.ops:
+                op = ops[name]
                 times = []
                 for i in range(args.reps + 2):
                     dist.barrier()
@@ -56,7 +69,7 @@ def rank_main(args):
               f"{args.reps} runs (us)")
         print(f"# {'op':<12} {'size':>10} {'gloo':>10} {'hmc':>10} {'gloo/hmc':>9}")
         for size in args.sizes:
-            for name in ("all_reduce", "all_to_all"):
+            for name in args.ops:
                 g, h = results[("gloo", name, size)], results[("hmc", name, size)]
                 print(f"  {name:<12} {size:>10} {g * 1e6:>10.1f} {h * 1e6:>10.1f} {g / h:>9.2f}")
     return 0
@@ -67,9 +80,13 @@ def main():
     p.add_argument("--np", type=int, default=4)
     p.add_argument("--sizes", default="1M,16M")
     p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--ops", default="all_reduce,all_to_all",
+                   help="comma-separated: all_reduce, all_to_all, reduce, broadcast, all_gather, "
+                        "gather, scatter")
     p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     args.sizes = [parse_size(s) for s in args.sizes.split(",")]
+    args.ops = args.ops.split(",")
     if args.rank_main:
         return rank_main(args)
     env = dict(os.environ, WORLD_SIZE=str(args.np), MASTER_ADDR="127.0.0.1",

@@ -36,6 +36,10 @@ from hmc._hmc import (
     version,
 )
 
+from hmc import _arguments, _hmc
+
+_arguments.install(_hmc)  # one-line TypeErrors for arguments of the wrong type
+
 __version__ = version()
 
 __all__ = [

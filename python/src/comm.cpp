@@ -96,7 +96,11 @@ hmc_reduce_op_t resolve_op(const std::string& op, const char* call) {
   if (op == "min") return HMC_OP_MIN;
   if (op == "max") return HMC_OP_MAX;
   if (op == "avg") return HMC_OP_AVG;
-  fail(HMC_ERR_INVALID_ARGUMENT, call, "unknown op '" + op + "' (sum, prod, min, max, avg)");
+  if (op == "band") return HMC_OP_BAND;
+  if (op == "bor") return HMC_OP_BOR;
+  if (op == "bxor") return HMC_OP_BXOR;
+  fail(HMC_ERR_INVALID_ARGUMENT, call,
+       "unknown op '" + op + "' (sum, prod, min, max, avg; band, bor, bxor on integers)");
 }
 
 size_t elements(const Pinned& p, const DtypeName& d, const char* call, const char* what) {

@@ -339,7 +339,14 @@ PYBIND11_MODULE(_hmc, m) {
            [](py::object self) {
              return py::module_::import("hmc.aio").attr("wait")(self).attr("__await__")();
            },
-           "await request: hmc.aio.wait(request), from a running asyncio loop.");
+           "await request: hmc.aio.wait(request), from a running asyncio loop.")
+      .def("__repr__", [](const Request& r) {
+        std::string state = !r.ended ? "pending"
+                            : r.status == HMC_SUCCESS
+                                ? "done, " + std::to_string(r.bytes) + " bytes"
+                                : std::string("failed: ") + hmc_status_string(r.status);
+        return std::string("<hmc.Request ") + r.call + ", " + state + ">";
+      });
 
   py::class_<Region, std::shared_ptr<Region>> region(
       m, "Region", "Local memory registered for peers' put and get (Context.register).");
@@ -360,7 +367,12 @@ PYBIND11_MODULE(_hmc, m) {
       .def_property_readonly("ptr", [](const Region& r) {
         return r.memory ? reinterpret_cast<uintptr_t>(r.memory->ptr()) : 0;
       })
-      .def_property_readonly("size", [](const Region& r) { return r.memory ? r.memory->size() : 0; });
+      .def_property_readonly("size", [](const Region& r) { return r.memory ? r.memory->size() : 0; })
+      .def("__repr__", [](const Region& r) {
+        if (!r.h || !r.memory || r.core->closed) return std::string("<hmc.Region deregistered>");
+        return "<hmc.Region " + std::to_string(r.memory->size()) + " bytes at " +
+               hex(r.memory->ptr()) + ">";
+      });
   bind_context_manager(region, &Region::deregister);
 
   py::class_<RemoteRegion, std::shared_ptr<RemoteRegion>> remote(
@@ -408,7 +420,15 @@ PYBIND11_MODULE(_hmc, m) {
           "region"_a, "remote"_a, "op"_a, "descs"_a, "Context.prepare, for a remote of this peer.")
       .def("info", &peer_info, "The chosen path and what is known of the peer, as a dict.")
       .def("close", &Peer::close, "Closes it: its pending requests end with CancelledError.")
-      .def_property_readonly("closed", [](const Peer& p) { return p.h == nullptr || p.core->closed; });
+      .def_property_readonly("closed", [](const Peer& p) { return p.h == nullptr || p.core->closed; })
+      .def("__repr__", [](const Peer& p) {
+        if (p.h == nullptr || p.core->closed) return std::string("<hmc.Peer closed>");
+        hmc_peer_info_t i{};
+        i.struct_size = sizeof i;
+        if (hmc_peer_info(p.h, &i) != HMC_SUCCESS) return std::string("<hmc.Peer>");
+        return "<hmc.Peer pid " + std::to_string(i.remote_pid) + " on " + i.remote_host +
+               " via " + i.path + (i.alive ? "" : ", lost") + ">";
+      });
   bind_context_manager(peer, &Peer::close);
 
   py::class_<Core, std::shared_ptr<Core>> context(
@@ -484,6 +504,12 @@ PYBIND11_MODULE(_hmc, m) {
       .def_property_readonly("closed", [](const Core& c) { return c.closed; })
       .def_property_readonly("timeout_ms", [](const Core& c) { return c.default_timeout_ms; },
                              "What a timeout of -1 stands for (HMC_TIMEOUT_MS).");
+  context.def("__repr__", [](const Core& c) {
+    if (c.closed) return std::string("<hmc.Context closed>");
+    size_t live = 0;
+    for (const auto& kv : c.peers) live += !kv.second.expired();
+    return "<hmc.Context, " + std::to_string(live) + " peer" + (live == 1 ? "" : "s") + ">";
+  });
   context.def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](const std::shared_ptr<Core>& self, py::args) { close_context(self); });
   bind_comm(m);

@@ -35,6 +35,42 @@ def test_errors_carry_status_and_message(pair):
         a.notify_wait(-2)
 
 
+def test_reprs_say_what_each_object_is(pair):
+    pa, pb, a, b = pair
+    assert repr(a) == "<hmc.Context, 1 peer>"
+    assert repr(pa).startswith(f"<hmc.Peer pid {os.getpid()} on ") and " via " in repr(pa)
+    buf = np.zeros(32, dtype=np.uint8)
+    region = a.register(buf)
+    assert repr(region) == f"<hmc.Region 32 bytes at {hex(buf.ctypes.data)}>"
+    region.deregister()
+    assert repr(region) == "<hmc.Region deregistered>"
+    r = pb.recv(bytearray(8), tag=41)
+    assert repr(r) == "<hmc.Request hmc_recv, pending>"
+    pa.send(b"12345", tag=41).wait(5000)
+    r.wait(5000)
+    assert repr(r) == "<hmc.Request hmc_recv, done, 5 bytes>"
+    c = hmc.Context()
+    c.close()
+    assert repr(c) == "<hmc.Context closed>"
+
+
+def test_wrong_argument_types_raise_one_line_type_errors(pair):
+    pa, pb, a, b = pair
+    cases = [
+        (lambda: pa.send(b"x", tag="seven"), "Peer.send(): argument 'tag' must be int, not str"),
+        (lambda: a.alloc(0, 16), "Context.alloc(): argument 'device' must be str, not int"),
+        (lambda: a.accept(timeout_ms=0.5),
+         "Context.accept(): argument 'timeout_ms' must be int, not float"),
+        (lambda: hmc.Communicator(a, rank="0"), "Communicator(): argument 'rank' must be int, not str"),
+        (lambda: a.alloc("host"), "Context.alloc(): argument 'size' is missing (it takes device, size)"),
+        (lambda: a.accept(wait=1), "Context.accept(): no argument 'wait' (it takes timeout_ms=...)"),
+    ]
+    for call, message in cases:
+        with pytest.raises(TypeError) as e:
+            call()
+        assert str(e.value) == message
+
+
 def test_transfer_list_arguments(pair):
     pa, pb, a, b = pair
     target = np.zeros(4096, np.uint8)

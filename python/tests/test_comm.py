@@ -34,6 +34,23 @@ RANK_MAIN = textwrap.dedent(
     comm.all_reduce(f).wait(T)
     assert (f == float(sum(range(n)))).all()
 
+    # Bitwise, exact on integers (each rank sets bit r, clears bit 8 + r); refused on floats.
+    import functools, operator
+    mine = np.array([1 << r, ~(1 << (8 + r)), (r + 1) * 0x1010101], dtype=np.int64)
+    every = [np.array([1 << k, ~(1 << (8 + k)), (k + 1) * 0x1010101], dtype=np.int64)
+             for k in range(n)]
+    for op, f_ in (("band", operator.and_), ("bor", operator.or_), ("bxor", operator.xor)):
+        for dt in (np.int8, np.uint8, np.int32, np.int64):
+            got = np.empty(3, dtype=dt)
+            comm.all_reduce(mine.astype(dt), got, op=op).wait(T)
+            want = functools.reduce(f_, [e.astype(dt) for e in every])
+            assert (got == want).all(), (op, dt, got, want)
+    try:
+        comm.all_reduce(np.ones(4, dtype=np.float32), op="bxor")
+        raise SystemExit("bxor of float32 was accepted")
+    except hmc.InvalidArgumentError as e:
+        assert "integer" in str(e) and "float32" in str(e), e
+
     # Awaited from asyncio: a collective's end rings the context's event descriptor too.
     import asyncio
     async def reduce_async():

@@ -577,6 +577,14 @@ TEST(Coll, ArgumentErrors) {
       e = expect(hmc_all_reduce(r.comm, a, b, 8, HMC_DTYPE_I32, hmc_reduce_op_t(42), &req),
                  HMC_ERR_INVALID_ARGUMENT, "bad op");
     if (e.empty())
+      e = expect(hmc_all_reduce(r.comm, a, b, 8, HMC_DTYPE_F32, HMC_OP_BXOR, &req),
+                 HMC_ERR_INVALID_ARGUMENT, "bxor of float32");
+    if (e.empty() && std::string(hmc_last_error()).find("integer") == std::string::npos)
+      e = std::string("bxor of float32 refused without saying why: ") + hmc_last_error();
+    if (e.empty())
+      e = expect(hmc_reduce_scatter(r.comm, a, b, 4, HMC_DTYPE_F16, HMC_OP_BAND, &req),
+                 HMC_ERR_INVALID_ARGUMENT, "band of float16");
+    if (e.empty())
       e = expect(hmc_all_reduce(r.comm, nullptr, b, 8, HMC_DTYPE_I32, HMC_OP_SUM, &req),
                  HMC_ERR_INVALID_ARGUMENT, "NULL send");
     if (e.empty())

@@ -209,6 +209,21 @@ TEST_F(StagedReduceTest, TemplatePluginReducesOnItsDevice) {
   check("template:0", "template:0", HMC_DTYPE_F32, HMC_OP_MAX, kMany, ReducedOn::Device);
 }
 
+// device.h has no bitwise operations: a plugin with a reduce slot is not asked, the host reduces.
+TEST_F(StagedReduceTest, BitwiseOperationsAreReducedOnTheHost) {
+  check("template:0", "host", HMC_DTYPE_I32, HMC_OP_BXOR, kMany, ReducedOn::Staged);
+  check("template:0", "template:0", HMC_DTYPE_I64, HMC_OP_BAND, 4097, ReducedOn::Staged);
+  check("cuda:0", "host", HMC_DTYPE_I32, HMC_OP_BOR, 33, ReducedOn::Staged);
+  check("host", "host", HMC_DTYPE_I64, HMC_OP_BXOR, 1000, ReducedOn::Host);
+  void* d = nullptr;
+  ASSERT_EQ(registry_->alloc("template:0", 64, &d), HMC_SUCCESS);
+  std::vector<float> h(16);
+  EXPECT_EQ(reduce_memory(*registry_, d, h.data(), 16, HMC_DTYPE_F32, HMC_OP_BAND),
+            HMC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(hmc::last_error().find("band"), std::string::npos) << hmc::last_error();
+  EXPECT_EQ(registry_->free(d), HMC_SUCCESS);
+}
+
 TEST_F(StagedReduceTest, HostMemoryIsReducedInPlace) {
   check("host", "host", HMC_DTYPE_I32, HMC_OP_SUM, 1000, ReducedOn::Host);
 }

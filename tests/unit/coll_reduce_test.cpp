@@ -51,6 +51,58 @@ TEST(CollReduce, IntegersAndWideFloatsMatchTheReference) {
   check_exact<double>(HMC_DTYPE_F64);
 }
 
+// Every bit pattern of the type's range on both sides: bytes exhaustively, wider types on
+// patterns that set the sign bit, the top and bottom bytes and alternating bits.
+template <typename T>
+void check_bitwise(hmc_dtype_t dtype) {
+  using U = std::make_unsigned_t<T>;
+  std::vector<U> pats;
+  if (sizeof(T) == 1) {
+    for (unsigned v = 0; v < 256; ++v) pats.push_back(U(v));
+  } else {
+    const U ones = U(~U(0)), top = U(U(1) << (8 * sizeof(T) - 1));
+    for (U p : {U(0), ones, top, U(1), U(ones / 3), U(ones / 5), U(ones ^ top), U(0xff),
+                U(U(0xff) << (8 * sizeof(T) - 8)), U(0x1234567890abcdefULL)})
+      pats.push_back(p);
+  }
+  const size_t n = pats.size() * pats.size();
+  for (hmc_reduce_op_t op : {HMC_OP_BAND, HMC_OP_BOR, HMC_OP_BXOR}) {
+    std::vector<T> a(n), b(n), want(n);
+    for (size_t i = 0; i < n; ++i) {
+      U x = pats[i / pats.size()], y = pats[i % pats.size()];
+      a[i] = T(x);
+      b[i] = T(y);
+      want[i] = T(op == HMC_OP_BAND ? U(x & y) : op == HMC_OP_BOR ? U(x | y) : U(x ^ y));
+    }
+    ASSERT_EQ(reduce_into(a.data(), b.data(), n, dtype, op), HMC_SUCCESS);
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(U(a[i]), U(want[i]))
+          << reduce_op_name(op) << " " << dtype_name(dtype) << " at " << i;
+    EXPECT_TRUE(valid_op_for(dtype, op));
+  }
+}
+
+TEST(CollReduce, BitwiseOperationsAreExactOnEveryIntegerType) {
+  check_bitwise<int8_t>(HMC_DTYPE_I8);
+  check_bitwise<uint8_t>(HMC_DTYPE_U8);
+  check_bitwise<int32_t>(HMC_DTYPE_I32);
+  check_bitwise<int64_t>(HMC_DTYPE_I64);
+}
+
+TEST(CollReduce, BitwiseOperationsOnFloatingTypesAreRefusedAndNothingWritten) {
+  for (hmc_dtype_t dtype : {HMC_DTYPE_F32, HMC_DTYPE_F64, HMC_DTYPE_F16, HMC_DTYPE_BF16}) {
+    for (hmc_reduce_op_t op : {HMC_OP_BAND, HMC_OP_BOR, HMC_OP_BXOR}) {
+      uint64_t a[2] = {0x3ff0000000000000ULL, 7}, b[2] = {~0ULL, 9};
+      EXPECT_EQ(reduce_into(a, b, 1, dtype, op), HMC_ERR_INVALID_ARGUMENT)
+          << reduce_op_name(op) << " " << dtype_name(dtype);
+      EXPECT_EQ(a[0], 0x3ff0000000000000ULL);
+      EXPECT_EQ(a[1], 7u);
+      EXPECT_FALSE(valid_op_for(dtype, op));
+    }
+    EXPECT_TRUE(valid_op_for(dtype, HMC_OP_SUM));
+  }
+}
+
 TEST(CollReduce, IntegerOverflowWrapsInsteadOfBeingUndefined) {
   int32_t a = std::numeric_limits<int32_t>::max(), b = 1;
   ASSERT_EQ(reduce_into(&a, &b, 1, HMC_DTYPE_I32, HMC_OP_SUM), HMC_SUCCESS);
@@ -134,7 +186,9 @@ TEST(CollReduce, UnknownDatatypeOrOperationIsRefusedAndNothingWritten) {
   EXPECT_EQ(reduce_into(&a, &b, 1, HMC_DTYPE_I32, hmc_reduce_op_t(9)), HMC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(a, 5);
   EXPECT_FALSE(valid_dtype(hmc_dtype_t(-1)));
-  EXPECT_FALSE(valid_op(hmc_reduce_op_t(5)));
+  EXPECT_FALSE(valid_op(hmc_reduce_op_t(8)));
+  EXPECT_STREQ(reduce_op_name(hmc_reduce_op_t(8)), "unknown");
+  EXPECT_STREQ(reduce_op_name(HMC_OP_BXOR), "bxor");
   EXPECT_EQ(dtype_size(HMC_DTYPE_BF16), 2u);
   EXPECT_EQ(dtype_size(HMC_DTYPE_I64), 8u);
 }

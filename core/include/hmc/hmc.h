@@ -472,6 +472,10 @@ typedef enum hmc_reduce_op {
   HMC_OP_MIN = 2,
   HMC_OP_MAX = 3,
   HMC_OP_AVG = 4, /* the sum divided by the group's size (integers: rounded toward zero) */
+  /* Bitwise, on the integer datatypes only (HMC_ERR_INVALID_ARGUMENT on a floating type). */
+  HMC_OP_BAND = 5,
+  HMC_OP_BOR = 6,
+  HMC_OP_BXOR = 7,
 } hmc_reduce_op_t;
 
 /* ------------------------------------------------------------------------------------------ */

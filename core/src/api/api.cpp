@@ -115,6 +115,18 @@ hmc_status_t coll_bytes(uint64_t count, hmc_dtype_t dtype, uint64_t times, const
   return HMC_SUCCESS;
 }
 
+// A known operation, defined on the datatype (the bitwise ones on integers only).
+hmc_status_t check_op(hmc_dtype_t dtype, hmc_reduce_op_t op, const char* func) {
+  if (!coll::valid_op(op))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: operation {} is not an hmc_reduce_op_t", func,
+                int(op));
+  if (!coll::valid_op_for(dtype, op))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: {} is a bitwise operation, defined on the integer "
+                "datatypes only, not on {}",
+                func, coll::reduce_op_name(op), coll::dtype_name(dtype));
+  return HMC_SUCCESS;
+}
+
 bool overlap(const void* a, uint64_t alen, const void* b, uint64_t blen) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return alen && blen && x < y + blen && y < x + alen;
@@ -1010,8 +1022,7 @@ HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void*
   hmc_status_t st;
   if ((st = coll_bytes(count, dtype, 1, __func__, &block)) != HMC_SUCCESS) return st;
   if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS) return st;
-  if (!coll::valid_op(op))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: operation {} is not an hmc_reduce_op_t", __func__, int(op));
+  if ((st = check_op(dtype, op, __func__)) != HMC_SUCCESS) return st;
   if ((st = check_buffer(send, total, __func__)) != HMC_SUCCESS) return st;
   if ((st = check_buffer(recv, block, __func__)) != HMC_SUCCESS) return st;
   coll::CollArgs args;
@@ -1035,8 +1046,7 @@ HMC_API hmc_status_t hmc_all_reduce(hmc_comm_t comm, const void* send, void* rec
   uint64_t bytes;
   hmc_status_t st;
   if ((st = coll_bytes(count, dtype, 1, __func__, &bytes)) != HMC_SUCCESS) return st;
-  if (!coll::valid_op(op))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: operation {} is not an hmc_reduce_op_t", __func__, int(op));
+  if ((st = check_op(dtype, op, __func__)) != HMC_SUCCESS) return st;
   if ((st = check_buffer(send, bytes, __func__)) != HMC_SUCCESS) return st;
   if ((st = check_buffer(recv, bytes, __func__)) != HMC_SUCCESS) return st;
   coll::CollArgs args;

@@ -87,6 +87,9 @@ T combine(T a, T b, hmc_reduce_op_t op) {
       case HMC_OP_PROD: return T(U(a) * U(b));
       case HMC_OP_MIN: return b < a ? b : a;
       case HMC_OP_MAX: return b > a ? b : a;
+      case HMC_OP_BAND: return T(a & b);
+      case HMC_OP_BOR: return T(a | b);
+      case HMC_OP_BXOR: return T(a ^ b);
       default: return T(U(a) + U(b));  // SUM and AVG
     }
   } else {
@@ -109,11 +112,19 @@ template <typename T>
 void reduce_typed(void* dst, const void* src, size_t n, hmc_reduce_op_t op) {
   T* d = static_cast<T*>(dst);
   const T* s = static_cast<const T*>(src);
+  if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+      case HMC_OP_BAND: return reduce_loop<T, HMC_OP_BAND>(d, s, n);
+      case HMC_OP_BOR: return reduce_loop<T, HMC_OP_BOR>(d, s, n);
+      case HMC_OP_BXOR: return reduce_loop<T, HMC_OP_BXOR>(d, s, n);
+      default: break;
+    }
+  }
   switch (op) {
     case HMC_OP_PROD: reduce_loop<T, HMC_OP_PROD>(d, s, n); break;
     case HMC_OP_MIN: reduce_loop<T, HMC_OP_MIN>(d, s, n); break;
     case HMC_OP_MAX: reduce_loop<T, HMC_OP_MAX>(d, s, n); break;
-    default: reduce_loop<T, HMC_OP_SUM>(d, s, n); break;
+    default: reduce_loop<T, HMC_OP_SUM>(d, s, n); break;  // SUM and AVG
   }
 }
 
@@ -173,14 +184,58 @@ bool valid_op(hmc_reduce_op_t op) {
     case HMC_OP_PROD:
     case HMC_OP_MIN:
     case HMC_OP_MAX:
-    case HMC_OP_AVG: return true;
+    case HMC_OP_AVG:
+    case HMC_OP_BAND:
+    case HMC_OP_BOR:
+    case HMC_OP_BXOR: return true;
   }
   return false;
 }
 
+bool bitwise_op(hmc_reduce_op_t op) {
+  return op == HMC_OP_BAND || op == HMC_OP_BOR || op == HMC_OP_BXOR;
+}
+
+bool integer_dtype(hmc_dtype_t dtype) {
+  return dtype == HMC_DTYPE_I8 || dtype == HMC_DTYPE_U8 || dtype == HMC_DTYPE_I32 ||
+         dtype == HMC_DTYPE_I64;
+}
+
+bool valid_op_for(hmc_dtype_t dtype, hmc_reduce_op_t op) {
+  return valid_dtype(dtype) && valid_op(op) && (!bitwise_op(op) || integer_dtype(dtype));
+}
+
+const char* dtype_name(hmc_dtype_t dtype) {
+  switch (dtype) {
+    case HMC_DTYPE_F32: return "float32";
+    case HMC_DTYPE_F64: return "float64";
+    case HMC_DTYPE_F16: return "float16";
+    case HMC_DTYPE_BF16: return "bfloat16";
+    case HMC_DTYPE_I8: return "int8";
+    case HMC_DTYPE_U8: return "uint8";
+    case HMC_DTYPE_I32: return "int32";
+    case HMC_DTYPE_I64: return "int64";
+  }
+  return "unknown";
+}
+
+const char* reduce_op_name(hmc_reduce_op_t op) {
+  switch (op) {
+    case HMC_OP_SUM: return "sum";
+    case HMC_OP_PROD: return "prod";
+    case HMC_OP_MIN: return "min";
+    case HMC_OP_MAX: return "max";
+    case HMC_OP_AVG: return "avg";
+    case HMC_OP_BAND: return "band";
+    case HMC_OP_BOR: return "bor";
+    case HMC_OP_BXOR: return "bxor";
+  }
+  return "unknown";
+}
+
 hmc_status_t reduce_into(void* dst, const void* src, size_t count, hmc_dtype_t dtype,
                          hmc_reduce_op_t op) {
-  if (!valid_op(op)) return HMC_ERR_INVALID_ARGUMENT;
+  if (!valid_op_for(dtype, op)) return HMC_ERR_INVALID_ARGUMENT;
   switch (dtype) {
     case HMC_DTYPE_F32: reduce_typed<float>(dst, src, count, op); break;
     case HMC_DTYPE_F64: reduce_typed<double>(dst, src, count, op); break;

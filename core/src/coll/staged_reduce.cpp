@@ -252,9 +252,10 @@ hmc_status_t staged(const Job& j) {
 hmc_status_t reduce_memory(DeviceRegistry& devices, void* dst, const void* src, size_t count,
                            hmc_dtype_t dtype, hmc_reduce_op_t op, ReducedOn* how) {
   const size_t es = dtype_size(dtype);
-  if (es == 0 || !valid_op(op))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "reduction: unknown datatype {} or operation {}",
-                static_cast<int>(dtype), static_cast<int>(op));
+  if (es == 0 || !valid_op_for(dtype, op))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "reduction: operation {} ({}) on datatype {} ({}) is "
+                "not defined", reduce_op_name(op), static_cast<int>(op), dtype_name(dtype),
+                static_cast<int>(dtype));
   MemoryLocation dl = devices.locate(dst), sl = devices.locate(src);
   if (dl.device->is_host() && sl.device->is_host()) {
     if (how) *how = ReducedOn::Host;
@@ -283,7 +284,8 @@ hmc_status_t reduce_memory(DeviceRegistry& devices, void* dst, const void* src, 
         deadline_after_ms(timeout_ms),
         timeout_ms};
   const Device* on = dl.device;
-  if (!on->is_host() && HMC_DEVICE_SLOT(on->plugin, reduce) &&
+  // device.h has no bitwise operations: those are reduced on the host.
+  if (!on->is_host() && !bitwise_op(op) && HMC_DEVICE_SLOT(on->plugin, reduce) &&
       (sl.device == on || sl.device->is_host())) {
     st = sl.device == on ? on_device(j) : uploading(j);
     if (st != HMC_ERR_NOT_SUPPORTED && st != HMC_ERR_NO_MEMORY) {

@@ -28,7 +28,8 @@ enum class ReducedOn { Host, Device, Staged };
 
 // dst = dst op src (HMC_OP_AVG sums; the caller divides at the end). Host memory on both sides
 // is reduced in place. *how (optional) says where it ran. Errors: the copies' and the plugin's
-// (message set), HMC_ERR_TIMEOUT, HMC_ERR_INVALID_ARGUMENT for an unknown dtype or op.
+// (message set), HMC_ERR_TIMEOUT, HMC_ERR_INVALID_ARGUMENT for an unknown dtype or op, or
+// a bitwise op on a floating type. Bitwise ops are reduced on the host (device.h lacks them).
 hmc_status_t reduce_memory(DeviceRegistry& devices, void* dst, const void* src, size_t count,
                            hmc_dtype_t dtype, hmc_reduce_op_t op, ReducedOn* how = nullptr);
 
