@@ -155,9 +155,12 @@ hmc_status_t StoreClient::call(uint8_t op, const std::string& key, const std::st
   bool was_found = false;
   if (rc == 0) {
     uint32_t len = 0;
-    if (!decode_reply_head(head, &was_found, &len)) rc = -1;
-    body.resize(len);
-    if (rc == 0 && len) rc = read_exact(fd_.get(), body.data(), len, deadline_ns);
+    if (!decode_reply_head(head, &was_found, &len)) {
+      rc = -1;  // before allocating what a store that sends garbage announces (up to 4 GiB)
+    } else if (len) {
+      body.resize(len);
+      rc = read_exact(fd_.get(), body.data(), len, deadline_ns);
+    }
   }
   if (rc != 0) {
     fd_.reset();
