@@ -38,6 +38,12 @@ void failed_verdict(const std::string& value, int64_t* code, std::string* text) 
   *code = HMC_ERR_TIMEOUT;
   if (nl == std::string::npos || !parse_int(value.substr(0, nl), code)) nl = std::string::npos;
   *text = nl == std::string::npos ? value : value.substr(nl + 1);
+  // hmc_comm_create returns the code: success (which would leave the members unset) or a number
+  // that is no hmc error says the record is not one of hmc's.
+  if (*code >= 0 || *code < HMC_ERR_INTERNAL) {
+    *text = "rank 0's verdict in the store is malformed: '" + value + "'";
+    *code = HMC_ERR_PROTOCOL;
+  }
 }
 
 }  // namespace hmc::coll::redis

@@ -29,7 +29,8 @@ bool open_generation(const std::string& open_value, uint64_t* generation);
 // The same value for the message naming who holds it: its generation's text and its rank 0.
 void open_holder(const std::string& held, std::string* generation, std::string* holder);
 // <prefix>/gen/<g>/failed's value, "<status>\n<text>": rank 0's verdict on a failed join. A
-// value of another shape is all text, with HMC_ERR_TIMEOUT.
+// value of another shape is all text, with HMC_ERR_TIMEOUT; one whose status is no hmc error
+// (success among them) is HMC_ERR_PROTOCOL.
 void failed_verdict(const std::string& value, int64_t* code, std::string* text);
 
 }  // namespace hmc::coll::redis
