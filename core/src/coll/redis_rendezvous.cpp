@@ -137,6 +137,7 @@ class Redis {
                     url_.where, last);
       usleep(50000);
     }
+    redis::bound_replies(c_->reader);
     if (url_.password.empty()) return HMC_SUCCESS;
     std::vector<std::string> auth = {"AUTH"};
     if (!url_.user.empty()) auth.push_back(url_.user);

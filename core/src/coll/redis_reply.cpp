@@ -4,10 +4,44 @@
 
 #include <hiredis/hiredis.h>
 
+#include <mutex>
+
 #include "hmc/hmc.h"
 #include "util/config.h"
 
 namespace hmc::coll::redis {
+
+namespace {
+
+// hiredis' own reply functions, which the bounded ones call.
+const redisReplyObjectFunctions* g_default = nullptr;
+redisReplyObjectFunctions g_bounded;
+
+#if HIREDIS_MAJOR >= 1
+using ElementCount = size_t;
+#else
+using ElementCount = int;
+#endif
+
+void* create_array(const redisReadTask* task, ElementCount elements) {
+  if (elements > ElementCount(kMaxReplyElements)) return nullptr;
+  return g_default->createArray(task, elements);
+}
+
+}  // namespace
+
+void bound_replies(redisReader* reader) {
+  static std::once_flag once;
+  std::call_once(once, [reader] {
+    g_default = reader->fn;
+    g_bounded = *reader->fn;
+    g_bounded.createArray = create_array;
+  });
+  if (reader->fn == g_default) reader->fn = &g_bounded;
+#if HIREDIS_MAJOR >= 1
+  reader->maxelements = kMaxReplyElements;
+#endif
+}
 
 void convert(const redisReply* r, Reply* out) {
   out->nil = r->type == REDIS_REPLY_NIL;

@@ -11,6 +11,7 @@
 #include <vector>
 
 struct redisReply;
+struct redisReader;
 
 namespace hmc::coll::redis {
 
@@ -22,6 +23,13 @@ struct Reply {
 };
 
 void convert(const redisReply* r, Reply* out);
+
+// The most elements an array reply may announce: the rendezvous' longest command (DEL of three
+// keys a rank) has far fewer. hiredis allocates an array's table when it reads its count, so a
+// server announcing 2^31 elements would have it allocate 16 GiB at once; a reader bounded by
+// bound_replies() fails such a reply ("Out of memory") instead, which fails the command.
+constexpr int kMaxReplyElements = 1 << 20;
+void bound_replies(redisReader* reader);
 
 // <prefix>/open's value, "<generation>\n<size>\n<rank 0>": its generation, false when it has
 // none (malformed, or not positive).

@@ -49,6 +49,7 @@ void use(const Reply& r, int depth) {
 void fuzz_one(const uint8_t* data, size_t len) {
   redisReader* reader = redisReaderCreate();
   HMC_FUZZ_CHECK(reader != nullptr);
+  coll::redis::bound_replies(reader);  // as on the rendezvous' connection
   size_t pos = 0;
   uint32_t h = 2166136261u;  // FNV-1a of the input picks the piece sizes
   for (size_t i = 0; i < len && i < 32; ++i) h = (h ^ data[i]) * 16777619u;
