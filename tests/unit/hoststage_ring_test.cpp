@@ -121,6 +121,34 @@ TEST(HoststageRing, BusyRingIsUsedInFull) {
   EXPECT_GE(highest, long(kCap - 128));
 }
 
+// The peer initialises the control block: a tail it set off the records' alignment makes the
+// ring corrupt, never a read across the ring's end (found by tests/fuzz/hoststage).
+TEST(HoststageRing, TailOffTheRecordAlignmentIsCorrupt) {
+  for (uint64_t tail : {uint64_t{8}, uint64_t{kCap - 8}, uint64_t{kCap - 1}, ~uint64_t{0}}) {
+    Ring r(kCap);
+    // What a record would look like at that offset, where it fits.
+    const size_t pos = size_t(tail % kCap);
+    if (pos + kRecordHeader <= kCap) {
+      RecordPrefix pre{64, kRecordMsg};
+      std::memcpy(r.data.data() + pos, &pre, sizeof pre);
+    }
+    r.ctl.tail.store(tail);
+    r.ctl.head.store(tail + 64);
+    r.rx.attach(&r.ctl, r.data.data(), kCap);
+    uint64_t tag = 0;
+    EXPECT_EQ(r.pop(&tag), -2) << "tail " << tail;
+  }
+  // At an aligned tail the same record is read.
+  Ring r(kCap);
+  RecordPrefix pre{64, kRecordMsg};
+  std::memcpy(r.data.data() + 128, &pre, sizeof pre);
+  r.ctl.tail.store(128);
+  r.ctl.head.store(192);
+  r.rx.attach(&r.ctl, r.data.data(), kCap);
+  uint64_t tag = 0;
+  EXPECT_EQ(r.pop(&tag), 128 + long(kRecordHeader));
+}
+
 TEST(HoststageRing, ProducerAndConsumerThreadsStreamRandomSizes) {
   Ring r(kCap);
   constexpr uint64_t kRecords = 200000;

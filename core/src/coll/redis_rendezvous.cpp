@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "coll/redis_reply.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/random.h"
@@ -19,6 +20,8 @@
 namespace hmc::coll {
 
 namespace {
+
+using redis::Reply;
 
 // <prefix>/open names the generation now joining. It lives this long past rank 0's last
 // refresh, so that the generation of a rank 0 that died is given up within seconds.
@@ -99,24 +102,6 @@ hmc_status_t parse_url(const std::string& url, RedisUrl* out) {
   return HMC_SUCCESS;
 }
 
-struct Reply {
-  bool nil = true;
-  long long integer = 0;
-  std::string str;
-  std::vector<Reply> items;
-};
-
-void convert(const redisReply* r, Reply* out) {
-  out->nil = r->type == REDIS_REPLY_NIL;
-  if (r->type == REDIS_REPLY_INTEGER) out->integer = r->integer;
-  if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
-    out->str.assign(r->str, r->len);
-  if (r->type == REDIS_REPLY_ARRAY) {
-    out->items.resize(r->elements);
-    for (size_t i = 0; i < r->elements; ++i) convert(r->element[i], &out->items[i]);
-  }
-}
-
 timeval to_timeval(int64_t ms) {
   timeval tv;
   tv.tv_sec = time_t(ms / 1000);
@@ -152,6 +137,7 @@ class Redis {
                     url_.where, last);
       usleep(50000);
     }
+    redis::bound_replies(c_->reader);
     if (url_.password.empty()) return HMC_SUCCESS;
     std::vector<std::string> auth = {"AUTH"};
     if (!url_.user.empty()) auth.push_back(url_.user);
@@ -192,7 +178,7 @@ class Redis {
       freeReplyObject(r);
       return fail(HMC_ERR_SYSTEM, "the rendezvous store at {} refused {}: {}", url_.where, what, e);
     }
-    if (out) convert(r, out);
+    if (out) redis::convert(r, out);
     freeReplyObject(r);
     return HMC_SUCCESS;
   }
@@ -314,12 +300,12 @@ class Join {
       // longer is another live rank 0's. Once this one held it, losing it is final.
       if (!first || now_ns() - held_since > uint64_t(kOpenTtlMs + 500) * 1000000ull ||
           now_ns() >= deadline_) {
-        auto nl = held.find('\n');
-        std::string holder = held.substr(held.find('\n', nl + 1) + 1);
+        std::string generation, holder;
+        redis::open_holder(held, &generation, &holder);
         return fail(HMC_ERR_INVALID_ARGUMENT,
                     "hmc_comm_create: rank 0 under {} is claimed twice: by {} (generation {}) "
                     "and by this {}",
-                    url_.where, holder, held.substr(0, nl), me_);
+                    url_.where, holder, generation, me_);
       }
       usleep(20000);
     }
@@ -422,11 +408,9 @@ class Join {
         usleep(2 * kPollUs);
       }
       open_value_ = r.str;
-      int64_t gen = 0;
-      if (!parse_int(open_value_.substr(0, open_value_.find('\n')), &gen) || gen <= 0)
+      if (!redis::open_generation(open_value_, &gen_))
         return fail(HMC_ERR_PROTOCOL, "hmc_comm_create: {}/open at {} is malformed: '{}'",
                     url_.prefix, url_.where, open_value_);
-      gen_ = uint64_t(gen);
       if ((st = call({"SET", rank_key("rank", join_.rank), me_, "NX", "PX", ttl_}, &r)) !=
           HMC_SUCCESS)
         return st;
@@ -448,12 +432,10 @@ class Join {
         if (r.items.size() < 3) return take_records(r, 3, asked);  // says what is wrong
         const Reply &open = r.items[0], &failed = r.items[1], &done = r.items[2];
         if (!failed.nil) {
-          auto nl = failed.str.find('\n');
-          int64_t code = HMC_ERR_TIMEOUT;
-          if (nl == std::string::npos || !parse_int(failed.str.substr(0, nl), &code))
-            nl = std::string::npos;
-          return fail(hmc_status_t(code), "{} (said rank 0)",
-                      nl == std::string::npos ? failed.str : failed.str.substr(nl + 1));
+          int64_t code = 0;
+          std::string text;
+          redis::failed_verdict(failed.str, &code, &text);
+          return fail(hmc_status_t(code), "{} (said rank 0)", text);
         }
         if ((st = take_records(r, 3, asked)) != HMC_SUCCESS) return st;
         if (!done.nil && missing_ == 0) break;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "coll/store_wire.h"
 #include "control/socket.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -17,20 +18,7 @@ namespace hmc::coll {
 
 namespace {
 
-// Wire: a request is op (u8), key and value lengths (u32 each, little-endian as the hosts are),
-// key, value; a reply is found (u8), value length (u32), value.
-enum : uint8_t { kSet = 1, kGet = 2, kClaim = 3 };
-constexpr size_t kRequestHead = 9, kReplyHead = 5;
-constexpr uint32_t kMaxField = 1u << 20;
-
-void put_u32(std::string& s, uint32_t v) {
-  s.append(reinterpret_cast<const char*>(&v), 4);
-}
-uint32_t get_u32(const char* p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
+using namespace store_wire;
 
 // Writes all of data before the deadline (the sockets are non-blocking). False on failure.
 bool write_all(int fd, const std::string& data, uint64_t deadline_ns) {
@@ -110,36 +98,17 @@ void StoreServer::serve() {
         continue;
       }
       if (n > 0) c.in.append(buf, size_t(n));
-      while (c.in.size() >= kRequestHead) {
-        uint32_t kl = get_u32(c.in.data() + 1), vl = get_u32(c.in.data() + 5);
-        if (kl > kMaxField || vl > kMaxField) {
+      for (;;) {
+        Request req;
+        Take t = take_request(&c.in, &req);
+        if (t == Take::kNeedMore) break;
+        if (t == Take::kMalformed)
           HMC_LOG_W("rendezvous store: a malformed request; the client is dropped");
+        if (t != Take::kOk) {
           c.fd.reset();
           break;
         }
-        if (c.in.size() < kRequestHead + kl + vl) break;
-        uint8_t op = uint8_t(c.in[0]);
-        std::string key = c.in.substr(kRequestHead, kl);
-        std::string value = c.in.substr(kRequestHead + kl, vl);
-        c.in.erase(0, kRequestHead + kl + vl);
-        bool found = true;
-        std::string reply;
-        if (op == kSet) {
-          data_[key] = value;
-        } else if (op == kGet) {
-          auto it = data_.find(key);
-          found = it != data_.end();
-          if (found) reply = it->second;
-        } else if (op == kClaim) {
-          reply = data_.emplace(key, value).first->second;
-        } else {
-          c.fd.reset();
-          break;
-        }
-        std::string out(1, char(found ? 1 : 0));
-        put_u32(out, uint32_t(reply.size()));
-        out += reply;
-        if (!write_all(c.fd.get(), out, now_ns() + 1000000000ull)) {
+        if (!write_all(c.fd.get(), store_wire::serve(req, &data_), now_ns() + 1000000000ull)) {
           c.fd.reset();
           break;
         }
@@ -176,29 +145,29 @@ hmc_status_t StoreClient::call(uint8_t op, const std::string& key, const std::st
                                bool* found, std::string* reply, uint64_t deadline_ns) {
   if (!fd_.valid())
     return fail(HMC_ERR_SYSTEM, "the rendezvous store at {} is not connected", where_);
-  std::string req(1, char(op));
-  put_u32(req, uint32_t(key.size()));
-  put_u32(req, uint32_t(value.size()));
-  req += key;
-  req += value;
+  std::string req = encode_request(op, key, value);
   if (!write_all(fd_.get(), req, deadline_ns))
     return fail(HMC_ERR_SYSTEM, "the rendezvous store at {} went away (writing '{}'): {}", where_,
                 key, errno ? strerror(errno) : "timed out");
   char head[kReplyHead];
   int rc = read_exact(fd_.get(), head, sizeof head, deadline_ns);
   std::string body;
+  bool was_found = false;
   if (rc == 0) {
-    uint32_t len = get_u32(head + 1);
-    if (len > kMaxField) rc = -1;
-    body.resize(len);
-    if (rc == 0 && len) rc = read_exact(fd_.get(), body.data(), len, deadline_ns);
+    uint32_t len = 0;
+    if (!decode_reply_head(head, &was_found, &len)) {
+      rc = -1;  // before allocating what a store that sends garbage announces (up to 4 GiB)
+    } else if (len) {
+      body.resize(len);
+      rc = read_exact(fd_.get(), body.data(), len, deadline_ns);
+    }
   }
   if (rc != 0) {
     fd_.reset();
     return fail(HMC_ERR_SYSTEM, "the rendezvous store at {} went away (reading '{}'): {}", where_,
                 key, rc == 1 ? "it closed the connection" : "no answer in time");
   }
-  if (found) *found = head[0] != 0;
+  if (found) *found = was_found;
   if (reply) *reply = std::move(body);
   return HMC_SUCCESS;
 }

@@ -1031,8 +1031,7 @@ void Endpoint::vec_ack(uint64_t id, hmc_plugin_status_t st, uint64_t streamed) {
 void Endpoint::on_vec(const WireHdr& h, const uint8_t* payload) {
   const bool put = h.type == kMsgPutV;
   const bool inline_data = put && (h.flags & kFlagVecInline) != 0;
-  if ((h.flags & kFlagPayload) == 0 || h.aux % sizeof(VecPieceWire) != 0 || h.aux > kVecListMax ||
-      h.aux > h.len || (!inline_data && h.aux != h.len)) {
+  if (!vec_list_ok(h)) {
     protocol_error("vectored %s with a malformed list of %llu bytes in %llu", put ? "put" : "get",
                    static_cast<unsigned long long>(h.aux), static_cast<unsigned long long>(h.len));
     return;

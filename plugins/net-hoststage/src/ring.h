@@ -152,6 +152,9 @@ class RingRx {
       }
       uint64_t avail = head_cache_ - tail_;
       size_t pos = static_cast<size_t>(tail_ & mask_);
+      // Records start 64-byte aligned; a tail the peer set to anything else (it initialises the
+      // control block) would read a prefix across the ring's end.
+      if (pos % kRecordAlign != 0) return -1;
       RecordPrefix pre;
       std::memcpy(&pre, data_ + pos, sizeof(pre));
       if (avail > cap_ || pre.size < kRecordAlign || pre.size % kRecordAlign != 0 ||

@@ -286,11 +286,18 @@ void Stream::parse() {
       consume_data(src, take);
       continue;
     }
-    if (avail < sizeof(WireHdr)) return;
     WireHdr h;
-    std::memcpy(&h, rx_.get() + rd_, sizeof(h));
-    if (h.type == kMsgData) {
-      rd_ += sizeof(WireHdr);
+    size_t used = 0;
+    StreamFrame f = take_stream_frame(rx_.get() + rd_, avail, rx_inline_max_, &h, &used);
+    if (f == StreamFrame::kNeedMore) return;  // the rest arrives later
+    if (f == StreamFrame::kTooLong) {
+      ep_.protocol_error("stream %d: inline payload of %llu bytes exceeds the limit %zu", index_,
+                         static_cast<unsigned long long>(h.len), payload_limit(h.type));
+      return;
+    }
+    const uint8_t* payload = rx_.get() + rd_ + sizeof(WireHdr);
+    rd_ += used;
+    if (f == StreamFrame::kData) {
       if (!ep_.data_begin(h)) return;
       data_sink_ = h.sink;
       data_piece_ = h.tag;
@@ -301,15 +308,6 @@ void Stream::parse() {
       if (data_left_ == 0) finish_data();
       continue;
     }
-    uint64_t plen = (h.flags & kFlagPayload) != 0 ? h.len : 0;
-    if (plen > payload_limit(h.type)) {
-      ep_.protocol_error("stream %d: inline payload of %llu bytes exceeds the limit %zu", index_,
-                         static_cast<unsigned long long>(plen), payload_limit(h.type));
-      return;
-    }
-    if (avail < sizeof(WireHdr) + plen) return;  // the rest arrives later
-    const uint8_t* payload = rx_.get() + rd_ + sizeof(WireHdr);
-    rd_ += sizeof(WireHdr) + static_cast<size_t>(plen);
     ep_.on_msg(h, payload);
   }
 }

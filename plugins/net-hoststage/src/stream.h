@@ -77,13 +77,9 @@ class Stream {
   void on_readable();
   void parse();
   size_t partial_frame_left() const;
-  // The largest payload a frame of this type may carry inline: a vectored put/get's list is
-  // accepted whatever the eager limit.
   size_t payload_limit(uint8_t type) const {
-    return type == kMsgPutV   ? kVecListMax + rx_inline_max_
-           : type == kMsgGetV ? kVecListMax
-                              : rx_inline_max_;
-  }  // bytes still missing of a buffered inline frame
+    return hoststage::payload_limit(type, rx_inline_max_);
+  }
   void consume_data(const uint8_t* src, size_t n);
   // Appends iovecs for the unwritten payload of f (from pdone bytes in) to iov[*cnt..max);
   // false when not all of it fit.

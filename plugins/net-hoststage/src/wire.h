@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace hmc::hoststage {
 
@@ -99,5 +100,46 @@ struct WireHdr {
   uint64_t aux;   // shm: the initiator's buffer address, for cross-memory attach
 };
 static_assert(sizeof(WireHdr) == 56, "header is 56 bytes on the wire");
+
+// ---- reading what a peer sent (the stream's and the ring's receivers, and the handlers) -----
+
+// The largest payload a frame of this type may carry inline, for a receiver whose inline limit
+// is rx_inline_max: a vectored put/get's list is accepted whatever the limit.
+inline size_t payload_limit(uint8_t type, size_t rx_inline_max) {
+  return type == kMsgPutV   ? kVecListMax + rx_inline_max
+         : type == kMsgGetV ? kVecListMax
+                            : rx_inline_max;
+}
+
+// The frame at the front of a stream's received bytes.
+enum class StreamFrame {
+  kNeedMore,  // not all of it is here yet
+  kData,      // a DATA header (*used = its size); its len payload bytes stream after it
+  kMsg,       // a message: header and inline payload, *used bytes in all
+  kTooLong,   // a message announcing more inline payload than payload_limit
+};
+inline StreamFrame take_stream_frame(const uint8_t* p, size_t avail, size_t rx_inline_max,
+                                     WireHdr* h, size_t* used) {
+  if (avail < sizeof(WireHdr)) return StreamFrame::kNeedMore;
+  std::memcpy(h, p, sizeof(*h));
+  if (h->type == kMsgData) {
+    *used = sizeof(WireHdr);
+    return StreamFrame::kData;
+  }
+  uint64_t plen = (h->flags & kFlagPayload) != 0 ? h->len : 0;
+  if (plen > payload_limit(h->type, rx_inline_max)) return StreamFrame::kTooLong;
+  if (avail < sizeof(WireHdr) + plen) return StreamFrame::kNeedMore;
+  *used = sizeof(WireHdr) + static_cast<size_t>(plen);
+  return StreamFrame::kMsg;
+}
+
+// Whether a PutV/GetV header describes a list its payload holds: aux bytes of whole pieces, at
+// most kVecListMax, the whole payload unless (a put with kFlagVecInline) the pieces' bytes
+// follow it.
+inline bool vec_list_ok(const WireHdr& h) {
+  const bool inline_data = h.type == kMsgPutV && (h.flags & kFlagVecInline) != 0;
+  return (h.flags & kFlagPayload) != 0 && h.aux % sizeof(VecPieceWire) == 0 &&
+         h.aux <= kVecListMax && h.aux <= h.len && (inline_data || h.aux == h.len);
+}
 
 }  // namespace hmc::hoststage

@@ -292,7 +292,8 @@ TEST(IbverbsSelect, PeermemSettingAndDetection) {
 
 // The data path's message headers as a peer could send them, and mutations of them (a bounded
 // fuzz of decode_message): nothing it accepts breaks what the endpoint relies on, and the
-// rendezvous key messages' own checks hold.
+// rendezvous key messages' own checks hold. The same checks run under libFuzzer in
+// tests/fuzz/ibverbs (docs/testing.md#fuzzing).
 TEST(IbverbsWireFormat, MessageHeadersFuzzed) {
   const size_t eager = 8192;
   auto msg = [](MsgType t, uint64_t len, uint64_t addr, uint32_t key_len, size_t payload) {

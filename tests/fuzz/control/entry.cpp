@@ -1,25 +1,23 @@
-#include "control_fuzz_entry.h"
-
-#include <cstdio>
-#include <cstdlib>
+// The control plane's parsers: everything that reads bytes from a control-plane peer (frames,
+// the handshake's messages, the engine's messages after it, the capability record among them).
+// Each input goes through:
+//  1. decode_frame, repeatedly, as one stream (each complete frame's payload goes to the decoder
+//     registered for its type; each frame re-encodes to the same bytes);
+//  2. FrameParser, in pieces of data-dependent sizes (it must yield the same frames and the
+//     same final state as step 1);
+//  3. the decoder picked by data[0], with data[1..] as its payload (reaches every decoder
+//     without a valid frame header).
+// Every decoder is checked for encode(decode(x)) being stable.
 #include <cstring>
 
 #include "control/frame.h"
 #include "control/handshake.h"
 #include "control/wire.h"
+#include "fuzz_target.h"
 #include "peer/messages.h"
 
 namespace hmc::control {
 namespace {
-
-[[noreturn]] void fuzz_abort(const char* what, const char* file, int line) {
-  fprintf(stderr, "fuzz check failed at %s:%d: %s\n", file, line, what);
-  abort();
-}
-#define HMC_FUZZ_CHECK(cond)                            \
-  do {                                                  \
-    if (!(cond)) fuzz_abort(#cond, __FILE__, __LINE__); \
-  } while (0)
 
 // decode -> encode -> decode -> encode must reach a fixed point after the first encode
 // (decoders may ignore trailing bytes, so the first encoding can differ from the input).
@@ -180,6 +178,11 @@ std::vector<uint8_t> selector_input(MsgType type, const Writer& w) {
 }
 
 }  // namespace
+}  // namespace hmc::control
+
+namespace hmc::fuzz {
+
+using namespace hmc::control;
 
 void fuzz_one(const uint8_t* data, size_t len) {
   if (!data) len = 0;
@@ -189,7 +192,7 @@ void fuzz_one(const uint8_t* data, size_t len) {
   if (len >= 1) kDecoders[data[0] % kNumDecoders].decode(data + 1, len - 1);
 }
 
-std::vector<FuzzSeed> fuzz_seeds() {
+std::vector<Seed> seeds() {
   HelloInfo info;
   info.host_id = "node-a/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0";
   info.hostname = "node-a";
@@ -227,7 +230,7 @@ std::vector<FuzzSeed> fuzz_seeds() {
     return out;
   };
 
-  std::vector<FuzzSeed> seeds;
+  std::vector<Seed> seeds;
   seeds.push_back({"stream-handshake-plain",
                    concat({frame_of(MsgType::Hello, w_hello), frame_of(MsgType::HelloAck, w_ack),
                            frame_of(MsgType::Welcome, w_welcome)})});
@@ -287,4 +290,4 @@ std::vector<FuzzSeed> fuzz_seeds() {
   return seeds;
 }
 
-}  // namespace hmc::control
+}  // namespace hmc::fuzz
