@@ -95,5 +95,5 @@ refused "hmc reduces with sum, prod, min, max, avg" -o mulsum
 refused "hmc's datatypes are" -d uint64
 refused "no CSV file is written" -F out.csv
 refused "is larger than -e" -b 1M -e 1K
-"$prog" --version | grep -q '^hmc [0-9]' || fail "$prog --version"
+"$prog" --version | grep -q '^hmc_[a-z_]*_perf (hmc) [0-9]' || fail "$prog --version"
 echo "ok: $prog"

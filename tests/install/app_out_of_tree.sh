@@ -87,7 +87,19 @@ for name in all_reduce all_gather alltoall reduce_scatter broadcast; do
   [ -x "$prefix/bin/hmc_${name}_perf" ] || fail "bin/hmc_${name}_perf is not installed"
   link=$prefix/libexec/hmc/nccl-tests/${name}_perf
   [ -L "$link" ] && [ -x "$link" ] || fail "libexec/hmc/nccl-tests/${name}_perf is not a link to a program"
-  "$link" --version | grep -qxF "hmc $version" || fail "${name}_perf --version"
+  "$link" --version | grep -qxF "hmc_${name}_perf (hmc) $version" || fail "${name}_perf --version"
 done
 "$prefix/bin/xfer-list-bench" --help | grep -q '^usage: xfer-list-bench' || fail "bin/xfer-list-bench --help"
+# Every installed program answers --help (a usage text, exit status 0) and --version (its name
+# and the library's version, exit status 0), the same way.
+tools=0
+for tool in "$prefix"/bin/*; do
+  name=$(basename "$tool")
+  "$tool" --help >"$work/help.out" 2>&1 || { cat "$work/help.out" >&2; fail "$name --help exited non-zero"; }
+  grep -qi '^usage' "$work/help.out" || { cat "$work/help.out" >&2; fail "$name --help printed no usage"; }
+  out=$("$tool" --version) || fail "$name --version exited non-zero"
+  [ "$out" = "$name (hmc) $version" ] || fail "$name --version printed '$out', not '$name (hmc) $version'"
+  tools=$((tools + 1))
+done
+[ "$tools" -ge 7 ] || fail "only $tools programs installed in bin/"
 echo "ok: hmc $version, find_package(hmc) and pkg-config, prefix moved after install"

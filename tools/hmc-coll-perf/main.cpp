@@ -14,6 +14,7 @@
 #include "elements.h"
 #include "hmc/hmc.h"
 #include "ranks.h"
+#include "tool_version.h"
 
 namespace {
 
@@ -172,9 +173,25 @@ int rank_main(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
+  if (hmc_tools::version_asked(argc, argv))
+    return hmc_tools::print_version("hmc-coll-perf", hmc_version());
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    // --name=value, as the other tools take it: the value is the option's next argument.
+    std::string attached;
+    bool has_attached = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      attached = a.substr(a.find('=') + 1);
+      a = a.substr(0, a.find('='));
+      has_attached = true;
+    }
+    auto next = [&]() -> const char* {
+      if (has_attached) {
+        has_attached = false;
+        return attached.c_str();
+      }
+      return i + 1 < argc ? argv[++i] : nullptr;
+    };
     auto num = [&](int* out) {
       const char* v = next();
       return v && (*out = atoi(v)) >= 0;
@@ -208,8 +225,10 @@ int main(int argc, char** argv) {
     } else if (a == "-w" || a == "--warmup_iters") {
       if (!num(&o.warmup)) return usage_error("bad -w");
     } else if (a == "-c" || a == "--check") {
+      if (has_attached) return usage_error(a + " takes no value");
       o.check = true;
     } else if (a == "--json") {
+      if (has_attached) return usage_error(a + " takes no value");
       o.json = true;
     } else if (a == "--np") {
       if (!num(&o.np) || o.np < 1 || o.np > 256) return usage_error("bad --np (1 to 256)");

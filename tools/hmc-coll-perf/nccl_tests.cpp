@@ -262,7 +262,7 @@ int nccl_tests_main(Coll coll, const char* program, int argc, char** argv) {
   std::string description = std::string("hmc's ") + info(coll).name +
                             " timed with nccl-tests' options and output (docs/tools.md)";
   CLI::App app{description, std::string("hmc_") + program};
-  app.set_version_flag("--version", std::string("hmc ") + hmc_version());
+  app.set_version_flag("--version", std::string("hmc_") + program + " (hmc) " + hmc_version());
   app.add_option("-t,--nthreads", o.threads, "threads per process (hmc: 1)");
   app.add_option("-g,--ngpus", o.gpus, "devices per thread (hmc: 1, a rank per process)");
   app.add_option("-b,--minbytes", o.min_bytes, "smallest size (K, M, G)")->capture_default_str();

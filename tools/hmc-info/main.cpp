@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "config_markdown.h"
+#include "tool_version.h"
 
 namespace {
 
@@ -571,6 +572,8 @@ void print_config_markdown(const std::vector<hmc_config_entry_t>& entries,
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (hmc_tools::version_asked(argc, argv))
+    return hmc_tools::print_version("hmc-info", hmc_version());
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
