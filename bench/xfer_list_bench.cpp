@@ -23,6 +23,7 @@
 #include <functional>
 #include <string>
 #include <vector>
+#include "tool_version.h"
 
 namespace {
 
@@ -193,6 +194,8 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (hmc_tools::version_asked(argc, argv))
+    return hmc_tools::print_version("xfer-list-bench", hmc_version());
   Options o;
   try {
     for (int i = 1; i < argc; ++i) {

@@ -57,6 +57,34 @@ TEST(Config, InvalidValueNamesTheVariable) {
   EXPECT_NE(last_error().find("abc"), std::string::npos) << last_error();
 }
 
+// A variable whose documented default is negative (HMC_RANK=-1: "the launcher's") takes that
+// value when set; other negative values stay invalid, as do negative values of the others.
+TEST(Config, NegativeDefaultIsAccepted) {
+  {
+    EnvGuard env;
+    env.set("HMC_RANK", "-1");
+    Config cfg;
+    ASSERT_EQ(cfg.load_from_environment(), HMC_SUCCESS) << last_error();
+    EXPECT_EQ(cfg.get_int("HMC_RANK"), -1);
+  }
+  {
+    EnvGuard env;
+    env.set("HMC_RANK", "-2");
+    Config cfg;
+    EXPECT_EQ(cfg.load_from_environment(), HMC_ERR_CONFIG);
+    EXPECT_NE(last_error().find("a non-negative integer, or -1"), std::string::npos)
+        << last_error();
+  }
+  {
+    EnvGuard env;
+    env.set("HMC_TIMEOUT_MS", "-1");
+    Config cfg;
+    EXPECT_EQ(cfg.load_from_environment(), HMC_ERR_CONFIG);
+    EXPECT_NE(last_error().find("expected a non-negative integer"), std::string::npos)
+        << last_error();
+  }
+}
+
 TEST(Config, InvalidBoolAndLevel) {
   {
     EnvGuard env;

@@ -122,8 +122,26 @@ TEST(PathChoice, RanksTheSmallestWorstCaseSlowdownAcrossSizes) {
   double at4m_low = 2.0 + (4u << 20) / 8000.0, at4m_bulk = 5.0 + (4u << 20) / 10000.0;
   EXPECT_NEAR(ranked[0].score, at4m_low / at4m_bulk, 1e-9);
   EXPECT_NEAR(ranked[1].score, (5.0 + 8 / 10000.0) / (2.0 + 8 / 8000.0), 1e-9);
-  EXPECT_NE(ranked[0].reason.find("slower than the best at 4 MiB"), std::string::npos)
+  // The first says why it is first, and which path is faster where it is not.
+  EXPECT_NE(ranked[0].reason.find("ranked 1 of 2: the smallest worst-case slowdown; at 4 MiB "
+                                  "1.24x the time of bulk/d"),
+            std::string::npos)
       << ranked[0].reason;
+  EXPECT_NE(ranked[1].reason.find("ranked 2 of 2; at 8 B 2.50x the time of lowlat/d"),
+            std::string::npos)
+      << ranked[1].reason;
+
+  // Within the tie band a same-host transport goes first although another is faster: it says so.
+  auto t = side("h1", {measured("shm", "d", 9000, 1100, HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_SAME_HOST),
+                       measured("tcp", "d", 10000, 1000)});
+  auto r3 = path::rank(t, t);
+  ASSERT_EQ(r3.size(), 2u);
+  EXPECT_EQ(r3[0].key(), "shm/d");
+  EXPECT_NE(r3[0].reason.find("ranked 1 of 2: a same-host transport within 1.15x of the smallest "
+                              "worst-case slowdown; at 8 B "),
+            std::string::npos)
+      << r3[0].reason;
+  EXPECT_NE(r3[0].reason.find("x the time of tcp/d"), std::string::npos) << r3[0].reason;
 
   // A path best at every size scores 1 and says so.
   auto b = side("h1", {rec("fast", "d", 9000, 1000), rec("slow", "d", 100, 9000)});

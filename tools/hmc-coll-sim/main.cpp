@@ -4,8 +4,10 @@
 
 #include "options.h"
 #include "run.h"
+#include "tool_version.h"
 
 int main(int argc, char** argv) {
+  if (hmc_tools::version_asked(argc, argv)) return hmc_tools::print_version("hmc-coll-sim");
   hmc::coll_sim::Options o;
   std::string err;
   if (!hmc::coll_sim::parse_args(argc, argv, &o, &err)) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "config_markdown.h"
+#include "tool_version.h"
 
 namespace {
 
@@ -39,8 +40,8 @@ the net devices with their properties.
                figures and how device memory would cross to another process on this host;
                without it, figures already measured or cached are shown
   --require N  fail (exit status 3) unless every plugin named in the comma-separated list
-               loaded here, so that a deployment or a plugin's CI notices a plugin that was
-               skipped (the reason is printed)
+               loaded here, a device plugin with at least one device, so that a deployment or a
+               plugin's CI notices a plugin that was skipped (the reason is printed)
   --help       this text
 
 exit status: 0 success, 1 hmc failed (the message says why), 2 bad arguments, 3 a plugin named
@@ -57,19 +58,30 @@ struct Args {
   std::vector<std::string> require;
 };
 
-// The names of --require that no loaded plugin answers to, each with why it is missing.
+// The names of --require that no loaded plugin answers to, each with why it is missing. A device
+// plugin that loaded without a device (its runtime missing, or no device present) does not
+// count: what a deployment requires of "cuda" is CUDA devices.
 std::vector<std::string> missing_plugins(const std::vector<std::string>& required,
-                                         const std::vector<hmc_plugin_info_t>& plugins) {
+                                         const std::vector<hmc_plugin_info_t>& plugins,
+                                         const std::vector<hmc_device_info_t>& devices) {
   std::vector<std::string> out;
   for (const std::string& name : required) {
-    std::string why = "no plugin of that name was found (see HMC_PLUGIN_PATH in hmc-info --config)";
-    bool loaded = false;
+    std::string why = "did not load: no plugin of that name was found (see HMC_PLUGIN_PATH in "
+                      "hmc-info --config)";
+    bool ready = false;
     for (const auto& p : plugins) {
       if (name != p.name) continue;
-      if (p.loaded) loaded = true;
-      else why = p.reason;
+      bool has_device = p.kind != HMC_PLUGIN_KIND_DEVICE ||
+                        std::any_of(devices.begin(), devices.end(),
+                                    [&](const hmc_device_info_t& d) { return name == d.plugin; });
+      if (p.loaded && has_device)
+        ready = true;
+      else if (p.loaded)
+        why = std::string("loaded with no device") + (p.reason[0] ? " (" + std::string(p.reason) + ")" : "");
+      else
+        why = "did not load: " + std::string(p.reason);
     }
-    if (!loaded) out.push_back("required plugin '" + name + "' did not load: " + why);
+    if (!ready) out.push_back("required plugin '" + name + "' " + why);
   }
   return out;
 }
@@ -548,8 +560,10 @@ void print_config_markdown(const std::vector<hmc_config_entry_t>& entries,
       if (p.loaded && str(p.name) == owner && p.kind != HMC_PLUGIN_KIND_UNKNOWN)
         section = std::string(kind_text(p.kind)) + "-" + owner;
     std::string help = str(e.help);
-    // The C API hands out at most sizeof(help) - 1 bytes: say so rather than end mid-word.
-    if (help.size() == sizeof(e.help) - 1) help += "... (cut: hmc_config_entry_t holds 255 bytes)";
+    // The C API hands out at most sizeof(help) - 1 bytes, a cut text ending with "...".
+    if (help.size() + 4 >= sizeof(e.help) && help.size() >= 3 &&
+        help.compare(help.size() - 3, 3, "...") == 0)
+      help += " (cut: hmc_config_entry_t holds 255 bytes)";
     doc.push_back({str(e.name), str(e.default_value), help, section});
   }
   hmc_info::print_config_markdown(doc, stdout);
@@ -558,6 +572,8 @@ void print_config_markdown(const std::vector<hmc_config_entry_t>& entries,
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (hmc_tools::version_asked(argc, argv))
+    return hmc_tools::print_version("hmc-info", hmc_version());
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -693,7 +709,7 @@ int main(int argc, char** argv) {
   else
     print_text(inv);
   hmc_context_destroy(ctx);
-  std::vector<std::string> missing = missing_plugins(a.require, inv.plugins);
+  std::vector<std::string> missing = missing_plugins(a.require, inv.plugins, inv.devices);
   for (const auto& m : missing) std::fprintf(stderr, "hmc-info: %s\n", m.c_str());
   if (!missing.empty()) return 3;
   return inv.errors.empty() ? 0 : 1;

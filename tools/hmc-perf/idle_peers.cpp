@@ -22,6 +22,7 @@
 
 #include "child_process.h"
 #include "options.h"
+#include "tool_version.h"
 #include "wire.h"
 
 namespace {
@@ -306,6 +307,8 @@ int run_parent(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (hmc_tools::version_asked(argc, argv))
+    return hmc_tools::print_version("hmc-idle-peers", hmc_version());
   Args a;
   std::string err;
   if (!parse(argc, argv, &a, &err)) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "session.h"
+#include "tool_version.h"
 
 namespace hmc::perf {
 namespace {
@@ -130,6 +131,8 @@ int run_listen(const Options& o) {
 }  // namespace hmc::perf
 
 int main(int argc, char** argv) {
+  if (hmc_tools::version_asked(argc, argv))
+    return hmc_tools::print_version("hmc-perf", hmc_version());
   using namespace hmc::perf;
   Options o;
   std::string err;

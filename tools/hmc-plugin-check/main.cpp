@@ -17,6 +17,7 @@
 #include "report.h"
 #include "rules.h"
 #include "target.h"
+#include "tool_version.h"
 #include "util/log.h"
 
 namespace hmc::check {
@@ -230,6 +231,7 @@ int run(const Options& o, const char* self) {
 }  // namespace hmc::check
 
 int main(int argc, char** argv) {
+  if (hmc_tools::version_asked(argc, argv)) return hmc_tools::print_version("hmc-plugin-check");
   using namespace hmc::check;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines interleave with the log on stderr
 

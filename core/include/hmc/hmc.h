@@ -11,6 +11,8 @@
  *  - Thread-safety: all functions may be called from any thread. A request handle is used by one
  *    thread at a time.
  *  - Tags: user tags are 64-bit values below HMC_TAG_MAX; the values above are reserved.
+ *  - Text in the fixed-size char fields of the info structs is NUL-terminated; a text longer
+ *    than its field is cut at a character boundary and ends with "..." to say so.
  */
 #ifndef HMC_HMC_H
 #define HMC_HMC_H

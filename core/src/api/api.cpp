@@ -14,6 +14,7 @@
 #include "util/handles.h"
 #include "util/hot.h"
 #include "util/status.h"
+#include "util/text.h"
 #include "xfer/xfer_list.h"
 
 using namespace hmc;
@@ -68,12 +69,10 @@ Peer* peer_of(hmc_peer_t p) { return reinterpret_cast<Peer*>(p); }
 Region* region_of(hmc_region_t r) { return reinterpret_cast<Region*>(r); }
 Remote* remote_of(hmc_remote_t r) { return reinterpret_cast<Remote*>(r); }
 
-// Copies text into a fixed-size output field, always terminated.
+// Copies text into a fixed-size output field, always terminated; a cut text ends with "...".
 template <size_t N>
 void copy_str(char (&dst)[N], const std::string& src) {
-  size_t n = std::min(src.size(), N - 1);
-  memcpy(dst, src.data(), n);
-  dst[n] = '\0';
+  copy_cut(dst, N, src);
 }
 
 template <typename T>

@@ -4,7 +4,7 @@
 
 extern "C" {
 
-HMC_API const char* hmc_version(void) { return "0.1.0"; }
+HMC_API const char* hmc_version(void) { return HMC_VERSION_STRING; }
 
 HMC_API const char* hmc_last_error(void) { return hmc::last_error().c_str(); }
 

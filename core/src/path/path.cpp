@@ -126,6 +126,11 @@ std::vector<Choice> rank(const Capabilities& local, const Capabilities& remote) 
     if (a.node_local != b.node_local) return a.node_local;
     return a.c.key() < b.c.key();
   });
+  // The cheapest candidate at each size, named where another one is slower there.
+  size_t cheapest[kNumRankSizes] = {};
+  for (size_t s = 0; s < kNumRankSizes; ++s)
+    for (size_t i = 0; i < found.size(); ++i)
+      if (found[i].ratio[s] < found[cheapest[s]].ratio[s]) cheapest[s] = i;
   std::vector<Choice> out;
   for (size_t i = 0; i < found.size(); ++i) {
     const Ranked& x = found[i];
@@ -136,9 +141,21 @@ std::vector<Choice> rank(const Capabilities& local, const Capabilities& remote) 
       std::string slow;
       for (size_t s = 0; s < kNumRankSizes; ++s)
         if (x.ratio[s] > 1.0)
-          slow += fmt::format("{}{} {:.2f}x", slow.empty() ? "" : ", ", size_text(kRankSizes[s]),
-                              x.ratio[s]);
-      c.reason += slow.empty() ? ", fastest at every size ranked" : "; slower than the best at " + slow;
+          slow += fmt::format("{}{} {:.2f}x the time of {}", slow.empty() ? "" : ", ",
+                              size_text(kRankSizes[s]), x.ratio[s], found[cheapest[s]].c.key());
+      // Why the first is first although another is faster somewhere: the order above.
+      bool others_lead = std::any_of(found.begin(), found.end(), [&](const Ranked& y) {
+        return &y != &x && y.leading && !y.node_local && y.score < x.score;
+      });
+      std::string why = x.preference   ? ""
+                        : others_lead ? ": a same-host transport within " +
+                                            fmt::format("{:.2f}", kScoreTieBand) +
+                                            "x of the smallest worst-case slowdown"
+                                      : std::string(": the smallest worst-case slowdown");
+      if (slow.empty())
+        c.reason += ", fastest at every size ranked";
+      else
+        c.reason += (i == 0 ? why + "; at " : "; at ") + slow;
     }
     if (x.preference) c.reason += " (HMC_NET_PLUGINS order)";
     // A lone path is not measured at connect (there is nothing to rank it against, and the

@@ -143,7 +143,7 @@ hmc_status_t Config::validate(const ConfigVar& var) const {
   if (it == env_.end()) return HMC_SUCCESS;
   const std::string& v = it->second;
   bool ok = true;
-  const char* want = "";
+  std::string want;
   switch (var.type) {
     case ConfigType::String:
     case ConfigType::List: break;
@@ -154,9 +154,12 @@ hmc_status_t Config::validate(const ConfigVar& var) const {
       break;
     }
     case ConfigType::Int: {
-      int64_t i;
-      ok = parse_int(v, &i) && i >= 0;
-      want = "a non-negative integer";
+      // Non-negative, or a negative default itself (HMC_RANK's -1: "not given").
+      int64_t i, dflt = 0;
+      bool sentinel = parse_int(var.default_value, &dflt) && dflt < 0;
+      ok = parse_int(v, &i) && (i >= 0 || (sentinel && i == dflt));
+      want = sentinel ? "a non-negative integer, or " + var.default_value
+                      : std::string("a non-negative integer");
       break;
     }
     case ConfigType::Size: {
