@@ -1138,8 +1138,8 @@ std::string first_difference(const std::vector<uint8_t>& got, const std::vector<
 // int32), all-gather, reduce-scatter (sum), broadcast from the last rank, all-to-all, in
 // several dtypes and an odd count.
 std::string ccl_collectives_role(Rank& r) {
-  const hmc_dtype_t dtypes[] = {HMC_DTYPE_F32, HMC_DTYPE_F16, HMC_DTYPE_BF16, HMC_DTYPE_I32,
-                                HMC_DTYPE_I64, HMC_DTYPE_U8};
+  const hmc_dtype_t dtypes[] = {HMC_DTYPE_F32, HMC_DTYPE_F16, HMC_DTYPE_BF16,
+                                HMC_DTYPE_I32, HMC_DTYPE_I64, HMC_DTYPE_U8};
   const int n = r.size;
   for (size_t count : {size_t(1), size_t(1001)}) {
     for (hmc_dtype_t t : dtypes) {
@@ -1162,9 +1162,9 @@ std::string ccl_collectives_role(Rank& r) {
           if (!target.take(got.data())) return "read back";
           want.assign(bytes, 0);
           for (size_t i = 0; i < count; ++i) encode(t, reduce_ref(op, n, i), &want[i * es]);
-          e = first_difference(got, want, es,
-                               "all_reduce op " + std::to_string(int(op)) +
-                                   (in_place ? " in place" : "") + tag);
+          e = first_difference(
+              got, want, es,
+              "all_reduce op " + std::to_string(int(op)) + (in_place ? " in place" : "") + tag);
           if (!e.empty()) return e;
         }
       }
@@ -1172,8 +1172,8 @@ std::string ccl_collectives_role(Rank& r) {
       {
         Buf send(r.ctx, r.mem, bytes), recv(r.ctx, r.mem, bytes * size_t(n));
         if (!send.put(values(t, r.rank, count).data())) return "fill";
-        std::string e =
-            wait(hmc_all_gather(r.comm, send.get(), recv.get(), count, t, &req), &req, "all_gather");
+        std::string e = wait(hmc_all_gather(r.comm, send.get(), recv.get(), count, t, &req), &req,
+                             "all_gather");
         if (!e.empty()) return e + tag;
         got.resize(bytes * size_t(n));
         if (!recv.take(got.data())) return "read back";
@@ -1188,9 +1188,9 @@ std::string ccl_collectives_role(Rank& r) {
       {
         Buf send(r.ctx, r.mem, bytes * size_t(n)), recv(r.ctx, r.mem, bytes);
         if (!send.put(values(t, r.rank, count * size_t(n)).data())) return "fill";
-        std::string e = wait(
-            hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, t, HMC_OP_SUM, &req), &req,
-            "reduce_scatter");
+        std::string e =
+            wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, t, HMC_OP_SUM, &req),
+                 &req, "reduce_scatter");
         if (!e.empty()) return e + tag;
         got.resize(bytes);
         if (!recv.take(got.data())) return "read back";
@@ -1248,7 +1248,8 @@ std::string one_all_reduce(Rank& r, size_t count, hmc_status_t* failed = nullptr
   }
   std::vector<uint8_t> got(count * 4), want(count * 4);
   if (!recv.take(got.data())) return "read back";
-  for (size_t i = 0; i < count; ++i) encode(HMC_DTYPE_I32, reduce_ref(HMC_OP_SUM, r.size, i), &want[i * 4]);
+  for (size_t i = 0; i < count; ++i)
+    encode(HMC_DTYPE_I32, reduce_ref(HMC_OP_SUM, r.size, i), &want[i * 4]);
   return first_difference(got, want, 4, "all_reduce");
 }
 
