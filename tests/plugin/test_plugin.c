@@ -503,8 +503,7 @@ static const char* tp_ccl_error_text(hmc_ccl_comm_t* comm) {
   return "";
 }
 static hmc_plugin_status_t tp_ccl_reduce(hmc_ccl_comm_t* c, const void* s, void* r, size_t n,
-                                         uint32_t t, uint32_t op, void* st,
-                                         hmc_ccl_request_t** q) {
+                                         uint32_t t, uint32_t op, void* st, hmc_ccl_request_t** q) {
   (void)c, (void)s, (void)r, (void)n, (void)t, (void)op, (void)st, (void)q;
   return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
 }
