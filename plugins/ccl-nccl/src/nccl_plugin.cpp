@@ -250,7 +250,7 @@ hmc_plugin_status_t plugin_init(const hmc_host_services_t* host, hmc_ccl_ctx_t**
   resolve(L, "ncclGroupStart", &n.group_start, &missing);
   resolve(L, "ncclGroupEnd", &n.group_end, &missing);
   if (!missing.empty()) {
-    ctx->unavailable = nccl_name + " lacks " + missing + " (NCCL 2.19 or newer is needed)";
+    ctx->unavailable = nccl_name + " lacks " + missing + " (an NCCL too old for this plugin)";
     return HMC_PLUGIN_SUCCESS;
   }
   int code = 0;
