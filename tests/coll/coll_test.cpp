@@ -1336,11 +1336,48 @@ TEST(CclBackend, LibraryFailureEndsTheRequest) {
     hmc_status_t st = HMC_SUCCESS;
     e = one_all_reduce(r, 77, &st);
     if (st == HMC_SUCCESS) return std::string("the second all-reduce did not fail");
-    if (e.find("nccl (") == std::string::npos || e.find("injected failure") == std::string::npos)
+    if (e.find("nccl (") == std::string::npos || e.find("ncclAllReduce") == std::string::npos ||
+        e.find("injected failure") == std::string::npos)
       return "message: " + e;
     st = HMC_SUCCESS;
     e = one_all_reduce(r, 77, &st);
     if (st != HMC_ERR_PEER_LOST) return "after the failure: " + e;
     return std::string();
   }));
+}
+
+// A rank killed while the others are inside the library: hmc sees it lost, aborts the vendor
+// communicator (the emulated NCCL's own wait would last 20 s), and the others' requests end
+// with HMC_ERR_PEER_LOST at once.
+TEST(CclBackend, RankKilledInsideTheLibrary) {
+  Launch l{mems_of(3, {"cuda:0"})};
+  l.env = nccl_env("ccl");
+  l.env.back() = {"FAKENCCL_TIMEOUT_MS", "20000"};
+  auto out = run(l, [](Rank& r) {
+    std::string e = one_all_reduce(r, 1001);  // the vendor communicator is made
+    if (!e.empty()) return "first: " + e;
+    if (r.rank == 1) {
+      usleep(300000);  // the others are waiting in the library by now
+      raise(SIGKILL);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    hmc_status_t st = HMC_SUCCESS;
+    e = one_all_reduce(r, 1001, &st);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - t0)
+                  .count();
+    if (st != HMC_ERR_PEER_LOST) return "expected HMC_ERR_PEER_LOST, got: " + e;
+    // A rank connected to the lost one says so; one that is not hears of the abort.
+    if ((e.find("was lost") == std::string::npos && e.find("aborted") == std::string::npos) ||
+        e.find("nccl") == std::string::npos)
+      return "message: " + e;
+    if (ms > 5000) return "the loss took " + std::to_string(ms) + " ms";
+    return std::string();
+  });
+  for (int i = 0; i < 3; ++i) {
+    if (i == 1)
+      EXPECT_EQ(out[size_t(i)], "killed by signal 9");
+    else
+      EXPECT_EQ(out[size_t(i)], "") << "rank " << i;
+  }
 }

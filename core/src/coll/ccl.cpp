@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "coll/comm.h"
+#include "peer/peer.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -132,6 +133,17 @@ bool CclRun::advance() {
   int done = 0;
   int st = ccl_.plugin().table->test(creq_, &done);
   if (!done) {
+    // A rank lost on hmc's paths will never finish its part: leave the library now rather than
+    // at the library's own timeout.
+    for (size_t r = 0; st == HMC_PLUGIN_SUCCESS && r < comm_->peers.size(); ++r) {
+      const auto& peer = comm_->peers[r];
+      if (peer && peer->lost.load(std::memory_order_acquire)) {
+        abort(HMC_ERR_PEER_LOST,
+              fmt::format("{}: rank {} (pid {}) was lost; the vendor communicator is aborted",
+                          what_, r, comm_->members[r].pid));
+        return true;
+      }
+    }
     if (st == HMC_PLUGIN_SUCCESS && now_ns() < deadline_ns_) return false;
     // The request stays the plugin's: aborting ends it, and the communicator goes with it.
     abort(HMC_ERR_TIMEOUT,

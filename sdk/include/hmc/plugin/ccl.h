@@ -109,8 +109,9 @@ typedef struct hmc_ccl_plugin_v1 {
   hmc_plugin_status_t (*unique_id)(hmc_ccl_ctx_t* ctx, void* id, size_t* len);
   /* Creates this rank's vendor communicator of nranks ranks from rank 0's id, on the plugin's
    * device `device` (the ordinal its device plugin gives the rank's memory). Collective over
-   * the ranks: it may wait for the others up to host->timeout_ms, and then fails with
-   * HMC_PLUGIN_ERR_PEER_LOST. INVALID_ARGUMENT for an id of the wrong length, a rank outside
+   * the ranks: it waits for the others, bounded by host->timeout_ms where the library offers a
+   * non-blocking init (a blocking init waits as long as the library does), and fails with
+   * HMC_PLUGIN_ERR_PEER_LOST when they did not all come. INVALID_ARGUMENT for an id of the wrong length, a rank outside
    * 0..nranks-1 or a device the plugin does not serve. */
   hmc_plugin_status_t (*comm_create)(hmc_ccl_ctx_t* ctx, const void* id, size_t len, int nranks,
                                      int rank, int device, hmc_ccl_comm_t** comm);
