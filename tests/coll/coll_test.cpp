@@ -1363,9 +1363,9 @@ TEST(CclBackend, RankKilledInsideTheLibrary) {
     auto t0 = std::chrono::steady_clock::now();
     hmc_status_t st = HMC_SUCCESS;
     e = one_all_reduce(r, 1001, &st);
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::steady_clock::now() - t0)
-                  .count();
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     if (st != HMC_ERR_PEER_LOST) return "expected HMC_ERR_PEER_LOST, got: " + e;
     // A rank connected to the lost one says so; one that is not hears of the abort.
     if ((e.find("was lost") == std::string::npos && e.find("aborted") == std::string::npos) ||

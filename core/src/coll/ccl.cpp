@@ -147,7 +147,7 @@ bool CclRun::advance() {
     if (st == HMC_PLUGIN_SUCCESS && now_ns() < deadline_ns_) return false;
     // The request stays the plugin's: aborting ends it, and the communicator goes with it.
     abort(HMC_ERR_TIMEOUT,
-          fmt::format("{}: {} did not finish within the timeout", what_, ccl_.describe()));
+          fmt::format("{}: the library did not finish it within the timeout", what_));
     return true;
   }
   creq_ = nullptr;
@@ -155,7 +155,7 @@ bool CclRun::advance() {
     end(HMC_SUCCESS, "");
     return true;
   }
-  std::string why = fmt::format("{}: {}: {}", what_, ccl_.describe(), library_text(ccl_, st));
+  std::string why = fmt::format("{}: {}", what_, library_text(ccl_, st));
   abort(ccl_status(st), why);
   return true;
 }

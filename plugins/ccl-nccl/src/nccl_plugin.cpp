@@ -516,6 +516,7 @@ hmc_plugin_status_t plugin_test(hmc_ccl_request_t* rq, int* done) {
       *done = 0;
       return HMC_PLUGIN_SUCCESS;
     }
+    c->error = std::string(rq->call) + ": " + c->error;
     cuda.event_destroy(rq->event);
     delete rq;
     *done = 1;

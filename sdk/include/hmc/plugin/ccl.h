@@ -111,8 +111,8 @@ typedef struct hmc_ccl_plugin_v1 {
    * device `device` (the ordinal its device plugin gives the rank's memory). Collective over
    * the ranks: it waits for the others, bounded by host->timeout_ms where the library offers a
    * non-blocking init (a blocking init waits as long as the library does), and fails with
-   * HMC_PLUGIN_ERR_PEER_LOST when they did not all come. INVALID_ARGUMENT for an id of the wrong length, a rank outside
-   * 0..nranks-1 or a device the plugin does not serve. */
+   * HMC_PLUGIN_ERR_PEER_LOST when they did not all come. INVALID_ARGUMENT for an id of the wrong
+   * length, a rank outside 0..nranks-1 or a device the plugin does not serve. */
   hmc_plugin_status_t (*comm_create)(hmc_ccl_ctx_t* ctx, const void* id, size_t len, int nranks,
                                      int rank, int device, hmc_ccl_comm_t** comm);
   /* Releases the communicator. Requests still pending on it are released unfinished (the core
