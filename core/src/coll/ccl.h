@@ -80,6 +80,9 @@ struct CclState {
 struct CclEligible {
   const CclPlugin* plugin = nullptr;
   int device = -1;
+  // No library takes it whatever is loaded (a barrier, nothing to move, host buffers): it runs
+  // on hmc's algorithms even when HMC_COLL_BACKEND=ccl.
+  bool hmc_only = false;
   std::string why;
 };
 

@@ -183,7 +183,9 @@ hmc_status_t Collectives::post(Communicator* c, const CollArgs& args, const void
       use.why = state.why_off;
     }
   }
-  if (s_.backend == Backend::Ccl)
+  // What no vendor library takes stays on hmc's algorithms even when ccl is forced (a barrier,
+  // host buffers: a tool's own bookkeeping, the set-up's broadcast).
+  if (s_.backend == Backend::Ccl && !use.hmc_only)
     return fail(HMC_ERR_NOT_SUPPORTED,
                 "{} (rank {} of {}): HMC_COLL_BACKEND=ccl, but no vendor library can run it: {}",
                 what, comm->rank, comm->size, use.why);
@@ -193,7 +195,7 @@ hmc_status_t Collectives::post(Communicator* c, const CollArgs& args, const void
 CclEligible Collectives::ccl_eligible(const Communicator& comm, const CollArgs& args,
                                       const void* input, const void* output) {
   CclEligible e;
-  if (s_.ccl.empty()) {
+  if (s_.ccl.empty() && s_.backend != Backend::Ccl) {  // no pointer queries when nothing could
     e.why = "no ccl plugin serves a device here (hmc-info lists them)";
     return e;
   }
@@ -205,10 +207,25 @@ CclEligible Collectives::ccl_eligible(const Communicator& comm, const CollArgs& 
     case CollKind::Broadcast:
     case CollKind::AllToAll:
     case CollKind::AllToAllV: break;
-    case CollKind::Barrier: e.why = "a barrier has no vendor-library call"; return e;
+    case CollKind::Barrier:
+      e.hmc_only = true;
+      e.why = "a barrier has no vendor-library call";
+      return e;
   }
   if (!input || !output || (args.kind != CollKind::AllToAllV && args.count == 0)) {
+    e.hmc_only = true;
     e.why = "nothing to move";
+    return e;
+  }
+  DeviceRegistry& devices = services_.device_registry();
+  MemoryLocation in = devices.locate(input), out = devices.locate(output);
+  if (in.device && out.device && in.device->is_host() && out.device->is_host()) {
+    e.hmc_only = true;
+    e.why = "this rank's buffers are host memory";
+    return e;
+  }
+  if (s_.ccl.empty()) {
+    e.why = "no ccl plugin serves a device here (hmc-info lists them)";
     return e;
   }
   const std::string& vendor = comm.members[0].vendor;
@@ -217,8 +234,6 @@ CclEligible Collectives::ccl_eligible(const Communicator& comm, const CollArgs& 
       e.why = fmt::format("its ranks are of several vendors ({} and {})", vendor, m.vendor);
       return e;
     }
-  DeviceRegistry& devices = services_.device_registry();
-  MemoryLocation in = devices.locate(input), out = devices.locate(output);
   if (!in.device || !out.device || in.device->is_host() || out.device->is_host() ||
       in.device != out.device) {
     e.why = "this rank's buffers are not device memory of one device";

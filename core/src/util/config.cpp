@@ -71,7 +71,7 @@ const std::vector<ConfigVar>& core_config_vars() {
       {"HMC_COLL_ALGO", ConfigType::String, "",
        "force the collectives' algorithm where it applies: ring, recursive_doubling, pairwise, tree, linear, hierarchical (all-reduce, broadcast, all-gather) or direct; empty: chosen by size and shape", "core"},
       {"HMC_COLL_BACKEND", ConfigType::String, "auto",
-       "who runs a communicator's collectives: auto (a ccl plugin's vendor library where every rank's buffers are device memory it serves, else hmc), hmc (always hmc's own algorithms) or ccl (the vendor library; a collective it cannot run fails)", "core"},
+       "who runs a communicator's collectives: auto (a ccl plugin's vendor library where every rank's buffers are device memory it serves, else hmc), hmc (always hmc's own algorithms) or ccl (the vendor library; a device-memory collective it cannot run fails, barriers and host buffers stay on hmc)", "core"},
   };
   return vars;
 }
