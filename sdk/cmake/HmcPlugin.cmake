@@ -1,4 +1,4 @@
-# hmc_add_plugin(<target> KIND device|net NAME <name> SOURCES <src>... [OUTPUT_DIRECTORY <dir>])
+# hmc_add_plugin(<target> KIND device|net|ccl NAME <name> SOURCES <src>... [OUTPUT_DIRECTORY <dir>])
 #
 # Builds a plugin shared object named libhmc-<kind>-<name>.so, the file name the core looks for in
 # its plugin directories (the loader also requires the table's name to equal <name>). Used in-tree
@@ -6,8 +6,8 @@
 #  - the plugin ABI headers (hmc::sdk) on its include path; nothing links against the core;
 #  - hidden visibility (-fvisibility=hidden, -fvisibility-inlines-hidden), so only symbols marked
 #    HMC_PLUGIN_EXPORT are candidates for export;
-#  - a linker version script that exports the entry symbols hmc_device_plugin_v<N> and
-#    hmc_net_plugin_v<N> and nothing else: it also hides what hidden visibility cannot (C++
+#  - a linker version script that exports the entry symbols hmc_device_plugin_v<N>,
+#    hmc_net_plugin_v<N> and hmc_ccl_plugin_v<N> and nothing else: it also hides what hidden visibility cannot (C++
 #    template instantiations of the standard library, objects from static libraries);
 #  - -Wl,--no-undefined: every symbol must resolve at link time (a plugin dlopens its vendor
 #    runtime itself, it never leaves runtime symbols undefined);
@@ -18,8 +18,8 @@ function(hmc_add_plugin target)
   if(P_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "hmc_add_plugin(${target}): unknown arguments ${P_UNPARSED_ARGUMENTS}")
   endif()
-  if(NOT P_KIND MATCHES "^(device|net)$")
-    message(FATAL_ERROR "hmc_add_plugin(${target}): KIND must be device or net")
+  if(NOT P_KIND MATCHES "^(device|net|ccl)$")
+    message(FATAL_ERROR "hmc_add_plugin(${target}): KIND must be device, net or ccl")
   endif()
   if(NOT P_NAME MATCHES "^[a-z0-9_]+$")
     message(FATAL_ERROR "hmc_add_plugin(${target}): NAME must be lowercase letters, digits, _")
@@ -49,6 +49,7 @@ function(hmc_add_plugin target)
   global:
     hmc_device_plugin_v[0-9]*;
     hmc_net_plugin_v[0-9]*;
+    hmc_ccl_plugin_v[0-9]*;
   local:
     *;
 };

@@ -66,6 +66,8 @@ void set_rank_env(const std::string& mem, const std::string& path) {
     setenv("HMC_DEVICE_PLUGINS", "template", 1);
     return;
   }
+  // The vendor collective libraries only where a test asks for them (CclBackend.*).
+  setenv("HMC_CCL_PLUGINS", "^nccl", 1);
   std::string plugins = "^cuda,^hip,^mlu,^musa";
   for (const auto& v : kVendors) {
     if (vendor == v.name) {
@@ -1103,4 +1105,354 @@ TEST_F(Redis, Password) {
   EXPECT_NE(out[0].find("HMC_ERR_SYSTEM"), std::string::npos) << out[0];
   EXPECT_NE(out[0].find("refused AUTH"), std::string::npos) << out[0];
   EXPECT_EQ(out[0].find("not-it"), std::string::npos) << out[0];
+}
+
+// ---- collectives through a vendor library: the nccl ccl plugin over the emulated NCCL --------
+
+namespace {
+
+// Each rank's environment for the nccl ccl plugin over tests/fakes (the emulated NCCL over the
+// emulated CUDA driver the cuda device plugin uses), and the backend.
+std::vector<std::pair<std::string, std::string>> nccl_env(const char* backend) {
+  return {{"HMC_CCL_PLUGINS", "nccl"},
+          {"HMC_NCCL_LIBRARY", std::string(FAKEGPU_DIR) + "/nccl/libnccl.so.2"},
+          {"HMC_NCCL_CUDA_LIBRARY", std::string(FAKEGPU_DIR) + "/cuda/libcuda.so.1"},
+          {"HMC_COLL_BACKEND", backend},
+          {"FAKENCCL_TIMEOUT_MS", "6000"}};
+}
+
+// Small integers, exact in every dtype below (also f16 and bf16, also summed over 4 ranks).
+int small(int rank, size_t i) {
+  return int((size_t(rank) * 3 + i % 5) % 9) + 1;
+}
+
+// The bytes of value v as dtype (v a small integer, or a sum or extreme of them).
+void encode(hmc_dtype_t t, long v, uint8_t* out) {
+  switch (t) {
+    case HMC_DTYPE_F32: {
+      float f = float(v);
+      memcpy(out, &f, 4);
+      return;
+    }
+    case HMC_DTYPE_F64: {
+      double d = double(v);
+      memcpy(out, &d, 8);
+      return;
+    }
+    case HMC_DTYPE_BF16: {
+      float f = float(v);
+      uint32_t x;
+      memcpy(&x, &f, 4);
+      uint16_t b = uint16_t(x >> 16);  // exact: small integers need 8 bits of mantissa
+      memcpy(out, &b, 2);
+      return;
+    }
+    case HMC_DTYPE_F16: {
+      // Exact for integers below 2048: 1.m x 2^e with a 10-bit mantissa.
+      uint16_t h = 0;
+      if (v != 0) {
+        int e = 0;
+        while ((1L << (e + 1)) <= v) ++e;
+        h = uint16_t((e + 15) << 10 | ((v << 10 >> e) & 0x3ff));
+      }
+      memcpy(out, &h, 2);
+      return;
+    }
+    case HMC_DTYPE_I8:
+    case HMC_DTYPE_U8: out[0] = uint8_t(v); return;
+    case HMC_DTYPE_I32: {
+      int32_t x = int32_t(v);
+      memcpy(out, &x, 4);
+      return;
+    }
+    case HMC_DTYPE_I64: {
+      int64_t x = v;
+      memcpy(out, &x, 8);
+      return;
+    }
+  }
+}
+
+size_t esize(hmc_dtype_t t) {
+  switch (t) {
+    case HMC_DTYPE_F16:
+    case HMC_DTYPE_BF16: return 2;
+    case HMC_DTYPE_I8:
+    case HMC_DTYPE_U8: return 1;
+    case HMC_DTYPE_F32:
+    case HMC_DTYPE_I32: return 4;
+    default: return 8;
+  }
+}
+
+// Element j of rank r's input, in `count`-element blocks: small(r, j).
+std::vector<uint8_t> values(hmc_dtype_t t, int rank, size_t n) {
+  std::vector<uint8_t> v(n * esize(t));
+  for (size_t i = 0; i < n; ++i) encode(t, small(rank, i), v.data() + i * esize(t));
+  return v;
+}
+
+long reduce_ref(hmc_reduce_op_t op, int size, size_t i) {
+  long acc = small(0, i);
+  for (int k = 1; k < size; ++k) {
+    long x = small(k, i);
+    acc = op == HMC_OP_MAX ? std::max(acc, x) : op == HMC_OP_MIN ? std::min(acc, x) : acc + x;
+  }
+  return op == HMC_OP_AVG ? acc / size : acc;
+}
+
+std::string first_difference(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                             size_t es, const std::string& what) {
+  for (size_t i = 0; i < want.size(); ++i)
+    if (got[i] != want[i]) return what + ": element " + std::to_string(i / es) + " differs";
+  return "";
+}
+
+// Every collective the ccl ABI has a call for, on device memory, checked against the host
+// reference byte for byte: all-reduce (sum out of place and in place, max, min; average of
+// int32), all-gather, reduce-scatter (sum), broadcast from the last rank, all-to-all, in
+// several dtypes and an odd count.
+std::string ccl_collectives_role(Rank& r) {
+  const hmc_dtype_t dtypes[] = {HMC_DTYPE_F32, HMC_DTYPE_F16, HMC_DTYPE_BF16,
+                                HMC_DTYPE_I32, HMC_DTYPE_I64, HMC_DTYPE_U8};
+  const int n = r.size;
+  for (size_t count : {size_t(1), size_t(1001)}) {
+    for (hmc_dtype_t t : dtypes) {
+      const size_t es = esize(t), bytes = count * es;
+      std::string tag = " dtype " + std::to_string(int(t)) + " count " + std::to_string(count);
+      hmc_request_t req;
+      std::vector<uint8_t> got(bytes * size_t(n)), want;
+      // All-reduce.
+      for (hmc_reduce_op_t op : {HMC_OP_SUM, HMC_OP_MAX, HMC_OP_MIN, HMC_OP_AVG}) {
+        if (op == HMC_OP_AVG && t != HMC_DTYPE_I32) continue;
+        for (bool in_place : {false, true}) {
+          if (in_place && op != HMC_OP_SUM) continue;
+          Buf send(r.ctx, r.mem, bytes), recv(r.ctx, r.mem, bytes);
+          Buf& target = in_place ? send : recv;
+          if (!send.put(values(t, r.rank, count).data())) return "fill";
+          std::string e = wait(hmc_all_reduce(r.comm, send.get(), target.get(), count, t, op, &req),
+                               &req, "all_reduce");
+          if (!e.empty()) return e + tag;
+          got.resize(bytes);
+          if (!target.take(got.data())) return "read back";
+          want.assign(bytes, 0);
+          for (size_t i = 0; i < count; ++i) encode(t, reduce_ref(op, n, i), &want[i * es]);
+          e = first_difference(
+              got, want, es,
+              "all_reduce op " + std::to_string(int(op)) + (in_place ? " in place" : "") + tag);
+          if (!e.empty()) return e;
+        }
+      }
+      // All-gather.
+      {
+        Buf send(r.ctx, r.mem, bytes), recv(r.ctx, r.mem, bytes * size_t(n));
+        if (!send.put(values(t, r.rank, count).data())) return "fill";
+        std::string e = wait(hmc_all_gather(r.comm, send.get(), recv.get(), count, t, &req), &req,
+                             "all_gather");
+        if (!e.empty()) return e + tag;
+        got.resize(bytes * size_t(n));
+        if (!recv.take(got.data())) return "read back";
+        want.clear();
+        for (int k = 0; k < n; ++k) {
+          auto v = values(t, k, count);
+          want.insert(want.end(), v.begin(), v.end());
+        }
+        if (!(e = first_difference(got, want, es, "all_gather" + tag)).empty()) return e;
+      }
+      // Reduce-scatter: rank r's input element j is small(r, j) over n * count elements.
+      {
+        Buf send(r.ctx, r.mem, bytes * size_t(n)), recv(r.ctx, r.mem, bytes);
+        if (!send.put(values(t, r.rank, count * size_t(n)).data())) return "fill";
+        std::string e =
+            wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, t, HMC_OP_SUM, &req),
+                 &req, "reduce_scatter");
+        if (!e.empty()) return e + tag;
+        got.resize(bytes);
+        if (!recv.take(got.data())) return "read back";
+        want.assign(bytes, 0);
+        for (size_t i = 0; i < count; ++i)
+          encode(t, reduce_ref(HMC_OP_SUM, n, size_t(r.rank) * count + i), &want[i * es]);
+        if (!(e = first_difference(got, want, es, "reduce_scatter" + tag)).empty()) return e;
+      }
+      // Broadcast from the last rank.
+      {
+        Buf buf(r.ctx, r.mem, bytes);
+        if (!buf.put(values(t, r.rank, count).data())) return "fill";
+        std::string e =
+            wait(hmc_broadcast(r.comm, buf.get(), count, t, n - 1, &req), &req, "broadcast");
+        if (!e.empty()) return e + tag;
+        got.resize(bytes);
+        if (!buf.take(got.data())) return "read back";
+        if (!(e = first_difference(got, values(t, n - 1, count), es, "broadcast" + tag)).empty())
+          return e;
+      }
+      // All-to-all: block j of rank r's input is values(r) at j * count.., and lands as block r
+      // of rank j's output.
+      {
+        Buf send(r.ctx, r.mem, bytes * size_t(n)), recv(r.ctx, r.mem, bytes * size_t(n));
+        if (!send.put(values(t, r.rank, count * size_t(n)).data())) return "fill";
+        std::string e = wait(hmc_all_to_all(r.comm, send.get(), recv.get(), count, t, &req), &req,
+                             "all_to_all");
+        if (!e.empty()) return e + tag;
+        got.resize(bytes * size_t(n));
+        if (!recv.take(got.data())) return "read back";
+        want.clear();
+        for (int k = 0; k < n; ++k) {
+          auto v = values(t, k, count * size_t(n));
+          want.insert(want.end(), v.begin() + long(size_t(r.rank) * bytes),
+                      v.begin() + long(size_t(r.rank + 1) * bytes));
+        }
+        if (!(e = first_difference(got, want, es, "all_to_all" + tag)).empty()) return e;
+      }
+    }
+  }
+  return "";
+}
+
+// One all-reduce of int32 on device memory, checked; the status of a failure in *failed.
+std::string one_all_reduce(Rank& r, size_t count, hmc_status_t* failed = nullptr) {
+  Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
+  if (!send.put(values(HMC_DTYPE_I32, r.rank, count).data())) return "fill";
+  hmc_request_t req;
+  hmc_status_t st =
+      hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32, HMC_OP_SUM, &req);
+  if (st == HMC_SUCCESS) st = hmc_request_wait(req, 20000, nullptr);
+  if (st != HMC_SUCCESS) {
+    if (failed) *failed = st;
+    return "all_reduce: " + describe(st);
+  }
+  std::vector<uint8_t> got(count * 4), want(count * 4);
+  if (!recv.take(got.data())) return "read back";
+  for (size_t i = 0; i < count; ++i)
+    encode(HMC_DTYPE_I32, reduce_ref(HMC_OP_SUM, r.size, i), &want[i * 4]);
+  return first_difference(got, want, 4, "all_reduce");
+}
+
+}  // namespace
+
+TEST(CclBackend, TwoCudaRanksEveryCollective) {
+  Launch l{mems_of(2, {"cuda:0", "cuda:1"})};
+  l.env = nccl_env("ccl");  // a collective that did not go through NCCL would fail
+  expect_all_pass(run(l, ccl_collectives_role));
+}
+
+TEST(CclBackend, FourCudaRanksEveryCollective) {
+  Launch l{mems_of(4, {"cuda:0", "cuda:1"})};
+  l.env = nccl_env("ccl");
+  expect_all_pass(run(l, ccl_collectives_role));
+}
+
+// Host buffers on the same communicator stay on hmc's algorithms under auto.
+TEST(CclBackend, AutoKeepsHostBuffersOnHmc) {
+  Launch l{mems_of(2, {"cuda:0"})};
+  l.env = nccl_env("auto");
+  expect_all_pass(run(l, [](Rank& r) {
+    std::string e = one_all_reduce(r, 333);  // through NCCL
+    if (!e.empty()) return e;
+    Rank host = r;
+    host.mem = "host";
+    return one_all_reduce(host, 333);
+  }));
+}
+
+// No library: the plugin loads, serves nothing, and the collectives run on hmc's algorithms;
+// forcing ccl then fails before anything is posted, saying why.
+TEST(CclBackend, WithoutTheLibraryHmcRunsThem) {
+  Launch l{mems_of(2, {"cuda:0"})};
+  l.env = nccl_env("auto");
+  l.env.push_back({"HMC_NCCL_LIBRARY", "/nonexistent/libnccl.so.2"});
+  expect_all_pass(run(l, [](Rank& r) { return one_all_reduce(r, 1001); }));
+  l.env.back() = {"HMC_COLL_BACKEND", "ccl"};
+  l.env.push_back({"HMC_NCCL_LIBRARY", "/nonexistent/libnccl.so.2"});
+  auto out = run(l, [](Rank& r) {
+    hmc_status_t st = HMC_SUCCESS;
+    std::string e = one_all_reduce(r, 1001, &st);
+    if (st != HMC_ERR_NOT_SUPPORTED) return "expected HMC_ERR_NOT_SUPPORTED, got: " + e;
+    if (e.find("no ccl plugin serves a device here") == std::string::npos) return "message: " + e;
+    return std::string();
+  });
+  expect_all_pass(out);
+}
+
+// The vendor communicator cannot be made: the communicator stays on hmc's algorithms (and says
+// why when ccl is forced).
+TEST(CclBackend, CommCreateFailsHmcRunsThem) {
+  Launch l{mems_of(2, {"cuda:0"})};
+  l.env = nccl_env("auto");
+  l.env.push_back({"FAKENCCL_FAIL_INIT", "1"});
+  expect_all_pass(run(l, [](Rank& r) {
+    for (int i = 0; i < 2; ++i) {  // the second one does not try again
+      std::string e = one_all_reduce(r, 1001);
+      if (!e.empty()) return e;
+    }
+    return std::string();
+  }));
+  l.env[3] = {"HMC_COLL_BACKEND", "ccl"};
+  expect_all_pass(run(l, [](Rank& r) {
+    hmc_status_t st = HMC_SUCCESS;
+    std::string e = one_all_reduce(r, 1001, &st);
+    if (st != HMC_ERR_NOT_SUPPORTED) return "expected HMC_ERR_NOT_SUPPORTED, got: " + e;
+    if (e.find("the ccl plugin 'nccl' is not used") == std::string::npos ||
+        e.find("comm_create") == std::string::npos)
+      return "message: " + e;
+    return std::string();
+  }));
+}
+
+// An asynchronous failure inside the library ends the request with an hmc error naming the
+// library and carrying its message, on every rank; the communicator is unusable afterwards.
+TEST(CclBackend, LibraryFailureEndsTheRequest) {
+  Launch l{mems_of(2, {"cuda:0"})};
+  l.env = nccl_env("ccl");
+  l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "2"});
+  expect_all_pass(run(l, [](Rank& r) {
+    std::string e = one_all_reduce(r, 77);
+    if (!e.empty()) return "first: " + e;
+    hmc_status_t st = HMC_SUCCESS;
+    e = one_all_reduce(r, 77, &st);
+    if (st == HMC_SUCCESS) return std::string("the second all-reduce did not fail");
+    if (e.find("nccl (") == std::string::npos || e.find("ncclAllReduce") == std::string::npos ||
+        e.find("injected failure") == std::string::npos)
+      return "message: " + e;
+    st = HMC_SUCCESS;
+    e = one_all_reduce(r, 77, &st);
+    if (st != HMC_ERR_PEER_LOST) return "after the failure: " + e;
+    return std::string();
+  }));
+}
+
+// A rank killed while the others are inside the library: hmc sees it lost, aborts the vendor
+// communicator (the emulated NCCL's own wait would last 20 s), and the others' requests end
+// with HMC_ERR_PEER_LOST at once.
+TEST(CclBackend, RankKilledInsideTheLibrary) {
+  Launch l{mems_of(3, {"cuda:0"})};
+  l.env = nccl_env("ccl");
+  l.env.back() = {"FAKENCCL_TIMEOUT_MS", "20000"};
+  auto out = run(l, [](Rank& r) {
+    std::string e = one_all_reduce(r, 1001);  // the vendor communicator is made
+    if (!e.empty()) return "first: " + e;
+    if (r.rank == 1) {
+      usleep(300000);  // the others are waiting in the library by now
+      raise(SIGKILL);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    hmc_status_t st = HMC_SUCCESS;
+    e = one_all_reduce(r, 1001, &st);
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    if (st != HMC_ERR_PEER_LOST) return "expected HMC_ERR_PEER_LOST, got: " + e;
+    // A rank connected to the lost one says so; one that is not hears of the abort.
+    if ((e.find("was lost") == std::string::npos && e.find("aborted") == std::string::npos) ||
+        e.find("nccl") == std::string::npos)
+      return "message: " + e;
+    if (ms > 5000) return "the loss took " + std::to_string(ms) + " ms";
+    return std::string();
+  });
+  for (int i = 0; i < 3; ++i) {
+    if (i == 1)
+      EXPECT_EQ(out[size_t(i)], "killed by signal 9");
+    else
+      EXPECT_EQ(out[size_t(i)], "") << "rank " << i;
+  }
 }

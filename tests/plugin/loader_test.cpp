@@ -36,6 +36,7 @@ const std::string kMixed = kRoot + "/mixed";
 const std::string kOrder = kRoot + "/order";
 const std::string kShadow = kRoot + "/shadow";
 const std::string kExtra = kRoot + "/extra";
+const std::string kCcl = kRoot + "/ccl";
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -642,4 +643,57 @@ TEST(Selection, Semantics) {
 }
 
 }  // namespace
+// ---- ccl plugins: the third kind, its checks and its selection ------------------------------
+
+TEST_F(LoaderTest, CclPluginsAreCheckedAndLoaded) {
+  setenv("HMC_PLUGIN_PATH", kCcl.c_str(), 1);
+  load();
+  const Record& good = record("goodccl");
+  EXPECT_EQ(good.kind, Kind::Ccl);
+  EXPECT_EQ(good.state, State::Loaded) << good.reason;
+  EXPECT_EQ(good.device_count, 2);
+  EXPECT_EQ(good.library, "libtestccl.so.1, TestCCL 1.2.3");
+  EXPECT_EQ(good.reason, "libtestccl.so.1, TestCCL 1.2.3, 2 devices served");
+  ASSERT_NE(good.ccl, nullptr);
+  EXPECT_EQ(good.ccl->mem_iface, uint32_t(HMC_MEM_IFACE_CUDA));
+  // Valid without its library: loaded, serving nothing, saying why.
+  const Record& nolib = record("cclnolib");
+  EXPECT_EQ(nolib.state, State::Loaded);
+  EXPECT_EQ(nolib.device_count, 0);
+  EXPECT_EQ(nolib.reason, "0 devices: libtestccl.so.1 not found");
+  const size_t need = offsetof(hmc_ccl_plugin_v1_t, test) + sizeof(void*);
+  struct {
+    const char* name;
+    std::string reason;
+  } broken[] = {
+      {"cclshort", too_small(offsetof(hmc_ccl_plugin_v1_t, all_reduce), need)},
+      {"cclnulltest", "required slot 'test' is NULL"},
+      {"cclhost", "mem_iface 0 is not a device memory interface (1..63)"},
+      {"ccldtypes", "dtypes 0x100 is empty or names unknown dtypes (known: 0xff)"},
+      {"cclabi2", "incompatible ABI version 2 (core accepts 1..1)"},
+      {"cclwrong",
+       "missing entry symbol hmc_ccl_plugin_v1 (it exports hmc_net_plugin_v2: name the file "
+       "libhmc-net-cclwrong.so)"},
+  };
+  for (const auto& b : broken) {
+    const Record& r = record(b.name);
+    EXPECT_EQ(r.kind, Kind::Ccl) << b.name;
+    EXPECT_EQ(r.state, State::Broken) << b.name;
+    EXPECT_EQ(r.reason, b.reason) << b.name;
+  }
+  EXPECT_EQ(loaded_names(Kind::Ccl), (std::vector<std::string>{"cclnolib", "goodccl"}));
+  EXPECT_NE(log_text().find("ccl: cclnolib, goodccl"), std::string::npos) << log_text();
+}
+
+TEST_F(LoaderTest, CclSelectionHasTheSameGrammar) {
+  setenv("HMC_PLUGIN_PATH", kCcl.c_str(), 1);
+  setenv("HMC_CCL_PLUGINS", "goodccl,^cclnolib", 1);
+  setenv("HMC_TP_CCLNOLIB_PROBE_FILE", probe_path().c_str(), 1);
+  load();
+  EXPECT_EQ(loaded_names(Kind::Ccl), (std::vector<std::string>{"goodccl"}));
+  EXPECT_EQ(record("cclnolib").reason, "excluded by HMC_CCL_PLUGINS");
+  EXPECT_EQ(record("cclshort").reason, "not listed in HMC_CCL_PLUGINS");
+  EXPECT_FALSE(exists(probe_path())) << "an excluded plugin was initialised";
+}
+
 }  // namespace hmc::plugin

@@ -25,6 +25,12 @@
  *   TP_RMA_HOST_BY_POINTER   the net device declares host memory in rma_mem_ifaces
  *   TP_NET_FLAGS=n           flags of the net device (default HMC_NET_FLAG_TAGGED)
  *   TP_BAD_VAR               a config variable whose name lacks the HMC_ prefix
+ *   TP_CCL                   build a ccl plugin table and entry (collectives are refused: the
+ *                            table is for the loader's checks)
+ *   TP_CCL_NO_LIBRARY        (ccl) no vendor library found: 0 devices and a reason
+ *   TP_CCL_IFACE=n           (ccl) mem_iface (default HMC_MEM_IFACE_CUDA)
+ *   TP_CCL_DTYPES=n          (ccl) the dtypes mask (default f32 and i32)
+ *   TP_NULL_TEST             (ccl) the required slot test is NULL
  *
  * Good plugins report what init received from the host through a probe file: when the variable
  * <prefix>PROBE_FILE is set, init writes "key=value" lines to it and finalize appends "finalize".
@@ -33,6 +39,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hmc/plugin/ccl.h"
 #include "hmc/plugin/device.h"
 #include "hmc/plugin/net.h"
 
@@ -51,6 +58,8 @@
 #ifndef TP_ABI
 #ifdef TP_NET
 #define TP_ABI HMC_NET_ABI_VERSION
+#elif defined(TP_CCL)
+#define TP_ABI HMC_CCL_ABI_VERSION
 #else
 #define TP_ABI HMC_PLUGIN_ABI_VERSION
 #endif
@@ -58,8 +67,8 @@
 #ifndef TP_NET_FLAGS
 #define TP_NET_FLAGS HMC_NET_FLAG_TAGGED
 #endif
-#if defined(TP_NET) == defined(TP_DEVICE)
-#error "define exactly one of TP_NET and TP_DEVICE"
+#if defined(TP_NET) + defined(TP_DEVICE) + defined(TP_CCL) != 1
+#error "define exactly one of TP_NET, TP_DEVICE and TP_CCL"
 #endif
 
 /* ---- what init saw -------------------------------------------------------------------------- */
@@ -423,3 +432,149 @@ HMC_PLUGIN_EXPORT const hmc_device_plugin_v1_t* hmc_device_plugin_v1(void) {
 }
 #endif
 #endif /* TP_DEVICE */
+
+/* ---- ccl ------------------------------------------------------------------------------------ */
+#ifdef TP_CCL
+
+#ifndef TP_CCL_IFACE
+#define TP_CCL_IFACE HMC_MEM_IFACE_CUDA
+#endif
+#ifndef TP_CCL_DTYPES
+#define TP_CCL_DTYPES (HMC_CCL_BIT(HMC_CCL_DTYPE_F32) | HMC_CCL_BIT(HMC_CCL_DTYPE_I32))
+#endif
+
+struct hmc_ccl_ctx {
+  int unused;
+};
+static struct hmc_ccl_ctx g_ccl_ctx;
+
+static hmc_plugin_status_t tp_ccl_init(const hmc_host_services_t* host, hmc_ccl_ctx_t** ctx) {
+  hmc_plugin_status_t st = tp_init_common(host);
+  if (st != HMC_PLUGIN_SUCCESS) return st;
+  *ctx = &g_ccl_ctx;
+  return tp_marker() == 42 ? HMC_PLUGIN_SUCCESS : HMC_PLUGIN_ERR_INTERNAL;
+}
+static hmc_plugin_status_t tp_ccl_finalize(hmc_ccl_ctx_t* ctx) {
+  (void)ctx;
+  tp_probe_finalize();
+  return HMC_PLUGIN_SUCCESS;
+}
+static hmc_plugin_status_t tp_ccl_count(hmc_ccl_ctx_t* ctx, int* count) {
+  (void)ctx;
+#ifdef TP_CCL_NO_LIBRARY
+  *count = 0;
+#else
+  *count = 2;
+#endif
+  return HMC_PLUGIN_SUCCESS;
+}
+static const char* tp_ccl_unavailable(hmc_ccl_ctx_t* ctx) {
+  (void)ctx;
+#ifdef TP_CCL_NO_LIBRARY
+  return "libtestccl.so.1 not found";
+#else
+  return NULL;
+#endif
+}
+static const char* tp_ccl_library(hmc_ccl_ctx_t* ctx) {
+  (void)ctx;
+#ifdef TP_CCL_NO_LIBRARY
+  return NULL;
+#else
+  return "libtestccl.so.1, TestCCL 1.2.3";
+#endif
+}
+static hmc_plugin_status_t tp_ccl_unique_id(hmc_ccl_ctx_t* ctx, void* id, size_t* len) {
+  (void)ctx, (void)id, (void)len;
+  return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+}
+static hmc_plugin_status_t tp_ccl_comm_create(hmc_ccl_ctx_t* ctx, const void* id, size_t len,
+                                              int nranks, int rank, int device,
+                                              hmc_ccl_comm_t** comm) {
+  (void)ctx, (void)id, (void)len, (void)nranks, (void)rank, (void)device, (void)comm;
+  return HMC_PLUGIN_ERR_NOT_SUPPORTED;
+}
+static hmc_plugin_status_t tp_ccl_comm_op(hmc_ccl_comm_t* comm) {
+  (void)comm;
+  return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+}
+static const char* tp_ccl_error_text(hmc_ccl_comm_t* comm) {
+  (void)comm;
+  return "";
+}
+static hmc_plugin_status_t tp_ccl_reduce(hmc_ccl_comm_t* c, const void* s, void* r, size_t n,
+                                         uint32_t t, uint32_t op, void* st, hmc_ccl_request_t** q) {
+  (void)c, (void)s, (void)r, (void)n, (void)t, (void)op, (void)st, (void)q;
+  return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+}
+static hmc_plugin_status_t tp_ccl_gather(hmc_ccl_comm_t* c, const void* s, void* r, size_t n,
+                                         uint32_t t, void* st, hmc_ccl_request_t** q) {
+  (void)c, (void)s, (void)r, (void)n, (void)t, (void)st, (void)q;
+  return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+}
+static hmc_plugin_status_t tp_ccl_bcast(hmc_ccl_comm_t* c, const void* s, void* r, size_t n,
+                                        uint32_t t, int root, void* st, hmc_ccl_request_t** q) {
+  (void)c, (void)s, (void)r, (void)n, (void)t, (void)root, (void)st, (void)q;
+  return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+}
+static hmc_plugin_status_t tp_ccl_send_recv(hmc_ccl_comm_t* c, const hmc_ccl_p2p_t* p, size_t n,
+                                            uint32_t t, void* st, hmc_ccl_request_t** q) {
+  (void)c, (void)p, (void)n, (void)t, (void)st, (void)q;
+  return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+}
+#ifndef TP_NULL_TEST
+static hmc_plugin_status_t tp_ccl_test(hmc_ccl_request_t* req, int* done) {
+  (void)req, (void)done;
+  return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+}
+#endif
+
+#if defined(TP_SHORT_TABLE)
+#define TP_STRUCT_SIZE offsetof(hmc_ccl_plugin_v1_t, all_reduce)
+#else
+#define TP_STRUCT_SIZE sizeof(hmc_ccl_plugin_v1_t)
+#endif
+
+static const hmc_ccl_plugin_v1_t tp_table = {
+    .hdr = {(uint32_t)(TP_STRUCT_SIZE), TP_ABI},
+    .name = TP_TABLE_NAME,
+    .version = TP_VERSION,
+    .config_vars = tp_vars,
+    .mem_iface = TP_CCL_IFACE,
+    .dtypes = TP_CCL_DTYPES,
+    .ops = HMC_CCL_BIT(HMC_CCL_OP_SUM),
+    .init = tp_ccl_init,
+    .finalize = tp_ccl_finalize,
+    .device_count = tp_ccl_count,
+    .unavailable_reason = tp_ccl_unavailable,
+    .library_version = tp_ccl_library,
+    .unique_id = tp_ccl_unique_id,
+    .comm_create = tp_ccl_comm_create,
+    .comm_destroy = tp_ccl_comm_op,
+    .comm_abort = tp_ccl_comm_op,
+    .comm_async_error = tp_ccl_comm_op,
+    .comm_error_text = tp_ccl_error_text,
+    .all_reduce = tp_ccl_reduce,
+    .all_gather = tp_ccl_gather,
+    .reduce_scatter = tp_ccl_reduce,
+    .broadcast = tp_ccl_bcast,
+    .send_recv = tp_ccl_send_recv,
+#ifndef TP_NULL_TEST
+    .test = tp_ccl_test,
+#endif
+};
+
+const void* tp_table_address(void) {
+  return &tp_table;
+}
+
+#ifndef TP_NO_ENTRY
+HMC_PLUGIN_EXPORT const hmc_ccl_plugin_v1_t* hmc_ccl_plugin_v1(void) {
+#ifdef TP_ENTRY_NULL
+  return NULL;
+#else
+  return &tp_table;
+#endif
+}
+#endif
+#endif /* TP_CCL */

@@ -337,7 +337,10 @@ void read_list(hmc_context_t ctx, CountFn count_fn, InfoFn info_fn, const char* 
 }
 
 const char* kind_text(hmc_plugin_kind_t k) {
-  return k == HMC_PLUGIN_KIND_DEVICE ? "device" : k == HMC_PLUGIN_KIND_NET ? "net" : "?";
+  return k == HMC_PLUGIN_KIND_DEVICE ? "device"
+         : k == HMC_PLUGIN_KIND_NET  ? "net"
+         : k == HMC_PLUGIN_KIND_CCL  ? "ccl"
+                                     : "?";
 }
 
 void print_text(const Inventory& inv) {

@@ -172,8 +172,9 @@ void check_exports(const plugin::Record* rec, Report& r) {
     r.skip("exports", "cannot read the exported symbols: %s", why.c_str());
     return;
   }
-  const char* entry =
-      rec->kind == plugin::Kind::Net ? HMC_NET_PLUGIN_ENTRY_V2 : HMC_DEVICE_PLUGIN_ENTRY_V1;
+  const char* entry = rec->kind == plugin::Kind::Net   ? HMC_NET_PLUGIN_ENTRY_V2
+                      : rec->kind == plugin::Kind::Ccl ? HMC_CCL_PLUGIN_ENTRY_V1
+                                                       : HMC_DEVICE_PLUGIN_ENTRY_V1;
   std::string others;
   bool has_entry = false;
   for (const std::string& n : names) {

@@ -102,7 +102,8 @@ HMC_API hmc_status_t hmc_progress(hmc_context_t ctx);
 typedef enum hmc_plugin_kind {
   HMC_PLUGIN_KIND_UNKNOWN = 0, /* a broken file whose kind could not be told */
   HMC_PLUGIN_KIND_DEVICE = 1,
-  HMC_PLUGIN_KIND_NET = 2
+  HMC_PLUGIN_KIND_NET = 2,
+  HMC_PLUGIN_KIND_CCL = 3 /* a vendor collective library (hmc/plugin/ccl.h) */
 } hmc_plugin_kind_t;
 
 typedef struct hmc_plugin_info {

@@ -199,8 +199,9 @@ HMC_API hmc_status_t hmc_plugin_info(hmc_context_t ctx, int index, hmc_plugin_in
     return fail(HMC_ERR_NOT_FOUND, "hmc_plugin_info: index {} outside 0..{}", index, recs.size());
   const auto& r = deref(recs[index]);
   info->kind = r.kind == plugin::Kind::Device ? HMC_PLUGIN_KIND_DEVICE
-               : r.kind == plugin::Kind::Net    ? HMC_PLUGIN_KIND_NET
-                                                : HMC_PLUGIN_KIND_UNKNOWN;
+               : r.kind == plugin::Kind::Net  ? HMC_PLUGIN_KIND_NET
+               : r.kind == plugin::Kind::Ccl  ? HMC_PLUGIN_KIND_CCL
+                                              : HMC_PLUGIN_KIND_UNKNOWN;
   copy_str(info->name, r.name);
   copy_str(info->path, r.path);
   info->abi_version = r.abi_version;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "coll/bootstrap.h"
+#include "device/registry.h"
 #include "util/clock.h"
 #include "util/handles.h"
 #include "util/log.h"
@@ -161,6 +162,222 @@ hmc_status_t Collectives::connect_peers(Communicator& comm, const Schedule& sche
 hmc_status_t Collectives::post(Communicator* c, const CollArgs& args, const void* input,
                                void* output, uint64_t output_elements, const char* what,
                                Request** out) {
+  if (s_.backend == Backend::Hmc)
+    return post_hmc(c, args, input, output, output_elements, what, out);
+  std::shared_ptr<Communicator> comm;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    comm = find(c);
+  }
+  if (!comm) return fail(HMC_ERR_INVALID_HANDLE, "{}: not a live communicator", what);
+  CclEligible use = ccl_eligible(*comm, args, input, output);
+  if (use.plugin) {
+    ccl_setup(comm.get(), use, what);
+    CclState& state = *comm->ccl;
+    std::unique_lock<std::mutex> setup(state.setup);
+    if (state.stage == CclStage::Ready) {
+      if (state.comm->device() == use.device) {
+        setup.unlock();
+        return post_ccl(comm, args, input, output, output_elements, what, out);
+      }
+      use.why = fmt::format("its vendor communicator is on device {}, the buffers on device {}",
+                            state.comm->device(), use.device);
+    } else {
+      use.why = state.why_off;
+    }
+  }
+  // What no vendor library takes stays on hmc's algorithms even when ccl is forced (a barrier,
+  // host buffers: a tool's own bookkeeping, the set-up's broadcast).
+  if (s_.backend == Backend::Ccl && !use.hmc_only)
+    return fail(HMC_ERR_NOT_SUPPORTED,
+                "{} (rank {} of {}): HMC_COLL_BACKEND=ccl, but no vendor library can run it: {}",
+                what, comm->rank, comm->size, use.why);
+  return post_hmc(c, args, input, output, output_elements, what, out);
+}
+
+CclEligible Collectives::ccl_eligible(const Communicator& comm, const CollArgs& args,
+                                      const void* input, const void* output) {
+  CclEligible e;
+  if (s_.ccl.empty() && s_.backend != Backend::Ccl) {  // no pointer queries when nothing could
+    e.why = "no ccl plugin serves a device here (hmc-info lists them)";
+    return e;
+  }
+  bool reduces = false;
+  switch (args.kind) {
+    case CollKind::AllReduce:
+    case CollKind::ReduceScatter: reduces = true; break;
+    case CollKind::AllGather:
+    case CollKind::Broadcast:
+    case CollKind::AllToAll:
+    case CollKind::AllToAllV: break;
+    case CollKind::Barrier:
+      e.hmc_only = true;
+      e.why = "a barrier has no vendor-library call";
+      return e;
+  }
+  if (!input || !output || (args.kind != CollKind::AllToAllV && args.count == 0)) {
+    e.hmc_only = true;
+    e.why = "nothing to move";
+    return e;
+  }
+  DeviceRegistry& devices = services_.device_registry();
+  MemoryLocation in = devices.locate(input), out = devices.locate(output);
+  if (in.device && out.device && in.device->is_host() && out.device->is_host()) {
+    e.hmc_only = true;
+    e.why = "this rank's buffers are host memory";
+    return e;
+  }
+  if (s_.ccl.empty()) {
+    e.why = "no ccl plugin serves a device here (hmc-info lists them)";
+    return e;
+  }
+  const std::string& vendor = comm.members[0].vendor;
+  for (const Member& m : comm.members)
+    if (m.vendor != vendor) {
+      e.why = fmt::format("its ranks are of several vendors ({} and {})", vendor, m.vendor);
+      return e;
+    }
+  if (!in.device || !out.device || in.device->is_host() || out.device->is_host() ||
+      in.device != out.device) {
+    e.why = "this rank's buffers are not device memory of one device";
+    return e;
+  }
+  for (const CclPlugin& p : s_.ccl) {
+    if (p.vendor != vendor || in.device->plugin_name != vendor) continue;
+    if (!(p.table->dtypes & HMC_CCL_BIT(args.dtype))) {
+      e.why = fmt::format("{} does not handle dtype {}", p.name, int(args.dtype));
+      continue;
+    }
+    if (reduces && !(p.table->ops & HMC_CCL_BIT(args.op))) {
+      e.why = fmt::format("{} does not handle operation {}", p.name, int(args.op));
+      continue;
+    }
+    e.plugin = &p;
+    e.device = in.device->index;
+    e.why.clear();
+    return e;
+  }
+  if (e.why.empty())
+    e.why = fmt::format("no ccl plugin serves {} memory (hmc-info lists them)", vendor);
+  return e;
+}
+
+hmc_status_t Collectives::run_hmc(Communicator* comm, const CollArgs& args, const void* input,
+                                  void* output, const char* what) {
+  Request* req = nullptr;
+  hmc_status_t st = post_hmc(comm, args, input, output, 0, what, &req);
+  if (st != HMC_SUCCESS) return st;
+  return transfers_.wait(req, -1, nullptr);
+}
+
+void Collectives::ccl_setup(Communicator* comm, const CclEligible& use, const char* what) {
+  CclState& state = *comm->ccl;
+  std::lock_guard<std::mutex> setup(state.setup);
+  if (state.stage != CclStage::Untried) return;
+  const CclPlugin& p = *use.plugin;
+  state.plugin = &p;
+  // Rank 0's id goes to every rank by hmc's own broadcast, with its status in front: a rank 0
+  // that could not make one tells the others so, rather than leaving them waiting.
+  struct IdMessage {
+    int32_t status;
+    uint32_t len;
+    uint8_t id[HMC_CCL_UNIQUE_ID_MAX];
+  } msg{};
+  std::string why;
+  if (comm->rank == 0) {
+    size_t len = sizeof msg.id;
+    msg.status = p.table->unique_id(p.ctx, msg.id, &len);
+    msg.len = uint32_t(len);
+  }
+  CollArgs bcast;
+  bcast.kind = CollKind::Broadcast;
+  bcast.dtype = HMC_DTYPE_U8;
+  bcast.count = sizeof msg;
+  bcast.root = 0;
+  bcast.in_place = true;
+  hmc_status_t st = run_hmc(comm, bcast, &msg, &msg, "ccl set-up: broadcast of the unique id");
+  hmc_ccl_comm_t* made = nullptr;
+  if (st != HMC_SUCCESS) {
+    why = "the unique id could not be distributed: " + last_error();
+  } else if (msg.status != HMC_PLUGIN_SUCCESS || msg.len == 0 || msg.len > sizeof msg.id) {
+    why = fmt::format("rank 0's {} gave no unique id (status {})", p.name, msg.status);
+  } else {
+    int cst =
+        p.table->comm_create(p.ctx, msg.id, msg.len, comm->size, comm->rank, use.device, &made);
+    if (cst != HMC_PLUGIN_SUCCESS) {
+      made = nullptr;
+      why = fmt::format("{} comm_create (rank {} of {}, device {}) failed: plugin status {}",
+                        p.name, comm->rank, comm->size, use.device, cst);
+    }
+  }
+  // Every rank must have its vendor communicator, or none uses it.
+  if (st == HMC_SUCCESS) {
+    int32_t ok = made != nullptr, all = 0;
+    CollArgs agree;
+    agree.kind = CollKind::AllReduce;
+    agree.dtype = HMC_DTYPE_I32;
+    agree.op = HMC_OP_MIN;
+    agree.count = 1;
+    hmc_status_t ast = run_hmc(comm, agree, &ok, &all, "ccl set-up: agreement");
+    if (ast != HMC_SUCCESS)
+      why = "the ranks could not agree on the vendor communicator: " + last_error();
+    else if (!all && why.empty())
+      why = fmt::format("{} could not make its communicator on another rank", p.name);
+  }
+  if (why.empty()) {
+    state.comm = std::make_unique<CclComm>(p, made, use.device);
+    state.stage = CclStage::Ready;
+    HMC_LOG_I("communicator {:016x}: rank {} of {} runs its collectives through {} on device {}",
+              comm->id, comm->rank, comm->size, state.comm->describe(), use.device);
+    return;
+  }
+  if (made) {
+    p.table->comm_abort(made);
+    p.table->comm_destroy(made);
+  }
+  state.stage = CclStage::Off;
+  state.why_off = fmt::format("the ccl plugin '{}' is not used: {}", p.name, why);
+  HMC_LOG_W(
+      "communicator {:016x} (rank {} of {}), {}: {}; its collectives run on hmc's own "
+      "algorithms",
+      comm->id, comm->rank, comm->size, what, state.why_off);
+}
+
+hmc_status_t Collectives::post_ccl(const std::shared_ptr<Communicator>& comm, const CollArgs& args,
+                                   const void* input, void* output, uint64_t output_elements,
+                                   const char* what, Request** out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!comm->broken.empty())
+    return fail(HMC_ERR_PEER_LOST,
+                "{}: the communicator is unusable since a collective on it failed: {}", what,
+                comm->broken);
+  CclComm& ccl = *comm->ccl->comm;
+  hmc_ccl_request_t* creq = nullptr;
+  hmc_status_t st = ccl_post(ccl, *comm, args, input, output, what, &creq);
+  if (st != HMC_SUCCESS) return st;
+  ++comm->next_seq;  // the hmc tags stay in step with ranks that count every collective
+  Request* req = RequestTable::acquire(s_.owner);
+  req->op = Op::Coll;
+  req->control_driven = true;
+  uint64_t bytes = output_elements * dtype_size(args.dtype);
+  std::string name = fmt::format("{} ({} bytes out, {}, rank {} of {})", what, bytes,
+                                 ccl.describe(), comm->rank, comm->size);
+  HMC_LOG_D("communicator {:016x}: {}", comm->id, name);
+  ++comm->running;
+  auto run = std::make_unique<CclRun>(transfers_, comm, ccl, creq, req, std::move(name), bytes,
+                                      s_.timeout_ms);
+  run->advance();
+  if (!run->ended()) {
+    ccl_running_.push_back(std::move(run));
+    active_.store(int(running_.size() + ccl_running_.size()), std::memory_order_release);
+  }
+  *out = req;
+  return HMC_SUCCESS;
+}
+
+hmc_status_t Collectives::post_hmc(Communicator* c, const CollArgs& args, const void* input,
+                                   void* output, uint64_t output_elements, const char* what,
+                                   Request** out) {
   std::shared_ptr<Communicator> comm;
   uint32_t seq;
   {
@@ -195,7 +412,7 @@ hmc_status_t Collectives::post(Communicator* c, const CollArgs& args, const void
     exec->advance();  // the first step goes out now, not at the next pass
     if (!exec->ended()) {
       running_.push_back(std::move(exec));
-      active_.store(int(running_.size()), std::memory_order_release);
+      active_.store(int(running_.size() + ccl_running_.size()), std::memory_order_release);
     }
   }
   *out = req;
@@ -217,7 +434,16 @@ bool Collectives::progress() {
       ++i;
     }
   }
-  active_.store(int(running_.size()), std::memory_order_release);
+  for (size_t i = 0; i < ccl_running_.size();) {
+    busy |= ccl_running_[i]->advance();
+    if (ccl_running_[i]->ended()) {
+      ccl_running_[i] = std::move(ccl_running_.back());
+      ccl_running_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  active_.store(int(running_.size() + ccl_running_.size()), std::memory_order_release);
   lock.unlock();
   // With more ranks than cores, a rank polling for its peers holds a core one of them needs to
   // send what it waits for: a wait would last the scheduler's time slice (milliseconds) where
@@ -244,6 +470,8 @@ void Collectives::shutdown() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& e : running_) e->abort(HMC_ERR_CANCELLED, "the context was destroyed");
   running_.clear();
+  for (auto& r : ccl_running_) r->abort(HMC_ERR_CANCELLED, "the context was destroyed");
+  ccl_running_.clear();
   active_.store(0);
   for (auto& c : comms_) Handles::remove(c.get());
   comms_.clear();

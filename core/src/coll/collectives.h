@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "coll/algorithms.h"
+#include "coll/ccl.h"
 #include "coll/comm.h"
 #include "coll/executor.h"
 #include "util/config.h"
@@ -30,6 +31,8 @@ class Collectives final : public PassClient {
     int timeout_ms = 30000;              // HMC_TIMEOUT_MS
     Algorithm forced = Algorithm::Auto;  // HMC_COLL_ALGO
     Member self;                         // this context as other ranks see it
+    Backend backend = Backend::Auto;     // HMC_COLL_BACKEND
+    std::vector<CclPlugin> ccl;          // ccl plugins serving devices here, by preference
   };
   Collectives(Transfers& transfers, CollServices& services, Settings settings)
       : transfers_(transfers), services_(services), s_(std::move(settings)) {}
@@ -58,6 +61,22 @@ class Collectives final : public PassClient {
 
  private:
   std::shared_ptr<Communicator> find(Communicator* comm);
+  // post() on hmc's own algorithms.
+  hmc_status_t post_hmc(Communicator* comm, const CollArgs& args, const void* input, void* output,
+                        uint64_t output_elements, const char* what, Request** out);
+  // Runs a collective of host buffers on hmc's algorithms and waits for it (the ccl set-up).
+  hmc_status_t run_hmc(Communicator* comm, const CollArgs& args, const void* input, void* output,
+                       const char* what);
+  // Which ccl plugin could run this collective on this rank (coll/ccl.h).
+  CclEligible ccl_eligible(const Communicator& comm, const CollArgs& args, const void* input,
+                           const void* output);
+  // Makes the communicator's vendor communicator if it has not been tried: collective over its
+  // ranks, through hmc's own broadcast and all-reduce. Leaves the stage Ready or Off.
+  void ccl_setup(Communicator* comm, const CclEligible& use, const char* what);
+  // Posts on the vendor communicator.
+  hmc_status_t post_ccl(const std::shared_ptr<Communicator>& comm, const CollArgs& args,
+                        const void* input, void* output, uint64_t output_elements, const char* what,
+                        Request** out);
   // Connects every peer the schedule names that is not connected yet.
   hmc_status_t connect_peers(Communicator& comm, const Schedule& schedule, const char* what);
   hmc_status_t adopt(std::shared_ptr<Communicator> comm, Communicator** out);
@@ -68,7 +87,8 @@ class Collectives final : public PassClient {
   std::mutex mutex_;  // comms_, running_, and every Communicator's guarded fields
   std::vector<std::shared_ptr<Communicator>> comms_;
   std::vector<std::unique_ptr<Execution>> running_;
-  std::atomic<int> active_{0};  // running_.size(), read without the lock
+  std::vector<std::unique_ptr<CclRun>> ccl_running_;
+  std::atomic<int> active_{0};  // running_.size() + ccl_running_.size(), read without the lock
 };
 
 }  // namespace hmc::coll

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "coll/algorithms.h"
+#include "coll/ccl.h"
 #include "peer/peer.h"
 
 namespace hmc {
@@ -47,6 +48,8 @@ struct Communicator {
   // Host buffers that RecvReduce receives into, kept from one collective to the next: a fresh
   // buffer of megabytes costs page faults and zeroing on every collective (coll/executor.h).
   std::vector<std::vector<uint8_t>> spare_buffers;
+  // The vendor communicator, made by the first collective that can use one (coll/ccl.h).
+  std::shared_ptr<CclState> ccl = std::make_shared<CclState>();
 };
 
 // The shape of a group from its members: hosts numbered in order of first appearance.

@@ -182,6 +182,28 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
     coll_settings.self.vendor = d.plugin_name;
     break;
   }
+  std::string backend = config_.get("HMC_COLL_BACKEND");
+  if (!coll::parse_backend(backend, &coll_settings.backend))
+    return fail(HMC_ERR_CONFIG, "HMC_COLL_BACKEND={} is not one of auto, hmc, ccl", backend);
+  for (plugin::Record* rec : loader_.loaded(plugin::Kind::Ccl)) {
+    if (rec->device_count == 0) continue;  // hmc-info says why
+    coll::CclPlugin p;
+    p.table = rec->ccl;
+    p.ctx = rec->ccl_ctx;
+    p.name = rec->name;
+    p.library = rec->library;
+    for (const Device& d : devices_.devices())
+      if (!d.is_host() && d.mem_iface == int(rec->ccl->mem_iface)) {
+        p.vendor = d.plugin_name;
+        break;
+      }
+    if (p.vendor.empty()) {
+      HMC_LOG_I("ccl plugin '{}' is not used: no device plugin here serves memory interface {}",
+                rec->name, rec->ccl->mem_iface);
+      continue;
+    }
+    coll_settings.ccl.push_back(std::move(p));
+  }
   collectives_ = std::make_unique<coll::Collectives>(
       transfers_, static_cast<coll::CollServices&>(*this), std::move(coll_settings));
   progress_.configure(Progress::Settings{regions_.get(), staging_.get(), incoming_.get(),

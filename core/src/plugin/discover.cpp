@@ -97,7 +97,8 @@ bool parse_plugin_file_name(const std::string& base, Kind* kind, std::string* na
   static const struct {
     const char* prefix;
     Kind kind;
-  } kinds[] = {{"libhmc-device-", Kind::Device}, {"libhmc-net-", Kind::Net}};
+  } kinds[] = {
+      {"libhmc-device-", Kind::Device}, {"libhmc-net-", Kind::Net}, {"libhmc-ccl-", Kind::Ccl}};
   const std::string suffix = ".so";
   for (const auto& k : kinds) {
     size_t plen = strlen(k.prefix);
@@ -153,7 +154,7 @@ Discovery discover(const std::string& plugin_path, bool search_default_dirs) {
       if (collect.scan_dir(real_path(entry), "HMC_PLUGIN_PATH") == 0)
         out.problems.push_back(fmt::format(
             "HMC_PLUGIN_PATH directory '{}' holds no plugin (files are found by the names "
-            "libhmc-net-<name>.so and libhmc-device-<name>.so)",
+            "libhmc-net-<name>.so, libhmc-device-<name>.so and libhmc-ccl-<name>.so)",
             entry));
     } else if (S_ISREG(st.st_mode)) {
       out.searched.push_back(real_path(entry));

@@ -1,11 +1,11 @@
 // Where plugins are looked for, and which files count as plugins. No file is opened here.
 //
 // Search order: the entries of HMC_PLUGIN_PATH (colon-separated; a directory is scanned for
-// libhmc-device-*.so and libhmc-net-*.so, sorted by file name; a file is taken as a plugin
-// whatever its name), then the default directory: hmc/ beside the shared object (or executable)
-// that contains the core, or, when that does not exist, ../lib/hmc relative to it (executables in
-// build/bin that link the core statically find build/lib/hmc). A file reached twice (same
-// realpath) is listed once.
+// libhmc-device-*.so, libhmc-net-*.so and libhmc-ccl-*.so, sorted by file name; a file is taken as
+// a plugin whatever its name), then the default directory: hmc/ beside the shared object (or
+// executable) that contains the core, or, when that does not exist, ../lib/hmc relative to it
+// (executables in build/bin that link the core statically find build/lib/hmc). A file reached twice
+// (same realpath) is listed once.
 #pragma once
 
 #include <string>

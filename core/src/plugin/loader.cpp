@@ -51,6 +51,7 @@ struct Record::Internal {
   // Zero-extended copies of the plugin's table (see Record::net).
   std::unique_ptr<hmc_net_plugin_v2_t> net_table;
   std::unique_ptr<hmc_device_plugin_v1_t> device_table;
+  std::unique_ptr<hmc_ccl_plugin_v1_t> ccl_table;
   bool claimed = false;  // this record holds its (kind, name) against later ones
 };
 
@@ -71,7 +72,10 @@ const char* state_name(State state) {
 struct Loader::Selections {
   Selection device;
   Selection net;
-  const Selection& of(Kind kind) const { return kind == Kind::Device ? device : net; }
+  Selection ccl;
+  const Selection& of(Kind kind) const {
+    return kind == Kind::Device ? device : kind == Kind::Ccl ? ccl : net;
+  }
 };
 
 namespace {
@@ -169,6 +173,7 @@ hmc_status_t Loader::load(Config& cfg) {
   selections_ = std::make_unique<Selections>();
   selections_->device = Selection("HMC_DEVICE_PLUGINS", cfg.get_list("HMC_DEVICE_PLUGINS"));
   selections_->net = Selection("HMC_NET_PLUGINS", cfg.get_list("HMC_NET_PLUGINS"));
+  selections_->ccl = Selection("HMC_CCL_PLUGINS", cfg.get_list("HMC_CCL_PLUGINS"));
 
   Discovery found = discover(cfg.get("HMC_PLUGIN_PATH"), options_.search_default_dirs);
   searched_ = found.searched;
@@ -223,10 +228,17 @@ void Loader::load_one(const Candidate& c, Record& rec, Config& cfg) {
 
   // The kind comes from the entry symbol the object exports; a conventional file name says which
   // one it must export.
-  void* net_sym = dlsym(handle, HMC_NET_PLUGIN_ENTRY_V2);
-  void* dev_sym = dlsym(handle, HMC_DEVICE_PLUGIN_ENTRY_V1);
+  struct Entry {
+    Kind kind;
+    const char* symbol;
+    void* sym;
+  } entries[] = {
+      {Kind::Device, HMC_DEVICE_PLUGIN_ENTRY_V1, dlsym(handle, HMC_DEVICE_PLUGIN_ENTRY_V1)},
+      {Kind::Net, HMC_NET_PLUGIN_ENTRY_V2, dlsym(handle, HMC_NET_PLUGIN_ENTRY_V2)},
+      {Kind::Ccl, HMC_CCL_PLUGIN_ENTRY_V1, dlsym(handle, HMC_CCL_PLUGIN_ENTRY_V1)}};
+  bool any = entries[0].sym || entries[1].sym || entries[2].sym;
   // A net plugin of the previous ABI: its memory model cannot be served, so it is refused.
-  if (!net_sym && !dev_sym && dlsym(handle, HMC_NET_PLUGIN_ENTRY_V1))
+  if (!any && dlsym(handle, HMC_NET_PLUGIN_ENTRY_V1))
     return mark(rec, State::Broken,
                 fmt::format("it exports {} (net ABI 1); this core loads net ABI {} ({}): rebuild "
                             "the plugin against this SDK, whose net.h says what changed",
@@ -235,35 +247,41 @@ void Loader::load_one(const Candidate& c, Record& rec, Config& cfg) {
   void* sym = nullptr;
   const char* sym_name = nullptr;
   if (c.conventional) {
-    bool net = rec.kind == Kind::Net;
-    sym = net ? net_sym : dev_sym;
-    sym_name = net ? HMC_NET_PLUGIN_ENTRY_V2 : HMC_DEVICE_PLUGIN_ENTRY_V1;
+    for (const Entry& e : entries)
+      if (e.kind == rec.kind) {
+        sym = e.sym;
+        sym_name = e.symbol;
+      }
     if (!sym) {
       std::string hint;
-      if (net ? dev_sym : net_sym)
-        hint = fmt::format(" (it exports {}: name the file libhmc-{}-{}.so)",
-                           net ? HMC_DEVICE_PLUGIN_ENTRY_V1 : HMC_NET_PLUGIN_ENTRY_V2,
-                           net ? "device" : "net", rec.name);
+      for (const Entry& e : entries)
+        if (e.kind != rec.kind && e.sym && hint.empty())
+          hint = fmt::format(" (it exports {}: name the file libhmc-{}-{}.so)", e.symbol,
+                             kind_name(e.kind), rec.name);
       return mark(rec, State::Broken, fmt::format("missing entry symbol {}{}", sym_name, hint));
     }
   } else {
     // Only symbols the object defines itself tell its kind; one found in a dependency is reported
     // below like any entry that resolves elsewhere.
-    bool own_net = net_sym && foreign_definer(handle, net_sym).empty();
-    bool own_dev = dev_sym && foreign_definer(handle, dev_sym).empty();
-    if (own_net && own_dev)
+    std::vector<const Entry*> own;
+    for (const Entry& e : entries)
+      if (e.sym && foreign_definer(handle, e.sym).empty()) own.push_back(&e);
+    if (own.size() > 1)
       return mark(rec, State::Broken,
                   fmt::format("exports both {} and {}: name the file libhmc-<kind>-<name>.so to "
                               "say which it is",
-                              HMC_DEVICE_PLUGIN_ENTRY_V1, HMC_NET_PLUGIN_ENTRY_V2));
-    if (!net_sym && !dev_sym)
+                              own[0]->symbol, own[1]->symbol));
+    if (!any)
       return mark(rec, State::Broken,
-                  fmt::format("missing entry symbol (exports neither {} nor {})",
-                              HMC_DEVICE_PLUGIN_ENTRY_V1, HMC_NET_PLUGIN_ENTRY_V2));
-    bool net = own_net || (!own_dev && net_sym);
-    rec.kind = net ? Kind::Net : Kind::Device;
-    sym = net ? net_sym : dev_sym;
-    sym_name = net ? HMC_NET_PLUGIN_ENTRY_V2 : HMC_DEVICE_PLUGIN_ENTRY_V1;
+                  fmt::format("missing entry symbol (exports neither {} nor {} nor {})",
+                              HMC_DEVICE_PLUGIN_ENTRY_V1, HMC_NET_PLUGIN_ENTRY_V2,
+                              HMC_CCL_PLUGIN_ENTRY_V1));
+    const Entry* pick = own.empty() ? nullptr : own[0];
+    for (const Entry& e : entries)
+      if (!pick && e.sym) pick = &e;
+    rec.kind = pick->kind;
+    sym = pick->sym;
+    sym_name = pick->symbol;
   }
 
   // dlsym also searches the plugin's dependencies: the entry must be the plugin's own.
@@ -284,6 +302,17 @@ void Loader::load_one(const Candidate& c, Record& rec, Config& cfg) {
     problem = check_net_table(t);
     if (problem.empty()) {
       rec.internal->net_table = zero_extended_copy(t);
+      table_name = t->name;
+      rec.version = text_or_empty(t->version);
+      vars = t->config_vars;
+    }
+  } else if (rec.kind == Kind::Ccl) {
+    const hmc_ccl_plugin_v1_t* t = reinterpret_cast<hmc_ccl_plugin_v1_entry_t>(sym)();
+    if (!t) return mark(rec, State::Broken, fmt::format("entry {}() returned NULL", sym_name));
+    hdr = &t->hdr;
+    problem = check_ccl_table(t);
+    if (problem.empty()) {
+      rec.internal->ccl_table = zero_extended_copy(t);
       table_name = t->name;
       rec.version = text_or_empty(t->version);
       vars = t->config_vars;
@@ -353,11 +382,15 @@ void Loader::initialise(Record& rec, Config& cfg, const hmc_config_var_t* vars) 
   for (const auto& v : cfg.declared()) readable.insert(v.name);
 
   auto& in = *rec.internal;
-  const bool net = rec.kind == Kind::Net;
-  in.host = std::make_unique<HostServices>(fmt::format("{}/{}", kind_name(rec.kind), rec.name),
-                                           snapshot_, std::move(readable), timeout_ms_,
-                                           net ? kNetAbiMin : kDeviceAbiMin,
-                                           net ? kNetAbiMax : kDeviceAbiMax);
+  const uint32_t abi_min = rec.kind == Kind::Net   ? kNetAbiMin
+                           : rec.kind == Kind::Ccl ? kCclAbiMin
+                                                   : kDeviceAbiMin;
+  const uint32_t abi_max = rec.kind == Kind::Net   ? kNetAbiMax
+                           : rec.kind == Kind::Ccl ? kCclAbiMax
+                                                   : kDeviceAbiMax;
+  in.host =
+      std::make_unique<HostServices>(fmt::format("{}/{}", kind_name(rec.kind), rec.name), snapshot_,
+                                     std::move(readable), timeout_ms_, abi_min, abi_max);
   // From here the plugin's code may have started threads or registered handlers.
   in.handle.keep_open();
 
@@ -365,10 +398,13 @@ void Loader::initialise(Record& rec, Config& cfg, const hmc_config_var_t* vars) 
   bool threw = false;
   hmc_net_ctx_t* net_ctx = nullptr;
   hmc_device_ctx_t* device_ctx = nullptr;
+  hmc_ccl_ctx_t* ccl_ctx = nullptr;
   in.host->begin_capture();
   try {
     if (rec.kind == Kind::Net)
       st = in.net_table->init(in.host->table(), &net_ctx);
+    else if (rec.kind == Kind::Ccl)
+      st = in.ccl_table->init(in.host->table(), &ccl_ctx);
     else
       st = in.device_table->init(in.host->table(), &device_ctx);
   } catch (...) {
@@ -401,6 +437,8 @@ void Loader::initialise(Record& rec, Config& cfg, const hmc_config_var_t* vars) 
   try {
     if (rec.kind == Kind::Net)
       problem = check_net_devices(in.net_table.get(), net_ctx, &count);
+    else if (rec.kind == Kind::Ccl)
+      problem = check_ccl_devices(in.ccl_table.get(), ccl_ctx, &count, &unavailable, &rec.library);
     else
       problem = check_device_devices(in.device_table.get(), device_ctx, &count, &unavailable);
   } catch (...) {
@@ -410,6 +448,8 @@ void Loader::initialise(Record& rec, Config& cfg, const hmc_config_var_t* vars) 
     try {
       if (rec.kind == Kind::Net)
         in.net_table->finalize(net_ctx);
+      else if (rec.kind == Kind::Ccl)
+        in.ccl_table->finalize(ccl_ctx);
       else
         in.device_table->finalize(device_ctx);
     } catch (...) {
@@ -420,12 +460,20 @@ void Loader::initialise(Record& rec, Config& cfg, const hmc_config_var_t* vars) 
   rec.loaded = true;
   rec.state = State::Loaded;
   rec.device_count = count;
-  if (rec.kind == Kind::Device && count == 0)
-    rec.reason = "0 devices: " + (unavailable.empty() ? "the plugin gave no reason" : unavailable);
+  if (rec.kind != Kind::Net && count == 0)
+    rec.reason = "0 devices: " + (unavailable.empty() ? "the plugin gave no reason" : unavailable) +
+                 (rec.library.empty() ? "" : " (library: " + rec.library + ")");
+  else if (rec.kind == Kind::Ccl)
+    rec.reason = fmt::format("{}, {} device{} served",
+                             rec.library.empty() ? "library version unknown" : rec.library, count,
+                             count == 1 ? "" : "s");
   rec.host = in.host->table();
   if (rec.kind == Kind::Net) {
     rec.net = in.net_table.get();
     rec.net_ctx = net_ctx;
+  } else if (rec.kind == Kind::Ccl) {
+    rec.ccl = in.ccl_table.get();
+    rec.ccl_ctx = ccl_ctx;
   } else {
     rec.device = in.device_table.get();
     rec.device_ctx = device_ctx;
@@ -440,8 +488,9 @@ void Loader::finalize_all() {
     int st = HMC_PLUGIN_SUCCESS;
     try {
       SignalGuard guard(fmt::format("plugin {}", rec.name), keep_library_signals_);
-      st = rec.kind == Kind::Net ? rec.net->finalize(rec.net_ctx)
-                                 : rec.device->finalize(rec.device_ctx);
+      st = rec.kind == Kind::Net   ? rec.net->finalize(rec.net_ctx)
+           : rec.kind == Kind::Ccl ? rec.ccl->finalize(rec.ccl_ctx)
+                                   : rec.device->finalize(rec.device_ctx);
     } catch (...) {
       st = HMC_PLUGIN_ERR_INTERNAL;
     }
@@ -454,6 +503,8 @@ void Loader::finalize_all() {
     rec.net_ctx = nullptr;
     rec.device = nullptr;
     rec.device_ctx = nullptr;
+    rec.ccl = nullptr;
+    rec.ccl_ctx = nullptr;
   }
   init_order_.clear();
 }
@@ -482,7 +533,7 @@ const Record* Loader::find(Kind kind, const std::string& name) const {
 }
 
 void Loader::warn_unknown_selected() const {
-  for (Kind kind : {Kind::Device, Kind::Net}) {
+  for (Kind kind : {Kind::Device, Kind::Net, Kind::Ccl}) {
     std::vector<std::string> names;
     for (const auto& r : records_)
       if (r->kind == kind && r->internal->claimed) names.push_back(r->name);
@@ -530,8 +581,8 @@ void Loader::log_summary() const {
     for (const Record* r : loaded(k)) n.push_back(r->name);
     return n.empty() ? std::string("none") : join(n, ", ");
   };
-  HMC_LOG_I("plugins in use, in order of preference: device: {}; net: {}", names(Kind::Device),
-            names(Kind::Net));
+  HMC_LOG_I("plugins in use, in order of preference: device: {}; net: {}; ccl: {}",
+            names(Kind::Device), names(Kind::Net), names(Kind::Ccl));
 }
 
 }  // namespace hmc::plugin

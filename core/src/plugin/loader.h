@@ -8,7 +8,8 @@
 //   for (Record* r : loader.loaded(Kind::Net)) use(r->net, r->net_ctx);
 //   loader.finalize_all();                  // or let the destructor do it
 //
-// Where plugins are searched: see discover.h. Selection (HMC_DEVICE_PLUGINS, HMC_NET_PLUGINS):
+// Where plugins are searched: see discover.h. Selection (HMC_DEVICE_PLUGINS, HMC_NET_PLUGINS,
+// HMC_CCL_PLUGINS):
 // see select.h; plugins excluded by it are not dlopened when their file name follows the
 // libhmc-<kind>-<name>.so convention (files of other names given explicitly in HMC_PLUGIN_PATH
 // must be opened to learn their name, but are never initialised unless selected).
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "hmc/hmc.h"
+#include "hmc/plugin/ccl.h"
 #include "hmc/plugin/device.h"
 #include "hmc/plugin/net.h"
 #include "plugin/discover.h"
@@ -75,6 +77,10 @@ struct Record {
   const hmc_host_services_t* host = nullptr;
   const hmc_device_plugin_v1_t* device = nullptr;
   hmc_device_ctx_t* device_ctx = nullptr;
+  const hmc_ccl_plugin_v1_t* ccl = nullptr;
+  hmc_ccl_ctx_t* ccl_ctx = nullptr;
+  // ccl plugins: the vendor library and its version as the plugin opened it, "" when none.
+  std::string library;
 
   Record();
   ~Record();

@@ -10,13 +10,18 @@ const char* kind_name(Kind kind) {
   switch (kind) {
     case Kind::Device: return "device";
     case Kind::Net: return "net";
+    case Kind::Ccl: return "ccl";
     case Kind::Unknown: break;
   }
   return "unknown";
 }
 
 const char* selection_var(Kind kind) {
-  return kind == Kind::Device ? "HMC_DEVICE_PLUGINS" : "HMC_NET_PLUGINS";
+  switch (kind) {
+    case Kind::Device: return "HMC_DEVICE_PLUGINS";
+    case Kind::Ccl: return "HMC_CCL_PLUGINS";
+    default: return "HMC_NET_PLUGINS";
+  }
 }
 
 namespace {

@@ -1,7 +1,7 @@
-// Plugin selection: HMC_DEVICE_PLUGINS / HMC_NET_PLUGINS, a comma-separated list of plugin names in
-// order of preference, where "^name" excludes a plugin. When any name without "^" is listed, only
-// the listed plugins are used; an empty or unset list (or one with exclusions only) uses every
-// plugin found. Exclusion wins over listing.
+// Plugin selection: HMC_DEVICE_PLUGINS / HMC_NET_PLUGINS / HMC_CCL_PLUGINS, a comma-separated list
+// of plugin names in order of preference, where "^name" excludes a plugin. When any name without
+// "^" is listed, only the listed plugins are used; an empty or unset list (or one with exclusions
+// only) uses every plugin found. Exclusion wins over listing.
 #pragma once
 
 #include <string>

@@ -47,6 +47,26 @@ const Slot kDeviceRequired[] = {
     HMC_SLOT(hmc_device_plugin_v1_t, event_query),
 };
 
+const Slot kCclRequired[] = {
+    HMC_SLOT(hmc_ccl_plugin_v1_t, init),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, finalize),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, device_count),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, unavailable_reason),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, library_version),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, unique_id),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, comm_create),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, comm_destroy),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, comm_abort),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, comm_async_error),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, comm_error_text),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, all_reduce),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, all_gather),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, reduce_scatter),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, broadcast),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, send_recv),
+    HMC_SLOT(hmc_ccl_plugin_v1_t, test),
+};
+
 #undef HMC_SLOT
 
 bool slot_null(const void* table, size_t offset) {
@@ -94,6 +114,9 @@ size_t net_table_min_size() {
 size_t device_table_min_size() {
   return min_size(kDeviceRequired);
 }
+size_t ccl_table_min_size() {
+  return min_size(kCclRequired);
+}
 
 std::string status_text(int status) {
   return fmt::format("{} ({})", plugin_status_string(static_cast<hmc_plugin_status_t>(status)),
@@ -117,6 +140,38 @@ std::string check_net_table(const hmc_net_plugin_v2_t* t) {
 
 std::string check_device_table(const hmc_device_plugin_v1_t* t) {
   return check_table(t, kDeviceRequired, kDeviceAbiMin, kDeviceAbiMax);
+}
+
+std::string check_ccl_table(const hmc_ccl_plugin_v1_t* t) {
+  std::string bad = check_table(t, kCclRequired, kCclAbiMin, kCclAbiMax);
+  if (!bad.empty()) return bad;
+  if (t->mem_iface == HMC_MEM_IFACE_HOST || t->mem_iface >= HMC_MEM_IFACE_MAX)
+    return fmt::format("mem_iface {} is not a device memory interface (1..{})", t->mem_iface,
+                       HMC_MEM_IFACE_MAX - 1);
+  constexpr uint32_t kDtypes = (1u << (HMC_CCL_DTYPE_I64 + 1)) - 1;
+  constexpr uint32_t kOps = (1u << (HMC_CCL_OP_AVG + 1)) - 1;
+  if (t->dtypes == 0 || (t->dtypes & ~kDtypes))
+    return fmt::format("dtypes 0x{:x} is empty or names unknown dtypes (known: 0x{:x})", t->dtypes,
+                       kDtypes);
+  if (t->ops & ~kOps)
+    return fmt::format("ops 0x{:x} names unknown operations (known: 0x{:x})", t->ops, kOps);
+  return "";
+}
+
+std::string check_ccl_devices(const hmc_ccl_plugin_v1_t* t, hmc_ccl_ctx_t* ctx, int* count,
+                              std::string* unavailable, std::string* library) {
+  int n = -1;
+  int st = t->device_count(ctx, &n);
+  if (st != HMC_PLUGIN_SUCCESS) return "device_count failed: " + status_text(st);
+  if (n < 0) return fmt::format("device_count reported {} devices", n);
+  *count = n;
+  const char* lib = t->library_version(ctx);
+  if (lib) *library = lib;
+  if (n == 0) {
+    const char* why = t->unavailable_reason(ctx);
+    if (why) *unavailable = why;
+  }
+  return "";
 }
 
 std::string check_net_devices(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* ctx, int* count) {

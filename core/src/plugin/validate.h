@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "hmc/plugin/ccl.h"
 #include "hmc/plugin/device.h"
 #include "hmc/plugin/net.h"
 
@@ -19,14 +20,19 @@ constexpr uint32_t kDeviceAbiMin = HMC_PLUGIN_ABI_VERSION;
 constexpr uint32_t kDeviceAbiMax = HMC_PLUGIN_ABI_VERSION;
 constexpr uint32_t kNetAbiMin = HMC_NET_ABI_VERSION;
 constexpr uint32_t kNetAbiMax = HMC_NET_ABI_VERSION;
+constexpr uint32_t kCclAbiMin = HMC_CCL_ABI_VERSION;
+constexpr uint32_t kCclAbiMax = HMC_CCL_ABI_VERSION;
 
 // Bytes of a table up to and including its last required slot.
 size_t net_table_min_size();
 size_t device_table_min_size();
+size_t ccl_table_min_size();
 
 // Header, name and required slots of a table as the plugin returned it.
 std::string check_net_table(const hmc_net_plugin_v2_t* table);
 std::string check_device_table(const hmc_device_plugin_v1_t* table);
+// Also the declarations: mem_iface a device interface, dtypes and ops within the known values.
+std::string check_ccl_table(const hmc_ccl_plugin_v1_t* table);
 // A plugin name: non-empty, [a-z0-9_]+.
 std::string check_name(const char* name);
 
@@ -36,6 +42,9 @@ std::string check_name(const char* name);
 std::string check_net_devices(const hmc_net_plugin_v2_t* table, hmc_net_ctx_t* ctx, int* count);
 std::string check_device_devices(const hmc_device_plugin_v1_t* table, hmc_device_ctx_t* ctx,
                                  int* count, std::string* unavailable);
+// *library: library_version's text ("" when none); *unavailable: the reason when 0 devices.
+std::string check_ccl_devices(const hmc_ccl_plugin_v1_t* table, hmc_ccl_ctx_t* ctx, int* count,
+                              std::string* unavailable, std::string* library);
 
 // "internal error (-10)".
 std::string status_text(int status);

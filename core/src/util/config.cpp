@@ -22,6 +22,8 @@ const std::vector<ConfigVar>& core_config_vars() {
        "comma-separated net plugin names in order of preference; ^name excludes; unset: all found", "core"},
       {"HMC_LIBRARY_SIGNALS", ConfigType::String, "restore",
        "restore: the signal dispositions a plugin's libraries change while they load, initialise or finalise (UCX's and PSM's error handlers) are put back as the application had them; keep: the libraries' handlers stay (UCX's backtraces on a crash)", "core"},
+      {"HMC_CCL_PLUGINS", ConfigType::List, "",
+       "comma-separated ccl plugin (vendor collective library) names in order of preference; ^name excludes; unset: all found", "core"},
       {"HMC_LOG_LEVEL", ConfigType::LogLevel, "warn", "error, warn, info, debug or trace", "core"},
       {"HMC_LOG_FILE", ConfigType::String, "stderr", "log destination; %p is replaced by the pid", "core"},
       {"HMC_TIMEOUT_MS", ConfigType::Int, "30000",
@@ -70,6 +72,8 @@ const std::vector<ConfigVar>& core_config_vars() {
        "where the ranks of hmc_comm_create meet: tcp://host:port (rank 0 hosts the store there) or redis://[[user]:password@]host[:port][/prefix] (a Redis server; docs/collectives.md); empty: tcp://MASTER_ADDR:MASTER_PORT", "core"},
       {"HMC_COLL_ALGO", ConfigType::String, "",
        "force the collectives' algorithm where it applies: ring, recursive_doubling, pairwise, tree, linear, hierarchical (all-reduce, broadcast, all-gather) or direct; empty: chosen by size and shape", "core"},
+      {"HMC_COLL_BACKEND", ConfigType::String, "auto",
+       "who runs a communicator's collectives: auto (a ccl plugin's vendor library where every rank's buffers are device memory it serves, else hmc), hmc (always hmc's own algorithms) or ccl (the vendor library; a device-memory collective it cannot run fails, barriers and host buffers stay on hmc)", "core"},
   };
   return vars;
 }

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -127,7 +128,8 @@ class Event {
 };
 
 struct Op {
-  enum class Kind { Copy, Record, Stop } kind = Kind::Stop;
+  enum class Kind { Copy, Record, Host, Stop } kind = Kind::Stop;
+  std::function<Err()> host;  // Kind::Host
   char* dst = nullptr;
   const char* src = nullptr;
   size_t size = 0;
@@ -516,8 +518,10 @@ class EmulatorImpl {
         s->busy = true;
       }
       if (op.kind == Op::Kind::Stop) return;
-      if (op.kind == Op::Kind::Copy) {
-        Err e = execute_copy(s, op);
+      if (op.kind == Op::Kind::Copy || op.kind == Op::Kind::Host) {
+        Err e = op.kind == Op::Kind::Copy ? execute_copy(s, op)
+                : lost_                   ? Err::DeviceLost
+                                          : op.host();
         std::lock_guard<std::mutex> lock(s->m);
         if (e != Err::Ok && s->pending_error == Err::Ok) s->pending_error = e;
       } else {
@@ -560,6 +564,27 @@ class EmulatorImpl {
       s->cv.wait_until(lock, end, [&] { return lost_.load(); });
       if (lost_) return Err::DeviceLost;
     }
+    return Err::Ok;
+  }
+
+  Err launch_host(int dev, Stream* s, std::function<Err()> fn) {
+    if (s == nullptr) s = default_stream(dev);
+    if (s == nullptr) return Err::InvalidDevice;
+    if (Err e = check_device(s->dev); e != Err::Ok) return e;
+    if (Err e = operation(); e != Err::Ok) return e;
+    Op op;
+    op.kind = Op::Kind::Host;
+    op.host = std::move(fn);
+    enqueue(s, std::move(op));
+    return Err::Ok;
+  }
+
+  Err device_view(const void* ptr, size_t size, std::shared_ptr<void>* hold, char** at) {
+    bool is_device = false;
+    std::shared_ptr<Region> r;
+    if (Err e = resolve(ptr, size, &is_device, &r, at); e != Err::Ok) return e;
+    if (!is_device) return Err::InvalidValue;
+    *hold = std::move(r);
     return Err::Ok;
   }
 
@@ -787,6 +812,12 @@ Err Emulator::event_sync(Event* e) {
 }
 int Emulator::stream_device(const Stream* s) const {
   return s == nullptr ? -1 : s->dev;
+}
+Err Emulator::launch_host(int dev, Stream* s, std::function<Err()> fn) {
+  return impl_->launch_host(dev, s, std::move(fn));
+}
+Err Emulator::device_view(const void* ptr, size_t size, std::shared_ptr<void>* hold, char** at) {
+  return impl_->device_view(ptr, size, hold, at);
 }
 Err Emulator::ipc_get(const void* ptr, void* handle, size_t len) {
   return impl_->ipc_get(ptr, handle, len);

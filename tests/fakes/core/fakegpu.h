@@ -37,6 +37,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #define FAKEGPU_API __attribute__((visibility("default")))
@@ -132,6 +134,15 @@ class FAKEGPU_API Emulator {
   Err event_query(Event* e);
   Err event_sync(Event* e);
   int stream_device(const Stream* s) const;
+  // Host work in stream order, as a kernel of another library would run (the emulated NCCL's
+  // collectives): fn runs on the stream's worker after what was queued before it, and later
+  // work waits for it. An error it returns is the stream's, reported by the next event recorded
+  // on it. A null stream is the device's default stream.
+  Err launch_host(int dev, Stream* s, std::function<Err()> fn);
+  // Where the emulator keeps [ptr, ptr+size) of a device allocation, for such host work to read
+  // and write; *hold keeps the allocation mapped while the caller uses *at. InvalidValue for
+  // memory that is not one device allocation's.
+  Err device_view(const void* ptr, size_t size, std::shared_ptr<void>* hold, char** at);
 
   // IPC. handle_len is 64 (CUDA, HIP, MUSA) or 8 (CNRT).
   Err ipc_get(const void* ptr, void* handle, size_t handle_len);

@@ -1,0 +1,574 @@
+// The nccl ccl plugin: NVIDIA's collective library (libnccl.so.2) for CUDA device memory, opened
+// at run time with the CUDA driver (libcuda.so.1), whose streams and events the plugin uses.
+//
+// Each communicator has a stream of its own (made on the device's primary context, the one the
+// CUDA runtime and so NCCL use); a collective posted with stream NULL goes there. Completion is
+// an event recorded after the NCCL call on the same stream and queried with cuEventQuery,
+// which never blocks. ncclCommInitRank is NCCL's blocking form: it returns when every rank
+// joined (NCCL's own bootstrap timeout applies). The unique id the core distributes is
+// ncclUniqueId's 128 bytes.
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "hmc/plugin/ccl.h"
+#include "hmc/plugin/log.hpp"
+#include "nccl_api.h"
+
+using namespace hmc::vendor::nccl;
+using namespace hmc::vendor::cudadrv;
+
+namespace {
+
+constexpr const char* kLibraryVar = "HMC_NCCL_LIBRARY";
+constexpr const char* kCudaLibraryVar = "HMC_NCCL_CUDA_LIBRARY";
+
+const hmc_config_var_t kConfigVars[] = {
+    {kLibraryVar, "libnccl.so.2", "the NCCL library the nccl ccl plugin opens"},
+    {kCudaLibraryVar, "libcuda.so.1",
+     "the CUDA driver library the nccl ccl plugin opens for its streams and events"},
+    {nullptr, nullptr, nullptr},
+};
+
+struct NcclApi {
+  PFN_ncclGetVersion get_version;
+  PFN_ncclGetUniqueId get_unique_id;
+  PFN_ncclCommInitRank comm_init_rank;
+  PFN_ncclCommDestroy comm_destroy;
+  PFN_ncclCommAbort comm_abort;
+  PFN_ncclCommGetAsyncError comm_get_async_error;
+  PFN_ncclGetErrorString get_error_string;
+  PFN_ncclGetLastError get_last_error;
+  PFN_ncclAllReduce all_reduce;
+  PFN_ncclAllGather all_gather;
+  PFN_ncclReduceScatter reduce_scatter;
+  PFN_ncclBroadcast broadcast;
+  PFN_ncclSend send;
+  PFN_ncclRecv recv;
+  PFN_ncclGroupStart group_start;
+  PFN_ncclGroupEnd group_end;
+};
+
+struct CudaApi {
+  PFN_cuInit init;
+  PFN_cuDeviceGetCount device_count;
+  PFN_cuDeviceGet device_get;
+  PFN_cuDevicePrimaryCtxRetain primary_retain;
+  PFN_cuDevicePrimaryCtxRelease primary_release;
+  PFN_cuCtxGetCurrent ctx_get;
+  PFN_cuCtxSetCurrent ctx_set;
+  PFN_cuStreamCreate stream_create;
+  PFN_cuStreamDestroy stream_destroy;
+  PFN_cuEventCreate event_create;
+  PFN_cuEventRecord event_record;
+  PFN_cuEventQuery event_query;
+  PFN_cuEventDestroy event_destroy;
+};
+
+template <typename Fn>
+bool resolve(void* lib, const char* name, Fn* out, std::string* missing) {
+  *out = reinterpret_cast<Fn>(dlsym(lib, name));
+  if (*out == nullptr && missing->empty()) *missing = name;
+  return *out != nullptr;
+}
+
+}  // namespace
+
+struct hmc_ccl_ctx {
+  const hmc_host_services_t* host = nullptr;
+  hmc::plugin::Log log;
+  void* nccl_lib = nullptr;
+  void* cuda_lib = nullptr;
+  NcclApi nccl{};
+  CudaApi cuda{};
+  int devices = 0;
+  std::string unavailable;
+  std::string library;              // "libnccl.so.2, NCCL 2.28.9"
+  std::mutex mutex;                 // contexts_
+  std::vector<CUcontext> contexts;  // primary context per ordinal, retained on first use
+};
+
+struct hmc_ccl_comm {
+  hmc_ccl_ctx* ctx = nullptr;
+  ncclComm_t comm = nullptr;
+  CUcontext cu_ctx = nullptr;
+  CUstream stream = nullptr;
+  int rank = 0, nranks = 0;
+  bool aborted = false;
+  std::vector<CUevent> spare_events;
+  std::string error;  // comm_error_text
+};
+
+struct hmc_ccl_request {
+  hmc_ccl_comm* comm = nullptr;
+  CUevent event = nullptr;
+  const char* call = "";
+};
+
+namespace {
+
+// Makes the communicator's context current on the calling thread for the life of the scope.
+class CurrentContext {
+ public:
+  CurrentContext(const CudaApi& cuda, CUcontext ctx) : cuda_(cuda) {
+    if (cuda_.ctx_get(&saved_) != CUDA_SUCCESS) saved_ = nullptr;
+    ok_ = cuda_.ctx_set(ctx) == CUDA_SUCCESS;
+  }
+  ~CurrentContext() { cuda_.ctx_set(saved_); }
+  bool ok() const { return ok_; }
+
+ private:
+  const CudaApi& cuda_;
+  CUcontext saved_ = nullptr;
+  bool ok_ = false;
+};
+
+hmc_plugin_status_t status_of(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess: return HMC_PLUGIN_SUCCESS;
+    case ncclInProgress: return HMC_PLUGIN_IN_PROGRESS;
+    case ncclInvalidArgument:
+    case ncclInvalidUsage: return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    case ncclRemoteError: return HMC_PLUGIN_ERR_PEER_LOST;
+    case ncclSystemError: return HMC_PLUGIN_ERR_SYSTEM;
+    default: return HMC_PLUGIN_ERR_INTERNAL;
+  }
+}
+
+// Records the library's words for a failed call and returns its status.
+hmc_plugin_status_t nccl_failure(hmc_ccl_comm* c, const char* call, ncclResult_t r) {
+  const NcclApi& api = c->ctx->nccl;
+  const char* what = api.get_error_string(r);
+  const char* last = api.get_last_error(c->comm);
+  c->error = std::string(call) + ": " + (what ? what : "unknown error");
+  if (last && *last) c->error += std::string(" (") + last + ")";
+  return status_of(r);
+}
+
+hmc_plugin_status_t cuda_failure(hmc_ccl_comm* c, const char* call, CUresult r) {
+  c->error = std::string(call) + ": CUDA error " + std::to_string(r);
+  return HMC_PLUGIN_ERR_INTERNAL;
+}
+
+bool map_dtype(uint32_t dtype, ncclDataType_t* out) {
+  switch (dtype) {
+    case HMC_CCL_DTYPE_F32: *out = ncclFloat32; return true;
+    case HMC_CCL_DTYPE_F64: *out = ncclFloat64; return true;
+    case HMC_CCL_DTYPE_F16: *out = ncclFloat16; return true;
+    case HMC_CCL_DTYPE_BF16: *out = ncclBfloat16; return true;
+    case HMC_CCL_DTYPE_I8: *out = ncclInt8; return true;
+    case HMC_CCL_DTYPE_U8: *out = ncclUint8; return true;
+    case HMC_CCL_DTYPE_I32: *out = ncclInt32; return true;
+    case HMC_CCL_DTYPE_I64: *out = ncclInt64; return true;
+  }
+  return false;
+}
+
+bool map_op(uint32_t op, ncclRedOp_t* out) {
+  switch (op) {
+    case HMC_CCL_OP_SUM: *out = ncclSum; return true;
+    case HMC_CCL_OP_PROD: *out = ncclProd; return true;
+    case HMC_CCL_OP_MIN: *out = ncclMin; return true;
+    case HMC_CCL_OP_MAX: *out = ncclMax; return true;
+    case HMC_CCL_OP_AVG: *out = ncclAvg; return true;
+  }
+  return false;
+}
+
+CUstream stream_of(hmc_ccl_comm* c, void* stream) {
+  return stream ? static_cast<CUstream>(stream) : c->stream;
+}
+
+// Records the completion event after the call just made on `stream`.
+hmc_plugin_status_t finish_post(hmc_ccl_comm* c, CUstream stream, const char* call,
+                                hmc_ccl_request_t** req) {
+  const CudaApi& cuda = c->ctx->cuda;
+  CUevent ev = nullptr;
+  if (!c->spare_events.empty()) {
+    ev = c->spare_events.back();
+    c->spare_events.pop_back();
+  } else if (CUresult r = cuda.event_create(&ev, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
+    return cuda_failure(c, "cuEventCreate", r);
+  }
+  if (CUresult r = cuda.event_record(ev, stream); r != CUDA_SUCCESS) {
+    cuda.event_destroy(ev);
+    return cuda_failure(c, "cuEventRecord", r);
+  }
+  auto* rq = new (std::nothrow) hmc_ccl_request;
+  if (!rq) {
+    c->spare_events.push_back(ev);
+    return HMC_PLUGIN_ERR_NO_MEMORY;
+  }
+  rq->comm = c;
+  rq->event = ev;
+  rq->call = call;
+  *req = rq;
+  return HMC_PLUGIN_SUCCESS;
+}
+
+// ---- slots -----------------------------------------------------------------------------------
+
+hmc_plugin_status_t plugin_init(const hmc_host_services_t* host, hmc_ccl_ctx_t** out) {
+  auto* ctx = new (std::nothrow) hmc_ccl_ctx;
+  if (!ctx) return HMC_PLUGIN_ERR_NO_MEMORY;
+  ctx->host = host;
+  ctx->log = hmc::plugin::Log(host);
+  const char* lib = host->config_get(host->host_ctx, kLibraryVar);
+  std::string nccl_name = lib && *lib ? lib : "libnccl.so.2";
+  const char* culib = host->config_get(host->host_ctx, kCudaLibraryVar);
+  std::string cuda_name = culib && *culib ? culib : "libcuda.so.1";
+  *out = ctx;
+
+  ctx->nccl_lib = dlopen(nccl_name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!ctx->nccl_lib) {
+    const char* e = dlerror();
+    ctx->unavailable = nccl_name + " not found: " + (e ? e : "dlopen failed");
+    return HMC_PLUGIN_SUCCESS;
+  }
+  std::string missing;
+  NcclApi& n = ctx->nccl;
+  void* L = ctx->nccl_lib;
+  resolve(L, "ncclGetVersion", &n.get_version, &missing);
+  resolve(L, "ncclGetUniqueId", &n.get_unique_id, &missing);
+  resolve(L, "ncclCommInitRank", &n.comm_init_rank, &missing);
+  resolve(L, "ncclCommDestroy", &n.comm_destroy, &missing);
+  resolve(L, "ncclCommAbort", &n.comm_abort, &missing);
+  resolve(L, "ncclCommGetAsyncError", &n.comm_get_async_error, &missing);
+  resolve(L, "ncclGetErrorString", &n.get_error_string, &missing);
+  resolve(L, "ncclGetLastError", &n.get_last_error, &missing);
+  resolve(L, "ncclAllReduce", &n.all_reduce, &missing);
+  resolve(L, "ncclAllGather", &n.all_gather, &missing);
+  resolve(L, "ncclReduceScatter", &n.reduce_scatter, &missing);
+  resolve(L, "ncclBroadcast", &n.broadcast, &missing);
+  resolve(L, "ncclSend", &n.send, &missing);
+  resolve(L, "ncclRecv", &n.recv, &missing);
+  resolve(L, "ncclGroupStart", &n.group_start, &missing);
+  resolve(L, "ncclGroupEnd", &n.group_end, &missing);
+  if (!missing.empty()) {
+    ctx->unavailable = nccl_name + " lacks " + missing + " (an NCCL too old for this plugin)";
+    return HMC_PLUGIN_SUCCESS;
+  }
+  int code = 0;
+  if (n.get_version(&code) != ncclSuccess) {
+    ctx->unavailable = nccl_name + ": ncclGetVersion failed";
+    return HMC_PLUGIN_SUCCESS;
+  }
+  int major = 0, minor = 0, patch = 0;
+  decode_version(code, &major, &minor, &patch);
+  char text[160];
+  std::snprintf(text, sizeof text, "%s, NCCL %d.%d.%d", nccl_name.c_str(), major, minor, patch);
+  ctx->library = text;
+
+  ctx->cuda_lib = dlopen(cuda_name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!ctx->cuda_lib) {
+    const char* e = dlerror();
+    ctx->unavailable = cuda_name + " (the CUDA driver) not found: " + (e ? e : "dlopen failed");
+    return HMC_PLUGIN_SUCCESS;
+  }
+  CudaApi& c = ctx->cuda;
+  L = ctx->cuda_lib;
+  resolve(L, "cuInit", &c.init, &missing);
+  resolve(L, "cuDeviceGetCount", &c.device_count, &missing);
+  resolve(L, "cuDeviceGet", &c.device_get, &missing);
+  resolve(L, "cuDevicePrimaryCtxRetain", &c.primary_retain, &missing);
+  resolve(L, "cuDevicePrimaryCtxRelease_v2", &c.primary_release, &missing);
+  resolve(L, "cuCtxGetCurrent", &c.ctx_get, &missing);
+  resolve(L, "cuCtxSetCurrent", &c.ctx_set, &missing);
+  resolve(L, "cuStreamCreate", &c.stream_create, &missing);
+  resolve(L, "cuStreamDestroy_v2", &c.stream_destroy, &missing);
+  resolve(L, "cuEventCreate", &c.event_create, &missing);
+  resolve(L, "cuEventRecord", &c.event_record, &missing);
+  resolve(L, "cuEventQuery", &c.event_query, &missing);
+  resolve(L, "cuEventDestroy_v2", &c.event_destroy, &missing);
+  if (!missing.empty()) {
+    ctx->unavailable = cuda_name + " lacks " + missing;
+    return HMC_PLUGIN_SUCCESS;
+  }
+  if (CUresult r = c.init(0); r != CUDA_SUCCESS) {
+    ctx->unavailable = "cuInit failed: CUDA error " + std::to_string(r);
+    return HMC_PLUGIN_SUCCESS;
+  }
+  int count = 0;
+  if (c.device_count(&count) != CUDA_SUCCESS || count <= 0) {
+    ctx->unavailable = "the CUDA driver reports no device";
+    return HMC_PLUGIN_SUCCESS;
+  }
+  ctx->devices = count;
+  ctx->contexts.assign(size_t(count), nullptr);
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t plugin_finalize(hmc_ccl_ctx_t* ctx) {
+  if (!ctx) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  for (size_t d = 0; d < ctx->contexts.size(); ++d)
+    if (ctx->contexts[d]) ctx->cuda.primary_release(int(d));
+  // The libraries stay mapped: NCCL keeps threads of its own that may still be winding down.
+  delete ctx;
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t plugin_device_count(hmc_ccl_ctx_t* ctx, int* count) {
+  if (!ctx || !count) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  *count = ctx->devices;
+  return HMC_PLUGIN_SUCCESS;
+}
+
+const char* plugin_unavailable_reason(hmc_ccl_ctx_t* ctx) {
+  return ctx && !ctx->unavailable.empty() ? ctx->unavailable.c_str() : nullptr;
+}
+
+const char* plugin_library_version(hmc_ccl_ctx_t* ctx) {
+  return ctx && !ctx->library.empty() ? ctx->library.c_str() : nullptr;
+}
+
+hmc_plugin_status_t plugin_unique_id(hmc_ccl_ctx_t* ctx, void* id, size_t* len) {
+  if (!ctx || !id || !len || *len < kUniqueIdBytes) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  if (ctx->devices == 0) return HMC_PLUGIN_ERR_NO_DEVICE;
+  ncclUniqueId uid;
+  ncclResult_t r = ctx->nccl.get_unique_id(&uid);
+  if (r != ncclSuccess) {
+    ctx->log.write(HMC_LOG_WARN, "ncclGetUniqueId: %s", ctx->nccl.get_error_string(r));
+    return status_of(r);
+  }
+  std::memcpy(id, uid.internal, kUniqueIdBytes);
+  *len = kUniqueIdBytes;
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t plugin_comm_create(hmc_ccl_ctx_t* ctx, const void* id, size_t len, int nranks,
+                                       int rank, int device, hmc_ccl_comm_t** out) {
+  if (!ctx || !id || !out || len != kUniqueIdBytes || nranks < 1 || rank < 0 || rank >= nranks ||
+      device < 0 || device >= ctx->devices)
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  CUcontext cu_ctx = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(ctx->mutex);
+    if (!ctx->contexts[size_t(device)]) {
+      CUdevice dev = 0;
+      if (ctx->cuda.device_get(&dev, device) != CUDA_SUCCESS ||
+          ctx->cuda.primary_retain(&ctx->contexts[size_t(device)], dev) != CUDA_SUCCESS) {
+        ctx->log.write(HMC_LOG_WARN, "cannot retain the primary context of CUDA device %d", device);
+        ctx->contexts[size_t(device)] = nullptr;
+        return HMC_PLUGIN_ERR_INTERNAL;
+      }
+    }
+    cu_ctx = ctx->contexts[size_t(device)];
+  }
+  auto* c = new (std::nothrow) hmc_ccl_comm;
+  if (!c) return HMC_PLUGIN_ERR_NO_MEMORY;
+  c->ctx = ctx;
+  c->cu_ctx = cu_ctx;
+  c->rank = rank;
+  c->nranks = nranks;
+  CurrentContext current(ctx->cuda, cu_ctx);
+  if (!current.ok()) {
+    delete c;
+    return HMC_PLUGIN_ERR_INTERNAL;
+  }
+  if (CUresult r = ctx->cuda.stream_create(&c->stream, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) {
+    ctx->log.write(HMC_LOG_WARN, "cuStreamCreate: CUDA error %d", r);
+    delete c;
+    return HMC_PLUGIN_ERR_INTERNAL;
+  }
+  ncclUniqueId uid;
+  std::memcpy(uid.internal, id, kUniqueIdBytes);
+  ncclResult_t r = ctx->nccl.comm_init_rank(&c->comm, nranks, uid, rank);
+  if (r != ncclSuccess) {
+    const char* last = ctx->nccl.get_last_error(nullptr);
+    ctx->log.write(HMC_LOG_WARN, "ncclCommInitRank (rank %d of %d): %s%s%s", rank, nranks,
+                   ctx->nccl.get_error_string(r), last && *last ? ": " : "", last ? last : "");
+    ctx->cuda.stream_destroy(c->stream);
+    delete c;
+    return status_of(r) == HMC_PLUGIN_ERR_INTERNAL ? HMC_PLUGIN_ERR_PEER_LOST : status_of(r);
+  }
+  *out = c;
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t plugin_comm_destroy(hmc_ccl_comm_t* c) {
+  if (!c) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  const CudaApi& cuda = c->ctx->cuda;
+  {
+    CurrentContext current(cuda, c->cu_ctx);
+    if (!c->aborted) c->ctx->nccl.comm_destroy(c->comm);
+    for (CUevent ev : c->spare_events) cuda.event_destroy(ev);
+    cuda.stream_destroy(c->stream);
+  }
+  delete c;
+  return HMC_PLUGIN_SUCCESS;
+}
+
+hmc_plugin_status_t plugin_comm_abort(hmc_ccl_comm_t* c) {
+  if (!c) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  if (c->aborted) return HMC_PLUGIN_SUCCESS;
+  CurrentContext current(c->ctx->cuda, c->cu_ctx);
+  ncclResult_t r = c->ctx->nccl.comm_abort(c->comm);
+  c->aborted = true;
+  return r == ncclSuccess ? HMC_PLUGIN_SUCCESS : nccl_failure(c, "ncclCommAbort", r);
+}
+
+hmc_plugin_status_t plugin_comm_async_error(hmc_ccl_comm_t* c) {
+  if (!c) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  if (c->aborted) return HMC_PLUGIN_ERR_CANCELLED;
+  ncclResult_t err = ncclSuccess;
+  ncclResult_t r = c->ctx->nccl.comm_get_async_error(c->comm, &err);
+  if (r != ncclSuccess) return nccl_failure(c, "ncclCommGetAsyncError", r);
+  if (err == ncclSuccess || err == ncclInProgress) return HMC_PLUGIN_SUCCESS;
+  return nccl_failure(c, "ncclCommGetAsyncError", err);
+}
+
+const char* plugin_comm_error_text(hmc_ccl_comm_t* c) {
+  return c ? c->error.c_str() : "";
+}
+
+hmc_plugin_status_t plugin_all_reduce(hmc_ccl_comm_t* c, const void* send, void* recv, size_t count,
+                                      uint32_t dtype, uint32_t op, void* stream,
+                                      hmc_ccl_request_t** req) {
+  ncclDataType_t t;
+  ncclRedOp_t o;
+  if (!c || !req || !map_dtype(dtype, &t) || !map_op(op, &o))
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  CurrentContext current(c->ctx->cuda, c->cu_ctx);
+  CUstream s = stream_of(c, stream);
+  ncclResult_t r = c->ctx->nccl.all_reduce(send, recv, count, t, o, c->comm, s);
+  if (r != ncclSuccess) return nccl_failure(c, "ncclAllReduce", r);
+  return finish_post(c, s, "ncclAllReduce", req);
+}
+
+hmc_plugin_status_t plugin_all_gather(hmc_ccl_comm_t* c, const void* send, void* recv, size_t count,
+                                      uint32_t dtype, void* stream, hmc_ccl_request_t** req) {
+  ncclDataType_t t;
+  if (!c || !req || !map_dtype(dtype, &t)) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  CurrentContext current(c->ctx->cuda, c->cu_ctx);
+  CUstream s = stream_of(c, stream);
+  ncclResult_t r = c->ctx->nccl.all_gather(send, recv, count, t, c->comm, s);
+  if (r != ncclSuccess) return nccl_failure(c, "ncclAllGather", r);
+  return finish_post(c, s, "ncclAllGather", req);
+}
+
+hmc_plugin_status_t plugin_reduce_scatter(hmc_ccl_comm_t* c, const void* send, void* recv,
+                                          size_t count, uint32_t dtype, uint32_t op, void* stream,
+                                          hmc_ccl_request_t** req) {
+  ncclDataType_t t;
+  ncclRedOp_t o;
+  if (!c || !req || !map_dtype(dtype, &t) || !map_op(op, &o))
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  CurrentContext current(c->ctx->cuda, c->cu_ctx);
+  CUstream s = stream_of(c, stream);
+  ncclResult_t r = c->ctx->nccl.reduce_scatter(send, recv, count, t, o, c->comm, s);
+  if (r != ncclSuccess) return nccl_failure(c, "ncclReduceScatter", r);
+  return finish_post(c, s, "ncclReduceScatter", req);
+}
+
+hmc_plugin_status_t plugin_broadcast(hmc_ccl_comm_t* c, const void* send, void* recv, size_t count,
+                                     uint32_t dtype, int root, void* stream,
+                                     hmc_ccl_request_t** req) {
+  ncclDataType_t t;
+  if (!c || !req || !map_dtype(dtype, &t) || root < 0 || root >= c->nranks)
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  CurrentContext current(c->ctx->cuda, c->cu_ctx);
+  CUstream s = stream_of(c, stream);
+  ncclResult_t r = c->ctx->nccl.broadcast(send, recv, count, t, root, c->comm, s);
+  if (r != ncclSuccess) return nccl_failure(c, "ncclBroadcast", r);
+  return finish_post(c, s, "ncclBroadcast", req);
+}
+
+hmc_plugin_status_t plugin_send_recv(hmc_ccl_comm_t* c, const hmc_ccl_p2p_t* parts, size_t n,
+                                     uint32_t dtype, void* stream, hmc_ccl_request_t** req) {
+  ncclDataType_t t;
+  if (!c || !req || (n && !parts) || !map_dtype(dtype, &t)) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  for (size_t i = 0; i < n; ++i)
+    if (parts[i].peer < 0 || parts[i].peer >= c->nranks) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  CurrentContext current(c->ctx->cuda, c->cu_ctx);
+  CUstream s = stream_of(c, stream);
+  const NcclApi& api = c->ctx->nccl;
+  ncclResult_t r = api.group_start();
+  if (r != ncclSuccess) return nccl_failure(c, "ncclGroupStart", r);
+  for (size_t i = 0; i < n && r == ncclSuccess; ++i) {
+    const hmc_ccl_p2p_t& p = parts[i];
+    r = p.is_send ? api.send(p.buf, p.count, t, p.peer, c->comm, s)
+                  : api.recv(p.buf, p.count, t, p.peer, c->comm, s);
+    if (r != ncclSuccess) {
+      nccl_failure(c, p.is_send ? "ncclSend" : "ncclRecv", r);
+      api.group_end();  // a group must be closed even when a call in it failed
+      return status_of(r);
+    }
+  }
+  r = api.group_end();
+  if (r != ncclSuccess) return nccl_failure(c, "ncclGroupEnd", r);
+  return finish_post(c, s, "ncclGroupEnd (send/recv)", req);
+}
+
+hmc_plugin_status_t plugin_test(hmc_ccl_request_t* rq, int* done) {
+  if (!rq || !done) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  hmc_ccl_comm* c = rq->comm;
+  const CudaApi& cuda = c->ctx->cuda;
+  CUresult r = cuda.event_query(rq->event);
+  if (r == CUDA_ERROR_NOT_READY) {
+    // A library failure may leave the stream stuck: its asynchronous error says so.
+    hmc_plugin_status_t st = plugin_comm_async_error(c);
+    if (st == HMC_PLUGIN_SUCCESS) {
+      *done = 0;
+      return HMC_PLUGIN_SUCCESS;
+    }
+    c->error = std::string(rq->call) + ": " + c->error;
+    cuda.event_destroy(rq->event);
+    delete rq;
+    *done = 1;
+    return st;
+  }
+  hmc_plugin_status_t st = HMC_PLUGIN_SUCCESS;
+  if (r == CUDA_SUCCESS) {
+    c->spare_events.push_back(rq->event);
+  } else {
+    st = plugin_comm_async_error(c);
+    if (st == HMC_PLUGIN_SUCCESS) st = cuda_failure(c, "cuEventQuery", r);
+    c->error = std::string(rq->call) + ": " + c->error;
+    cuda.event_destroy(rq->event);
+  }
+  delete rq;
+  *done = 1;
+  return st;
+}
+
+const hmc_ccl_plugin_v1_t kTable = {
+    HMC_CCL_ABI_HEADER_INIT(hmc_ccl_plugin_v1_t),
+    "nccl",
+    "0.1.0",
+    kConfigVars,
+    HMC_MEM_IFACE_CUDA,
+    HMC_CCL_BIT(HMC_CCL_DTYPE_F32) | HMC_CCL_BIT(HMC_CCL_DTYPE_F64) |
+        HMC_CCL_BIT(HMC_CCL_DTYPE_F16) | HMC_CCL_BIT(HMC_CCL_DTYPE_BF16) |
+        HMC_CCL_BIT(HMC_CCL_DTYPE_I8) | HMC_CCL_BIT(HMC_CCL_DTYPE_U8) |
+        HMC_CCL_BIT(HMC_CCL_DTYPE_I32) | HMC_CCL_BIT(HMC_CCL_DTYPE_I64),
+    HMC_CCL_BIT(HMC_CCL_OP_SUM) | HMC_CCL_BIT(HMC_CCL_OP_PROD) | HMC_CCL_BIT(HMC_CCL_OP_MIN) |
+        HMC_CCL_BIT(HMC_CCL_OP_MAX) | HMC_CCL_BIT(HMC_CCL_OP_AVG),
+    plugin_init,
+    plugin_finalize,
+    plugin_device_count,
+    plugin_unavailable_reason,
+    plugin_library_version,
+    plugin_unique_id,
+    plugin_comm_create,
+    plugin_comm_destroy,
+    plugin_comm_abort,
+    plugin_comm_async_error,
+    plugin_comm_error_text,
+    plugin_all_reduce,
+    plugin_all_gather,
+    plugin_reduce_scatter,
+    plugin_broadcast,
+    plugin_send_recv,
+    plugin_test,
+};
+
+}  // namespace
+
+extern "C" HMC_PLUGIN_EXPORT const hmc_ccl_plugin_v1_t* hmc_ccl_plugin_v1(void) {
+  return &kTable;
+}
