@@ -65,6 +65,9 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   if (timeout_ms_ <= 0) return fail(HMC_ERR_CONFIG, "HMC_TIMEOUT_MS must be at least 1");
   heartbeat_ms_ = static_cast<int>(std::min<int64_t>(config_.get_int("HMC_HEARTBEAT_MS"), INT32_MAX));
   if (heartbeat_ms_ <= 0) return fail(HMC_ERR_CONFIG, "HMC_HEARTBEAT_MS must be at least 1");
+  // A peer silent for HMC_TIMEOUT_MS with work outstanding is declared lost: an idle peer's
+  // heartbeats come at least four times within it, however the two are set.
+  heartbeat_ms_ = std::max(1, std::min(heartbeat_ms_, timeout_ms_ / 4));
   // A connector's hello may take at most this long; the default timeout caps it.
   const int64_t handshake_ms = config_.get_int("HMC_HANDSHAKE_TIMEOUT_MS");
   if (handshake_ms <= 0) return fail(HMC_ERR_CONFIG, "HMC_HANDSHAKE_TIMEOUT_MS must be at least 1");

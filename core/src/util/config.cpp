@@ -38,7 +38,7 @@ const std::vector<ConfigVar>& core_config_vars() {
       {"HMC_LISTEN_PORT", ConfigType::Int, "0", "control-plane TCP port; 0 picks a free one", "core"},
       {"HMC_PATH", ConfigType::String, "",
        "force the data path for every peer, as plugin/device (hoststage/tcp); fails when unusable", "core"},
-      {"HMC_HEARTBEAT_MS", ConfigType::Int, "1000", "interval of control-plane heartbeats to idle peers", "core"},
+      {"HMC_HEARTBEAT_MS", ConfigType::Int, "1000", "interval of control-plane heartbeats to idle peers; at most a quarter of HMC_TIMEOUT_MS (a smaller timeout shortens it)", "core"},
       {"HMC_HANDSHAKE_TIMEOUT_MS", ConfigType::Int, "5000",
        "how long an incoming connector may take from connecting to the end of its hello (and token challenge) before it is dropped; at most HMC_TIMEOUT_MS", "core"},
       {"HMC_MAX_PENDING_HANDSHAKES", ConfigType::Int, "128",
