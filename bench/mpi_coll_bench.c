@@ -39,10 +39,14 @@ static int parse_size(const char* s, uint64_t* out) {
   unsigned long long v = strtoull(s, &end, 10);
   if (end == s) return 0;
   uint64_t m = 0;
-  if (!*end) m = 1;
-  else if (!strcmp(end, "K") || !strcmp(end, "k")) m = 1u << 10;
-  else if (!strcmp(end, "M") || !strcmp(end, "m")) m = 1u << 20;
-  else if (!strcmp(end, "G") || !strcmp(end, "g")) m = 1u << 30;
+  if (!*end)
+    m = 1;
+  else if (!strcmp(end, "K") || !strcmp(end, "k"))
+    m = 1u << 10;
+  else if (!strcmp(end, "M") || !strcmp(end, "m"))
+    m = 1u << 20;
+  else if (!strcmp(end, "G") || !strcmp(end, "g"))
+    m = 1u << 30;
   if (!m) return 0;
   *out = v * m;
   return 1;
@@ -52,10 +56,8 @@ static int run(const char* op, void* send, void* recv, uint64_t count, MPI_Datat
                MPI_Op redop) {
   int c = (int)count;
   if (!strcmp(op, "all_reduce")) return MPI_Allreduce(send, recv, c, t, redop, MPI_COMM_WORLD);
-  if (!strcmp(op, "all_gather"))
-    return MPI_Allgather(send, c, t, recv, c, t, MPI_COMM_WORLD);
-  if (!strcmp(op, "all_to_all"))
-    return MPI_Alltoall(send, c, t, recv, c, t, MPI_COMM_WORLD);
+  if (!strcmp(op, "all_gather")) return MPI_Allgather(send, c, t, recv, c, t, MPI_COMM_WORLD);
+  if (!strcmp(op, "all_to_all")) return MPI_Alltoall(send, c, t, recv, c, t, MPI_COMM_WORLD);
   if (!strcmp(op, "reduce_scatter"))
     return MPI_Reduce_scatter_block(send, recv, c, t, redop, MPI_COMM_WORLD);
   return MPI_Bcast(recv, c, t, 0, MPI_COMM_WORLD);
@@ -107,17 +109,21 @@ int main(int argc, char** argv) {
     }
     ++i;
   }
-  const struct named_type types[] = {
-      {"float", MPI_FLOAT, 4},  {"double", MPI_DOUBLE, 8}, {"int8", MPI_INT8_T, 1},
-      {"uint8", MPI_UINT8_T, 1}, {"int32", MPI_INT32_T, 4}, {"int64", MPI_INT64_T, 8}};
+  const struct named_type types[] = {{"float", MPI_FLOAT, 4},   {"double", MPI_DOUBLE, 8},
+                                     {"int8", MPI_INT8_T, 1},   {"uint8", MPI_UINT8_T, 1},
+                                     {"int32", MPI_INT32_T, 4}, {"int64", MPI_INT64_T, 8}};
   const struct named_type* type = NULL;
   for (size_t k = 0; k < sizeof types / sizeof *types; ++k)
     if (!strcmp(dtype, types[k].name)) type = &types[k];
   MPI_Op redop = MPI_OP_NULL;
-  if (!strcmp(redop_name, "sum")) redop = MPI_SUM;
-  else if (!strcmp(redop_name, "prod")) redop = MPI_PROD;
-  else if (!strcmp(redop_name, "min")) redop = MPI_MIN;
-  else if (!strcmp(redop_name, "max")) redop = MPI_MAX;
+  if (!strcmp(redop_name, "sum"))
+    redop = MPI_SUM;
+  else if (!strcmp(redop_name, "prod"))
+    redop = MPI_PROD;
+  else if (!strcmp(redop_name, "min"))
+    redop = MPI_MIN;
+  else if (!strcmp(redop_name, "max"))
+    redop = MPI_MAX;
   if (!type || redop == MPI_OP_NULL || min_bytes > max_bytes ||
       (factor == 1 && min_bytes != max_bytes)) {
     fprintf(stderr, "mpi-coll-bench: bad datatype, reduction or sizes\n%s", kUsage);
@@ -129,8 +135,8 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   int reduces = !strcmp(op, "all_reduce") || !strcmp(op, "reduce_scatter");
-  int blocks = !strcmp(op, "all_gather") || !strcmp(op, "all_to_all") ||
-               !strcmp(op, "reduce_scatter");
+  int blocks =
+      !strcmp(op, "all_gather") || !strcmp(op, "all_to_all") || !strcmp(op, "reduce_scatter");
   double busf = !strcmp(op, "all_reduce")  ? 2.0 * (n - 1) / n
                 : !strcmp(op, "broadcast") ? 1.0
                                            : (double)(n - 1) / n;
@@ -178,10 +184,11 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       const char* red = reduces ? redop_name : "none";
       if (json)
-        printf("{\"op\":\"%s\",\"ranks\":%d,\"size\":%llu,\"count\":%llu,\"type\":\"%s\","
-               "\"redop\":\"%s\",\"time_us\":%.2f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-               op, n, (unsigned long long)bytes, (unsigned long long)count, dtype, red, slowest,
-               algbw, algbw * busf);
+        printf(
+            "{\"op\":\"%s\",\"ranks\":%d,\"size\":%llu,\"count\":%llu,\"type\":\"%s\","
+            "\"redop\":\"%s\",\"time_us\":%.2f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
+            op, n, (unsigned long long)bytes, (unsigned long long)count, dtype, red, slowest, algbw,
+            algbw * busf);
       else
         printf(" %11llu %12llu %8s %6s %6s %10.2f %8.3f %8.3f\n", (unsigned long long)bytes,
                (unsigned long long)count, dtype, red, !strcmp(op, "broadcast") ? "0" : "-1",

@@ -44,7 +44,7 @@ struct Opts {
   long warmup = 100;
   std::string provider = "tcp";
   int timeout_s = 60;
-  size_t chunk = 0;  // write/rndv/cts: largest single fi_write (0: the whole message)
+  size_t chunk = 0;     // write/rndv/cts: largest single fi_write (0: the whole message)
   bool serial = false;  // wait for each fi_write to complete before posting the next
 };
 
@@ -282,8 +282,9 @@ int run(const Opts& o, int boot, bool client) {
       send_one(s, o, &raddr, &key);
     }
   }
-  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                  .count() / (2.0 * static_cast<double>(o.iters));
+  double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+      (2.0 * static_cast<double>(o.iters));
   if (client)
     std::printf("%s %s %zu bytes: %.2f us one way, %.2f MB/s\n", o.provider.c_str(),
                 o.mode == Mode::kTsend   ? "tsend"
@@ -333,8 +334,8 @@ int main(int argc, char** argv) {
       char* end = nullptr;
       long n = std::strtol(v.c_str(), &end, 10);
       if (end == v.c_str() || *end != '\0' || n < lo) {
-        std::fprintf(stderr, "ofi-rdm-pingpong: %s wants an integer >= %ld, got '%s'\n",
-                     a.c_str(), lo, v.c_str());
+        std::fprintf(stderr, "ofi-rdm-pingpong: %s wants an integer >= %ld, got '%s'\n", a.c_str(),
+                     lo, v.c_str());
         std::exit(2);
       }
       return n;

@@ -86,7 +86,7 @@ static struct {
 
 static uint64_t every = 10000;
 static uint64_t n_turn;
-static uint64_t *turns; /* ticks, for the median */
+static uint64_t* turns; /* ticks, for the median */
 static size_t turns_cap;
 static double sum_turn, sum_progress, sum_ucp_send, sum_tail, n_split;
 static double sum_wait, sum_app, sum_hmc_send, n_hmc;
@@ -133,11 +133,12 @@ static void report(void) {
           sorted[n / 10] * k, sorted[n * 9 / 10] * k, (double)n_polls_between / n_turn,
           n_gap ? (double)sum_gap / n_gap * k : 0.0);
   if (n_split > 0)
-    fprintf(stderr,
-            "[pingpong-trace %d]   recv -> ucp_worker_progress returns %.0f ns, -> ucp_tag_send_nbx "
-            "%.0f ns, -> send %.0f ns (mean of %.0f)\n",
-            (int)getpid(), sum_progress / n_split * k, sum_ucp_send / n_split * k,
-            sum_tail / n_split * k, n_split);
+    fprintf(
+        stderr,
+        "[pingpong-trace %d]   recv -> ucp_worker_progress returns %.0f ns, -> ucp_tag_send_nbx "
+        "%.0f ns, -> send %.0f ns (mean of %.0f)\n",
+        (int)getpid(), sum_progress / n_split * k, sum_ucp_send / n_split * k,
+        sum_tail / n_split * k, n_split);
   if (n_hmc > 0)
     fprintf(stderr,
             "[pingpong-trace %d]   recv -> hmc_request_wait returns %.0f ns, -> hmc_send %.0f ns "

@@ -57,9 +57,12 @@ size_t parse_size(const char* s) {
   unsigned long long v = std::strtoull(s, &end, 10);
   if (end == s) die("bad size", s);
   switch (*end) {
-    case 'K': case 'k': v <<= 10; break;
-    case 'M': case 'm': v <<= 20; break;
-    case 'G': case 'g': v <<= 30; break;
+    case 'K':
+    case 'k': v <<= 10; break;
+    case 'M':
+    case 'm': v <<= 20; break;
+    case 'G':
+    case 'g': v <<= 30; break;
     case '\0': break;
     default: die("bad size", s);
   }
@@ -67,7 +70,8 @@ size_t parse_size(const char* s) {
 }
 
 void usage(int rc) {
-  std::fprintf(rc == 0 ? stdout : stderr,
+  std::fprintf(
+      rc == 0 ? stdout : stderr,
       "usage: ucx-tag-stream [--size N] [--iters N] [--warmup N] [--window W]\n"
       "                      [--tags same|distinct] [--features tag|tag,rma,wakeup]\n"
       "                      [--err none|peer] [--multi-send] [--pingpong] [--timeout S]\n"
@@ -85,21 +89,30 @@ Opts parse(int argc, char** argv) {
       if (i + 1 >= argc) die("missing value after", argv[i]);
       return argv[++i];
     };
-    if (a == "--help" || a == "-h") usage(0);
-    else if (a == "--size") o.size = parse_size(next());
-    else if (a == "--iters") o.iters = std::atol(next());
-    else if (a == "--warmup") o.warmup = std::atol(next());
-    else if (a == "--window") o.window = std::atoi(next());
-    else if (a == "--timeout") o.timeout_s = std::atoi(next());
-    else if (a == "--multi-send") o.multi_send = true;
-    else if (a == "--pingpong") o.pingpong = true;
+    if (a == "--help" || a == "-h")
+      usage(0);
+    else if (a == "--size")
+      o.size = parse_size(next());
+    else if (a == "--iters")
+      o.iters = std::atol(next());
+    else if (a == "--warmup")
+      o.warmup = std::atol(next());
+    else if (a == "--window")
+      o.window = std::atoi(next());
+    else if (a == "--timeout")
+      o.timeout_s = std::atoi(next());
+    else if (a == "--multi-send")
+      o.multi_send = true;
+    else if (a == "--pingpong")
+      o.pingpong = true;
     else if (a == "--tags") {
       std::string v = next();
       if (v != "same" && v != "distinct") die("--tags takes same or distinct, not", v.c_str());
       o.distinct_tags = v == "distinct";
     } else if (a == "--features") {
       std::string v = next();
-      if (v != "tag" && v != "tag,rma,wakeup") die("--features takes tag or tag,rma,wakeup, not", v.c_str());
+      if (v != "tag" && v != "tag,rma,wakeup")
+        die("--features takes tag or tag,rma,wakeup, not", v.c_str());
       o.rma_wakeup = v != "tag";
     } else if (a == "--err") {
       std::string v = next();
@@ -279,7 +292,6 @@ double sender(const Opts& o, int fd) {
   return static_cast<double>(o.size) * static_cast<double>(o.iters) / s / 1e6;
 }
 
-
 // --pingpong, the answering side: replies to message i with tag i, then posts the receive of
 // message i+1 while the reply is on its way (as hmc-perf's server does).
 void ponger(const Opts& o, int fd) {
@@ -359,11 +371,12 @@ int main(int argc, char** argv) {
       slow += v > 100 ? 1 : 0;
     }
     std::nth_element(half.begin(), half.begin() + static_cast<long>(half.size() / 2), half.end());
-    std::printf("size %zu iters %ld pingpong tags %s features %s err %s: %ld over 100 us, "
-                "max %.1f us; avg %.3f us median %.3f us\n",
-                o.size, o.iters, o.distinct_tags ? "distinct" : "same",
-                o.rma_wakeup ? "tag,rma,wakeup" : "tag", o.err_peer ? "peer" : "none", slow, max,
-                sum / static_cast<double>(half.size()), half[half.size() / 2]);
+    std::printf(
+        "size %zu iters %ld pingpong tags %s features %s err %s: %ld over 100 us, "
+        "max %.1f us; avg %.3f us median %.3f us\n",
+        o.size, o.iters, o.distinct_tags ? "distinct" : "same",
+        o.rma_wakeup ? "tag,rma,wakeup" : "tag", o.err_peer ? "peer" : "none", slow, max,
+        sum / static_cast<double>(half.size()), half[half.size() / 2]);
     return 0;
   }
   std::printf("size %zu iters %ld window %d tags %s features %s err %s: %.1f MB/s\n", o.size,

@@ -10,8 +10,6 @@
 // two neighbours in the list are adjacent, so nothing merges); and, for the per-block CPU cost,
 // a list of N blocks of 64 bytes against N separate 64-byte requests. Each case runs R times,
 // interleaved; medians are printed. The path is hmc's choice (HMC_PATH, HMC_NET_PLUGINS).
-#include <hmc/hmc.hpp>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,8 +19,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <hmc/hmc.hpp>
 #include <string>
 #include <vector>
+
 #include "tool_version.h"
 
 namespace {
@@ -50,9 +50,12 @@ size_t parse_size(const std::string& s) {
   char* end = nullptr;
   unsigned long long v = std::strtoull(s.c_str(), &end, 10);
   std::string unit = end ? end : "";
-  if (unit == "K" || unit == "k") v <<= 10;
-  else if (unit == "M" || unit == "m") v <<= 20;
-  else if (!unit.empty() || s.empty()) throw std::runtime_error("bad size '" + s + "'");
+  if (unit == "K" || unit == "k")
+    v <<= 10;
+  else if (unit == "M" || unit == "m")
+    v <<= 20;
+  else if (!unit.empty() || s.empty())
+    throw std::runtime_error("bad size '" + s + "'");
   return static_cast<size_t>(v);
 }
 
@@ -146,7 +149,8 @@ int run(const Options& o) {
     hmc::XferList blocks(local, remote, op, swapped_blocks(o.blocks, o.block, o.block));
     hmc::XferList small(local, remote, op, swapped_blocks(o.blocks, kSmall, o.block));
     auto one = [&](uint64_t off, size_t size) {
-      return o.put ? peer.put(base + off, size, remote, off) : peer.get(base + off, size, remote, off);
+      return o.put ? peer.put(base + off, size, remote, off)
+                   : peer.get(base + off, size, remote, off);
     };
     std::vector<double> t_plain, t_whole, t_blocks, t_small, t_separate;
     std::vector<hmc::Request> reqs(o.blocks);
@@ -170,15 +174,17 @@ int run(const Options& o) {
     }
     auto gbps = [&](double s) { return double(area) / s / 1e9; };
     const char* verb = o.put ? "put" : "get";
-    std::printf("# xfer-list-bench: op %s, %zu blocks of %zu B (%zu B), mem %s <- peer %s, path %s\n",
-                verb, o.blocks, o.block, area, o.mem.c_str(), o.peer_mem.c_str(), peer.info().path);
+    std::printf(
+        "# xfer-list-bench: op %s, %zu blocks of %zu B (%zu B), mem %s <- peer %s, path %s\n", verb,
+        o.blocks, o.block, area, o.mem.c_str(), o.peer_mem.c_str(), peer.info().path);
     std::printf("%-44s %12s %10s\n", "case (median of runs)", "time (us)", "GB/s");
-    std::printf("%-44s %12.1f %10.3f\n", (std::string("one hmc_") + verb + " of the whole area").c_str(),
+    std::printf("%-44s %12.1f %10.3f\n",
+                (std::string("one hmc_") + verb + " of the whole area").c_str(),
                 median(t_plain) * 1e6, gbps(median(t_plain)));
     std::printf("%-44s %12.1f %10.3f\n", "list of 1 range (the whole area)", median(t_whole) * 1e6,
                 gbps(median(t_whole)));
-    std::printf("%-44s %12.1f %10.3f\n", "list of N blocks, pair-swapped",
-                median(t_blocks) * 1e6, gbps(median(t_blocks)));
+    std::printf("%-44s %12.1f %10.3f\n", "list of N blocks, pair-swapped", median(t_blocks) * 1e6,
+                gbps(median(t_blocks)));
     std::printf("ratio list of N blocks / one hmc_%s: %.3f (bandwidth)\n", verb,
                 median(t_plain) / median(t_blocks));
     std::printf("per block, N blocks of %zu B: list %.0f ns, separate requests %.0f ns\n", kSmall,

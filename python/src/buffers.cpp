@@ -63,8 +63,8 @@ struct ManagedTensor {
 // CUDA (plain and managed) and ROCm memory, which the device plugins recognise.
 bool reachable(int32_t type) {
   enum { kCPU = 1, kCUDA = 2, kCUDAHost = 3, kROCM = 10, kROCMHost = 11, kCUDAManaged = 13 };
-  return type == kCPU || type == kCUDA || type == kCUDAHost || type == kROCM ||
-         type == kROCMHost || type == kCUDAManaged;
+  return type == kCPU || type == kCUDA || type == kCUDAHost || type == kROCM || type == kROCMHost ||
+         type == kCUDAManaged;
 }
 }  // namespace dl
 

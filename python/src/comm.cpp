@@ -55,9 +55,9 @@ struct DtypeName {
   size_t size;
 };
 constexpr DtypeName kDtypes[] = {
-    {"float32", HMC_DTYPE_F32, 4}, {"float64", HMC_DTYPE_F64, 8}, {"float16", HMC_DTYPE_F16, 2},
-    {"bfloat16", HMC_DTYPE_BF16, 2}, {"int8", HMC_DTYPE_I8, 1},   {"uint8", HMC_DTYPE_U8, 1},
-    {"int32", HMC_DTYPE_I32, 4},   {"int64", HMC_DTYPE_I64, 8},
+    {"float32", HMC_DTYPE_F32, 4},   {"float64", HMC_DTYPE_F64, 8}, {"float16", HMC_DTYPE_F16, 2},
+    {"bfloat16", HMC_DTYPE_BF16, 2}, {"int8", HMC_DTYPE_I8, 1},     {"uint8", HMC_DTYPE_U8, 1},
+    {"int32", HMC_DTYPE_I32, 4},     {"int64", HMC_DTYPE_I64, 8},
 };
 
 // The datatype: named ("float32", ... or a numpy dtype, whose str() is the name), else read from
@@ -70,13 +70,20 @@ DtypeName resolve_dtype(py::handle dtype, py::handle buf, const char* call) {
     py::buffer_info info = py::reinterpret_borrow<py::buffer>(buf).request();
     std::string f = info.format;
     if (!f.empty() && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f = f.substr(1);
-    if (f == "f") name = "float32";
-    else if (f == "d") name = "float64";
-    else if (f == "e") name = "float16";
-    else if (f == "b") name = "int8";
-    else if (f == "B") name = "uint8";
-    else if (f == "i") name = "int32";
-    else if (f == "q" || (f == "l" && info.itemsize == 8)) name = "int64";
+    if (f == "f")
+      name = "float32";
+    else if (f == "d")
+      name = "float64";
+    else if (f == "e")
+      name = "float16";
+    else if (f == "b")
+      name = "int8";
+    else if (f == "B")
+      name = "uint8";
+    else if (f == "i")
+      name = "int32";
+    else if (f == "q" || (f == "l" && info.itemsize == 8))
+      name = "int64";
     else
       fail(HMC_ERR_INVALID_ARGUMENT, call,
            "cannot tell the datatype from the buffer's format '" + f + "': pass dtype=");
@@ -86,8 +93,9 @@ DtypeName resolve_dtype(py::handle dtype, py::handle buf, const char* call) {
   for (const DtypeName& d : kDtypes)
     if (name == d.name) return d;
   fail(HMC_ERR_INVALID_ARGUMENT, call,
-       "unknown dtype '" + name + "' (float32, float64, float16, bfloat16, int8, uint8, int32, "
-       "int64)");
+       "unknown dtype '" + name +
+           "' (float32, float64, float16, bfloat16, int8, uint8, int32, "
+           "int64)");
 }
 
 hmc_reduce_op_t resolve_op(const std::string& op, const char* call) {
@@ -106,8 +114,8 @@ hmc_reduce_op_t resolve_op(const std::string& op, const char* call) {
 size_t elements(const Pinned& p, const DtypeName& d, const char* call, const char* what) {
   if (p.size() % d.size != 0)
     fail(HMC_ERR_INVALID_ARGUMENT, call,
-         std::string(what) + " holds " + std::to_string(p.size()) + " bytes, not a whole number of " +
-             d.name + " elements");
+         std::string(what) + " holds " + std::to_string(p.size()) +
+             " bytes, not a whole number of " + d.name + " elements");
   return p.size() / d.size;
 }
 
@@ -181,140 +189,148 @@ void bind_comm(py::module_& m) {
            "joined.")
       .def_property_readonly("rank", &Communicator::rank)
       .def_property_readonly("size", &Communicator::size)
-      .def("member",
-           [](const Communicator& c, int rank) {
-             hmc_comm_member_info_t info{};
-             info.struct_size = sizeof info;
-             check(hmc_comm_member_info(c.handle("hmc_comm_member_info"), rank, &info),
-                   "hmc_comm_member_info");
-             py::dict d;
-             d["host"] = info.host;
-             d["pid"] = info.pid;
-             d["hostname"] = std::string(info.hostname);
-             d["vendor"] = std::string(info.vendor);
-             return d;
-           },
-           "rank"_a, "Where a rank runs: host number, hostname, pid, device vendor.")
-      .def("split",
-           [](const Communicator& c, int color, int key) -> std::shared_ptr<Communicator> {
-             hmc_comm_t out = nullptr;
-             hmc_status_t st;
-             hmc_comm_t h = c.handle("hmc_comm_split");
-             {
-               Blocking b(*c.core, "hmc_comm_split");
-               st = hmc_comm_split(h, color, key, &out);
-             }
-             check(st, "hmc_comm_split");
-             if (!out) return nullptr;
-             auto n = std::make_shared<Communicator>();
-             n->core = c.core;
-             n->h = out;
-             return n;
-           },
-           "color"_a, "key"_a = 0,
-           "As MPI_Comm_split: the ranks of one color form a new communicator ordered by key;\n"
-           "a negative color joins none (None). Every rank calls it.")
+      .def(
+          "member",
+          [](const Communicator& c, int rank) {
+            hmc_comm_member_info_t info{};
+            info.struct_size = sizeof info;
+            check(hmc_comm_member_info(c.handle("hmc_comm_member_info"), rank, &info),
+                  "hmc_comm_member_info");
+            py::dict d;
+            d["host"] = info.host;
+            d["pid"] = info.pid;
+            d["hostname"] = std::string(info.hostname);
+            d["vendor"] = std::string(info.vendor);
+            return d;
+          },
+          "rank"_a, "Where a rank runs: host number, hostname, pid, device vendor.")
+      .def(
+          "split",
+          [](const Communicator& c, int color, int key) -> std::shared_ptr<Communicator> {
+            hmc_comm_t out = nullptr;
+            hmc_status_t st;
+            hmc_comm_t h = c.handle("hmc_comm_split");
+            {
+              Blocking b(*c.core, "hmc_comm_split");
+              st = hmc_comm_split(h, color, key, &out);
+            }
+            check(st, "hmc_comm_split");
+            if (!out) return nullptr;
+            auto n = std::make_shared<Communicator>();
+            n->core = c.core;
+            n->h = out;
+            return n;
+          },
+          "color"_a, "key"_a = 0,
+          "As MPI_Comm_split: the ranks of one color form a new communicator ordered by key;\n"
+          "a negative color joins none (None). Every rank calls it.")
       .def("barrier",
            [](const Communicator& c) {
              hmc_request_t r = nullptr;
              check(hmc_barrier(c.handle("hmc_barrier"), &r), "hmc_barrier");
              return make_request(c, r, nullptr, nullptr, "hmc_barrier");
            })
-      .def("broadcast",
-           [](const Communicator& c, py::handle buf, int root, py::handle dtype) {
-             const char* call = "hmc_broadcast";
-             DtypeName d = resolve_dtype(dtype, buf, call);
-             auto p = Pinned::from(buf, true, call);
-             size_t n = elements(*p, d, call, "buf");
-             hmc_request_t r = nullptr;
-             check(hmc_broadcast(c.handle(call), p->ptr(), n, d.dtype, root, &r), call);
-             return make_request(c, r, std::move(p), nullptr, call);
-           },
-           "buf"_a, "root"_a = 0, "dtype"_a = py::none(), "root's buf to every rank's buf.")
-      .def("all_reduce",
-           [](const Communicator& c, py::handle send, py::handle recv, const std::string& op,
-              py::handle dtype) {
-             const char* call = "hmc_all_reduce";
-             DtypeName d = resolve_dtype(dtype, send, call);
-             hmc_reduce_op_t o = resolve_op(op, call);
-             Buffers b = pin(send, recv, call);
-             size_t n = elements(*b.recv, d, call, "recv");
-             if (b.send && b.send->size() != b.recv->size())
-               fail(HMC_ERR_INVALID_ARGUMENT, call, "send and recv differ in size");
-             hmc_request_t r = nullptr;
-             check(hmc_all_reduce(c.handle(call), b.send_ptr, b.recv_ptr, n, d.dtype, o, &r), call);
-             return make_request(c, r, std::move(b.recv), std::move(b.send), call);
-           },
-           "send"_a, "recv"_a = py::none(), "op"_a = "sum", "dtype"_a = py::none(),
-           "recv = the reduction of every rank's send (recv None: in place, into send).")
-      .def("all_gather",
-           [](const Communicator& c, py::handle send, py::handle recv, py::handle dtype) {
-             const char* call = "hmc_all_gather";
-             DtypeName d = resolve_dtype(dtype, send, call);
-             auto s = Pinned::from(send, false, call);
-             auto rv = Pinned::from(recv, true, call);
-             size_t n = elements(*s, d, call, "send");
-             hmc_request_t r = nullptr;
-             check(hmc_all_gather(c.handle(call), s->ptr(), rv->ptr(), n, d.dtype, &r), call);
-             return make_request(c, r, std::move(rv), std::move(s), call);
-           },
-           "send"_a, "recv"_a, "dtype"_a = py::none(),
-           "recv (size x len(send)) = every rank's send, in rank order.")
-      .def("all_to_all",
-           [](const Communicator& c, py::handle send, py::handle recv, py::handle dtype) {
-             const char* call = "hmc_all_to_all";
-             DtypeName d = resolve_dtype(dtype, send, call);
-             auto s = Pinned::from(send, false, call);
-             auto rv = Pinned::from(recv, true, call);
-             size_t total = elements(*s, d, call, "send");
-             size_t ranks = static_cast<size_t>(c.size());
-             if (total % ranks != 0)
-               fail(HMC_ERR_INVALID_ARGUMENT, call, "send is not size equal blocks");
-             hmc_request_t r = nullptr;
-             check(hmc_all_to_all(c.handle(call), s->ptr(), rv->ptr(), total / ranks, d.dtype, &r),
-                   call);
-             return make_request(c, r, std::move(rv), std::move(s), call);
-           },
-           "send"_a, "recv"_a, "dtype"_a = py::none(),
-           "Block j of send goes to rank j and lands as block `rank` of its recv.")
-      .def("all_to_allv",
-           [](const Communicator& c, py::handle send, std::vector<size_t> send_counts,
-              std::vector<size_t> send_displs, py::handle recv, std::vector<size_t> recv_counts,
-              std::vector<size_t> recv_displs, py::handle dtype) {
-             const char* call = "hmc_all_to_allv";
-             DtypeName d = resolve_dtype(dtype, send, call);
-             size_t ranks = static_cast<size_t>(c.size());
-             for (const auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs})
-               if (v->size() != ranks)
-                 fail(HMC_ERR_INVALID_ARGUMENT, call,
-                      "counts and displacements need one entry per rank (" +
-                          std::to_string(ranks) + ")");
-             auto s = Pinned::from(send, false, call);
-             auto rv = Pinned::from(recv, true, call);
-             hmc_request_t r = nullptr;
-             check(hmc_all_to_allv(c.handle(call), s->ptr(), send_counts.data(), send_displs.data(),
-                                   rv->ptr(), recv_counts.data(), recv_displs.data(), d.dtype, &r),
-                   call);
-             return make_request(c, r, std::move(rv), std::move(s), call);
-           },
-           "send"_a, "send_counts"_a, "send_displs"_a, "recv"_a, "recv_counts"_a,
-           "recv_displs"_a, "dtype"_a = py::none(),
-           "Counts and displacements in elements, one per rank; zero counts allowed.")
-      .def("reduce_scatter",
-           [](const Communicator& c, py::handle send, py::handle recv, const std::string& op,
-              py::handle dtype) {
-             const char* call = "hmc_reduce_scatter";
-             DtypeName d = resolve_dtype(dtype, send, call);
-             hmc_reduce_op_t o = resolve_op(op, call);
-             auto s = Pinned::from(send, false, call);
-             auto rv = Pinned::from(recv, true, call);
-             size_t n = elements(*rv, d, call, "recv");
-             hmc_request_t r = nullptr;
-             check(hmc_reduce_scatter(c.handle(call), s->ptr(), rv->ptr(), n, d.dtype, o, &r), call);
-             return make_request(c, r, std::move(rv), std::move(s), call);
-           },
-           "send"_a, "recv"_a, "op"_a = "sum", "dtype"_a = py::none(),
-           "recv = block `rank` of the reduction of every rank's send (size x len(recv)).")
+      .def(
+          "broadcast",
+          [](const Communicator& c, py::handle buf, int root, py::handle dtype) {
+            const char* call = "hmc_broadcast";
+            DtypeName d = resolve_dtype(dtype, buf, call);
+            auto p = Pinned::from(buf, true, call);
+            size_t n = elements(*p, d, call, "buf");
+            hmc_request_t r = nullptr;
+            check(hmc_broadcast(c.handle(call), p->ptr(), n, d.dtype, root, &r), call);
+            return make_request(c, r, std::move(p), nullptr, call);
+          },
+          "buf"_a, "root"_a = 0, "dtype"_a = py::none(), "root's buf to every rank's buf.")
+      .def(
+          "all_reduce",
+          [](const Communicator& c, py::handle send, py::handle recv, const std::string& op,
+             py::handle dtype) {
+            const char* call = "hmc_all_reduce";
+            DtypeName d = resolve_dtype(dtype, send, call);
+            hmc_reduce_op_t o = resolve_op(op, call);
+            Buffers b = pin(send, recv, call);
+            size_t n = elements(*b.recv, d, call, "recv");
+            if (b.send && b.send->size() != b.recv->size())
+              fail(HMC_ERR_INVALID_ARGUMENT, call, "send and recv differ in size");
+            hmc_request_t r = nullptr;
+            check(hmc_all_reduce(c.handle(call), b.send_ptr, b.recv_ptr, n, d.dtype, o, &r), call);
+            return make_request(c, r, std::move(b.recv), std::move(b.send), call);
+          },
+          "send"_a, "recv"_a = py::none(), "op"_a = "sum", "dtype"_a = py::none(),
+          "recv = the reduction of every rank's send (recv None: in place, into send).")
+      .def(
+          "all_gather",
+          [](const Communicator& c, py::handle send, py::handle recv, py::handle dtype) {
+            const char* call = "hmc_all_gather";
+            DtypeName d = resolve_dtype(dtype, send, call);
+            auto s = Pinned::from(send, false, call);
+            auto rv = Pinned::from(recv, true, call);
+            size_t n = elements(*s, d, call, "send");
+            hmc_request_t r = nullptr;
+            check(hmc_all_gather(c.handle(call), s->ptr(), rv->ptr(), n, d.dtype, &r), call);
+            return make_request(c, r, std::move(rv), std::move(s), call);
+          },
+          "send"_a, "recv"_a, "dtype"_a = py::none(),
+          "recv (size x len(send)) = every rank's send, in rank order.")
+      .def(
+          "all_to_all",
+          [](const Communicator& c, py::handle send, py::handle recv, py::handle dtype) {
+            const char* call = "hmc_all_to_all";
+            DtypeName d = resolve_dtype(dtype, send, call);
+            auto s = Pinned::from(send, false, call);
+            auto rv = Pinned::from(recv, true, call);
+            size_t total = elements(*s, d, call, "send");
+            size_t ranks = static_cast<size_t>(c.size());
+            if (total % ranks != 0)
+              fail(HMC_ERR_INVALID_ARGUMENT, call, "send is not size equal blocks");
+            hmc_request_t r = nullptr;
+            check(hmc_all_to_all(c.handle(call), s->ptr(), rv->ptr(), total / ranks, d.dtype, &r),
+                  call);
+            return make_request(c, r, std::move(rv), std::move(s), call);
+          },
+          "send"_a, "recv"_a, "dtype"_a = py::none(),
+          "Block j of send goes to rank j and lands as block `rank` of its recv.")
+      .def(
+          "all_to_allv",
+          [](const Communicator& c, py::handle send, std::vector<size_t> send_counts,
+             std::vector<size_t> send_displs, py::handle recv, std::vector<size_t> recv_counts,
+             std::vector<size_t> recv_displs, py::handle dtype) {
+            const char* call = "hmc_all_to_allv";
+            DtypeName d = resolve_dtype(dtype, send, call);
+            size_t ranks = static_cast<size_t>(c.size());
+            for (const auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs})
+              if (v->size() != ranks)
+                fail(HMC_ERR_INVALID_ARGUMENT, call,
+                     "counts and displacements need one entry per rank (" + std::to_string(ranks) +
+                         ")");
+            auto s = Pinned::from(send, false, call);
+            auto rv = Pinned::from(recv, true, call);
+            hmc_request_t r = nullptr;
+            check(hmc_all_to_allv(c.handle(call), s->ptr(), send_counts.data(), send_displs.data(),
+                                  rv->ptr(), recv_counts.data(), recv_displs.data(), d.dtype, &r),
+                  call);
+            return make_request(c, r, std::move(rv), std::move(s), call);
+          },
+          "send"_a, "send_counts"_a, "send_displs"_a, "recv"_a, "recv_counts"_a, "recv_displs"_a,
+          "dtype"_a = py::none(),
+          "Counts and displacements in elements, one per rank; zero counts allowed.")
+      .def(
+          "reduce_scatter",
+          [](const Communicator& c, py::handle send, py::handle recv, const std::string& op,
+             py::handle dtype) {
+            const char* call = "hmc_reduce_scatter";
+            DtypeName d = resolve_dtype(dtype, send, call);
+            hmc_reduce_op_t o = resolve_op(op, call);
+            auto s = Pinned::from(send, false, call);
+            auto rv = Pinned::from(recv, true, call);
+            size_t n = elements(*rv, d, call, "recv");
+            hmc_request_t r = nullptr;
+            check(hmc_reduce_scatter(c.handle(call), s->ptr(), rv->ptr(), n, d.dtype, o, &r), call);
+            return make_request(c, r, std::move(rv), std::move(s), call);
+          },
+          "send"_a, "recv"_a, "op"_a = "sum", "dtype"_a = py::none(),
+          "recv = block `rank` of the reduction of every rank's send (size x len(recv)).")
       .def("destroy", &Communicator::destroy, "Frees the communicator now.");
 }
 

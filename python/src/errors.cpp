@@ -78,9 +78,8 @@ void bind_errors(py::module_& m) {
     } catch (const Failure& f) {
       auto it = g_by_status.find(f.status);
       PyObject* cls = it == g_by_status.end() ? g_error : it->second;
-      py::object text = py::reinterpret_steal<py::object>(
-          PyUnicode_DecodeUTF8(f.message.data(), static_cast<Py_ssize_t>(f.message.size()),
-                               "replace"));
+      py::object text = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
+          f.message.data(), static_cast<Py_ssize_t>(f.message.size()), "replace"));
       py::object exc = py::reinterpret_borrow<py::object>(cls)(text);
       exc.attr("status") = py::str(hmc_status_string(f.status));
       exc.attr("code") = py::int_(static_cast<int>(f.status));

@@ -53,7 +53,8 @@ std::shared_ptr<Peer> accept(const std::shared_ptr<Core>& self, int timeout_ms) 
   hmc_status_t st =
       wait_sliced(*self, timeout_ms, call, [&](int slice) { return hmc_accept(c, slice, &p); });
   if (st == HMC_ERR_TIMEOUT)
-    fail(st, call, "no peer connected within " + std::to_string(resolved(*self, timeout_ms)) + " ms");
+    fail(st, call,
+         "no peer connected within " + std::to_string(resolved(*self, timeout_ms)) + " ms");
   check(st, call);
   return adopt_peer(self, p);
 }
@@ -68,8 +69,8 @@ Notification notify_wait(const std::shared_ptr<Core>& self, int timeout_ms) {
   check_timeout(timeout_ms, call);
   hmc_context_t c = self->handle(call);
   hmc_notification_t n{};
-  hmc_status_t st =
-      wait_sliced(*self, timeout_ms, call, [&](int slice) { return hmc_notify_wait(c, slice, &n); });
+  hmc_status_t st = wait_sliced(*self, timeout_ms, call,
+                                [&](int slice) { return hmc_notify_wait(c, slice, &n); });
   if (st == HMC_ERR_TIMEOUT)
     fail(st, call,
          "no notification arrived within " + std::to_string(resolved(*self, timeout_ms)) + " ms");
@@ -216,16 +217,14 @@ py::dict peer_info(const std::shared_ptr<Peer>& self) {
   hmc_peer_info_t i{};
   i.struct_size = sizeof i;
   check(hmc_peer_info(self->handle("hmc_peer_info"), &i), "hmc_peer_info");
-  return py::dict("path"_a = i.path, "path_reason"_a = i.path_reason,
-                  "remote_host"_a = i.remote_host, "same_host"_a = i.same_host != 0,
-                  "remote_pid"_a = i.remote_pid, "est_bandwidth_MBps"_a = i.est_bandwidth_MBps,
-                  "est_latency_us"_a = i.est_latency_us, "alive"_a = i.alive != 0,
-                  "device_ipc"_a = i.device_ipc, "ipc_messages"_a = i.ipc_messages,
-                  "staged_transfers"_a = i.staged_transfers,
-                  "shared_staged_messages"_a = i.shared_staged_messages,
-                  "remote_address"_a = i.remote_address,
-                  "direct_transfers"_a = i.direct_transfers,
-                  "device_memory"_a = i.device_memory);
+  return py::dict(
+      "path"_a = i.path, "path_reason"_a = i.path_reason, "remote_host"_a = i.remote_host,
+      "same_host"_a = i.same_host != 0, "remote_pid"_a = i.remote_pid,
+      "est_bandwidth_MBps"_a = i.est_bandwidth_MBps, "est_latency_us"_a = i.est_latency_us,
+      "alive"_a = i.alive != 0, "device_ipc"_a = i.device_ipc, "ipc_messages"_a = i.ipc_messages,
+      "staged_transfers"_a = i.staged_transfers,
+      "shared_staged_messages"_a = i.shared_staged_messages, "remote_address"_a = i.remote_address,
+      "direct_transfers"_a = i.direct_transfers, "device_memory"_a = i.device_memory);
 }
 
 std::shared_ptr<TransferList> prepare(py::object region, py::object remote, py::handle op,
@@ -266,8 +265,9 @@ void close_context(const std::shared_ptr<Core>& self) {
 
 template <typename T>
 void bind_context_manager(py::class_<T, std::shared_ptr<T>>& c, void (T::*end)()) {
-  c.def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [end](T& self, py::args) { (self.*end)(); });
+  c.def("__enter__", [](py::object self) {
+     return self;
+   }).def("__exit__", [end](T& self, py::args) { (self.*end)(); });
 }
 
 std::string hex(const void* p) {
@@ -283,7 +283,8 @@ PYBIND11_MODULE(_hmc, m) {
   using namespace hmcpy;
   m.doc() = "hmc: Heterogeneous Memory Communication (the extension; import hmc instead)";
   bind_errors(m);
-  m.def("version", [] { return std::string(hmc_version()); }, "hmc's library version (\"0.1.0\").");
+  m.def(
+      "version", [] { return std::string(hmc_version()); }, "hmc's library version (\"0.1.0\").");
   m.def(
       "address_from_host",
       [](const std::string& host_port) {
@@ -310,7 +311,9 @@ PYBIND11_MODULE(_hmc, m) {
       m, "Memory",
       "Memory from Context.alloc on a device (\"host\", \"cuda:0\"). Pass it as a buffer to any\n"
       "call; Python cannot read device memory itself: use Context.copy.");
-  memory.def_property_readonly("ptr", [](const Memory& x) { return reinterpret_cast<uintptr_t>(x.ptr); })
+  memory
+      .def_property_readonly("ptr",
+                             [](const Memory& x) { return reinterpret_cast<uintptr_t>(x.ptr); })
       .def_readonly("size", &Memory::size)
       .def_readonly("device", &Memory::device)
       .def("free", &Memory::free, "Frees it now (refused while a request or region uses it).")
@@ -333,13 +336,14 @@ PYBIND11_MODULE(_hmc, m) {
       .def("cancel", &Request::cancel,
            "Asks to cancel: True if it will end with hmc.CancelledError, False if too late.")
       .def_property_readonly("done", &Request::done, "Whether wait() or test() saw it end.")
-      .def_property_readonly("context", [](const Request& r) { return r.core; },
-                             "The Context the request runs in.")
-      .def("__await__",
-           [](py::object self) {
-             return py::module_::import("hmc.aio").attr("wait")(self).attr("__await__")();
-           },
-           "await request: hmc.aio.wait(request), from a running asyncio loop.")
+      .def_property_readonly(
+          "context", [](const Request& r) { return r.core; }, "The Context the request runs in.")
+      .def(
+          "__await__",
+          [](py::object self) {
+            return py::module_::import("hmc.aio").attr("wait")(self).attr("__await__")();
+          },
+          "await request: hmc.aio.wait(request), from a running asyncio loop.")
       .def("__repr__", [](const Request& r) {
         std::string state = !r.ended ? "pending"
                             : r.status == HMC_SUCCESS
@@ -351,23 +355,26 @@ PYBIND11_MODULE(_hmc, m) {
   py::class_<Region, std::shared_ptr<Region>> region(
       m, "Region", "Local memory registered for peers' put and get (Context.register).");
   region
-      .def("pack",
-           [](const Region& r) {
-             hmc_region_t h = r.handle("hmc_region_pack");
-             size_t len = 0;
-             (void)hmc_region_pack(h, nullptr, &len);  // asks for the size
-             std::string buf(len, '\0');
-             check(hmc_region_pack(h, buf.data(), &len), "hmc_region_pack");
-             buf.resize(len);
-             return py::bytes(buf);
-           },
-           "The descriptor to hand to peers (Peer.import_remote on their side).")
+      .def(
+          "pack",
+          [](const Region& r) {
+            hmc_region_t h = r.handle("hmc_region_pack");
+            size_t len = 0;
+            (void)hmc_region_pack(h, nullptr, &len);  // asks for the size
+            std::string buf(len, '\0');
+            check(hmc_region_pack(h, buf.data(), &len), "hmc_region_pack");
+            buf.resize(len);
+            return py::bytes(buf);
+          },
+          "The descriptor to hand to peers (Peer.import_remote on their side).")
       .def("deregister", &Region::deregister,
            "Ends the registration (waits for peers' operations on it to end).")
-      .def_property_readonly("ptr", [](const Region& r) {
-        return r.memory ? reinterpret_cast<uintptr_t>(r.memory->ptr()) : 0;
-      })
-      .def_property_readonly("size", [](const Region& r) { return r.memory ? r.memory->size() : 0; })
+      .def_property_readonly("ptr",
+                             [](const Region& r) {
+                               return r.memory ? reinterpret_cast<uintptr_t>(r.memory->ptr()) : 0;
+                             })
+      .def_property_readonly("size",
+                             [](const Region& r) { return r.memory ? r.memory->size() : 0; })
       .def("__repr__", [](const Region& r) {
         if (!r.h || !r.memory || r.core->closed) return std::string("<hmc.Region deregistered>");
         return "<hmc.Region " + std::to_string(r.memory->size()) + " bytes at " +
@@ -392,9 +399,8 @@ PYBIND11_MODULE(_hmc, m) {
       .def("release", &TransferList::release, "Frees the list; running posts keep what they need.")
       .def_readonly("count", &TransferList::count, "The number of descriptors given.")
       .def_readonly("total", &TransferList::total, "The bytes one post moves.")
-      .def_property_readonly("op", [](const TransferList& l) {
-        return l.op == HMC_XFER_READ ? "read" : "write";
-      });
+      .def_property_readonly(
+          "op", [](const TransferList& l) { return l.op == HMC_XFER_READ ? "read" : "write"; });
   bind_context_manager(list, &TransferList::release);
 
   py::class_<Peer, std::shared_ptr<Peer>> peer(m, "Peer", "A connection to another context.");
@@ -420,14 +426,15 @@ PYBIND11_MODULE(_hmc, m) {
           "region"_a, "remote"_a, "op"_a, "descs"_a, "Context.prepare, for a remote of this peer.")
       .def("info", &peer_info, "The chosen path and what is known of the peer, as a dict.")
       .def("close", &Peer::close, "Closes it: its pending requests end with CancelledError.")
-      .def_property_readonly("closed", [](const Peer& p) { return p.h == nullptr || p.core->closed; })
+      .def_property_readonly("closed",
+                             [](const Peer& p) { return p.h == nullptr || p.core->closed; })
       .def("__repr__", [](const Peer& p) {
         if (p.h == nullptr || p.core->closed) return std::string("<hmc.Peer closed>");
         hmc_peer_info_t i{};
         i.struct_size = sizeof i;
         if (hmc_peer_info(p.h, &i) != HMC_SUCCESS) return std::string("<hmc.Peer>");
-        return "<hmc.Peer pid " + std::to_string(i.remote_pid) + " on " + i.remote_host +
-               " via " + i.path + (i.alive ? "" : ", lost") + ">";
+        return "<hmc.Peer pid " + std::to_string(i.remote_pid) + " on " + i.remote_host + " via " +
+               i.path + (i.alive ? "" : ", lost") + ">";
       });
   bind_context_manager(peer, &Peer::close);
 
@@ -444,66 +451,73 @@ PYBIND11_MODULE(_hmc, m) {
            "progress_thread"_a = py::none(), "listen_host"_a = py::none(), "listen_port"_a = 0,
            "progress_thread: None follows HMC_PROGRESS_THREAD (on). listen_host, listen_port:\n"
            "the control plane's TCP address (None, 0: HMC_LISTEN_HOST, HMC_LISTEN_PORT).")
-      .def("address",
-           [](const std::shared_ptr<Core>& self) {
-             char buf[HMC_ADDRESS_MAX];
-             size_t len = sizeof buf;
-             check(hmc_address(self->handle("hmc_address"), buf, &len), "hmc_address");
-             return to_bytes(buf, len);
-           },
-           "This context's address, for peers to connect to.")
+      .def(
+          "address",
+          [](const std::shared_ptr<Core>& self) {
+            char buf[HMC_ADDRESS_MAX];
+            size_t len = sizeof buf;
+            check(hmc_address(self->handle("hmc_address"), buf, &len), "hmc_address");
+            return to_bytes(buf, len);
+          },
+          "This context's address, for peers to connect to.")
       .def("connect", &connect, "addr"_a, "timeout_ms"_a = -1,
            "Connects to the context whose address is given (its accept runs at the same time).\n"
            "Ctrl-C is seen once it returns.")
       .def("accept", &accept, "timeout_ms"_a = -1, "Waits for the next peer to connect.")
-      .def("alloc", &alloc, "device"_a, "size"_a, "Allocates size bytes on a device (\"host\", \"cuda:0\").")
+      .def("alloc", &alloc, "device"_a, "size"_a,
+           "Allocates size bytes on a device (\"host\", \"cuda:0\").")
       .def("copy", &copy, "dst"_a, "src"_a, "size"_a = py::none(),
            "Copies between any two local memories (size: all of src); blocks until done.")
       .def("register", &register_memory, "buf"_a,
            "access"_a = HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE,
            "Registers buf for peers' put (ACCESS_REMOTE_WRITE) and get (ACCESS_REMOTE_READ);\n"
            "the Region holds buf until deregistered.")
-      .def("prepare",
-           [](const std::shared_ptr<Core>& self, py::object region, py::object remote,
-              py::handle op, py::handle descs) {
-             if (py::isinstance<Region>(region) && region.cast<Region&>().core != self)
-               fail(HMC_ERR_INVALID_ARGUMENT, "hmc_xfer_prepare",
-                    "the region belongs to another context");
-             return prepare(std::move(region), std::move(remote), op, descs);
-           },
-           "region"_a, "remote"_a, "op"_a, "descs"_a,
-           "A TransferList: op \"read\" (remote to local) or \"write\"; descs: (local_offset,\n"
-           "remote_offset, size) triples, or an array of shape (N, 3) of uint64. A descriptor\n"
-           "out of bounds raises OutOfBoundsError, and nothing is prepared.")
+      .def(
+          "prepare",
+          [](const std::shared_ptr<Core>& self, py::object region, py::object remote, py::handle op,
+             py::handle descs) {
+            if (py::isinstance<Region>(region) && region.cast<Region&>().core != self)
+              fail(HMC_ERR_INVALID_ARGUMENT, "hmc_xfer_prepare",
+                   "the region belongs to another context");
+            return prepare(std::move(region), std::move(remote), op, descs);
+          },
+          "region"_a, "remote"_a, "op"_a, "descs"_a,
+          "A TransferList: op \"read\" (remote to local) or \"write\"; descs: (local_offset,\n"
+          "remote_offset, size) triples, or an array of shape (N, 3) of uint64. A descriptor\n"
+          "out of bounds raises OutOfBoundsError, and nothing is prepared.")
       .def("notify_wait", &notify_wait, "timeout_ms"_a = -1,
            "Takes the oldest notification delivered to this context.")
-      .def("event_fd",
-           [](const std::shared_ptr<Core>& self) {
-             int fd = -1;
-             check(hmc_context_event_fd(self->handle("hmc_context_event_fd"), &fd),
-                   "hmc_context_event_fd");
-             return fd;
-           },
-           "A descriptor for event loops: readable once a request ended or a notification\n"
-           "arrived after the last event_clear(). Needs the progress thread. Owned by the\n"
-           "context: never read or close it. hmc.aio builds awaiting on it.")
-      .def("event_clear",
-           [](const std::shared_ptr<Core>& self) {
-             check(hmc_context_event_clear(self->handle("hmc_context_event_clear")),
-                   "hmc_context_event_clear");
-           },
-           "Drains and re-arms event_fd(); test what you wait for after it, not before.")
+      .def(
+          "event_fd",
+          [](const std::shared_ptr<Core>& self) {
+            int fd = -1;
+            check(hmc_context_event_fd(self->handle("hmc_context_event_fd"), &fd),
+                  "hmc_context_event_fd");
+            return fd;
+          },
+          "A descriptor for event loops: readable once a request ended or a notification\n"
+          "arrived after the last event_clear(). Needs the progress thread. Owned by the\n"
+          "context: never read or close it. hmc.aio builds awaiting on it.")
+      .def(
+          "event_clear",
+          [](const std::shared_ptr<Core>& self) {
+            check(hmc_context_event_clear(self->handle("hmc_context_event_clear")),
+                  "hmc_context_event_clear");
+          },
+          "Drains and re-arms event_fd(); test what you wait for after it, not before.")
       .def("devices", &devices, "The devices hmc found, as dicts.")
-      .def("progress",
-           [](const std::shared_ptr<Core>& self) {
-             check(hmc_progress(self->handle("hmc_progress")), "hmc_progress");
-           },
-           "Drives progress once (only needed with progress_thread=False).")
+      .def(
+          "progress",
+          [](const std::shared_ptr<Core>& self) {
+            check(hmc_progress(self->handle("hmc_progress")), "hmc_progress");
+          },
+          "Drives progress once (only needed with progress_thread=False).")
       .def("close", &close_context,
            "Destroys the context now: its peers close, their requests end, its regions go.")
       .def_property_readonly("closed", [](const Core& c) { return c.closed; })
-      .def_property_readonly("timeout_ms", [](const Core& c) { return c.default_timeout_ms; },
-                             "What a timeout of -1 stands for (HMC_TIMEOUT_MS).");
+      .def_property_readonly(
+          "timeout_ms", [](const Core& c) { return c.default_timeout_ms; },
+          "What a timeout of -1 stands for (HMC_TIMEOUT_MS).");
   context.def("__repr__", [](const Core& c) {
     if (c.closed) return std::string("<hmc.Context closed>");
     size_t live = 0;

@@ -291,7 +291,8 @@ size_t Request::end(hmc_status_t st, size_t moved, std::string text) {
 size_t Request::wait(int timeout_ms) {
   if (ended) return outcome();
   check_timeout(timeout_ms, "hmc_request_wait");
-  if (busy) fail(HMC_ERR_INVALID_ARGUMENT, "hmc_request_wait", "another thread waits on the request");
+  if (busy)
+    fail(HMC_ERR_INVALID_ARGUMENT, "hmc_request_wait", "another thread waits on the request");
   if (core->closed) return end_with_context();
   busy = true;
   struct Unbusy {
@@ -319,7 +320,8 @@ size_t Request::wait(int timeout_ms) {
 
 std::optional<size_t> Request::test() {
   if (ended) return outcome();
-  if (busy) fail(HMC_ERR_INVALID_ARGUMENT, "hmc_request_test", "another thread waits on the request");
+  if (busy)
+    fail(HMC_ERR_INVALID_ARGUMENT, "hmc_request_test", "another thread waits on the request");
   if (core->closed) return end_with_context();
   size_t moved = 0;
   hmc_status_t st = hmc_request_test(h, &moved);
@@ -329,7 +331,8 @@ std::optional<size_t> Request::test() {
 
 bool Request::cancel() {
   if (ended) return false;
-  if (busy) fail(HMC_ERR_INVALID_ARGUMENT, "hmc_request_cancel", "another thread waits on the request");
+  if (busy)
+    fail(HMC_ERR_INVALID_ARGUMENT, "hmc_request_cancel", "another thread waits on the request");
   core->handle("hmc_request_cancel");
   hmc_status_t st = hmc_request_cancel(h);
   if (st == HMC_ERR_NOT_SUPPORTED) return false;
@@ -436,7 +439,8 @@ std::shared_ptr<TransferList> prepare_list(py::object region, py::object remote,
   list->op = parse_op(op);
   std::vector<hmc_xfer_desc_t> d = parse_descriptors(descs);
   if (list->op == HMC_XFER_READ && local.memory && !local.memory->writable())
-    fail(HMC_ERR_INVALID_ARGUMENT, call, "a read lands in the local region, whose buffer is read-only");
+    fail(HMC_ERR_INVALID_ARGUMENT, call,
+         "a read lands in the local region, whose buffer is read-only");
   hmc_region_t lh = local.handle(call);
   hmc_remote_t rh = rem.handle(call);
   check(hmc_xfer_prepare(lh, rh, list->op, d.data(), d.size(), &list->h), call);

@@ -149,9 +149,9 @@ inline std::string reduce_scatter_i32(Rank& r, size_t count, const char* what) {
   Buf send(r.ctx, r.mem, in.size() * 4), recv(r.ctx, r.mem, count * 4);
   if (!send.put(in.data())) return "fill";
   hmc_request_t req;
-  std::string e = wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32,
-                                          HMC_OP_SUM, &req),
-                       &req, what);
+  std::string e = wait(
+      hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32, HMC_OP_SUM, &req),
+      &req, what);
   if (!e.empty()) return e;
   if (!recv.take(out.data())) return "read back";
   for (size_t i = 0; i < count; ++i) {

@@ -2,13 +2,13 @@
 // process with its own context (and its own emulated vendor, or host memory); its verdict comes
 // back through its exit status, what failed through its stderr.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,9 +24,9 @@
 #include <thread>
 #include <vector>
 
+#include "coll_roles.h"
 #include "hmc/hmc.h"
 #include "hmc/hmc.hpp"
-#include "coll_roles.h"
 
 using namespace coll_roles;
 
@@ -105,7 +105,7 @@ struct Launch {
   // "slurm", "ompi"; the last two with HMC_RENDEZVOUS, as they give no address), or "hmc".
   std::string from = "options";
   std::vector<std::pair<std::string, std::string>> env;  // set in every rank, last
-  std::string rendezvous;  // empty: tcp:// on a free port of loopback
+  std::string rendezvous;                                // empty: tcp:// on a free port of loopback
   // Per process: the process whose end starts it (a newcomer replacing a member that left);
   // -1 or empty: started at once.
   std::vector<int> start_after;
@@ -116,8 +116,7 @@ struct Launch {
 std::vector<std::string> run(const Launch& l, const Role& role) {
   int n = int(l.mems.size());
   int port = free_port();
-  std::string rdv =
-      l.rendezvous.empty() ? "tcp://127.0.0.1:" + std::to_string(port) : l.rendezvous;
+  std::string rdv = l.rendezvous.empty() ? "tcp://127.0.0.1:" + std::to_string(port) : l.rendezvous;
   std::vector<pid_t> pids(size_t(n), -1);
   std::vector<int> pipes(size_t(n), -1);
   std::vector<std::string> out(static_cast<size_t>(n));
@@ -301,9 +300,9 @@ std::string device_reductions_role(Rank& r) {
   hmc_request_t req;
   for (size_t i = 0; i < fin.size(); ++i) fin[i] = fval(r.rank, i);
   send.put(fin.data());
-  e = wait(hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_F32, HMC_OP_SUM,
-                              &req),
-           &req, "reduce_scatter f32");
+  e = wait(
+      hmc_reduce_scatter(r.comm, send.get(), recv.get(), count, HMC_DTYPE_F32, HMC_OP_SUM, &req),
+      &req, "reduce_scatter f32");
   if (!e.empty()) return e;
   recv.take(fout.data());
   for (size_t i = 0; i < count; ++i) {
@@ -1062,8 +1061,10 @@ TEST_F(Redis, MemberLeavesAnotherJoins) {
 // Another rank 0 holds the prefix's open generation (a group forming under the same prefix):
 // a second rank 0 is refused, naming the holder.
 TEST_F(Redis, RankZeroClaimedTwice) {
-  server.cli("EVAL \"return redis.call('SET', KEYS[1], '7\\n2\\ncontext 00 (pid 1 on elsewhere)', "
-             "'PX', 60000)\" 1 '" + prefix + "/open'");
+  server.cli(
+      "EVAL \"return redis.call('SET', KEYS[1], '7\\n2\\ncontext 00 (pid 1 on elsewhere)', "
+      "'PX', 60000)\" 1 '" +
+      prefix + "/open'");
   Launch l{mems_of(1, {"host"})};
   l.sizes = {2};
   l.join_timeout_ms = 1500;
@@ -1079,8 +1080,10 @@ TEST_F(Redis, RankZeroClaimedTwice) {
 // new rank 0 opens the next once the dead one's record expired, and rank 1 moves there.
 TEST_F(Redis, DeadRankZerosGenerationGivenUp) {
   server.cli("SET '" + prefix + "/epoch' 7");
-  server.cli("EVAL \"return redis.call('SET', KEYS[1], '7\\n2\\ncontext 00 (pid 1 on a host "
-             "that died)', 'PX', 1500)\" 1 '" + prefix + "/open'");
+  server.cli(
+      "EVAL \"return redis.call('SET', KEYS[1], '7\\n2\\ncontext 00 (pid 1 on a host "
+      "that died)', 'PX', 1500)\" 1 '" +
+      prefix + "/open'");
   Launch l{mems_of(2, {"host"})};
   l.join_timeout_ms = 10000;
   l.rendezvous = server.url(prefix);

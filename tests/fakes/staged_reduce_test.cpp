@@ -3,6 +3,8 @@
 // no reduce slot), on the device through the template's reduce slot (its stand-in runtime runs
 // it on the stream's thread). Several chunks per reduction, so that the pipeline has pieces in
 // flight; integers checked exactly, floats within rounding.
+#include "coll/staged_reduce.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,7 +18,6 @@
 
 #include "coll/reduce.h"
 #include "coll/schedule.h"
-#include "coll/staged_reduce.h"
 #include "device/copy.h"
 #include "device/registry.h"
 #include "fakegpu.h"
@@ -27,8 +28,8 @@
 namespace {
 
 using hmc::DeviceRegistry;
-using hmc::coll::ReducedOn;
 using hmc::coll::reduce_memory;
+using hmc::coll::ReducedOn;
 
 struct Runtime {
   const char* name;
@@ -166,8 +167,8 @@ class StagedReduceTest : public ::testing::Test {
           std::memcpy(p + i * 2, &h, 2);
           break;
         }
-        default: std::memset(p + i * hmc::coll::dtype_size(dtype), k & 0xff,
-                             hmc::coll::dtype_size(dtype));
+        default:
+          std::memset(p + i * hmc::coll::dtype_size(dtype), k & 0xff, hmc::coll::dtype_size(dtype));
       }
     }
   }

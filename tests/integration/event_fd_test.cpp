@@ -95,8 +95,8 @@ TEST_F(EventFd, NoEndIsMissedBetweenClearAndTest) {
 TEST_F(EventFd, ANotificationMakesItReadable) {
   std::vector<uint8_t> target(4096, 0), src(4096, 0xA5);
   Region region;
-  ASSERT_HMC_OK(region.register_mem(ctx_.get(), target.data(), target.size(),
-                                    HMC_ACCESS_REMOTE_WRITE));
+  ASSERT_HMC_OK(
+      region.register_mem(ctx_.get(), target.data(), target.size(), HMC_ACCESS_REMOTE_WRITE));
   hmc_status_t st;
   std::vector<uint8_t> desc = region.pack(&st);
   ASSERT_HMC_OK(st);

@@ -177,9 +177,9 @@ TEST_P(PeerDeath, ListReadFromAPeerThatDiesEndsWithPeerLost) {
     blocks.push_back({b * block, b * block, block});
   }
   hmc_xfer_list_t list = nullptr;
-  ASSERT_EQ(hmc_xfer_prepare(reg.get(), rem.get(), HMC_XFER_READ, blocks.data(), blocks.size(),
-                             &list),
-            HMC_SUCCESS)
+  ASSERT_EQ(
+      hmc_xfer_prepare(reg.get(), rem.get(), HMC_XFER_READ, blocks.data(), blocks.size(), &list),
+      HMC_SUCCESS)
       << hmc_last_error();
   ASSERT_NO_FATAL_FAILURE(send_ctrl(victim.peer, kTagCtrl, kCtrlGo));
   auto t_go = Clock::now();
@@ -207,7 +207,8 @@ TEST_P(PeerDeath, ListReadFromAPeerThatDiesEndsWithPeerLost) {
       << "the read list under the dying peer ended " << ms << " ms after it was told to die; "
       << "HMC_TIMEOUT_MS is " << kDeathTimeoutMs;
   ExitInfo e = victim.proc.wait(kPeerExitTimeoutMs);
-  EXPECT_TRUE(!e.exited && e.signal == SIGKILL) << "the peer was to kill itself; it " << e.describe();
+  EXPECT_TRUE(!e.exited && e.signal == SIGKILL)
+      << "the peer was to kill itself; it " << e.describe();
   hmc_request_t req = nullptr;
   hmc_status_t st = hmc_xfer_post(list, 0, 0, &req);
   if (st == HMC_SUCCESS) st = hmc_request_wait(req, kDeathTimeoutMs + 5000, nullptr);

@@ -59,7 +59,11 @@ inline const std::vector<DataPath>& data_paths() {
   static const std::vector<DataPath> paths{
       // {name, HMC_PATH, plugin, environment, target_checks_rma, reference}
       {"hoststage/tcp", "hoststage/tcp", "hoststage", {{"HMC_HOSTSTAGE_SHM", "0"}}, true, true},
-      {"hoststage/shm", "hoststage/shm", "hoststage", {{"HMC_HOSTSTAGE_SHM", std::nullopt}}, true,
+      {"hoststage/shm",
+       "hoststage/shm",
+       "hoststage",
+       {{"HMC_HOSTSTAGE_SHM", std::nullopt}},
+       true,
        true},
       // net-ucx has one device, "ucx"; the transports are UCX's choice, restricted here.
       // Checks one-sided access at the initiator only (plugins/net-ucx/README.md): an

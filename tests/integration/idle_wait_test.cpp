@@ -53,8 +53,9 @@ void measure_wait(const std::string& spin_us, WaitCost* cost) {
   size_t bytes = 0;
   hmc_status_t st = hmc_request_wait(r, kOpTimeoutMs, &bytes);
   cost->cpu_ns = thread_cpu_ns() - c0;
-  cost->wall_ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::steady_clock::now() - t0).count());
+  cost->wall_ns = uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
   sender.join();
   ASSERT_EQ(sent, HMC_SUCCESS) << send_err;
   ASSERT_EQ(st, HMC_SUCCESS) << hmc_last_error();

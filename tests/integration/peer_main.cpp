@@ -330,15 +330,17 @@ void run_xfer_target(const Peer& p) {
   // The write list's notification: every block is in place when it is seen.
   hmc_notification_t n{};
   check_ok(hmc_notify_wait(p.ctx, kOpTimeoutMs, &n), "hmc_notify_wait (write list)");
-  check(n.value == kXferWriteNote, "the write list's notification has value " +
-                                        std::to_string(n.value));
+  check(n.value == kXferWriteNote,
+        "the write list's notification has value " + std::to_string(n.value));
   std::string bad = bytes_check(g.mem.data(), image.data(), image.size());
-  check(bad.empty(), "region memory when the write list's notification came (region starts at "
-                     "offset " + std::to_string(kGuard) + "): " + bad);
+  check(bad.empty(),
+        "region memory when the write list's notification came (region starts at "
+        "offset " +
+            std::to_string(kGuard) + "): " + bad);
   p.send_ctrl(kTagCtrl + 1, kCtrlAck);
   check_ok(hmc_notify_wait(p.ctx, kOpTimeoutMs, &n), "hmc_notify_wait (read list)");
-  check(n.value == kXferReadNote, "the read list's notification has value " +
-                                       std::to_string(n.value));
+  check(n.value == kXferReadNote,
+        "the read list's notification has value " + std::to_string(n.value));
   p.expect_ctrl(kTagCtrl, kCtrlDone);
   bad = bytes_check(g.mem.data(), image.data(), image.size());
   check(bad.empty(), "region memory after the lists: " + bad);
@@ -396,9 +398,12 @@ void run_withdraw_initiator(const Peer& p) {
     if (!reqs[k]) return;
     hmc_status_t st = hmc_request_wait(reqs[k], kOpTimeoutMs, nullptr);
     reqs[k] = nullptr;
-    if (st == HMC_SUCCESS) ++landed;
-    else if (st == HMC_ERR_REMOTE) refused = true;
-    else die("a put ended with " + describe(st) + " (expected success or HMC_ERR_REMOTE)");
+    if (st == HMC_SUCCESS)
+      ++landed;
+    else if (st == HMC_ERR_REMOTE)
+      refused = true;
+    else
+      die("a put ended with " + describe(st) + " (expected success or HMC_ERR_REMOTE)");
   };
   auto t0 = Clock::now();
   while (!refused) {

@@ -403,7 +403,8 @@ HMC_INSTANTIATE_OVER_REFERENCE_PATHS(Withdrawal);
 TEST_P(Withdrawal, AnImporterThatDiedDoesNotHoldUpDeregister) {
   const int timeout_ms = 20000;
   ASSERT_NO_FATAL_FAILURE(open({{"HMC_TIMEOUT_MS", std::to_string(timeout_ms)}}));
-  ASSERT_NO_FATAL_FAILURE(start(&c_, scenario::kImportThenStop, {"count=1", "release=9", "how=die"}));
+  ASSERT_NO_FATAL_FAILURE(
+      start(&c_, scenario::kImportThenStop, {"count=1", "release=9", "how=die"}));
   GuardedMem mem(4096 + 3, 0x7000);
   Region r;
   ASSERT_NO_FATAL_FAILURE(export_region(&mem, &r, kTagDesc));
@@ -412,7 +413,8 @@ TEST_P(Withdrawal, AnImporterThatDiedDoesNotHoldUpDeregister) {
   ASSERT_EQ(v, kCtrlImported);
   ExitInfo e = c_.proc.wait(kPeerExitTimeoutMs);
   c_.reported = true;
-  ASSERT_TRUE(!e.exited && e.signal == SIGKILL) << "the peer was to kill itself; it " << e.describe();
+  ASSERT_TRUE(!e.exited && e.signal == SIGKILL)
+      << "the peer was to kill itself; it " << e.describe();
   auto t0 = Clock::now();
   hmc_status_t st = r.deregister();
   int64_t ms = ms_since(t0);
@@ -435,7 +437,8 @@ TEST_P(Withdrawal, AnImporterThatStopsAnsweringIsDeclaredLostAfterTheTimeout) {
   Region released, kept, unexported;
   ASSERT_NO_FATAL_FAILURE(export_region(&released_mem, &released, kTagDesc));
   ASSERT_NO_FATAL_FAILURE(export_region(&kept_mem, &kept, kTagDesc + 1));
-  hmc_status_t st = unexported.register_mem(ctx(), private_mem.region(), 64, HMC_ACCESS_REMOTE_READ);
+  hmc_status_t st =
+      unexported.register_mem(ctx(), private_mem.region(), 64, HMC_ACCESS_REMOTE_READ);
   ASSERT_EQ(st, HMC_SUCCESS) << "hmc_mem_register: " << describe(st);
   uint64_t v = 0;
   ASSERT_NO_FATAL_FAILURE(recv_ctrl(c_.peer, kTagCtrl, &v));

@@ -18,12 +18,12 @@ namespace hmc_test {
 
 // hmc-test-peer <scenario> <parent address, hex> [key=value ...]
 namespace scenario {
-constexpr const char* kHello = "hello";            // exchange one value; check peer info
-constexpr const char* kEchoSizes = "echo-sizes";   // sizes=a,b,c: receive each, send one back
-constexpr const char* kOrdering = "ordering";      // receives posted before/after; tag order
-constexpr const char* kTruncate = "truncate";      // too-small receive buffers, both sides
-constexpr const char* kConcurrent = "concurrent";  // count=N sends+recvs in flight at once
-constexpr const char* kRmaTarget = "rma-target";   // registers; parent puts/gets (+notify)
+constexpr const char* kHello = "hello";             // exchange one value; check peer info
+constexpr const char* kEchoSizes = "echo-sizes";    // sizes=a,b,c: receive each, send one back
+constexpr const char* kOrdering = "ordering";       // receives posted before/after; tag order
+constexpr const char* kTruncate = "truncate";       // too-small receive buffers, both sides
+constexpr const char* kConcurrent = "concurrent";   // count=N sends+recvs in flight at once
+constexpr const char* kRmaTarget = "rma-target";    // registers; parent puts/gets (+notify)
 constexpr const char* kXferTarget = "xfer-target";  // registers; parent writes/reads lists
 // size=N: registers N bytes, then SIGKILLs itself 20 ms after kCtrlGo, under the parent's reads
 constexpr const char* kXferTargetDie = "xfer-target-die";
@@ -34,7 +34,8 @@ constexpr const char* kEcho = "echo";                         // echoes one valu
 constexpr const char* kConnectExpect = "connect-expect";      // status=N: hmc_connect must return N
 constexpr const char* kSendThenClose =
     "send-then-close";  // set=small|mixed:     // sends, then closes at once
-constexpr const char* kWithdrawInitiator = "withdraw-initiator";  // puts into parent's until refused
+constexpr const char* kWithdrawInitiator =
+    "withdraw-initiator";  // puts into parent's until refused
 // count=N release=i how=die|idle: imports N parent regions (releasing region i right after its
 // import), acks, then SIGKILLs itself (die) or stops calling hmc (idle; with progress-thread=0).
 constexpr const char* kImportThenStop = "import-then-stop";
@@ -252,7 +253,8 @@ inline void apply_xfer_writes(std::vector<uint8_t>* image) {
 // Reads back: target block b into local block 63 - b, for b < 56, and the last bytes.
 inline std::vector<hmc_xfer_desc_t> xfer_read_list() {
   std::vector<hmc_xfer_desc_t> v;
-  for (uint64_t b = 0; b < 56; ++b) v.push_back({(63 - b) * kXferBlock, b * kXferBlock, kXferBlock});
+  for (uint64_t b = 0; b < 56; ++b)
+    v.push_back({(63 - b) * kXferBlock, b * kXferBlock, kXferBlock});
   v.push_back({kXferRegionSize - 3, kXferRegionSize - 3, 3});
   return v;
 }

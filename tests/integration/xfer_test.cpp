@@ -51,17 +51,17 @@ TEST_P(XferList, ScatteredBlocksWrittenAndReadBackWithNotifications) {
   hmc_xfer_list_t list = nullptr;
   std::vector<hmc_xfer_desc_t> bad = writes;
   bad[7].remote_offset = kXferRegionSize - kXferBlock + 1;  // one byte past the end
-  EXPECT_EQ(hmc_xfer_prepare(src_region.get(), rem.get(), HMC_XFER_WRITE, bad.data(), bad.size(),
-                             &list),
-            HMC_ERR_OUT_OF_BOUNDS);
+  EXPECT_EQ(
+      hmc_xfer_prepare(src_region.get(), rem.get(), HMC_XFER_WRITE, bad.data(), bad.size(), &list),
+      HMC_ERR_OUT_OF_BOUNDS);
   EXPECT_NE(std::string(hmc_last_error()).find("descriptor 7"), std::string::npos)
       << hmc_last_error();
   EXPECT_EQ(list, nullptr);
   bad = writes;
   bad[3].local_offset = UINT64_MAX - 10;  // overflowing
-  EXPECT_EQ(hmc_xfer_prepare(src_region.get(), rem.get(), HMC_XFER_WRITE, bad.data(), bad.size(),
-                             &list),
-            HMC_ERR_OUT_OF_BOUNDS);
+  EXPECT_EQ(
+      hmc_xfer_prepare(src_region.get(), rem.get(), HMC_XFER_WRITE, bad.data(), bad.size(), &list),
+      HMC_ERR_OUT_OF_BOUNDS);
   hmc_xfer_desc_t empty{0, 0, 0};
   EXPECT_EQ(hmc_xfer_prepare(src_region.get(), rem.get(), HMC_XFER_WRITE, &empty, 1, &list),
             HMC_ERR_INVALID_ARGUMENT);
@@ -77,8 +77,7 @@ TEST_P(XferList, ScatteredBlocksWrittenAndReadBackWithNotifications) {
   uint64_t total = 0;
   for (const auto& d : writes) total += d.size;
   size_t moved = 0;
-  ASSERT_EQ(post_and_wait(list, HMC_XFER_NOTIFY, kXferWriteNote, &err, &moved), HMC_SUCCESS)
-      << err;
+  ASSERT_EQ(post_and_wait(list, HMC_XFER_NOTIFY, kXferWriteNote, &err, &moved), HMC_SUCCESS) << err;
   EXPECT_EQ(moved, total);
   ASSERT_EQ(post_and_wait(list, 0, 0, &err), HMC_SUCCESS) << err;
   EXPECT_EQ(hmc_xfer_release(list), HMC_SUCCESS);
@@ -89,8 +88,8 @@ TEST_P(XferList, ScatteredBlocksWrittenAndReadBackWithNotifications) {
 
   // Read back into other places; the list is released while its post still runs.
   std::vector<hmc_xfer_desc_t> reads = xfer_read_list();
-  ASSERT_EQ(hmc_xfer_prepare(dst_region.get(), rem.get(), HMC_XFER_READ, reads.data(),
-                             reads.size(), &list),
+  ASSERT_EQ(hmc_xfer_prepare(dst_region.get(), rem.get(), HMC_XFER_READ, reads.data(), reads.size(),
+                             &list),
             HMC_SUCCESS)
       << hmc_last_error();
   hmc_request_t req = nullptr;
@@ -109,8 +108,8 @@ TEST_P(XferList, ScatteredBlocksWrittenAndReadBackWithNotifications) {
   // from all over the target, into ranges of dst that never touch.
   std::vector<hmc_xfer_desc_t> small;
   for (uint64_t i = 0; i < 600; ++i)
-    small.push_back({i * 100, (i * 1721) % (kXferRegionSize - 64),
-                     i % 7 == 3 ? uint64_t{1} : uint64_t{64}});
+    small.push_back(
+        {i * 100, (i * 1721) % (kXferRegionSize - 64), i % 7 == 3 ? uint64_t{1} : uint64_t{64}});
   memset(dst.data(), 0x5A, kXferRegionSize);
   ASSERT_EQ(hmc_xfer_prepare(dst_region.get(), rem.get(), HMC_XFER_READ, small.data(), small.size(),
                              &list),

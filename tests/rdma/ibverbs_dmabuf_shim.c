@@ -142,7 +142,8 @@ static int emulated_device_memory(uintptr_t addr, size_t length, off_t* page_off
 #undef ibv_reg_mr
 SHIM_API struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access) {
   static struct ibv_mr* (*real)(struct ibv_pd*, void*, size_t, int);
-  if (real == NULL) real = (struct ibv_mr * (*)(struct ibv_pd*, void*, size_t, int)) real_verb("ibv_reg_mr");
+  if (real == NULL)
+    real = (struct ibv_mr * (*)(struct ibv_pd*, void*, size_t, int)) real_verb("ibv_reg_mr");
   if (real == NULL) {
     errno = ENOSYS;
     return NULL;

@@ -39,8 +39,10 @@ std::string unavailable(const std::string& mem) {
     if (hmc_context_create(nullptr, &ctx) != HMC_SUCCESS) {
       why = hmc_last_error();
     } else {
-      if (hmc_mem_alloc(ctx, mem.c_str(), 1, &p) != HMC_SUCCESS) why = hmc_last_error();
-      else hmc_mem_free(ctx, p);
+      if (hmc_mem_alloc(ctx, mem.c_str(), 1, &p) != HMC_SUCCESS)
+        why = hmc_last_error();
+      else
+        hmc_mem_free(ctx, p);
       hmc_context_destroy(ctx);
     }
     ssize_t n = write(fds[1], why.data(), why.size());
@@ -88,14 +90,13 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
   return pair_name(p) + (info.param.ipc ? "_ipc" : "_staged");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Devices, RealGpu,
-    testing::Values(Case{{"cuda:0", "cuda:0", "hoststage/shm"}, true},
-                    Case{{"cuda:0", "cuda:0", "hoststage/shm"}, false},
-                    Case{{"cuda:0", "cuda:0", "hoststage/tcp"}, true},
-                    Case{{"cuda:0", "host", "hoststage/shm"}, true},
-                    Case{{"hip:0", "hip:0", "hoststage/shm"}, true},
-                    Case{{"hip:0", "host", "hoststage/tcp"}, true}),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(Devices, RealGpu,
+                         testing::Values(Case{{"cuda:0", "cuda:0", "hoststage/shm"}, true},
+                                         Case{{"cuda:0", "cuda:0", "hoststage/shm"}, false},
+                                         Case{{"cuda:0", "cuda:0", "hoststage/tcp"}, true},
+                                         Case{{"cuda:0", "host", "hoststage/shm"}, true},
+                                         Case{{"hip:0", "hip:0", "hoststage/shm"}, true},
+                                         Case{{"hip:0", "host", "hoststage/tcp"}, true}),
+                         case_name);
 
 }  // namespace

@@ -17,13 +17,13 @@ namespace {
 
 using namespace staging_test;
 
-#define CHECK_OK(call)                                                                    \
-  do {                                                                                    \
-    hmc_status_t st_ = (call);                                                            \
-    if (st_ != HMC_SUCCESS) return std::string(#call) + ": " + hmc_last_error();          \
+#define CHECK_OK(call)                                                           \
+  do {                                                                           \
+    hmc_status_t st_ = (call);                                                   \
+    if (st_ != HMC_SUCCESS) return std::string(#call) + ": " + hmc_last_error(); \
   } while (0)
-#define CHECK_TRUE(cond, what)           \
-  do {                                   \
+#define CHECK_TRUE(cond, what)             \
+  do {                                     \
     if (!(cond)) return std::string(what); \
   } while (0)
 
@@ -51,10 +51,10 @@ std::string step_recv(hmc_peer_t peer, uint64_t tag, uint8_t* v = nullptr) {
   if (v) *v = b;
   return "";
 }
-#define STEP(expr)                      \
-  do {                                  \
-    std::string e_ = (expr);            \
-    if (!e_.empty()) return e_;         \
+#define STEP(expr)              \
+  do {                          \
+    std::string e_ = (expr);    \
+    if (!e_.empty()) return e_; \
   } while (0)
 
 constexpr uint8_t kUntouched = 0x5a;
@@ -152,9 +152,9 @@ std::string put_get_initiator_with(hmc_context_t ctx, hmc_peer_t peer, const cha
     auto t0 = std::chrono::steady_clock::now();
     CHECK_OK(put_wait(peer, src, segs[k].size, remote, segs[k].offset));
     if (getenv("STAGED_TEST_LOG"))
-      fprintf(stderr, "%s: put of %zu bytes: %.0f us\n", mem, segs[k].size,
-              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                  .count());
+      fprintf(
+          stderr, "%s: put of %zu bytes: %.0f us\n", mem, segs[k].size,
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
   STEP(step_send(peer, 8));
   uint8_t verdict = 0xff;
@@ -164,11 +164,11 @@ std::string put_get_initiator_with(hmc_context_t ctx, hmc_peer_t peer, const cha
   for (size_t k = 0; k < segs.size(); ++k) {
     size_t got = 0;
     CHECK_OK(get_wait(peer, dst, segs[k].size, remote, segs[k].offset, &got));
-    CHECK_TRUE(got == segs[k].size, "get of " + std::to_string(segs[k].size) + " bytes returned " +
-                                        std::to_string(got));
+    CHECK_TRUE(got == segs[k].size,
+               "get of " + std::to_string(segs[k].size) + " bytes returned " + std::to_string(got));
     long bad = check(ctx, dst, segs[k].size, int(k));
-    CHECK_TRUE(bad == -1, "get of segment " + std::to_string(k) + " differs at byte " +
-                              std::to_string(bad));
+    CHECK_TRUE(bad == -1,
+               "get of segment " + std::to_string(k) + " differs at byte " + std::to_string(bad));
   }
   STEP(step_send(peer, 10));
   CHECK_OK(hmc_remote_release(remote));
@@ -198,8 +198,7 @@ class TargetStagingEnv : public testing::Environment {
  public:
   void SetUp() override { setenv("HMC_NET_DMABUF", "0", 1); }
 };
-const auto* const g_target_staging_env =
-    testing::AddGlobalTestEnvironment(new TargetStagingEnv);
+const auto* const g_target_staging_env = testing::AddGlobalTestEnvironment(new TargetStagingEnv);
 
 class TargetStaging : public testing::TestWithParam<Case> {};
 
@@ -211,23 +210,24 @@ TEST_P(TargetStaging, PutAndGetIntoPeerDeviceMemoryByteExact) {
     run_roles(c.path, c.parent_mem, c.child_mem, put_get_target, put_get_initiator);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Pairs, TargetStaging,
-    testing::Values(Case{"cuda:0", "hip:0", "hoststage/tcp", false},
-                    Case{"cuda:0", "hip:0", "hoststage/shm", false},
-                    Case{"cuda:0", "hip:0", "hoststage/tcp", true},
-                    Case{"cuda:0", "cuda:0", "hoststage/shm", false},
-                    Case{"cuda:0", "cuda:0", "hoststage/tcp", true}),
-    [](const testing::TestParamInfo<Case>& info) {
-      std::string n = std::string(info.param.child_initiates ? info.param.child_mem
-                                                             : info.param.parent_mem) +
-                      "_to_" +
-                      (info.param.child_initiates ? info.param.parent_mem : info.param.child_mem) +
-                      "_" + info.param.path;
-      for (char& ch : n)
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Pairs, TargetStaging,
+                         testing::Values(Case{"cuda:0", "hip:0", "hoststage/tcp", false},
+                                         Case{"cuda:0", "hip:0", "hoststage/shm", false},
+                                         Case{"cuda:0", "hip:0", "hoststage/tcp", true},
+                                         Case{"cuda:0", "cuda:0", "hoststage/shm", false},
+                                         Case{"cuda:0", "cuda:0", "hoststage/tcp", true}),
+                         [](const testing::TestParamInfo<Case>& info) {
+                           std::string n =
+                               std::string(info.param.child_initiates ? info.param.child_mem
+                                                                      : info.param.parent_mem) +
+                               "_to_" +
+                               (info.param.child_initiates ? info.param.parent_mem
+                                                           : info.param.child_mem) +
+                               "_" + info.param.path;
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path);
@@ -258,7 +258,8 @@ TEST(TargetStagingScenarios, NotificationFollowsTheDataInOrderWithAHostRegionPut
           CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
           CHECK_TRUE(n.value == 1, "first notification " + std::to_string(n.value) + ", not 1");
           long bad = check(ctx, dev, size, 3);  // the device put's bytes are all in place
-          CHECK_TRUE(bad == -1, "notified before the data: byte " + std::to_string(bad) + " differs");
+          CHECK_TRUE(bad == -1,
+                     "notified before the data: byte " + std::to_string(bad) + " differs");
           CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
           CHECK_TRUE(n.value == 2, "second notification " + std::to_string(n.value) + ", not 2");
           CHECK_TRUE(host[3] == 0xc3, "the host put's byte is not in place");
@@ -300,7 +301,8 @@ TEST(TargetStagingScenarios, TransferListsWriteAndReadPeerDeviceMemoryByRanges) 
   std::vector<hmc_xfer_desc_t> writes, reads;
   for (size_t k = 0; k < blocks; ++k)  // every other slot of the region, in shuffled order
     writes.push_back({k * block, 5 + 2 * ((k * 4) % blocks) * block, block});
-  for (size_t k = 0; k < blocks; ++k) reads.push_back({(blocks - 1 - k) * block, writes[k].remote_offset, block});
+  for (size_t k = 0; k < blocks; ++k)
+    reads.push_back({(blocks - 1 - k) * block, writes[k].remote_offset, block});
   for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
     SCOPED_TRACE(path);
     run_roles(
@@ -340,14 +342,15 @@ TEST(TargetStagingScenarios, TransferListsWriteAndReadPeerDeviceMemoryByRanges) 
           hmc_xfer_list_t list;
           hmc_request_t r;
           size_t got = 0;
-          CHECK_OK(hmc_xfer_prepare(sreg, remote, HMC_XFER_WRITE, writes.data(), writes.size(),
-                                    &list));
+          CHECK_OK(
+              hmc_xfer_prepare(sreg, remote, HMC_XFER_WRITE, writes.data(), writes.size(), &list));
           CHECK_OK(hmc_xfer_post(list, HMC_XFER_NOTIFY, 77, &r));
           CHECK_OK(hmc_request_wait(r, kTimeoutMs, &got));
           CHECK_TRUE(got == size, "the write list moved " + std::to_string(got) + " bytes");
           CHECK_OK(hmc_xfer_release(list));
           STEP(step_recv(peer, 8));
-          CHECK_OK(hmc_xfer_prepare(dreg, remote, HMC_XFER_READ, reads.data(), reads.size(), &list));
+          CHECK_OK(
+              hmc_xfer_prepare(dreg, remote, HMC_XFER_READ, reads.data(), reads.size(), &list));
           CHECK_OK(hmc_xfer_post(list, 0, 0, &r));
           CHECK_OK(hmc_request_wait(r, kTimeoutMs, &got));
           CHECK_TRUE(got == size, "the read list moved " + std::to_string(got) + " bytes");
@@ -379,11 +382,10 @@ TEST(TargetStagingScenarios, NotificationsKeepPutOrderAcrossBothChannels) {
     bool device;  // into the staged device region, else into the host region
     size_t offset, size;
   };
-  const std::vector<Put> puts = {{false, 0, 1u << 20},     {false, 1u << 20, 8},
-                                 {false, 2u << 20, 300000}, {true, 0, 2 * kChunk + 99},
-                                 {false, 3u << 20, 5},      {false, 3u << 20 | 64, 70000},
-                                 {true, 1u << 20, 1000},    {false, 3u << 20 | 200000, 1},
-                                 {false, 4u << 20, 0}};
+  const std::vector<Put> puts = {
+      {false, 0, 1u << 20},       {false, 1u << 20, 8},          {false, 2u << 20, 300000},
+      {true, 0, 2 * kChunk + 99}, {false, 3u << 20, 5},          {false, 3u << 20 | 64, 70000},
+      {true, 1u << 20, 1000},     {false, 3u << 20 | 200000, 1}, {false, 4u << 20, 0}};
   const size_t region = 5u << 20;
   for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
     SCOPED_TRACE(path);
@@ -427,13 +429,13 @@ TEST(TargetStagingScenarios, NotificationsKeepPutOrderAcrossBothChannels) {
           for (size_t i = 0; i < puts.size(); ++i) {
             const Put& p = puts[i];
             void* src;
-            CHECK_OK(hmc_mem_alloc(ctx, p.device ? mem : "host", std::max<size_t>(p.size, 1),
-                                   &src));
+            CHECK_OK(
+                hmc_mem_alloc(ctx, p.device ? mem : "host", std::max<size_t>(p.size, 1), &src));
             srcs.push_back(src);
             CHECK_TRUE(fill(ctx, src, p.size, int(i)), "fill failed");
             hmc_request_t q;
-            CHECK_OK(hmc_put(peer, src, p.size, p.device ? dr : hr, p.offset, HMC_PUT_NOTIFY,
-                             i + 1, &q));
+            CHECK_OK(hmc_put(peer, src, p.size, p.device ? dr : hr, p.offset, HMC_PUT_NOTIFY, i + 1,
+                             &q));
             reqs.push_back(q);
           }
           for (hmc_request_t q : reqs) CHECK_OK(hmc_request_wait(q, kTimeoutMs, nullptr));
@@ -447,7 +449,8 @@ TEST(TargetStagingScenarios, NotificationsKeepPutOrderAcrossBothChannels) {
     std::string text = read_text(log);
     unlink(log.c_str());
     EXPECT_NE(text.find("put notifications travel with the data"), std::string::npos)
-        << "the path did not carry notifications:\n" << text;
+        << "the path did not carry notifications:\n"
+        << text;
   }
 }
 
@@ -470,7 +473,8 @@ TEST(TargetStagingScenarios, RefusedAccessLeavesTheRegionUntouchedAndTheStreamIn
             CHECK_TRUE(a.size() == size && std::count(a.begin(), a.end(), kUntouched) == long(size),
                        "a refused put changed the read-only region");
             long bad = check(ctx, wo, size, 4);  // the accepted put after the refusals
-            CHECK_TRUE(bad == -1, "the put after the refusals differs at byte " + std::to_string(bad));
+            CHECK_TRUE(bad == -1,
+                       "the put after the refusals differs at byte " + std::to_string(bad));
             STEP(step_send(peer, 9));
             CHECK_OK(hmc_mem_deregister(roreg));
             CHECK_OK(hmc_mem_deregister(woreg));
@@ -488,16 +492,17 @@ TEST(TargetStagingScenarios, RefusedAccessLeavesTheRegionUntouchedAndTheStreamIn
             CHECK_TRUE(fill(ctx, src, size, 4), "fill failed");
             // Refused by the owner: no remote write / read granted; small and multi-piece.
             hmc_status_t st = put_wait(peer, src, size, ro, 0);
-            CHECK_TRUE(st == HMC_ERR_REMOTE, std::string("put into a read-only region: ") +
-                                                 hmc_status_string(st));
+            CHECK_TRUE(st == HMC_ERR_REMOTE,
+                       std::string("put into a read-only region: ") + hmc_status_string(st));
             CHECK_TRUE(std::string(hmc_last_error()).find("does not grant remote write") !=
-                           std::string::npos, std::string("refusal text: ") + hmc_last_error());
+                           std::string::npos,
+                       std::string("refusal text: ") + hmc_last_error());
             st = put_wait(peer, src, 10, ro, 0, HMC_PUT_NOTIFY, 5);
             CHECK_TRUE(st == HMC_ERR_REMOTE, "small put into a read-only region");
             size_t got = 0;
             st = get_wait(peer, dst, size, wo, 0, &got);
-            CHECK_TRUE(st == HMC_ERR_REMOTE, std::string("get from a write-only region: ") +
-                                                 hmc_status_string(st));
+            CHECK_TRUE(st == HMC_ERR_REMOTE,
+                       std::string("get from a write-only region: ") + hmc_status_string(st));
             // Out of bounds: refused before anything moves.
             hmc_request_t q;
             CHECK_TRUE(hmc_put(peer, src, size, wo, 1, 0, 0, &q) == HMC_ERR_OUT_OF_BOUNDS,
@@ -548,8 +553,10 @@ TEST(TargetStagingScenarios, DeregistrationWaitsForStagedPutsThenRefusesLaterOne
             untouched &= after[k * piece + i] == kUntouched;
           }
           bool ok = (mask >> k) & 1;
-          CHECK_TRUE(ok ? done : untouched, "put " + std::to_string(k) + (ok ? " succeeded but its "
-                     "bytes are not all in place" : " was refused but its bytes changed"));
+          CHECK_TRUE(ok ? done : untouched, "put " + std::to_string(k) +
+                                                (ok ? " succeeded but its "
+                                                      "bytes are not all in place"
+                                                    : " was refused but its bytes changed"));
         }
         hmc_mem_free(ctx, dev);
         return "";
@@ -580,8 +587,8 @@ TEST(TargetStagingScenarios, DeregistrationWaitsForStagedPutsThenRefusesLaterOne
         hmc_request_t late;
         hmc_status_t st = hmc_put(peer, src, piece, remote, 0, 0, 0, &late);
         if (st == HMC_SUCCESS) st = hmc_request_wait(late, kTimeoutMs, nullptr);
-        CHECK_TRUE(st == HMC_ERR_REMOTE, std::string("put after the deregistration: ") +
-                                             hmc_status_string(st));
+        CHECK_TRUE(st == HMC_ERR_REMOTE,
+                   std::string("put after the deregistration: ") + hmc_status_string(st));
         STEP(step_send(peer, 10, mask));
         if (getenv("STAGED_TEST_LOG")) fprintf(stderr, "puts that landed: mask 0x%02x\n", mask);
         hmc_remote_release(remote);
@@ -692,16 +699,17 @@ TEST_P(DmabufDirect, PutAndGetByteExactDirectOrFallingBackPerRegion) {
   setenv("HMC_NET_DMABUF", "1", 1);
   std::string log = testing::TempDir() + "hmc-dmabuf-target-" + std::to_string(getpid()) + ".log";
   unlink(log.c_str());
-  std::string nodmabuf_lib = std::string(FAKEGPU_DIR) + "/" + vendor_of(c.target_mem) +
-                             "-nodmabuf/libcuda.so.1";
+  std::string nodmabuf_lib =
+      std::string(FAKEGPU_DIR) + "/" + vendor_of(c.target_mem) + "-nodmabuf/libcuda.so.1";
   EnvList env = {{"HMC_LOG_FILE", log.c_str()}, {"HMC_LOG_LEVEL", "info"}};
   if (!c.target_exports_dmabuf) env.push_back({"HMC_CUDA_LIBRARY", nodmabuf_lib.c_str()});
   // Both sides register their device memory: the initiator's buffers go direct on its side too.
-  run_roles(c.path, c.initiator_mem, c.target_mem, put_get_target,
-            [](hmc_context_t ctx, hmc_peer_t peer, const char* mem) {
-              return put_get_initiator_with(ctx, peer, mem, true);
-            },
-            env);
+  run_roles(
+      c.path, c.initiator_mem, c.target_mem, put_get_target,
+      [](hmc_context_t ctx, hmc_peer_t peer, const char* mem) {
+        return put_get_initiator_with(ctx, peer, mem, true);
+      },
+      env);
   setenv("HMC_NET_DMABUF", "0", 1);
   // The target's registration of the region says how it is reached: "direct on <devices>" or
   // "staged for <device> (<why>)", one line.
@@ -726,19 +734,19 @@ TEST_P(DmabufDirect, PutAndGetByteExactDirectOrFallingBackPerRegion) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Pairs, DmabufDirect,
-    testing::Values(DirectCase{"hip:0", "cuda:0", "hoststage/tcp", true},
-                    DirectCase{"hip:0", "cuda:0", "hoststage/shm", true},
-                    DirectCase{"cuda:0", "cuda:0", "hoststage/shm", true},
-                    DirectCase{"hip:0", "cuda:0", "hoststage/tcp", false}),
-    [](const testing::TestParamInfo<DirectCase>& info) {
-      std::string n = std::string(info.param.initiator_mem) + "_to_" + info.param.target_mem +
-                      "_" + info.param.path +
-                      (info.param.target_exports_dmabuf ? "" : "_no_dmabuf_export");
-      for (char& ch : n)
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Pairs, DmabufDirect,
+                         testing::Values(DirectCase{"hip:0", "cuda:0", "hoststage/tcp", true},
+                                         DirectCase{"hip:0", "cuda:0", "hoststage/shm", true},
+                                         DirectCase{"cuda:0", "cuda:0", "hoststage/shm", true},
+                                         DirectCase{"hip:0", "cuda:0", "hoststage/tcp", false}),
+                         [](const testing::TestParamInfo<DirectCase>& info) {
+                           std::string n =
+                               std::string(info.param.initiator_mem) + "_to_" +
+                               info.param.target_mem + "_" + info.param.path +
+                               (info.param.target_exports_dmabuf ? "" : "_no_dmabuf_export");
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
 
 }  // namespace

@@ -66,8 +66,10 @@ inline void set_side_env(const std::string& mem, const std::string& path) {
   for (const auto& v : kVendors) {
     if (vendor == v.name) {
       plugins = v.name;
-      if (g_real_runtimes) unsetenv(v.env);  // the vendor's installed runtime
-      else setenv(v.env, (std::string(FAKEGPU_DIR) + "/" + v.lib).c_str(), 1);
+      if (g_real_runtimes)
+        unsetenv(v.env);  // the vendor's installed runtime
+      else
+        setenv(v.env, (std::string(FAKEGPU_DIR) + "/" + v.lib).c_str(), 1);
     } else {
       unsetenv(v.env);  // (an excluded plugin's variable would be warned about as unknown)
     }
@@ -75,7 +77,9 @@ inline void set_side_env(const std::string& mem, const std::string& path) {
   setenv("HMC_DEVICE_PLUGINS", plugins.c_str(), 1);
 }
 
-inline std::string vendor_of(const std::string& mem) { return mem.substr(0, mem.find(':')); }
+inline std::string vendor_of(const std::string& mem) {
+  return mem.substr(0, mem.find(':'));
+}
 
 inline uint8_t pattern(size_t i, size_t size, int round) {
   return static_cast<uint8_t>(i * 131 + size * 7 + round * 29 + 3);
@@ -112,7 +116,7 @@ inline hmc_status_t recv_wait(hmc_peer_t peer, void* buf, size_t size, uint64_t 
 // The forked peer: connects, then echoes `sizes.size()` messages (tag = index) from a buffer in
 // its memory. Exit status: 0 fine, 10+ which step failed.
 [[noreturn]] inline void child_main(int addr_fd, const std::string& mem, const std::string& path,
-                             const std::vector<size_t>& sizes) {
+                                    const std::vector<size_t>& sizes) {
   set_side_env(mem, path);
   hmc_context_t ctx;
   if (hmc_context_create(nullptr, &ctx) != HMC_SUCCESS) _exit(10);
@@ -152,7 +156,6 @@ struct Pair {
 inline void PrintTo(const Pair& p, std::ostream* os) {
   *os << p.mine << " <-> " << p.theirs << " over " << p.path;
 }
-
 
 // Sends each size to the forked peer (memory p.theirs) and checks what it echoes back.
 inline void echo_sizes(const Pair& p, const std::vector<size_t>& sizes) {
@@ -210,19 +213,18 @@ inline void echo_sizes(const Pair& p, const std::vector<size_t>& sizes) {
   std::string mine = vendor_of(p.mine), theirs = vendor_of(p.theirs);
   const char* ipc_env = getenv("HMC_DEVICE_IPC");
   bool ipc = mine == theirs && mine != "host" && !(ipc_env && std::string(ipc_env) == "0");
-  size_t big = static_cast<size_t>(std::count_if(sizes.begin(), sizes.end(),
-                                                 [](size_t s) { return s > kFirst; }));
+  size_t big = static_cast<size_t>(
+      std::count_if(sizes.begin(), sizes.end(), [](size_t s) { return s > kFirst; }));
   ASSERT_EQ(hmc_peer_info(peer, &info), HMC_SUCCESS);
   EXPECT_STREQ(info.device_ipc, ipc ? mine.c_str() : "");
   EXPECT_EQ(info.ipc_messages, ipc ? 2 * big : 0u);
   // Device memory on both sides and no IPC: messages larger than the first piece are read out
   // of the sender's staging buffers (shared bounces), unless HMC_STAGE_SHARED=0.
   const char* shared_env = getenv("HMC_STAGE_SHARED");
-  bool shared = mine != "host" && theirs != "host" &&
-                !(shared_env && std::string(shared_env) == "0");
-  size_t pieces = static_cast<size_t>(std::count_if(sizes.begin(), sizes.end(), [&](size_t s) {
-    return s > kFirst && !ipc;
-  }));
+  bool shared =
+      mine != "host" && theirs != "host" && !(shared_env && std::string(shared_env) == "0");
+  size_t pieces = static_cast<size_t>(
+      std::count_if(sizes.begin(), sizes.end(), [&](size_t s) { return s > kFirst && !ipc; }));
   EXPECT_EQ(info.shared_staged_messages, shared ? 2 * pieces : 0u);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -239,7 +241,6 @@ inline std::string pair_name(const testing::TestParamInfo<Pair>& info) {
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
 }
-
 
 // The emulated runtimes read FAKEGPU_ settings when first loaded; a process that had them
 // loaded already (an earlier test) re-reads them here.

@@ -77,11 +77,14 @@ TEST_F(ApiArgs, Registration) {
   static char buf[4096];
   hmc_region_t r = nullptr;
   EXPECT_EQ(hmc_mem_register(ctx, buf, 0, HMC_ACCESS_REMOTE_READ, &r), HMC_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(hmc_mem_register(ctx, nullptr, 10, HMC_ACCESS_REMOTE_READ, &r), HMC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hmc_mem_register(ctx, nullptr, 10, HMC_ACCESS_REMOTE_READ, &r),
+            HMC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(hmc_mem_register(ctx, buf, 10, 0x100, &r), HMC_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(hmc_mem_register(ctx, buf, SIZE_MAX, HMC_ACCESS_REMOTE_READ, &r), HMC_ERR_INVALID_ARGUMENT);
-  ASSERT_EQ(hmc_mem_register(ctx, buf, sizeof buf, HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE, &r),
-            HMC_SUCCESS);
+  EXPECT_EQ(hmc_mem_register(ctx, buf, SIZE_MAX, HMC_ACCESS_REMOTE_READ, &r),
+            HMC_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(
+      hmc_mem_register(ctx, buf, sizeof buf, HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE, &r),
+      HMC_SUCCESS);
   size_t len = 0;
   EXPECT_EQ(hmc_region_pack(r, nullptr, &len), HMC_ERR_INVALID_ARGUMENT);
   EXPECT_GT(len, 0u);

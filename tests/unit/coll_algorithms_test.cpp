@@ -296,9 +296,8 @@ TEST(CollAlgorithms, BroadcastEveryRootAndBarrier) {
 
 TEST(CollAlgorithms, Names) {
   Algorithm a;
-  for (const char* name :
-       {"ring", "recursive_doubling", "pairwise", "tree", "linear", "hierarchical", "direct",
-        "auto"}) {
+  for (const char* name : {"ring", "recursive_doubling", "pairwise", "tree", "linear",
+                           "hierarchical", "direct", "auto"}) {
     ASSERT_TRUE(parse_algorithm(name, &a)) << name;
     EXPECT_STREQ(algorithm_name(a), name);
   }
@@ -370,8 +369,8 @@ TEST(CollAlgorithms, BroadcastAndAllGatherHierarchical) {
             mem[size_t(r)].in = ints(count, r);
             mem[size_t(r)].out.assign(count * 4 * un, 0xee);
             if (in_place && count > 0)  // (an empty vector's data() may be NULL)
-              memcpy(mem[size_t(r)].out.data() + size_t(r) * count * 4,
-                     mem[size_t(r)].in.data(), count * 4);
+              memcpy(mem[size_t(r)].out.data() + size_t(r) * count * 4, mem[size_t(r)].in.data(),
+                     count * 4);
           }
           ASSERT_EQ(run_all(a, {}, mem, Algorithm::Hierarchical), "") << "all_gather n=" << n;
           for (int r = 0; r < n; ++r)
@@ -397,8 +396,8 @@ TEST(CollAlgorithms, DirectWithinOneSmallHost) {
     CollArgs a;
     a.dtype = HMC_DTYPE_F32;
     a.count = 1 << 18;
-    for (CollKind k : {CollKind::AllGather, CollKind::AllToAll, CollKind::ReduceScatter,
-                       CollKind::AllReduce}) {
+    for (CollKind k :
+         {CollKind::AllGather, CollKind::AllToAll, CollKind::ReduceScatter, CollKind::AllReduce}) {
       a.kind = k;
       Schedule s = make_schedule(a, g, 0, Algorithm::Auto);
       EXPECT_EQ(s.algorithm == "direct", n <= 8) << "n=" << n << " " << s.algorithm;

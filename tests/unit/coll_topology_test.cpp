@@ -196,9 +196,9 @@ TEST(CollTopology, ExecutorCostAndCores) {
             HMC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("hosts[0].cores: wants a whole number"), std::string::npos)
       << last_error();
-  EXPECT_EQ(parse_topology(R"({"executor": {"step": 1}, "hosts": [{"ranks": ["host"]}]})",
-                           "c.json", &t),
-            HMC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      parse_topology(R"({"executor": {"step": 1}, "hosts": [{"ranks": ["host"]}]})", "c.json", &t),
+      HMC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("executor.step: unknown member"), std::string::npos) << last_error();
   ASSERT_EQ(generate_topology("ranks_per_host=4,vendors=host,cores_per_host=2,cpu_gbps=30,"
                               "step_us=12,transfer_us=2",

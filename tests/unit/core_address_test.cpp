@@ -116,8 +116,7 @@ TEST(RegionDescriptor, TooManyKeysAndOldVersionsAreRefused) {
   memcpy(packed.data() + count_at, &many, sizeof many);
   PackedRegion p;
   EXPECT_EQ(unpack_region(packed.data(), packed.size(), &p), HMC_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(last_error().find("4097 keys"), std::string::npos)
-      << last_error();
+  EXPECT_NE(last_error().find("4097 keys"), std::string::npos) << last_error();
   packed = pack_region(r);
   uint16_t v1 = 1;
   memcpy(packed.data() + 4, &v1, sizeof v1);

@@ -99,7 +99,8 @@ TEST(DeviceDirect, DescribesEachPluginOnceThenThePeersEnd) {
 TEST(DeviceDirect, PeermemAfterDmabuf) {
   Fixture f;
   f.nd.props.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
-  f.nd.props.rma_mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA) | HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM);
+  f.nd.props.rma_mem_ifaces =
+      HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA) | HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM);
   std::string why;
   EXPECT_EQ(direct_way(f.nd, f.dev("cuda:0"), true, &why), DirectWay::kDmabuf);
   EXPECT_EQ(direct_way(f.nd, f.dev("cuda:0"), false, &why), DirectWay::kPeermem);

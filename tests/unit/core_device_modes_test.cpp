@@ -15,7 +15,8 @@ path::CopyRecord copies(const std::string& plugin, uint64_t d2h, uint64_t h2d, u
 }
 
 // A same-host pair: cuda on both sides, every way open, a net path of `net` MB/s and 2 us.
-path::ModeInputs pair(path::CopyRecord local, std::vector<path::CopyRecord> remote, double net = 8000) {
+path::ModeInputs pair(path::CopyRecord local, std::vector<path::CopyRecord> remote,
+                      double net = 8000) {
   return {std::move(local), std::move(remote), true, true, net, 2.0, 2 * kMiB};
 }
 
@@ -56,8 +57,8 @@ TEST(DeviceModes, FiguresFollowTheSlowestStage) {
   in.ipc = false;  // another vendor on the far side
   auto costs = path::device_mode_costs(in);
   ASSERT_EQ(costs.size(), 2u);
-  EXPECT_DOUBLE_EQ(cost_of(costs, DeviceMode::Shared).bandwidth_MBps, 7000);    // far side's in
-  EXPECT_DOUBLE_EQ(cost_of(costs, DeviceMode::Transport).bandwidth_MBps, 3000); // the wire
+  EXPECT_DOUBLE_EQ(cost_of(costs, DeviceMode::Shared).bandwidth_MBps, 7000);     // far side's in
+  EXPECT_DOUBLE_EQ(cost_of(costs, DeviceMode::Transport).bandwidth_MBps, 3000);  // the wire
   // Fill and drain: one chunk out at 9000 MB/s and one in at 7000 MB/s, on top of the latency.
   double fill = 2.0 * kMiB / 9000 + 2.0 * kMiB / 7000;
   EXPECT_NEAR(cost_of(costs, DeviceMode::Transport).latency_us, 2.0 + fill, 1e-9);
@@ -102,7 +103,8 @@ TEST(DeviceModes, UnknownFiguresTakeTheDefault) {
 TEST(DeviceModes, OnlyTheWaysOpenToThePairAreRanked) {
   auto in = pair(copies("cuda", 1000, 1000, 100000), {copies("cuda", 1000, 1000, 100000)});
   in.ipc = false;
-  EXPECT_EQ(order(in, 64 * kMiB), (std::vector<DeviceMode>{DeviceMode::Shared, DeviceMode::Transport}));
+  EXPECT_EQ(order(in, 64 * kMiB),
+            (std::vector<DeviceMode>{DeviceMode::Shared, DeviceMode::Transport}));
   in.shared = false;
   EXPECT_EQ(order(in, 64 * kMiB), (std::vector<DeviceMode>{DeviceMode::Transport}));
   in.net_bandwidth_MBps = 0;  // no net path known (hmc-info without one): nothing to rank
@@ -124,7 +126,8 @@ TEST(DeviceModes, SizeDecidesWhenLatencyAndBandwidthDisagree) {
 TEST(DeviceModes, DescriptionListsTheWaysBestFirst) {
   auto in = pair(copies("cuda", 12000, 12000, 1500), {copies("cuda", 12000, 12000, 1500)});
   std::string s = path::describe_modes(path::device_mode_costs(in), 64 * kMiB);
-  auto shared = s.find("shared bounces"), transport = s.find("transport"), ipc = s.find("device IPC");
+  auto shared = s.find("shared bounces"), transport = s.find("transport"),
+       ipc = s.find("device IPC");
   ASSERT_NE(shared, std::string::npos) << s;
   ASSERT_NE(transport, std::string::npos) << s;
   ASSERT_NE(ipc, std::string::npos) << s;

@@ -1,8 +1,8 @@
 // Calibration of net devices that declare no figures: the settings, the on-disk cache and its
 // invalidation, the measurement itself (net-hoststage over loopback), how results reach the
 // capability record, and the record's wire format with and without the measured section.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -45,8 +45,10 @@ class Env {
   }
   ~Env() {
     for (auto& [n, v] : saved_) {
-      if (v) setenv(n.c_str(), v->c_str(), 1);
-      else unsetenv(n.c_str());
+      if (v)
+        setenv(n.c_str(), v->c_str(), 1);
+      else
+        unsetenv(n.c_str());
     }
   }
 
@@ -155,8 +157,8 @@ TEST(Calibration, CacheStoresLooksUpAndAges) {
   EXPECT_EQ(text.rfind("# hmc net calibration cache", 0), 0u) << text;
   EXPECT_EQ(text.find(k1), text.rfind(k1)) << text;
   // Garbage lines are skipped, good ones still found.
-  write_file(file, text + "garbage\n" + std::string(64, 'c') + " x y z\n" +
-                       std::string(64, 'd') + " 0 5 1100 zero-bandwidth\n");
+  write_file(file, text + "garbage\n" + std::string(64, 'c') + " x y z\n" + std::string(64, 'd') +
+                       " 0 5 1100 zero-bandwidth\n");
   EXPECT_TRUE(cache.lookup(k2, 1100, 1000, &got));
   EXPECT_FALSE(cache.lookup(std::string(64, 'd'), 1100, 1000, &got));
   // No path: nothing is read or written.
@@ -241,7 +243,8 @@ TEST(Calibration, MeasuresHoststageDevicesOverLoopbackWithinBudget) {
     auto t0 = std::chrono::steady_clock::now();
     ASSERT_EQ(path::measure_device(*d, path::kDeviceBudgetMs, &m), HMC_SUCCESS)
         << d->key() << ": " << last_error();
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     // The budget bounds every wait; one slow plugin call may overrun it a little on a busy host.
     EXPECT_LT(ms, 3.0 * path::kDeviceBudgetMs) << d->key();
     // Loopback on any machine that runs this: more than 10 MB/s, less than 10 ms one way.
@@ -429,7 +432,8 @@ TEST(Calibration, WaitsForAnotherProcessesCalibrationAndReadsItsFigures) {
   path::reset_calibration_memory();
   auto t0 = std::chrono::steady_clock::now();
   path::Capabilities caps = calibrate_hoststage(*ctx, cache_file, true, so);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   other.join();
   close(fd);
   EXPECT_GE(ms, 250.0) << "it did not wait for the lock";
@@ -452,7 +456,8 @@ TEST(Calibration, AStuckLockHolderDelaysMeasuringBoundedly) {
   path::reset_calibration_memory();
   auto t0 = std::chrono::steady_clock::now();
   path::Capabilities caps = calibrate_hoststage(*ctx, cache_file, true);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   close(fd);
   EXPECT_LT(ms, 10000.0);
   for (const auto& r : caps.net) EXPECT_GT(r.measured_bandwidth_MBps, 0u) << r.key();

@@ -30,8 +30,10 @@ const uint32_t kShm = HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_RMA | HMC_NET_FLAG_SAME
 }  // namespace
 
 TEST(PathChoice, SameHostPrefersFasterNodeLocalTransport) {
-  auto a = side("h1", {rec("hoststage", "tcp", 3000, 20000), rec("hoststage", "shm", 9000, 2000, kShm)});
-  auto b = side("h1", {rec("hoststage", "tcp", 3000, 20000), rec("hoststage", "shm", 9000, 2000, kShm)});
+  auto a =
+      side("h1", {rec("hoststage", "tcp", 3000, 20000), rec("hoststage", "shm", 9000, 2000, kShm)});
+  auto b =
+      side("h1", {rec("hoststage", "tcp", 3000, 20000), rec("hoststage", "shm", 9000, 2000, kShm)});
   path::Choice c;
   ASSERT_EQ(path::choose(a, b, "", &c), HMC_SUCCESS);
   EXPECT_EQ(c.key(), "hoststage/shm");
@@ -40,8 +42,10 @@ TEST(PathChoice, SameHostPrefersFasterNodeLocalTransport) {
 }
 
 TEST(PathChoice, NodeLocalTransportNeverCrossesHosts) {
-  auto a = side("h1", {rec("hoststage", "tcp", 3000, 20000), rec("hoststage", "shm", 9000, 2000, kShm)});
-  auto b = side("h2", {rec("hoststage", "tcp", 3000, 20000), rec("hoststage", "shm", 9000, 2000, kShm)});
+  auto a =
+      side("h1", {rec("hoststage", "tcp", 3000, 20000), rec("hoststage", "shm", 9000, 2000, kShm)});
+  auto b =
+      side("h2", {rec("hoststage", "tcp", 3000, 20000), rec("hoststage", "shm", 9000, 2000, kShm)});
   auto ranked = path::rank(a, b);
   ASSERT_EQ(ranked.size(), 1u);
   EXPECT_EQ(ranked[0].key(), "hoststage/tcp");
@@ -62,7 +66,8 @@ TEST(PathChoice, SymmetricAndBoundedByTheSlowerSide) {
 }
 
 TEST(PathChoice, ForcedPathWinsWhenUsable) {
-  auto a = side("h1", {rec("hoststage", "tcp", 3000, 20000), rec("hoststage", "shm", 9000, 2000, kShm)});
+  auto a =
+      side("h1", {rec("hoststage", "tcp", 3000, 20000), rec("hoststage", "shm", 9000, 2000, kShm)});
   path::Choice c;
   ASSERT_EQ(path::choose(a, a, "hoststage/tcp", &c), HMC_SUCCESS);
   EXPECT_EQ(c.key(), "hoststage/tcp");
@@ -132,8 +137,9 @@ TEST(PathChoice, RanksTheSmallestWorstCaseSlowdownAcrossSizes) {
       << ranked[1].reason;
 
   // Within the tie band a same-host transport goes first although another is faster: it says so.
-  auto t = side("h1", {measured("shm", "d", 9000, 1100, HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_SAME_HOST),
-                       measured("tcp", "d", 10000, 1000)});
+  auto t =
+      side("h1", {measured("shm", "d", 9000, 1100, HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_SAME_HOST),
+                  measured("tcp", "d", 10000, 1000)});
   auto r3 = path::rank(t, t);
   ASSERT_EQ(r3.size(), 2u);
   EXPECT_EQ(r3[0].key(), "shm/d");
@@ -205,7 +211,8 @@ TEST(PathChoice, MeasuredFiguresAreTheEstimateOnOneHostAndABoundAcrossHosts) {
 TEST(PathChoice, AcrossHostsLoopbackFiguresCannotPromoteAPath) {
   // On one host the measured ucx wins; across hosts both fall back to the same default figures,
   // so the tiebreak (name) decides, as without calibration.
-  auto a = side("h1", {measured("ucx", "ucx", 9000, 800), measured("hoststage", "tcp", 1500, 20000)});
+  auto a =
+      side("h1", {measured("ucx", "ucx", 9000, 800), measured("hoststage", "tcp", 1500, 20000)});
   auto b = side("h2", a.net);
   path::Choice near, far;
   ASSERT_EQ(path::choose(a, side("h1", a.net), "", &near), HMC_SUCCESS);
@@ -229,7 +236,8 @@ TEST(PathChoice, PluginOrderAndForcedPathOverrideMeasuredFigures) {
   EXPECT_EQ(c.key(), "hoststage/tcp");
   EXPECT_NE(c.reason.find("HMC_NET_PLUGINS order"), std::string::npos);
   // One side's order is enough (the larger position of the two is taken, both compute the same).
-  auto other = side("h1", {measured("ucx", "ucx", 9000, 800), measured("hoststage", "tcp", 1000, 30000)});
+  auto other =
+      side("h1", {measured("ucx", "ucx", 9000, 800), measured("hoststage", "tcp", 1000, 30000)});
   path::Choice c2;
   ASSERT_EQ(path::choose(other, ordered, "", &c2), HMC_SUCCESS);
   ASSERT_EQ(path::choose(ordered, other, "", &c), HMC_SUCCESS);
@@ -247,7 +255,8 @@ TEST(PathChoice, WithinTheTieBandANodeLocalTransportGoesFirst) {
   // is a real difference and wins.
   auto pick = [](uint64_t ucx_bw) {
     auto s = [&] {
-      return side("h1", {rec("ucx", "ucx", ucx_bw, 100), rec("hoststage", "shm", 10000, 100, kShm)});
+      return side("h1",
+                  {rec("ucx", "ucx", ucx_bw, 100), rec("hoststage", "shm", 10000, 100, kShm)});
     };
     path::Choice c;
     EXPECT_EQ(path::choose(s(), s(), "", &c), HMC_SUCCESS);

@@ -1,12 +1,13 @@
 // Put notifications carried by the net plugin and sent on the control plane, ordered as the
 // initiator's puts (peer/notify_order.h), and the Notify message's appended count.
+#include "peer/notify_order.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "control/wire.h"
 #include "peer/messages.h"
-#include "peer/notify_order.h"
 
 namespace hmc {
 namespace {

@@ -1,7 +1,7 @@
 // PostTestLearner (core/src/peer/post_test_learner.h): which posts get tested at once.
-#include <gtest/gtest.h>
-
 #include "peer/post_test_learner.h"
+
+#include <gtest/gtest.h>
 
 namespace hmc {
 namespace {

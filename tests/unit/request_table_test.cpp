@@ -61,7 +61,8 @@ TEST(RequestTable, ForeignAndMadeUpHandlesAreRefused) {
   // A live slot named with the wrong generation.
   Request* r = RequestTable::acquire(fake_context(0));
   auto h = reinterpret_cast<uintptr_t>(RequestTable::handle(r));
-  EXPECT_EQ(RequestTable::lookup(reinterpret_cast<hmc_request_t>(h + (uintptr_t(1) << 32))), nullptr);
+  EXPECT_EQ(RequestTable::lookup(reinterpret_cast<hmc_request_t>(h + (uintptr_t(1) << 32))),
+            nullptr);
   RequestTable::release(r);
 }
 
@@ -79,7 +80,8 @@ TEST(RequestTable, ReleaseAllEndsOnlyThatContextsRequests) {
   EXPECT_EQ(distinct.size(), 6000u);
   RequestTable::release_all(fake_context(2));
   for (auto h : mine_h) ASSERT_EQ(RequestTable::lookup(h), nullptr);
-  for (size_t i = 0; i < theirs.size(); ++i) ASSERT_EQ(RequestTable::lookup(theirs_h[i]), theirs[i]);
+  for (size_t i = 0; i < theirs.size(); ++i)
+    ASSERT_EQ(RequestTable::lookup(theirs_h[i]), theirs[i]);
   for (auto* r : theirs) RequestTable::release(r);
 }
 

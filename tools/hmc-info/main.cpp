@@ -66,8 +66,9 @@ std::vector<std::string> missing_plugins(const std::vector<std::string>& require
                                          const std::vector<hmc_device_info_t>& devices) {
   std::vector<std::string> out;
   for (const std::string& name : required) {
-    std::string why = "did not load: no plugin of that name was found (see HMC_PLUGIN_PATH in "
-                      "hmc-info --config)";
+    std::string why =
+        "did not load: no plugin of that name was found (see HMC_PLUGIN_PATH in "
+        "hmc-info --config)";
     bool ready = false;
     for (const auto& p : plugins) {
       if (name != p.name) continue;
@@ -77,7 +78,8 @@ std::vector<std::string> missing_plugins(const std::vector<std::string>& require
       if (p.loaded && has_device)
         ready = true;
       else if (p.loaded)
-        why = std::string("loaded with no device") + (p.reason[0] ? " (" + std::string(p.reason) + ")" : "");
+        why = std::string("loaded with no device") +
+              (p.reason[0] ? " (" + std::string(p.reason) + ")" : "");
       else
         why = "did not load: " + std::string(p.reason);
     }
@@ -116,8 +118,10 @@ const std::vector<BitName> kDeviceCaps = {
     {HMC_DEVICE_CAP_IPC_UNIQUE_HANDLES, "ipc-unique-handles"},
 };
 const std::vector<BitName> kMemIfaces = {
-    {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST), "host"}, {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA), "cuda"},
-    {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM), "rocm"}, {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_MLU), "mlu"},
+    {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST), "host"},
+    {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA), "cuda"},
+    {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM), "rocm"},
+    {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_MLU), "mlu"},
     {HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_MUSA), "musa"},
 };
 const std::vector<BitName> kNetFlags = {
@@ -261,8 +265,9 @@ void print_device_paths(const Inventory& inv) {
   if (vendors.empty()) return;
   bool ipc_on = config_value(inv, "HMC_DEVICE_IPC") != "0";
   bool shared_on = config_value(inv, "HMC_STAGE_SHARED") != "0";
-  std::printf("\ndevice memory to other processes (the way open that ranks first, per message; "
-              "small messages always staged):\n");
+  std::printf(
+      "\ndevice memory to other processes (the way open that ranks first, per message; "
+      "small messages always staged):\n");
   for (const auto& v : vendors) {
     std::vector<std::string> ipc_devs;
     for (const auto& d : inv.devices)
@@ -273,8 +278,9 @@ void print_device_paths(const Inventory& inv) {
     std::vector<std::string> direct;
     for (const auto& n : inv.nets)
       if ((iface >= 0 && (n.mem_ifaces & HMC_MEM_IFACE_BIT(iface))) || n.dmabuf)
-        direct.push_back(str(n.plugin) + "/" + str(n.name) +
-                         (iface >= 0 && (n.mem_ifaces & HMC_MEM_IFACE_BIT(iface)) ? "" : " (dma-buf)"));
+        direct.push_back(
+            str(n.plugin) + "/" + str(n.name) +
+            (iface >= 0 && (n.mem_ifaces & HMC_MEM_IFACE_BIT(iface)) ? "" : " (dma-buf)"));
 #ifdef HMC_HAS_NET_RMA_MEM_IFACES
       else if (iface >= 0 && (n.rma_mem_ifaces & HMC_MEM_IFACE_BIT(iface)))
         direct.push_back(str(n.plugin) + "/" + str(n.name) + " (peermem, puts and gets)");
@@ -284,10 +290,11 @@ void print_device_paths(const Inventory& inv) {
     for (const auto& d : inv.devices) {
       if (str(d.plugin) != v) continue;
       if (d.copy_basis[0] == '\0') {
-        std::printf("    %-31s %s\n", "copy rates", "not measured yet (hmc-info --calibrate measures them)");
+        std::printf("    %-31s %s\n", "copy rates",
+                    "not measured yet (hmc-info --calibrate measures them)");
       } else {
-        std::printf("    %-31s %" PRIu64 " MB/s device to host, %" PRIu64 " MB/s host to device, %" PRIu64
-                    " MB/s device to device (%s)\n",
+        std::printf("    %-31s %" PRIu64 " MB/s device to host, %" PRIu64
+                    " MB/s host to device, %" PRIu64 " MB/s device to device (%s)\n",
                     "copy rates", d.copy_d2h_MBps, d.copy_h2d_MBps, d.copy_d2d_MBps, d.copy_basis);
         if (d.copy_ways[0] != '\0')
           std::printf("    %-31s %s\n", "ranked, 64 MiB, this host", d.copy_ways);
@@ -297,12 +304,14 @@ void print_device_paths(const Inventory& inv) {
 #endif
     // The ways open; which one a message takes is the cost model's ranking (above, once the
     // copy rates are measured), the same order as here when they are close.
-    std::string shared = shared_on ? "shared bounces (one copy out of the sender's device, one into "
-                                     "the receiver's)"
-                                   : "";
+    std::string shared = shared_on
+                             ? "shared bounces (one copy out of the sender's device, one into "
+                               "the receiver's)"
+                             : "";
     std::string ipc = !ipc_on ? "IPC off (HMC_DEVICE_IPC=0)"
-                      : ipc_devs.empty() ? "no device can export memory for IPC"
-                                         : "device IPC, copied device to device (" + join(ipc_devs, ", ") + ")";
+                      : ipc_devs.empty()
+                          ? "no device can export memory for IPC"
+                          : "device IPC, copied device to device (" + join(ipc_devs, ", ") + ")";
     std::string same = "this host, " + v + " memory";
     std::printf("    %-31s %s%s\n", same.c_str(), ipc.c_str(),
                 shared_on ? ", or shared bounces, or the net path" : ", or the net path");
@@ -384,7 +393,8 @@ void print_text(const Inventory& inv) {
       std::printf("    latency       not declared (calibrated by the core)\n");
 #ifdef HMC_HAS_NET_CALIBRATION
     if (n.measured_bandwidth_MBps || n.measured_latency_ns)
-      std::printf("    measured      %" PRIu64 " MB/s, %.2f us one-way, over loopback on this "
+      std::printf("    measured      %" PRIu64
+                  " MB/s, %.2f us one-way, over loopback on this "
                   "host (used for peers on this host; a bound for others)\n",
                   n.measured_bandwidth_MBps, n.measured_latency_ns / 1000.0);
     if (n.calibration[0] != '\0') std::printf("    calibration   %s\n", n.calibration);
@@ -476,7 +486,8 @@ void print_json(const Inventory& inv) {
 #ifdef HMC_HAS_NET_RMA_MEM_IFACES
          ",\"rma_mem_ifaces\":" + json_list(bit_names(n.rma_mem_ifaces, kMemIfaces)) +
 #endif
-         ",\"nic_guid\":" + std::to_string(n.nic_guid) + ",\"nic_port\":" + std::to_string(n.nic_port) +
+         ",\"nic_guid\":" + std::to_string(n.nic_guid) +
+         ",\"nic_port\":" + std::to_string(n.nic_port) +
 #ifdef HMC_HAS_NET_FABRIC
          ",\"fabric\":" + json_escape(str(n.fabric)) +
 #endif
@@ -632,8 +643,7 @@ int main(int argc, char** argv) {
         a.require.push_back(name);
         start = comma + 1;
       }
-    }
-    else if (arg == "--help" || arg == "-h")
+    } else if (arg == "--help" || arg == "-h")
       a.help = true;
     else {
       std::fprintf(stderr, "hmc-info: unknown argument '%s'\n\n%s", arg.c_str(), kUsage);

@@ -100,7 +100,8 @@ class Client {
  private:
   void write_samples(uint64_t size, const std::vector<double>& lat) {
     if (!samples_) return;
-    for (double v : lat) std::fprintf(samples_, "%llu %.3f\n", static_cast<unsigned long long>(size), v);
+    for (double v : lat)
+      std::fprintf(samples_, "%llu %.3f\n", static_cast<unsigned long long>(size), v);
     if (std::fflush(samples_) != 0)
       throw RunError("--samples: writing " + o_.samples + ": " + std::strerror(errno));
   }

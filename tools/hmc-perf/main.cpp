@@ -120,8 +120,8 @@ int run_listen(const Options& o) {
     } catch (const std::exception& e) {
       if (!o.forever) throw;
       // One bad client costs its own session, not the server.
-      std::fprintf(stderr, "hmc-perf: error with the client %s pid %d (%s): %s\n",
-                   info.remote_host, info.remote_pid, info.remote_address, e.what());
+      std::fprintf(stderr, "hmc-perf: error with the client %s pid %d (%s): %s\n", info.remote_host,
+                   info.remote_pid, info.remote_address, e.what());
     }
     if (!o.forever) return rc;
   }

@@ -248,9 +248,9 @@ inline bool parse_args(int argc, const char* const* argv, Options* o, std::strin
     }
     static const char* flags[] = {"--help", "--loopback", "--check", "--forever", "--quiet"};
     static const char* valued[] = {
-        "--listen", "--connect", "--peer-address", "--parent-pid",     "--bind",
-        "--test",   "--op",      "--size",         "--sizes",          "--iters",
-        "--warmup", "--window",  "--mem",          "--peer-mem",       "--net",
+        "--listen", "--connect", "--peer-address", "--parent-pid",      "--bind",
+        "--test",   "--op",      "--size",         "--sizes",           "--iters",
+        "--warmup", "--window",  "--mem",          "--peer-mem",        "--net",
         "--path",   "--format",  "--timeout",      "--progress-thread", "--samples"};
     auto in = [&](const auto& list) {
       return std::any_of(std::begin(list), std::end(list),

@@ -26,7 +26,7 @@ struct Result {
   double lat_us_p999 = -1;
   double lat_us_max = -1;
   std::string path;
-  std::string device_ipc;  // device plugins whose memory crosses by device IPC ("" for none)
+  std::string device_ipc;     // device plugins whose memory crosses by device IPC ("" for none)
   std::string device_memory;  // how device memory in regions moves (hmc_peer_info)
   // Messages of this size (warm-up included) whose device memory went by device IPC, through
   // shared bounces, and transfers staged through bounce buffers at all; puts and gets that moved

@@ -33,7 +33,7 @@ inline double now_s() {
 class What {
  public:
   What(const char* text, int64_t index = -1) : text_(text), index_(index) {}  // NOLINT
-  What(std::string text) : owned_(std::move(text)) {}                          // NOLINT
+  What(std::string text) : owned_(std::move(text)) {}                         // NOLINT
   std::string str() const {
     std::string s = text_ != nullptr ? std::string(text_) : owned_;
     if (index_ >= 0) s += " " + std::to_string(index_);
@@ -74,8 +74,7 @@ inline hmc_notification_t wait_notification(hmc::Context& ctx, int timeout_ms, c
 // Like wait_for, for waits whose length depends on the other side's work (the server waiting
 // for the client's gets, or for the last put of a long phase): waits in slices of timeout_ms
 // for as long as the peer is alive. A dead or silent peer is declared lost by the core.
-inline size_t wait_patiently(hmc::Request& r, hmc::Peer& peer, int timeout_ms,
-                             const What& what) {
+inline size_t wait_patiently(hmc::Request& r, hmc::Peer& peer, int timeout_ms, const What& what) {
   for (;;) {
     size_t bytes = 0;
     hmc_status_t s = r.wait_status(timeout_ms, &bytes);

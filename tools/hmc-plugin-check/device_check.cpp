@@ -466,8 +466,7 @@ void DeviceCheck::reductions(int dev, unsigned char* d1, unsigned char* d2) {
   const char* what = "";
   int st = c.open(dev, &what);
   if (st != HMC_PLUGIN_SUCCESS) {
-    r_.fail(id("reduce"), rule::kReduce, "%s on device %d returned %s", what, dev,
-            status_name(st));
+    r_.fail(id("reduce"), rule::kReduce, "%s on device %d returned %s", what, dev, status_name(st));
     return;
   }
   static const char* const kTypes[] = {"f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"};
@@ -488,13 +487,15 @@ void DeviceCheck::reductions(int dev, unsigned char* d1, unsigned char* d2) {
       st = c.copy(d1, a.data(), a.size(), HMC_COPY_HOST_TO_DEVICE);
       if (st == HMC_PLUGIN_SUCCESS) st = c.copy(d2, b.data(), b.size(), HMC_COPY_HOST_TO_DEVICE);
       int red = HMC_PLUGIN_SUCCESS;
-      if (st == HMC_PLUGIN_SUCCESS) st = red = t_->reduce(c.stream(), d1, d1, d2, kCount, dtype, op);
+      if (st == HMC_PLUGIN_SUCCESS)
+        st = red = t_->reduce(c.stream(), d1, d1, d2, kCount, dtype, op);
       if (red == HMC_PLUGIN_ERR_NOT_SUPPORTED) {
         c.finish();
         declined += std::string(declined.empty() ? "" : ", ") + kTypes[dtype] + " " + kOps[op];
         continue;
       }
-      if (st == HMC_PLUGIN_SUCCESS) st = c.copy(got.data(), d1, got.size(), HMC_COPY_DEVICE_TO_HOST);
+      if (st == HMC_PLUGIN_SUCCESS)
+        st = c.copy(got.data(), d1, got.size(), HMC_COPY_DEVICE_TO_HOST);
       if (st == HMC_PLUGIN_SUCCESS) st = c.finish();
       size_t bad = st == HMC_PLUGIN_SUCCESS
                        ? reduction_mismatch(got.data(), want.data(), dtype, kCount)
@@ -531,8 +532,8 @@ void DeviceCheck::reductions(int dev, unsigned char* d1, unsigned char* d2) {
   r_.ok(id("reduce"),
         "%d of the 32 dtype and op pairs on %zu elements, in place, integers exact and floats "
         "within rounding%s%s; unknown dtype and op refused",
-        done, kCount, declined.empty() ? "" : "; declined (the host reduces them): ",
-        declined.c_str());
+        done, kCount,
+        declined.empty() ? "" : "; declined (the host reduces them): ", declined.c_str());
 }
 
 void DeviceCheck::host_memory(int dev, unsigned char* d1) {

@@ -39,27 +39,27 @@ extern "C" {
 
 typedef enum hmc_status {
   HMC_SUCCESS = 0,
-  HMC_IN_PROGRESS = 1,            /* a non-blocking request has not finished yet */
-  HMC_ERR_INVALID_ARGUMENT = -1,  /* NULL pointer, zero or overflowing size, bad flag */
-  HMC_ERR_INVALID_HANDLE = -2,    /* a freed, closed, unregistered or foreign handle */
-  HMC_ERR_OUT_OF_BOUNDS = -3,     /* an offset/size outside a region */
-  HMC_ERR_NOT_SUPPORTED = -4,     /* no plugin or path offers this operation */
-  HMC_ERR_NOT_FOUND = -5,         /* no such device or plugin name */
-  HMC_ERR_NO_MEMORY = -6,         /* allocation or registration failed */
-  HMC_ERR_TIMEOUT = -7,           /* the wait ended before the operation did */
-  HMC_ERR_PEER_LOST = -8,         /* the peer died or disconnected */
-  HMC_ERR_REMOTE = -9,            /* the peer refused (bounds, unknown key, access rights), or
-                                     aborted a message it had started (its device failed) */
-  HMC_ERR_TRUNCATED = -10,        /* the message was larger than the receive buffer */
-  HMC_ERR_CANCELLED = -11,        /* the request was cancelled */
-  HMC_ERR_AUTH = -12,             /* the peer failed (or we failed) the HMC_AUTH_TOKEN challenge */
-  HMC_ERR_VERSION = -13,          /* protocol or ABI version mismatch */
-  HMC_ERR_CONFIG = -14,           /* an HMC_ environment variable has an invalid value */
-  HMC_ERR_NO_PATH = -15,          /* no data path reaches this peer for these memories */
-  HMC_ERR_SYSTEM = -16,           /* a system call failed; the message has the errno text */
-  HMC_ERR_PLUGIN = -17,           /* a plugin failed unexpectedly */
-  HMC_ERR_PROTOCOL = -18,         /* a malformed message arrived from the peer */
-  HMC_ERR_INTERNAL = -19          /* a bug in hmc */
+  HMC_IN_PROGRESS = 1,           /* a non-blocking request has not finished yet */
+  HMC_ERR_INVALID_ARGUMENT = -1, /* NULL pointer, zero or overflowing size, bad flag */
+  HMC_ERR_INVALID_HANDLE = -2,   /* a freed, closed, unregistered or foreign handle */
+  HMC_ERR_OUT_OF_BOUNDS = -3,    /* an offset/size outside a region */
+  HMC_ERR_NOT_SUPPORTED = -4,    /* no plugin or path offers this operation */
+  HMC_ERR_NOT_FOUND = -5,        /* no such device or plugin name */
+  HMC_ERR_NO_MEMORY = -6,        /* allocation or registration failed */
+  HMC_ERR_TIMEOUT = -7,          /* the wait ended before the operation did */
+  HMC_ERR_PEER_LOST = -8,        /* the peer died or disconnected */
+  HMC_ERR_REMOTE = -9,           /* the peer refused (bounds, unknown key, access rights), or
+                                    aborted a message it had started (its device failed) */
+  HMC_ERR_TRUNCATED = -10,       /* the message was larger than the receive buffer */
+  HMC_ERR_CANCELLED = -11,       /* the request was cancelled */
+  HMC_ERR_AUTH = -12,            /* the peer failed (or we failed) the HMC_AUTH_TOKEN challenge */
+  HMC_ERR_VERSION = -13,         /* protocol or ABI version mismatch */
+  HMC_ERR_CONFIG = -14,          /* an HMC_ environment variable has an invalid value */
+  HMC_ERR_NO_PATH = -15,         /* no data path reaches this peer for these memories */
+  HMC_ERR_SYSTEM = -16,          /* a system call failed; the message has the errno text */
+  HMC_ERR_PLUGIN = -17,          /* a plugin failed unexpectedly */
+  HMC_ERR_PROTOCOL = -18,        /* a malformed message arrived from the peer */
+  HMC_ERR_INTERNAL = -19         /* a bug in hmc */
 } hmc_status_t;
 
 /* Fixed name of a status ("HMC_ERR_TIMEOUT"); never NULL. */
@@ -80,10 +80,10 @@ typedef struct hmc_remote* hmc_remote_t;
 typedef struct hmc_request* hmc_request_t;
 
 typedef struct hmc_context_options {
-  uint32_t struct_size;      /* sizeof(hmc_context_options_t); lets the struct grow */
-  int32_t progress_thread;   /* 1 on, 0 off, -1 from HMC_PROGRESS_THREAD (default on) */
-  const char* listen_host;   /* control-plane TCP address, NULL: HMC_LISTEN_HOST (127.0.0.1) */
-  uint16_t listen_port;      /* 0: HMC_LISTEN_PORT (0 = any free port) */
+  uint32_t struct_size;    /* sizeof(hmc_context_options_t); lets the struct grow */
+  int32_t progress_thread; /* 1 on, 0 off, -1 from HMC_PROGRESS_THREAD (default on) */
+  const char* listen_host; /* control-plane TCP address, NULL: HMC_LISTEN_HOST (127.0.0.1) */
+  uint16_t listen_port;    /* 0: HMC_LISTEN_PORT (0 = any free port) */
 } hmc_context_options_t;
 
 /* Creates a context: reads the HMC_ environment (invalid values are HMC_ERR_CONFIG, misspelled
@@ -109,11 +109,11 @@ typedef enum hmc_plugin_kind {
 typedef struct hmc_plugin_info {
   uint32_t struct_size;
   hmc_plugin_kind_t kind;
-  char name[64];         /* "hoststage"; the file name when the table could not be read */
-  char path[512];        /* the shared object */
-  uint32_t abi_version;  /* 0 when unknown */
-  int32_t loaded;        /* 1 loaded and initialised, 0 skipped */
-  char reason[256];      /* why it was skipped, or a note ("excluded by HMC_NET_PLUGINS") */
+  char name[64];        /* "hoststage"; the file name when the table could not be read */
+  char path[512];       /* the shared object */
+  uint32_t abi_version; /* 0 when unknown */
+  int32_t loaded;       /* 1 loaded and initialised, 0 skipped */
+  char reason[256];     /* why it was skipped, or a note ("excluded by HMC_NET_PLUGINS") */
 } hmc_plugin_info_t;
 
 /* Every plugin found, loaded or not, in search order. */
@@ -122,15 +122,15 @@ HMC_API hmc_status_t hmc_plugin_info(hmc_context_t ctx, int index, hmc_plugin_in
 
 typedef struct hmc_device_info {
   uint32_t struct_size;
-  char name[32];        /* "host", "cuda:0" */
-  char plugin[64];      /* "builtin" for host */
-  char model[128];      /* device model */
-  char pci_bus_id[32];  /* "" when unknown */
+  char name[32];       /* "host", "cuda:0" */
+  char plugin[64];     /* "builtin" for host */
+  char model[128];     /* device model */
+  char pci_bus_id[32]; /* "" when unknown */
   uint8_t uuid[16];
   int32_t numa_node;
   uint64_t mem_bytes;
-  uint32_t caps;        /* HMC_DEVICE_CAP_* of sdk/include/hmc/plugin/device.h */
-  int32_t is_host;      /* 1 for host memory */
+  uint32_t caps;   /* HMC_DEVICE_CAP_* of sdk/include/hmc/plugin/device.h */
+  int32_t is_host; /* 1 for host memory */
   /* Appended (HMC_HAS_DEVICE_COPY_FIGURES): copy rates in MB/s, 0 when unknown: device to pinned
    * host memory, pinned host memory to device, device to device. Declared by the plugin, or
    * measured on the plugin's first device at the first connect or accept (or by
@@ -160,13 +160,13 @@ HMC_API hmc_status_t hmc_device_calibrate(hmc_context_t ctx);
 
 typedef struct hmc_net_device_info {
   uint32_t struct_size;
-  char plugin[64];       /* "hoststage" */
-  char name[64];         /* "tcp", "shm" */
+  char plugin[64]; /* "hoststage" */
+  char name[64];   /* "tcp", "shm" */
   char pci_path[256];
   uint64_t bandwidth_MBps;
   uint32_t latency_ns;
-  uint32_t mem_kinds;    /* the first 32 bits of mem_ifaces, below */
-  uint32_t flags;        /* HMC_NET_FLAG_* */
+  uint32_t mem_kinds; /* the first 32 bits of mem_ifaces, below */
+  uint32_t flags;     /* HMC_NET_FLAG_* */
   uint32_t max_inflight;
   uint64_t max_msg_size;
   /* Appended (HMC_HAS_NET_CALIBRATION): calibration of devices that declare no bandwidth or
@@ -221,11 +221,11 @@ HMC_API hmc_status_t hmc_net_calibrate(hmc_context_t ctx);
 typedef struct hmc_config_entry {
   uint32_t struct_size;
   char name[64];
-  char value[256];         /* the value in effect: the environment's, else the default */
+  char value[256]; /* the value in effect: the environment's, else the default */
   char default_value[128];
   char help[256];
-  char owner[64];          /* "core" or a plugin name */
-  int32_t is_set;          /* 1 when set in the environment */
+  char owner[64]; /* "core" or a plugin name */
+  int32_t is_set; /* 1 when set in the environment */
 } hmc_config_entry_t;
 /* With ctx NULL: the core's own variables, read from the environment (works when an invalid value
  * keeps hmc_context_create from succeeding). The value of HMC_AUTH_TOKEN reads "(set)". */
@@ -305,14 +305,14 @@ HMC_API hmc_status_t hmc_accept(hmc_context_t ctx, int timeout_ms, hmc_peer_t* p
 /* What became of the connectors to this context's control plane so far. */
 typedef struct hmc_accept_stats {
   uint32_t struct_size;
-  uint32_t pending;          /* in setup now (at most HMC_MAX_PENDING_HANDSHAKES) */
-  uint32_t waiting;          /* finished, not yet returned by hmc_accept */
+  uint32_t pending;            /* in setup now (at most HMC_MAX_PENDING_HANDSHAKES) */
+  uint32_t waiting;            /* finished, not yet returned by hmc_accept */
   int32_t last_failure_status; /* status of the last connector that failed, HMC_SUCCESS if none */
-  uint64_t accepted;         /* finished their setup */
-  uint64_t failed;           /* refused or broken: not hmc, wrong version, token, closed early */
-  uint64_t timed_out;        /* did not finish their hello or setup in time */
-  uint64_t dropped;          /* evicted while HMC_MAX_PENDING_HANDSHAKES others were in setup */
-  char last_failure[256];    /* the last one that failed: who (remote address), where, why */
+  uint64_t accepted;           /* finished their setup */
+  uint64_t failed;             /* refused or broken: not hmc, wrong version, token, closed early */
+  uint64_t timed_out;          /* did not finish their hello or setup in time */
+  uint64_t dropped;            /* evicted while HMC_MAX_PENDING_HANDSHAKES others were in setup */
+  char last_failure[256];      /* the last one that failed: who (remote address), where, why */
 } hmc_accept_stats_t;
 /* Fills *stats. HMC_ERR_INVALID_ARGUMENT when stats->struct_size is too small. */
 HMC_API hmc_status_t hmc_accept_stats(hmc_context_t ctx, hmc_accept_stats_t* stats);
@@ -321,21 +321,21 @@ HMC_API hmc_status_t hmc_peer_close(hmc_peer_t peer);
 
 typedef struct hmc_peer_info {
   uint32_t struct_size;
-  char path[128];        /* "hoststage/shm", with the reason in path_reason */
+  char path[128]; /* "hoststage/shm", with the reason in path_reason */
   char path_reason[256];
   char remote_host[64];
   int32_t same_host;
   int32_t remote_pid;
   double est_bandwidth_MBps;
   double est_latency_us;
-  int32_t alive;         /* 0 once the peer was lost */
+  int32_t alive; /* 0 once the peer was lost */
   /* Appended later: filled only when struct_size covers them. */
-  char device_ipc[64];   /* device plugins whose memory crosses to this peer by device IPC
-                            (same host, other process, both sides IPC-capable), comma-separated:
-                            "cuda"; "" when none */
-  uint64_t ipc_messages;     /* messages sent to or received from the peer by device IPC */
-  uint64_t staged_transfers; /* transfers with the peer whose device memory went through
-                                pinned bounce buffers */
+  char device_ipc[64];             /* device plugins whose memory crosses to this peer by device IPC
+                                      (same host, other process, both sides IPC-capable), comma-separated:
+                                      "cuda"; "" when none */
+  uint64_t ipc_messages;           /* messages sent to or received from the peer by device IPC */
+  uint64_t staged_transfers;       /* transfers with the peer whose device memory went through
+                                      pinned bounce buffers */
   uint64_t shared_staged_messages; /* of those, messages whose pieces the receiver copied
                                       straight out of the sender's bounce buffers (same host) */
   char remote_address[64]; /* where the peer was dialled or came from: "tcp 192.0.2.7:40112",
@@ -523,10 +523,10 @@ HMC_API hmc_status_t hmc_comm_split(hmc_comm_t comm, int color, int key, hmc_com
 /* Where one rank of the group runs: the group's shape, as every rank knows it. */
 typedef struct hmc_comm_member_info {
   uint32_t struct_size;
-  int32_t host;        /* its host, numbered in order of first appearance (rank 0's is 0) */
+  int32_t host; /* its host, numbered in order of first appearance (rank 0's is 0) */
   int32_t pid;
   char hostname[64];
-  char vendor[32];     /* its context's first device plugin ("cuda", "hip", ...); "host" */
+  char vendor[32]; /* its context's first device plugin ("cuda", "hip", ...); "host" */
 } hmc_comm_member_info_t;
 /* HMC_ERR_INVALID_ARGUMENT for a rank outside the group. */
 HMC_API hmc_status_t hmc_comm_member_info(hmc_comm_t comm, int rank, hmc_comm_member_info_t* info);
@@ -563,9 +563,8 @@ HMC_API hmc_status_t hmc_all_to_allv(hmc_comm_t comm, const void* send, const si
                                      hmc_dtype_t dtype, hmc_request_t* req);
 /* recv (count) = block `rank` of the reduction over every rank's send (size * count). In place:
  * recv == send + rank * count elements. */
-HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void* recv,
-                                        size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
-                                        hmc_request_t* req);
+HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                        hmc_dtype_t dtype, hmc_reduce_op_t op, hmc_request_t* req);
 /* recv (count) = the reduction over every rank's send (count). In place: send == recv. */
 HMC_API hmc_status_t hmc_all_reduce(hmc_comm_t comm, const void* send, void* recv, size_t count,
                                     hmc_dtype_t dtype, hmc_reduce_op_t op, hmc_request_t* req);

@@ -246,9 +246,9 @@ class XferList {
   XferList() noexcept = default;
   XferList(const Region& local, const Remote& remote, hmc_xfer_op_t op,
            const std::vector<hmc_xfer_desc_t>& descs) {
-    detail::check(hmc_xfer_prepare(local.get(), remote.get(), op, descs.data(), descs.size(),
-                                   &list_),
-                  "hmc_xfer_prepare");
+    detail::check(
+        hmc_xfer_prepare(local.get(), remote.get(), op, descs.data(), descs.size(), &list_),
+        "hmc_xfer_prepare");
   }
   XferList(XferList&& o) noexcept : list_(std::exchange(o.list_, nullptr)) {}
   XferList& operator=(XferList&& o) noexcept {
@@ -586,29 +586,46 @@ class Comm {
     return Comm(out);
   }
 
-  Request barrier() { return post([&](hmc_request_t* r) { return hmc_barrier(comm_, r); }, "hmc_barrier"); }
+  Request barrier() {
+    return post([&](hmc_request_t* r) { return hmc_barrier(comm_, r); }, "hmc_barrier");
+  }
   Request broadcast(void* buf, size_t count, hmc_dtype_t dtype, int root) {
-    return post([&](hmc_request_t* r) { return hmc_broadcast(comm_, buf, count, dtype, root, r); }, "hmc_broadcast");
+    return post([&](hmc_request_t* r) { return hmc_broadcast(comm_, buf, count, dtype, root, r); },
+                "hmc_broadcast");
   }
   Request all_gather(const void* send, void* recv, size_t count, hmc_dtype_t dtype) {
-    return post([&](hmc_request_t* r) { return hmc_all_gather(comm_, send, recv, count, dtype, r); }, "hmc_all_gather");
+    return post(
+        [&](hmc_request_t* r) { return hmc_all_gather(comm_, send, recv, count, dtype, r); },
+        "hmc_all_gather");
   }
   Request all_to_all(const void* send, void* recv, size_t count, hmc_dtype_t dtype) {
-    return post([&](hmc_request_t* r) { return hmc_all_to_all(comm_, send, recv, count, dtype, r); }, "hmc_all_to_all");
+    return post(
+        [&](hmc_request_t* r) { return hmc_all_to_all(comm_, send, recv, count, dtype, r); },
+        "hmc_all_to_all");
   }
   Request all_to_allv(const void* send, const size_t* send_counts, const size_t* send_displs,
                       void* recv, const size_t* recv_counts, const size_t* recv_displs,
                       hmc_dtype_t dtype) {
-    return post([&](hmc_request_t* r) { return hmc_all_to_allv(comm_, send, send_counts, send_displs, recv, recv_counts,
-                                recv_displs, dtype, r); }, "hmc_all_to_allv");
+    return post(
+        [&](hmc_request_t* r) {
+          return hmc_all_to_allv(comm_, send, send_counts, send_displs, recv, recv_counts,
+                                 recv_displs, dtype, r);
+        },
+        "hmc_all_to_allv");
   }
   Request reduce_scatter(const void* send, void* recv, size_t count, hmc_dtype_t dtype,
                          hmc_reduce_op_t op) {
-    return post([&](hmc_request_t* r) { return hmc_reduce_scatter(comm_, send, recv, count, dtype, op, r); }, "hmc_reduce_scatter");
+    return post(
+        [&](hmc_request_t* r) {
+          return hmc_reduce_scatter(comm_, send, recv, count, dtype, op, r);
+        },
+        "hmc_reduce_scatter");
   }
   Request all_reduce(const void* send, void* recv, size_t count, hmc_dtype_t dtype,
                      hmc_reduce_op_t op) {
-    return post([&](hmc_request_t* r) { return hmc_all_reduce(comm_, send, recv, count, dtype, op, r); }, "hmc_all_reduce");
+    return post(
+        [&](hmc_request_t* r) { return hmc_all_reduce(comm_, send, recv, count, dtype, op, r); },
+        "hmc_all_reduce");
   }
 
  private:

@@ -25,49 +25,65 @@ namespace {
 #define HMC_CATCH                                                                      \
   }                                                                                    \
   catch (const std::bad_alloc&) {                                                      \
-    return fail(HMC_ERR_NO_MEMORY, "{}: out of memory", __func__);                    \
+    return fail(HMC_ERR_NO_MEMORY, "{}: out of memory", __func__);                     \
   }                                                                                    \
   catch (const std::exception& e) {                                                    \
     return fail(HMC_ERR_INTERNAL, "{}: unexpected exception: {}", __func__, e.what()); \
   }                                                                                    \
   catch (...) {                                                                        \
-    return fail(HMC_ERR_INTERNAL, "{}: unexpected exception", __func__);              \
+    return fail(HMC_ERR_INTERNAL, "{}: unexpected exception", __func__);               \
   }
 
-#define CHECK_NOT_NULL(p)                                                                     \
-  do {                                                                                        \
+#define CHECK_NOT_NULL(p)                                                                       \
+  do {                                                                                          \
     if (!(p)) return fail(HMC_ERR_INVALID_ARGUMENT, "{}: argument '{}' is NULL", __func__, #p); \
   } while (0)
 
-#define CHECK_HANDLE(h, kind)                                                                 \
-  do {                                                                                        \
+#define CHECK_HANDLE(h, kind)                                                                   \
+  do {                                                                                          \
     if (!(h)) return fail(HMC_ERR_INVALID_ARGUMENT, "{}: argument '{}' is NULL", __func__, #h); \
-    if (!Handles::valid((h), HandleKind::kind))                                               \
-      return fail(HMC_ERR_INVALID_HANDLE, "{}: '{}' is not a live {} handle (closed, freed or " \
-                  "never created)", __func__, #h, #kind);                                     \
+    if (!Handles::valid((h), HandleKind::kind))                                                 \
+      return fail(HMC_ERR_INVALID_HANDLE,                                                       \
+                  "{}: '{}' is not a live {} handle (closed, freed or "                         \
+                  "never created)",                                                             \
+                  __func__, #h, #kind);                                                         \
   } while (0)
 
 // Resolves a request handle into `var`.
 #define CHECK_REQUEST(h, var)                                                                 \
-  if (!(h)) return fail(HMC_ERR_INVALID_ARGUMENT, "{}: argument '{}' is NULL", __func__, #h);  \
-  Request* var = RequestTable::lookup(h);                                                    \
+  if (!(h)) return fail(HMC_ERR_INVALID_ARGUMENT, "{}: argument '{}' is NULL", __func__, #h); \
+  Request* var = RequestTable::lookup(h);                                                     \
   if (!var)                                                                                   \
-    return fail(HMC_ERR_INVALID_HANDLE, "{}: '{}' is not a live request handle (it ended, "  \
-                "or it was never one)", __func__, #h)
+  return fail(HMC_ERR_INVALID_HANDLE,                                                         \
+              "{}: '{}' is not a live request handle (it ended, "                             \
+              "or it was never one)",                                                         \
+              __func__, #h)
 
-#define CHECK_TIMEOUT(t)                                                                    \
-  do {                                                                                      \
-    if ((t) < -1)                                                                           \
-      return fail(HMC_ERR_INVALID_ARGUMENT, "{}: timeout {} ms is invalid (-1 for the "     \
-                  "default, 0 for none, or a positive number)", __func__, (t));             \
+#define CHECK_TIMEOUT(t)                                        \
+  do {                                                          \
+    if ((t) < -1)                                               \
+      return fail(HMC_ERR_INVALID_ARGUMENT,                     \
+                  "{}: timeout {} ms is invalid (-1 for the "   \
+                  "default, 0 for none, or a positive number)", \
+                  __func__, (t));                               \
   } while (0)
 
-Context* ctx_of(hmc_context_t c) { return reinterpret_cast<Context*>(c); }
+Context* ctx_of(hmc_context_t c) {
+  return reinterpret_cast<Context*>(c);
+}
 // Collectives' requests have no peer of their own.
-Context* ctx_of_request(const Request* r) { return r->peer ? r->peer->ctx : r->owner; }
-Peer* peer_of(hmc_peer_t p) { return reinterpret_cast<Peer*>(p); }
-Region* region_of(hmc_region_t r) { return reinterpret_cast<Region*>(r); }
-Remote* remote_of(hmc_remote_t r) { return reinterpret_cast<Remote*>(r); }
+Context* ctx_of_request(const Request* r) {
+  return r->peer ? r->peer->ctx : r->owner;
+}
+Peer* peer_of(hmc_peer_t p) {
+  return reinterpret_cast<Peer*>(p);
+}
+Region* region_of(hmc_region_t r) {
+  return reinterpret_cast<Region*>(r);
+}
+Remote* remote_of(hmc_remote_t r) {
+  return reinterpret_cast<Remote*>(r);
+}
 
 // Copies text into a fixed-size output field, always terminated; a cut text ends with "...".
 template <size_t N>
@@ -76,16 +92,22 @@ void copy_str(char (&dst)[N], const std::string& src) {
 }
 
 template <typename T>
-const T& deref(const T& v) { return v; }
+const T& deref(const T& v) {
+  return v;
+}
 template <typename T>
-const T& deref(const std::unique_ptr<T>& v) { return *v; }
+const T& deref(const std::unique_ptr<T>& v) {
+  return *v;
+}
 template <typename T>
-const T& deref(T* v) { return *v; }
+const T& deref(T* v) {
+  return *v;
+}
 
 hmc_status_t check_struct(uint32_t size, size_t min, const char* func, const char* what) {
   if (size < min)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: {}->struct_size is {}, expected at least {}",
-                func, what, size, min);
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: {}->struct_size is {}, expected at least {}", func,
+                what, size, min);
   return HMC_SUCCESS;
 }
 
@@ -100,13 +122,16 @@ hmc_status_t check_buffer(const void* buf, size_t size, const char* func) {
 
 // --- collectives -------------------------------------------------------------------------------
 
-coll::Communicator* comm_of(hmc_comm_t c) { return reinterpret_cast<coll::Communicator*>(c); }
+coll::Communicator* comm_of(hmc_comm_t c) {
+  return reinterpret_cast<coll::Communicator*>(c);
+}
 
 // Bytes of `count` elements of dtype, refusing unknown datatypes and overflow.
 hmc_status_t coll_bytes(uint64_t count, hmc_dtype_t dtype, uint64_t times, const char* func,
                         uint64_t* out) {
   if (!coll::valid_dtype(dtype))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: datatype {} is not an hmc_dtype_t", func, int(dtype));
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: datatype {} is not an hmc_dtype_t", func,
+                int(dtype));
   uint64_t es = coll::dtype_size(dtype);
   if (count && (times > UINT64_MAX / count || count * times > UINT64_MAX / es))
     return fail(HMC_ERR_INVALID_ARGUMENT, "{}: {} x {} elements overflow", func, count, times);
@@ -120,7 +145,8 @@ hmc_status_t check_op(hmc_dtype_t dtype, hmc_reduce_op_t op, const char* func) {
     return fail(HMC_ERR_INVALID_ARGUMENT, "{}: operation {} is not an hmc_reduce_op_t", func,
                 int(op));
   if (!coll::valid_op_for(dtype, op))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: {} is a bitwise operation, defined on the integer "
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "{}: {} is a bitwise operation, defined on the integer "
                 "datatypes only, not on {}",
                 func, coll::reduce_op_name(op), coll::dtype_name(dtype));
   return HMC_SUCCESS;
@@ -140,9 +166,9 @@ hmc_status_t post_coll(hmc_comm_t comm, const coll::CollArgs& args, const void* 
   return st;
 }
 
-#define CHECK_COLL(comm, req)  \
-  CHECK_HANDLE(comm, Comm);    \
-  CHECK_NOT_NULL(req);         \
+#define CHECK_COLL(comm, req) \
+  CHECK_HANDLE(comm, Comm);   \
+  CHECK_NOT_NULL(req);        \
   coll::Communicator* c = comm_of(comm)
 
 }  // namespace
@@ -225,8 +251,8 @@ HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_in
   CHECK_HANDLE(ctx, Context);
   CHECK_NOT_NULL(info);
   // Callers built before the copy figures were appended pass the shorter struct.
-  hmc_status_t st = check_struct(info->struct_size, offsetof(hmc_device_info_t, copy_d2h_MBps),
-                                 __func__, "info");
+  hmc_status_t st =
+      check_struct(info->struct_size, offsetof(hmc_device_info_t, copy_d2h_MBps), __func__, "info");
   if (st != HMC_SUCCESS) return st;
   const auto& devs = ctx_of(ctx)->devices().devices();
   if (index < 0 || static_cast<size_t>(index) >= devs.size())
@@ -247,7 +273,8 @@ HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_in
     info->copy_h2d_MBps = f.h2d_MBps;
     info->copy_d2d_MBps = f.d2d_MBps;
     copy_str(info->copy_basis, f.basis);
-    copy_str(info->copy_ways, d.is_host() || f.basis.empty() ? "" : same_host_ways(ctx_of(ctx)->connector(), d));
+    copy_str(info->copy_ways,
+             d.is_host() || f.basis.empty() ? "" : same_host_ways(ctx_of(ctx)->connector(), d));
   }
   if (info->struct_size >= offsetof(hmc_device_info_t, mem_iface) + sizeof info->mem_iface)
     info->mem_iface = d.mem_iface;
@@ -272,18 +299,20 @@ HMC_API hmc_status_t hmc_net_device_count(hmc_context_t ctx, int* count) {
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_device_info_t* info) {
+HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index,
+                                         hmc_net_device_info_t* info) {
   HMC_TRY
   CHECK_HANDLE(ctx, Context);
   CHECK_NOT_NULL(info);
   // Callers built before the calibration fields were appended pass the shorter struct.
-  hmc_status_t st = check_struct(info->struct_size,
-                                 offsetof(hmc_net_device_info_t, measured_bandwidth_MBps),
-                                 __func__, "info");
+  hmc_status_t st =
+      check_struct(info->struct_size, offsetof(hmc_net_device_info_t, measured_bandwidth_MBps),
+                   __func__, "info");
   if (st != HMC_SUCCESS) return st;
   auto devs = ctx_of(ctx)->net_devices();
   if (index < 0 || static_cast<size_t>(index) >= devs.size())
-    return fail(HMC_ERR_NOT_FOUND, "hmc_net_device_info: index {} outside 0..{}", index, devs.size());
+    return fail(HMC_ERR_NOT_FOUND, "hmc_net_device_info: index {} outside 0..{}", index,
+                devs.size());
   const NetDevice& d = *devs[index];
   copy_str(info->plugin, d.plugin->name());
   copy_str(info->name, d.name);
@@ -309,12 +338,14 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index, hmc_net_d
     }
     copy_str(info->details, details);
   }
-  if (info->struct_size >= offsetof(hmc_net_device_info_t, rma_mem_ifaces) + sizeof info->rma_mem_ifaces)
+  if (info->struct_size >=
+      offsetof(hmc_net_device_info_t, rma_mem_ifaces) + sizeof info->rma_mem_ifaces)
     info->rma_mem_ifaces = rma_mem_ifaces(d);
   info->flags = d.props.flags;
   info->max_inflight = d.props.max_inflight;
   info->max_msg_size = d.props.max_msg_size;
-  if (info->struct_size >= offsetof(hmc_net_device_info_t, calibration) + sizeof info->calibration) {
+  if (info->struct_size >=
+      offsetof(hmc_net_device_info_t, calibration) + sizeof info->calibration) {
     std::vector<path::CalibrationOutcome> outcomes;
     path::Capabilities caps =
         local_capabilities(ctx_of(ctx)->connector(), path::CalibrationMode::LookupOnly, &outcomes);
@@ -459,8 +490,10 @@ HMC_API hmc_status_t hmc_region_pack(hmc_region_t region, void* buf, size_t* len
   if (!buf || *len < packed.size()) {
     size_t have = *len;
     *len = packed.size();
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_region_pack: the descriptor needs {} bytes, the "
-                "buffer has {}", packed.size(), buf ? have : 0);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_region_pack: the descriptor needs {} bytes, the "
+                "buffer has {}",
+                packed.size(), buf ? have : 0);
   }
   memcpy(buf, packed.data(), packed.size());
   *len = packed.size();
@@ -507,8 +540,10 @@ HMC_API hmc_status_t hmc_address(hmc_context_t ctx, void* buf, size_t* len) {
   if (!buf || *len < a.size()) {
     size_t have = *len;
     *len = a.size();
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_address: the address needs {} bytes, the buffer "
-                "has {}", a.size(), buf ? have : 0);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_address: the address needs {} bytes, the buffer "
+                "has {}",
+                a.size(), buf ? have : 0);
   }
   memcpy(buf, a.data(), a.size());
   *len = a.size();
@@ -639,8 +674,10 @@ HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info) {
 namespace {
 hmc_status_t check_tag(uint64_t tag, const char* func) {
   if (tag >= HMC_TAG_MAX)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: tag {:#x} is reserved (tags must be below "
-                "HMC_TAG_MAX)", func, tag);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "{}: tag {:#x} is reserved (tags must be below "
+                "HMC_TAG_MAX)",
+                func, tag);
   return HMC_SUCCESS;
 }
 }  // namespace
@@ -687,10 +724,12 @@ HMC_API hmc_status_t hmc_put(hmc_peer_t peer, const void* buf, size_t size, hmc_
   hmc_status_t st = check_buffer(buf, size, __func__);
   if (st != HMC_SUCCESS) return st;
   if (flags & ~HMC_PUT_NOTIFY)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_put: unknown flag bits {:#x}", flags & ~HMC_PUT_NOTIFY);
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_put: unknown flag bits {:#x}",
+                flags & ~HMC_PUT_NOTIFY);
   Remote* rm = remote_of(remote);
   if (rm->peer.get() != peer_of(peer))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_put: the remote handle was imported for another peer");
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_put: the remote handle was imported for another peer");
   Request* r = nullptr;
   st = rm->peer->ctx->transfers().post_put(rm, buf, size, remote_offset, flags, notify_value, &r);
   if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
@@ -708,7 +747,8 @@ HMC_API hmc_status_t hmc_get(hmc_peer_t peer, void* buf, size_t size, hmc_remote
   if (st != HMC_SUCCESS) return st;
   Remote* rm = remote_of(remote);
   if (rm->peer.get() != peer_of(peer))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_get: the remote handle was imported for another peer");
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_get: the remote handle was imported for another peer");
   Request* r = nullptr;
   st = rm->peer->ctx->transfers().post_get(rm, buf, size, remote_offset, &r);
   if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
@@ -871,7 +911,8 @@ HMC_API hmc_status_t hmc_comm_member_info(hmc_comm_t comm, int rank, hmc_comm_me
   CHECK_NOT_NULL(info);
   coll::Communicator* c = comm_of(comm);
   if (rank < 0 || rank >= c->size)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: rank {} is outside 0..{}", __func__, rank, c->size - 1);
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: rank {} is outside 0..{}", __func__, rank,
+                c->size - 1);
   if (info->struct_size < sizeof(hmc_comm_member_info_t))
     return fail(HMC_ERR_INVALID_ARGUMENT, "{}: info->struct_size is {}, expected {}", __func__,
                 info->struct_size, sizeof(hmc_comm_member_info_t));
@@ -920,7 +961,8 @@ HMC_API hmc_status_t hmc_broadcast(hmc_comm_t comm, void* buf, size_t count, hmc
   if ((st = coll_bytes(count, dtype, 1, __func__, &bytes)) != HMC_SUCCESS) return st;
   if ((st = check_buffer(buf, bytes, __func__)) != HMC_SUCCESS) return st;
   if (root < 0 || root >= c->size)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: root {} is outside 0..{}", __func__, root, c->size - 1);
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: root {} is outside 0..{}", __func__, root,
+                c->size - 1);
   coll::CollArgs args;
   args.kind = coll::CollKind::Broadcast;
   args.dtype = dtype;
@@ -938,7 +980,8 @@ HMC_API hmc_status_t hmc_all_gather(hmc_comm_t comm, const void* send, void* rec
   uint64_t block, total;
   hmc_status_t st;
   if ((st = coll_bytes(count, dtype, 1, __func__, &block)) != HMC_SUCCESS) return st;
-  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS)
+    return st;
   if ((st = check_buffer(recv, total, __func__)) != HMC_SUCCESS) return st;
   coll::CollArgs args;
   args.kind = coll::CollKind::AllGather;
@@ -948,8 +991,10 @@ HMC_API hmc_status_t hmc_all_gather(hmc_comm_t comm, const void* send, void* rec
   if (!args.in_place) {
     if ((st = check_buffer(send, block, __func__)) != HMC_SUCCESS) return st;
     if (overlap(send, block, recv, total))
-      return fail(HMC_ERR_INVALID_ARGUMENT, "{}: send overlaps recv but is not this rank's block "
-                  "of it (the in-place form)", __func__);
+      return fail(HMC_ERR_INVALID_ARGUMENT,
+                  "{}: send overlaps recv but is not this rank's block "
+                  "of it (the in-place form)",
+                  __func__);
   }
   return post_coll(comm, args, send, recv, 0, __func__, req);
   HMC_CATCH
@@ -961,7 +1006,8 @@ HMC_API hmc_status_t hmc_all_to_all(hmc_comm_t comm, const void* send, void* rec
   CHECK_COLL(comm, req);
   uint64_t total;
   hmc_status_t st;
-  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS)
+    return st;
   if ((st = check_buffer(send, total, __func__)) != HMC_SUCCESS) return st;
   if ((st = check_buffer(recv, total, __func__)) != HMC_SUCCESS) return st;
   if (overlap(send, total, recv, total))
@@ -992,11 +1038,15 @@ HMC_API hmc_status_t hmc_all_to_allv(hmc_comm_t comm, const void* send, const si
   uint64_t send_end = 0, recv_end = 0;
   for (int p = 0; p < c->size; ++p) {
     uint64_t end_s, end_r;
-    if ((st = coll_bytes(send_counts[p] + send_displs[p], dtype, 1, __func__, &end_s)) != HMC_SUCCESS ||
-        (st = coll_bytes(recv_counts[p] + recv_displs[p], dtype, 1, __func__, &end_r)) != HMC_SUCCESS)
+    if ((st = coll_bytes(send_counts[p] + send_displs[p], dtype, 1, __func__, &end_s)) !=
+            HMC_SUCCESS ||
+        (st = coll_bytes(recv_counts[p] + recv_displs[p], dtype, 1, __func__, &end_r)) !=
+            HMC_SUCCESS)
       return st;
-    if (send_counts[p] + send_displs[p] < send_displs[p] || recv_counts[p] + recv_displs[p] < recv_displs[p])
-      return fail(HMC_ERR_INVALID_ARGUMENT, "{}: count + displacement of rank {} overflows", __func__, p);
+    if (send_counts[p] + send_displs[p] < send_displs[p] ||
+        recv_counts[p] + recv_displs[p] < recv_displs[p])
+      return fail(HMC_ERR_INVALID_ARGUMENT, "{}: count + displacement of rank {} overflows",
+                  __func__, p);
     if (send_counts[p]) send_end = std::max(send_end, end_s);
     if (recv_counts[p]) recv_end = std::max(recv_end, end_r);
     args.send_counts.push_back(send_counts[p]);
@@ -1007,21 +1057,23 @@ HMC_API hmc_status_t hmc_all_to_allv(hmc_comm_t comm, const void* send, const si
   if ((st = check_buffer(send, send_end, __func__)) != HMC_SUCCESS) return st;
   if ((st = check_buffer(recv, recv_end, __func__)) != HMC_SUCCESS) return st;
   if (overlap(send, send_end, recv, recv_end))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: send and recv overlap (all-to-all-v is not in "
-                "place)", __func__);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "{}: send and recv overlap (all-to-all-v is not in "
+                "place)",
+                __func__);
   return post_coll(comm, args, send, recv, 0, __func__, req);
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void* recv,
-                                        size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
-                                        hmc_request_t* req) {
+HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                        hmc_dtype_t dtype, hmc_reduce_op_t op, hmc_request_t* req) {
   HMC_TRY
   CHECK_COLL(comm, req);
   uint64_t block, total;
   hmc_status_t st;
   if ((st = coll_bytes(count, dtype, 1, __func__, &block)) != HMC_SUCCESS) return st;
-  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS)
+    return st;
   if ((st = check_op(dtype, op, __func__)) != HMC_SUCCESS) return st;
   if ((st = check_buffer(send, total, __func__)) != HMC_SUCCESS) return st;
   if ((st = check_buffer(recv, block, __func__)) != HMC_SUCCESS) return st;
@@ -1032,8 +1084,10 @@ HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void*
   args.count = count;
   args.in_place = block && recv == static_cast<const uint8_t*>(send) + uint64_t(c->rank) * block;
   if (!args.in_place && overlap(send, total, recv, block))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: recv overlaps send but is not this rank's block of "
-                "it (the in-place form)", __func__);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "{}: recv overlaps send but is not this rank's block of "
+                "it (the in-place form)",
+                __func__);
   return post_coll(comm, args, send, recv, count, __func__, req);
   HMC_CATCH
 }
@@ -1056,8 +1110,10 @@ HMC_API hmc_status_t hmc_all_reduce(hmc_comm_t comm, const void* send, void* rec
   args.count = count;
   args.in_place = send == recv;
   if (!args.in_place && overlap(send, bytes, recv, bytes))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: send and recv overlap but are not the same buffer "
-                "(the in-place form)", __func__);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "{}: send and recv overlap but are not the same buffer "
+                "(the in-place form)",
+                __func__);
   return post_coll(comm, args, send, recv, count, __func__, req);
   HMC_CATCH
 }

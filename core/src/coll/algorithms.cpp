@@ -337,7 +337,6 @@ Schedule all_reduce_doubling(const CollArgs& a, const GroupShape& g, int r) {
   return s;
 }
 
-
 Schedule all_reduce_flat(const CollArgs& a, const GroupShape& g, int r, Algorithm algo) {
   if (algo == Algorithm::Direct) return all_reduce_direct(a, g, r);
   bool ring = algo == Algorithm::Ring;
@@ -383,8 +382,10 @@ Schedule all_reduce_hierarchical(const CollArgs& a, const GroupShape& g, int r) 
   if (!a.in_place) add(s, copy(Buffer::Input, 0, Buffer::Output, 0, bytes));
   next_step(s);
   for (size_t i = 1; i < local.size(); ++i) {
-    if (r == leader) add(s, recv(local[i], Buffer::Output, 0, bytes, true));
-    else if (r == local[i]) add(s, send(leader, Buffer::Output, 0, bytes));
+    if (r == leader)
+      add(s, recv(local[i], Buffer::Output, 0, bytes, true));
+    else if (r == local[i])
+      add(s, send(leader, Buffer::Output, 0, bytes));
   }
   // Every rank gets the leaders' steps (non-leaders as empty ones), so that step numbers match.
   GroupShape leaders;
@@ -407,8 +408,10 @@ Schedule all_reduce_hierarchical(const CollArgs& a, const GroupShape& g, int r) 
   }
   next_step(s);
   for (size_t i = 1; i < local.size(); ++i) {
-    if (r == leader) add(s, send(local[i], Buffer::Output, 0, bytes));
-    else if (r == local[i]) add(s, recv(leader, Buffer::Output, 0, bytes));
+    if (r == leader)
+      add(s, send(local[i], Buffer::Output, 0, bytes));
+    else if (r == local[i])
+      add(s, recv(leader, Buffer::Output, 0, bytes));
   }
   s.divide_by_size = a.op == HMC_OP_AVG;
   return s;
@@ -504,8 +507,10 @@ Schedule all_gather_hierarchical(const CollArgs& a, const GroupShape& g, int r) 
   if (!a.in_place) add(s, copy(Buffer::Input, 0, Buffer::Output, uint64_t(r) * b, b));
   next_step(s);
   for (size_t i = 1; i < local.size(); ++i) {
-    if (r == leader) add(s, recv(local[i], Buffer::Output, uint64_t(local[i]) * b, b));
-    else if (r == local[i]) add(s, send(leader, Buffer::Output, uint64_t(r) * b, b));
+    if (r == leader)
+      add(s, recv(local[i], Buffer::Output, uint64_t(local[i]) * b, b));
+    else if (r == local[i])
+      add(s, send(leader, Buffer::Output, uint64_t(r) * b, b));
   }
   int next = hosts[size_t(mod(mine + 1, nh))][0], prev = hosts[size_t(mod(mine - 1, nh))][0];
   for (int step = 1; step < nh; ++step) {
@@ -518,8 +523,10 @@ Schedule all_gather_hierarchical(const CollArgs& a, const GroupShape& g, int r) 
   }
   next_step(s);
   for (size_t i = 1; i < local.size(); ++i) {
-    if (r == leader) add(s, send(local[i], Buffer::Output, 0, uint64_t(n) * b));
-    else if (r == local[i]) add(s, recv(leader, Buffer::Output, 0, uint64_t(n) * b));
+    if (r == leader)
+      add(s, send(local[i], Buffer::Output, 0, uint64_t(n) * b));
+    else if (r == local[i])
+      add(s, recv(leader, Buffer::Output, 0, uint64_t(n) * b));
   }
   return s;
 }
@@ -542,10 +549,9 @@ const char* algorithm_name(Algorithm a) {
 }
 
 bool parse_algorithm(const std::string& name, Algorithm* out) {
-  for (Algorithm a :
-       {Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling, Algorithm::RecursiveHalving,
-        Algorithm::Pairwise, Algorithm::Linear, Algorithm::Tree, Algorithm::Hierarchical,
-        Algorithm::Direct}) {
+  for (Algorithm a : {Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling,
+                      Algorithm::RecursiveHalving, Algorithm::Pairwise, Algorithm::Linear,
+                      Algorithm::Tree, Algorithm::Hierarchical, Algorithm::Direct}) {
     if (name == algorithm_name(a)) {
       *out = a;
       return true;

@@ -13,7 +13,13 @@
 namespace hmc::coll {
 
 enum class CollKind : uint8_t {
-  Barrier, Broadcast, AllGather, AllToAll, AllToAllV, ReduceScatter, AllReduce
+  Barrier,
+  Broadcast,
+  AllGather,
+  AllToAll,
+  AllToAllV,
+  ReduceScatter,
+  AllReduce
 };
 
 // One rank's arguments. Counts are in elements of dtype. For AllToAllV the four vectors have
@@ -38,7 +44,15 @@ struct GroupShape {
 };
 
 enum class Algorithm : uint8_t {
-  Auto, Ring, RecursiveDoubling, RecursiveHalving, Pairwise, Linear, Tree, Hierarchical, Direct
+  Auto,
+  Ring,
+  RecursiveDoubling,
+  RecursiveHalving,
+  Pairwise,
+  Linear,
+  Tree,
+  Hierarchical,
+  Direct
 };
 const char* algorithm_name(Algorithm a);
 bool parse_algorithm(const std::string& name, Algorithm* out);  // "ring", ... (HMC_COLL_ALGO)

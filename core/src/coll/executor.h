@@ -19,7 +19,7 @@
 namespace hmc {
 class DeviceRegistry;
 class Transfers;
-}
+}  // namespace hmc
 
 namespace hmc::coll {
 

@@ -40,7 +40,7 @@ uint16_t float_to_half(float f) {
   if (exp == 0xff) return uint16_t(sign | 0x7c00 | (man ? 0x200 | (man >> 13) : 0));
   int e = int(exp) - 127 + 15;
   if (e >= 0x1f) return uint16_t(sign | 0x7c00);  // overflow: infinity
-  if (e <= 0) {                                    // subnormal or zero in binary16
+  if (e <= 0) {                                   // subnormal or zero in binary16
     if (e < -10) return sign;
     man |= 0x800000;
     uint32_t shift = uint32_t(14 - e);

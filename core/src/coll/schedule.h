@@ -24,18 +24,18 @@ struct Range {
 };
 
 enum class ActionKind : uint8_t {
-  Send,         // send `bytes` from src to `peer`
-  Recv,         // receive `bytes` from `peer` into dst
-  RecvReduce,   // receive `bytes` from `peer` and reduce them into dst (dst = dst op received)
-  Copy,         // local copy of `bytes` from src to dst
-  Reduce,       // local reduction: dst = dst op src, `bytes` long
+  Send,        // send `bytes` from src to `peer`
+  Recv,        // receive `bytes` from `peer` into dst
+  RecvReduce,  // receive `bytes` from `peer` and reduce them into dst (dst = dst op received)
+  Copy,        // local copy of `bytes` from src to dst
+  Reduce,      // local reduction: dst = dst op src, `bytes` long
 };
 
 struct Action {
   ActionKind kind = ActionKind::Send;
-  int peer = -1;      // rank in the communicator (Send, Recv, RecvReduce); -1 otherwise
-  Range src;          // Send, Copy, Reduce
-  Range dst;          // Recv, RecvReduce, Copy, Reduce
+  int peer = -1;  // rank in the communicator (Send, Recv, RecvReduce); -1 otherwise
+  Range src;      // Send, Copy, Reduce
+  Range dst;      // Recv, RecvReduce, Copy, Reduce
   uint64_t bytes = 0;
 };
 
@@ -47,10 +47,10 @@ struct Step {
 };
 
 struct Schedule {
-  std::string algorithm;          // "ring", "recursive_doubling", "pairwise", "hierarchical", ...
+  std::string algorithm;  // "ring", "recursive_doubling", "pairwise", "hierarchical", ...
   std::vector<Step> steps;
   uint64_t scratch_bytes = 0;
-  bool divide_by_size = false;    // HMC_OP_AVG: divide Output by the communicator size at the end
+  bool divide_by_size = false;  // HMC_OP_AVG: divide Output by the communicator size at the end
 };
 
 // Sizes of one hmc datatype in bytes (0 for an unknown one).

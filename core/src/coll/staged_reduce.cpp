@@ -19,9 +19,10 @@ namespace hmc::coll {
 
 // The reduce slot takes hmc.h's values unchanged.
 static_assert(HMC_DEVICE_DTYPE_F32 == HMC_DTYPE_F32 && HMC_DEVICE_DTYPE_F64 == HMC_DTYPE_F64 &&
-                  HMC_DEVICE_DTYPE_F16 == HMC_DTYPE_F16 && HMC_DEVICE_DTYPE_BF16 == HMC_DTYPE_BF16 &&
-                  HMC_DEVICE_DTYPE_I8 == HMC_DTYPE_I8 && HMC_DEVICE_DTYPE_U8 == HMC_DTYPE_U8 &&
-                  HMC_DEVICE_DTYPE_I32 == HMC_DTYPE_I32 && HMC_DEVICE_DTYPE_I64 == HMC_DTYPE_I64,
+                  HMC_DEVICE_DTYPE_F16 == HMC_DTYPE_F16 &&
+                  HMC_DEVICE_DTYPE_BF16 == HMC_DTYPE_BF16 && HMC_DEVICE_DTYPE_I8 == HMC_DTYPE_I8 &&
+                  HMC_DEVICE_DTYPE_U8 == HMC_DTYPE_U8 && HMC_DEVICE_DTYPE_I32 == HMC_DTYPE_I32 &&
+                  HMC_DEVICE_DTYPE_I64 == HMC_DTYPE_I64,
               "device.h's datatypes are hmc_dtype_t's");
 static_assert(HMC_DEVICE_REDUCE_SUM == HMC_OP_SUM && HMC_DEVICE_REDUCE_PROD == HMC_OP_PROD &&
                   HMC_DEVICE_REDUCE_MIN == HMC_OP_MIN && HMC_DEVICE_REDUCE_MAX == HMC_OP_MAX,
@@ -65,9 +66,9 @@ struct Job {
 // src on dst's device: one reduction there.
 hmc_status_t on_device(const Job& j) {
   CopyJob job;
-  hmc_status_t st = j.engine.start_reduce(j.on, j.dst, j.dst, j.src, j.count,
-                                          static_cast<uint32_t>(j.dtype), j.device_op(), j.bytes,
-                                          &job);
+  hmc_status_t st =
+      j.engine.start_reduce(j.on, j.dst, j.dst, j.src, j.count, static_cast<uint32_t>(j.dtype),
+                            j.device_op(), j.bytes, &job);
   if (st != HMC_SUCCESS) return st;
   Backoff backoff;
   while ((st = job.poll()) == HMC_IN_PROGRESS) {
@@ -118,8 +119,10 @@ hmc_status_t uploading(const Job& j) {
         st = j.engine.start_reduce(j.on, j.dst + s.off, j.dst + s.off, s.dev, s.len / j.es,
                                    static_cast<uint32_t>(j.dtype), j.device_op(), s.len, &s.job);
         if (st == HMC_ERR_NOT_SUPPORTED && started)
-          st = fail(HMC_ERR_PLUGIN, "reduction on {}: the plugin declined a piece after "
-                    "reducing others of the same datatype and operation", j.on->name);
+          st = fail(HMC_ERR_PLUGIN,
+                    "reduction on {}: the plugin declined a piece after "
+                    "reducing others of the same datatype and operation",
+                    j.on->name);
         if (st != HMC_SUCCESS) break;
         started = true;
         s.phase = 2;
@@ -253,8 +256,10 @@ hmc_status_t reduce_memory(DeviceRegistry& devices, void* dst, const void* src, 
                            hmc_dtype_t dtype, hmc_reduce_op_t op, ReducedOn* how) {
   const size_t es = dtype_size(dtype);
   if (es == 0 || !valid_op_for(dtype, op))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "reduction: operation {} ({}) on datatype {} ({}) is "
-                "not defined", reduce_op_name(op), static_cast<int>(op), dtype_name(dtype),
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "reduction: operation {} ({}) on datatype {} ({}) is "
+                "not defined",
+                reduce_op_name(op), static_cast<int>(op), dtype_name(dtype),
                 static_cast<int>(dtype));
   MemoryLocation dl = devices.locate(dst), sl = devices.locate(src);
   if (dl.device->is_host() && sl.device->is_host()) {
@@ -268,20 +273,13 @@ hmc_status_t reduce_memory(DeviceRegistry& devices, void* dst, const void* src, 
   const int timeout_ms = devices.copy_settings().timeout_ms;
   MemoryLocation host;
   host.device = &devices.devices().front();
-  Job j{devices,
-        devices.copy_engine(),
-        dl.device,
-        static_cast<uint8_t*>(dst),
-        dl,
-        static_cast<const uint8_t*>(src),
-        sl,
-        host,
-        count,
-        bytes,
-        es,
-        dtype,
-        op,
-        deadline_after_ms(timeout_ms),
+  Job j{devices,   devices.copy_engine(),
+        dl.device, static_cast<uint8_t*>(dst),
+        dl,        static_cast<const uint8_t*>(src),
+        sl,        host,
+        count,     bytes,
+        es,        dtype,
+        op,        deadline_after_ms(timeout_ms),
         timeout_ms};
   const Device* on = dl.device;
   // device.h has no bitwise operations: those are reduced on the host.

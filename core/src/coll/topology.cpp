@@ -87,8 +87,7 @@ class FileReader {
 
   hmc_status_t read(const json::Value& root, Topology* t) {
     if (root.type != json::Type::Object) return wrong(root, "(top level)", "an object");
-    if (!only(root, "", {"paths", "pairs", "vendors", "hosts", "name", "executor"}))
-      return status_;
+    if (!only(root, "", {"paths", "pairs", "vendors", "hosts", "name", "executor"})) return status_;
     for (int i = 0; i < kIntraPathCount; ++i) t->paths[i] = kDefaultPaths[i];
     t->vendors = {default_vendor("host")};
     if (const json::Value* v = root.find("vendors")) {

@@ -1,11 +1,11 @@
 #include "context/context.h"
 
-#include <algorithm>
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "control/frame.h"
@@ -59,11 +59,13 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   int level = HMC_LOG_WARN;
   log::parse_level(config_.get("HMC_LOG_LEVEL"), &level);
   std::string err;
-  if (!log::configure(level, config_.get("HMC_LOG_FILE"), &err)) return set_error(HMC_ERR_CONFIG, err);
+  if (!log::configure(level, config_.get("HMC_LOG_FILE"), &err))
+    return set_error(HMC_ERR_CONFIG, err);
 
   timeout_ms_ = static_cast<int>(std::min<int64_t>(config_.get_int("HMC_TIMEOUT_MS"), INT32_MAX));
   if (timeout_ms_ <= 0) return fail(HMC_ERR_CONFIG, "HMC_TIMEOUT_MS must be at least 1");
-  heartbeat_ms_ = static_cast<int>(std::min<int64_t>(config_.get_int("HMC_HEARTBEAT_MS"), INT32_MAX));
+  heartbeat_ms_ =
+      static_cast<int>(std::min<int64_t>(config_.get_int("HMC_HEARTBEAT_MS"), INT32_MAX));
   if (heartbeat_ms_ <= 0) return fail(HMC_ERR_CONFIG, "HMC_HEARTBEAT_MS must be at least 1");
   // A peer silent for HMC_TIMEOUT_MS with work outstanding is declared lost: an idle peer's
   // heartbeats come at least four times within it, however the two are set.
@@ -81,10 +83,12 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   use_progress_thread_ = config_.get_bool("HMC_PROGRESS_THREAD");
   wait_spin_us_ = config_.get_int("HMC_WAIT_SPIN_US");
   if (wait_spin_us_ > 60000000)
-    return fail(HMC_ERR_CONFIG, "HMC_WAIT_SPIN_US={} is out of range: 0 to 60000000", wait_spin_us_);
+    return fail(HMC_ERR_CONFIG, "HMC_WAIT_SPIN_US={} is out of range: 0 to 60000000",
+                wait_spin_us_);
   std::string host = config_.get("HMC_LISTEN_HOST");
   int64_t port = config_.get_int("HMC_LISTEN_PORT");
-  if (port > 65535) return fail(HMC_ERR_CONFIG, "HMC_LISTEN_PORT={} is not a port (0..65535)", port);
+  if (port > 65535)
+    return fail(HMC_ERR_CONFIG, "HMC_LISTEN_PORT={} is not a port (0..65535)", port);
   if (opts) {
     if (opts->struct_size < sizeof(uint32_t))
       return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_context_create: opts->struct_size is {}",
@@ -130,8 +134,9 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
     nets_.push_back(std::move(net));
   }
   if (nets_.empty())
-    HMC_LOG_W("no net plugin loaded: this context can allocate and copy memory but reach no peer "
-              "(hmc-info shows why plugins were skipped)");
+    HMC_LOG_W(
+        "no net plugin loaded: this context can allocate and copy memory but reach no peer "
+        "(hmc-info shows why plugins were skipped)");
   build_capabilities();
   regions_ = std::make_unique<Regions>(
       static_cast<RegionServices&>(*this), devices_, nets_,
@@ -140,7 +145,7 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   staging_ = std::make_unique<TargetStaging>(static_cast<StagingServices&>(*this), *regions_, this,
                                              timeout_ms_);
   transfers_.configure(Transfers::Settings{this, regions_.get(), staging_.get(), timeout_ms_,
-                                            use_progress_thread_, wait_spin_us_});
+                                           use_progress_thread_, wait_spin_us_});
   wire_control_handlers();
 
   st = start_control_plane(host, static_cast<uint16_t>(port));
@@ -171,10 +176,12 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   std::string algo = config_.get("HMC_COLL_ALGO");
   if (!coll::parse_algorithm(algo, &coll_settings.forced) ||
       coll_settings.forced == coll::Algorithm::RecursiveHalving)
-    return fail(HMC_ERR_CONFIG, "HMC_COLL_ALGO={} is not an algorithm of this build (ring, "
-                "recursive_doubling, pairwise, tree, linear, hierarchical, direct; empty: chosen by "
-                "size)",
-                algo);
+    return fail(
+        HMC_ERR_CONFIG,
+        "HMC_COLL_ALGO={} is not an algorithm of this build (ring, "
+        "recursive_doubling, pairwise, tree, linear, hierarchical, direct; empty: chosen by "
+        "size)",
+        algo);
   coll_settings.self.address = address();
   coll_settings.self.context_id = id_;
   coll_settings.self.pid = getpid();
@@ -245,8 +252,10 @@ const std::vector<path::CopyRecord>& Context::copy_records(bool measure_now) {
   for (const Device& d : devices_.devices()) {
     if (d.is_host() || copy_by_plugin_.count(d.plugin_name)) continue;
     CopyFigures f;
-    if (measure || d.copy_bandwidth_MBps) f = copy_figures(devices_, d, timeout_ms_);
-    else f.basis = "not measured (HMC_DEVICE_COPY_CALIBRATE=0)";
+    if (measure || d.copy_bandwidth_MBps)
+      f = copy_figures(devices_, d, timeout_ms_);
+    else
+      f.basis = "not measured (HMC_DEVICE_COPY_CALIBRATE=0)";
     copy_by_plugin_[d.plugin_name] = {d.name, f};
     copy_records_.push_back({d.plugin_name, f.d2h_MBps, f.h2d_MBps, f.d2d_MBps});
   }
@@ -314,7 +323,9 @@ std::vector<NetDevice*> Context::net_devices() const {
   return out;
 }
 
-std::vector<uint8_t> Context::address() const { return encode_address(address_); }
+std::vector<uint8_t> Context::address() const {
+  return encode_address(address_);
+}
 
 Context::~Context() {
   progress_.stop();
@@ -432,8 +443,9 @@ hmc_status_t Context::group_peer(const coll::Member& m, bool initiate, uint64_t 
     if (filed()) return HMC_SUCCESS;
     if (now_ns() >= deadline_ns) {
       IncomingPeers::Stats st = incoming_->stats();
-      return fail(HMC_ERR_TIMEOUT, "it did not connect in time{}",
-                  st.last_failure.empty() ? "" : " (last failed connector: " + st.last_failure + ")");
+      return fail(
+          HMC_ERR_TIMEOUT, "it did not connect in time{}",
+          st.last_failure.empty() ? "" : " (last failed connector: " + st.last_failure + ")");
     }
     bool moved = !use_progress_thread_ && incoming_->drive();
     if (!moved) usleep(500);

@@ -41,9 +41,9 @@
 #include "xfer/peer_failure.h"
 #include "xfer/progress.h"
 #include "xfer/regions.h"
+#include "xfer/request.h"
 #include "xfer/target_staging.h"
 #include "xfer/transfers.h"
-#include "xfer/request.h"
 
 namespace hmc {
 
@@ -183,7 +183,8 @@ class Context final : private RegionServices,
   std::mutex copy_mutex_;
   bool copy_done_ = false;
   std::vector<path::CopyRecord> copy_records_;
-  std::map<std::string, std::pair<std::string, CopyFigures>> copy_by_plugin_;  // plugin -> (device, figures)
+  std::map<std::string, std::pair<std::string, CopyFigures>>
+      copy_by_plugin_;  // plugin -> (device, figures)
 
   Config config_;
   plugin::Loader loader_;
@@ -200,14 +201,14 @@ class Context final : private RegionServices,
   control::Fd unix_listener_;
   control::Fd tcp_listener_;
   Address address_;
-  ControlDispatch dispatch_;  // filled by init, read-only after
+  ControlDispatch dispatch_;                  // filled by init, read-only after
   std::unique_ptr<PeerConnector> connector_;  // made by init
   std::unique_ptr<IncomingPeers> incoming_;   // made by init, after connector_
 
   std::mutex peers_mutex_;
-  std::vector<std::shared_ptr<Peer>> peers_;         // live peers
-  std::vector<std::shared_ptr<Peer>> closed_peers_;  // kept until destroy (requests may point at them)
-
+  std::vector<std::shared_ptr<Peer>> peers_;  // live peers
+  std::vector<std::shared_ptr<Peer>>
+      closed_peers_;  // kept until destroy (requests may point at them)
 
   std::unique_ptr<Regions> regions_;  // made by init
 

@@ -126,8 +126,8 @@ class CopyEngine {
   // it; completed through job as a copy is. The caller has located the three pointers on `on`.
   // HMC_ERR_NOT_SUPPORTED when the plugin has no reduce slot or declines this dtype or op
   // (message set), HMC_ERR_PLUGIN when it fails otherwise.
-  hmc_status_t start_reduce(const Device* on, void* dst, const void* a, const void* b,
-                            size_t count, uint32_t dtype, uint32_t op, size_t bytes, CopyJob* job);
+  hmc_status_t start_reduce(const Device* on, void* dst, const void* a, const void* b, size_t count,
+                            uint32_t dtype, uint32_t op, size_t bytes, CopyJob* job);
 
   // Copies n bytes between any two memories and returns when the data has landed, or after
   // timeout_ms (> 0) with HMC_ERR_TIMEOUT. Same plugin: one direct copy; different vendors (or

@@ -20,8 +20,8 @@ constexpr int kBatch = 4;
 // Microseconds per copy of `count` copies started back to back on the direction's stream (they
 // run one after the other, as staged pieces do), so that the wake-up of whoever notices the end
 // is paid once per batch; negative when one failed (error set).
-double time_copies(CopyEngine& eng, void* dst, const void* src, size_t n, int count,
-                   int timeout_ms, std::string* error) {
+double time_copies(CopyEngine& eng, void* dst, const void* src, size_t n, int count, int timeout_ms,
+                   std::string* error) {
   CopyJob jobs[kBatch];
   count = std::min(count, kBatch);
   auto t0 = std::chrono::steady_clock::now();
@@ -35,7 +35,8 @@ double time_copies(CopyEngine& eng, void* dst, const void* src, size_t n, int co
       *error = "a copy failed: " + last_error();
       return -1;
     }
-  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   return us / count;
 }
 
@@ -129,8 +130,10 @@ CopyFigures copy_figures(DeviceRegistry& reg, const Device& d, int timeout_ms) {
     return f;
   }
   f.basis = "measured";
-  HMC_LOG_I("{}: copies measured at {} MB/s device to host, {} MB/s host to device, {} MB/s "
-            "device to device", d.name, f.d2h_MBps, f.h2d_MBps, f.d2d_MBps);
+  HMC_LOG_I(
+      "{}: copies measured at {} MB/s device to host, {} MB/s host to device, {} MB/s "
+      "device to device",
+      d.name, f.d2h_MBps, f.h2d_MBps, f.d2d_MBps);
   return f;
 }
 

@@ -300,8 +300,10 @@ void DeviceRegistry::release_all() {
     all.swap(allocations_);
   }
   for (auto& [p, a] : all) {
-    if (a.device->is_host()) std::free(reinterpret_cast<void*>(p));
-    else a.device->plugin->mem_free(a.device->plugin_ctx, reinterpret_cast<void*>(p));
+    if (a.device->is_host())
+      std::free(reinterpret_cast<void*>(p));
+    else
+      a.device->plugin->mem_free(a.device->plugin_ctx, reinterpret_cast<void*>(p));
   }
 }
 

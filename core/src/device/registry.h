@@ -23,8 +23,8 @@ class StagePool;
   (HMC_ABI_HAS_FIELD((table), hmc_device_plugin_v1_t, slot) && (table)->slot != nullptr)
 
 struct Device {
-  std::string name;  // "host", "cuda:0"
-  std::string plugin_name;  // "builtin" for host
+  std::string name;                                // "host", "cuda:0"
+  std::string plugin_name;                         // "builtin" for host
   const hmc_device_plugin_v1_t* plugin = nullptr;  // nullptr for host
   hmc_device_ctx_t* plugin_ctx = nullptr;
   int index = -1;  // plugin's device index; -1 for host
@@ -45,7 +45,7 @@ struct Device {
 struct MemoryLocation {
   const Device* device = nullptr;  // host for ordinary or unknown memory
   uint64_t base = 0;
-  uint64_t size = 0;               // 0 when the allocation is unknown (user host memory)
+  uint64_t size = 0;  // 0 when the allocation is unknown (user host memory)
   // Set (device is then host) when the pointer lies in device memory that hmc_mem_free released
   // and nothing has mapped since: a use after free, refused by copies rather than faulting.
   const Device* freed_from = nullptr;

@@ -73,8 +73,9 @@ bool StagePool::map_slab_locked() {
     close(fd);
     fd = -1;
   }
-  void* p = fd >= 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                    : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = fd >= 0
+                ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     HMC_LOG_W("staging pool: mmap of a {}-byte slab failed: {}", bytes, strerror(errno));
     if (fd >= 0) close(fd);

@@ -5,7 +5,9 @@
 
 namespace hmc {
 
-std::string NetDevice::key() const { return plugin->name() + "/" + name; }
+std::string NetDevice::key() const {
+  return plugin->name() + "/" + name;
+}
 
 NetPlugin::NetPlugin(const hmc_net_plugin_v2_t* table, hmc_net_ctx_t* ctx, std::string name,
                      const hmc_host_services_t* host)

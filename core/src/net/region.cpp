@@ -37,9 +37,9 @@ hmc_status_t unpack_region(const void* data, size_t len, PackedRegion* out) {
   uint32_t magic = 0, n = 0;
   uint16_t version = 0;
   if (!r.u32(&magic) || magic != kRegionMagic)
-    return fail(HMC_ERR_INVALID_ARGUMENT,
-                "hmc_remote_import: the {}-byte blob is not a region descriptor from hmc_region_pack",
-                len);
+    return fail(
+        HMC_ERR_INVALID_ARGUMENT,
+        "hmc_remote_import: the {}-byte blob is not a region descriptor from hmc_region_pack", len);
   if (!r.u16(&version) || version != kRegionVersion)
     return fail(HMC_ERR_VERSION, "hmc_remote_import: descriptor version {}, this library reads {}",
                 version, kRegionVersion);
@@ -47,8 +47,10 @@ hmc_status_t unpack_region(const void* data, size_t len, PackedRegion* out) {
   if (!r.u64(&p.base) || !r.u64(&p.size) || !r.u32(&p.access) || !r.u32(&n))
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
   if (n > kMaxRegionKeys)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: the descriptor carries {} keys, more "
-                "than the {} this library reads", n, kMaxRegionKeys);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_remote_import: the descriptor carries {} keys, more "
+                "than the {} this library reads",
+                n, kMaxRegionKeys);
   for (uint32_t i = 0; i < n; ++i) {
     PackedRegion::Key k;
     if (!r.str(&k.plugin, 256) || !r.str(&k.device, 256) || !r.blob(&k.rkey, HMC_NET_RKEY_MAX))
@@ -68,7 +70,7 @@ hmc_status_t unpack_region(const void* data, size_t len, PackedRegion* out) {
 }
 
 const std::vector<uint8_t>* PackedRegion::key_for(const std::string& plugin,
-                                                   const std::string& device) const {
+                                                  const std::string& device) const {
   for (const auto& k : rkeys)
     if (k.plugin == plugin && k.device == device) return &k.rkey;
   return nullptr;

@@ -44,8 +44,8 @@ uint64_t rma_mem_ifaces(const NetDevice& nd) {
 DirectWay direct_way(const NetDevice& nd, const Device& dev, bool dmabuf_allowed,
                      std::string* why) {
   *why = direct_refusal(nd, dev, dmabuf_allowed);
-  const bool native =
-      dev.is_host() || (dev.mem_iface >= 0 && (nd.props.mem_ifaces & HMC_MEM_IFACE_BIT(dev.mem_iface)));
+  const bool native = dev.is_host() || (dev.mem_iface >= 0 &&
+                                        (nd.props.mem_ifaces & HMC_MEM_IFACE_BIT(dev.mem_iface)));
   if (native) return DirectWay::kNative;
   if (why->empty()) return DirectWay::kDmabuf;
   if (dev.mem_iface >= 0 && (rma_mem_ifaces(nd) & HMC_MEM_IFACE_BIT(dev.mem_iface))) {
@@ -70,7 +70,8 @@ bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
   desc.device_ordinal = dev.is_host() ? -1 : dev.index;
   desc.dmabuf_fd = -1;
   desc.access = HMC_NET_ACCESS_LOCAL | access;
-  const bool native = dev.mem_iface >= 0 && (nd.props.mem_ifaces & HMC_MEM_IFACE_BIT(dev.mem_iface));
+  const bool native =
+      dev.mem_iface >= 0 && (nd.props.mem_ifaces & HMC_MEM_IFACE_BIT(dev.mem_iface));
   // Registered by pointer for put/get only: the plugin never copies it (net.h), and the core
   // passes it to put/get with this registration only (xfer/transfers.cpp, memory_access).
   const bool by_pointer = !dev.is_host() && !native && dev.mem_iface >= 0 &&
@@ -134,8 +135,10 @@ bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
     if (!no_dmabuf.empty()) *why = no_dmabuf + "; by pointer (peermem): " + *why;
     // Host memory has no fallback: one-sided access through this device is refused.
     if (dev.is_host())
-      HMC_LOG_W("net plugin {} could not register {} bytes at {} with {}: {}; one-sided access "
-                "to this region through it is refused", net.name(), size, addr, nd.name, *why);
+      HMC_LOG_W(
+          "net plugin {} could not register {} bytes at {} with {}: {}; one-sided access "
+          "to this region through it is refused",
+          net.name(), size, addr, nd.name, *why);
     return false;
   }
   rkey.resize(len);

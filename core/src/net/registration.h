@@ -35,7 +35,6 @@ bool register_with(NetDevice& nd, void* addr, size_t size, uint32_t access,
 std::string direct_refusal(const NetDevice& nd, const Device& dev, bool dmabuf_allowed);
 // How nd registers dev's memory as far as both sides declare: natively, by dma-buf, by pointer
 // for put/get (peermem), or kNone with *why (direct_refusal's). Host memory: kNative.
-DirectWay direct_way(const NetDevice& nd, const Device& dev, bool dmabuf_allowed,
-                     std::string* why);
+DirectWay direct_way(const NetDevice& nd, const Device& dev, bool dmabuf_allowed, std::string* why);
 
 }  // namespace hmc

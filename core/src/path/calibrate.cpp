@@ -39,8 +39,8 @@ constexpr const char* kCacheHeader =
 constexpr size_t kSmall = 8;
 constexpr size_t kLarge = 1u << 20;
 constexpr int kWindow = 4;
-constexpr int kPingPongs = 64;        // measured round trips, at most
-constexpr int kMinPingPongs = 4;      // fewer than this within the budget: no latency figure
+constexpr int kPingPongs = 64;              // measured round trips, at most
+constexpr int kMinPingPongs = 4;            // fewer than this within the budget: no latency figure
 constexpr uint64_t kBulkBytes = 32u << 20;  // measured bytes, at most
 constexpr uint64_t kTagLatency = 1, kTagLatencyBack = 2, kTagBulk = 3;
 
@@ -209,14 +209,15 @@ class Loopback {
 };
 
 hmc_status_t measure_locked_out(NetDevice& dev, int budget_ms, Measurement* out,
-                               hmc_net_ctx_t* far) {
+                                hmc_net_ctx_t* far) {
   uint64_t start = now_ns();
   uint64_t deadline = start + uint64_t(budget_ms) * 1000000;
   if (!(dev.props.flags & HMC_NET_FLAG_TAGGED) || !HMC_NET_SLOT(dev.plugin->table(), isend) ||
       !HMC_NET_SLOT(dev.plugin->table(), irecv))
     return fail(HMC_ERR_NOT_SUPPORTED, "it offers no tagged send/receive");
   // Buffers outlive the Loopback (declared first): its destructor releases every request.
-  std::vector<uint8_t> small_a(kSmall, 0x5a), small_b(kSmall), large_a(kLarge, 0xa5), large_b(kLarge);
+  std::vector<uint8_t> small_a(kSmall, 0x5a), small_b(kSmall), large_a(kLarge, 0xa5),
+      large_b(kLarge);
   Loopback lb(dev, far);
   hmc_status_t st = lb.connect(deadline);
   if (st != HMC_SUCCESS) return st;
@@ -258,8 +259,8 @@ hmc_status_t measure_locked_out(NetDevice& dev, int budget_ms, Measurement* out,
   auto round = [&]() -> hmc_status_t {
     hmc_net_request_t* r[2 * kWindow] = {};
     for (int i = 0; i < kWindow; ++i) {
-      hmc_status_t s = lb.post(true, large_b.data(), mr_lb, large_a.data(), mr_la, kLarge,
-                               kTagBulk, &r[2 * i], &r[2 * i + 1]);
+      hmc_status_t s = lb.post(true, large_b.data(), mr_lb, large_a.data(), mr_la, kLarge, kTagBulk,
+                               &r[2 * i], &r[2 * i + 1]);
       if (s != HMC_SUCCESS) return s;
     }
     return lb.wait_all(r, 2 * kWindow, deadline);
@@ -283,9 +284,11 @@ hmc_status_t measure_locked_out(NetDevice& dev, int budget_ms, Measurement* out,
   out->latency_ns = static_cast<uint32_t>(std::clamp<uint64_t>(lat_ns, 1, UINT32_MAX));
   // bytes per ns * 1000 = MB/s
   out->bandwidth_MBps = std::max<uint64_t>(round_bytes * 1000 / median(round_ns), 1);
-  HMC_LOG_D("calibration of {} ({}): {} round trips, {} MiB in {} rounds and {:.1f} ms, "
-            "{:.1f} ms in all", dev.key(), lb.setup(), trip_ns.size(), bytes >> 20,
-            round_ns.size(), elapsed_ns / 1e6, (now_ns() - start) / 1e6);
+  HMC_LOG_D(
+      "calibration of {} ({}): {} round trips, {} MiB in {} rounds and {:.1f} ms, "
+      "{:.1f} ms in all",
+      dev.key(), lb.setup(), trip_ns.size(), bytes >> 20, round_ns.size(), elapsed_ns / 1e6,
+      (now_ns() - start) / 1e6);
   return HMC_SUCCESS;
 }
 
@@ -413,8 +416,10 @@ CalibrationSettings calibration_settings(const Config& config) {
   } else {
     const char* xdg = getenv("XDG_CACHE_HOME");
     const char* home = getenv("HOME");
-    if (xdg && xdg[0] == '/') s.cache_path = std::string(xdg) + "/hmc/net-calibration";
-    else if (home && home[0] == '/') s.cache_path = std::string(home) + "/.cache/hmc/net-calibration";
+    if (xdg && xdg[0] == '/')
+      s.cache_path = std::string(xdg) + "/hmc/net-calibration";
+    else if (home && home[0] == '/')
+      s.cache_path = std::string(home) + "/.cache/hmc/net-calibration";
   }
   return s;
 }
@@ -430,7 +435,8 @@ FarContexts::~FarContexts() {
 hmc_net_ctx_t* FarContexts::get(NetDevice& dev) {
   NetPlugin& net = *dev.plugin;
   hmc_net_ctx_t* c = nullptr;
-  auto it = std::find_if(made_.begin(), made_.end(), [&](const auto& m) { return m.first == &net; });
+  auto it =
+      std::find_if(made_.begin(), made_.end(), [&](const auto& m) { return m.first == &net; });
   if (it != made_.end()) {
     c = it->second;
   } else {
@@ -475,13 +481,13 @@ bool CalibrationCache::lookup(const std::string& key, int64_t now, int64_t max_a
   return false;
 }
 
-bool CalibrationCache::store(const std::string& key, const std::string& name,
-                             const Measurement& m, int64_t now) {
+bool CalibrationCache::store(const std::string& key, const std::string& name, const Measurement& m,
+                             int64_t now) {
   if (path_.empty()) return false;
   std::vector<CacheLine> lines = read_cache(path_);
-  lines.erase(std::remove_if(lines.begin(), lines.end(),
-                             [&](const CacheLine& c) { return c.key == key; }),
-              lines.end());
+  lines.erase(
+      std::remove_if(lines.begin(), lines.end(), [&](const CacheLine& c) { return c.key == key; }),
+      lines.end());
   lines.push_back({key, m, now, name});
   std::stable_sort(lines.begin(), lines.end(),
                    [](const CacheLine& a, const CacheLine& b) { return a.time > b.time; });
@@ -601,8 +607,8 @@ void calibrate_capabilities(const CalibrationSettings& settings,
       state = "skipped: not a device of this context";
       continue;
     }
-    std::string key = calibration_key(caps->host_id, t->plugin_file, rec.plugin, rec.device,
-                                      t->config_text);
+    std::string key =
+        calibration_key(caps->host_id, t->plugin_file, rec.plugin, rec.device, t->config_text);
     // Without a key (the plugin file cannot be identified) nothing goes to the cache; the
     // process still remembers the result under the names and settings.
     std::string memo_key = key.empty() ? "unidentified " + rec.key() + "\n" + t->config_text : key;
@@ -686,10 +692,11 @@ void calibrate_capabilities(const CalibrationSettings& settings,
     if (p.e.ok) {
       p.e.error.clear();
       p.e.source = state = "measured";
-      HMC_LOG_I("calibration of {}: {} MB/s, {:.2f} us one-way (best of {} measurements over "
-                "loopback{})",
-                name, p.e.m.bandwidth_MBps, p.e.m.latency_ns / 1000.0, done[j],
-                p.key.empty() || cache.path().empty() ? "" : ", cached in " + cache.path());
+      HMC_LOG_I(
+          "calibration of {}: {} MB/s, {:.2f} us one-way (best of {} measurements over "
+          "loopback{})",
+          name, p.e.m.bandwidth_MBps, p.e.m.latency_ns / 1000.0, done[j],
+          p.key.empty() || cache.path().empty() ? "" : ", cached in " + cache.path());
       if (!p.key.empty()) cache.store(p.key, name, p.e.m, now_s);
     } else {
       state = "failed: " + p.e.error;

@@ -50,9 +50,8 @@
 #include <vector>
 
 #include "hmc/hmc.h"
-#include "path/path.h"
-
 #include "hmc/plugin/net.h"
+#include "path/path.h"
 
 namespace hmc {
 class Config;
@@ -140,9 +139,9 @@ struct CalibrationTarget {
 
 // What became of one device's calibration (for hmc-info and the log).
 struct CalibrationOutcome {
-  std::string key;   // "plugin/device"
-  std::string state; // "declared", "measured", "cached in <file>", "failed: <why>",
-                     // "not measured yet", "off (HMC_NET_CALIBRATE=0)", "skipped: <why>"
+  std::string key;    // "plugin/device"
+  std::string state;  // "declared", "measured", "cached in <file>", "failed: <why>",
+                      // "not measured yet", "off (HMC_NET_CALIBRATE=0)", "skipped: <why>"
 };
 
 enum class CalibrationMode {

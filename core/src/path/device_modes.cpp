@@ -1,10 +1,10 @@
 #include "path/device_modes.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 namespace hmc::path {
 
@@ -18,7 +18,9 @@ const char* mode_name(DeviceMode m) {
 }
 
 namespace {
-double figure(uint64_t v) { return v ? static_cast<double>(v) : kDefaultCopyMBps; }
+double figure(uint64_t v) {
+  return v ? static_cast<double>(v) : kDefaultCopyMBps;
+}
 
 // The receiver's slowest host-to-device figure; infinite for a receiver without device memory
 // (its buffer is host memory: nothing is copied in).
@@ -43,7 +45,8 @@ std::vector<ModeCost> device_mode_costs(const ModeInputs& in) {
       if (r.plugin == in.local.plugin) d2d = std::min(d2d, figure(r.d2d_MBps));
     out.push_back({DeviceMode::Ipc, d2d, 2 * in.net_latency_us});
   }
-  if (in.shared) out.push_back({DeviceMode::Shared, std::min(d2h, h2d), 2 * in.net_latency_us + fill});
+  if (in.shared)
+    out.push_back({DeviceMode::Shared, std::min(d2h, h2d), 2 * in.net_latency_us + fill});
   if (in.net_bandwidth_MBps > 0)  // 0: no net path to rank (hmc-info without one)
     out.push_back({DeviceMode::Transport, std::min({d2h, h2d, in.net_bandwidth_MBps}),
                    in.net_latency_us + fill});

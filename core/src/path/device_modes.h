@@ -56,13 +56,13 @@ struct ModeCost {
 
 // What the model needs about one peer pair, for messages from one local device plugin.
 struct ModeInputs {
-  CopyRecord local;                 // the sender's figures for the plugin of the message's memory
-  std::vector<CopyRecord> remote;   // the receiver's figures, one per device plugin it has
-  bool ipc = false;                 // device IPC agreed for this plugin
-  bool shared = false;              // shared bounces agreed
-  double net_bandwidth_MBps = 0;    // the pair's net path (path::Choice)
+  CopyRecord local;                // the sender's figures for the plugin of the message's memory
+  std::vector<CopyRecord> remote;  // the receiver's figures, one per device plugin it has
+  bool ipc = false;                // device IPC agreed for this plugin
+  bool shared = false;             // shared bounces agreed
+  double net_bandwidth_MBps = 0;   // the pair's net path (path::Choice)
   double net_latency_us = 0;
-  uint64_t chunk = 0;               // the pair's piece size
+  uint64_t chunk = 0;  // the pair's piece size
 };
 
 // The ways open to the pair for the plugin, with their figures (unordered).

@@ -34,10 +34,14 @@ Figures figures_of(const NetRecord& r, bool same_host) {
     f.latency_us = kDefaultLatencyUs;
   }
   bool complete = r.bandwidth_MBps != 0 && r.latency_ns != 0;
-  if (complete) f.basis = "declared";
-  else if (measured && same_host) f.basis = declared ? "declared+measured" : "measured";
-  else if (measured) f.basis = declared ? "declared+default, bounded by loopback" : "default, bounded by loopback";
-  else f.basis = declared ? "declared+default" : "default";
+  if (complete)
+    f.basis = "declared";
+  else if (measured && same_host)
+    f.basis = declared ? "declared+measured" : "measured";
+  else if (measured)
+    f.basis = declared ? "declared+default, bounded by loopback" : "default, bounded by loopback";
+  else
+    f.basis = declared ? "declared+default" : "default";
   return f;
 }
 
@@ -147,7 +151,7 @@ std::vector<Choice> rank(const Capabilities& local, const Capabilities& remote) 
       bool others_lead = std::any_of(found.begin(), found.end(), [&](const Ranked& y) {
         return &y != &x && y.leading && !y.node_local && y.score < x.score;
       });
-      std::string why = x.preference   ? ""
+      std::string why = x.preference  ? ""
                         : others_lead ? ": a same-host transport within " +
                                             fmt::format("{:.2f}", kScoreTieBand) +
                                             "x of the smallest worst-case slowdown"
@@ -179,15 +183,17 @@ hmc_status_t choose(const Capabilities& local, const Capabilities& remote,
         return HMC_SUCCESS;
       }
     }
-    return fail(HMC_ERR_NO_PATH,
-                "HMC_PATH={} cannot reach the peer (pid {} on {}): usable paths are [{}]; this side "
-                "offers [{}], the peer offers [{}]",
-                forced, remote.pid, remote.hostname, [&] {
-                  std::string s;
-                  for (const auto& c : ranked) s += (s.empty() ? "" : ", ") + c.key();
-                  return s;
-                }(),
-                offered(local), offered(remote));
+    return fail(
+        HMC_ERR_NO_PATH,
+        "HMC_PATH={} cannot reach the peer (pid {} on {}): usable paths are [{}]; this side "
+        "offers [{}], the peer offers [{}]",
+        forced, remote.pid, remote.hostname,
+        [&] {
+          std::string s;
+          for (const auto& c : ranked) s += (s.empty() ? "" : ", ") + c.key();
+          return s;
+        }(),
+        offered(local), offered(remote));
   }
   if (ranked.empty())
     return fail(HMC_ERR_NO_PATH,

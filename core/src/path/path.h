@@ -43,14 +43,14 @@ struct NetRecord {
   uint32_t latency_ns = 0;      // declared by the plugin; 0: unknown
   uint64_t mem_ifaces = 0;      // HMC_MEM_IFACE_BIT of the interfaces it reaches natively
   uint32_t flags = 0;
-  uint32_t preference = 0;      // position in HMC_NET_PLUGINS when listed, else 0
+  uint32_t preference = 0;  // position in HMC_NET_PLUGINS when listed, else 0
   // Measured by calibration on the advertising host, over loopback; 0: not measured (declared
   // figures present, calibration off, failed or not run).
   uint64_t measured_bandwidth_MBps = 0;
   uint32_t measured_latency_ns = 0;
   uint64_t nic_guid = 0;  // the NIC it is a port or rail of; 0: unknown
   uint32_t nic_port = 0;
-  std::string fabric = "";  // what it pairs with (net.h); empty: a device of the same name
+  std::string fabric = "";      // what it pairs with (net.h); empty: a device of the same name
   uint64_t rma_mem_ifaces = 0;  // interfaces it registers by pointer for put/get (net.h)
   std::string key() const { return plugin + "/" + device; }
   // Devices of one plugin pair when these are equal.
@@ -94,13 +94,13 @@ constexpr uint32_t kFeatureGroupLink = 1u << 3;
 
 struct Choice {
   std::string plugin;
-  std::string device;       // this side's
-  std::string peer_device;  // the peer's: another name where the two pair by fabric
+  std::string device;         // this side's
+  std::string peer_device;    // the peer's: another name where the two pair by fabric
   double bandwidth_MBps = 0;  // expected, for this pair
   double latency_us = 0;
-  std::string basis;          // where the figures come from: "declared", "measured", "default"...
-  double score = 0;           // worst-case slowdown against the best candidate (1 = best everywhere)
-  std::string reason;         // why this one, in words
+  std::string basis;   // where the figures come from: "declared", "measured", "default"...
+  double score = 0;    // worst-case slowdown against the best candidate (1 = best everywhere)
+  std::string reason;  // why this one, in words
   std::string key() const { return plugin + "/" + device; }
 };
 

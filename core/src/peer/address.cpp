@@ -30,8 +30,10 @@ hmc_status_t decode_address(const void* data, size_t len, Address* out) {
   uint32_t magic = 0;
   uint16_t version = 0;
   if (!r.u32(&magic) || magic != kAddressMagic)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_connect: the {}-byte blob is not an hmc address "
-                "(use hmc_address or hmc_address_from_host to make one)", len);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_connect: the {}-byte blob is not an hmc address "
+                "(use hmc_address or hmc_address_from_host to make one)",
+                len);
   if (!r.u16(&version) || version != kAddressVersion)
     return fail(HMC_ERR_VERSION, "hmc_connect: address blob version {}, this library reads {}",
                 version, kAddressVersion);
@@ -41,7 +43,8 @@ hmc_status_t decode_address(const void* data, size_t len, Address* out) {
       !r.u16(&a.tcp_port))
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_connect: the address blob is truncated or corrupt");
   if (a.unix_name.empty() && (a.tcp_host.empty() || a.tcp_port == 0))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_connect: the address has neither a Unix socket "
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_connect: the address has neither a Unix socket "
                 "nor a TCP host and port");
   *out = std::move(a);
   return HMC_SUCCESS;
@@ -65,7 +68,8 @@ hmc_status_t parse_host_port(const std::string& text, Address* out) {
   char* end = nullptr;
   long p = strtol(port.c_str(), &end, 10);
   if (port.empty() || *end != '\0' || p <= 0 || p > 65535)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "'{}': port '{}' is not a number in 1..65535", text, port);
+    return fail(HMC_ERR_INVALID_ARGUMENT, "'{}': port '{}' is not a number in 1..65535", text,
+                port);
   Address a;
   a.tcp_host = host;
   a.tcp_port = static_cast<uint16_t>(p);

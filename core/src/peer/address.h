@@ -11,7 +11,7 @@
 namespace hmc {
 
 struct Address {
-  std::string host_id;    // empty when made from "host:port"
+  std::string host_id;  // empty when made from "host:port"
   std::string hostname;
   int32_t pid = 0;
   uint64_t context_id = 0;

@@ -27,18 +27,20 @@ std::string ControlDispatch::dispatch(const std::shared_ptr<Peer>& peer,
 }
 
 void add_liveness_handlers(ControlDispatch& d) {
-  d.add(control::MsgType::Heartbeat,
-        [](const std::shared_ptr<Peer>&, const control::Channel::Message&) { return std::string(); });
-  d.add(control::MsgType::Bye, [](const std::shared_ptr<Peer>& peer,
-                                  const control::Channel::Message& m) {
-    std::string reason;
-    if (!msg::decode_bye(m.payload.data(), m.payload.size(), &reason)) reason = "no reason given";
-    // Not lost yet: messages it sent before closing may still be arriving on the data path,
-    // and its end of that path breaking is what ends the receives waiting for more.
-    if (!peer->remote_closed.exchange(true))
-      HMC_LOG_I("peer {}: {} ({})", peer->name, kPeerClosed, reason);
-    return std::string();
-  });
+  d.add(
+      control::MsgType::Heartbeat,
+      [](const std::shared_ptr<Peer>&, const control::Channel::Message&) { return std::string(); });
+  d.add(control::MsgType::Bye,
+        [](const std::shared_ptr<Peer>& peer, const control::Channel::Message& m) {
+          std::string reason;
+          if (!msg::decode_bye(m.payload.data(), m.payload.size(), &reason))
+            reason = "no reason given";
+          // Not lost yet: messages it sent before closing may still be arriving on the data path,
+          // and its end of that path breaking is what ends the receives waiting for more.
+          if (!peer->remote_closed.exchange(true))
+            HMC_LOG_I("peer {}: {} ({})", peer->name, kPeerClosed, reason);
+          return std::string();
+        });
 }
 
 }  // namespace hmc

@@ -21,8 +21,8 @@ class ControlDispatch {
  public:
   // Handles one message of a registered peer (its ctrl_mutex held, maybe its net mutex); returns
   // why the peer is gone, or "".
-  using Handler = std::function<std::string(const std::shared_ptr<Peer>&,
-                                            const control::Channel::Message&)>;
+  using Handler =
+      std::function<std::string(const std::shared_ptr<Peer>&, const control::Channel::Message&)>;
   // Registers the handler of `type`; a type has one handler.
   void add(control::MsgType type, Handler handler);
   // Calls the handler of m's type; a type nobody registered is logged and ignored.

@@ -32,7 +32,9 @@ namespace {
 
 int remaining_ms(uint64_t deadline) {
   uint64_t now = now_ns();
-  return now >= deadline ? 0 : static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, INT32_MAX));
+  return now >= deadline
+             ? 0
+             : static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, INT32_MAX));
 }
 
 uint64_t deadline_after(int timeout_ms) {
@@ -141,51 +143,52 @@ std::shared_ptr<Peer> PeerConnector::make_peer(std::unique_ptr<control::Channel>
   peer->last_sent_ns = now_ns();
   peer->framing.chunk = framing_chunk(s_.caps, remote);
   // A peer that predates the first piece's size frames from the chunk on.
-  peer->framing.first_piece = std::min({peer->framing.chunk,
-                                  remote.stage_first ? remote.stage_first : remote.stage_chunk,
-                                  s_.caps.stage_first});
+  peer->framing.first_piece =
+      std::min({peer->framing.chunk, remote.stage_first ? remote.stage_first : remote.stage_chunk,
+                s_.caps.stage_first});
   // Device IPC: another process on this host, both sides offering the vendor.
   if (peer->framing.on() && peer->same_host && remote.pid != s_.caps.pid)
     for (const auto& p : s_.caps.ipc_plugins)
       if (std::find(remote.ipc_plugins.begin(), remote.ipc_plugins.end(), p) !=
           remote.ipc_plugins.end())
         peer->framing.ipc_plugins.push_back(p);
-  peer->framing.shared_ok = peer->framing.on() && peer->same_host &&
-                            remote.pid != s_.caps.pid &&
+  peer->framing.shared_ok = peer->framing.on() && peer->same_host && remote.pid != s_.caps.pid &&
                             (remote.features & s_.caps.features & path::kFeatureSharedBounces);
-  peer->framing.ipc_or_shared = peer->framing.shared_ok &&
-                                (remote.features & s_.caps.features & path::kFeatureIpcOrShared);
+  peer->framing.ipc_or_shared =
+      peer->framing.shared_ok && (remote.features & s_.caps.features & path::kFeatureIpcOrShared);
   std::string modes;
   if (peer->framing.on()) {
     for (const auto& local : services_.copy_records(true)) {
       auto costs = path::device_mode_costs({local, remote.copy, peer->framing.ipc_for(local.plugin),
                                             peer->framing.shared_ok, choice.bandwidth_MBps,
                                             choice.latency_us, peer->framing.chunk});
-      modes += fmt::format("; {} memory: {}", local.plugin,
-                           path::describe_modes(costs, kModeLogSize));
+      modes +=
+          fmt::format("; {} memory: {}", local.plugin, path::describe_modes(costs, kModeLogSize));
       peer->framing.device_modes.emplace_back(local.plugin, std::move(costs));
     }
   }
   HMC_LOG_I("peer {}: path {} ({}){}{}{}", peer->name, choice.key(), choice.reason,
-            peer->framing.on() ? fmt::format(", messages framed in {}-byte pieces",
-                                             peer->framing.chunk)
-                               : "",
+            peer->framing.on()
+                ? fmt::format(", messages framed in {}-byte pieces", peer->framing.chunk)
+                : "",
             peer->notify_sender.carry_offered ? ", put notifications travel with the data" : "",
-            modes.empty() ? "" : fmt::format("; expected for {} MiB of device memory the net "
-                                             "path cannot reach, best first{}",
-                                             kModeLogSize >> 20, modes));
+            modes.empty() ? ""
+                          : fmt::format("; expected for {} MiB of device memory the net "
+                                        "path cannot reach, best first{}",
+                                        kModeLogSize >> 20, modes));
   return peer;
 }
 
-hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms,
-                                    std::shared_ptr<Peer>* out, bool group_link) {
+hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms, std::shared_ptr<Peer>* out,
+                                    bool group_link) {
   uint64_t deadline = deadline_after(timeout_ms);
   control::Fd fd;
   bool local = !addr.unix_name.empty() && (addr.tcp_port == 0 || addr.host_id == s_.caps.host_id);
   std::string where = local ? "unix @" + addr.unix_name
                             : "tcp " + control::format_host_port(addr.tcp_host, addr.tcp_port);
-  hmc_status_t st = local ? control::connect_unix(addr.unix_name, remaining_ms(deadline), &fd)
-                          : control::connect_tcp(addr.tcp_host, addr.tcp_port, remaining_ms(deadline), &fd);
+  hmc_status_t st =
+      local ? control::connect_unix(addr.unix_name, remaining_ms(deadline), &fd)
+            : control::connect_tcp(addr.tcp_host, addr.tcp_port, remaining_ms(deadline), &fd);
   if (st != HMC_SUCCESS) return st;
   auto ch = std::make_unique<control::Channel>(std::move(fd));
   ch->set_peer_name(where);
@@ -203,20 +206,22 @@ hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms,
   msg::encode_caps(mine_caps, &w);
   if ((st = ch->send_wait(control::MsgType::Caps, w, deadline)) != HMC_SUCCESS) return st;
   control::Channel::Message m;
-  if ((st = expect(*ch, control::MsgType::Caps, deadline, &m, "hmc_connect (waiting for the peer's Caps)")) != HMC_SUCCESS)
+  if ((st = expect(*ch, control::MsgType::Caps, deadline, &m,
+                   "hmc_connect (waiting for the peer's Caps)")) != HMC_SUCCESS)
     return st;
   path::Capabilities remote;
   if (!msg::decode_caps(m.payload.data(), m.payload.size(), &remote))
     return fail(HMC_ERR_PROTOCOL, "hmc_connect: malformed capabilities from {}", ch->peer_name());
 
   if ((st = expect(*ch, control::MsgType::NetHandle, deadline, &m,
-                    "hmc_connect (waiting for the peer's path choice, NetHandle)")) != HMC_SUCCESS)
+                   "hmc_connect (waiting for the peer's path choice, NetHandle)")) != HMC_SUCCESS)
     return st;
   msg::NetHandle nh;
   if (!msg::decode_net_handle(m.payload.data(), m.payload.size(), &nh))
     return fail(HMC_ERR_PROTOCOL, "hmc_connect: malformed path message from {}", ch->peer_name());
   if (nh.status != HMC_SUCCESS)
-    return fail(control::status_from_remote(nh.status), "hmc_connect to {}: {}", ch->peer_name(), nh.text);
+    return fail(control::status_from_remote(nh.status), "hmc_connect to {}: {}", ch->peer_name(),
+                nh.text);
 
   auto report = [&](hmc_status_t status, const std::string& text) {
     control::Writer rw;
@@ -256,9 +261,9 @@ hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms,
       if (ps != HMC_PLUGIN_SUCCESS || len > HMC_NET_HELLO_MAX) net.table()->close_ep(ep);
     }
     if (ps != HMC_PLUGIN_SUCCESS || len > HMC_NET_HELLO_MAX) {
-      std::string text = fmt::format("{} connect_hello failed: {}", dev->key(),
-                                     ps != HMC_PLUGIN_SUCCESS ? plugin_status_string(ps)
-                                                              : "the hello is too large");
+      std::string text = fmt::format(
+          "{} connect_hello failed: {}", dev->key(),
+          ps != HMC_PLUGIN_SUCCESS ? plugin_status_string(ps) : "the hello is too large");
       report(HMC_ERR_PLUGIN, text);
       return fail(HMC_ERR_PLUGIN, "hmc_connect to {}: {}", ch->peer_name(), text);
     }
@@ -336,13 +341,12 @@ std::unique_ptr<PeerConnector::Arrival> PeerConnector::arrive(control::Fd fd, st
   auto ch = std::make_unique<control::Channel>(std::move(fd));
   ch->set_peer_name(remote);
   ch->set_max_payload(control::kMaxHandshakePayload);  // until the hello is done
-  control::HelloInfo mine{control::kProtocolVersion, s_.caps.host_id, s_.caps.hostname,
-                          s_.caps.pid, s_.context_id};
+  control::HelloInfo mine{control::kProtocolVersion, s_.caps.host_id, s_.caps.hostname, s_.caps.pid,
+                          s_.context_id};
   const uint64_t now = now_ns();
-  return std::unique_ptr<Arrival>(
-      new Arrival(std::move(ch), std::move(remote),
-                  control::AcceptorHandshake(std::move(mine), s_.auth_token), now,
-                  now + uint64_t(handshake_timeout_ms) * 1000000));
+  return std::unique_ptr<Arrival>(new Arrival(
+      std::move(ch), std::move(remote), control::AcceptorHandshake(std::move(mine), s_.auth_token),
+      now, now + uint64_t(handshake_timeout_ms) * 1000000));
 }
 
 // Every failure of an arrival passes here: the message names the connector and its stage.
@@ -350,8 +354,8 @@ hmc_status_t PeerConnector::arrival_failed(Arrival& a, hmc_status_t st) {
   static const char* const kStage[] = {"in its hello", "exchanging capabilities",
                                        "setting up the data path"};
   std::string who = a.stage_ == Arrival::Stage::Hello ? a.remote_ : a.ch_->peer_name();
-  return fail(st, "incoming connector {} failed {}: {}", who,
-              kStage[static_cast<int>(a.stage_)], last_error());
+  return fail(st, "incoming connector {} failed {}: {}", who, kStage[static_cast<int>(a.stage_)],
+              last_error());
 }
 
 // The connector's capabilities arrived: answer with ours, choose the path and open the plugin's
@@ -393,7 +397,8 @@ hmc_status_t PeerConnector::on_caps(Arrival& a, const control::Channel::Message&
   nh.plugin = choice.plugin;
   nh.device = choice.device;
   if (choice.peer_device != choice.device) nh.peer_device = choice.peer_device;
-  if (dev && HMC_NET_SLOT(dev->plugin->table(), accept_hello)) nh.flags |= msg::kNetHandleTakesHello;
+  if (dev && HMC_NET_SLOT(dev->plugin->table(), accept_hello))
+    nh.flags |= msg::kNetHandleTakesHello;
   std::string saved_error = last_error();
   control::Writer hw;
   msg::encode_net_handle(nh, &hw);
@@ -480,8 +485,8 @@ hmc_status_t PeerConnector::advance(Arrival& a, std::shared_ptr<Peer>* out,
     hmc_plugin_status_t ps = net.table()->accept(a.listener_, &a.ep_);
     if (ps != HMC_PLUGIN_SUCCESS && ps != HMC_PLUGIN_IN_PROGRESS) {
       a.ep_ = nullptr;
-      return arrival_failed(a, fail(from_plugin_status(ps), "{} accept failed: {}",
-                                    a.choice_.key(), plugin_status_string(ps)));
+      return arrival_failed(a, fail(from_plugin_status(ps), "{} accept failed: {}", a.choice_.key(),
+                                    plugin_status_string(ps)));
     }
   } else if (a.stage_ == Arrival::Stage::DataPath) {
     NetPlugin& net = *a.dev_->plugin;
@@ -511,8 +516,7 @@ hmc_status_t PeerConnector::advance(Arrival& a, std::shared_ptr<Peer>* out,
       a.listener_ = nullptr;
     }
     hmc_net_ep_t* ep = std::exchange(a.ep_, nullptr);
-    *out = make_peer(std::move(a.ch_), a.theirs_, a.remote_caps_, a.choice_, a.dev_, ep,
-                     a.remote_);
+    *out = make_peer(std::move(a.ch_), a.theirs_, a.remote_caps_, a.choice_, a.dev_, ep, a.remote_);
     *extra = std::move(a.extra_);
     return HMC_SUCCESS;
   }
@@ -526,9 +530,9 @@ hmc_status_t PeerConnector::advance(Arrival& a, std::shared_ptr<Peer>* out,
                   "not an hmc peer",
                   a.hs_.waiting_for(), waited_ms));
     case Arrival::Stage::Caps:
-      return arrival_failed(a, fail(HMC_ERR_TIMEOUT,
-                                    "no capabilities within {} ms of its hello (HMC_TIMEOUT_MS)",
-                                    s_.timeout_ms));
+      return arrival_failed(
+          a, fail(HMC_ERR_TIMEOUT, "no capabilities within {} ms of its hello (HMC_TIMEOUT_MS)",
+                  s_.timeout_ms));
     case Arrival::Stage::DataPath:
       return arrival_failed(
           a, fail(HMC_ERR_TIMEOUT, "the {} data connection was {} within {} ms (HMC_TIMEOUT_MS)",
@@ -553,9 +557,9 @@ std::string PeerConnector::same_host_ways(const Device& d) {
   bool ipc = std::find(mine.ipc_plugins.begin(), mine.ipc_plugins.end(), d.plugin_name) !=
              mine.ipc_plugins.end();
   bool shared = (mine.features & path::kFeatureSharedBounces) != 0;
-  auto costs = path::device_mode_costs({*local, mine.copy, ipc, shared,
-                                        net ? choice.bandwidth_MBps : 0.0,
-                                        net ? choice.latency_us : 0.0, mine.stage_chunk});
+  auto costs =
+      path::device_mode_costs({*local, mine.copy, ipc, shared, net ? choice.bandwidth_MBps : 0.0,
+                               net ? choice.latency_us : 0.0, mine.stage_chunk});
   std::string ways = path::describe_modes(costs, kModeLogSize);
   if (net) ways += " (transport over " + choice.key() + ")";
   return ways;

@@ -42,7 +42,7 @@ class PeerConnector {
     std::string auth_token;   // HMC_AUTH_TOKEN
     std::string forced_path;  // HMC_PATH
     uint64_t context_id = 0;
-    int timeout_ms = 0;       // HMC_TIMEOUT_MS
+    int timeout_ms = 0;  // HMC_TIMEOUT_MS
   };
   PeerConnector(EstablishServices& services, Settings settings)
       : services_(services), s_(std::move(settings)) {}
@@ -73,9 +73,12 @@ class PeerConnector {
 
    private:
     friend class PeerConnector;
-    Arrival(std::unique_ptr<control::Channel> ch, std::string remote,
-            control::AcceptorHandshake hs, uint64_t now, uint64_t deadline)
-        : ch_(std::move(ch)), remote_(std::move(remote)), hs_(std::move(hs)), started_ns_(now),
+    Arrival(std::unique_ptr<control::Channel> ch, std::string remote, control::AcceptorHandshake hs,
+            uint64_t now, uint64_t deadline)
+        : ch_(std::move(ch)),
+          remote_(std::move(remote)),
+          hs_(std::move(hs)),
+          started_ns_(now),
           deadline_ns_(deadline) {}
     std::unique_ptr<control::Channel> ch_;
     std::string remote_;
@@ -87,9 +90,9 @@ class PeerConnector {
     path::Capabilities remote_caps_;
     path::Choice choice_;
     NetDevice* dev_ = nullptr;
-    hmc_net_listener_t* listener_ = nullptr;  // the plugin's, until the endpoint is accepted
-    hmc_net_ep_t* ep_ = nullptr;              // until handed to the peer
-    bool net_ready_ = false;                  // the connector's NetReady arrived
+    hmc_net_listener_t* listener_ = nullptr;        // the plugin's, until the endpoint is accepted
+    hmc_net_ep_t* ep_ = nullptr;                    // until handed to the peer
+    bool net_ready_ = false;                        // the connector's NetReady arrived
     std::vector<control::Channel::Message> extra_;  // sent after NetReady
   };
   // Starts the setup of a connector that accept(2) returned; handshake_timeout_ms bounds its
@@ -116,9 +119,9 @@ class PeerConnector {
   hmc_status_t on_data_path_message(Arrival& a, control::Channel::Message& m);
   hmc_status_t arrival_failed(Arrival& a, hmc_status_t st);
   std::shared_ptr<Peer> make_peer(std::unique_ptr<control::Channel> ch,
-                                  const control::HelloInfo& hello,
-                                  const path::Capabilities& remote, const path::Choice& choice,
-                                  NetDevice* dev, hmc_net_ep_t* ep, const std::string& address);
+                                  const control::HelloInfo& hello, const path::Capabilities& remote,
+                                  const path::Choice& choice, NetDevice* dev, hmc_net_ep_t* ep,
+                                  const std::string& address);
 
   EstablishServices& services_;
   const Settings s_;

@@ -163,7 +163,9 @@ bool decode_net_handle(const uint8_t* p, size_t n, NetHandle* m) {
   return true;
 }
 
-void encode_net_hello(const NetHello& m, control::Writer* w) { w->blob(m.hello); }
+void encode_net_hello(const NetHello& m, control::Writer* w) {
+  w->blob(m.hello);
+}
 
 bool decode_net_hello(const uint8_t* p, size_t n, NetHello* m) {
   control::Reader r(p, n);
@@ -199,13 +201,17 @@ bool decode_notify(const uint8_t* p, size_t n, Notify* m) {
   return true;
 }
 
-void encode_notify_ack(const uint64_t& delivered, control::Writer* w) { w->u64(delivered); }
+void encode_notify_ack(const uint64_t& delivered, control::Writer* w) {
+  w->u64(delivered);
+}
 bool decode_notify_ack(const uint8_t* p, size_t n, uint64_t* delivered) {
   control::Reader r(p, n);
   return r.u64(delivered);
 }
 
-void encode_bye(const std::string& reason, control::Writer* w) { w->str(reason); }
+void encode_bye(const std::string& reason, control::Writer* w) {
+  w->str(reason);
+}
 bool decode_bye(const uint8_t* p, size_t n, std::string* reason) {
   control::Reader r(p, n);
   return r.str(reason, kMaxText);
@@ -246,7 +252,9 @@ bool decode_region_reply(const uint8_t* p, size_t n, RegionReply* m) {
   return true;
 }
 
-void encode_region_id(const uint64_t& region_id, control::Writer* w) { w->u64(region_id); }
+void encode_region_id(const uint64_t& region_id, control::Writer* w) {
+  w->u64(region_id);
+}
 bool decode_region_id(const uint8_t* p, size_t n, uint64_t* region_id) {
   control::Reader r(p, n);
   return r.u64(region_id);
@@ -262,8 +270,7 @@ void encode_staged_ask(const StagedAsk& m, control::Writer* w) {
 bool decode_staged_ask(const uint8_t* p, size_t n, StagedAsk* m) {
   control::Reader r(p, n);
   StagedAsk x;
-  if (!r.u64(&x.tag) || !r.u64(&x.region_id) || !r.u64(&x.offset) || !r.u64(&x.size))
-    return false;
+  if (!r.u64(&x.tag) || !r.u64(&x.region_id) || !r.u64(&x.offset) || !r.u64(&x.size)) return false;
   *m = x;
   return true;
 }

@@ -85,7 +85,7 @@ struct RegionRequest {
   uint64_t token = 0;       // chosen by the importer, echoed in the reply
   uint64_t context_id = 0;  // the owner's context id, as the descriptor says
   uint64_t region_id = 0;
-  uint64_t base = 0;        // the descriptor's claims
+  uint64_t base = 0;  // the descriptor's claims
   uint64_t size = 0;
   uint32_t access = 0;
 };

@@ -8,8 +8,7 @@ void NotifyReceiver::carried(uint64_t value, std::vector<uint64_t>* out) {
   release(out);
 }
 
-void NotifyReceiver::control(uint64_t value, uint64_t carried_before,
-                             std::vector<uint64_t>* out) {
+void NotifyReceiver::control(uint64_t value, uint64_t carried_before, std::vector<uint64_t>* out) {
   held_.emplace_back(value, carried_before);
   release(out);
 }

@@ -58,15 +58,15 @@ struct Peer : std::enable_shared_from_this<Peer> {
   // Puts with HMC_PUT_NOTIFY in the order they were posted; a put's notification is sent only
   // after those of every earlier one, so the target sees them in order. Guarded by net->mutex().
   std::deque<Request*> notify_queue;
-  NotifySender notify_sender;      // guarded by net->mutex() (but its acked())
-  NotifyReceiver notify_receiver;  // guarded by NotificationQueue's mutex (xfer/transfers.h)
-  std::string lost_reason;          // guarded by net->mutex()
+  NotifySender notify_sender;         // guarded by net->mutex() (but its acked())
+  NotifyReceiver notify_receiver;     // guarded by NotificationQueue's mutex (xfer/transfers.h)
+  std::string lost_reason;            // guarded by net->mutex()
   PostTestLearner post_test_learner;  // guarded by net->mutex()
 
   std::mutex ctrl_mutex;
   std::unique_ptr<control::Channel> ctrl;  // guarded by ctrl_mutex
   std::atomic<uint64_t> last_heard_ns{0};  // last sign of life: a message or a completion
-  uint64_t completions_seen = 0;  // Progress::service_control's (passes are serialized)
+  uint64_t completions_seen = 0;           // Progress::service_control's (passes are serialized)
   uint64_t last_sent_ns = 0;               // guarded by ctrl_mutex
 };
 

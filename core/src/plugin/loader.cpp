@@ -242,8 +242,7 @@ void Loader::load_one(const Candidate& c, Record& rec, Config& cfg) {
     return mark(rec, State::Broken,
                 fmt::format("it exports {} (net ABI 1); this core loads net ABI {} ({}): rebuild "
                             "the plugin against this SDK, whose net.h says what changed",
-                            HMC_NET_PLUGIN_ENTRY_V1, HMC_NET_ABI_VERSION,
-                            HMC_NET_PLUGIN_ENTRY_V2));
+                            HMC_NET_PLUGIN_ENTRY_V1, HMC_NET_ABI_VERSION, HMC_NET_PLUGIN_ENTRY_V2));
   void* sym = nullptr;
   const char* sym_name = nullptr;
   if (c.conventional) {

@@ -139,7 +139,7 @@ class Loader {
   LoaderOptions options_;
   bool load_called_ = false;
   bool keep_library_signals_ = false;  // HMC_LIBRARY_SIGNALS=keep
-  Config snapshot_;  // what config_get reads; fixed after load()
+  Config snapshot_;                    // what config_get reads; fixed after load()
   uint32_t timeout_ms_ = 0;
   std::vector<std::unique_ptr<Record>> records_;
   std::vector<Record*> init_order_;

@@ -216,8 +216,10 @@ std::string check_net_devices(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* ctx, 
     // Registration by pointer for put/get (net.h): of device memory only, and for put/get.
     if (HMC_ABI_HAS_FIELD(&props, hmc_net_device_props_t, rma_mem_ifaces) && props.rma_mem_ifaces) {
       if (props.rma_mem_ifaces & HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST))
-        return fmt::format("{} declares host memory in rma_mem_ifaces (0x{:x}): host memory "
-                           "belongs in mem_ifaces", desc, props.rma_mem_ifaces);
+        return fmt::format(
+            "{} declares host memory in rma_mem_ifaces (0x{:x}): host memory "
+            "belongs in mem_ifaces",
+            desc, props.rma_mem_ifaces);
       if (!(props.flags & HMC_NET_FLAG_RMA))
         return fmt::format("{} declares rma_mem_ifaces 0x{:x} without HMC_NET_FLAG_RMA", desc,
                            props.rma_mem_ifaces);

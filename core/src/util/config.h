@@ -20,7 +20,7 @@ struct ConfigVar {
   ConfigType type;
   std::string default_value;  // as text
   std::string help;
-  std::string owner;          // "core" or a plugin name
+  std::string owner;  // "core" or a plugin name
 };
 
 // The core's own variables.

@@ -11,7 +11,8 @@ std::mutex& registry_mutex() {
   return m;
 }
 std::unordered_map<const void*, HandleKind>& registry() {
-  static auto* r = new std::unordered_map<const void*, HandleKind>();  // never destroyed: safe at exit
+  static auto* r =
+      new std::unordered_map<const void*, HandleKind>();  // never destroyed: safe at exit
   return *r;
 }
 

@@ -8,7 +8,15 @@
 
 namespace hmc {
 
-enum class HandleKind { Context, Peer, Region, Remote, XferList, Comm, kCount };  // requests: see xfer/request.h
+enum class HandleKind {
+  Context,
+  Peer,
+  Region,
+  Remote,
+  XferList,
+  Comm,
+  kCount
+};  // requests: see xfer/request.h
 
 class Handles {
  public:

@@ -59,7 +59,9 @@ bool configure(int level, const std::string& file, std::string* err) {
   return true;
 }
 
-bool enabled(int level) { return level <= g_level.load(std::memory_order_relaxed); }
+bool enabled(int level) {
+  return level <= g_level.load(std::memory_order_relaxed);
+}
 
 void write(int level, const std::string& message) {
   struct timeval tv;

@@ -10,8 +10,12 @@ hmc_status_t set_error(hmc_status_t st, std::string msg) {
   return st;
 }
 
-const std::string& last_error() { return t_last_error; }
-void clear_error() { t_last_error.clear(); }
+const std::string& last_error() {
+  return t_last_error;
+}
+void clear_error() {
+  t_last_error.clear();
+}
 
 hmc_status_t from_plugin_status(hmc_plugin_status_t st) {
   switch (st) {

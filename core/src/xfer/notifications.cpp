@@ -13,14 +13,14 @@
 namespace hmc {
 
 void Transfers::add_handlers(ControlDispatch& dispatch) {
-  dispatch.add(control::MsgType::Notify, [this](const std::shared_ptr<Peer>& peer,
-                                                const control::Channel::Message& m) {
-    return on_notify_ctrl_locked(*peer, m.payload.data(), m.payload.size());
-  });
-  dispatch.add(control::MsgType::NotifyAck, [](const std::shared_ptr<Peer>& peer,
-                                               const control::Channel::Message& m) {
-    return on_notify_ack(*peer, m.payload.data(), m.payload.size());
-  });
+  dispatch.add(control::MsgType::Notify,
+               [this](const std::shared_ptr<Peer>& peer, const control::Channel::Message& m) {
+                 return on_notify_ctrl_locked(*peer, m.payload.data(), m.payload.size());
+               });
+  dispatch.add(control::MsgType::NotifyAck,
+               [](const std::shared_ptr<Peer>& peer, const control::Channel::Message& m) {
+                 return on_notify_ack(*peer, m.payload.data(), m.payload.size());
+               });
 }
 
 // Tells the initiator how many of its Notify messages were delivered (ctrl_mutex held). Peers
@@ -49,10 +49,9 @@ void Transfers::poll_carried_notifications_locked(Peer& peer) {
 std::string Transfers::on_notify_ctrl_locked(Peer& peer, const uint8_t* p, size_t n) {
   msg::Notify m;
   if (!msg::decode_notify(p, n, &m)) return "malformed notification";
-  uint64_t acked = notifications_.deliver(
-      peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) {
-        r.control(m.value, m.carried_before, out);
-      });
+  uint64_t acked = notifications_.deliver(peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) {
+    r.control(m.value, m.carried_before, out);
+  });
   send_notify_ack_ctrl_locked(peer, acked);
   return "";
 }
@@ -65,8 +64,7 @@ std::string Transfers::on_notify_ack(Peer& peer, const uint8_t* p, size_t n) {
 }
 
 void Transfers::drain_held_notifications(Peer& peer) {
-  notifications_.deliver(peer,
-                         [](NotifyReceiver& r, std::vector<uint64_t>* out) { r.drain(out); });
+  notifications_.deliver(peer, [](NotifyReceiver& r, std::vector<uint64_t>* out) { r.drain(out); });
 }
 
 }  // namespace hmc

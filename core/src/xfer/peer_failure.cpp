@@ -16,8 +16,10 @@ void PeerFailure::fail_peer_locked(Peer& peer, hmc_status_t status, const std::s
   if (!peer.lost.exchange(true)) {
     peer.lost_reason = reason;
     bool orderly = status != HMC_ERR_PEER_LOST || reason.rfind(kPeerClosed, 0) == 0;
-    if (orderly) HMC_LOG_I("peer {} closed: {}", peer.name, reason);
-    else HMC_LOG_W("peer {} lost: {}", peer.name, reason);
+    if (orderly)
+      HMC_LOG_I("peer {} closed: {}", peer.name, reason);
+    else
+      HMC_LOG_W("peer {} lost: {}", peer.name, reason);
   }
   regions_->release_keys_locked(peer);  // keys unpacked on the endpoint go before it
   if (peer.ep) {
@@ -34,10 +36,10 @@ void PeerFailure::fail_peer_locked(Peer& peer, hmc_status_t status, const std::s
       peer.net->table()->dereg_mr(peer.net->ctx(), req->temp_mr);
       req->temp_mr = nullptr;
     }
-    transfers_.complete_locked(req, status,
-                    fmt::format("hmc_{} with {}: {}", op_name(req->op), peer.name,
-                                status == HMC_ERR_PEER_LOST ? "peer lost (" + peer.lost_reason + ")"
-                                                            : reason));
+    transfers_.complete_locked(
+        req, status,
+        fmt::format("hmc_{} with {}: {}", op_name(req->op), peer.name,
+                    status == HMC_ERR_PEER_LOST ? "peer lost (" + peer.lost_reason + ")" : reason));
   };
   for (Request* req : peer.pending) fail_one(req);
   peer.pending.clear();
@@ -94,8 +96,10 @@ void PeerFailure::reap_parked_transfers(uint64_t deadline_ns) {
       }
       if (parked_.empty() || deadline_ns == 0) return;
       if (now_ns() >= deadline_ns) {
-        HMC_LOG_W("{} failed transfers still have device copies running; their staging buffers "
-                  "are leaked", parked_.size());
+        HMC_LOG_W(
+            "{} failed transfers still have device copies running; their staging buffers "
+            "are leaked",
+            parked_.size());
         // Never freed: a copy may still write into them.
         for (auto& f : parked_) f.release();
         parked_.clear();

@@ -54,8 +54,8 @@ class PiecedRma final : public FramedTransfer {
   // address of the first byte, and its key.
   static std::unique_ptr<PiecedRma> put(const void* buf, size_t size, uint64_t addr,
                                         hmc_net_rkey_t* rkey, uint64_t chunk);
-  static std::unique_ptr<PiecedRma> get(void* buf, size_t size, uint64_t addr,
-                                        hmc_net_rkey_t* rkey, uint64_t chunk);
+  static std::unique_ptr<PiecedRma> get(void* buf, size_t size, uint64_t addr, hmc_net_rkey_t* rkey,
+                                        uint64_t chunk);
   // The spans of a transfer list from local memory at `base`: through bounces of `chunk` bytes
   // when `staged`, else each span straight from its registration `mr` (nullptr where the path
   // needs none). The spans are shared with the list, which may be released first.
@@ -70,8 +70,8 @@ class PiecedRma final : public FramedTransfer {
   bool started() const override { return next_span_ > 0 || next_offset_ > 0; }
 
  private:
-  PiecedRma(bool put, void* base, uint64_t total, hmc_net_rkey_t* rkey, uint64_t chunk,
-            bool staged, hmc_net_mr_t* mr);
+  PiecedRma(bool put, void* base, uint64_t total, hmc_net_rkey_t* rkey, uint64_t chunk, bool staged,
+            hmc_net_mr_t* mr);
   bool step(Request* req, Peer& peer, const StageEnv& env) override;
   bool issue_pieces(Peer& peer, const StageEnv& env);
   bool issue_chunks(Peer& peer);
@@ -83,9 +83,9 @@ class PiecedRma final : public FramedTransfer {
   bool put_;  // else a get
   hmc_net_rkey_t* rkey_;
   uint64_t chunk_;
-  bool staged_;        // through bounce buffers; else straight from the user's memory
-  hmc_net_mr_t* mr_;   // the user's memory's registration on the path (direct only)
-  RmaSpan single_;     // the span of put()/get()
+  bool staged_;       // through bounce buffers; else straight from the user's memory
+  hmc_net_mr_t* mr_;  // the user's memory's registration on the path (direct only)
+  RmaSpan single_;    // the span of put()/get()
   std::shared_ptr<const std::vector<RmaSpan>> spans_;  // a list's; null for put()/get()
   std::shared_ptr<const VecPieces> vec_;               // a vectored list's; else null
   size_t next_span_ = 0;      // the span (vectored: the chunk) the next piece comes from

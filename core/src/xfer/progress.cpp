@@ -65,8 +65,10 @@ bool Progress::service_control(const std::shared_ptr<Peer>& peer, uint64_t now) 
     if (lost.empty() && !peer->remote_closed &&
         elapsed_ns(now, peer->last_sent_ns) > uint64_t(settings_.heartbeat_ms) * 1000000) {
       control::Writer w;
-      if (peer->ctrl->send(control::MsgType::Heartbeat, w) == HMC_SUCCESS) peer->last_sent_ns = now;
-      else lost = "control connection: " + last_error();
+      if (peer->ctrl->send(control::MsgType::Heartbeat, w) == HMC_SUCCESS)
+        peer->last_sent_ns = now;
+      else
+        lost = "control connection: " + last_error();
     } else if (lost.empty() && peer->ctrl->want_write()) {
       if (peer->ctrl->flush() != HMC_SUCCESS) lost = "control connection: " + last_error();
     }
@@ -116,7 +118,8 @@ bool Progress::pass_peers(bool control) {
         if (req->framed) {
           FramedTransfer& f = *req->framed;
           busy |= f.advance(req, *peer, w_.stage_env);
-          if (f.broken() && w_.transfers.framed_broken_locked(*peer, req)) break;  // pending was cleared
+          if (f.broken() && w_.transfers.framed_broken_locked(*peer, req))
+            break;  // pending was cleared
           if (!f.finished()) {
             ++i;
             continue;
@@ -148,8 +151,9 @@ bool Progress::pass_peers(bool control) {
     w_.transfers.polling().last_control_ns = now;
     w_.failure.reap_parked_transfers();
     for (auto& peer : w_.peers) busy |= service_control(peer, now);
-    busy |= settings_.staging->advance();   // after the StagedPut/Get/Done messages just dispatched
-    busy |= settings_.regions->settle_withdrawals();  // after the RegionGone messages just dispatched
+    busy |= settings_.staging->advance();  // after the StagedPut/Get/Done messages just dispatched
+    busy |=
+        settings_.regions->settle_withdrawals();  // after the RegionGone messages just dispatched
   }
   return busy;
 }
@@ -200,7 +204,8 @@ bool Progress::sleep_for_events(int timeout_ms, bool thread) {
       any_pending |= peer->pending_count.load() > 0;
       std::lock_guard<std::mutex> lock(peer->ctrl_mutex);
       if (peer->ctrl && !peer->lost)
-        fds.push_back({peer->ctrl->fd(), short(POLLIN | (peer->ctrl->want_write() ? POLLOUT : 0)), 0});
+        fds.push_back(
+            {peer->ctrl->fd(), short(POLLIN | (peer->ctrl->want_write() ? POLLOUT : 0)), 0});
     }
     for (auto& net : w_.nets) {
       // A waiting thread needs only the plugins its peers use (the others have nothing that

@@ -56,7 +56,9 @@ namespace hmc {
 
 namespace {
 // A peer that will not take part any more: its imports count as withdrawn.
-bool peer_gone(const Peer& p) { return p.lost || p.closed || p.remote_closed; }
+bool peer_gone(const Peer& p) {
+  return p.lost || p.closed || p.remote_closed;
+}
 
 // A status from the wire: an hmc error, or HMC_ERR_REMOTE for values this build does not know.
 hmc_status_t wire_status(int32_t v) {
@@ -78,17 +80,19 @@ void Regions::add_handlers(ControlDispatch& dispatch) {
   for (auto type : {control::MsgType::RegionRequest, control::MsgType::RegionReply,
                     control::MsgType::RegionRelease, control::MsgType::RegionGone,
                     control::MsgType::RegionGoneAck})
-    dispatch.add(type, [this](const std::shared_ptr<Peer>& peer,
-                              const control::Channel::Message& m) {
-      return handle_message(peer, m);
-    });
+    dispatch.add(type,
+                 [this](const std::shared_ptr<Peer>& peer, const control::Channel::Message& m) {
+                   return handle_message(peer, m);
+                 });
 }
 
 hmc_status_t Regions::register_memory(void* addr, size_t size, uint32_t access, Region** out) {
   MemoryLocation loc = devices_.locate(addr);
   if (loc.size && reinterpret_cast<uintptr_t>(addr) - loc.base + size > loc.size)
-    return fail(HMC_ERR_OUT_OF_BOUNDS, "hmc_mem_register: {} bytes at {} overrun its {}-byte "
-                "allocation", size, addr, loc.size);
+    return fail(HMC_ERR_OUT_OF_BOUNDS,
+                "hmc_mem_register: {} bytes at {} overrun its {}-byte "
+                "allocation",
+                size, addr, loc.size);
   auto region = std::make_unique<Region>();
   region->ctx = settings_.owner;
   region->addr = addr;
@@ -214,18 +218,19 @@ void Regions::withdraw(Region* region) {
   }
   for (auto& p : laggards) {
     // fail_peer logs it, once.
-    services_.fail_peer(*p, HMC_ERR_PEER_LOST,
-              fmt::format("hmc_mem_deregister: it did not acknowledge the withdrawal of region {} "
-                          "({} bytes at {}) within {} ms (HMC_TIMEOUT_MS); its connection is "
-                          "closed so that it cannot reach the memory any more",
-                          region->id, region->size, region->addr, settings_.timeout_ms));
+    services_.fail_peer(
+        *p, HMC_ERR_PEER_LOST,
+        fmt::format("hmc_mem_deregister: it did not acknowledge the withdrawal of region {} "
+                    "({} bytes at {}) within {} ms (HMC_TIMEOUT_MS); its connection is "
+                    "closed so that it cannot reach the memory any more",
+                    region->id, region->size, region->addr, settings_.timeout_ms));
   }
   HMC_LOG_D("hmc_mem_deregister: region {} withdrawn from {} peer(s) in {} us", region->id,
             told.size(), (now_ns() - t0) / 1000);
 }
 
-hmc_status_t Regions::import_remote(const std::shared_ptr<Peer>& peer, const void* desc,
-                                    size_t len, Remote** out) {
+hmc_status_t Regions::import_remote(const std::shared_ptr<Peer>& peer, const void* desc, size_t len,
+                                    Remote** out) {
   PackedRegion packed;
   hmc_status_t st = unpack_region(desc, len, &packed);
   if (st != HMC_SUCCESS) return st;
@@ -256,10 +261,12 @@ hmc_status_t Regions::import_remote(const std::shared_ptr<Peer>& peer, const voi
     if (peer->lost || !peer->ep)
       return fail(HMC_ERR_PEER_LOST, "hmc_remote_import: peer {} is lost", peer->name);
     if (key && HMC_NET_SLOT(net.table(), rkey_unpack)) {
-      hmc_plugin_status_t ps = net.table()->rkey_unpack(peer->ep, key->data(), key->size(), &remote->rkey);
+      hmc_plugin_status_t ps =
+          net.table()->rkey_unpack(peer->ep, key->data(), key->size(), &remote->rkey);
       if (ps != HMC_PLUGIN_SUCCESS)
-        return fail(from_plugin_status(ps), "hmc_remote_import: {} rejected the descriptor's key: {}",
-                    net.name(), plugin_status_string(ps));
+        return fail(from_plugin_status(ps),
+                    "hmc_remote_import: {} rejected the descriptor's key: {}", net.name(),
+                    plugin_status_string(ps));
     }
     // Without a key for our path the handle is still made: hmc_put/hmc_get then say why not.
     // In remotes_ before the owner is asked, so that a RegionGone that follows its answer finds
@@ -297,7 +304,8 @@ hmc_status_t Regions::import_remote(const std::shared_ptr<Peer>& peer, const voi
       std::lock_guard<std::mutex> lock(proto_mutex_);
       return import_waits_[token].answered || peer_gone(*peer);
     };
-    if (asked) services_.progress_until(answered, now_ns() + uint64_t(settings_.timeout_ms) * 1000000);
+    if (asked)
+      services_.progress_until(answered, now_ns() + uint64_t(settings_.timeout_ms) * 1000000);
     ImportWait answer;
     {
       // A reply arriving after this finds no token and releases the import it counted.
@@ -307,30 +315,38 @@ hmc_status_t Regions::import_remote(const std::shared_ptr<Peer>& peer, const voi
     }
     if (!answer.answered || answer.status != 0 || remote->dead) {
       if (!asked)
-        st = fail(HMC_ERR_PEER_LOST, "hmc_remote_import: could not ask peer {} about the region: {}",
-                  peer->name, why);
+        st = fail(HMC_ERR_PEER_LOST,
+                  "hmc_remote_import: could not ask peer {} about the region: {}", peer->name, why);
       else if (answer.answered && answer.status != 0)
-        st = fail(wire_status(answer.status), "hmc_remote_import: peer {} refused the descriptor: {}",
-                  peer->name, answer.text);
+        st = fail(wire_status(answer.status),
+                  "hmc_remote_import: peer {} refused the descriptor: {}", peer->name, answer.text);
       else if (answer.answered)
-        st = fail(HMC_ERR_REMOTE, "hmc_remote_import: peer {} deregistered the region while it was "
-                  "being imported", peer->name);
+        st = fail(HMC_ERR_REMOTE,
+                  "hmc_remote_import: peer {} deregistered the region while it was "
+                  "being imported",
+                  peer->name);
       else if (peer->closed)
         st = fail(HMC_ERR_INVALID_HANDLE, "hmc_remote_import: the peer was closed");
       else if (peer_gone(*peer))
-        st = fail(HMC_ERR_PEER_LOST, "hmc_remote_import: peer {} was lost while it checked the "
-                  "descriptor", peer->name);
+        st = fail(HMC_ERR_PEER_LOST,
+                  "hmc_remote_import: peer {} was lost while it checked the "
+                  "descriptor",
+                  peer->name);
       else
-        st = fail(HMC_ERR_TIMEOUT, "hmc_remote_import: peer {} did not answer the descriptor check "
+        st = fail(HMC_ERR_TIMEOUT,
+                  "hmc_remote_import: peer {} did not answer the descriptor check "
                   "within {} ms (HMC_TIMEOUT_MS); a peer without a progress thread answers only "
-                  "while it calls into hmc", peer->name, settings_.timeout_ms);
+                  "while it calls into hmc",
+                  peer->name, settings_.timeout_ms);
       drop_remote(remote.release(), false);  // sets no error
       return st;
     }
   }
   if (!key && !remote->staged)
-    HMC_LOG_I("hmc_remote_import: the descriptor has no key for {} (the path to {}); one-sided "
-              "operations on it will be refused", net.name(), peer->name);
+    HMC_LOG_I(
+        "hmc_remote_import: the descriptor has no key for {} (the path to {}); one-sided "
+        "operations on it will be refused",
+        net.name(), peer->name);
   Handles::add(remote.get(), HandleKind::Remote);
   *out = remote.release();
   return HMC_SUCCESS;
@@ -343,7 +359,8 @@ void Regions::drop_remote(Remote* remote, bool tell_owner) {
     std::lock_guard<std::mutex> lock(net.mutex());
     std::lock_guard<std::mutex> rlock(mutex_);
     remotes_.erase(remote);
-    if (remote->rkey && HMC_NET_SLOT(net.table(), rkey_release)) net.table()->rkey_release(remote->rkey);
+    if (remote->rkey && HMC_NET_SLOT(net.table(), rkey_release))
+      net.table()->rkey_release(remote->rkey);
     remote->rkey = nullptr;
   }
   // A withdrawn region is no longer counted by its owner; a lost peer's imports count for nothing.
@@ -352,16 +369,18 @@ void Regions::drop_remote(Remote* remote, bool tell_owner) {
     if (peer.ctrl && !peer_gone(peer)) {
       control::Writer w;
       msg::encode_region_id(remote->region_id, &w);
-      peer.ctrl->send(control::MsgType::RegionRelease, w);  // a broken channel: service_control's business
+      peer.ctrl->send(control::MsgType::RegionRelease,
+                      w);  // a broken channel: service_control's business
     }
   }
   delete remote;
 }
 
 hmc_status_t refuse_withdrawn(const Remote& r, const char* what) {
-  return fail(HMC_ERR_REMOTE, "hmc_{} with {}: the peer deregistered the region ({} bytes at "
-              "0x{:x}); its descriptor grants no access any more", what, r.peer->name, r.size,
-              r.base);
+  return fail(HMC_ERR_REMOTE,
+              "hmc_{} with {}: the peer deregistered the region ({} bytes at "
+              "0x{:x}); its descriptor grants no access any more",
+              what, r.peer->name, r.size, r.base);
 }
 
 hmc_status_t Regions::release_remote(Remote* remote) {
@@ -371,7 +390,7 @@ hmc_status_t Regions::release_remote(Remote* remote) {
 }
 
 std::string Regions::handle_message(const std::shared_ptr<Peer>& peer,
-                                             const control::Channel::Message& m) {
+                                    const control::Channel::Message& m) {
   const uint8_t* p = m.payload.data();
   size_t n = m.payload.size();
   auto send = [&](control::MsgType type, const control::Writer& w) -> std::string {
@@ -398,9 +417,10 @@ std::string Regions::handle_message(const std::shared_ptr<Peer>& peer,
                                q.region_id, q.size, q.base);
         } else if (q.base != reinterpret_cast<uint64_t>(r->addr) || q.size != r->size ||
                    q.access != r->access) {
-          a.text = fmt::format("the descriptor of region {} claims {} bytes at 0x{:x} with access "
-                               "0x{:x}; {} bytes at {} with access 0x{:x} were registered",
-                               q.region_id, q.size, q.base, q.access, r->size, r->addr, r->access);
+          a.text = fmt::format(
+              "the descriptor of region {} claims {} bytes at 0x{:x} with access "
+              "0x{:x}; {} bytes at {} with access 0x{:x} were registered",
+              q.region_id, q.size, q.base, q.access, r->size, r->addr, r->access);
         } else {
           auto imp = std::find_if(r->importers.begin(), r->importers.end(),
                                   [&](const Region::Importer& i) { return i.peer == peer; });
@@ -409,7 +429,8 @@ std::string Regions::handle_message(const std::shared_ptr<Peer>& peer,
         }
       }
       a.status = a.text.empty() ? 0 : HMC_ERR_REMOTE;
-      if (a.status) HMC_LOG_I("peer {} imported a descriptor that is refused: {}", peer->name, a.text);
+      if (a.status)
+        HMC_LOG_I("peer {} imported a descriptor that is refused: {}", peer->name, a.text);
       control::Writer w;
       msg::encode_region_reply(a, &w);
       return send(control::MsgType::RegionReply, w);
@@ -444,8 +465,10 @@ std::string Regions::handle_message(const std::shared_ptr<Peer>& peer,
       if (it == regions_by_id_.end()) return "";  // already gone: nothing to count
       for (auto& imp : it->second->importers) {
         if (imp.peer != peer) continue;
-        if (m.type == control::MsgType::RegionGoneAck) imp.acked = true;
-        else if (imp.count > 0) --imp.count;
+        if (m.type == control::MsgType::RegionGoneAck)
+          imp.acked = true;
+        else if (imp.count > 0)
+          --imp.count;
       }
       return "";
     }
@@ -500,8 +523,10 @@ bool Regions::settle_withdrawals() {
       msg::encode_region_id(wd.region_id, &w);
       peer.ctrl->send(control::MsgType::RegionGoneAck, w);  // a broken channel: service_control's
       sent = true;
-      HMC_LOG_D("peer {} withdrew its region {}: {} remote handle(s) of it refuse access from now "
-                "on", peer.name, wd.region_id, remotes);
+      HMC_LOG_D(
+          "peer {} withdrew its region {}: {} remote handle(s) of it refuse access from now "
+          "on",
+          peer.name, wd.region_id, remotes);
     }
   }
   if (!later.empty()) {

@@ -47,8 +47,8 @@ class Regions {
   struct Settings {
     Context* owner = nullptr;  // stamped on each Region (the API finds its context there)
     uint64_t context_id = 0;
-    int timeout_ms = 0;        // HMC_TIMEOUT_MS
-    bool dmabuf = true;        // HMC_NET_DMABUF
+    int timeout_ms = 0;  // HMC_TIMEOUT_MS
+    bool dmabuf = true;  // HMC_NET_DMABUF
   };
   Regions(RegionServices& services, DeviceRegistry& devices,
           const std::vector<std::unique_ptr<NetPlugin>>& nets, const Settings& settings);

@@ -30,16 +30,16 @@ const char* op_name(Op op);
 // further line the path touches is a cache miss).
 struct alignas(64) Request {
   // Owned by RequestTable.
-  std::atomic<uint64_t> state{0};    // generation << 1 | live
+  std::atomic<uint64_t> state{0};  // generation << 1 | live
   uint32_t index = 0;
 
   Op op = Op::Send;
-  std::atomic<bool> done{false};     // written last, with release order
+  std::atomic<bool> done{false};  // written last, with release order
   // Ended through the control plane, not by a transfer of its own (target-side staging): a
   // wait on it services the control plane on every turn. Set before the request is handed out.
   bool control_driven = false;
   bool notify = false;
-  bool landed = false;  // a notifying put whose data is in place, waiting to notify in order
+  bool landed = false;   // a notifying put whose data is in place, waiting to notify in order
   bool carried = false;  // a notifying put whose notification the net plugin carries
   hmc_status_t status = HMC_IN_PROGRESS;
   hmc_net_request_t* net = nullptr;  // guarded by peer->net->mutex(); nullptr once ended
@@ -51,13 +51,13 @@ struct alignas(64) Request {
   size_t size = 0;
 
   uint64_t tag = 0;
-  hmc_net_mr_t* temp_mr = nullptr;   // a registration made for this request only
+  hmc_net_mr_t* temp_mr = nullptr;  // a registration made for this request only
   // A transfer in pieces (xfer/framed_transfer.h); nullptr for single plugin operations.
   std::unique_ptr<FramedTransfer> framed;
-  Context* owner = nullptr;          // owned by RequestTable
+  Context* owner = nullptr;  // owned by RequestTable
   uint64_t notify_value = 0;
   std::atomic<uint32_t> next_free{0};  // free list: index + 1 of the next free slot, 0 = end
-  std::string error;                 // message for hmc_last_error when status is an error
+  std::string error;                   // message for hmc_last_error when status is an error
 };
 
 // The table of request slots. Slots come in segments that are allocated on demand and never

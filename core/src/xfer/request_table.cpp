@@ -90,7 +90,8 @@ HMC_HOT Request* pop_free(Table& t) {
     if (top == 0) return nullptr;
     // A slot on the stack is in a published segment.
     uint32_t index = top - 1;
-    Request* r = &t.segments[index / kSegmentSlots].load(std::memory_order_acquire)
+    Request* r = &t.segments[index / kSegmentSlots]
+                      .load(std::memory_order_acquire)
                       ->slots[index % kSegmentSlots];
     // r may be popped by another thread meanwhile: then the swap fails (the count moved).
     uint64_t next = (head >> 32) << 32 | r->next_free.load(std::memory_order_relaxed);
@@ -145,7 +146,8 @@ HMC_HOT void RequestTable::release(Request* req) {
   uint64_t st = req->state.load(std::memory_order_relaxed);
   do {
     if (!(st & 1)) return;  // already released
-  } while (!req->state.compare_exchange_weak(st, next_generation(st) << 1, std::memory_order_acq_rel));
+  } while (
+      !req->state.compare_exchange_weak(st, next_generation(st) << 1, std::memory_order_acq_rel));
   reset(req);
   push_free(table(), req, req);
 }

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "peer/dispatch.h"
-#include "peer/peer.h"
 #include "peer/messages.h"
+#include "peer/peer.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -32,12 +32,12 @@ void send_staged_done(Peer& peer, const msg::StagedDone& d) {
 }  // namespace
 
 void TargetStaging::add_handlers(ControlDispatch& dispatch) {
-  for (auto type : {control::MsgType::StagedPut, control::MsgType::StagedGet,
-                    control::MsgType::StagedDone})
-    dispatch.add(type, [this](const std::shared_ptr<Peer>& peer,
-                              const control::Channel::Message& m) {
-      return handle_message(peer, m);
-    });
+  for (auto type :
+       {control::MsgType::StagedPut, control::MsgType::StagedGet, control::MsgType::StagedDone})
+    dispatch.add(type,
+                 [this](const std::shared_ptr<Peer>& peer, const control::Channel::Message& m) {
+                   return handle_message(peer, m);
+                 });
 }
 
 hmc_status_t TargetStaging::post(Remote* remote, void* buf, size_t size, uint64_t offset, Op op,
@@ -52,9 +52,10 @@ hmc_status_t TargetStaging::post_ranges(Remote* remote, void* local, size_t loca
   const std::shared_ptr<Peer> peer = remote->peer;
   const char* what = op_name(op);
   if (!peer->framing.on())
-    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_{}: the region of {} is device memory its path {} "
-                "cannot reach, and this pair does not stage (no framing)", what, peer->name,
-                peer->choice.key());
+    return fail(HMC_ERR_NOT_SUPPORTED,
+                "hmc_{}: the region of {} is device memory its path {} "
+                "cannot reach, and this pair does not stage (no framing)",
+                what, peer->name, peer->choice.key());
   bool staged = false;
   MemoryLocation loc;
   hmc_status_t st = services_.memory_access(*peer, local, local_size, what, &staged, &loc, nullptr);
@@ -134,14 +135,15 @@ hmc_status_t TargetStaging::post_ranges(Remote* remote, void* local, size_t loca
         ask.size = recs[i].second->size;
         control::Writer w;
         msg::encode_staged_ask(ask, &w);
-        sent = peer->ctrl->send(op == Op::Put ? control::MsgType::StagedPut
-                                              : control::MsgType::StagedGet, w);
+        sent = peer->ctrl->send(
+            op == Op::Put ? control::MsgType::StagedPut : control::MsgType::StagedGet, w);
       }
       if (sent != HMC_SUCCESS) why = last_error();
     }
   }
   // The request ends with the peer (advance).
-  if (sent != HMC_SUCCESS) services_.fail_peer(*peer, HMC_ERR_PEER_LOST, "control connection: " + why);
+  if (sent != HMC_SUCCESS)
+    services_.fail_peer(*peer, HMC_ERR_PEER_LOST, "control connection: " + why);
   peer->framing.staged_transfers.fetch_add(staged ? 1 : 0, std::memory_order_relaxed);
   *out = user;
   return HMC_SUCCESS;
@@ -197,8 +199,9 @@ void TargetStaging::serve(const AskIn& a) {
     } else if (!r->staged) {
       refusal = HMC_ERR_REMOTE;
       why = fmt::format("region {} is not served by target-side staging", a.region_id);
-    } else if (std::none_of(r->importers.begin(), r->importers.end(),
-                            [&](const Region::Importer& i) { return i.peer == a.peer && i.count; })) {
+    } else if (std::none_of(
+                   r->importers.begin(), r->importers.end(),
+                   [&](const Region::Importer& i) { return i.peer == a.peer && i.count; })) {
       refusal = HMC_ERR_REMOTE;
       why = fmt::format("region {} was not imported through this connection", a.region_id);
     } else if (!(r->access & need)) {
@@ -207,8 +210,8 @@ void TargetStaging::serve(const AskIn& a) {
                         r->size, r->addr, a.get ? "read" : "write");
     } else if (a.offset > r->size || a.size > r->size - a.offset) {
       refusal = HMC_ERR_OUT_OF_BOUNDS;
-      why = fmt::format("{} bytes at offset {} fall outside region {} ({} bytes)", a.size,
-                        a.offset, a.region_id, r->size);
+      why = fmt::format("{} bytes at offset {} fall outside region {} ({} bytes)", a.size, a.offset,
+                        a.region_id, r->size);
     } else {
       ++r->staged_inflight;
       addr = static_cast<uint8_t*>(r->addr) + a.offset;
@@ -252,8 +255,8 @@ void TargetStaging::serve(const AskIn& a) {
       f = std::make_unique<FramedRecv>(nullptr, 0, a.tag, false, geo);
   }
   Request* inner = nullptr;
-  if (services_.post_framed(a.peer, std::move(f), a.get ? Op::Send : Op::Recv,
-                            refusal ? 0 : a.size, a.tag, &inner, false, 0) != HMC_SUCCESS) {
+  if (services_.post_framed(a.peer, std::move(f), a.get ? Op::Send : Op::Recv, refusal ? 0 : a.size,
+                            a.tag, &inner, false, 0) != HMC_SUCCESS) {
     if (refusal == HMC_SUCCESS) uncount();  // the peer is lost: nobody waits for the answer
     return;
   }
@@ -391,7 +394,8 @@ bool TargetStaging::advance() {
           busy = true;
         }
       }
-      over = !op->user && in_done && (!op->flush || op->flush->done.load(std::memory_order_acquire));
+      over =
+          !op->user && in_done && (!op->flush || op->flush->done.load(std::memory_order_acquire));
     }
     if (flush) {
       auto f = std::make_unique<FramedSend>(nullptr, 0, tag, false, peer.framing.geometry());
@@ -427,11 +431,12 @@ void TargetStaging::settle_region(Region* region) {
       if (s.region_id == region->id) stuck.push_back(s.peer);
   }
   for (auto& p : stuck)
-    services_.fail_peer(*p, HMC_ERR_PEER_LOST,
-              fmt::format("hmc_mem_deregister: a transfer of target-side staging into or out of "
-                          "region {} ({} bytes at {}) did not end within {} ms (HMC_TIMEOUT_MS); "
-                          "the connection is closed to end it", region->id, region->size,
-                          region->addr, timeout_ms_));
+    services_.fail_peer(
+        *p, HMC_ERR_PEER_LOST,
+        fmt::format("hmc_mem_deregister: a transfer of target-side staging into or out of "
+                    "region {} ({} bytes at {}) did not end within {} ms (HMC_TIMEOUT_MS); "
+                    "the connection is closed to end it",
+                    region->id, region->size, region->addr, timeout_ms_));
   services_.progress_until(idle, now_ns() + uint64_t(timeout_ms_) * 1000000);
 }
 

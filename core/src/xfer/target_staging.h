@@ -38,8 +38,8 @@ class StagingServices {
   virtual std::unique_ptr<FramedTransfer> make_framed_send(const Peer& peer, const void* buf,
                                                            size_t size, uint64_t tag, bool staged,
                                                            const MemoryLocation& loc) = 0;
-  virtual std::unique_ptr<FramedTransfer> make_framed_recv(const Peer& peer, void* buf,
-                                                           size_t size, uint64_t tag, bool staged,
+  virtual std::unique_ptr<FramedTransfer> make_framed_recv(const Peer& peer, void* buf, size_t size,
+                                                           uint64_t tag, bool staged,
                                                            const MemoryLocation& loc) = 0;
   virtual hmc_status_t post_framed(const std::shared_ptr<Peer>& peer,
                                    std::unique_ptr<FramedTransfer> f, Op op, size_t size,
@@ -109,13 +109,13 @@ class TargetStaging {
     std::shared_ptr<Peer> peer;
     Op op = Op::Put;
     size_t size = 0;
-    uint64_t offset = 0;          // into the owner's region
+    uint64_t offset = 0;  // into the owner's region
     // The ranges of one transfer list still running, shared by them; nullptr for a put or get.
     std::shared_ptr<size_t> left;
-    Request* inner = nullptr;     // the internal framed send (put) / receive (get)
-    Request* flush = nullptr;     // an empty send that ends the owner's receive
-    hmc_request_t user = nullptr; // the application's request; nullptr once we ended it
-    bool answered = false;        // StagedDone arrived
+    Request* inner = nullptr;      // the internal framed send (put) / receive (get)
+    Request* flush = nullptr;      // an empty send that ends the owner's receive
+    hmc_request_t user = nullptr;  // the application's request; nullptr once we ended it
+    bool answered = false;         // StagedDone arrived
     int32_t status = 0;
     std::string text;
   };

@@ -1,9 +1,10 @@
 // Posting transfers on a peer's data path, and completing them: test, wait (busy-polling the
 // request's own plugin, with a full progress pass now and then), cancel, notifications.
-#include <algorithm>
+#include "xfer/transfers.h"
+
 #include <sched.h>
 
-#include "xfer/transfers.h"
+#include <algorithm>
 
 #include "net/registration.h"
 #include "peer/messages.h"
@@ -58,24 +59,27 @@ constexpr int kFastTurns = 8;
 // (by dma-buf, or by pointer for put/get: peermem) goes direct too, and *mr is that
 // registration; messages of such memory stay staged (the plugin may copy them with the CPU).
 hmc_status_t Transfers::memory_access(const Peer& peer, const void* buf, size_t size,
-                                    const char* what, bool* staged, MemoryLocation* where,
-                                    hmc_net_mr_t** mr) {
+                                      const char* what, bool* staged, MemoryLocation* where,
+                                      hmc_net_mr_t** mr) {
   *staged = false;
   if (size == 0) return HMC_SUCCESS;
   MemoryLocation loc = devices_.locate(buf);
   if (where) *where = loc;
   if (loc.device->is_host()) return HMC_SUCCESS;
   if (loc.size && reinterpret_cast<uintptr_t>(buf) - loc.base + size > loc.size)
-    return fail(HMC_ERR_OUT_OF_BOUNDS, "hmc_{}: {} bytes at {} overrun its {}-byte allocation on "
-                "{}", what, size, buf, loc.size, loc.device->name);
+    return fail(HMC_ERR_OUT_OF_BOUNDS,
+                "hmc_{}: {} bytes at {} overrun its {}-byte allocation on "
+                "{}",
+                what, size, buf, loc.size, loc.device->name);
   const NetDevice* nd = peer.net_device;
   const int iface = loc.device->mem_iface;
   if (nd && iface >= 0 && (nd->props.mem_ifaces & HMC_MEM_IFACE_BIT(iface))) return HMC_SUCCESS;
   *staged = true;
   // Only a net device that takes dma-bufs, or registers this interface by pointer for put/get,
   // holds registrations of memory it cannot reach natively.
-  if (mr && nd && ((nd->props.flags & HMC_NET_FLAG_DMABUF) ||
-                   (iface >= 0 && (rma_mem_ifaces(*nd) & HMC_MEM_IFACE_BIT(iface))))) {
+  if (mr && nd &&
+      ((nd->props.flags & HMC_NET_FLAG_DMABUF) ||
+       (iface >= 0 && (rma_mem_ifaces(*nd) & HMC_MEM_IFACE_BIT(iface))))) {
     if ((*mr = regions_->registration_covering(nd, buf, size))) *staged = false;
   }
   return HMC_SUCCESS;
@@ -84,7 +88,7 @@ hmc_status_t Transfers::memory_access(const Peer& peer, const void* buf, size_t 
 // Whether a send of device memory at buf (located at loc) can go by device IPC to the peer: the
 // pair agreed on IPC for its vendor and the plugin exports the allocation. Fills ex.
 bool Transfers::ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc,
-                         IpcExport* ex) {
+                           IpcExport* ex) {
   const Device* d = loc.device;
   if (!d || d->is_host() || !(d->caps & HMC_DEVICE_CAP_IPC) || !loc.size ||
       !peer.framing.ipc_for(d->plugin_name))
@@ -109,8 +113,8 @@ bool Transfers::ipc_export(const Peer& peer, const void* buf, const MemoryLocati
 // them for this size (path/device_modes.h). A way that cannot serve this message (the
 // allocation does not export, the peer refused shared buffers) passes to the next.
 std::unique_ptr<FramedTransfer> Transfers::make_framed_send(const Peer& peer, const void* buf,
-                                                          size_t size, uint64_t tag, bool staged,
-                                                          const MemoryLocation& loc) {
+                                                            size_t size, uint64_t tag, bool staged,
+                                                            const MemoryLocation& loc) {
   auto f = std::make_unique<FramedSend>(buf, size, tag, staged, peer.framing.geometry());
   if (!staged || size <= peer.framing.first_piece || !loc.device) return f;
   const auto* costs = peer.framing.modes_for(loc.device->plugin_name);
@@ -127,25 +131,24 @@ std::unique_ptr<FramedTransfer> Transfers::make_framed_send(const Peer& peer, co
         bool shared_too = false;
         for (int j = i + 1; j < n && order[j] != path::DeviceMode::Transport; ++j)
           shared_too |= order[j] == path::DeviceMode::Shared;
-        f->use_ipc(std::move(ex), shared_too && peer.framing.ipc_or_shared &&
-                                      peer.framing.shared_for_sends());
+        f->use_ipc(std::move(ex),
+                   shared_too && peer.framing.ipc_or_shared && peer.framing.shared_for_sends());
         return f;
       }
       case path::DeviceMode::Shared:
         if (!peer.framing.shared_for_sends()) break;
         f->offer_shared();
         return f;
-      case path::DeviceMode::Transport:
-        return f;
+      case path::DeviceMode::Transport: return f;
     }
   }
   return f;
 }
 
 // A framed receive into buf, which copies staged pieces into loc's device.
-std::unique_ptr<FramedTransfer> Transfers::make_framed_recv(const Peer& peer, void* buf, size_t size,
-                                                          uint64_t tag, bool staged,
-                                                          const MemoryLocation& loc) {
+std::unique_ptr<FramedTransfer> Transfers::make_framed_recv(const Peer& peer, void* buf,
+                                                            size_t size, uint64_t tag, bool staged,
+                                                            const MemoryLocation& loc) {
   auto f = std::make_unique<FramedRecv>(buf, size, tag, staged, peer.framing.geometry());
   if (loc.device && !loc.device->is_host()) f->set_local_device(loc.device);
   return f;
@@ -159,8 +162,9 @@ bool Transfers::framed_sends_waiting(Peer& peer, uint64_t tag) {
 // Posts a framed send or receive: its first step runs now, under the net mutex, so that its
 // place in the per-tag order is the order of the posts.
 hmc_status_t Transfers::post_framed(const std::shared_ptr<Peer>& peer,
-                                  std::unique_ptr<FramedTransfer> f, Op op, size_t size,
-                                  uint64_t tag, Request** out, bool notify, uint64_t notify_value) {
+                                    std::unique_ptr<FramedTransfer> f, Op op, size_t size,
+                                    uint64_t tag, Request** out, bool notify,
+                                    uint64_t notify_value) {
   Request* req = RequestTable::acquire(owner_, op, peer.get(), size, tag, notify, notify_value);
   req->framed = std::move(f);
   {
@@ -168,8 +172,9 @@ hmc_status_t Transfers::post_framed(const std::shared_ptr<Peer>& peer,
     if (peer->lost || !peer->ep) {
       std::string reason = peer->lost_reason;
       RequestTable::release(req);
-      return fail(peer->closed ? HMC_ERR_INVALID_HANDLE : HMC_ERR_PEER_LOST, "hmc_{}: peer {} is {}",
-                  op_name(op), peer->name, peer->closed ? "closed" : "lost (" + reason + ")");
+      return fail(peer->closed ? HMC_ERR_INVALID_HANDLE : HMC_ERR_PEER_LOST,
+                  "hmc_{}: peer {} is {}", op_name(op), peer->name,
+                  peer->closed ? "closed" : "lost (" + reason + ")");
     }
     peer->pending.push_back(req);
     if (req->notify) peer->notify_queue.push_back(req);
@@ -231,7 +236,7 @@ HMC_HOT hmc_status_t Transfers::post_common(Request* req, PostFn post) {
 }
 
 HMC_HOT hmc_status_t Transfers::post_send(Peer* peer, const void* buf, size_t size, uint64_t tag,
-                                        Request** out) {
+                                          Request** out) {
   hmc_status_t st = check_peer(*peer, "send");
   if (st != HMC_SUCCESS) return st;
   if (peer->framing.on()) {
@@ -253,7 +258,7 @@ HMC_HOT hmc_status_t Transfers::post_send(Peer* peer, const void* buf, size_t si
 }
 
 HMC_HOT hmc_status_t Transfers::post_recv(Peer* peer, void* buf, size_t size, uint64_t tag,
-                                        Request** out) {
+                                          Request** out) {
   hmc_status_t st = check_peer(*peer, "recv", true);
   if (st != HMC_SUCCESS) return st;
   if (peer->framing.on()) {
@@ -285,7 +290,7 @@ hmc_status_t check_remote_range(const Remote& remote, uint64_t offset, size_t si
 }  // namespace
 
 hmc_status_t Transfers::post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
-                               uint32_t flags, uint64_t notify_value, Request** out) {
+                                 uint32_t flags, uint64_t notify_value, Request** out) {
   const auto& peer = remote->peer;
   hmc_status_t st = check_peer(*peer, "put");
   if (st != HMC_SUCCESS) return st;
@@ -293,14 +298,13 @@ hmc_status_t Transfers::post_put(Remote* remote, const void* buf, size_t size, u
   if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "put");
   if (remote->staged)
     return staging_->post(remote, const_cast<void*>(buf), size, offset, Op::Put,
-                           flags & HMC_PUT_NOTIFY, notify_value, out);
+                          flags & HMC_PUT_NOTIFY, notify_value, out);
   hmc_net_mr_t* mr = nullptr;
   bool device = remote->device;  // device memory on either side, moved with no bounce buffer
   if (peer->framing.on()) {
     bool staged = false;
     MemoryLocation loc;
-    if ((st = memory_access(*peer, buf, size, "put", &staged, &loc, &mr)) != HMC_SUCCESS)
-      return st;
+    if ((st = memory_access(*peer, buf, size, "put", &staged, &loc, &mr)) != HMC_SUCCESS) return st;
     device |= size > 0 && !loc.device->is_host();
     if (staged) {
       if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
@@ -342,7 +346,7 @@ hmc_status_t Transfers::post_put(Remote* remote, const void* buf, size_t size, u
 }
 
 hmc_status_t Transfers::post_get(Remote* remote, void* buf, size_t size, uint64_t offset,
-                               Request** out) {
+                                 Request** out) {
   const auto& peer = remote->peer;
   hmc_status_t st = check_peer(*peer, "get");
   if (st != HMC_SUCCESS) return st;
@@ -354,8 +358,7 @@ hmc_status_t Transfers::post_get(Remote* remote, void* buf, size_t size, uint64_
   if (peer->framing.on()) {
     bool staged = false;
     MemoryLocation loc;
-    if ((st = memory_access(*peer, buf, size, "get", &staged, &loc, &mr)) != HMC_SUCCESS)
-      return st;
+    if ((st = memory_access(*peer, buf, size, "get", &staged, &loc, &mr)) != HMC_SUCCESS) return st;
     device |= size > 0 && !loc.device->is_host();
     if (staged) {
       if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
@@ -411,7 +414,7 @@ void Transfers::vectorize_list(XferList& list) {
 }
 
 hmc_status_t Transfers::post_list(const XferList& list, uint32_t flags, uint64_t notify_value,
-                                 Request** out) {
+                                  Request** out) {
   Remote* remote = list.remote;
   const auto& peer = remote->peer;
   const char* what = list.put ? "put" : "get";
@@ -446,8 +449,8 @@ hmc_status_t Transfers::post_list(const XferList& list, uint32_t flags, uint64_t
 }
 
 hmc_status_t Transfers::post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
-                                       size_t size, Request** out, bool notify,
-                                       uint64_t notify_value) {
+                                         size_t size, Request** out, bool notify,
+                                         uint64_t notify_value) {
   const auto& peer = remote->peer;
   if (!remote->region_id)
     return post_framed(peer, std::move(f), op, size, 0, out, notify, notify_value);
@@ -538,13 +541,16 @@ HMC_HOT bool Transfers::poll_until(Pred pred, int timeout_ms, Request* fast) {
 }
 
 HMC_HOT hmc_status_t Transfers::wait(Request* req, int timeout_ms, size_t* bytes) {
-  bool done = poll_until([&] { return req->done.load(std::memory_order_acquire); }, timeout_ms, req);
+  bool done =
+      poll_until([&] { return req->done.load(std::memory_order_acquire); }, timeout_ms, req);
   if (!done && !req->peer)
     return fail(HMC_ERR_TIMEOUT, "hmc_request_wait: the {} still running after {} ms",
                 op_name(req->op), resolve_timeout(timeout_ms));
   if (!done)
-    return fail(HMC_ERR_TIMEOUT, "hmc_request_wait: {} of {} bytes with {} still running after "
-                "{} ms", op_name(req->op), req->size, req->peer->name, resolve_timeout(timeout_ms));
+    return fail(HMC_ERR_TIMEOUT,
+                "hmc_request_wait: {} of {} bytes with {} still running after "
+                "{} ms",
+                op_name(req->op), req->size, req->peer->name, resolve_timeout(timeout_ms));
   hmc_status_t st = finish(req, bytes);
   RequestTable::release(req);
   return st;
@@ -552,8 +558,10 @@ HMC_HOT hmc_status_t Transfers::wait(Request* req, int timeout_ms, size_t* bytes
 
 hmc_status_t Transfers::cancel(Request* req) {
   if (!req->peer)
-    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: a {} cannot be cancelled; it will end "
-                "normally", op_name(req->op));
+    return fail(HMC_ERR_NOT_SUPPORTED,
+                "hmc_request_cancel: a {} cannot be cancelled; it will end "
+                "normally",
+                op_name(req->op));
   Peer& peer = *req->peer;
   std::lock_guard<std::mutex> lock(peer.net->mutex());
   if (req->framed && !req->done.load(std::memory_order_acquire)) {
@@ -563,20 +571,25 @@ hmc_status_t Transfers::cancel(Request* req) {
       return HMC_SUCCESS;
     }
     if (ps == HMC_PLUGIN_ERR_NOT_SUPPORTED)
-      return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the {} is too far along to cancel; "
-                  "it will end normally", op_name(req->op));
+      return fail(HMC_ERR_NOT_SUPPORTED,
+                  "hmc_request_cancel: the {} is too far along to cancel; "
+                  "it will end normally",
+                  op_name(req->op));
     return fail(from_plugin_status(ps), "hmc_request_cancel: {}", plugin_status_string(ps));
   }
   if (req->done.load(std::memory_order_acquire) || !req->net)
-    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the {} has already ended", op_name(req->op));
+    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the {} has already ended",
+                op_name(req->op));
   if (!HMC_NET_SLOT(peer.net->table(), cancel))
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: net plugin {} cannot cancel",
                 peer.net->name());
   hmc_plugin_status_t ps = peer.net->table()->cancel(req->net);
   if (ps == HMC_PLUGIN_SUCCESS) return HMC_SUCCESS;
   if (ps == HMC_PLUGIN_ERR_NOT_SUPPORTED)
-    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the {} is too far along to cancel; "
-                "it will end normally", op_name(req->op));
+    return fail(HMC_ERR_NOT_SUPPORTED,
+                "hmc_request_cancel: the {} is too far along to cancel; "
+                "it will end normally",
+                op_name(req->op));
   return fail(from_plugin_status(ps), "hmc_request_cancel: {}", plugin_status_string(ps));
 }
 
@@ -585,11 +598,13 @@ hmc_status_t Transfers::notify_wait(int timeout_ms, hmc_notification_t* out) {
   if (take()) return HMC_SUCCESS;
   // Notifications arrive on the control plane: service it on every turn.
   polling_.last_control_ns = 0;
-  bool got = poll_until([&] {
-    if (take()) return true;
-    polling_.last_control_ns = 0;
-    return false;
-  }, timeout_ms);
+  bool got = poll_until(
+      [&] {
+        if (take()) return true;
+        polling_.last_control_ns = 0;
+        return false;
+      },
+      timeout_ms);
   if (!got)
     return fail(HMC_ERR_TIMEOUT, "hmc_notify_wait: no notification within {} ms",
                 resolve_timeout(timeout_ms));
@@ -622,16 +637,18 @@ void Transfers::flush_notifications_locked(Peer& peer) {
       msg::encode_notify({req->notify_value, peer.notify_sender.control_sending()}, &w);
       st = peer.ctrl ? peer.ctrl->send(control::MsgType::Notify, w) : HMC_ERR_PEER_LOST;
     }
-    if (st == HMC_SUCCESS) complete_locked(req, HMC_SUCCESS, "");
+    if (st == HMC_SUCCESS)
+      complete_locked(req, HMC_SUCCESS, "");
     else
       complete_locked(req, HMC_ERR_PEER_LOST,
                       fmt::format("hmc_put to {}: the data landed but the notification could not "
-                                  "be sent: {}", peer.name, last_error()));
+                                  "be sent: {}",
+                                  peer.name, last_error()));
   }
 }
 
 HMC_HOT void Transfers::finish_request_locked(Request* req, hmc_plugin_status_t result,
-                                            size_t bytes) {
+                                              size_t bytes) {
   Peer& peer = *req->peer;
   req->net = nullptr;
   if (req->temp_mr) {
@@ -647,11 +664,15 @@ HMC_HOT void Transfers::finish_request_locked(Request* req, hmc_plugin_status_t 
     error = fmt::format("hmc_{} with {}: peer lost ({})", what, peer.name,
                         peer.lost_reason.empty() ? "connection broken" : peer.lost_reason);
   else if (result == HMC_PLUGIN_ERR_REMOTE)
-    error = fmt::format("hmc_{} with {}: refused by the peer (outside the region, unknown or "
-                        "deregistered key, or access not granted)", what, peer.name);
+    error = fmt::format(
+        "hmc_{} with {}: refused by the peer (outside the region, unknown or "
+        "deregistered key, or access not granted)",
+        what, peer.name);
   else if (result == HMC_PLUGIN_ERR_TRUNCATED)
-    error = fmt::format("hmc_recv from {} (tag {}): the message was larger than the {}-byte "
-                        "buffer", peer.name, req->tag, req->size);
+    error = fmt::format(
+        "hmc_recv from {} (tag {}): the message was larger than the {}-byte "
+        "buffer",
+        peer.name, req->tag, req->size);
   else if (result == HMC_PLUGIN_ERR_CANCELLED)
     error = fmt::format("hmc_{} with {}: cancelled", what, peer.name);
   else
@@ -681,7 +702,6 @@ HMC_HOT void Transfers::end_request_locked(Request* req, hmc_status_t status, st
   if (req->notify) flush_notifications_locked(peer);  // a failed head may unblock later ones
 }
 
-
 // A framed request whose path broke: fails the peer, unless it was a receive that matched
 // nothing from a peer that closed in order. Net mutex held. Returns true when the peer failed.
 bool Transfers::framed_broken_locked(Peer& peer, Request* req) {
@@ -691,8 +711,9 @@ bool Transfers::framed_broken_locked(Peer& peer, Request* req) {
     f.release(stage_env_);
     return false;
   }
-  services_.fail_peer_locked(peer, HMC_ERR_PEER_LOST,
-                   fmt::format("connection broken ({})", plugin_status_string(f.plugin_status())));
+  services_.fail_peer_locked(
+      peer, HMC_ERR_PEER_LOST,
+      fmt::format("connection broken ({})", plugin_status_string(f.plugin_status())));
   return true;
 }
 
@@ -718,7 +739,6 @@ void Transfers::end_framed_locked(Request* req) {
   req->bytes = f.bytes();
   end_request_locked(req, f.status(), f.error());
 }
-
 
 HMC_HOT void Transfers::progress_request(Request* req, int turns) {
   if (req->control_driven) {  // its end comes with a control message: service them now
@@ -762,8 +782,8 @@ HMC_HOT void Transfers::test_net_locked(Peer& peer, Request* req) {
     }
   }
   finish_request_locked(req, st, bytes);
-  if (breaks_path(peer, *req, st)) services_.fail_peer_locked(peer, HMC_ERR_PEER_LOST, "connection broken");
+  if (breaks_path(peer, *req, st))
+    services_.fail_peer_locked(peer, HMC_ERR_PEER_LOST, "connection broken");
 }
-
 
 }  // namespace hmc

@@ -125,7 +125,7 @@ class Transfers {
     Context* owner = nullptr;  // stamped on each request (the API finds its context there)
     Regions* regions = nullptr;
     TargetStaging* staging = nullptr;
-    int timeout_ms = 0;        // HMC_TIMEOUT_MS
+    int timeout_ms = 0;  // HMC_TIMEOUT_MS
     bool progress_thread = true;
     int64_t wait_spin_us = 1000;  // HMC_WAIT_SPIN_US
   };

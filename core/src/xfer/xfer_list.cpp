@@ -36,8 +36,10 @@ hmc_status_t make_xfer_list(Region* local, Remote* remote, hmc_xfer_op_t op,
     total += d.size;
   }
   if (total == 0)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_xfer_prepare: the list of {} descriptors moves no "
-                "byte", count);
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_xfer_prepare: the list of {} descriptors moves no "
+                "byte",
+                count);
   auto list = std::make_unique<XferList>();
   list->local = local;
   list->remote = remote;

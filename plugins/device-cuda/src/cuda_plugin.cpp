@@ -294,7 +294,7 @@ const hmc_config_var_t kConfigVars[] = {
      "CUDA driver library the cuda device plugin opens (a file name or a path)"},
     {nullptr, nullptr, nullptr}};
 
-const PluginInfo kInfo = {"cuda",      "NVIDIA",     "0.1.0", "HMC_CUDA_LIBRARY",
+const PluginInfo kInfo = {"cuda",      "NVIDIA",      "0.1.0",           "HMC_CUDA_LIBRARY",
                           kConfigVars, &make_backend, HMC_MEM_IFACE_CUDA};
 
 }  // namespace

@@ -248,7 +248,7 @@ const hmc_config_var_t kConfigVars[] = {
      "libamdhip64.so.7, .so.6, .so.5, then /opt/rocm/lib and /opt/dtk/lib (Hygon DTK)"},
     {nullptr, nullptr, nullptr}};
 
-const PluginInfo kInfo = {"hip",       "AMD",        "0.1.0", "HMC_HIP_LIBRARY",
+const PluginInfo kInfo = {"hip",       "AMD",         "0.1.0",           "HMC_HIP_LIBRARY",
                           kConfigVars, &make_backend, HMC_MEM_IFACE_ROCM};
 
 }  // namespace

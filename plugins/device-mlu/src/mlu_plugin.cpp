@@ -473,7 +473,7 @@ const hmc_config_var_t kConfigVars[] = {
      "(libcndrv.so) is looked for beside it, then on the search path"},
     {nullptr, nullptr, nullptr}};
 
-const PluginInfo kInfo = {"mlu",       "Cambricon",  "0.1.0", "HMC_MLU_LIBRARY",
+const PluginInfo kInfo = {"mlu",       "Cambricon",   "0.1.0",          "HMC_MLU_LIBRARY",
                           kConfigVars, &make_backend, HMC_MEM_IFACE_MLU};
 
 }  // namespace

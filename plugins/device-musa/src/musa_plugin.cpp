@@ -210,8 +210,8 @@ const hmc_config_var_t kConfigVars[] = {
      "libmusa.so is looked for beside it on the search path"},
     {nullptr, nullptr, nullptr}};
 
-const PluginInfo kInfo = {"musa",      "Moore Threads", "0.1.0", "HMC_MUSA_LIBRARY",
-                          kConfigVars, &make_backend, HMC_MEM_IFACE_MUSA};
+const PluginInfo kInfo = {"musa",      "Moore Threads", "0.1.0",           "HMC_MUSA_LIBRARY",
+                          kConfigVars, &make_backend,   HMC_MEM_IFACE_MUSA};
 
 }  // namespace
 }  // namespace hmc::devplug::musa

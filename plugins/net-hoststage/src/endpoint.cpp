@@ -87,7 +87,7 @@ void Endpoint::vfail(hmc_plugin_status_t st, const char* fmt, va_list ap) {
   int level =
       (pending > 0 || connecting || st != HMC_PLUGIN_ERR_PEER_LOST) ? HMC_LOG_WARN : HMC_LOG_INFO;
   HMC_PLUGIN_LOG(ctx_.log(), level, "%s: %s%s; %zu pending request(s) end with %s", name_.c_str(),
-         connecting ? "connection failed: " : "", msg, pending, status_name(st));
+                 connecting ? "connection failed: " : "", msg, pending, status_name(st));
   teardown_pending_ = true;
   if (busy_ == 0) teardown();
 }

@@ -174,8 +174,8 @@ class Endpoint {
     uint64_t remote;
     uint64_t len;
     uint64_t done;
-    uint64_t peer_id;  // sender's request (recv) or initiator's request (put/get)
-    uint64_t key;      // put/get: owner's region, re-checked before every step
+    uint64_t peer_id;                 // sender's request (recv) or initiator's request (put/get)
+    uint64_t key;                     // put/get: owner's region, re-checked before every step
     uint64_t note = PutNotes::kNone;  // kPutPull: the put's notification slot
     // kPutVPull, kGetVPush: the pieces (local/remote/len unused), the next one and the offset
     // in it, and the index of the first in the initiator's request.

@@ -66,7 +66,8 @@ bool map_dmabuf(int fd, uint64_t offset, size_t len, MemRegion* m, std::string* 
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t start = offset / page * page;
   const size_t map_len = static_cast<size_t>(offset - start) + len;
-  void* p = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
+  void* p =
+      mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
   if (p == MAP_FAILED) {
     *why = std::string("mmap of the dma-buf failed: ") + strerror(errno);
     return false;

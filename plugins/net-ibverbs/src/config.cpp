@@ -5,8 +5,7 @@
 namespace hmc::ibverbs {
 
 const hmc_config_var_t kConfigVars[] = {
-    {"HMC_IBVERBS_LIBRARY", "libibverbs.so.1",
-     "the libibverbs to dlopen (a file name or path)"},
+    {"HMC_IBVERBS_LIBRARY", "libibverbs.so.1", "the libibverbs to dlopen (a file name or path)"},
     {"HMC_IB_HCA", "",
      "ports to use, in order, as NCCL_IB_HCA: \"mlx5_0:1,mlx5_1\" (prefixes; no port: every "
      "port), \"^mlx5_1\" excludes, \"=mlx5_0\" matches names exactly; empty: every active port"},
@@ -61,8 +60,8 @@ hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log,
   if (!(v = r.text("HMC_IB_HCA")).empty()) {
     std::string why;
     if (!parse_hca_filter(v, &c.hca, &why)) {
-      r.invalid("HMC_IB_HCA", v, "a list like \"mlx5_0:1,mlx5_1\", \"^mlx5_1\" or \"=mlx5_0\" (" +
-                                     why + ")");
+      r.invalid("HMC_IB_HCA", v,
+                "a list like \"mlx5_0:1,mlx5_1\", \"^mlx5_1\" or \"=mlx5_0\" (" + why + ")");
       return kBad;
     }
   }

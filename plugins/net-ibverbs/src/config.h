@@ -14,7 +14,7 @@
 namespace hmc::ibverbs {
 
 struct Config {
-  std::string library = "libibverbs.so.1";  // HMC_IBVERBS_LIBRARY
+  std::string library = "libibverbs.so.1";   // HMC_IBVERBS_LIBRARY
   HcaFilter hca;                             // HMC_IB_HCA
   int gid_index = -1;                        // HMC_IB_GID_INDEX (-1: automatic)
   int timeout = -1;                          // HMC_IB_TIMEOUT (-1: from the host's timeout)

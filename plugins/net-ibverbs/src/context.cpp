@@ -40,8 +40,8 @@ std::string read_line(const std::string& path) {
 
 // The GID table of a port, with each entry's type (from the verbs library where it has
 // _ibv_query_gid_ex, else from sysfs).
-std::vector<GidEntry> gid_table(const VerbsApi& v, ibv_context* c, const std::string& hca,
-                                int port, int len) {
+std::vector<GidEntry> gid_table(const VerbsApi& v, ibv_context* c, const std::string& hca, int port,
+                                int len) {
   std::vector<GidEntry> t;
   for (int i = 0; i < std::min(len, 256); ++i) {
     GidEntry e;
@@ -61,7 +61,7 @@ std::vector<GidEntry> gid_table(const VerbsApi& v, ibv_context* c, const std::st
     } else {
       type = read_line("/sys/class/infiniband/" + hca + "/ports/" + std::to_string(port) +
                        "/gid_attrs/types/" + std::to_string(i));
-      e.type = type == "RoCE v2" ? GidType::kRoceV2
+      e.type = type == "RoCE v2"                        ? GidType::kRoceV2
                : type.find("RoCE") != std::string::npos ? GidType::kRoceV1
                                                         : GidType::kIb;
     }
@@ -98,8 +98,8 @@ hmc_plugin_status_t Context::create(const hmc_host_services_t* host, Context** o
   std::unique_ptr<Context> c(new Context(host));
   hmc_plugin_status_t st = load_config(host, c->log_, &c->cfg_);
   if (st != HMC_PLUGIN_SUCCESS) return st;
-  c->rc_timeout_ = c->cfg_.timeout >= 0 ? c->cfg_.timeout
-                                        : timeout_for(host->timeout_ms, c->cfg_.retry_cnt);
+  c->rc_timeout_ =
+      c->cfg_.timeout >= 0 ? c->cfg_.timeout : timeout_for(host->timeout_ms, c->cfg_.retry_cnt);
   c->peermem_ = detect_peermem(c->cfg_.peermem, "/sys");
   st = c->discover();
   if (st != HMC_PLUGIN_SUCCESS) return st;
@@ -158,8 +158,7 @@ hmc_plugin_status_t Context::discover() {
     }
     char real[PATH_MAX];
     std::string pci;
-    if (realpath(("/sys/class/infiniband/" + hca + "/device").c_str(), real) != nullptr)
-      pci = real;
+    if (realpath(("/sys/class/infiniband/" + hca + "/device").c_str(), real) != nullptr) pci = real;
     for (int p = 1; p <= da.phys_port_cnt; ++p) {
       PortInfo pi;
       pi.hca = hca;
@@ -172,10 +171,9 @@ hmc_plugin_status_t Context::discover() {
         IB_WARN(log_, "%s: ibv_query_port failed", pi.name.c_str());
         continue;
       }
-      if (pi.attr.state == IBV_PORT_ACTIVE &&
-          (pi.attr.link_layer == IBV_LINK_LAYER_ETHERNET ||
-           pi.attr.link_layer == IBV_LINK_LAYER_INFINIBAND ||
-           pi.attr.link_layer == IBV_LINK_LAYER_UNSPECIFIED)) {
+      if (pi.attr.state == IBV_PORT_ACTIVE && (pi.attr.link_layer == IBV_LINK_LAYER_ETHERNET ||
+                                               pi.attr.link_layer == IBV_LINK_LAYER_INFINIBAND ||
+                                               pi.attr.link_layer == IBV_LINK_LAYER_UNSPECIFIED)) {
         std::vector<GidEntry> t = gid_table(api_, c, hca, p, pi.attr.gid_tbl_len);
         bool eth = pi.attr.link_layer == IBV_LINK_LAYER_ETHERNET;
         std::string gwhy;
@@ -205,7 +203,8 @@ hmc_plugin_status_t Context::discover() {
   std::vector<std::string> unmatched;
   std::vector<size_t> chosen = select_ports(cfg_.hca, ids, &unmatched);
   std::string here;
-  for (const PortId& p : ids) here += (here.empty() ? "" : ", ") + p.hca + ":" + std::to_string(p.port);
+  for (const PortId& p : ids)
+    here += (here.empty() ? "" : ", ") + p.hca + ":" + std::to_string(p.port);
   for (const std::string& u : unmatched)
     IB_WARN(log_, "HMC_IB_HCA: no port matches '%s' (ports here: %s)", u.c_str(), here.c_str());
   std::string skipped;
@@ -230,8 +229,8 @@ hmc_plugin_status_t Context::discover() {
   }
   if (devices_.empty()) {
     if (chosen.empty())
-      return none("HMC_IB_HCA=\"" + cfg_hca_text() +
-                  "\" selects none of the ports here (" + here + ")");
+      return none("HMC_IB_HCA=\"" + cfg_hca_text() + "\" selects none of the ports here (" + here +
+                  ")");
     return none("no usable port (" + skipped + ")");
   }
   return HMC_PLUGIN_SUCCESS;
@@ -292,8 +291,8 @@ bool Context::progress(bool full) {
   // sleep (full), and otherwise every kWaitSetIntervalNs.
   const uint64_t now = now_ns();
   // (An endpoint made since the last walk is being set up.)
-  const bool due = full || setting_up_ || !listeners_.empty() || endpoints_.size() != walk_.size() ||
-                   now - wait_set_ns_ >= kWaitSetIntervalNs;
+  const bool due = full || setting_up_ || !listeners_.empty() ||
+                   endpoints_.size() != walk_.size() || now - wait_set_ns_ >= kWaitSetIntervalNs;
   if (due) {
     wait_set_ns_ = now;
     epoll_event ev[64];

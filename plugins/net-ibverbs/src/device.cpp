@@ -67,8 +67,7 @@ bool Device::open() {
   const size_t srq_cap = std::min<size_t>(static_cast<size_t>(a.max_srq_wr), 8192);
   cq_size_ = std::min<size_t>(static_cast<size_t>(a.max_cqe), srq_cap + 4096);
   send_budget_ = cq_size_ > srq_cap ? cq_size_ - srq_cap : 0;
-  if (chan_ != nullptr)
-    cq_ = v.create_cq(vctx_, static_cast<int>(cq_size_), this, chan_, 0);
+  if (chan_ != nullptr) cq_ = v.create_cq(vctx_, static_cast<int>(cq_size_), this, chan_, 0);
   if (cq_ != nullptr) {
     ibv_srq_init_attr sa{};
     sa.attr.max_wr = static_cast<uint32_t>(srq_cap);
@@ -76,8 +75,10 @@ bool Device::open() {
     srq_ = v.create_srq(pd_, &sa);
   }
   if (srq_ == nullptr || send_budget_ < 64) {
-    IB_WARN(log(), "%s: cannot allocate its protection domain, completion queue or shared "
-                   "receive queue: %s", name().c_str(), std::strerror(errno));
+    IB_WARN(log(),
+            "%s: cannot allocate its protection domain, completion queue or shared "
+            "receive queue: %s",
+            name().c_str(), std::strerror(errno));
     return false;
   }
   int fl = fcntl(chan_->fd, F_GETFL);
@@ -102,14 +103,16 @@ bool Device::open() {
   }
   IB_INFO(log(), "%s: %s, GID %d (%s), active MTU %d, %s, dma-buf %s", name().c_str(),
           ethernet() ? "RoCE" : "InfiniBand", info_.gid_index, gid_type_name(info_.gid_type),
-          128 << info_.attr.active_mtu, info_.pci_path.empty() ? "software" : info_.pci_path.c_str(),
+          128 << info_.attr.active_mtu,
+          info_.pci_path.empty() ? "software" : info_.pci_path.c_str(),
           info_.dmabuf ? "yes" : "no");
   PortDescription d;
   d.hca = info_.hca;
   d.port = info_.port;
   d.ethernet = ethernet();
   d.software = info_.pci_path.empty();
-  d.fw_ver = std::string(info_.dev_attr.fw_ver, strnlen(info_.dev_attr.fw_ver, sizeof info_.dev_attr.fw_ver));
+  d.fw_ver = std::string(info_.dev_attr.fw_ver,
+                         strnlen(info_.dev_attr.fw_ver, sizeof info_.dev_attr.fw_ver));
   d.node_guid = info_.guid;
   d.lid = info_.attr.lid;
   d.gids = info_.gids;
@@ -140,8 +143,9 @@ void Device::fill_props(hmc_net_device_props_t* p) const {
   full.pci_path = info_.pci_path.empty() ? nullptr : info_.pci_path.c_str();
   // Software devices (rdma_rxe, siw) report their netdev's speed, not what they move: leave
   // the bandwidth to the core's calibration there.
-  full.bandwidth_MBps =
-      info_.pci_path.empty() ? 0 : port_bandwidth_MBps(info_.attr.active_speed, info_.attr.active_width);
+  full.bandwidth_MBps = info_.pci_path.empty()
+                            ? 0
+                            : port_bandwidth_MBps(info_.attr.active_speed, info_.attr.active_width);
   full.latency_ns = 0;
   full.flags = HMC_NET_FLAG_TAGGED | HMC_NET_FLAG_RMA | (info_.dmabuf ? HMC_NET_FLAG_DMABUF : 0u);
   full.max_inflight = 0;
@@ -208,8 +212,7 @@ uint8_t* Device::recv_buf(uint64_t id) {
 void Device::post_recv(uint64_t id) {
   uint64_t i = id & ~kRecvBit;
   const Chunk& c = recv_chunks_[i / kRecvChunk];
-  ibv_sge sge{reinterpret_cast<uintptr_t>(recv_buf(id)), static_cast<uint32_t>(bufsz_),
-              c.mr->lkey};
+  ibv_sge sge{reinterpret_cast<uintptr_t>(recv_buf(id)), static_cast<uint32_t>(bufsz_), c.mr->lkey};
   ibv_recv_wr wr{}, *bad = nullptr;
   wr.wr_id = id;
   wr.sg_list = &sge;
@@ -222,8 +225,9 @@ bool Device::grow_receive_pool() {
   size_t want = recv_posted_ + credits_ + 4;
   size_t cap = std::min<size_t>(static_cast<size_t>(info_.dev_attr.max_srq_wr), 8192);
   if (want > cap) {
-    IB_WARN(log(), "%s: the shared receive queue is full (%zu buffers): more peers than it "
-                   "can grant %u credits each; senders may meet receiver-not-ready retries",
+    IB_WARN(log(),
+            "%s: the shared receive queue is full (%zu buffers): more peers than it "
+            "can grant %u credits each; senders may meet receiver-not-ready retries",
             name().c_str(), cap, credits_);
     return true;
   }

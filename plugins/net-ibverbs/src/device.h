@@ -30,11 +30,11 @@ class Endpoint;
 
 // What discovery learned of a port (before any resource is allocated).
 struct PortInfo {
-  std::string hca;        // "mlx5_0"
+  std::string hca;  // "mlx5_0"
   int port = 1;
-  std::string name;       // "mlx5_0:1"
-  std::string pci_path;   // sysfs path of the PCI function, "" for software devices
-  uint64_t guid = 0;      // node GUID (host order)
+  std::string name;      // "mlx5_0:1"
+  std::string pci_path;  // sysfs path of the PCI function, "" for software devices
+  uint64_t guid = 0;     // node GUID (host order)
   ibv_port_attr attr{};
   int gid_index = -1;
   ibv_gid gid{};
@@ -48,31 +48,31 @@ struct PortInfo {
 
 // How a posted work request is accounted for when it completes.
 enum class WrKind : uint8_t {
-  kMsg,        // a message from a send slot (eager, RTS, FIN, credit, notify)
-  kRndvRead,   // one piece of a rendezvous read
-  kPut,        // one piece of a put
-  kGet,        // one piece of a get
-  kProbe,      // a zero-length RDMA WRITE: the peer's HCA must acknowledge it (keepalive)
+  kMsg,       // a message from a send slot (eager, RTS, FIN, credit, notify)
+  kRndvRead,  // one piece of a rendezvous read
+  kPut,       // one piece of a put
+  kGet,       // one piece of a get
+  kProbe,     // a zero-length RDMA WRITE: the peer's HCA must acknowledge it (keepalive)
 };
 
 // One operation for a queue pair, kept whole so that it can be posted again on a new queue pair
 // (after a refused access broke the put/get one).
 struct SendOp {
   WrKind kind = WrKind::kMsg;
-  bool rma_qp = false;     // posted on the put/get queue pair
-  MsgHeader hdr{};         // kMsg: header (freed is filled in when posted)
+  bool rma_qp = false;            // posted on the put/get queue pair
+  MsgHeader hdr{};                // kMsg: header (freed is filled in when posted)
   const void* payload = nullptr;  // kMsg: eager payload, hdr.len bytes (copied when posted)
   bool credit_taken = false;
-  uint64_t local = 0;      // RDMA: local address
+  uint64_t local = 0;  // RDMA: local address
   uint32_t lkey = 0;
   uint32_t len = 0;
-  uint64_t remote = 0;     // RDMA: remote address
+  uint64_t remote = 0;  // RDMA: remote address
   uint32_t rkey = 0;
-  int reg_access = -1;     // >= 0: register [local, local + len) with this access when posted
-  bool bounce = false;     // RDMA: through a bounce buffer (its registration was refused)
-  int rail = -1;           // RDMA: on extra rail `rail` of its endpoint (-1: its own port)
-  bool chain = false;      // RDMA: a piece that may go in one chain with its neighbours
-  uint64_t req_id = 0;     // the request it counts for (0: none)
+  int reg_access = -1;  // >= 0: register [local, local + len) with this access when posted
+  bool bounce = false;  // RDMA: through a bounce buffer (its registration was refused)
+  int rail = -1;        // RDMA: on extra rail `rail` of its endpoint (-1: its own port)
+  bool chain = false;   // RDMA: a piece that may go in one chain with its neighbours
+  uint64_t req_id = 0;  // the request it counts for (0: none)
   // kRts, kRndvKey: the same bytes' keys on the endpoint's rails, sent after the header
   std::array<uint32_t, kMaxRails> rail_keys{};
   uint8_t nrail_keys = 0;
@@ -81,9 +81,9 @@ struct SendOp {
 struct WrCtx {
   Endpoint* ep = nullptr;
   SendOp op;
-  int slot = -1;           // kMsg: send slot
+  int slot = -1;                // kMsg: send slot
   Registration* reg = nullptr;  // acquired for this work request (reg_access)
-  int bounce = -1;         // bounce buffer (op.bounce)
+  int bounce = -1;              // bounce buffer (op.bounce)
   // The last work request of a chain (post_chain), the only one signaled: the wr_id of the
   // chain's first. Its completion completes those before it too (RC completes in order).
   uint64_t chain_first = 0;
@@ -129,7 +129,9 @@ class Device {
   uint64_t mem_ifaces() const;
   // A queue pair of this device was created with max_inline_data bytes of inline data: messages
   // up to the least of these go inline.
-  void note_inline(uint32_t max_inline_data) { inline_max_ = std::min(inline_max_, max_inline_data); }
+  void note_inline(uint32_t max_inline_data) {
+    inline_max_ = std::min(inline_max_, max_inline_data);
+  }
 
   // Endpoints grant credits from the shared receive queue: each new one grows it.
   bool grow_receive_pool();
@@ -188,8 +190,8 @@ class Device {
 
   Context& ctx_;
   PortInfo info_;
-  size_t eager_ = 0;   // receive buffer payload
-  size_t bufsz_ = 0;   // header + payload, rounded
+  size_t eager_ = 0;  // receive buffer payload
+  size_t bufsz_ = 0;  // header + payload, rounded
   uint32_t credits_ = 0;
   size_t chunk_ = 0;
   uint32_t inline_max_ = kInlineWanted;

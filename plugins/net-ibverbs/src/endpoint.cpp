@@ -127,9 +127,10 @@ void Endpoint::progress() {
   }
   if (stage_ != Stage::kReady) {
     if (ctx().now_ns() > deadline_ns_)
-      lose(stage_ == Stage::kAwaitReady
-               ? "the connector did not confirm within " + std::to_string(ctx().timeout_ms()) + " ms"
-               : "the listener did not answer within " + std::to_string(ctx().timeout_ms()) + " ms");
+      lose(
+          stage_ == Stage::kAwaitReady
+              ? "the connector did not confirm within " + std::to_string(ctx().timeout_ms()) + " ms"
+              : "the listener did not answer within " + std::to_string(ctx().timeout_ms()) + " ms");
     return;
   }
   if (stalled()) return;

@@ -49,11 +49,11 @@ struct RmaPiece {
 class Endpoint {
  public:
   enum class Stage {
-    kDialing,    // connector: TCP connect in progress
-    kHelloSent,  // connector: waiting for ACCEPT
-    kAwaitReady, // acceptor: ACCEPT sent, waiting for READY
+    kDialing,     // connector: TCP connect in progress
+    kHelloSent,   // connector: waiting for ACCEPT
+    kAwaitReady,  // acceptor: ACCEPT sent, waiting for READY
     kReady,
-    kLost,       // the connection broke (or setup failed): see why_
+    kLost,  // the connection broke (or setup failed): see why_
   };
 
   explicit Endpoint(Device& dev);
@@ -206,15 +206,15 @@ class Endpoint {
   int in_flight_[2] = {0, 0};
   uint64_t last_probe_ns_ = 0;
   uint64_t last_completion_ns_[2] = {0, 0};  // or when the first of those in flight was posted
-  bool staged_logged_[2] = {false, false};  // the first refusal logged: messages, RDMA pieces
+  bool staged_logged_[2] = {false, false};   // the first refusal logged: messages, RDMA pieces
 
   struct Unexpected {
     MsgHeader hdr;
-    std::vector<uint8_t> data;  // eager payload; a staged message's fragments so far
+    std::vector<uint8_t> data;        // eager payload; a staged message's fragments so far
     std::vector<uint32_t> rail_keys;  // a rendezvous's keys on the sender's rails
     // a segmented rendezvous: the kRndvKey messages so far, with their rail keys
     std::vector<std::pair<MsgHeader, std::vector<uint32_t>>> keys;
-    size_t keyed = 0;             // and the bytes they and the RTS cover
+    size_t keyed = 0;  // and the bytes they and the RTS cover
     bool whole() const {
       return hdr.type == static_cast<uint8_t>(MsgType::kEager) ||
              (hdr.type == static_cast<uint8_t>(MsgType::kStagedRts) && data.size() == hdr.len);

@@ -1,13 +1,12 @@
 // Endpoint: arrivals and completions (messages and fragments received, sends and RDMA
 // operations completed).
-#include "endpoint.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "context.h"
+#include "endpoint.h"
 #include "endpoint_parts.h"
 #include "region.h"
 
@@ -62,8 +61,7 @@ void Endpoint::on_message(const ibv_wc& wc, bool rma_qp, const uint8_t* buf, siz
       break;
     }
     case MsgType::kStagedRts: {
-      if (staged_recvs_.count(h.cookie) != 0 ||
-          staged_unexpected_.count(h.cookie) != 0) {
+      if (staged_recvs_.count(h.cookie) != 0 || staged_unexpected_.count(h.cookie) != 0) {
         lose("a malformed staged message announcement");
         return;
       }
@@ -126,8 +124,7 @@ void Endpoint::on_fragment(const MsgHeader& h, const uint8_t* payload) {
     r->got += h.len;
     if (r->got == r->sent_len) {
       staged_recvs_.erase(rit);
-      finish(r, r->sent_len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS,
-             r->sent_len);
+      finish(r, r->sent_len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, r->sent_len);
     }
     return;
   }
@@ -218,9 +215,7 @@ void Endpoint::on_send_complete(const ibv_wc& wc, const WrCtx& w) {
     case ReqKind::kSend:
       if (!r->awaiting_fin) end_send(r);
       break;
-    case ReqKind::kRecv:
-      end_read_if_done(r);
-      break;
+    case ReqKind::kRecv: end_read_if_done(r); break;
     case ReqKind::kPut:
     case ReqKind::kGet:
       if (r->notify_after) {  // striped: the last piece was on this port

@@ -1,13 +1,12 @@
 // Endpoint: requests and tagged messages (posting sends and receives, credits, the send
 // queue, cancel).
-#include "endpoint.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "context.h"
+#include "endpoint.h"
 #include "endpoint_parts.h"
 #include "region.h"
 
@@ -45,8 +44,7 @@ bool Endpoint::has_work() const {
   return stage_ != Stage::kReady || (side_ && side_->want_write());
 }
 
-void Endpoint::local_key(const void* buf, size_t len, const MemRegion* mr, int access,
-                         SendOp* op) {
+void Endpoint::local_key(const void* buf, size_t len, const MemRegion* mr, int access, SendOp* op) {
   op->local = reinterpret_cast<uintptr_t>(buf);
   op->len = static_cast<uint32_t>(len);
   if (mr != nullptr && mr->mr != nullptr && mr->dev == &dev_ && mr->covers(buf, len)) {
@@ -81,8 +79,7 @@ void Endpoint::pump() {
     if (q == 1 && !pump_chained()) return;
     ibv_qp* qp = q == 0 ? msg_qp_ : rma_qp_;
     int rdma = 0;
-    while (!backlog_[q].empty() && in_flight_[q] < static_cast<int>(kSqDepth) &&
-           dev_.can_post()) {
+    while (!backlog_[q].empty() && in_flight_[q] < static_cast<int>(kSqDepth) && dev_.can_post()) {
       SendOp& op = backlog_[q].front();
       if (op.kind == WrKind::kMsg) {
         if (takes_credit(static_cast<MsgType>(op.hdr.type)) && !op.credit_taken) {
@@ -204,8 +201,8 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRe
       if (len > seg) r->own_reg = ctx().mr_cache().find(dev_, b, len, IBV_ACCESS_REMOTE_READ);
       if (r->own_reg == nullptr) {
         std::string why;
-        r->own_reg = ctx().mr_cache().acquire(dev_, b, std::min(len, seg),
-                                              IBV_ACCESS_REMOTE_READ, &why);
+        r->own_reg =
+            ctx().mr_cache().acquire(dev_, b, std::min(len, seg), IBV_ACCESS_REMOTE_READ, &why);
         if (r->own_reg == nullptr) {
           queue_staged_send(r, buf, len, why);
           pump();
@@ -238,8 +235,10 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const MemRe
 
 void Endpoint::queue_staged_send(Request* r, const void* buf, size_t len, const std::string& why) {
   if (!staged_logged_[0]) {
-    IB_WARN(ctx().log(), "%s: %s; such messages are sent staged through the registered eager "
-                         "buffers", dev_.name().c_str(), why.c_str());
+    IB_WARN(ctx().log(),
+            "%s: %s; such messages are sent staged through the registered eager "
+            "buffers",
+            dev_.name().c_str(), why.c_str());
     staged_logged_[0] = true;
   }
   SendOp rts;
@@ -300,7 +299,6 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const MemRegion* 
   *out = r;
   return HMC_PLUGIN_SUCCESS;
 }
-
 
 hmc_plugin_status_t Endpoint::cancel(Request* r) {
   if (r->done) return HMC_PLUGIN_SUCCESS;

@@ -1,12 +1,11 @@
 // Endpoint: its queue pairs (made, connected, brought up).
-#include "endpoint.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "context.h"
+#include "endpoint.h"
 #include "endpoint_parts.h"
 #include "region.h"
 
@@ -37,8 +36,8 @@ ibv_qp* make_qp(Device& d) {
   at.pkey_index = 0;
   at.port_num = static_cast<uint8_t>(d.info().port);
   at.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-  if (d.api().modify_qp(qp, &at,
-                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+  if (d.api().modify_qp(
+          qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
     d.api().destroy_qp(qp);
     return nullptr;
   }

@@ -1,13 +1,12 @@
 // Endpoint: rails (a queue pair on each further port that stripes this connection's puts,
 // gets and rendezvous reads).
-#include "endpoint.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "context.h"
+#include "endpoint.h"
 #include "endpoint_parts.h"
 #include "region.h"
 
@@ -97,8 +96,8 @@ void Endpoint::on_rails(const Frame& f) {
       r.local = rail_info(*dev, r.qp, static_cast<uint32_t>(ctx().random64() & 0xffffff));
       r.remote = theirs[i];
       r.weight = port_weight(*dev);
-      const bool up = bring_up(*r.dev, r.qp, r.remote.qpn, r.remote.psn, r.remote.gid,
-                               r.remote.lid, r.remote.mtu, r.local.psn);
+      const bool up = bring_up(*r.dev, r.qp, r.remote.qpn, r.remote.psn, r.remote.gid, r.remote.lid,
+                               r.remote.mtu, r.local.psn);
       rails_.push_back(std::move(r));
       if (!up) {
         IB_INFO(ctx().log(), "%s: rail %s: %s", dev_.name().c_str(), dev->name().c_str(),

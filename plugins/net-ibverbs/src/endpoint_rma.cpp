@@ -1,13 +1,12 @@
 // Endpoint: one-sided operations (put and get, single and vectored, striped on rails) and
 // the notifications of puts.
-#include "endpoint.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "context.h"
+#include "endpoint.h"
 #include "endpoint_parts.h"
 #include "region.h"
 

@@ -1,13 +1,12 @@
 // Endpoint: rendezvous (the receiver's RDMA READ of a large message, segment keys and
 // acknowledgements).
-#include "endpoint.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "context.h"
+#include "endpoint.h"
 #include "endpoint_parts.h"
 #include "region.h"
 
@@ -69,8 +68,9 @@ void Endpoint::end_read_if_done(Request* r) {
   fin.hdr.cookie = r->cookie;
   queue(fin);
   if (r->keyed < n) {
-    IB_ERROR(ctx().log(), "%s: the sender of a %zu-byte message could not register it beyond "
-                          "its first %zu bytes (see its log); the receive fails",
+    IB_ERROR(ctx().log(),
+             "%s: the sender of a %zu-byte message could not register it beyond "
+             "its first %zu bytes (see its log); the receive fails",
              dev_.name().c_str(), r->sent_len, r->keyed);
     finish(r, HMC_PLUGIN_ERR_REMOTE, 0);
     return;
@@ -157,8 +157,8 @@ void Endpoint::announce_segments() {
     if (r->wait_ack || r->keyed - r->acked >= kRndvWindow * seg) continue;
     const size_t n = std::min(seg, r->len - r->keyed);
     std::string why;
-    Registration* reg = ctx().mr_cache().acquire(dev_, static_cast<uint8_t*>(r->buf) + r->keyed,
-                                                 n, IBV_ACCESS_REMOTE_READ, &why);
+    Registration* reg = ctx().mr_cache().acquire(dev_, static_cast<uint8_t*>(r->buf) + r->keyed, n,
+                                                 IBV_ACCESS_REMOTE_READ, &why);
     SendOp k;
     k.hdr.type = static_cast<uint8_t>(MsgType::kRndvKey);
     k.hdr.cookie = r->id;
@@ -168,13 +168,14 @@ void Endpoint::announce_segments() {
       if (!r->seg_regs.empty()) {
         // The reader still reads segments we hold: once it acknowledges some they are released
         // (unused cached ones are dropped on a refusal), then this one is tried again.
-        IB_DEBUG(ctx().log(), "%s: %s; retried once the reader has read more",
-                 dev_.name().c_str(), why.c_str());
+        IB_DEBUG(ctx().log(), "%s: %s; retried once the reader has read more", dev_.name().c_str(),
+                 why.c_str());
         r->wait_ack = true;
         return;
       }
-      IB_ERROR(ctx().log(), "%s: a message of %zu bytes: %s; the receiver gets its first %zu "
-                            "bytes only, and the send fails",
+      IB_ERROR(ctx().log(),
+               "%s: a message of %zu bytes: %s; the receiver gets its first %zu "
+               "bytes only, and the send fails",
                dev_.name().c_str(), r->len, why.c_str(), r->keyed);
       r->key_refused = true;  // k.hdr.len 0: no more keys
     } else {

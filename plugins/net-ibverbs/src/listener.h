@@ -33,7 +33,7 @@ class Listener {
   int fd_ = -1;
   uint64_t id_ = 0;
   std::vector<std::unique_ptr<SideChannel>> incoming_;  // HELLO not read yet
-  Endpoint* pending_ = nullptr;  // answered, waiting for READY
+  Endpoint* pending_ = nullptr;                         // answered, waiting for READY
   bool handed_out_ = false;
 };
 

@@ -82,7 +82,8 @@ bool MrCache::start_monitor(std::string* why) {
   if (fd < 0) {
     const int e = errno;
     *why = std::string("userfaultfd: ") + std::strerror(e);
-    if (e == EPERM) *why += " (vm.unprivileged_userfaultfd is 0 and the process lacks CAP_SYS_PTRACE)";
+    if (e == EPERM)
+      *why += " (vm.unprivileged_userfaultfd is 0 and the process lacks CAP_SYS_PTRACE)";
     if (e == ENOSYS) *why += " (kernel built without CONFIG_USERFAULTFD)";
     return false;
   }
@@ -130,7 +131,8 @@ void MrCache::monitor_loop() {
         const uffd_msg& m = msgs[i];
         Range r;
         if (m.event == UFFD_EVENT_UNMAP || m.event == UFFD_EVENT_REMOVE) {
-          r = {static_cast<uintptr_t>(m.arg.remove.start), static_cast<uintptr_t>(m.arg.remove.end)};
+          r = {static_cast<uintptr_t>(m.arg.remove.start),
+               static_cast<uintptr_t>(m.arg.remove.end)};
         } else if (m.event == UFFD_EVENT_REMAP) {
           r = {static_cast<uintptr_t>(m.arg.remap.from),
                static_cast<uintptr_t>(m.arg.remap.from + m.arg.remap.len)};
@@ -229,7 +231,8 @@ void MrCache::unwatch_range(uintptr_t start, uintptr_t end) {
 
 bool MrCache::evict_unused(size_t want_free) {
   bool any = false;
-  for (auto it = lru_.end(); it != lru_.begin() && (want_free == SIZE_MAX || bytes_ + want_free > limit_);) {
+  for (auto it = lru_.end();
+       it != lru_.begin() && (want_free == SIZE_MAX || bytes_ + want_free > limit_);) {
     --it;
     Registration* r = *it;
     if (r->refs > 0) continue;

@@ -108,7 +108,7 @@ class MrCache {
   int uffd_ = -1;
   int stop_fd_ = -1;
   std::thread thread_;
-  std::atomic<bool> reading_{false};  // the monitor holds events it has not published yet
+  std::atomic<bool> reading_{false};    // the monitor holds events it has not published yet
   std::atomic<bool> published_{false};  // ranges wait in ranges_
   std::mutex ranges_mu_;
   static constexpr size_t kMaxRanges = 256;

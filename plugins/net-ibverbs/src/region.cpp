@@ -35,14 +35,16 @@ hmc_plugin_status_t register_region(Context& c, int dev, const hmc_net_mem_desc_
       if (m->mr == nullptr) {
         const int err = errno;
         if (d.first_peermem_refusal())
-          IB_WARN(c.log(), "%s: ibv_reg_mr of %zu bytes of device memory (interface %u) by pointer "
+          IB_WARN(c.log(),
+                  "%s: ibv_reg_mr of %zu bytes of device memory (interface %u) by pointer "
                   "(peermem): %s (errno %d); such regions are staged (said once per device; "
-                  "HMC_IB_PEERMEM=off stops trying)", d.name().c_str(), mem->len, mem->iface,
-                  std::strerror(err), err);
+                  "HMC_IB_PEERMEM=off stops trying)",
+                  d.name().c_str(), mem->len, mem->iface, std::strerror(err), err);
         else
-          IB_DEBUG(c.log(), "%s: ibv_reg_mr of %zu bytes of device memory (interface %u) by "
-                   "pointer (peermem): %s", d.name().c_str(), mem->len, mem->iface,
-                   std::strerror(err));
+          IB_DEBUG(c.log(),
+                   "%s: ibv_reg_mr of %zu bytes of device memory (interface %u) by "
+                   "pointer (peermem): %s",
+                   d.name().c_str(), mem->len, mem->iface, std::strerror(err));
         return err == ENOMEM ? HMC_PLUGIN_ERR_NO_MEMORY : HMC_PLUGIN_ERR_NOT_SUPPORTED;
       }
     } else if (mem->iface != HMC_MEM_IFACE_HOST) {
@@ -58,9 +60,10 @@ hmc_plugin_status_t register_region(Context& c, int dev, const hmc_net_mem_desc_
       if (m->mr == nullptr) {
         const int err = errno;
         if (d.first_dmabuf_refusal())
-          IB_WARN(c.log(), "%s: ibv_reg_dmabuf_mr of %zu bytes (interface %u): %s; such regions "
-                  "are staged (said once per device)", d.name().c_str(), mem->len, mem->iface,
-                  std::strerror(err));
+          IB_WARN(c.log(),
+                  "%s: ibv_reg_dmabuf_mr of %zu bytes (interface %u): %s; such regions "
+                  "are staged (said once per device)",
+                  d.name().c_str(), mem->len, mem->iface, std::strerror(err));
         else
           IB_DEBUG(c.log(), "%s: ibv_reg_dmabuf_mr of %zu bytes (interface %u): %s",
                    d.name().c_str(), mem->len, mem->iface, std::strerror(err));

@@ -21,7 +21,7 @@ struct MemRegion {
   ibv_mr* mr = nullptr;  // nullptr for a zero-length region
   uintptr_t base = 0;
   size_t len = 0;
-  uint32_t access = 0;  // HMC_NET_ACCESS_*
+  uint32_t access = 0;            // HMC_NET_ACCESS_*
   std::vector<ibv_mr*> rail_mrs;  // the same memory on dev's rails (Context::rails_of), host only
   bool device = false;  // device memory (by dma-buf): reached through mr only, never by pointer
 

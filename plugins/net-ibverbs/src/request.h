@@ -30,22 +30,22 @@ struct Request {
   uint64_t tag = 0;
   void* buf = nullptr;
   size_t len = 0;
-  uint32_t lkey = 0;          // the caller's registration, when it covers buf
+  uint32_t lkey = 0;  // the caller's registration, when it covers buf
   bool has_lkey = false;
   Registration* own_reg = nullptr;  // acquired for this request, released when it ends
-  int in_flight = 0;          // work requests posted and not completed
-  bool matched = false;       // receive: a message was assigned to it
-  bool awaiting_fin = false;  // rendezvous send: the receiver has not answered yet
-  size_t sent_len = 0;        // receive: the length the sender sent
-  uint64_t cookie = 0;        // receive of a rendezvous: the sender's request id
-  size_t got = 0;             // receive of a staged message: bytes of it that arrived
-  bool notify_after = false;  // striped notified put: NOTIFY once every piece completed
+  int in_flight = 0;                // work requests posted and not completed
+  bool matched = false;             // receive: a message was assigned to it
+  bool awaiting_fin = false;        // rendezvous send: the receiver has not answered yet
+  size_t sent_len = 0;              // receive: the length the sender sent
+  uint64_t cookie = 0;              // receive of a rendezvous: the sender's request id
+  size_t got = 0;                   // receive of a staged message: bytes of it that arrived
+  bool notify_after = false;        // striped notified put: NOTIFY once every piece completed
   uint64_t notify_value = 0;
 
   // A rendezvous whose keys go segment by segment (kRts with key_len, then kRndvKey messages).
   bool segmented = false;
-  size_t keyed = 0;         // bytes of the message whose keys were sent / arrived
-  bool key_refused = false; // the sender could not register the rest (a kRndvKey of length 0)
+  size_t keyed = 0;          // bytes of the message whose keys were sent / arrived
+  bool key_refused = false;  // the sender could not register the rest (a kRndvKey of length 0)
   // send: the bytes the receiver has read (kRndvAck), its own registrations of the segments it
   // has not read yet (with their end offsets), and whether a refused registration waits for an
   // ack to free some

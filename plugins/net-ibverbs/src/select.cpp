@@ -206,15 +206,15 @@ int choose_gid(const std::vector<GidEntry>& table, bool ethernet, int forced, st
 
 uint64_t lane_rate_Mbps(uint32_t active_speed) {
   switch (active_speed) {
-    case 1: return 2000;     // SDR 2.5 Gb/s, 8b/10b
-    case 2: return 4000;     // DDR
-    case 4: return 8000;     // QDR
-    case 8: return 10000;    // FDR10, 64b/66b
-    case 16: return 13640;   // FDR
-    case 32: return 25000;   // EDR
-    case 64: return 50000;   // HDR
-    case 128: return 100000; // NDR
-    case 256: return 200000; // XDR
+    case 1: return 2000;      // SDR 2.5 Gb/s, 8b/10b
+    case 2: return 4000;      // DDR
+    case 4: return 8000;      // QDR
+    case 8: return 10000;     // FDR10, 64b/66b
+    case 16: return 13640;    // FDR
+    case 32: return 25000;    // EDR
+    case 64: return 50000;    // HDR
+    case 128: return 100000;  // NDR
+    case 256: return 200000;  // XDR
     default: return 0;
   }
 }
@@ -236,7 +236,8 @@ uint64_t port_bandwidth_MBps(uint32_t active_speed, uint32_t active_width) {
 
 std::string link_layer_text(bool ethernet, GidType chosen) {
   if (!ethernet) return "InfiniBand";
-  return std::string("Ethernet (") + gid_type_name(chosen == GidType::kIb ? GidType::kRoceV1 : chosen) + ")";
+  return std::string("Ethernet (") +
+         gid_type_name(chosen == GidType::kIb ? GidType::kRoceV1 : chosen) + ")";
 }
 
 std::string gid_text(const uint8_t raw[16]) {
@@ -276,7 +277,9 @@ std::string size_text(uint64_t n) {
   return b;
 }
 
-int mtu_bytes(int code) { return code >= 1 && code <= 5 ? 128 << code : 0; }
+int mtu_bytes(int code) {
+  return code >= 1 && code <= 5 ? 128 << code : 0;
+}
 
 }  // namespace
 
@@ -347,10 +350,14 @@ Peermem detect_peermem(PeermemMode mode, const std::string& sys_root) {
   }
   auto exists = [&](const char* path) { return access((sys_root + path).c_str(), F_OK) == 0; };
   std::string cuda;
-  if (exists("/module/nvidia_peermem")) cuda = "nvidia_peermem is loaded";
-  else if (exists("/module/nv_peer_mem")) cuda = "nv_peer_mem is loaded";
-  else if (exists("/kernel/mm/memory_peers/nv_mem/version")) cuda = "peer-memory client nv_mem";
-  else if (mode == PeermemMode::kOn) cuda = "assumed: HMC_IB_PEERMEM=on";
+  if (exists("/module/nvidia_peermem"))
+    cuda = "nvidia_peermem is loaded";
+  else if (exists("/module/nv_peer_mem"))
+    cuda = "nv_peer_mem is loaded";
+  else if (exists("/kernel/mm/memory_peers/nv_mem/version"))
+    cuda = "peer-memory client nv_mem";
+  else if (mode == PeermemMode::kOn)
+    cuda = "assumed: HMC_IB_PEERMEM=on";
   std::string rocm;
   if (exists("/kernel/mm/memory_peers/amdkfd/version")) rocm = "peer-memory client amdkfd";
   std::string which;

@@ -90,22 +90,22 @@ struct PortDescription {
   std::string hca;
   int port = 1;
   bool ethernet = false;
-  bool software = false;       // no PCI function (rdma_rxe, siw)
+  bool software = false;  // no PCI function (rdma_rxe, siw)
   std::string fw_ver;
   uint64_t node_guid = 0;      // host order
   uint16_t lid = 0;            // InfiniBand
   std::vector<GidEntry> gids;  // non-empty entries
   int gid_index = -1;          // the one connections use
   GidType gid_type = GidType::kIb;
-  uint32_t active_speed = 0;   // ibv_port_attr codes
+  uint32_t active_speed = 0;  // ibv_port_attr codes
   uint32_t active_width = 0;
-  int active_mtu = 0;          // enum ibv_mtu codes
+  int active_mtu = 0;  // enum ibv_mtu codes
   int max_mtu = 0;
   uint64_t max_msg_sz = 0;
-  uint64_t chunk = 0;          // the largest RDMA READ/WRITE the plugin posts
+  uint64_t chunk = 0;  // the largest RDMA READ/WRITE the plugin posts
   bool dmabuf = false;
-  uint64_t mem_ifaces = 0;     // hmc_net_device_props_t.mem_ifaces
-  std::string peermem;         // Peermem::text
+  uint64_t mem_ifaces = 0;  // hmc_net_device_props_t.mem_ifaces
+  std::string peermem;      // Peermem::text
 };
 
 // HMC_IB_PEERMEM: legacy GPUDirect, device memory registered by pointer (ibv_reg_mr) where a

@@ -23,8 +23,7 @@ struct VerbsApi {
   int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*) = nullptr;
   int (*query_gid)(ibv_context*, uint8_t, int, ibv_gid*) = nullptr;
   // Optional (rdma-core 31+): the GID's type; without it sysfs is read.
-  int (*query_gid_ex)(ibv_context*, uint32_t, uint32_t, ibv_gid_entry*, uint32_t,
-                      size_t) = nullptr;
+  int (*query_gid_ex)(ibv_context*, uint32_t, uint32_t, ibv_gid_entry*, uint32_t, size_t) = nullptr;
   ibv_pd* (*alloc_pd)(ibv_context*) = nullptr;
   int (*dealloc_pd)(ibv_pd*) = nullptr;
   ibv_mr* (*reg_mr)(ibv_pd*, void*, size_t, int) = nullptr;

@@ -219,7 +219,8 @@ bool decode_key(const uint8_t* p, size_t len, PackedKey* k, std::string* why) {
     In n{p + kPackedKeySize};
     rails = n.u32();
   }
-  if (len != kPackedKeySize && (rails == 0 || rails > kMaxRails || len != kPackedKeySize + 4 + 4 * rails)) {
+  if (len != kPackedKeySize &&
+      (rails == 0 || rails > kMaxRails || len != kPackedKeySize + 4 + 4 * rails)) {
     *why = "a packed key is " + std::to_string(kPackedKeySize) + " bytes (or 4 more and 4 per " +
            "rail), not " + std::to_string(len);
     return false;
@@ -267,9 +268,7 @@ bool decode_message(const uint8_t* p, size_t len, size_t eager, MsgHeader* h,
     case MsgType::kCredit:
     case MsgType::kNotify:
     case MsgType::kRndvAck: ok = payload == 0; break;
-    default:
-      *why = "a message of unknown type " + std::to_string(m.type);
-      return false;
+    default: *why = "a message of unknown type " + std::to_string(m.type); return false;
   }
   if (!ok) {
     *why = "a malformed message header (type " + std::to_string(m.type) + ")";

@@ -78,7 +78,7 @@ bool decode_rma_reset(const uint8_t* p, size_t len, RmaReset* r);
 
 // The header of every message sent on a queue pair (into the peer's receive buffers).
 enum class MsgType : uint8_t {
-  kEager = 1,   // header + len payload bytes
+  kEager = 1,  // header + len payload bytes
   // A rendezvous: len bytes at addr under rkey, read them, answer kFin{cookie}. key_len != 0: the
   // rkey covers the first key_len bytes only, the keys of the rest follow as kRndvKey messages.
   // The payload (kRts, kRndvKey): the same bytes' keys on the sender's rails, 4 bytes each.
@@ -89,7 +89,7 @@ enum class MsgType : uint8_t {
   // A message whose buffer could not be registered: len bytes, sent as the kFrag messages that
   // follow it in order (cookie: the sender's request, the same in each fragment).
   kStagedRts = 6,
-  kFrag = 7,    // len payload bytes of the staged message cookie, at offset addr
+  kFrag = 7,  // len payload bytes of the staged message cookie, at offset addr
   // The key of the next len bytes of rendezvous cookie, from offset addr (each starts where the
   // previous one ended); len 0: no more keys, the sender could not register the rest.
   kRndvKey = 8,
@@ -125,7 +125,7 @@ struct PackedKey {
   uint64_t base = 0;
   uint64_t len = 0;
   uint32_t rkey = 0;
-  uint32_t access = 0;  // HMC_NET_ACCESS_*
+  uint32_t access = 0;               // HMC_NET_ACCESS_*
   std::vector<uint32_t> rail_rkeys;  // the same memory on the owner's rail ports, in their order
 };
 // Without rails; with n, a count and n keys more.

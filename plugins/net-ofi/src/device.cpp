@@ -89,8 +89,8 @@ Device::Device(Context& ctx, int index, DeviceChoice choice)
   const RndvMode rm = ctx_.cfg().rndv;
   write_rndv_ = rm == RndvMode::kWrite ? saw_order_ : rm == RndvMode::kAuto && saw_order_;
   const bool tcp = std::strncmp(provider(), "tcp", 3) == 0;
-  const size_t chunk = ctx_.cfg().write_chunk_auto ? (tcp ? kTcpWriteChunk : 0)
-                                                   : ctx_.cfg().write_chunk;
+  const size_t chunk =
+      ctx_.cfg().write_chunk_auto ? (tcp ? kTcpWriteChunk : 0) : ctx_.cfg().write_chunk;
   write_chunk_ = chunk == 0 ? SIZE_MAX : chunk;
   // A put in pieces asks for delivery completion on its last piece only (or reads behind it):
   // that says the earlier pieces are in place too only where writes are applied in order.
@@ -585,8 +585,7 @@ void Device::finish_recv(Request* r, int err) {
       return;
     }
     if (n > 0) std::memcpy(r->buf, r->bounce.data + kMsgHeader, n);
-    end(h.len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS,
-        static_cast<size_t>(h.len));
+    end(h.len > r->len ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS, static_cast<size_t>(h.len));
     return;
   }
   // RTS: the data moves straight into the user buffer, as much as fits.
@@ -1102,8 +1101,8 @@ hmc_plugin_status_t Device::local_desc(const void* buf, size_t len, void* mr_des
   return cache_->acquire(buf, len, &r->desc, &r->cached);
 }
 
-bool Device::register_memory(void* addr, size_t len, uint64_t access, uint32_t iface,
-                             int ordinal, fid_mr** out, std::string* why) {
+bool Device::register_memory(void* addr, size_t len, uint64_t access, uint32_t iface, int ordinal,
+                             fid_mr** out, std::string* why) {
   iovec iov{addr, len};
   fi_mr_attr attr{};
   attr.mr_iov = &iov;

@@ -120,8 +120,8 @@ class Device {
   bool register_memory(void* addr, size_t len, uint64_t access, uint32_t iface, int ordinal,
                        fid_mr** out, std::string* why);
   bool register_local(void* addr, size_t len, fid_mr** out, std::string* why) {
-    return register_memory(addr, len, FI_SEND | FI_RECV | FI_READ | FI_WRITE, HMC_MEM_IFACE_HOST, -1,
-                           out, why);
+    return register_memory(addr, len, FI_SEND | FI_RECV | FI_READ | FI_WRITE, HMC_MEM_IFACE_HOST,
+                           -1, out, why);
   }
   // Registers the first len bytes of r's user buffer for the peer's part of a rendezvous
   // (FI_REMOTE_READ or FI_REMOTE_WRITE); r->own_mr, r->remote_addr and r->key describe it.

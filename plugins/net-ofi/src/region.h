@@ -23,9 +23,9 @@ struct MemRegion {
   };
   uintptr_t base = 0;
   size_t len = 0;
-  uint32_t access = 0;    // HMC_NET_ACCESS_*
-  uint32_t iface = 0;  // hmc_mem_iface_t
-  int ordinal = -1;       // vendor device index (device memory)
+  uint32_t access = 0;  // HMC_NET_ACCESS_*
+  uint32_t iface = 0;   // hmc_mem_iface_t
+  int ordinal = -1;     // vendor device index (device memory)
   std::vector<Reg> regs;
 
   MemRegion() = default;

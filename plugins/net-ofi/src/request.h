@@ -77,10 +77,10 @@ struct Request {
   // Post parameters, kept so a request queued on -FI_EAGAIN can be posted later.
   void* buf = nullptr;  // the user buffer
   size_t len = 0;
-  void* desc = nullptr;        // its local descriptor (FI_MR_LOCAL), or nullptr
-  CachedMr* cached = nullptr;  // the cache entry desc came from, released with the request
+  void* desc = nullptr;                 // its local descriptor (FI_MR_LOCAL), or nullptr
+  CachedMr* cached = nullptr;           // the cache entry desc came from, released with the request
   uint32_t iface = HMC_MEM_IFACE_HOST;  // hmc_mem_iface_t of the user buffer
-  int ordinal = -1;                      // its vendor device index (device memory)
+  int ordinal = -1;                     // its vendor device index (device memory)
   fi_addr_t addr = FI_ADDR_UNSPEC;
   uint64_t tag = 0;
   uint64_t remote_addr = 0;    // put/get/rendezvous read: the address or offset to use

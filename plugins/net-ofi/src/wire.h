@@ -88,7 +88,7 @@ struct MsgHeader {
   uint64_t cookie = 0;  // RTS: the CTS/FIN control-tag id
 };
 void encode_eager_header(uint8_t* out, uint64_t len, uint8_t slot);  // kMsgHeader bytes
-void encode_rts(uint8_t* out, const MsgHeader& h);     // kRtsSize bytes
+void encode_rts(uint8_t* out, const MsgHeader& h);                   // kRtsSize bytes
 // Parses what a data receive got (n bytes). Eager payloads follow the header.
 bool decode_msg(const uint8_t* p, size_t n, MsgHeader* h);
 

@@ -22,10 +22,9 @@ namespace {
 
 // Transports that only reach processes on this host (UCT transport names).
 bool is_local_transport(const std::string& tl) {
-  static const char* const kLocal[] = {"self",      "posix",     "sysv",      "xpmem",
-                                       "knem",      "cma",       "cuda_copy", "cuda_ipc",
-                                       "gdr_copy",  "rocm_copy", "rocm_ipc",  "rocm_gdr",
-                                       "ze_copy",   "ze_ipc"};
+  static const char* const kLocal[] = {"self",     "posix",     "sysv",     "xpmem",    "knem",
+                                       "cma",      "cuda_copy", "cuda_ipc", "gdr_copy", "rocm_copy",
+                                       "rocm_ipc", "rocm_gdr",  "ze_copy",  "ze_ipc"};
   for (const char* l : kLocal)
     if (tl == l) return true;
   return false;
@@ -47,9 +46,8 @@ std::string capture(F&& print) {
 
 // The value UCX holds for one of its variables ("TLS" -> the value of UCX_TLS).
 std::string ucx_setting(ucp_config_t* cfg, const char* name) {
-  std::string text = capture([&](FILE* f) {
-    ucp_config_print(cfg, f, nullptr, UCS_CONFIG_PRINT_CONFIG);
-  });
+  std::string text =
+      capture([&](FILE* f) { ucp_config_print(cfg, f, nullptr, UCS_CONFIG_PRINT_CONFIG); });
   std::string key = std::string("UCX_") + name + "=";
   size_t pos = 0;
   while ((pos = text.find(key, pos)) != std::string::npos) {
@@ -90,7 +88,8 @@ void declare_cma_invalidate(const Log& log) {
       return;
     }
     if (::setenv("UCX_CMA_MEMORY_INVALIDATE", "y", 0) == 0)
-      UX_DEBUG(log, "set UCX_CMA_MEMORY_INVALIDATE=y in the environment (cma rendezvous for "
+      UX_DEBUG(log,
+               "set UCX_CMA_MEMORY_INVALIDATE=y in the environment (cma rendezvous for "
                "endpoints with peer error handling)");
   });
 }
@@ -146,8 +145,8 @@ hmc_plugin_status_t Context::init() {
     if (p.value.empty()) continue;
     us = ucp_config_modify(cfg, p.ucx, p.value.c_str());
     if (us != UCS_OK) {
-      log_.write(HMC_LOG_ERROR, "%s=\"%s\": UCX refuses it as UCX_%s (%s)", p.hmc,
-                 p.value.c_str(), p.ucx, ucs_status_string(us));
+      log_.write(HMC_LOG_ERROR, "%s=\"%s\": UCX refuses it as UCX_%s (%s)", p.hmc, p.value.c_str(),
+                 p.ucx, ucs_status_string(us));
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
     }
   }
@@ -217,7 +216,8 @@ hmc_plugin_status_t Context::init_ucp(ucp_config_t* cfg) {
   rma_ = (features & UCP_FEATURE_RMA) != 0;
   bool wakeup = (features & UCP_FEATURE_WAKEUP) != 0;
   if (!rma_)
-    UX_WARN(log_, "one-sided operations (put/get) are not offered: UCX could not start with "
+    UX_WARN(log_,
+            "one-sided operations (put/get) are not offered: UCX could not start with "
             "UCP_FEATURE_RMA (%s); the core uses another plugin for them",
             ucs_status_string(first));
   if (cfg_.wakeup && !wakeup)
@@ -273,12 +273,14 @@ hmc_plugin_status_t Context::init_ucp(ucp_config_t* cfg) {
   } else if (!same_host_only_ && !net_only.empty() && net_only.size() <= room) {
     handle_address_ = net_only;
     handle_address_net_only_ = true;
-    UX_INFO(log_, "the worker address (%zu bytes) does not fit in a %u-byte connection handle; "
+    UX_INFO(log_,
+            "the worker address (%zu bytes) does not fit in a %u-byte connection handle; "
             "handles carry its network transports only (%zu bytes), so peers reach this "
             "context over the network even on the same host",
             full_address_.size(), HMC_NET_HANDLE_MAX, net_only.size());
   } else {
-    UX_WARN(log_, "the worker address (%zu bytes; %zu with network transports only) does not "
+    UX_WARN(log_,
+            "the worker address (%zu bytes; %zu with network transports only) does not "
             "fit in a %u-byte connection handle: listening will fail; restrict the transports "
             "(HMC_UCX_TLS) or devices (HMC_UCX_NET_DEVICES)",
             full_address_.size(), net_only.size(), HMC_NET_HANDLE_MAX);
@@ -286,13 +288,15 @@ hmc_plugin_status_t Context::init_ucp(ucp_config_t* cfg) {
   std::string kinds = "host";
   if (mem_ifaces_ & HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA)) kinds += ", cuda";
   if (mem_ifaces_ & HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_ROCM)) kinds += ", rocm";
-  UX_INFO(log_, "UCX %s ready: transports %s (%s); memory %s; put/get %s; wait fd %s; error "
+  UX_INFO(log_,
+          "UCX %s ready: transports %s (%s); memory %s; put/get %s; wait fd %s; error "
           "mode %s; worker address %zu bytes",
           ucp_get_version_string(), transports_.empty() ? "?" : transports_.c_str(),
           same_host_only_ ? "this host only" : "network", kinds.c_str(), rma_ ? "on" : "off",
           efd_ >= 0 ? "on" : "off", cfg_.peer_errors ? "peer" : "none", full_address_.size());
   if (!cfg_.peer_errors && !cfg_.error_mode_auto)
-    UX_WARN(log_, "HMC_UCX_ERROR_MODE=none: UCX does not report broken connections, and UCX "
+    UX_WARN(log_,
+            "HMC_UCX_ERROR_MODE=none: UCX does not report broken connections, and UCX "
             "1.13 aborts this process if a shared-memory peer dies during a cma transfer");
   return HMC_PLUGIN_SUCCESS;
 }
@@ -421,8 +425,7 @@ void Context::check_liveness() {
       fds.push_back({ep->watch().fd(), POLLIN, 0});
       who.push_back(ep);
     } else if (!ep->watch().alive()) {
-      ep->schedule_failure("the peer process (pid " + std::to_string(ep->peer_pid()) +
-                           ") exited");
+      ep->schedule_failure("the peer process (pid " + std::to_string(ep->peer_pid()) + ") exited");
     }
   }
   if (!fds.empty() && ::poll(fds.data(), fds.size(), 0) > 0) {
@@ -485,8 +488,7 @@ UX_HOT void Context::complete(Request* r) {
   Endpoint* ep = r->ep;
   finish(r, st);
   // A broken connection takes every other request of the endpoint with it.
-  if (st == HMC_PLUGIN_ERR_PEER_LOST && ep != nullptr && !ep->failed() &&
-      us != UCS_ERR_CANCELED)
+  if (st == HMC_PLUGIN_ERR_PEER_LOST && ep != nullptr && !ep->failed() && us != UCS_ERR_CANCELED)
     ep->schedule_failure(std::string("UCX reports the connection broken (") +
                          ucs_status_string(us) + ")");
 }
@@ -496,8 +498,10 @@ UX_HOT void Context::release(Request* r) {
     r->counted = false;
     --unreported_;
   }
-  if (r->outstanding > 0) r->orphan = true;
-  else pool_.put(r);
+  if (r->outstanding > 0)
+    r->orphan = true;
+  else
+    pool_.put(r);
 }
 
 void Context::abandon(Request* r) {
@@ -523,7 +527,7 @@ UX_HOT ucs_status_t Context::absorb(Request* r, void* s) {
 }
 
 Request* Context::post_control_recv(uint64_t tag, size_t cap, void* owner,
-                                     void (*on_done)(Request*)) {
+                                    void (*on_done)(Request*)) {
   Request* r = new_request(ReqKind::kControl);
   r->owner = owner;
   r->on_done = on_done;
@@ -572,8 +576,7 @@ UX_HOT void Context::recv_cb(void* ucx_req, ucs_status_t st, const ucp_tag_recv_
   r->ucx = nullptr;
   // info->length is the sender's length, also when the message was truncated (net.h: a
   // truncated receive reports the length that was sent).
-  if ((st == UCS_OK || st == UCS_ERR_MESSAGE_TRUNCATED) && info != nullptr)
-    r->bytes = info->length;
+  if ((st == UCS_OK || st == UCS_ERR_MESSAGE_TRUNCATED) && info != nullptr) r->bytes = info->length;
   if (st != UCS_OK && r->ucx_status == UCS_OK) r->ucx_status = st;
   if (--r->outstanding == 0) r->ctx->complete(r);
 }
@@ -619,8 +622,8 @@ void discard_cb(void* ucx_req, ucs_status_t, const ucp_tag_recv_info_t*, void*) 
 // Receives (into nothing) every message already queued for `id`: left over from an endpoint that
 // closed, they must not reach the next endpoint that gets the id.
 void Context::drain_id(uint16_t id) {
-  int dropped = drain(tags::data_of_id(id), tags::kDataOfIdMask) +
-                drain(id, tags::kControlOfIdMask);
+  int dropped =
+      drain(tags::data_of_id(id), tags::kDataOfIdMask) + drain(id, tags::kControlOfIdMask);
   if (dropped > 0)
     UX_DEBUG(log_, "dropped %d stale message(s) addressed to endpoint id %u", dropped, id);
 }

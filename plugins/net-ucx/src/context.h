@@ -3,14 +3,14 @@
 // (tags.h), request completion, progress, arm/wait_fd, and every object handed to the core.
 #pragma once
 
+#include <ucp/api/ucp.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-
-#include <ucp/api/ucp.h>
 
 #include "config.h"
 #include "hmc/plugin/net.h"
@@ -101,8 +101,7 @@ class Context {
   Request* post_control_send(ucp_ep_h uep, uint64_t tag, std::vector<uint8_t>&& bytes);
 
   static void send_cb(void* ucx_req, ucs_status_t st, void* user);
-  static void recv_cb(void* ucx_req, ucs_status_t st, const ucp_tag_recv_info_t* info,
-                      void* user);
+  static void recv_cb(void* ucx_req, ucs_status_t st, const ucp_tag_recv_info_t* info, void* user);
   static void ep_error_cb(void* arg, ucp_ep_h ep, ucs_status_t st);
 
   // --- endpoint ids (tags.h) -------------------------------------------------------------

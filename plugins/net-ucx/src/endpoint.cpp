@@ -33,9 +33,10 @@ hmc_plugin_status_t Endpoint::create_uep(const uint8_t* address) {
   ucs_status_t us = ucp_ep_create(ctx_.worker(), &p, &uep_);
   if (us != UCS_OK) {
     uep_ = nullptr;
-    ctx_.log().write(HMC_LOG_ERROR, "cannot reach %s: ucp_ep_create failed (%s); do both sides "
-                     "share a transport (HMC_UCX_TLS)?", peer_name_.c_str(),
-                     ucs_status_string(us));
+    ctx_.log().write(HMC_LOG_ERROR,
+                     "cannot reach %s: ucp_ep_create failed (%s); do both sides "
+                     "share a transport (HMC_UCX_TLS)?",
+                     peer_name_.c_str(), ucs_status_string(us));
     return HMC_PLUGIN_ERR_PEER_LOST;
   }
   return HMC_PLUGIN_SUCCESS;
@@ -106,8 +107,7 @@ Endpoint::~Endpoint() {
     // Tells the peer at once (its pending requests end with PEER_LOST), whatever the transport.
     std::vector<uint8_t> bytes;
     wire::encode_bye(nonce_, &bytes);
-    bye = ctx_.post_control_send(uep_, tags::control(tags::Ctrl::kBye, peer_id_),
-                                 std::move(bytes));
+    bye = ctx_.post_control_send(uep_, tags::control(tags::Ctrl::kBye, peer_id_), std::move(bytes));
   }
   ctx_.remove_endpoint(this, uep_);
   drop_control(&hello_);
@@ -135,8 +135,8 @@ Endpoint::~Endpoint() {
 }
 
 void Endpoint::post_welcome_recv() {
-  welcome_ = ctx_.post_control_recv(tags::control(tags::Ctrl::kWelcome, rx_id_), kWelcomeCap,
-                                    this, nullptr);
+  welcome_ = ctx_.post_control_recv(tags::control(tags::Ctrl::kWelcome, rx_id_), kWelcomeCap, this,
+                                    nullptr);
 }
 
 void Endpoint::post_bye_recv() {
@@ -306,8 +306,10 @@ void Endpoint::link(Request* r) {
 }
 
 void Endpoint::unlink(Request* r) {
-  if (r->prev != nullptr) r->prev->next = r->next;
-  else pending_ = r->next;
+  if (r->prev != nullptr)
+    r->prev->next = r->next;
+  else
+    pending_ = r->next;
   if (r->next != nullptr) r->next->prev = r->prev;
   r->prev = r->next = nullptr;
   r->ep = nullptr;
@@ -318,8 +320,10 @@ void Endpoint::unlink(Request* r) {
 hmc_plugin_status_t Endpoint::usable(const char* what) const {
   if (state_ == State::kReady) return HMC_PLUGIN_SUCCESS;
   if (state_ == State::kFailed) return HMC_PLUGIN_ERR_PEER_LOST;
-  ctx_.log().write(HMC_LOG_ERROR, "%s on an endpoint that is not established yet (ep_ready "
-                   "has not returned SUCCESS)", what);
+  ctx_.log().write(HMC_LOG_ERROR,
+                   "%s on an endpoint that is not established yet (ep_ready "
+                   "has not returned SUCCESS)",
+                   what);
   return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
 }
 
@@ -405,11 +409,12 @@ hmc_plugin_status_t Endpoint::cancel(Request* r) {
   return r->done ? HMC_PLUGIN_SUCCESS : HMC_PLUGIN_ERR_NOT_SUPPORTED;
 }
 
-hmc_plugin_status_t Endpoint::refuse(ReqKind kind, size_t len, uint64_t addr,
-                                     const RemoteKey& k, const char* why, Request** out) {
-  UX_DEBUG(ctx_.log(), "%s of %zu bytes at 0x%" PRIx64 " refused: %s (region 0x%" PRIx64
-           "+%" PRIu64 ", access 0x%x)", kind == ReqKind::kPut ? "put" : "get", len, addr, why,
-           k.base, k.len, k.access);
+hmc_plugin_status_t Endpoint::refuse(ReqKind kind, size_t len, uint64_t addr, const RemoteKey& k,
+                                     const char* why, Request** out) {
+  UX_DEBUG(ctx_.log(),
+           "%s of %zu bytes at 0x%" PRIx64 " refused: %s (region 0x%" PRIx64 "+%" PRIu64
+           ", access 0x%x)",
+           kind == ReqKind::kPut ? "put" : "get", len, addr, why, k.base, k.len, k.access);
   Request* r = ctx_.new_request(kind);
   r->len = len;
   ctx_.finish(r, HMC_PLUGIN_ERR_REMOTE);
@@ -568,8 +573,10 @@ hmc_plugin_status_t Endpoint::unpack_rkey(const void* blob, size_t len, RemoteKe
   k->access = pr.access;
   k->corrupt = res == RkeyParse::kCorrupt;
   if (k->corrupt) {
-    UX_WARN(ctx_.log(), "a remote key from %s fails its check (corrupted or forged): every put "
-            "and get through it is refused", peer_name_.c_str());
+    UX_WARN(ctx_.log(),
+            "a remote key from %s fails its check (corrupted or forged): every put "
+            "and get through it is refused",
+            peer_name_.c_str());
   } else if (pr.ucx_len > 0) {
     ucs_status_t us = ucp_ep_rkey_unpack(uep_, pr.ucx, &k->rkey);
     if (us != UCS_OK) {

@@ -9,11 +9,11 @@
 // pending request with PEER_LOST.
 #pragma once
 
+#include <ucp/api/ucp.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <ucp/api/ucp.h>
 
 #include "hmc/plugin/net.h"
 #include "identity.h"
@@ -56,8 +56,7 @@ class Endpoint {
   hmc_plugin_status_t post_recv(void* buf, size_t len, uint64_t tag, Request** out);
   hmc_plugin_status_t post_put(const void* buf, size_t len, uint64_t addr, RemoteKey* k,
                                Request** out);
-  hmc_plugin_status_t post_get(void* buf, size_t len, uint64_t addr, RemoteKey* k,
-                               Request** out);
+  hmc_plugin_status_t post_get(void* buf, size_t len, uint64_t addr, RemoteKey* k, Request** out);
   // Vectored put/get: every piece checked against the key first (one refused piece refuses the
   // request, nothing moves), then posted without a request of its own; one flush of the
   // endpoint is the request's completion.
@@ -110,14 +109,14 @@ class Endpoint {
   uint64_t deadline_ns_ = 0;  // connector: when setup gives up
   ProcessIdentity peer_;
   ProcessWatch watch_;
-  Request* pending_ = nullptr;  // user requests with UCX operations outstanding
-  Request* hello_ = nullptr;    // connector: the hello send
+  Request* pending_ = nullptr;         // user requests with UCX operations outstanding
+  Request* hello_ = nullptr;           // connector: the hello send
   std::vector<uint8_t> unsent_hello_;  // connector: the hello until it is sent or handed over
-  Request* welcome_ = nullptr;  // connector: the receive for the listener's welcome
-  Request* bye_ = nullptr;      // the receive for the peer's bye
+  Request* welcome_ = nullptr;         // connector: the receive for the listener's welcome
+  Request* bye_ = nullptr;             // the receive for the peer's bye
   bool bye_arrived_ = false;
-  std::string failure_;         // scheduled failure, until service() acts on it
-  std::string peer_name_;       // "pid 123" or "listener 5", for log messages
+  std::string failure_;    // scheduled failure, until service() acts on it
+  std::string peer_name_;  // "pid 123" or "listener 5", for log messages
   std::vector<RemoteKey*> rkeys_;
 };
 

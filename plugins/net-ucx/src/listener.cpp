@@ -20,7 +20,8 @@ hmc_plugin_status_t Listener::create(Context& ctx, void* handle, size_t* handle_
   bool net_only = false;
   const std::vector<uint8_t>& addr = ctx.handle_address(&net_only);
   if (addr.empty()) {
-    ctx.log().write(HMC_LOG_ERROR, "listen: the UCX worker address (%zu bytes) does not fit in "
+    ctx.log().write(HMC_LOG_ERROR,
+                    "listen: the UCX worker address (%zu bytes) does not fit in "
                     "a %u-byte connection handle; restrict HMC_UCX_TLS or HMC_UCX_NET_DEVICES",
                     ctx.full_address().size(), HMC_NET_HANDLE_MAX);
     return HMC_PLUGIN_ERR_NOT_SUPPORTED;
@@ -65,14 +66,14 @@ void Listener::drop_hello_recv() {
 }
 
 bool Listener::post_hello() {
-  hello_ = ctx_.post_control_recv(tags::control(tags::Ctrl::kHello, id_), kHelloCap, this,
-                                  nullptr);
+  hello_ = ctx_.post_control_recv(tags::control(tags::Ctrl::kHello, id_), kHelloCap, this, nullptr);
   return hello_ != nullptr;
 }
 
 hmc_plugin_status_t Listener::accept(Endpoint** out) {
   if (handed_out_ && pending_ == nullptr) {
-    ctx_.log().write(HMC_LOG_ERROR, "accept: this listener already handed out its endpoint "
+    ctx_.log().write(HMC_LOG_ERROR,
+                     "accept: this listener already handed out its endpoint "
                      "(one connection per listener)");
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   }

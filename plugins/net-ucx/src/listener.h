@@ -17,8 +17,7 @@ class Endpoint;
 
 class Listener {
  public:
-  static hmc_plugin_status_t create(Context& ctx, void* handle, size_t* handle_len,
-                                    Listener** out);
+  static hmc_plugin_status_t create(Context& ctx, void* handle, size_t* handle_len, Listener** out);
   ~Listener();
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;

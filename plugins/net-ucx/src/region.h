@@ -13,11 +13,11 @@
 // RDMA transports the NIC additionally enforces the registered range through the memory key.
 #pragma once
 
+#include <ucp/api/ucp.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
-
-#include <ucp/api/ucp.h>
 
 namespace hmc::ucx {
 
@@ -34,13 +34,13 @@ struct MemRegion {
 };
 
 struct RemoteKey {
-  Context* ctx = nullptr;      // whose registry (Context::rkeys) holds it
-  Endpoint* ep = nullptr;      // the endpoint it was unpacked on; null once that one closed
-  ucp_rkey_h rkey = nullptr;   // null for zero-length regions, corrupt keys, or after close
+  Context* ctx = nullptr;     // whose registry (Context::rkeys) holds it
+  Endpoint* ep = nullptr;     // the endpoint it was unpacked on; null once that one closed
+  ucp_rkey_h rkey = nullptr;  // null for zero-length regions, corrupt keys, or after close
   uint64_t base = 0;
   uint64_t len = 0;
   uint32_t access = 0;
-  bool corrupt = false;        // failed its check: every operation is refused
+  bool corrupt = false;  // failed its check: every operation is refused
 };
 
 // Builds the packed key into out (capacity cap); returns its length, or 0 when it does not fit.

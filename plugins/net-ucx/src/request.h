@@ -7,12 +7,12 @@
 // orphan: the last UCX callback returns it to the pool, and nothing else touches it.
 #pragma once
 
+#include <ucs/type/status.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include <ucs/type/status.h>
 
 #include "hmc/plugin/common.h"
 
@@ -31,23 +31,23 @@ enum class ReqKind : uint8_t {
 
 struct Request {
   Context* ctx = nullptr;
-  Endpoint* ep = nullptr;    // non-null while linked in the endpoint's pending list
-  Request* prev = nullptr;   // the endpoint's pending list
+  Endpoint* ep = nullptr;   // non-null while linked in the endpoint's pending list
+  Request* prev = nullptr;  // the endpoint's pending list
   Request* next = nullptr;
-  void* ucx = nullptr;       // outstanding UCX receive (for ucp_request_cancel), else null
+  void* ucx = nullptr;  // outstanding UCX receive (for ucp_request_cancel), else null
   // Called (if set) when the request ends; used by control requests.
   void (*on_done)(Request*) = nullptr;
-  void* owner = nullptr;     // what on_done acts on
+  void* owner = nullptr;  // what on_done acts on
   size_t len = 0;
-  size_t bytes = 0;          // reported by test
+  size_t bytes = 0;                  // reported by test
   ucs_status_t ucx_status = UCS_OK;  // first error UCX reported
   hmc_plugin_status_t result = HMC_PLUGIN_SUCCESS;
   ReqKind kind = ReqKind::kSend;
-  uint8_t outstanding = 0;   // UCX callbacks still to come
+  uint8_t outstanding = 0;  // UCX callbacks still to come
   bool done = false;
   bool orphan = false;
-  bool user_cancel = false;  // the core asked to cancel it
-  bool counted = false;      // in Context::unreported_ (done, not yet tested)
+  bool user_cancel = false;      // the core asked to cancel it
+  bool counted = false;          // in Context::unreported_ (done, not yet tested)
   std::vector<uint8_t> payload;  // control messages: the bytes sent or the receive buffer
   Request* free_next = nullptr;
 };

@@ -58,7 +58,9 @@ inline uint64_t control(Ctrl type, uint16_t dest_id) {
 }
 
 // Probe masks that select every message addressed to one id.
-inline uint64_t data_of_id(uint16_t id) { return static_cast<uint64_t>(id) << kIdShift; }
+inline uint64_t data_of_id(uint16_t id) {
+  return static_cast<uint64_t>(id) << kIdShift;
+}
 constexpr uint64_t kDataOfIdMask = kIdMask;
 constexpr uint64_t kControlOfIdMask = kIdMask | 0xffffull;
 

@@ -346,15 +346,15 @@ static uint16_t bf16_store(float f) {
 }
 
 /* Integers wrap (computed unsigned); MIN and MAX of floats return a NaN operand. */
-#define REDUCE_INT(T, U)                                                            \
-  static void reduce_##T(T* d, const T* a, const T* b, size_t n, uint32_t op) {     \
-    for (size_t i = 0; i < n; ++i) {                                                \
-      T x = a[i], y = b[i];                                                         \
-      d[i] = op == HMC_DEVICE_REDUCE_PROD  ? (T)((U)x * (U)y)                       \
-             : op == HMC_DEVICE_REDUCE_MIN ? (y < x ? y : x)                        \
-             : op == HMC_DEVICE_REDUCE_MAX ? (y > x ? y : x)                        \
-                                           : (T)((U)x + (U)y);                      \
-    }                                                                               \
+#define REDUCE_INT(T, U)                                                        \
+  static void reduce_##T(T* d, const T* a, const T* b, size_t n, uint32_t op) { \
+    for (size_t i = 0; i < n; ++i) {                                            \
+      T x = a[i], y = b[i];                                                     \
+      d[i] = op == HMC_DEVICE_REDUCE_PROD  ? (T)((U)x * (U)y)                   \
+             : op == HMC_DEVICE_REDUCE_MIN ? (y < x ? y : x)                    \
+             : op == HMC_DEVICE_REDUCE_MAX ? (y > x ? y : x)                    \
+                                           : (T)((U)x + (U)y);                  \
+    }                                                                           \
   }
 REDUCE_INT(int8_t, uint8_t)
 REDUCE_INT(uint8_t, uint8_t)
@@ -555,7 +555,7 @@ static hmc_plugin_status_t dev_event_query(hmc_device_event_t* ev) {
   if (!ev) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   /* TO DO: the runtime's query: SUCCESS, IN_PROGRESS, or the copy's error. Never wait. */
   return atomic_load(&ev->reached) >= atomic_load(&ev->recorded) ? HMC_PLUGIN_SUCCESS
-                                                                   : HMC_PLUGIN_IN_PROGRESS;
+                                                                 : HMC_PLUGIN_IN_PROGRESS;
 }
 
 /* ---- the table ------------------------------------------------------------------------------ */

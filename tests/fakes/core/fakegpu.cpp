@@ -555,8 +555,8 @@ class EmulatorImpl {
     // copy's time ended: copies queued back to back run back to back, however late this worker
     // thread woke up.
     auto start = std::max(op.queued, s->busy_until);
-    auto end = start +
-               std::chrono::nanoseconds(bw > 0 ? static_cast<int64_t>(op.size * 1000 / bw) : 0);
+    auto end =
+        start + std::chrono::nanoseconds(bw > 0 ? static_cast<int64_t>(op.size * 1000 / bw) : 0);
     s->busy_until = end;
     std::memmove(op.dst, op.src, op.size);
     if (bw > 0) {

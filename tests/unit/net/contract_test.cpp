@@ -365,9 +365,9 @@ TEST_P(NetPair, BuffersRemappedBetweenTransfers) {
   constexpr size_t kLen = (1u << 20) + 4096 + 3;  // rendezvous-sized everywhere, several pages
   constexpr size_t kBlock = 8u << 20;             // malloc serves it with its own mapping
   auto map = [](void* hint) {
-    void* p = mmap(hint, kLen, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | (hint != nullptr ? MAP_FIXED_NOREPLACE : 0), -1,
-                   0);
+    void* p =
+        mmap(hint, kLen, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | (hint != nullptr ? MAP_FIXED_NOREPLACE : 0), -1, 0);
     return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
   };
   // The same address again where the kernel grants it (the point of the test), else another.
@@ -1567,8 +1567,8 @@ TEST_P(NetLocal, PutNotificationsFollowTheirDataInOrder) {
       uint64_t value;
       bool refused;
     };
-    const std::vector<Put> puts = {{0, 4u << 20, 100, false},       // streamed, posted first
-                                   {5u << 20, 8, 101, false},       // inline, overtakes nothing
+    const std::vector<Put> puts = {{0, 4u << 20, 100, false},          // streamed, posted first
+                                   {5u << 20, 8, 101, false},          // inline, overtakes nothing
                                    {region.size() - 4, 8, 999, true},  // past the region
                                    {(5u << 20) + 64, 100000, 102, false},
                                    {(5u << 20) + 200000, 0, 103, false}};
@@ -1578,8 +1578,8 @@ TEST_P(NetLocal, PutNotificationsFollowTheirDataInOrder) {
       src.emplace_back(puts[i].len + 1);
       fill(src.back().data(), puts[i].len, 200 + i);
       hmc_net_request_t* r = nullptr;
-      ASSERT_EQ(t->iput_notify(p.eb, src.back().data(), puts[i].len, nullptr,
-                               base + puts[i].offset, k, puts[i].value, &r),
+      ASSERT_EQ(t->iput_notify(p.eb, src.back().data(), puts[i].len, nullptr, base + puts[i].offset,
+                               k, puts[i].value, &r),
                 HMC_PLUGIN_SUCCESS)
           << "put " << i;
       reqs.push_back(r);

@@ -70,8 +70,8 @@ TEST(IbverbsSelect, HcaListSelectsAndOrders) {
 }
 
 TEST(IbverbsSelect, HcaListRejectsMalformed) {
-  for (const char* bad : {"^", "=", "^=", "a,,b", "a,", ":1", "mlx5_0:0", "mlx5_0:x", "mlx5_0:256",
-                          "mlx5_0:1:2"}) {
+  for (const char* bad :
+       {"^", "=", "^=", "a,,b", "a,", ":1", "mlx5_0:0", "mlx5_0:x", "mlx5_0:256", "mlx5_0:1:2"}) {
     HcaFilter f;
     std::string why;
     EXPECT_FALSE(parse_hca_filter(bad, &f, &why)) << bad;
@@ -89,11 +89,16 @@ GidEntry gid(int index, GidType t, std::initializer_list<uint8_t> bytes) {
 }
 
 TEST(IbverbsSelect, GidChoice) {
-  const GidEntry ll_v1 = gid(0, GidType::kRoceV1, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8});
-  const GidEntry ll_v2 = gid(1, GidType::kRoceV2, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8});
-  const GidEntry v4_v1 = gid(2, GidType::kRoceV1, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1});
-  const GidEntry v4_v2 = gid(3, GidType::kRoceV2, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1});
-  const GidEntry v6_v2 = gid(4, GidType::kRoceV2, {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+  const GidEntry ll_v1 =
+      gid(0, GidType::kRoceV1, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8});
+  const GidEntry ll_v2 =
+      gid(1, GidType::kRoceV2, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8});
+  const GidEntry v4_v1 =
+      gid(2, GidType::kRoceV1, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1});
+  const GidEntry v4_v2 =
+      gid(3, GidType::kRoceV2, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1});
+  const GidEntry v6_v2 =
+      gid(4, GidType::kRoceV2, {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
   std::string why;
   EXPECT_EQ(choose_gid({ll_v1, ll_v2, v4_v1, v4_v2, v6_v2}, true, -1, &why), 3);
   EXPECT_EQ(choose_gid({ll_v1, ll_v2, v4_v1, v6_v2}, true, -1, &why), 4);
@@ -184,7 +189,8 @@ TEST(IbverbsSelect, PortDescriptionForHmcInfo) {
   d.software = true;
   d.fw_ver = "0.0.0";
   d.node_guid = 0x505400fffe123456ull;
-  d.gids = {gid(0, GidType::kRoceV2, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0, 0xff, 0xfe, 0x12, 0x34, 0x56}),
+  d.gids = {gid(0, GidType::kRoceV2,
+                {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0, 0xff, 0xfe, 0x12, 0x34, 0x56}),
             gid(1, GidType::kRoceV2, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1})};
   for (GidEntry& e : d.gids) e.netdev = "veth0";
   d.gid_index = 1;
@@ -277,8 +283,9 @@ TEST(IbverbsSelect, PeermemSettingAndDetection) {
   EXPECT_NE(p.text.find("cuda (peer-memory client nv_mem)"), std::string::npos) << p.text;
   make("/module/nvidia_peermem/refcnt");
   p = detect_peermem(PeermemMode::kAuto, root);
-  EXPECT_EQ(p.text, "yes: cuda (nvidia_peermem is loaded); puts and gets of registered device "
-                    "memory by pointer");
+  EXPECT_EQ(p.text,
+            "yes: cuda (nvidia_peermem is loaded); puts and gets of registered device "
+            "memory by pointer");
   // AMD's client adds ROCm; off still says no to both.
   make("/kernel/mm/memory_peers/amdkfd/version");
   p = detect_peermem(PeermemMode::kAuto, root);
@@ -340,10 +347,10 @@ TEST(IbverbsWireFormat, MessageHeadersFuzzed) {
   EXPECT_FALSE(ok(std::vector<uint8_t>(47)));
 
   std::vector<std::vector<uint8_t>> seeds = {
-      msg(MsgType::kEager, 100, 0, 0, 100),        msg(MsgType::kRts, 1u << 30, 4096, 1u << 24, 0),
-      msg(MsgType::kFin, 0, 0, 0, 0),              msg(MsgType::kCredit, 0, 0, 0, 0),
-      msg(MsgType::kNotify, 5, 0, 0, 0),           msg(MsgType::kStagedRts, 1u << 20, 0, 0, 0),
-      msg(MsgType::kFrag, 8192, 0, 0, 8192),       msg(MsgType::kRndvKey, 1u << 24, 1u << 24, 0, 8),
+      msg(MsgType::kEager, 100, 0, 0, 100),     msg(MsgType::kRts, 1u << 30, 4096, 1u << 24, 0),
+      msg(MsgType::kFin, 0, 0, 0, 0),           msg(MsgType::kCredit, 0, 0, 0, 0),
+      msg(MsgType::kNotify, 5, 0, 0, 0),        msg(MsgType::kStagedRts, 1u << 20, 0, 0, 0),
+      msg(MsgType::kFrag, 8192, 0, 0, 8192),    msg(MsgType::kRndvKey, 1u << 24, 1u << 24, 0, 8),
       msg(MsgType::kRndvAck, 0, 1u << 24, 0, 0)};
   uint64_t x = 0x9e3779b97f4a7c15ull;
   auto next = [&] {
@@ -359,7 +366,9 @@ TEST(IbverbsWireFormat, MessageHeadersFuzzed) {
     for (int e = 0; e < edits; ++e) {
       switch (next() % 4) {
         case 0: b[next() % b.size()] ^= static_cast<uint8_t>(1u << (next() % 8)); break;
-        case 1: b[next() % std::min<size_t>(b.size(), sizeof(MsgHeader))] = static_cast<uint8_t>(next()); break;
+        case 1:
+          b[next() % std::min<size_t>(b.size(), sizeof(MsgHeader))] = static_cast<uint8_t>(next());
+          break;
         case 2: b.resize(next() % (sizeof(MsgHeader) + eager + 16)); break;
         default: b[0] = static_cast<uint8_t>(next() % 12); break;
       }
@@ -428,9 +437,14 @@ TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
       EXPECT_TRUE(h.logged("libdoes-not-exist.so.1")) << h.all_logs();
     }
     for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
-             {"HMC_IB_HCA", "mlx5_0:x"}, {"HMC_IB_GID_INDEX", "-1"}, {"HMC_IB_RETRY_CNT", "8"},
-             {"HMC_IB_EAGER_LIMIT", "1G"}, {"HMC_IB_CREDITS", "2"}, {"HMC_IB_TIMEOUT", "0"},
-             {"HMC_IB_PEERMEM", "maybe"}, {"HMC_IB_FABRIC", std::string(64, 'f')}}) {
+             {"HMC_IB_HCA", "mlx5_0:x"},
+             {"HMC_IB_GID_INDEX", "-1"},
+             {"HMC_IB_RETRY_CNT", "8"},
+             {"HMC_IB_EAGER_LIMIT", "1G"},
+             {"HMC_IB_CREDITS", "2"},
+             {"HMC_IB_TIMEOUT", "0"},
+             {"HMC_IB_PEERMEM", "maybe"},
+             {"HMC_IB_FABRIC", std::string(64, 'f')}}) {
       Host h(Cfg{{kv.first, kv.second}});
       hmc_net_ctx_t* c = nullptr;
       EXPECT_EQ(t->init(h.services(), &c), HMC_PLUGIN_ERR_CONFIG) << kv.first;
@@ -480,8 +494,8 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
       skip_child("RLIMIT_MEMLOCK (" + std::to_string(rl.rlim_cur) + " bytes) leaves no room " +
                  "beside the plugin's own buffers (" + std::to_string(pinned) + " bytes pinned)");
     const size_t filler_len = (rl.rlim_cur - pinned - room) & ~size_t{4095};
-    void* filler = mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                        -1, 0);
+    void* filler =
+        mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(filler, MAP_FAILED);
     std::vector<uint8_t> unused_key;
     hmc_net_mr_t* fmr = reg(t, p.b, 0, filler, filler_len, HMC_NET_ACCESS_LOCAL, &unused_key);
@@ -492,15 +506,15 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
     std::vector<uint8_t> src(kLen), dst(kLen, 0);
     fill(src.data(), kLen, 71);
     hmc_net_request_t* r = nullptr;
-    ASSERT_EQ(t->iput(p.eb, src.data(), kLen, nullptr, reinterpret_cast<uintptr_t>(region.data()),
-                      k, &r),
-              HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(
+        t->iput(p.eb, src.data(), kLen, nullptr, reinterpret_cast<uintptr_t>(region.data()), k, &r),
+        HMC_PLUGIN_SUCCESS);
     EXPECT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
     EXPECT_EQ(first_mismatch(region.data(), kLen, 71), -1) << "put";
     fill(region.data(), kLen, 72);
-    ASSERT_EQ(t->iget(p.eb, dst.data(), kLen, nullptr, reinterpret_cast<uintptr_t>(region.data()),
-                      k, &r),
-              HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(
+        t->iget(p.eb, dst.data(), kLen, nullptr, reinterpret_cast<uintptr_t>(region.data()), k, &r),
+        HMC_PLUGIN_SUCCESS);
     EXPECT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
     EXPECT_EQ(first_mismatch(dst.data(), kLen, 72), -1) << "get";
     EXPECT_TRUE(p.hb.logged("RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur) + " bytes"))
@@ -540,7 +554,8 @@ TEST(IbverbsPlugin, RefusedSegmentsWaitForTheReader) {
         rl.rlim_cur > (size_t{64} << 20))
       skip_child("RLIMIT_MEMLOCK is not 20 to 64 MiB here (tests/rdma/memlock_check sets it)");
     constexpr size_t kLen = 64u << 20;
-    const Cfg cfg = {{"HMC_IB_EAGER_LIMIT", "8K"}, {"HMC_IB_MR_CACHE", "0"}, {"HMC_IB_CHUNK", "64K"}};
+    const Cfg cfg = {
+        {"HMC_IB_EAGER_LIMIT", "8K"}, {"HMC_IB_MR_CACHE", "0"}, {"HMC_IB_CHUNK", "64K"}};
     LocalPair p(t, cfg, 0);
     ASSERT_NO_FATAL_FAILURE(p.connect());
     size_t pinned_kib = 0;
@@ -555,8 +570,8 @@ TEST(IbverbsPlugin, RefusedSegmentsWaitForTheReader) {
     const size_t pinned = pinned_kib << 10;
     ASSERT_GT(rl.rlim_cur, pinned + room) << "the plugin's own buffers take " << pinned;
     const size_t filler_len = (rl.rlim_cur - pinned - room) & ~size_t{4095};
-    void* filler = mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                        -1, 0);
+    void* filler =
+        mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(filler, MAP_FAILED);
     std::vector<uint8_t> unused_key;
     hmc_net_mr_t* fmr = nullptr;
@@ -742,7 +757,8 @@ TEST_F(IbverbsWire, LargeMessagesGoBySegments) {
         for (size_t i = 0; i < bufs.size(); ++i) fill(bufs[i].data(), kLen, 81 + i);
         ASSERT_TRUE(s.await());
         std::vector<hmc_net_request_t*> reqs;
-        for (size_t i = 0; i < bufs.size(); ++i) reqs.push_back(s.isend(bufs[i].data(), kLen, 1 + i));
+        for (size_t i = 0; i < bufs.size(); ++i)
+          reqs.push_back(s.isend(bufs[i].data(), kLen, 1 + i));
         for (auto st : s.wait_all(reqs, nullptr, 60)) EXPECT_EQ(st, HMC_PLUGIN_SUCCESS);
       });
 }
@@ -926,9 +942,10 @@ class IbverbsRails : public ::testing::Test {
   }
   // parent(side) on the first host's ports, child(side) on the second's in a child process.
   void across(const std::function<void(Side&)>& parent, const std::function<void(Side&)>& child) {
-    net_test::across(t_, Cfg{{"HMC_IB_HCA", "=" + host0_}, {"HMC_IB_RAILS", "2"}},
-                     Cfg{{"HMC_IB_HCA", "=" + host1_}, {"HMC_IB_RAILS", "2"}}, 5000,
-                     [&](Side& s, pid_t) { parent(s); }, child, 0, 60);
+    net_test::across(
+        t_, Cfg{{"HMC_IB_HCA", "=" + host0_}, {"HMC_IB_RAILS", "2"}},
+        Cfg{{"HMC_IB_HCA", "=" + host1_}, {"HMC_IB_RAILS", "2"}}, 5000,
+        [&](Side& s, pid_t) { parent(s); }, child, 0, 60);
   }
 
   static constexpr size_t kLen = 32u << 20;
@@ -937,8 +954,8 @@ class IbverbsRails : public ::testing::Test {
 };
 
 // Each side's bytes on its two netdevs: both must have carried more than a quarter.
-void expect_both_carried(const std::string& net_a, uint64_t a, const std::string& net_b,
-                         uint64_t b, size_t len) {
+void expect_both_carried(const std::string& net_a, uint64_t a, const std::string& net_b, uint64_t b,
+                         size_t len) {
   EXPECT_GT(a, len / 4) << net_a << " sent " << a << " bytes, " << net_b << " " << b;
   EXPECT_GT(b, len / 4) << net_a << " sent " << a << " bytes, " << net_b << " " << b;
 }

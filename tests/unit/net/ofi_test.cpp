@@ -273,8 +273,7 @@ TEST_P(OfiLocal, CollidingTagsOfTwoConnectionsFailTheReceive) {
     hmc_net_request_t *rr = nullptr, *sr = nullptr;
     ASSERT_EQ(t->irecv(p.ea, out.data(), out.size(), nullptr, tag ^ hmc::ofi::slot_key(1), &rr),
               HMC_PLUGIN_SUCCESS);
-    ASSERT_EQ(t->isend(second.second, in.data(), in.size(), nullptr, tag, &sr),
-              HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t->isend(second.second, in.data(), in.size(), nullptr, tag, &sr), HMC_PLUGIN_SUCCESS);
     EXPECT_EQ(p.wait(sr), HMC_PLUGIN_SUCCESS);
     EXPECT_EQ(p.wait(rr), HMC_PLUGIN_ERR_INTERNAL);
     EXPECT_TRUE(p.ha.logged("collide in the provider's tag space"));

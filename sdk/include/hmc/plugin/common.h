@@ -5,7 +5,8 @@
  * installed SDK, sdk/doc/plugin-contract.md in hmc's source tree):
  *  - C types only. Every struct that crosses the boundary starts with hmc_abi_header_t and only
  *    ever grows by appending fields. A reader checks header.struct_size before touching a field
- *    (HMC_ABI_HAS_FIELD) and treats a function slot beyond struct_size, or NULL, as "not supported".
+ *    (HMC_ABI_HAS_FIELD) and treats a function slot beyond struct_size, or NULL, as "not
+ * supported".
  *  - Whoever allocates frees: an object a plugin creates is destroyed by that plugin's own slot.
  *  - Every slot returns an hmc_plugin_status_t and sets its outputs only on success.
  *  - A plugin never reads the core's globals or the environment for its options: the core hands it
@@ -64,11 +65,11 @@ typedef enum hmc_plugin_status {
   HMC_PLUGIN_ERR_CANCELLED = -9,        /* the request was cancelled */
   HMC_PLUGIN_ERR_INTERNAL = -10,        /* a bug or an unexpected system/runtime failure */
   HMC_PLUGIN_ERR_SYSTEM = -11,          /* a system call failed (errno in the logged message) */
-  HMC_PLUGIN_ERR_CONFIG = -12           /* init only: one of the plugin's own HMC_<PLUGIN>_* variables
-                                           has an invalid value (log which and why); the core
-                                           then fails hmc_context_create with HMC_ERR_CONFIG, as
-                                           for its own variables. A core older than this code
-                                           skips the plugin instead. */
+  HMC_PLUGIN_ERR_CONFIG = -12 /* init only: one of the plugin's own HMC_<PLUGIN>_* variables
+                                 has an invalid value (log which and why); the core
+                                 then fails hmc_context_create with HMC_ERR_CONFIG, as
+                                 for its own variables. A core older than this code
+                                 skips the plugin instead. */
 } hmc_plugin_status_t;
 
 /* First member of every struct crossing the boundary. */
@@ -81,7 +82,7 @@ typedef struct hmc_abi_header {
   { (uint32_t)sizeof(type), HMC_PLUGIN_ABI_VERSION }
 
 /* True when the struct at ptr (whose header says how large it is) contains `field` whole. */
-#define HMC_ABI_HAS_FIELD(ptr, type, field)                         \
+#define HMC_ABI_HAS_FIELD(ptr, type, field) \
   ((ptr) != NULL && (ptr)->hdr.struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
 
 /* Log levels, as passed to hmc_host_services_t.log. */
@@ -97,9 +98,9 @@ typedef enum hmc_log_level {
  * finalize slot returns. All slots are thread-safe and never NULL. */
 typedef struct hmc_host_services {
   hmc_abi_header_t hdr;
-  uint32_t core_abi_min;  /* oldest plugin ABI version the core accepts */
-  uint32_t core_abi_max;  /* newest plugin ABI version the core accepts */
-  void* host_ctx;         /* opaque; pass back to every slot below */
+  uint32_t core_abi_min; /* oldest plugin ABI version the core accepts */
+  uint32_t core_abi_max; /* newest plugin ABI version the core accepts */
+  void* host_ctx;        /* opaque; pass back to every slot below */
   /* Writes a preformatted message to the core's log (HMC_LOG_LEVEL, HMC_LOG_FILE). Cheap when the
    * level is filtered out; plugins may still want log_enabled to avoid formatting. The core
    * prefixes each line with "[<kind>/<name>] " ("[net/hoststage] "): do not repeat the name. */

@@ -72,9 +72,9 @@ typedef struct hmc_device_props {
   const char* name;       /* marketing name, "NVIDIA H100 80GB HBM3" */
   const char* pci_bus_id; /* "0000:3b:00.0", or NULL */
   uint8_t uuid[16];
-  int32_t numa_node;      /* -1 when unknown */
+  int32_t numa_node; /* -1 when unknown */
   uint64_t mem_bytes;
-  uint32_t caps;          /* HMC_DEVICE_CAP_* */
+  uint32_t caps; /* HMC_DEVICE_CAP_* */
   uint32_t ipc_handle_size;
   uint64_t copy_bandwidth_MBps; /* declared host<->device copy bandwidth, 0 = unknown (the core
                                    then measures it: HMC_DEVICE_COPY_CALIBRATE) */
@@ -83,12 +83,12 @@ typedef struct hmc_device_props {
 /* Answer of ptr_query. */
 typedef struct hmc_device_ptr_info {
   hmc_abi_header_t hdr;
-  int32_t owned;      /* 1: the pointer lies in memory of this plugin's devices or its pinned host
-                         memory; 0: not ours (every other field is then undefined) */
-  int32_t device;     /* device index, or -1 for pinned host memory */
-  uint64_t base;      /* start of the allocation containing the pointer */
-  uint64_t size;      /* size of that allocation */
-  int32_t is_host;    /* 1 for pinned/registered host memory the CPU can dereference */
+  int32_t owned;   /* 1: the pointer lies in memory of this plugin's devices or its pinned host
+                      memory; 0: not ours (every other field is then undefined) */
+  int32_t device;  /* device index, or -1 for pinned host memory */
+  uint64_t base;   /* start of the allocation containing the pointer */
+  uint64_t size;   /* size of that allocation */
+  int32_t is_host; /* 1 for pinned/registered host memory the CPU can dereference */
 } hmc_device_ptr_info_t;
 
 typedef struct hmc_device_plugin_v1 {
@@ -146,8 +146,8 @@ typedef struct hmc_device_plugin_v1 {
 
   /* Exports [ptr, ptr+size) as a dma-buf. *fd is owned by the caller (close it); *offset is
    * where ptr lies inside the exported buffer. */
-  hmc_plugin_status_t (*dmabuf_export)(hmc_device_ctx_t* ctx, const void* ptr, size_t size,
-                                       int* fd, uint64_t* offset);
+  hmc_plugin_status_t (*dmabuf_export)(hmc_device_ctx_t* ctx, const void* ptr, size_t size, int* fd,
+                                       uint64_t* offset);
 
   /* Appended: the interface of this plugin's device memory (an hmc_mem_iface_t value), which
    * net plugins are told when they register it. Absent (a table too short to hold it) means the

@@ -39,8 +39,8 @@
  * Ordering and semantics every plugin must provide:
  *  - Tags: exact 64-bit match per endpoint; messages with the same tag on the same endpoint
  *    match receives in the order they were sent. A message that arrives before its receive is
- *    posted is kept until one is (the core often posts late). A message longer than the receive buffer
- *    completes the receive with HMC_PLUGIN_ERR_TRUNCATED (and the send still succeeds); test
+ *    posted is kept until one is (the core often posts late). A message longer than the receive
+ * buffer completes the receive with HMC_PLUGIN_ERR_TRUNCATED (and the send still succeeds); test
  *    then reports in *bytes the length that was sent (the core relies on it to skip the rest of
  *    a message it cut into pieces), or the bytes delivered where the transport cannot know.
  *    Zero-byte messages are valid.
@@ -69,16 +69,16 @@ extern "C" {
   { (uint32_t)sizeof(type), HMC_NET_ABI_VERSION }
 
 /* Bounds on opaque blobs the core carries between peers. */
-#define HMC_NET_HANDLE_MAX 256u /* connection handle from listen */
-#define HMC_NET_RKEY_MAX 256u   /* packed remote key from reg_mr, per device */
+#define HMC_NET_HANDLE_MAX 256u  /* connection handle from listen */
+#define HMC_NET_RKEY_MAX 256u    /* packed remote key from reg_mr, per device */
 #define HMC_NET_HELLO_MAX 65536u /* connector's hello from connect_hello */
 
 /* hmc_net_device_props_t.flags */
-#define HMC_NET_FLAG_RMA (1u << 0)        /* iput/iget are offered */
-#define HMC_NET_FLAG_TAGGED (1u << 1)     /* isend/irecv are offered */
-#define HMC_NET_FLAG_SAME_HOST (1u << 2)  /* reaches only processes on the same host */
-#define HMC_NET_FLAG_NEEDS_REG (1u << 3)  /* local buffers must be registered (mr != NULL) */
-#define HMC_NET_FLAG_DMABUF (1u << 4)     /* reg_mr accepts device memory as a dma-buf fd */
+#define HMC_NET_FLAG_RMA (1u << 0)       /* iput/iget are offered */
+#define HMC_NET_FLAG_TAGGED (1u << 1)    /* isend/irecv are offered */
+#define HMC_NET_FLAG_SAME_HOST (1u << 2) /* reaches only processes on the same host */
+#define HMC_NET_FLAG_NEEDS_REG (1u << 3) /* local buffers must be registered (mr != NULL) */
+#define HMC_NET_FLAG_DMABUF (1u << 4)    /* reg_mr accepts device memory as a dma-buf fd */
 
 /* Opaque plugin objects. */
 typedef struct hmc_net_ctx hmc_net_ctx_t;
@@ -95,20 +95,20 @@ typedef struct hmc_net_request hmc_net_request_t;
  * core does not count their bandwidth twice). */
 typedef struct hmc_net_device_props {
   hmc_abi_header_t hdr;
-  const char* name;       /* "tcp", "shm", "mlx5_0:1" */
-  const char* pci_path;   /* sysfs PCI path, or NULL */
+  const char* name;        /* "tcp", "shm", "mlx5_0:1" */
+  const char* pci_path;    /* sysfs PCI path, or NULL */
   uint64_t bandwidth_MBps; /* expected bandwidth, 10^6 bytes/s, 0 = unknown */
-  uint32_t latency_ns;    /* expected one-way small-message latency, 0 = unknown */
-  uint32_t flags;         /* HMC_NET_FLAG_* */
-  uint32_t max_inflight;  /* requests per endpoint the plugin handles well, 0 = no limit */
-  uint64_t max_msg_size;  /* largest single message or put/get, 0 = no limit */
+  uint32_t latency_ns;     /* expected one-way small-message latency, 0 = unknown */
+  uint32_t flags;          /* HMC_NET_FLAG_* */
+  uint32_t max_inflight;   /* requests per endpoint the plugin handles well, 0 = no limit */
+  uint64_t max_msg_size;   /* largest single message or put/get, 0 = no limit */
   /* Interfaces whose memory this device reads and writes by pointer, without a dma-buf:
    * HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST) for host memory (every device that moves bytes sets
    * it), plus a vendor's bit where the transport reaches its device memory natively (UCX or
    * libfabric built with CUDA, legacy GPUDirect through nvidia_peermem). */
   uint64_t mem_ifaces;
-  uint64_t nic_guid;      /* the NIC's identity (node GUID, or a MAC), 0 = unknown */
-  uint32_t nic_port;      /* port of that NIC, 0 = unknown */
+  uint64_t nic_guid; /* the NIC's identity (node GUID, or a MAC), 0 = unknown */
+  uint32_t nic_port; /* port of that NIC, 0 = unknown */
   /* The network this device is attached to, for pairing with a peer's device of the same plugin:
    * two devices whose fabric strings are equal reach each other whatever their names (an
    * InfiniBand subnet, a routable RoCE v2 network). NULL or "": the device reaches only the
@@ -144,11 +144,11 @@ typedef struct hmc_net_mem_desc {
   hmc_abi_header_t hdr;
   void* addr;
   size_t len;
-  uint32_t iface;          /* hmc_mem_iface_t */
-  int32_t device_ordinal;  /* the device plugin's device index, -1 for host memory */
-  int32_t dmabuf_fd;       /* -1: none; register by pointer */
-  uint32_t access;         /* HMC_NET_ACCESS_* */
-  uint64_t dmabuf_offset;  /* where addr lies inside the dma-buf */
+  uint32_t iface;         /* hmc_mem_iface_t */
+  int32_t device_ordinal; /* the device plugin's device index, -1 for host memory */
+  int32_t dmabuf_fd;      /* -1: none; register by pointer */
+  uint32_t access;        /* HMC_NET_ACCESS_* */
+  uint64_t dmabuf_offset; /* where addr lies inside the dma-buf */
 } hmc_net_mem_desc_t;
 
 /* One piece of a vectored put or get: len bytes between buf (registered as mr) and remote_addr. */
@@ -194,8 +194,8 @@ typedef struct hmc_net_plugin_v2 {
 
   /* Starts connecting to the peer that produced handle. Returns an endpoint at once; it becomes
    * usable when ep_ready returns SUCCESS. */
-  hmc_plugin_status_t (*connect)(hmc_net_ctx_t* ctx, int dev, const void* handle,
-                                 size_t handle_len, hmc_net_ep_t** ep);
+  hmc_plugin_status_t (*connect)(hmc_net_ctx_t* ctx, int dev, const void* handle, size_t handle_len,
+                                 hmc_net_ep_t** ep);
   /* SUCCESS once the endpoint is established (either side), IN_PROGRESS before, an error when
    * establishing failed. Operations may be posted only after SUCCESS. */
   hmc_plugin_status_t (*ep_ready)(hmc_net_ep_t* ep);
@@ -271,8 +271,7 @@ typedef struct hmc_net_plugin_v2 {
    * listen/connect/accept directly), the plugin runs its handshake on the data path: a plugin
    * offering these slots must keep working when connect_hello is never called. */
   hmc_plugin_status_t (*connect_hello)(hmc_net_ep_t* ep, void* hello, size_t* len);
-  hmc_plugin_status_t (*accept_hello)(hmc_net_listener_t* listener, const void* hello,
-                                      size_t len);
+  hmc_plugin_status_t (*accept_hello)(hmc_net_listener_t* listener, const void* hello, size_t len);
 
   /* Makes data that a receive or get placed into memory registered by pointer or dma-buf (not
    * host memory) visible to the device that owns it, as GPUDirect RDMA needs after the NIC's
@@ -299,9 +298,8 @@ typedef struct hmc_net_plugin_v2 {
    * offer it (offer both or neither). Without them the core sends the notification on its
    * control plane after the put ended. */
   hmc_plugin_status_t (*iput_notify)(hmc_net_ep_t* ep, const void* buf, size_t len,
-                                     hmc_net_mr_t* mr, uint64_t remote_addr,
-                                     hmc_net_rkey_t* rkey, uint64_t value,
-                                     hmc_net_request_t** req);
+                                     hmc_net_mr_t* mr, uint64_t remote_addr, hmc_net_rkey_t* rkey,
+                                     uint64_t value, hmc_net_request_t** req);
   hmc_plugin_status_t (*notify_poll)(hmc_net_ep_t* ep, uint64_t* value);
 } hmc_net_plugin_v2_t;
 
