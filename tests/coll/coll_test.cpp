@@ -1427,6 +1427,42 @@ TEST(CclBackend, LibraryFailureEndsTheRequest) {
 // A rank killed while the others are inside the library: hmc sees it lost, aborts the vendor
 // communicator (the emulated NCCL's own wait would last 20 s), and the others' requests end
 // with HMC_ERR_PEER_LOST at once.
+// A collective waiting inside the vendor library for a late rank is cancelled: it ends at once,
+// the vendor communicator aborted, and the communicator refuses later collectives by name.
+TEST(CclBackend, CollectiveCancelledInsideTheLibrary) {
+  Launch l{mems_of(2, {"cuda:0"})};
+  l.env = nccl_env("ccl");
+  l.env.back() = {"FAKENCCL_TIMEOUT_MS", "20000"};
+  auto out = run(l, [](Rank& r) -> std::string {
+    std::string e = one_all_reduce(r, 1001);  // the vendor communicator is made
+    if (!e.empty()) return "first: " + e;
+    if (r.rank == 1) {
+      usleep(1500000);  // rank 0 cancels meanwhile
+      hmc_status_t st = HMC_SUCCESS;
+      e = one_all_reduce(r, 1001, &st);
+      if (st == HMC_SUCCESS) return std::string("the late all_reduce succeeded alone");
+      return std::string();
+    }
+    Buf send(r.ctx, r.mem, 4004), recv(r.ctx, r.mem, 4004);
+    hmc_request_t req;
+    hmc_status_t st =
+        hmc_all_reduce(r.comm, send.get(), recv.get(), 1001, HMC_DTYPE_I32, HMC_OP_SUM, &req);
+    if (st != HMC_SUCCESS) return "all_reduce: " + describe(st);
+    if ((st = hmc_request_wait(req, 300, nullptr)) != HMC_ERR_TIMEOUT)
+      return "the wait ended with " + describe(st) + " before the late rank came";
+    if ((st = hmc_request_cancel(req)) != HMC_SUCCESS) return "cancel: " + describe(st);
+    if ((st = hmc_request_wait(req, 2000, nullptr)) != HMC_ERR_CANCELLED)
+      return "the wait after cancel ended with " + describe(st);
+    hmc_status_t later = HMC_SUCCESS;
+    e = one_all_reduce(r, 16, &later);
+    if (later == HMC_SUCCESS) return std::string("an all_reduce after the cancel succeeded");
+    if (e.find("cancelled by hmc_request_cancel") == std::string::npos)
+      return "the refusal does not name the cancel: " + e;
+    return std::string();
+  });
+  expect_all_pass(out);
+}
+
 TEST(CclBackend, RankKilledInsideTheLibrary) {
   Launch l{mems_of(3, {"cuda:0"})};
   l.env = nccl_env("ccl");

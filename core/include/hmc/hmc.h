@@ -438,9 +438,9 @@ HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms, size_t*
  * it is too late and it will end normally. Either way, test/wait it to release it.
  * A collective is cancelled at once (the way out after hmc_request_wait timed out on it): once
  * this returns HMC_SUCCESS nothing of it touches its buffers any more, but its communicator's
- * connections were dropped, so the communicator refuses every later collective
- * (HMC_ERR_PEER_LOST, naming the cancelled one) and the other ranks' collectives on it end with
- * HMC_ERR_PEER_LOST; destroy it and create another. */
+ * connections were dropped (or its vendor library's communicator aborted), so the communicator
+ * refuses every later collective (HMC_ERR_PEER_LOST, naming the cancelled one) and the other
+ * ranks' collectives on it end with an error; destroy it and create another. */
 HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req);
 
 /* For event loops (asyncio's add_reader, epoll, libuv): a descriptor that becomes readable when,

@@ -96,6 +96,9 @@ class CclRun {
   bool advance();  // true when it ended in this call
   bool ended() const { return ended_; }
   Communicator& comm() { return *comm_; }
+  // Whether req is the request this run ends, and what it is called in messages.
+  bool ends(const Request* req) const { return req_ == req; }
+  const std::string& what() const { return what_; }
   void abort(hmc_status_t status, const std::string& why);
 
  private:

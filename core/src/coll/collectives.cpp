@@ -452,18 +452,29 @@ bool Collectives::progress() {
   return busy;
 }
 
+namespace {
+
+// Cancels the run of `runs` (executions or ccl runs) that ends req: true when there was one.
+template <typename Runs>
+bool cancel_in(Runs& runs, Request* req) {
+  for (auto& run : runs) {
+    if (!run->ends(req) || run->ended()) continue;
+    run->abort(HMC_ERR_CANCELLED, fmt::format("{}: cancelled by hmc_request_cancel", run->what()));
+    run = std::move(runs.back());
+    runs.pop_back();
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 hmc_status_t Collectives::cancel(Request* req) {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& e : running_) {
-    if (!e->ends(req)) continue;
-    if (e->ended()) break;
-    e->abort(HMC_ERR_CANCELLED, fmt::format("{}: cancelled by hmc_request_cancel", e->what()));
-    e = std::move(running_.back());
-    running_.pop_back();
-    active_.store(int(running_.size()), std::memory_order_release);
-    return HMC_SUCCESS;
-  }
-  return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the collective has already ended");
+  if (!cancel_in(running_, req) && !cancel_in(ccl_running_, req))
+    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the collective has already ended");
+  active_.store(int(running_.size() + ccl_running_.size()), std::memory_order_release);
+  return HMC_SUCCESS;
 }
 
 void Collectives::shutdown() {
