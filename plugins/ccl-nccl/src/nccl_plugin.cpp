@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <string>
@@ -47,7 +48,14 @@ constexpr const char* kLibraryVar = "HMC_RCCL_LIBRARY";
 constexpr const char* kLibraryDefault = "librccl.so.1";
 constexpr const char* kLibraryWord = "RCCL";
 constexpr const char* kRuntimeVar = "HMC_RCCL_HIP_LIBRARY";
-constexpr const char* kRuntimeDefault = "libamdhip64.so.6";
+constexpr const char* kRuntimeDefault =
+    "the HIP runtime RCCL itself loaded, else libamdhip64.so.7, .so.6, .so.5, /opt/rocm/lib, "
+    "/opt/dtk/lib (Hygon DTK)";
+// Without the setting: the one of these RCCL's own load brought in (RTLD_NOLOAD, so that the
+// plugin never adds a second HIP runtime to the process), else the first that opens.
+const char* const kRuntimeCandidates[] = {"libamdhip64.so.7", "libamdhip64.so.6",
+                                          "libamdhip64.so.5", "/opt/rocm/lib/libamdhip64.so",
+                                          "/opt/dtk/lib/libamdhip64.so"};
 constexpr const char* kRuntimeWord = "the HIP runtime";
 constexpr hmc_mem_iface_t kMemIface = HMC_MEM_IFACE_ROCM;
 const hmc_config_var_t kConfigVars[] = {
@@ -123,6 +131,7 @@ constexpr const char* kLibraryDefault = "libnccl.so.2";
 constexpr const char* kLibraryWord = "NCCL";
 constexpr const char* kRuntimeVar = "HMC_NCCL_CUDA_LIBRARY";
 constexpr const char* kRuntimeDefault = "libcuda.so.1";
+const char* const kRuntimeCandidates[] = {kRuntimeDefault};
 constexpr const char* kRuntimeWord = "the CUDA driver";
 constexpr hmc_mem_iface_t kMemIface = HMC_MEM_IFACE_CUDA;
 const hmc_config_var_t kConfigVars[] = {
@@ -371,7 +380,7 @@ hmc_plugin_status_t plugin_init(const hmc_host_services_t* host, hmc_ccl_ctx_t**
   const char* lib = host->config_get(host->host_ctx, kLibraryVar);
   std::string nccl_name = lib && *lib ? lib : kLibraryDefault;
   const char* rtlib = host->config_get(host->host_ctx, kRuntimeVar);
-  std::string gpu_name = rtlib && *rtlib ? rtlib : kRuntimeDefault;
+  std::string gpu_name = rtlib && *rtlib ? rtlib : "";
   *out = ctx;
 
   ctx->nccl_lib = dlopen(nccl_name.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -416,10 +425,26 @@ hmc_plugin_status_t plugin_init(const hmc_host_services_t* host, hmc_ccl_ctx_t**
                 patch);
   ctx->library = text;
 
-  ctx->gpu_lib = dlopen(gpu_name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const bool searched = gpu_name.empty() && std::size(kRuntimeCandidates) > 1;
+  if (!gpu_name.empty()) {
+    ctx->gpu_lib = dlopen(gpu_name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  } else {
+    for (int flags : {RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD, RTLD_NOW | RTLD_LOCAL}) {
+      for (const char* name : kRuntimeCandidates) {
+        gpu_name = name;
+        if ((ctx->gpu_lib = dlopen(name, flags)) != nullptr) break;
+      }
+      if (ctx->gpu_lib) break;
+    }
+  }
   if (!ctx->gpu_lib) {
     const char* e = dlerror();
-    ctx->unavailable = gpu_name + " (" + kRuntimeWord + ") not found: " + (e ? e : "dlopen failed");
+    if (searched)  // the last one's dlerror
+      ctx->unavailable = std::string(kRuntimeWord) + " not found (" + kRuntimeDefault +
+                         "): " + (e ? e : "dlopen failed");
+    else
+      ctx->unavailable =
+          gpu_name + " (" + kRuntimeWord + ") not found: " + (e ? e : "dlopen failed");
     return HMC_PLUGIN_SUCCESS;
   }
   ctx->gpu.resolve_all(ctx->gpu_lib, &missing);
