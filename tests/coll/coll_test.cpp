@@ -1380,6 +1380,23 @@ TEST(CclBackend, WithoutRcclHmcRunsThem) {
   }));
 }
 
+// An RCCL failure ends the request naming the rccl plugin, RCCL and the call.
+TEST(CclBackend, RcclFailureEndsTheRequest) {
+  Launch l{mems_of(2, {"hip:0"})};
+  l.env = rccl_env("ccl");
+  l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "1"});
+  expect_all_pass(run(l, [](Rank& r) {
+    hmc_status_t st = HMC_SUCCESS;
+    std::string e = one_all_reduce(r, 78, &st);
+    if (st == HMC_SUCCESS) return std::string("the all-reduce did not fail");
+    if (e.find("rccl (") == std::string::npos || e.find("RCCL") == std::string::npos ||
+        e.find("ncclAllReduce") == std::string::npos ||
+        e.find("injected failure") == std::string::npos)
+      return "message: " + e;
+    return std::string();
+  }));
+}
+
 // Host buffers on the same communicator stay on hmc's algorithms under auto.
 TEST(CclBackend, AutoKeepsHostBuffersOnHmc) {
   Launch l{mems_of(2, {"cuda:0"})};
