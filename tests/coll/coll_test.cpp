@@ -67,7 +67,7 @@ void set_rank_env(const std::string& mem, const std::string& path) {
     return;
   }
   // The vendor collective libraries only where a test asks for them (CclBackend.*).
-  setenv("HMC_CCL_PLUGINS", "^nccl", 1);
+  setenv("HMC_CCL_PLUGINS", "^nccl,^rccl", 1);
   std::string plugins = "^cuda,^hip,^mlu,^musa";
   for (const auto& v : kVendors) {
     if (vendor == v.name) {
@@ -1378,6 +1378,17 @@ TEST(CclBackend, WithoutRcclHmcRunsThem) {
     if (e.find("no ccl plugin serves a device here") == std::string::npos) return "message: " + e;
     return std::string();
   }));
+}
+
+// 2 cuda + 2 hip ranks with both plugins loaded in every process (the two emulated libraries
+// export the same nccl* names): auto, every collective exact.
+TEST(CclBackend, CudaAndHipRanksBothLibraries) {
+  Launch l{mems_of(4, {"cuda:0", "hip:0", "cuda:1", "hip:1"})};
+  l.env = nccl_env("auto");
+  for (auto& kv : rccl_env("auto"))
+    if (kv.first.rfind("HMC_RCCL_", 0) == 0) l.env.push_back(kv);
+  l.env.push_back({"HMC_CCL_PLUGINS", "nccl,rccl"});
+  expect_all_pass(run(l, ccl_collectives_role));
 }
 
 // An RCCL failure ends the request naming the rccl plugin, RCCL and the call.
