@@ -67,7 +67,7 @@ void set_rank_env(const std::string& mem, const std::string& path) {
     return;
   }
   // The vendor collective libraries only where a test asks for them (CclBackend.*).
-  setenv("HMC_CCL_PLUGINS", "^nccl", 1);
+  setenv("HMC_CCL_PLUGINS", "^nccl,^rccl", 1);
   std::string plugins = "^cuda,^hip,^mlu,^musa";
   for (const auto& v : kVendors) {
     if (vendor == v.name) {
@@ -1124,6 +1124,16 @@ std::vector<std::pair<std::string, std::string>> nccl_env(const char* backend) {
           {"FAKENCCL_TIMEOUT_MS", "6000"}};
 }
 
+// The same for the rccl ccl plugin: the emulated NCCL built as librccl.so.1 over the emulated
+// HIP runtime the hip device plugin uses.
+std::vector<std::pair<std::string, std::string>> rccl_env(const char* backend) {
+  return {{"HMC_CCL_PLUGINS", "rccl"},
+          {"HMC_RCCL_LIBRARY", std::string(FAKEGPU_DIR) + "/rccl/librccl.so.1"},
+          {"HMC_RCCL_HIP_LIBRARY", std::string(FAKEGPU_DIR) + "/hip6/libamdhip64.so.6"},
+          {"HMC_COLL_BACKEND", backend},
+          {"FAKENCCL_TIMEOUT_MS", "6000"}};
+}
+
 // Small integers, exact in every dtype below (also f16 and bf16, also summed over 4 ranks).
 int small(int rank, size_t i) {
   return int((size_t(rank) * 3 + i % 5) % 9) + 1;
@@ -1343,6 +1353,59 @@ TEST(CclBackend, FourCudaRanksEveryCollective) {
   Launch l{mems_of(4, {"cuda:0", "cuda:1"})};
   l.env = nccl_env("ccl");
   expect_all_pass(run(l, ccl_collectives_role));
+}
+
+// The rccl plugin (the same source over HIP) over the emulated RCCL.
+TEST(CclBackend, TwoHipRanksEveryCollective) {
+  Launch l{mems_of(2, {"hip:0", "hip:1"})};
+  l.env = rccl_env("ccl");  // a collective that did not go through RCCL would fail
+  expect_all_pass(run(l, ccl_collectives_role));
+}
+
+// No RCCL: the rccl plugin serves nothing and hmc runs the hip ranks' collectives; forced ccl
+// is refused before anything is posted.
+TEST(CclBackend, WithoutRcclHmcRunsThem) {
+  Launch l{mems_of(2, {"hip:0"})};
+  l.env = rccl_env("auto");
+  l.env.push_back({"HMC_RCCL_LIBRARY", "/nonexistent/librccl.so.1"});
+  expect_all_pass(run(l, [](Rank& r) { return one_all_reduce(r, 1001); }));
+  l.env.back() = {"HMC_COLL_BACKEND", "ccl"};
+  l.env.push_back({"HMC_RCCL_LIBRARY", "/nonexistent/librccl.so.1"});
+  expect_all_pass(run(l, [](Rank& r) {
+    hmc_status_t st = HMC_SUCCESS;
+    std::string e = one_all_reduce(r, 1001, &st);
+    if (st != HMC_ERR_NOT_SUPPORTED) return "expected HMC_ERR_NOT_SUPPORTED, got: " + e;
+    if (e.find("no ccl plugin serves a device here") == std::string::npos) return "message: " + e;
+    return std::string();
+  }));
+}
+
+// 2 cuda + 2 hip ranks with both plugins loaded in every process (the two emulated libraries
+// export the same nccl* names): auto, every collective exact.
+TEST(CclBackend, CudaAndHipRanksBothLibraries) {
+  Launch l{mems_of(4, {"cuda:0", "hip:0", "cuda:1", "hip:1"})};
+  l.env = nccl_env("auto");
+  for (auto& kv : rccl_env("auto"))
+    if (kv.first.rfind("HMC_RCCL_", 0) == 0) l.env.push_back(kv);
+  l.env.push_back({"HMC_CCL_PLUGINS", "nccl,rccl"});
+  expect_all_pass(run(l, ccl_collectives_role));
+}
+
+// An RCCL failure ends the request naming the rccl plugin, RCCL and the call.
+TEST(CclBackend, RcclFailureEndsTheRequest) {
+  Launch l{mems_of(2, {"hip:0"})};
+  l.env = rccl_env("ccl");
+  l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "1"});
+  expect_all_pass(run(l, [](Rank& r) {
+    hmc_status_t st = HMC_SUCCESS;
+    std::string e = one_all_reduce(r, 78, &st);
+    if (st == HMC_SUCCESS) return std::string("the all-reduce did not fail");
+    if (e.find("rccl (") == std::string::npos || e.find("RCCL") == std::string::npos ||
+        e.find("ncclAllReduce") == std::string::npos ||
+        e.find("injected failure") == std::string::npos)
+      return "message: " + e;
+    return std::string();
+  }));
 }
 
 // Host buffers on the same communicator stay on hmc's algorithms under auto.

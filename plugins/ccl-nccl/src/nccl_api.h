@@ -37,6 +37,31 @@ using PFN_cuGetErrorName = CUresult (*)(CUresult error, const char** name);
 
 }  // namespace hmc::vendor::cudadrv
 
+// The HIP runtime calls the rccl ccl plugin (this source built with HMC_CCL_RCCL) makes for the
+// same purpose (libamdhip64.so.6); HIP's values as hip_runtime_api.h gives them.
+namespace hmc::vendor::hiprt {
+
+typedef int hipError_t;
+typedef struct ihipStream_t* hipStream_t;
+typedef struct ihipEvent_t* hipEvent_t;
+constexpr hipError_t hipSuccess = 0;
+constexpr hipError_t hipErrorNotReady = 600;
+constexpr unsigned hipEventDisableTiming = 0x2;
+constexpr unsigned hipStreamNonBlocking = 0x1;
+
+using PFN_hipInit = hipError_t (*)(unsigned flags);
+using PFN_hipGetDeviceCount = hipError_t (*)(int* count);
+using PFN_hipGetDevice = hipError_t (*)(int* device);
+using PFN_hipSetDevice = hipError_t (*)(int device);
+using PFN_hipStreamCreateWithFlags = hipError_t (*)(hipStream_t* stream, unsigned flags);
+using PFN_hipStreamDestroy = hipError_t (*)(hipStream_t stream);
+using PFN_hipEventCreateWithFlags = hipError_t (*)(hipEvent_t* event, unsigned flags);
+using PFN_hipEventRecord = hipError_t (*)(hipEvent_t event, hipStream_t stream);
+using PFN_hipEventQuery = hipError_t (*)(hipEvent_t event);
+using PFN_hipEventDestroy = hipError_t (*)(hipEvent_t event);
+
+}  // namespace hmc::vendor::hiprt
+
 namespace hmc::vendor::nccl {
 
 // ncclUniqueId: an opaque 128-byte blob, passed by value.

@@ -1,6 +1,12 @@
 // The nccl ccl plugin: NVIDIA's collective library (libnccl.so.2) for CUDA device memory, opened
 // at run time with the CUDA driver (libcuda.so.1), whose streams and events the plugin uses.
 //
+// Built with HMC_CCL_RCCL this source is the rccl ccl plugin: AMD's RCCL (librccl.so.1, also
+// Hygon DTK's), which exports NCCL's API (the same nccl* names, enum values and 128-byte unique
+// id) over HIP, for ROCm device memory, with the HIP runtime (libamdhip64.so.6) for its streams
+// and events. Only the vendor block below (names, settings, memory interface, the runtime's
+// stream and event calls) differs between the two.
+//
 // Each communicator has a stream of its own (made on the device's primary context, the one the
 // CUDA runtime and so NCCL use); a collective posted with stream NULL goes there. Completion is
 // an event recorded after the NCCL call on the same stream and queried with cuEventQuery,
@@ -11,6 +17,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <string>
@@ -21,19 +28,185 @@
 #include "nccl_api.h"
 
 using namespace hmc::vendor::nccl;
-using namespace hmc::vendor::cudadrv;
 
 namespace {
 
-constexpr const char* kLibraryVar = "HMC_NCCL_LIBRARY";
-constexpr const char* kCudaLibraryVar = "HMC_NCCL_CUDA_LIBRARY";
+template <typename Fn>
+bool resolve(void* lib, const char* name, Fn* out, std::string* missing) {
+  *out = reinterpret_cast<Fn>(dlsym(lib, name));
+  if (*out == nullptr && missing->empty()) *missing = name;
+  return *out != nullptr;
+}
 
+// ---- the vendor block ------------------------------------------------------------------------
+// GpuApi: the runtime's calls behind one shape. A DeviceHandle is what makes a device current
+// (CUDA: its primary context; HIP: its ordinal); retain() makes one, release() lets it go.
+#ifdef HMC_CCL_RCCL
+using namespace hmc::vendor::hiprt;
+constexpr const char* kPluginName = "rccl";
+constexpr const char* kLibraryVar = "HMC_RCCL_LIBRARY";
+constexpr const char* kLibraryDefault = "librccl.so.1";
+constexpr const char* kLibraryWord = "RCCL";
+constexpr const char* kRuntimeVar = "HMC_RCCL_HIP_LIBRARY";
+constexpr const char* kRuntimeDefault =
+    "the HIP runtime RCCL itself loaded, else libamdhip64.so.7, .so.6, .so.5, /opt/rocm/lib, "
+    "/opt/dtk/lib (Hygon DTK)";
+// Without the setting: the one of these RCCL's own load brought in (RTLD_NOLOAD, so that the
+// plugin never adds a second HIP runtime to the process), else the first that opens.
+const char* const kRuntimeCandidates[] = {"libamdhip64.so.7", "libamdhip64.so.6",
+                                          "libamdhip64.so.5", "/opt/rocm/lib/libamdhip64.so",
+                                          "/opt/dtk/lib/libamdhip64.so"};
+constexpr const char* kRuntimeWord = "the HIP runtime";
+constexpr hmc_mem_iface_t kMemIface = HMC_MEM_IFACE_ROCM;
 const hmc_config_var_t kConfigVars[] = {
-    {kLibraryVar, "libnccl.so.2", "the NCCL library the nccl ccl plugin opens"},
-    {kCudaLibraryVar, "libcuda.so.1",
+    {kLibraryVar, kLibraryDefault, "the RCCL library the rccl ccl plugin opens"},
+    {kRuntimeVar, kRuntimeDefault,
+     "the HIP runtime library the rccl ccl plugin opens for its streams and events"},
+    {nullptr, nullptr, nullptr},
+};
+
+using GpuResult = hipError_t;
+using GpuStream = hipStream_t;
+using GpuEvent = hipEvent_t;
+using DeviceHandle = int;
+constexpr GpuResult kGpuSuccess = hipSuccess;
+constexpr GpuResult kGpuNotReady = hipErrorNotReady;
+
+struct GpuApi {
+  static constexpr const char* kError = "HIP error";
+  static constexpr const char* kEventCreateCall = "hipEventCreateWithFlags";
+  static constexpr const char* kEventRecordCall = "hipEventRecord";
+  static constexpr const char* kEventQueryCall = "hipEventQuery";
+  static constexpr const char* kStreamCreateCall = "hipStreamCreateWithFlags";
+  PFN_hipInit init_;
+  PFN_hipGetDeviceCount device_count_;
+  PFN_hipGetDevice get_device_;
+  PFN_hipSetDevice set_device_;
+  PFN_hipStreamCreateWithFlags stream_create_;
+  PFN_hipStreamDestroy stream_destroy_;
+  PFN_hipEventCreateWithFlags event_create_;
+  PFN_hipEventRecord event_record_;
+  PFN_hipEventQuery event_query_;
+  PFN_hipEventDestroy event_destroy_;
+
+  void resolve_all(void* L, std::string* missing) {
+    resolve(L, "hipInit", &init_, missing);
+    resolve(L, "hipGetDeviceCount", &device_count_, missing);
+    resolve(L, "hipGetDevice", &get_device_, missing);
+    resolve(L, "hipSetDevice", &set_device_, missing);
+    resolve(L, "hipStreamCreateWithFlags", &stream_create_, missing);
+    resolve(L, "hipStreamDestroy", &stream_destroy_, missing);
+    resolve(L, "hipEventCreateWithFlags", &event_create_, missing);
+    resolve(L, "hipEventRecord", &event_record_, missing);
+    resolve(L, "hipEventQuery", &event_query_, missing);
+    resolve(L, "hipEventDestroy", &event_destroy_, missing);
+  }
+  // Empty, or why there is no device.
+  std::string start(int* count) const {
+    if (GpuResult r = init_(0); r != hipSuccess)
+      return "hipInit failed: HIP error " + std::to_string(r);
+    if (device_count_(count) != hipSuccess || *count <= 0)
+      return "the HIP runtime reports no device";
+    return {};
+  }
+  bool retain(int device, DeviceHandle* out) const {
+    *out = device;
+    return true;
+  }
+  void release(int) const {}
+  bool get_current(DeviceHandle* h) const { return get_device_(h) == hipSuccess; }
+  bool set_current(DeviceHandle h) const { return set_device_(h) == hipSuccess; }
+  GpuResult stream_create(GpuStream* s) const { return stream_create_(s, hipStreamNonBlocking); }
+  void stream_destroy(GpuStream s) const { stream_destroy_(s); }
+  GpuResult event_create(GpuEvent* e) const { return event_create_(e, hipEventDisableTiming); }
+  GpuResult event_record(GpuEvent e, GpuStream s) const { return event_record_(e, s); }
+  GpuResult event_query(GpuEvent e) const { return event_query_(e); }
+  void event_destroy(GpuEvent e) const { event_destroy_(e); }
+};
+#else
+using namespace hmc::vendor::cudadrv;
+constexpr const char* kPluginName = "nccl";
+constexpr const char* kLibraryVar = "HMC_NCCL_LIBRARY";
+constexpr const char* kLibraryDefault = "libnccl.so.2";
+constexpr const char* kLibraryWord = "NCCL";
+constexpr const char* kRuntimeVar = "HMC_NCCL_CUDA_LIBRARY";
+constexpr const char* kRuntimeDefault = "libcuda.so.1";
+const char* const kRuntimeCandidates[] = {kRuntimeDefault};
+constexpr const char* kRuntimeWord = "the CUDA driver";
+constexpr hmc_mem_iface_t kMemIface = HMC_MEM_IFACE_CUDA;
+const hmc_config_var_t kConfigVars[] = {
+    {kLibraryVar, kLibraryDefault, "the NCCL library the nccl ccl plugin opens"},
+    {kRuntimeVar, kRuntimeDefault,
      "the CUDA driver library the nccl ccl plugin opens for its streams and events"},
     {nullptr, nullptr, nullptr},
 };
+
+using GpuResult = CUresult;
+using GpuStream = CUstream;
+using GpuEvent = CUevent;
+using DeviceHandle = CUcontext;
+constexpr GpuResult kGpuSuccess = CUDA_SUCCESS;
+constexpr GpuResult kGpuNotReady = CUDA_ERROR_NOT_READY;
+
+struct GpuApi {
+  static constexpr const char* kError = "CUDA error";
+  static constexpr const char* kEventCreateCall = "cuEventCreate";
+  static constexpr const char* kEventRecordCall = "cuEventRecord";
+  static constexpr const char* kEventQueryCall = "cuEventQuery";
+  static constexpr const char* kStreamCreateCall = "cuStreamCreate";
+  PFN_cuInit init_;
+  PFN_cuDeviceGetCount device_count_;
+  PFN_cuDeviceGet device_get_;
+  PFN_cuDevicePrimaryCtxRetain primary_retain_;
+  PFN_cuDevicePrimaryCtxRelease primary_release_;
+  PFN_cuCtxGetCurrent ctx_get_;
+  PFN_cuCtxSetCurrent ctx_set_;
+  PFN_cuStreamCreate stream_create_;
+  PFN_cuStreamDestroy stream_destroy_;
+  PFN_cuEventCreate event_create_;
+  PFN_cuEventRecord event_record_;
+  PFN_cuEventQuery event_query_;
+  PFN_cuEventDestroy event_destroy_;
+
+  void resolve_all(void* L, std::string* missing) {
+    resolve(L, "cuInit", &init_, missing);
+    resolve(L, "cuDeviceGetCount", &device_count_, missing);
+    resolve(L, "cuDeviceGet", &device_get_, missing);
+    resolve(L, "cuDevicePrimaryCtxRetain", &primary_retain_, missing);
+    resolve(L, "cuDevicePrimaryCtxRelease_v2", &primary_release_, missing);
+    resolve(L, "cuCtxGetCurrent", &ctx_get_, missing);
+    resolve(L, "cuCtxSetCurrent", &ctx_set_, missing);
+    resolve(L, "cuStreamCreate", &stream_create_, missing);
+    resolve(L, "cuStreamDestroy_v2", &stream_destroy_, missing);
+    resolve(L, "cuEventCreate", &event_create_, missing);
+    resolve(L, "cuEventRecord", &event_record_, missing);
+    resolve(L, "cuEventQuery", &event_query_, missing);
+    resolve(L, "cuEventDestroy_v2", &event_destroy_, missing);
+  }
+  std::string start(int* count) const {
+    if (GpuResult r = init_(0); r != CUDA_SUCCESS)
+      return "cuInit failed: CUDA error " + std::to_string(r);
+    if (device_count_(count) != CUDA_SUCCESS || *count <= 0)
+      return "the CUDA driver reports no device";
+    return {};
+  }
+  // The device's primary context, the one the CUDA runtime and so NCCL use.
+  bool retain(int device, DeviceHandle* out) const {
+    CUdevice dev = 0;
+    return device_get_(&dev, device) == CUDA_SUCCESS && primary_retain_(out, dev) == CUDA_SUCCESS;
+  }
+  void release(int device) const { primary_release_(device); }
+  bool get_current(DeviceHandle* h) const { return ctx_get_(h) == CUDA_SUCCESS; }
+  bool set_current(DeviceHandle h) const { return ctx_set_(h) == CUDA_SUCCESS; }
+  GpuResult stream_create(GpuStream* s) const { return stream_create_(s, CU_STREAM_NON_BLOCKING); }
+  void stream_destroy(GpuStream s) const { stream_destroy_(s); }
+  GpuResult event_create(GpuEvent* e) const { return event_create_(e, CU_EVENT_DISABLE_TIMING); }
+  GpuResult event_record(GpuEvent e, GpuStream s) const { return event_record_(e, s); }
+  GpuResult event_query(GpuEvent e) const { return event_query_(e); }
+  void event_destroy(GpuEvent e) const { event_destroy_(e); }
+};
+#endif
+// ---- end of the vendor block -----------------------------------------------------------------
 
 struct NcclApi {
   PFN_ncclGetVersion get_version;
@@ -54,59 +227,37 @@ struct NcclApi {
   PFN_ncclGroupEnd group_end;
 };
 
-struct CudaApi {
-  PFN_cuInit init;
-  PFN_cuDeviceGetCount device_count;
-  PFN_cuDeviceGet device_get;
-  PFN_cuDevicePrimaryCtxRetain primary_retain;
-  PFN_cuDevicePrimaryCtxRelease primary_release;
-  PFN_cuCtxGetCurrent ctx_get;
-  PFN_cuCtxSetCurrent ctx_set;
-  PFN_cuStreamCreate stream_create;
-  PFN_cuStreamDestroy stream_destroy;
-  PFN_cuEventCreate event_create;
-  PFN_cuEventRecord event_record;
-  PFN_cuEventQuery event_query;
-  PFN_cuEventDestroy event_destroy;
-};
-
-template <typename Fn>
-bool resolve(void* lib, const char* name, Fn* out, std::string* missing) {
-  *out = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (*out == nullptr && missing->empty()) *missing = name;
-  return *out != nullptr;
-}
-
 }  // namespace
 
 struct hmc_ccl_ctx {
   const hmc_host_services_t* host = nullptr;
   hmc::plugin::Log log;
   void* nccl_lib = nullptr;
-  void* cuda_lib = nullptr;
+  void* gpu_lib = nullptr;
   NcclApi nccl{};
-  CudaApi cuda{};
+  GpuApi gpu{};
   int devices = 0;
   std::string unavailable;
-  std::string library;              // "libnccl.so.2, NCCL 2.28.9"
-  std::mutex mutex;                 // contexts_
-  std::vector<CUcontext> contexts;  // primary context per ordinal, retained on first use
+  std::string library;                 // "libnccl.so.2, NCCL 2.28.9"
+  std::mutex mutex;                    // contexts_
+  std::vector<DeviceHandle> contexts;  // per ordinal, retained on first use
+  std::vector<char> retained;
 };
 
 struct hmc_ccl_comm {
   hmc_ccl_ctx* ctx = nullptr;
   ncclComm_t comm = nullptr;
-  CUcontext cu_ctx = nullptr;
-  CUstream stream = nullptr;
+  DeviceHandle dev{};
+  GpuStream stream = nullptr;
   int rank = 0, nranks = 0;
   bool aborted = false;
-  std::vector<CUevent> spare_events;
+  std::vector<GpuEvent> spare_events;
   std::string error;  // comm_error_text
 };
 
 struct hmc_ccl_request {
   hmc_ccl_comm* comm = nullptr;
-  CUevent event = nullptr;
+  GpuEvent event = nullptr;
   const char* call = "";
 };
 
@@ -115,16 +266,19 @@ namespace {
 // Makes the communicator's context current on the calling thread for the life of the scope.
 class CurrentContext {
  public:
-  CurrentContext(const CudaApi& cuda, CUcontext ctx) : cuda_(cuda) {
-    if (cuda_.ctx_get(&saved_) != CUDA_SUCCESS) saved_ = nullptr;
-    ok_ = cuda_.ctx_set(ctx) == CUDA_SUCCESS;
+  CurrentContext(const GpuApi& gpu, DeviceHandle h) : gpu_(gpu) {
+    have_saved_ = gpu_.get_current(&saved_);
+    ok_ = gpu_.set_current(h);
   }
-  ~CurrentContext() { cuda_.ctx_set(saved_); }
+  ~CurrentContext() {
+    if (have_saved_) gpu_.set_current(saved_);
+  }
   bool ok() const { return ok_; }
 
  private:
-  const CudaApi& cuda_;
-  CUcontext saved_ = nullptr;
+  const GpuApi& gpu_;
+  DeviceHandle saved_{};
+  bool have_saved_ = false;
   bool ok_ = false;
 };
 
@@ -150,8 +304,8 @@ hmc_plugin_status_t nccl_failure(hmc_ccl_comm* c, const char* call, ncclResult_t
   return status_of(r);
 }
 
-hmc_plugin_status_t cuda_failure(hmc_ccl_comm* c, const char* call, CUresult r) {
-  c->error = std::string(call) + ": CUDA error " + std::to_string(r);
+hmc_plugin_status_t gpu_failure(hmc_ccl_comm* c, const char* call, GpuResult r) {
+  c->error = std::string(call) + ": " + GpuApi::kError + " " + std::to_string(r);
   return HMC_PLUGIN_ERR_INTERNAL;
 }
 
@@ -180,24 +334,29 @@ bool map_op(uint32_t op, ncclRedOp_t* out) {
   return false;
 }
 
-CUstream stream_of(hmc_ccl_comm* c, void* stream) {
-  return stream ? static_cast<CUstream>(stream) : c->stream;
+GpuStream stream_of(hmc_ccl_comm* c, void* stream) {
+  return stream ? static_cast<GpuStream>(stream) : c->stream;
+}
+
+// The library's stream parameter: the runtime's stream, the same pointer.
+cudaStream_t lib_stream(GpuStream s) {
+  return reinterpret_cast<cudaStream_t>(s);
 }
 
 // Records the completion event after the call just made on `stream`.
-hmc_plugin_status_t finish_post(hmc_ccl_comm* c, CUstream stream, const char* call,
+hmc_plugin_status_t finish_post(hmc_ccl_comm* c, GpuStream stream, const char* call,
                                 hmc_ccl_request_t** req) {
-  const CudaApi& cuda = c->ctx->cuda;
-  CUevent ev = nullptr;
+  const GpuApi& gpu = c->ctx->gpu;
+  GpuEvent ev = nullptr;
   if (!c->spare_events.empty()) {
     ev = c->spare_events.back();
     c->spare_events.pop_back();
-  } else if (CUresult r = cuda.event_create(&ev, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
-    return cuda_failure(c, "cuEventCreate", r);
+  } else if (GpuResult r = gpu.event_create(&ev); r != kGpuSuccess) {
+    return gpu_failure(c, GpuApi::kEventCreateCall, r);
   }
-  if (CUresult r = cuda.event_record(ev, stream); r != CUDA_SUCCESS) {
-    cuda.event_destroy(ev);
-    return cuda_failure(c, "cuEventRecord", r);
+  if (GpuResult r = gpu.event_record(ev, stream); r != kGpuSuccess) {
+    gpu.event_destroy(ev);
+    return gpu_failure(c, GpuApi::kEventRecordCall, r);
   }
   auto* rq = new (std::nothrow) hmc_ccl_request;
   if (!rq) {
@@ -219,9 +378,9 @@ hmc_plugin_status_t plugin_init(const hmc_host_services_t* host, hmc_ccl_ctx_t**
   ctx->host = host;
   ctx->log = hmc::plugin::Log(host);
   const char* lib = host->config_get(host->host_ctx, kLibraryVar);
-  std::string nccl_name = lib && *lib ? lib : "libnccl.so.2";
-  const char* culib = host->config_get(host->host_ctx, kCudaLibraryVar);
-  std::string cuda_name = culib && *culib ? culib : "libcuda.so.1";
+  std::string nccl_name = lib && *lib ? lib : kLibraryDefault;
+  const char* rtlib = host->config_get(host->host_ctx, kRuntimeVar);
+  std::string gpu_name = rtlib && *rtlib ? rtlib : "";
   *out = ctx;
 
   ctx->nccl_lib = dlopen(nccl_name.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -250,7 +409,8 @@ hmc_plugin_status_t plugin_init(const hmc_host_services_t* host, hmc_ccl_ctx_t**
   resolve(L, "ncclGroupStart", &n.group_start, &missing);
   resolve(L, "ncclGroupEnd", &n.group_end, &missing);
   if (!missing.empty()) {
-    ctx->unavailable = nccl_name + " lacks " + missing + " (an NCCL too old for this plugin)";
+    ctx->unavailable =
+        nccl_name + " lacks " + missing + " (an " + kLibraryWord + " too old for this plugin)";
     return HMC_PLUGIN_SUCCESS;
   }
   int code = 0;
@@ -261,52 +421,52 @@ hmc_plugin_status_t plugin_init(const hmc_host_services_t* host, hmc_ccl_ctx_t**
   int major = 0, minor = 0, patch = 0;
   decode_version(code, &major, &minor, &patch);
   char text[160];
-  std::snprintf(text, sizeof text, "%s, NCCL %d.%d.%d", nccl_name.c_str(), major, minor, patch);
+  std::snprintf(text, sizeof text, "%s, %s %d.%d.%d", nccl_name.c_str(), kLibraryWord, major, minor,
+                patch);
   ctx->library = text;
 
-  ctx->cuda_lib = dlopen(cuda_name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!ctx->cuda_lib) {
+  const bool searched = gpu_name.empty() && std::size(kRuntimeCandidates) > 1;
+  if (!gpu_name.empty()) {
+    ctx->gpu_lib = dlopen(gpu_name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  } else {
+    for (int flags : {RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD, RTLD_NOW | RTLD_LOCAL}) {
+      for (const char* name : kRuntimeCandidates) {
+        gpu_name = name;
+        if ((ctx->gpu_lib = dlopen(name, flags)) != nullptr) break;
+      }
+      if (ctx->gpu_lib) break;
+    }
+  }
+  if (!ctx->gpu_lib) {
     const char* e = dlerror();
-    ctx->unavailable = cuda_name + " (the CUDA driver) not found: " + (e ? e : "dlopen failed");
+    if (searched)  // the last one's dlerror
+      ctx->unavailable = std::string(kRuntimeWord) + " not found (" + kRuntimeDefault +
+                         "): " + (e ? e : "dlopen failed");
+    else
+      ctx->unavailable =
+          gpu_name + " (" + kRuntimeWord + ") not found: " + (e ? e : "dlopen failed");
     return HMC_PLUGIN_SUCCESS;
   }
-  CudaApi& c = ctx->cuda;
-  L = ctx->cuda_lib;
-  resolve(L, "cuInit", &c.init, &missing);
-  resolve(L, "cuDeviceGetCount", &c.device_count, &missing);
-  resolve(L, "cuDeviceGet", &c.device_get, &missing);
-  resolve(L, "cuDevicePrimaryCtxRetain", &c.primary_retain, &missing);
-  resolve(L, "cuDevicePrimaryCtxRelease_v2", &c.primary_release, &missing);
-  resolve(L, "cuCtxGetCurrent", &c.ctx_get, &missing);
-  resolve(L, "cuCtxSetCurrent", &c.ctx_set, &missing);
-  resolve(L, "cuStreamCreate", &c.stream_create, &missing);
-  resolve(L, "cuStreamDestroy_v2", &c.stream_destroy, &missing);
-  resolve(L, "cuEventCreate", &c.event_create, &missing);
-  resolve(L, "cuEventRecord", &c.event_record, &missing);
-  resolve(L, "cuEventQuery", &c.event_query, &missing);
-  resolve(L, "cuEventDestroy_v2", &c.event_destroy, &missing);
+  ctx->gpu.resolve_all(ctx->gpu_lib, &missing);
   if (!missing.empty()) {
-    ctx->unavailable = cuda_name + " lacks " + missing;
-    return HMC_PLUGIN_SUCCESS;
-  }
-  if (CUresult r = c.init(0); r != CUDA_SUCCESS) {
-    ctx->unavailable = "cuInit failed: CUDA error " + std::to_string(r);
+    ctx->unavailable = gpu_name + " lacks " + missing;
     return HMC_PLUGIN_SUCCESS;
   }
   int count = 0;
-  if (c.device_count(&count) != CUDA_SUCCESS || count <= 0) {
-    ctx->unavailable = "the CUDA driver reports no device";
+  if (std::string why = ctx->gpu.start(&count); !why.empty()) {
+    ctx->unavailable = why;
     return HMC_PLUGIN_SUCCESS;
   }
   ctx->devices = count;
-  ctx->contexts.assign(size_t(count), nullptr);
+  ctx->contexts.assign(size_t(count), DeviceHandle{});
+  ctx->retained.assign(size_t(count), 0);
   return HMC_PLUGIN_SUCCESS;
 }
 
 hmc_plugin_status_t plugin_finalize(hmc_ccl_ctx_t* ctx) {
   if (!ctx) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   for (size_t d = 0; d < ctx->contexts.size(); ++d)
-    if (ctx->contexts[d]) ctx->cuda.primary_release(int(d));
+    if (ctx->retained[d]) ctx->gpu.release(int(d));
   // The libraries stay mapped: NCCL keeps threads of its own that may still be winding down.
   delete ctx;
   return HMC_PLUGIN_SUCCESS;
@@ -345,33 +505,31 @@ hmc_plugin_status_t plugin_comm_create(hmc_ccl_ctx_t* ctx, const void* id, size_
   if (!ctx || !id || !out || len != kUniqueIdBytes || nranks < 1 || rank < 0 || rank >= nranks ||
       device < 0 || device >= ctx->devices)
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  CUcontext cu_ctx = nullptr;
+  DeviceHandle handle{};
   {
     std::lock_guard<std::mutex> lock(ctx->mutex);
-    if (!ctx->contexts[size_t(device)]) {
-      CUdevice dev = 0;
-      if (ctx->cuda.device_get(&dev, device) != CUDA_SUCCESS ||
-          ctx->cuda.primary_retain(&ctx->contexts[size_t(device)], dev) != CUDA_SUCCESS) {
-        ctx->log.write(HMC_LOG_WARN, "cannot retain the primary context of CUDA device %d", device);
-        ctx->contexts[size_t(device)] = nullptr;
+    if (!ctx->retained[size_t(device)]) {
+      if (!ctx->gpu.retain(device, &ctx->contexts[size_t(device)])) {
+        ctx->log.write(HMC_LOG_WARN, "cannot make device %d of %s current", device, kRuntimeWord);
         return HMC_PLUGIN_ERR_INTERNAL;
       }
+      ctx->retained[size_t(device)] = 1;
     }
-    cu_ctx = ctx->contexts[size_t(device)];
+    handle = ctx->contexts[size_t(device)];
   }
   auto* c = new (std::nothrow) hmc_ccl_comm;
   if (!c) return HMC_PLUGIN_ERR_NO_MEMORY;
   c->ctx = ctx;
-  c->cu_ctx = cu_ctx;
+  c->dev = handle;
   c->rank = rank;
   c->nranks = nranks;
-  CurrentContext current(ctx->cuda, cu_ctx);
+  CurrentContext current(ctx->gpu, handle);
   if (!current.ok()) {
     delete c;
     return HMC_PLUGIN_ERR_INTERNAL;
   }
-  if (CUresult r = ctx->cuda.stream_create(&c->stream, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) {
-    ctx->log.write(HMC_LOG_WARN, "cuStreamCreate: CUDA error %d", r);
+  if (GpuResult r = ctx->gpu.stream_create(&c->stream); r != kGpuSuccess) {
+    ctx->log.write(HMC_LOG_WARN, "%s: %s %d", GpuApi::kStreamCreateCall, GpuApi::kError, r);
     delete c;
     return HMC_PLUGIN_ERR_INTERNAL;
   }
@@ -382,7 +540,7 @@ hmc_plugin_status_t plugin_comm_create(hmc_ccl_ctx_t* ctx, const void* id, size_
     const char* last = ctx->nccl.get_last_error(nullptr);
     ctx->log.write(HMC_LOG_WARN, "ncclCommInitRank (rank %d of %d): %s%s%s", rank, nranks,
                    ctx->nccl.get_error_string(r), last && *last ? ": " : "", last ? last : "");
-    ctx->cuda.stream_destroy(c->stream);
+    ctx->gpu.stream_destroy(c->stream);
     delete c;
     return status_of(r) == HMC_PLUGIN_ERR_INTERNAL ? HMC_PLUGIN_ERR_PEER_LOST : status_of(r);
   }
@@ -392,12 +550,12 @@ hmc_plugin_status_t plugin_comm_create(hmc_ccl_ctx_t* ctx, const void* id, size_
 
 hmc_plugin_status_t plugin_comm_destroy(hmc_ccl_comm_t* c) {
   if (!c) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  const CudaApi& cuda = c->ctx->cuda;
+  const GpuApi& gpu = c->ctx->gpu;
   {
-    CurrentContext current(cuda, c->cu_ctx);
+    CurrentContext current(gpu, c->dev);
     if (!c->aborted) c->ctx->nccl.comm_destroy(c->comm);
-    for (CUevent ev : c->spare_events) cuda.event_destroy(ev);
-    cuda.stream_destroy(c->stream);
+    for (GpuEvent ev : c->spare_events) gpu.event_destroy(ev);
+    gpu.stream_destroy(c->stream);
   }
   delete c;
   return HMC_PLUGIN_SUCCESS;
@@ -406,7 +564,7 @@ hmc_plugin_status_t plugin_comm_destroy(hmc_ccl_comm_t* c) {
 hmc_plugin_status_t plugin_comm_abort(hmc_ccl_comm_t* c) {
   if (!c) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   if (c->aborted) return HMC_PLUGIN_SUCCESS;
-  CurrentContext current(c->ctx->cuda, c->cu_ctx);
+  CurrentContext current(c->ctx->gpu, c->dev);
   ncclResult_t r = c->ctx->nccl.comm_abort(c->comm);
   c->aborted = true;
   return r == ncclSuccess ? HMC_PLUGIN_SUCCESS : nccl_failure(c, "ncclCommAbort", r);
@@ -433,9 +591,9 @@ hmc_plugin_status_t plugin_all_reduce(hmc_ccl_comm_t* c, const void* send, void*
   ncclRedOp_t o;
   if (!c || !req || !map_dtype(dtype, &t) || !map_op(op, &o))
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  CurrentContext current(c->ctx->cuda, c->cu_ctx);
-  CUstream s = stream_of(c, stream);
-  ncclResult_t r = c->ctx->nccl.all_reduce(send, recv, count, t, o, c->comm, s);
+  CurrentContext current(c->ctx->gpu, c->dev);
+  GpuStream s = stream_of(c, stream);
+  ncclResult_t r = c->ctx->nccl.all_reduce(send, recv, count, t, o, c->comm, lib_stream(s));
   if (r != ncclSuccess) return nccl_failure(c, "ncclAllReduce", r);
   return finish_post(c, s, "ncclAllReduce", req);
 }
@@ -444,9 +602,9 @@ hmc_plugin_status_t plugin_all_gather(hmc_ccl_comm_t* c, const void* send, void*
                                       uint32_t dtype, void* stream, hmc_ccl_request_t** req) {
   ncclDataType_t t;
   if (!c || !req || !map_dtype(dtype, &t)) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  CurrentContext current(c->ctx->cuda, c->cu_ctx);
-  CUstream s = stream_of(c, stream);
-  ncclResult_t r = c->ctx->nccl.all_gather(send, recv, count, t, c->comm, s);
+  CurrentContext current(c->ctx->gpu, c->dev);
+  GpuStream s = stream_of(c, stream);
+  ncclResult_t r = c->ctx->nccl.all_gather(send, recv, count, t, c->comm, lib_stream(s));
   if (r != ncclSuccess) return nccl_failure(c, "ncclAllGather", r);
   return finish_post(c, s, "ncclAllGather", req);
 }
@@ -458,9 +616,9 @@ hmc_plugin_status_t plugin_reduce_scatter(hmc_ccl_comm_t* c, const void* send, v
   ncclRedOp_t o;
   if (!c || !req || !map_dtype(dtype, &t) || !map_op(op, &o))
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  CurrentContext current(c->ctx->cuda, c->cu_ctx);
-  CUstream s = stream_of(c, stream);
-  ncclResult_t r = c->ctx->nccl.reduce_scatter(send, recv, count, t, o, c->comm, s);
+  CurrentContext current(c->ctx->gpu, c->dev);
+  GpuStream s = stream_of(c, stream);
+  ncclResult_t r = c->ctx->nccl.reduce_scatter(send, recv, count, t, o, c->comm, lib_stream(s));
   if (r != ncclSuccess) return nccl_failure(c, "ncclReduceScatter", r);
   return finish_post(c, s, "ncclReduceScatter", req);
 }
@@ -471,9 +629,9 @@ hmc_plugin_status_t plugin_broadcast(hmc_ccl_comm_t* c, const void* send, void* 
   ncclDataType_t t;
   if (!c || !req || !map_dtype(dtype, &t) || root < 0 || root >= c->nranks)
     return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  CurrentContext current(c->ctx->cuda, c->cu_ctx);
-  CUstream s = stream_of(c, stream);
-  ncclResult_t r = c->ctx->nccl.broadcast(send, recv, count, t, root, c->comm, s);
+  CurrentContext current(c->ctx->gpu, c->dev);
+  GpuStream s = stream_of(c, stream);
+  ncclResult_t r = c->ctx->nccl.broadcast(send, recv, count, t, root, c->comm, lib_stream(s));
   if (r != ncclSuccess) return nccl_failure(c, "ncclBroadcast", r);
   return finish_post(c, s, "ncclBroadcast", req);
 }
@@ -484,15 +642,15 @@ hmc_plugin_status_t plugin_send_recv(hmc_ccl_comm_t* c, const hmc_ccl_p2p_t* par
   if (!c || !req || (n && !parts) || !map_dtype(dtype, &t)) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   for (size_t i = 0; i < n; ++i)
     if (parts[i].peer < 0 || parts[i].peer >= c->nranks) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  CurrentContext current(c->ctx->cuda, c->cu_ctx);
-  CUstream s = stream_of(c, stream);
+  CurrentContext current(c->ctx->gpu, c->dev);
+  GpuStream s = stream_of(c, stream);
   const NcclApi& api = c->ctx->nccl;
   ncclResult_t r = api.group_start();
   if (r != ncclSuccess) return nccl_failure(c, "ncclGroupStart", r);
   for (size_t i = 0; i < n && r == ncclSuccess; ++i) {
     const hmc_ccl_p2p_t& p = parts[i];
-    r = p.is_send ? api.send(p.buf, p.count, t, p.peer, c->comm, s)
-                  : api.recv(p.buf, p.count, t, p.peer, c->comm, s);
+    r = p.is_send ? api.send(p.buf, p.count, t, p.peer, c->comm, lib_stream(s))
+                  : api.recv(p.buf, p.count, t, p.peer, c->comm, lib_stream(s));
     if (r != ncclSuccess) {
       nccl_failure(c, p.is_send ? "ncclSend" : "ncclRecv", r);
       api.group_end();  // a group must be closed even when a call in it failed
@@ -507,9 +665,9 @@ hmc_plugin_status_t plugin_send_recv(hmc_ccl_comm_t* c, const hmc_ccl_p2p_t* par
 hmc_plugin_status_t plugin_test(hmc_ccl_request_t* rq, int* done) {
   if (!rq || !done) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   hmc_ccl_comm* c = rq->comm;
-  const CudaApi& cuda = c->ctx->cuda;
-  CUresult r = cuda.event_query(rq->event);
-  if (r == CUDA_ERROR_NOT_READY) {
+  const GpuApi& gpu = c->ctx->gpu;
+  GpuResult r = gpu.event_query(rq->event);
+  if (r == kGpuNotReady) {
     // A library failure may leave the stream stuck: its asynchronous error says so.
     hmc_plugin_status_t st = plugin_comm_async_error(c);
     if (st == HMC_PLUGIN_SUCCESS) {
@@ -517,19 +675,19 @@ hmc_plugin_status_t plugin_test(hmc_ccl_request_t* rq, int* done) {
       return HMC_PLUGIN_SUCCESS;
     }
     c->error = std::string(rq->call) + ": " + c->error;
-    cuda.event_destroy(rq->event);
+    gpu.event_destroy(rq->event);
     delete rq;
     *done = 1;
     return st;
   }
   hmc_plugin_status_t st = HMC_PLUGIN_SUCCESS;
-  if (r == CUDA_SUCCESS) {
+  if (r == kGpuSuccess) {
     c->spare_events.push_back(rq->event);
   } else {
     st = plugin_comm_async_error(c);
-    if (st == HMC_PLUGIN_SUCCESS) st = cuda_failure(c, "cuEventQuery", r);
+    if (st == HMC_PLUGIN_SUCCESS) st = gpu_failure(c, GpuApi::kEventQueryCall, r);
     c->error = std::string(rq->call) + ": " + c->error;
-    cuda.event_destroy(rq->event);
+    gpu.event_destroy(rq->event);
   }
   delete rq;
   *done = 1;
@@ -538,10 +696,10 @@ hmc_plugin_status_t plugin_test(hmc_ccl_request_t* rq, int* done) {
 
 const hmc_ccl_plugin_v1_t kTable = {
     HMC_CCL_ABI_HEADER_INIT(hmc_ccl_plugin_v1_t),
-    "nccl",
+    kPluginName,
     "0.1.0",
     kConfigVars,
-    HMC_MEM_IFACE_CUDA,
+    kMemIface,
     HMC_CCL_BIT(HMC_CCL_DTYPE_F32) | HMC_CCL_BIT(HMC_CCL_DTYPE_F64) |
         HMC_CCL_BIT(HMC_CCL_DTYPE_F16) | HMC_CCL_BIT(HMC_CCL_DTYPE_BF16) |
         HMC_CCL_BIT(HMC_CCL_DTYPE_I8) | HMC_CCL_BIT(HMC_CCL_DTYPE_U8) |

@@ -47,13 +47,23 @@
 #include "fakegpu.h"
 #include "nccl_api.h"
 
+// Built twice: as libnccl.so.2 over the emulated CUDA runtime (the default) and, with
+// FAKENCCL_HIP, as librccl.so.1 over the emulated HIP runtime (RCCL: the same API over HIP).
+#ifdef FAKENCCL_HIP
+#define FAKENCCL_RUNTIME "hip"
+#define FAKENCCL_MEMORY "HIP"
+#else
+#define FAKENCCL_RUNTIME "cuda"
+#define FAKENCCL_MEMORY "CUDA"
+#endif
+
 using namespace hmc::vendor::nccl;
 using fakegpu::Err;
 
 namespace {
 
 fakegpu::Emulator& emu() {
-  return fakegpu::Emulator::get("cuda");
+  return fakegpu::Emulator::get(FAKENCCL_RUNTIME);
 }
 
 long env_long(const char* name, long def) {
@@ -522,7 +532,8 @@ Err execute(ncclComm* c, const Work& w) {
     std::shared_ptr<void> hold;
     char* at = nullptr;
     if (view(o.src, o.bytes, &hold, &at) != Err::Ok)
-      return failed(ncclInvalidArgument, "fake NCCL: a send buffer is not CUDA device memory");
+      return failed(ncclInvalidArgument,
+                    "fake NCCL: a send buffer is not " FAKENCCL_MEMORY " device memory");
     if (o.bytes) std::memcpy(seg->data() + kDataHeader, at, o.bytes);
     mine.push_back(std::move(seg));
   }
@@ -542,7 +553,7 @@ Err execute(ncclComm* c, const Work& w) {
     case Kind::ReduceScatter: {
       size_t bytes = w.count * es;
       if (view(w.recv, bytes, &hold, &out) != Err::Ok) {
-        problem = "fake NCCL: the receive buffer is not CUDA device memory";
+        problem = "fake NCCL: the receive buffer is not " FAKENCCL_MEMORY " device memory";
         break;
       }
       std::vector<char> acc(bytes);
@@ -568,7 +579,7 @@ Err execute(ncclComm* c, const Work& w) {
     case Kind::AllGather: {
       size_t bytes = w.count * es;
       if (view(w.recv, bytes * size_t(n), &hold, &out) != Err::Ok) {
-        problem = "fake NCCL: the receive buffer is not CUDA device memory";
+        problem = "fake NCCL: the receive buffer is not " FAKENCCL_MEMORY " device memory";
         break;
       }
       for (int r = 0; r < n && problem.empty(); ++r) {
@@ -584,7 +595,7 @@ Err execute(ncclComm* c, const Work& w) {
       size_t bytes = w.count * es;
       Segment seg;
       if (view(w.recv, bytes, &hold, &out) != Err::Ok)
-        problem = "fake NCCL: the receive buffer is not CUDA device memory";
+        problem = "fake NCCL: the receive buffer is not " FAKENCCL_MEMORY " device memory";
       else if (!open_from(w.root, -1, 0, &seg))
         problem = "fake NCCL: the root's data is missing";
       else if (bytes)
@@ -615,7 +626,7 @@ Err execute(ncclComm* c, const Work& w) {
         std::shared_ptr<void> h;
         char* at = nullptr;
         if (view(p.dst, p.bytes, &h, &at) != Err::Ok) {
-          problem = "fake NCCL: a receive buffer is not CUDA device memory";
+          problem = "fake NCCL: a receive buffer is not " FAKENCCL_MEMORY " device memory";
           break;
         }
         if (p.bytes) std::memcpy(at, seg.data() + kDataHeader, p.bytes);
@@ -715,7 +726,8 @@ ncclResult_t p2p(bool is_send, const void* buf, size_t count, ncclDataType_t t, 
   if (peer < 0 || peer >= c->nranks)
     return refuse(c, ncclInvalidArgument, "fake NCCL: peer outside the communicator");
   if (!device_memory(buf, count * es))
-    return refuse(c, ncclInvalidArgument, "fake NCCL: the buffer is not CUDA device memory");
+    return refuse(c, ncclInvalidArgument,
+                  "fake NCCL: the buffer is not " FAKENCCL_MEMORY " device memory");
   Part p;
   p.is_send = is_send;
   p.peer = peer;
@@ -740,7 +752,8 @@ ncclResult_t collective(ncclComm* c, cudaStream_t stream, Work w, size_t send_el
   bool send_read = w.kind != Kind::Broadcast || c->rank == w.root;
   if ((send_read && !device_memory(w.send, send_elems * es)) ||
       !device_memory(w.recv, recv_elems * es))
-    return refuse(c, ncclInvalidArgument, "fake NCCL: a buffer is not CUDA device memory");
+    return refuse(c, ncclInvalidArgument,
+                  "fake NCCL: a buffer is not " FAKENCCL_MEMORY " device memory");
   return submit(c, stream, std::move(w));
 }
 
