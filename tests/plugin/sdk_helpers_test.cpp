@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -183,12 +184,15 @@ struct Fake : NetPlugin<FakeCtx, FakeEp, FakeListener, FakeReq, FakeMr, FakeKey>
     ++e.ctx->calls;
     if (tag == 1) throw std::bad_alloc();
     if (tag == 2) throw std::runtime_error("x");
-    auto* r = new FakeReq{&e};
+    std::unique_ptr<FakeReq> r(new FakeReq{&e});
     r->done = true;
     r->result = tag == 3 ? HMC_PLUGIN_ERR_TRUNCATED : HMC_PLUGIN_SUCCESS;
     r->bytes = len;
-    *out = r;
-    return e.ctx->fail ? HMC_PLUGIN_ERR_CANCELLED : HMC_PLUGIN_SUCCESS;
+    *out = r.get();
+    // A failure with *out set (and the request freed): the adaptor must not hand it on.
+    if (e.ctx->fail) return HMC_PLUGIN_ERR_CANCELLED;
+    r.release();
+    return HMC_PLUGIN_SUCCESS;
   }
   static void progress(FakeCtx& c) { ++c.calls; }
 };
