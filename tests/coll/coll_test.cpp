@@ -67,7 +67,7 @@ void set_rank_env(const std::string& mem, const std::string& path) {
     return;
   }
   // The vendor collective libraries only where a test asks for them (CclBackend.*).
-  setenv("HMC_CCL_PLUGINS", "^nccl,^rccl", 1);
+  setenv("HMC_CCL_PLUGINS", "^nccl,^rccl,^mccl", 1);
   std::string plugins = "^cuda,^hip,^mlu,^musa";
   for (const auto& v : kVendors) {
     if (vendor == v.name) {
@@ -1134,6 +1134,16 @@ std::vector<std::pair<std::string, std::string>> rccl_env(const char* backend) {
           {"FAKENCCL_TIMEOUT_MS", "6000"}};
 }
 
+// And for the mccl ccl plugin: the emulated NCCL built as libmccl.so (mccl* names) over the
+// emulated MUSA runtime the musa device plugin uses.
+std::vector<std::pair<std::string, std::string>> mccl_env(const char* backend) {
+  return {{"HMC_CCL_PLUGINS", "mccl"},
+          {"HMC_MCCL_LIBRARY", std::string(FAKEGPU_DIR) + "/mccl/libmccl.so"},
+          {"HMC_MCCL_MUSA_LIBRARY", std::string(FAKEGPU_DIR) + "/musa/libmusart.so"},
+          {"HMC_COLL_BACKEND", backend},
+          {"FAKENCCL_TIMEOUT_MS", "6000"}};
+}
+
 // Small integers, exact in every dtype below (also f16 and bf16, also summed over 4 ranks).
 int small(int rank, size_t i) {
   return int((size_t(rank) * 3 + i % 5) % 9) + 1;
@@ -1404,6 +1414,46 @@ TEST(CclBackend, RcclFailureEndsTheRequest) {
         e.find("ncclAllReduce") == std::string::npos ||
         e.find("injected failure") == std::string::npos)
       return "message: " + e;
+    return std::string();
+  }));
+}
+
+// The mccl plugin (the same source, MCCL's names, over MUSA) over the emulated MCCL.
+TEST(CclBackend, ThreeMusaRanksEveryCollective) {
+  Launch l{mems_of(3, {"musa:0", "musa:1"})};
+  l.env = mccl_env("ccl");  // a collective that did not go through MCCL would fail
+  expect_all_pass(run(l, ccl_collectives_role));
+}
+
+// An MCCL failure names the mccl plugin, MCCL and the call in MCCL's spelling.
+TEST(CclBackend, McclFailureEndsTheRequest) {
+  Launch l{mems_of(2, {"musa:0"})};
+  l.env = mccl_env("ccl");
+  l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "1"});
+  expect_all_pass(run(l, [](Rank& r) {
+    hmc_status_t st = HMC_SUCCESS;
+    std::string e = one_all_reduce(r, 78, &st);
+    if (st == HMC_SUCCESS) return std::string("the all-reduce did not fail");
+    if (e.find("mccl (") == std::string::npos || e.find("MCCL") == std::string::npos ||
+        e.find("mcclAllReduce") == std::string::npos ||
+        e.find("injected failure") == std::string::npos)
+      return "message: " + e;
+    return std::string();
+  }));
+}
+
+// A library that exports NCCL's names, not MCCL's, is not taken for MCCL: the plugin serves
+// nothing, says what is missing, and hmc runs the musa ranks' collectives.
+TEST(CclBackend, NcclNamesAreNotMccl) {
+  Launch l{mems_of(2, {"musa:0"})};
+  l.env = mccl_env("auto");
+  l.env.push_back({"HMC_MCCL_LIBRARY", std::string(FAKEGPU_DIR) + "/nccl/libnccl.so.2"});
+  expect_all_pass(run(l, [](Rank& r) { return one_all_reduce(r, 1001); }));
+  l.env.push_back({"HMC_COLL_BACKEND", "ccl"});
+  expect_all_pass(run(l, [](Rank& r) {
+    hmc_status_t st = HMC_SUCCESS;
+    std::string e = one_all_reduce(r, 1001, &st);
+    if (st != HMC_ERR_NOT_SUPPORTED) return "expected HMC_ERR_NOT_SUPPORTED, got: " + e;
     return std::string();
   }));
 }

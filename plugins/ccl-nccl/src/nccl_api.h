@@ -62,6 +62,30 @@ using PFN_hipEventDestroy = hipError_t (*)(hipEvent_t event);
 
 }  // namespace hmc::vendor::hiprt
 
+// The MUSA runtime calls the mccl ccl plugin (this source built with HMC_CCL_MCCL) makes
+// (libmusart.so): the CUDA runtime's shape under musa* names, with its values.
+namespace hmc::vendor::musart {
+
+typedef int musaError_t;
+typedef struct MUstream_st* musaStream_t;
+typedef struct MUevent_st* musaEvent_t;
+constexpr musaError_t musaSuccess = 0;
+constexpr musaError_t musaErrorNotReady = 600;
+constexpr unsigned musaEventDisableTiming = 0x2;
+constexpr unsigned musaStreamNonBlocking = 0x1;
+
+using PFN_musaGetDeviceCount = musaError_t (*)(int* count);
+using PFN_musaGetDevice = musaError_t (*)(int* device);
+using PFN_musaSetDevice = musaError_t (*)(int device);
+using PFN_musaStreamCreateWithFlags = musaError_t (*)(musaStream_t* stream, unsigned flags);
+using PFN_musaStreamDestroy = musaError_t (*)(musaStream_t stream);
+using PFN_musaEventCreateWithFlags = musaError_t (*)(musaEvent_t* event, unsigned flags);
+using PFN_musaEventRecord = musaError_t (*)(musaEvent_t event, musaStream_t stream);
+using PFN_musaEventQuery = musaError_t (*)(musaEvent_t event);
+using PFN_musaEventDestroy = musaError_t (*)(musaEvent_t event);
+
+}  // namespace hmc::vendor::musart
+
 namespace hmc::vendor::nccl {
 
 // ncclUniqueId: an opaque 128-byte blob, passed by value.

@@ -1,11 +1,13 @@
 // The nccl ccl plugin: NVIDIA's collective library (libnccl.so.2) for CUDA device memory, opened
 // at run time with the CUDA driver (libcuda.so.1), whose streams and events the plugin uses.
 //
+// Built with HMC_CCL_MCCL it is the mccl ccl plugin: Moore Threads' MCCL (libmccl.so), NCCL's
+// API under mccl* names over the MUSA runtime (libmusart.so), for MUSA device memory.
 // Built with HMC_CCL_RCCL this source is the rccl ccl plugin: AMD's RCCL (librccl.so.1, also
 // Hygon DTK's), which exports NCCL's API (the same nccl* names, enum values and 128-byte unique
 // id) over HIP, for ROCm device memory, with the HIP runtime (libamdhip64.so.6) for its streams
 // and events. Only the vendor block below (names, settings, memory interface, the runtime's
-// stream and event calls) differs between the two.
+// stream and event calls) differs among the three.
 //
 // Each communicator has a stream of its own (made on the device's primary context, the one the
 // CUDA runtime and so NCCL use); a collective posted with stream NULL goes there. Completion is
@@ -41,8 +43,15 @@ bool resolve(void* lib, const char* name, Fn* out, std::string* missing) {
 // ---- the vendor block ------------------------------------------------------------------------
 // GpuApi: the runtime's calls behind one shape. A DeviceHandle is what makes a device current
 // (CUDA: its primary context; HIP: its ordinal); retain() makes one, release() lets it go.
+#if defined(HMC_CCL_RCCL) || defined(HMC_CCL_MCCL)
+// RCCL over HIP and MCCL over MUSA: both runtimes have the CUDA runtime's shape, so one GpuApi
+// serves them, its names spelled through RT().
 #ifdef HMC_CCL_RCCL
 using namespace hmc::vendor::hiprt;
+#define RT(name) hip##name
+#define RT_PFN(name) PFN_hip##name
+#define RT_NAME(name) "hip" #name
+#define HMC_CCL_PREFIX "nccl"
 constexpr const char* kPluginName = "rccl";
 constexpr const char* kLibraryVar = "HMC_RCCL_LIBRARY";
 constexpr const char* kLibraryDefault = "librccl.so.1";
@@ -64,49 +73,78 @@ const hmc_config_var_t kConfigVars[] = {
      "the HIP runtime library the rccl ccl plugin opens for its streams and events"},
     {nullptr, nullptr, nullptr},
 };
+#else
+using namespace hmc::vendor::musart;
+#define RT(name) musa##name
+#define RT_PFN(name) PFN_musa##name
+#define RT_NAME(name) "musa" #name
+#define HMC_CCL_PREFIX "mccl"
+constexpr const char* kPluginName = "mccl";
+constexpr const char* kLibraryVar = "HMC_MCCL_LIBRARY";
+constexpr const char* kLibraryDefault = "libmccl.so";
+constexpr const char* kLibraryWord = "MCCL";
+constexpr const char* kRuntimeVar = "HMC_MCCL_MUSA_LIBRARY";
+constexpr const char* kRuntimeDefault =
+    "the MUSA runtime MCCL itself loaded, else libmusart.so, /usr/local/musa/lib/libmusart.so";
+const char* const kRuntimeCandidates[] = {"libmusart.so", "/usr/local/musa/lib/libmusart.so"};
+constexpr const char* kRuntimeWord = "the MUSA runtime";
+constexpr hmc_mem_iface_t kMemIface = HMC_MEM_IFACE_MUSA;
+const hmc_config_var_t kConfigVars[] = {
+    {kLibraryVar, kLibraryDefault, "the MCCL library the mccl ccl plugin opens"},
+    {kRuntimeVar, kRuntimeDefault,
+     "the MUSA runtime library the mccl ccl plugin opens for its streams and events"},
+    {nullptr, nullptr, nullptr},
+};
+#endif
 
-using GpuResult = hipError_t;
-using GpuStream = hipStream_t;
-using GpuEvent = hipEvent_t;
+using GpuResult = RT(Error_t);
+using GpuStream = RT(Stream_t);
+using GpuEvent = RT(Event_t);
 using DeviceHandle = int;
-constexpr GpuResult kGpuSuccess = hipSuccess;
-constexpr GpuResult kGpuNotReady = hipErrorNotReady;
+constexpr GpuResult kGpuSuccess = RT(Success);
+constexpr GpuResult kGpuNotReady = RT(ErrorNotReady);
 
 struct GpuApi {
-  static constexpr const char* kError = "HIP error";
-  static constexpr const char* kEventCreateCall = "hipEventCreateWithFlags";
-  static constexpr const char* kEventRecordCall = "hipEventRecord";
-  static constexpr const char* kEventQueryCall = "hipEventQuery";
-  static constexpr const char* kStreamCreateCall = "hipStreamCreateWithFlags";
-  PFN_hipInit init_;
-  PFN_hipGetDeviceCount device_count_;
-  PFN_hipGetDevice get_device_;
-  PFN_hipSetDevice set_device_;
-  PFN_hipStreamCreateWithFlags stream_create_;
-  PFN_hipStreamDestroy stream_destroy_;
-  PFN_hipEventCreateWithFlags event_create_;
-  PFN_hipEventRecord event_record_;
-  PFN_hipEventQuery event_query_;
-  PFN_hipEventDestroy event_destroy_;
+  static constexpr const char* kError = RT_NAME() " error";
+  static constexpr const char* kEventCreateCall = RT_NAME(EventCreateWithFlags);
+  static constexpr const char* kEventRecordCall = RT_NAME(EventRecord);
+  static constexpr const char* kEventQueryCall = RT_NAME(EventQuery);
+  static constexpr const char* kStreamCreateCall = RT_NAME(StreamCreateWithFlags);
+#ifdef HMC_CCL_RCCL
+  PFN_hipInit init_;  // MUSA's runtime initialises itself
+#endif
+  RT_PFN(GetDeviceCount) device_count_;
+  RT_PFN(GetDevice) get_device_;
+  RT_PFN(SetDevice) set_device_;
+  RT_PFN(StreamCreateWithFlags) stream_create_;
+  RT_PFN(StreamDestroy) stream_destroy_;
+  RT_PFN(EventCreateWithFlags) event_create_;
+  RT_PFN(EventRecord) event_record_;
+  RT_PFN(EventQuery) event_query_;
+  RT_PFN(EventDestroy) event_destroy_;
 
   void resolve_all(void* L, std::string* missing) {
+#ifdef HMC_CCL_RCCL
     resolve(L, "hipInit", &init_, missing);
-    resolve(L, "hipGetDeviceCount", &device_count_, missing);
-    resolve(L, "hipGetDevice", &get_device_, missing);
-    resolve(L, "hipSetDevice", &set_device_, missing);
-    resolve(L, "hipStreamCreateWithFlags", &stream_create_, missing);
-    resolve(L, "hipStreamDestroy", &stream_destroy_, missing);
-    resolve(L, "hipEventCreateWithFlags", &event_create_, missing);
-    resolve(L, "hipEventRecord", &event_record_, missing);
-    resolve(L, "hipEventQuery", &event_query_, missing);
-    resolve(L, "hipEventDestroy", &event_destroy_, missing);
+#endif
+    resolve(L, RT_NAME(GetDeviceCount), &device_count_, missing);
+    resolve(L, RT_NAME(GetDevice), &get_device_, missing);
+    resolve(L, RT_NAME(SetDevice), &set_device_, missing);
+    resolve(L, RT_NAME(StreamCreateWithFlags), &stream_create_, missing);
+    resolve(L, RT_NAME(StreamDestroy), &stream_destroy_, missing);
+    resolve(L, RT_NAME(EventCreateWithFlags), &event_create_, missing);
+    resolve(L, RT_NAME(EventRecord), &event_record_, missing);
+    resolve(L, RT_NAME(EventQuery), &event_query_, missing);
+    resolve(L, RT_NAME(EventDestroy), &event_destroy_, missing);
   }
   // Empty, or why there is no device.
   std::string start(int* count) const {
+#ifdef HMC_CCL_RCCL
     if (GpuResult r = init_(0); r != hipSuccess)
       return "hipInit failed: HIP error " + std::to_string(r);
-    if (device_count_(count) != hipSuccess || *count <= 0)
-      return "the HIP runtime reports no device";
+#endif
+    if (device_count_(count) != kGpuSuccess || *count <= 0)
+      return std::string(kRuntimeWord) + " reports no device";
     return {};
   }
   bool retain(int device, DeviceHandle* out) const {
@@ -114,17 +152,34 @@ struct GpuApi {
     return true;
   }
   void release(int) const {}
-  bool get_current(DeviceHandle* h) const { return get_device_(h) == hipSuccess; }
-  bool set_current(DeviceHandle h) const { return set_device_(h) == hipSuccess; }
-  GpuResult stream_create(GpuStream* s) const { return stream_create_(s, hipStreamNonBlocking); }
-  void stream_destroy(GpuStream s) const { stream_destroy_(s); }
-  GpuResult event_create(GpuEvent* e) const { return event_create_(e, hipEventDisableTiming); }
-  GpuResult event_record(GpuEvent e, GpuStream s) const { return event_record_(e, s); }
-  GpuResult event_query(GpuEvent e) const { return event_query_(e); }
-  void event_destroy(GpuEvent e) const { event_destroy_(e); }
+  bool get_current(DeviceHandle* h) const {
+    return get_device_(h) == kGpuSuccess;
+  }
+  bool set_current(DeviceHandle h) const {
+    return set_device_(h) == kGpuSuccess;
+  }
+  GpuResult stream_create(GpuStream* s) const {
+    return stream_create_(s, RT(StreamNonBlocking));
+  }
+  void stream_destroy(GpuStream s) const {
+    stream_destroy_(s);
+  }
+  GpuResult event_create(GpuEvent* e) const {
+    return event_create_(e, RT(EventDisableTiming));
+  }
+  GpuResult event_record(GpuEvent e, GpuStream s) const {
+    return event_record_(e, s);
+  }
+  GpuResult event_query(GpuEvent e) const {
+    return event_query_(e);
+  }
+  void event_destroy(GpuEvent e) const {
+    event_destroy_(e);
+  }
 };
 #else
 using namespace hmc::vendor::cudadrv;
+#define HMC_CCL_PREFIX "nccl"
 constexpr const char* kPluginName = "nccl";
 constexpr const char* kLibraryVar = "HMC_NCCL_LIBRARY";
 constexpr const char* kLibraryDefault = "libnccl.so.2";
@@ -206,6 +261,8 @@ struct GpuApi {
   void event_destroy(GpuEvent e) const { event_destroy_(e); }
 };
 #endif
+// The library's call of that name: "ncclAllReduce", or "mcclAllReduce" in MCCL's spelling.
+#define LIBCALL(name) HMC_CCL_PREFIX #name
 // ---- end of the vendor block -----------------------------------------------------------------
 
 struct NcclApi {
@@ -298,7 +355,7 @@ hmc_plugin_status_t status_of(ncclResult_t r) {
 hmc_plugin_status_t nccl_failure(hmc_ccl_comm* c, const char* call, ncclResult_t r) {
   const NcclApi& api = c->ctx->nccl;
   const char* what = api.get_error_string(r);
-  const char* last = api.get_last_error(c->comm);
+  const char* last = api.get_last_error ? api.get_last_error(c->comm) : nullptr;
   c->error = std::string(call) + ": " + (what ? what : "unknown error");
   if (last && *last) c->error += std::string(" (") + last + ")";
   return status_of(r);
@@ -392,22 +449,23 @@ hmc_plugin_status_t plugin_init(const hmc_host_services_t* host, hmc_ccl_ctx_t**
   std::string missing;
   NcclApi& n = ctx->nccl;
   void* L = ctx->nccl_lib;
-  resolve(L, "ncclGetVersion", &n.get_version, &missing);
-  resolve(L, "ncclGetUniqueId", &n.get_unique_id, &missing);
-  resolve(L, "ncclCommInitRank", &n.comm_init_rank, &missing);
-  resolve(L, "ncclCommDestroy", &n.comm_destroy, &missing);
-  resolve(L, "ncclCommAbort", &n.comm_abort, &missing);
-  resolve(L, "ncclCommGetAsyncError", &n.comm_get_async_error, &missing);
-  resolve(L, "ncclGetErrorString", &n.get_error_string, &missing);
-  resolve(L, "ncclGetLastError", &n.get_last_error, &missing);
-  resolve(L, "ncclAllReduce", &n.all_reduce, &missing);
-  resolve(L, "ncclAllGather", &n.all_gather, &missing);
-  resolve(L, "ncclReduceScatter", &n.reduce_scatter, &missing);
-  resolve(L, "ncclBroadcast", &n.broadcast, &missing);
-  resolve(L, "ncclSend", &n.send, &missing);
-  resolve(L, "ncclRecv", &n.recv, &missing);
-  resolve(L, "ncclGroupStart", &n.group_start, &missing);
-  resolve(L, "ncclGroupEnd", &n.group_end, &missing);
+  resolve(L, LIBCALL(GetVersion), &n.get_version, &missing);
+  resolve(L, LIBCALL(GetUniqueId), &n.get_unique_id, &missing);
+  resolve(L, LIBCALL(CommInitRank), &n.comm_init_rank, &missing);
+  resolve(L, LIBCALL(CommDestroy), &n.comm_destroy, &missing);
+  resolve(L, LIBCALL(CommAbort), &n.comm_abort, &missing);
+  resolve(L, LIBCALL(CommGetAsyncError), &n.comm_get_async_error, &missing);
+  resolve(L, LIBCALL(GetErrorString), &n.get_error_string, &missing);
+  resolve(L, LIBCALL(AllReduce), &n.all_reduce, &missing);
+  resolve(L, LIBCALL(AllGather), &n.all_gather, &missing);
+  resolve(L, LIBCALL(ReduceScatter), &n.reduce_scatter, &missing);
+  resolve(L, LIBCALL(Broadcast), &n.broadcast, &missing);
+  resolve(L, LIBCALL(Send), &n.send, &missing);
+  resolve(L, LIBCALL(Recv), &n.recv, &missing);
+  resolve(L, LIBCALL(GroupStart), &n.group_start, &missing);
+  resolve(L, LIBCALL(GroupEnd), &n.group_end, &missing);
+  // Optional: NCCL has it from 2.13, and MCCL's releases may not.
+  n.get_last_error = reinterpret_cast<PFN_ncclGetLastError>(dlsym(L, LIBCALL(GetLastError)));
   if (!missing.empty()) {
     ctx->unavailable =
         nccl_name + " lacks " + missing + " (an " + kLibraryWord + " too old for this plugin)";
@@ -415,7 +473,7 @@ hmc_plugin_status_t plugin_init(const hmc_host_services_t* host, hmc_ccl_ctx_t**
   }
   int code = 0;
   if (n.get_version(&code) != ncclSuccess) {
-    ctx->unavailable = nccl_name + ": ncclGetVersion failed";
+    ctx->unavailable = nccl_name + ": " LIBCALL(GetVersion) " failed";
     return HMC_PLUGIN_SUCCESS;
   }
   int major = 0, minor = 0, patch = 0;
@@ -492,7 +550,7 @@ hmc_plugin_status_t plugin_unique_id(hmc_ccl_ctx_t* ctx, void* id, size_t* len) 
   ncclUniqueId uid;
   ncclResult_t r = ctx->nccl.get_unique_id(&uid);
   if (r != ncclSuccess) {
-    ctx->log.write(HMC_LOG_WARN, "ncclGetUniqueId: %s", ctx->nccl.get_error_string(r));
+    ctx->log.write(HMC_LOG_WARN, LIBCALL(GetUniqueId) ": %s", ctx->nccl.get_error_string(r));
     return status_of(r);
   }
   std::memcpy(id, uid.internal, kUniqueIdBytes);
@@ -537,8 +595,8 @@ hmc_plugin_status_t plugin_comm_create(hmc_ccl_ctx_t* ctx, const void* id, size_
   std::memcpy(uid.internal, id, kUniqueIdBytes);
   ncclResult_t r = ctx->nccl.comm_init_rank(&c->comm, nranks, uid, rank);
   if (r != ncclSuccess) {
-    const char* last = ctx->nccl.get_last_error(nullptr);
-    ctx->log.write(HMC_LOG_WARN, "ncclCommInitRank (rank %d of %d): %s%s%s", rank, nranks,
+    const char* last = ctx->nccl.get_last_error ? ctx->nccl.get_last_error(nullptr) : nullptr;
+    ctx->log.write(HMC_LOG_WARN, LIBCALL(CommInitRank) " (rank %d of %d): %s%s%s", rank, nranks,
                    ctx->nccl.get_error_string(r), last && *last ? ": " : "", last ? last : "");
     ctx->gpu.stream_destroy(c->stream);
     delete c;
@@ -567,7 +625,7 @@ hmc_plugin_status_t plugin_comm_abort(hmc_ccl_comm_t* c) {
   CurrentContext current(c->ctx->gpu, c->dev);
   ncclResult_t r = c->ctx->nccl.comm_abort(c->comm);
   c->aborted = true;
-  return r == ncclSuccess ? HMC_PLUGIN_SUCCESS : nccl_failure(c, "ncclCommAbort", r);
+  return r == ncclSuccess ? HMC_PLUGIN_SUCCESS : nccl_failure(c, LIBCALL(CommAbort), r);
 }
 
 hmc_plugin_status_t plugin_comm_async_error(hmc_ccl_comm_t* c) {
@@ -575,9 +633,9 @@ hmc_plugin_status_t plugin_comm_async_error(hmc_ccl_comm_t* c) {
   if (c->aborted) return HMC_PLUGIN_ERR_CANCELLED;
   ncclResult_t err = ncclSuccess;
   ncclResult_t r = c->ctx->nccl.comm_get_async_error(c->comm, &err);
-  if (r != ncclSuccess) return nccl_failure(c, "ncclCommGetAsyncError", r);
+  if (r != ncclSuccess) return nccl_failure(c, LIBCALL(CommGetAsyncError), r);
   if (err == ncclSuccess || err == ncclInProgress) return HMC_PLUGIN_SUCCESS;
-  return nccl_failure(c, "ncclCommGetAsyncError", err);
+  return nccl_failure(c, LIBCALL(CommGetAsyncError), err);
 }
 
 const char* plugin_comm_error_text(hmc_ccl_comm_t* c) {
@@ -594,8 +652,8 @@ hmc_plugin_status_t plugin_all_reduce(hmc_ccl_comm_t* c, const void* send, void*
   CurrentContext current(c->ctx->gpu, c->dev);
   GpuStream s = stream_of(c, stream);
   ncclResult_t r = c->ctx->nccl.all_reduce(send, recv, count, t, o, c->comm, lib_stream(s));
-  if (r != ncclSuccess) return nccl_failure(c, "ncclAllReduce", r);
-  return finish_post(c, s, "ncclAllReduce", req);
+  if (r != ncclSuccess) return nccl_failure(c, LIBCALL(AllReduce), r);
+  return finish_post(c, s, LIBCALL(AllReduce), req);
 }
 
 hmc_plugin_status_t plugin_all_gather(hmc_ccl_comm_t* c, const void* send, void* recv, size_t count,
@@ -605,8 +663,8 @@ hmc_plugin_status_t plugin_all_gather(hmc_ccl_comm_t* c, const void* send, void*
   CurrentContext current(c->ctx->gpu, c->dev);
   GpuStream s = stream_of(c, stream);
   ncclResult_t r = c->ctx->nccl.all_gather(send, recv, count, t, c->comm, lib_stream(s));
-  if (r != ncclSuccess) return nccl_failure(c, "ncclAllGather", r);
-  return finish_post(c, s, "ncclAllGather", req);
+  if (r != ncclSuccess) return nccl_failure(c, LIBCALL(AllGather), r);
+  return finish_post(c, s, LIBCALL(AllGather), req);
 }
 
 hmc_plugin_status_t plugin_reduce_scatter(hmc_ccl_comm_t* c, const void* send, void* recv,
@@ -619,8 +677,8 @@ hmc_plugin_status_t plugin_reduce_scatter(hmc_ccl_comm_t* c, const void* send, v
   CurrentContext current(c->ctx->gpu, c->dev);
   GpuStream s = stream_of(c, stream);
   ncclResult_t r = c->ctx->nccl.reduce_scatter(send, recv, count, t, o, c->comm, lib_stream(s));
-  if (r != ncclSuccess) return nccl_failure(c, "ncclReduceScatter", r);
-  return finish_post(c, s, "ncclReduceScatter", req);
+  if (r != ncclSuccess) return nccl_failure(c, LIBCALL(ReduceScatter), r);
+  return finish_post(c, s, LIBCALL(ReduceScatter), req);
 }
 
 hmc_plugin_status_t plugin_broadcast(hmc_ccl_comm_t* c, const void* send, void* recv, size_t count,
@@ -632,8 +690,8 @@ hmc_plugin_status_t plugin_broadcast(hmc_ccl_comm_t* c, const void* send, void* 
   CurrentContext current(c->ctx->gpu, c->dev);
   GpuStream s = stream_of(c, stream);
   ncclResult_t r = c->ctx->nccl.broadcast(send, recv, count, t, root, c->comm, lib_stream(s));
-  if (r != ncclSuccess) return nccl_failure(c, "ncclBroadcast", r);
-  return finish_post(c, s, "ncclBroadcast", req);
+  if (r != ncclSuccess) return nccl_failure(c, LIBCALL(Broadcast), r);
+  return finish_post(c, s, LIBCALL(Broadcast), req);
 }
 
 hmc_plugin_status_t plugin_send_recv(hmc_ccl_comm_t* c, const hmc_ccl_p2p_t* parts, size_t n,
@@ -646,20 +704,20 @@ hmc_plugin_status_t plugin_send_recv(hmc_ccl_comm_t* c, const hmc_ccl_p2p_t* par
   GpuStream s = stream_of(c, stream);
   const NcclApi& api = c->ctx->nccl;
   ncclResult_t r = api.group_start();
-  if (r != ncclSuccess) return nccl_failure(c, "ncclGroupStart", r);
+  if (r != ncclSuccess) return nccl_failure(c, LIBCALL(GroupStart), r);
   for (size_t i = 0; i < n && r == ncclSuccess; ++i) {
     const hmc_ccl_p2p_t& p = parts[i];
     r = p.is_send ? api.send(p.buf, p.count, t, p.peer, c->comm, lib_stream(s))
                   : api.recv(p.buf, p.count, t, p.peer, c->comm, lib_stream(s));
     if (r != ncclSuccess) {
-      nccl_failure(c, p.is_send ? "ncclSend" : "ncclRecv", r);
+      nccl_failure(c, p.is_send ? LIBCALL(Send) : LIBCALL(Recv), r);
       api.group_end();  // a group must be closed even when a call in it failed
       return status_of(r);
     }
   }
   r = api.group_end();
-  if (r != ncclSuccess) return nccl_failure(c, "ncclGroupEnd", r);
-  return finish_post(c, s, "ncclGroupEnd (send/recv)", req);
+  if (r != ncclSuccess) return nccl_failure(c, LIBCALL(GroupEnd), r);
+  return finish_post(c, s, LIBCALL(GroupEnd) " (send/recv)", req);
 }
 
 hmc_plugin_status_t plugin_test(hmc_ccl_request_t* rq, int* done) {

@@ -47,14 +47,38 @@
 #include "fakegpu.h"
 #include "nccl_api.h"
 
-// Built twice: as libnccl.so.2 over the emulated CUDA runtime (the default) and, with
-// FAKENCCL_HIP, as librccl.so.1 over the emulated HIP runtime (RCCL: the same API over HIP).
-#ifdef FAKENCCL_HIP
+// Built three times: as libnccl.so.2 over the emulated CUDA runtime (the default); with
+// FAKENCCL_HIP, as librccl.so.1 over the emulated HIP runtime (RCCL: the same API over HIP);
+// with FAKENCCL_MUSA, as libmccl.so over the emulated MUSA runtime (MCCL: the API under mccl*
+// names, which the defines below give the exported functions).
+#if defined(FAKENCCL_HIP)
 #define FAKENCCL_RUNTIME "hip"
 #define FAKENCCL_MEMORY "HIP"
+#define FAKENCCL_WORD "fake NCCL"
+#elif defined(FAKENCCL_MUSA)
+#define FAKENCCL_RUNTIME "musa"
+#define FAKENCCL_MEMORY "MUSA"
+#define FAKENCCL_WORD "fake MCCL"
+#define ncclGetVersion mcclGetVersion
+#define ncclGetErrorString mcclGetErrorString
+#define ncclGetLastError mcclGetLastError
+#define ncclGetUniqueId mcclGetUniqueId
+#define ncclCommInitRank mcclCommInitRank
+#define ncclCommGetAsyncError mcclCommGetAsyncError
+#define ncclCommAbort mcclCommAbort
+#define ncclCommDestroy mcclCommDestroy
+#define ncclAllReduce mcclAllReduce
+#define ncclAllGather mcclAllGather
+#define ncclReduceScatter mcclReduceScatter
+#define ncclBroadcast mcclBroadcast
+#define ncclSend mcclSend
+#define ncclRecv mcclRecv
+#define ncclGroupStart mcclGroupStart
+#define ncclGroupEnd mcclGroupEnd
 #else
 #define FAKENCCL_RUNTIME "cuda"
 #define FAKENCCL_MEMORY "CUDA"
+#define FAKENCCL_WORD "fake NCCL"
 #endif
 
 using namespace hmc::vendor::nccl;
@@ -408,12 +432,12 @@ void mark_aborted(ncclComm* c, const std::string& why) {
 ncclResult_t barrier(ncclComm* c, const char* where, std::string* why) {
   Shared* s = c->shared;
   if (!shared_lock(c)) {
-    *why = "fake NCCL: cannot lock the communicator";
+    *why = FAKENCCL_WORD ": cannot lock the communicator";
     return ncclSystemError;
   }
   ncclResult_t result = ncclSuccess;
   if (s->aborted) {
-    *why = std::string("fake NCCL: the communicator was aborted: ") + s->why;
+    *why = std::string(FAKENCCL_WORD ": the communicator was aborted: ") + s->why;
     result = ncclRemoteError;
   } else if (++s->arrived == s->nranks) {
     s->arrived = 0;
@@ -430,8 +454,9 @@ ncclResult_t barrier(ncclComm* c, const char* where, std::string* why) {
       }
       if (r == ETIMEDOUT && s->generation == gen && !s->aborted) {
         char buf[200];
-        std::snprintf(buf, sizeof buf, "fake NCCL: rank %d waited %ld ms at %s for the other ranks",
-                      c->rank, timeout_ms(), where);
+        std::snprintf(buf, sizeof buf,
+                      FAKENCCL_WORD ": rank %d waited %ld ms at %s for the other ranks", c->rank,
+                      timeout_ms(), where);
         *why = buf;
         s->aborted = 1 + c->rank;
         std::snprintf(s->why, sizeof s->why, "%s", buf);
@@ -441,7 +466,7 @@ ncclResult_t barrier(ncclComm* c, const char* where, std::string* why) {
       }
     }
     if (result == ncclSuccess && s->generation == gen) {
-      *why = std::string("fake NCCL: the communicator was aborted: ") + s->why;
+      *why = std::string(FAKENCCL_WORD ": the communicator was aborted: ") + s->why;
       result = ncclRemoteError;
     }
   }
@@ -498,7 +523,7 @@ Err execute(ncclComm* c, const Work& w) {
     return Err::CopyFailed;
   };
   if (w.inject_failure)
-    return failed(ncclSystemError, "fake NCCL: injected failure (FAKENCCL_FAIL_OP_NTH)");
+    return failed(ncclSystemError, FAKENCCL_WORD ": injected failure (FAKENCCL_FAIL_OP_NTH)");
 
   // 1. What this rank contributes: one segment per (destination, k). -1 means every rank.
   struct Out {
@@ -526,14 +551,14 @@ Err execute(ncclComm* c, const Work& w) {
   for (const Out& o : outs) {
     auto seg = std::make_unique<Segment>();
     if (!seg->create(seg_name(c, w.seq, me, o.to, o.k), kDataHeader + o.bytes))
-      return failed(ncclSystemError, std::string("fake NCCL: shm_open: ") + strerror(errno));
+      return failed(ncclSystemError, std::string(FAKENCCL_WORD ": shm_open: ") + strerror(errno));
     uint64_t len = o.bytes;
     std::memcpy(seg->data(), &len, 8);
     std::shared_ptr<void> hold;
     char* at = nullptr;
     if (view(o.src, o.bytes, &hold, &at) != Err::Ok)
       return failed(ncclInvalidArgument,
-                    "fake NCCL: a send buffer is not " FAKENCCL_MEMORY " device memory");
+                    FAKENCCL_WORD ": a send buffer is not " FAKENCCL_MEMORY " device memory");
     if (o.bytes) std::memcpy(seg->data() + kDataHeader, at, o.bytes);
     mine.push_back(std::move(seg));
   }
@@ -553,7 +578,7 @@ Err execute(ncclComm* c, const Work& w) {
     case Kind::ReduceScatter: {
       size_t bytes = w.count * es;
       if (view(w.recv, bytes, &hold, &out) != Err::Ok) {
-        problem = "fake NCCL: the receive buffer is not " FAKENCCL_MEMORY " device memory";
+        problem = FAKENCCL_WORD ": the receive buffer is not " FAKENCCL_MEMORY " device memory";
         break;
       }
       std::vector<char> acc(bytes);
@@ -561,7 +586,7 @@ Err execute(ncclComm* c, const Work& w) {
       for (int r = 0; r < n && problem.empty(); ++r) {
         Segment seg;
         if (!open_from(r, -1, 0, &seg)) {
-          problem = "fake NCCL: rank " + std::to_string(r) + "'s contribution is missing";
+          problem = FAKENCCL_WORD ": rank " + std::to_string(r) + "'s contribution is missing";
           break;
         }
         const char* in = seg.data() + kDataHeader + offset;
@@ -579,13 +604,13 @@ Err execute(ncclComm* c, const Work& w) {
     case Kind::AllGather: {
       size_t bytes = w.count * es;
       if (view(w.recv, bytes * size_t(n), &hold, &out) != Err::Ok) {
-        problem = "fake NCCL: the receive buffer is not " FAKENCCL_MEMORY " device memory";
+        problem = FAKENCCL_WORD ": the receive buffer is not " FAKENCCL_MEMORY " device memory";
         break;
       }
       for (int r = 0; r < n && problem.empty(); ++r) {
         Segment seg;
         if (!open_from(r, -1, 0, &seg))
-          problem = "fake NCCL: rank " + std::to_string(r) + "'s contribution is missing";
+          problem = FAKENCCL_WORD ": rank " + std::to_string(r) + "'s contribution is missing";
         else if (bytes)
           std::memcpy(out + size_t(r) * bytes, seg.data() + kDataHeader, bytes);
       }
@@ -595,9 +620,9 @@ Err execute(ncclComm* c, const Work& w) {
       size_t bytes = w.count * es;
       Segment seg;
       if (view(w.recv, bytes, &hold, &out) != Err::Ok)
-        problem = "fake NCCL: the receive buffer is not " FAKENCCL_MEMORY " device memory";
+        problem = FAKENCCL_WORD ": the receive buffer is not " FAKENCCL_MEMORY " device memory";
       else if (!open_from(w.root, -1, 0, &seg))
-        problem = "fake NCCL: the root's data is missing";
+        problem = FAKENCCL_WORD ": the root's data is missing";
       else if (bytes)
         std::memcpy(out, seg.data() + kDataHeader, bytes);
       break;
@@ -609,7 +634,7 @@ Err execute(ncclComm* c, const Work& w) {
         Segment seg;
         int k = got[size_t(p.peer)]++;
         if (!open_from(p.peer, me, k, &seg)) {
-          problem = "fake NCCL: rank " + std::to_string(me) + " posted a receive from rank " +
+          problem = FAKENCCL_WORD ": rank " + std::to_string(me) + " posted a receive from rank " +
                     std::to_string(p.peer) + " that sent nothing";
           problem_code = ncclInvalidUsage;
           break;
@@ -617,16 +642,16 @@ Err execute(ncclComm* c, const Work& w) {
         uint64_t len = 0;
         std::memcpy(&len, seg.data(), 8);
         if (len != p.bytes) {
-          problem = "fake NCCL: rank " + std::to_string(p.peer) + " sent " + std::to_string(len) +
-                    " bytes to rank " + std::to_string(me) + ", which receives " +
-                    std::to_string(p.bytes);
+          problem = FAKENCCL_WORD ": rank " + std::to_string(p.peer) + " sent " +
+                    std::to_string(len) + " bytes to rank " + std::to_string(me) +
+                    ", which receives " + std::to_string(p.bytes);
           problem_code = ncclInvalidUsage;
           break;
         }
         std::shared_ptr<void> h;
         char* at = nullptr;
         if (view(p.dst, p.bytes, &h, &at) != Err::Ok) {
-          problem = "fake NCCL: a receive buffer is not " FAKENCCL_MEMORY " device memory";
+          problem = FAKENCCL_WORD ": a receive buffer is not " FAKENCCL_MEMORY " device memory";
           break;
         }
         if (p.bytes) std::memcpy(at, seg.data() + kDataHeader, p.bytes);
@@ -658,12 +683,13 @@ ncclResult_t refuse(ncclComm* c, ncclResult_t r, const std::string& why) {
 }
 
 ncclResult_t submit(ncclComm* c, cudaStream_t stream, Work w) {
-  if (!c) return refuse(nullptr, ncclInvalidArgument, "fake NCCL: NULL communicator");
-  if (!stream) return refuse(c, ncclInvalidArgument, "fake NCCL: a NULL stream is not emulated");
+  if (!c) return refuse(nullptr, ncclInvalidArgument, FAKENCCL_WORD ": NULL communicator");
+  if (!stream)
+    return refuse(c, ncclInvalidArgument, FAKENCCL_WORD ": a NULL stream is not emulated");
   {
     std::lock_guard<std::mutex> lock(c->mutex);
     if (c->aborted) {
-      c->last_error = "fake NCCL: the communicator was aborted";
+      c->last_error = FAKENCCL_WORD ": the communicator was aborted";
       return ncclInvalidUsage;
     }
     ++c->inflight;
@@ -682,7 +708,8 @@ ncclResult_t submit(ncclComm* c, cudaStream_t stream, Work w) {
   if (e != Err::Ok) {
     std::lock_guard<std::mutex> lock(c->mutex);
     --c->inflight;
-    c->last_error = std::string("fake NCCL: cannot queue on the stream: ") + fakegpu::err_name(e);
+    c->last_error =
+        std::string(FAKENCCL_WORD ": cannot queue on the stream: ") + fakegpu::err_name(e);
     return ncclUnhandledCudaError;
   }
   return ncclSuccess;
@@ -720,14 +747,14 @@ ncclResult_t flush_group() {
 
 ncclResult_t p2p(bool is_send, const void* buf, size_t count, ncclDataType_t t, int peer,
                  ncclComm* c, cudaStream_t stream) {
-  if (!c) return refuse(nullptr, ncclInvalidArgument, "fake NCCL: NULL communicator");
+  if (!c) return refuse(nullptr, ncclInvalidArgument, FAKENCCL_WORD ": NULL communicator");
   size_t es = dtype_size(t);
-  if (es == 0) return refuse(c, ncclInvalidArgument, "fake NCCL: unknown data type");
+  if (es == 0) return refuse(c, ncclInvalidArgument, FAKENCCL_WORD ": unknown data type");
   if (peer < 0 || peer >= c->nranks)
-    return refuse(c, ncclInvalidArgument, "fake NCCL: peer outside the communicator");
+    return refuse(c, ncclInvalidArgument, FAKENCCL_WORD ": peer outside the communicator");
   if (!device_memory(buf, count * es))
     return refuse(c, ncclInvalidArgument,
-                  "fake NCCL: the buffer is not " FAKENCCL_MEMORY " device memory");
+                  FAKENCCL_WORD ": the buffer is not " FAKENCCL_MEMORY " device memory");
   Part p;
   p.is_send = is_send;
   p.peer = peer;
@@ -742,18 +769,19 @@ ncclResult_t p2p(bool is_send, const void* buf, size_t count, ncclDataType_t t, 
 
 ncclResult_t collective(ncclComm* c, cudaStream_t stream, Work w, size_t send_elems,
                         size_t recv_elems, bool reduces) {
-  if (!c) return refuse(nullptr, ncclInvalidArgument, "fake NCCL: NULL communicator");
+  if (!c) return refuse(nullptr, ncclInvalidArgument, FAKENCCL_WORD ": NULL communicator");
   if (t_group_depth > 0)
-    return refuse(c, ncclInvalidUsage, "fake NCCL: collectives inside a group are not emulated");
+    return refuse(c, ncclInvalidUsage,
+                  FAKENCCL_WORD ": collectives inside a group are not emulated");
   size_t es = dtype_size(w.dtype);
-  if (es == 0) return refuse(c, ncclInvalidArgument, "fake NCCL: unknown data type");
+  if (es == 0) return refuse(c, ncclInvalidArgument, FAKENCCL_WORD ": unknown data type");
   if (reduces && !valid_op(w.op))
-    return refuse(c, ncclInvalidArgument, "fake NCCL: unknown reduction operation");
+    return refuse(c, ncclInvalidArgument, FAKENCCL_WORD ": unknown reduction operation");
   bool send_read = w.kind != Kind::Broadcast || c->rank == w.root;
   if ((send_read && !device_memory(w.send, send_elems * es)) ||
       !device_memory(w.recv, recv_elems * es))
     return refuse(c, ncclInvalidArgument,
-                  "fake NCCL: a buffer is not " FAKENCCL_MEMORY " device memory");
+                  FAKENCCL_WORD ": a buffer is not " FAKENCCL_MEMORY " device memory");
   return submit(c, stream, std::move(w));
 }
 
@@ -809,10 +837,11 @@ __attribute__((visibility("default"))) ncclResult_t ncclCommInitRank(ncclComm_t*
   std::memcpy(&w, id.internal, sizeof w);
   if (!out || nranks < 1 || rank < 0 || rank >= nranks ||
       std::memcmp(w.magic, kMagic, sizeof kMagic) != 0)
-    return refuse(nullptr, ncclInvalidArgument, "fake NCCL: bad arguments to ncclCommInitRank");
+    return refuse(nullptr, ncclInvalidArgument,
+                  FAKENCCL_WORD ": bad arguments to ncclCommInitRank");
   if (env_long("FAKENCCL_FAIL_INIT", 0))
     return refuse(nullptr, ncclSystemError,
-                  "fake NCCL: injected init failure (FAKENCCL_FAIL_INIT)");
+                  FAKENCCL_WORD ": injected init failure (FAKENCCL_FAIL_INIT)");
   auto c = std::make_unique<ncclComm>();
   c->key = w.key;
   c->rank = rank;
@@ -841,7 +870,7 @@ __attribute__((visibility("default"))) ncclResult_t ncclCommInitRank(ncclComm_t*
                1) {
       if (std::chrono::steady_clock::now() > until)
         return refuse(nullptr, ncclSystemError,
-                      "fake NCCL: ncclCommInitRank: rank " + std::to_string(rank) +
+                      FAKENCCL_WORD ": ncclCommInitRank: rank " + std::to_string(rank) +
                           " found no communicator " + name + " within the timeout");
       c->header = std::make_unique<Segment>();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -850,7 +879,7 @@ __attribute__((visibility("default"))) ncclResult_t ncclCommInitRank(ncclComm_t*
   c->shared = reinterpret_cast<Shared*>(c->header->data());
   if (c->shared->nranks != nranks)
     return refuse(nullptr, ncclInvalidArgument,
-                  "fake NCCL: ncclCommInitRank: nranks differs between ranks");
+                  FAKENCCL_WORD ": ncclCommInitRank: nranks differs between ranks");
   std::string why;
   if (ncclResult_t r = barrier(c.get(), "ncclCommInitRank", &why); r != ncclSuccess)
     return refuse(nullptr, r, why);
@@ -889,7 +918,7 @@ __attribute__((visibility("default"))) ncclResult_t ncclCommDestroy(ncclComm_t c
   std::unique_lock<std::mutex> lock(c->mutex);
   if (!c->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms()),
                       [&] { return c->inflight == 0; })) {
-    c->last_error = "fake NCCL: ncclCommDestroy: collectives still running";
+    c->last_error = FAKENCCL_WORD ": ncclCommDestroy: collectives still running";
     return ncclInvalidUsage;
   }
   lock.unlock();
@@ -944,7 +973,7 @@ __attribute__((visibility("default"))) ncclResult_t ncclBroadcast(const void* se
                                                                   int root, ncclComm_t c,
                                                                   cudaStream_t stream) {
   if (c && (root < 0 || root >= c->nranks))
-    return refuse(c, ncclInvalidArgument, "fake NCCL: root outside the communicator");
+    return refuse(c, ncclInvalidArgument, FAKENCCL_WORD ": root outside the communicator");
   Work w;
   w.kind = Kind::Broadcast;
   w.send = send;
@@ -974,7 +1003,7 @@ __attribute__((visibility("default"))) ncclResult_t ncclGroupStart() {
 
 __attribute__((visibility("default"))) ncclResult_t ncclGroupEnd() {
   if (t_group_depth == 0)
-    return refuse(nullptr, ncclInvalidUsage, "fake NCCL: ncclGroupEnd without ncclGroupStart");
+    return refuse(nullptr, ncclInvalidUsage, FAKENCCL_WORD ": ncclGroupEnd without ncclGroupStart");
   return --t_group_depth == 0 ? flush_group() : ncclSuccess;
 }
 
