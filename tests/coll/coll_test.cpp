@@ -1225,11 +1225,11 @@ std::string first_difference(const std::vector<uint8_t>& got, const std::vector<
 // reference byte for byte: all-reduce (sum out of place and in place, max, min; average of
 // int32), all-gather, reduce-scatter (sum), broadcast from the last rank, all-to-all, in
 // several dtypes and an odd count.
-std::string ccl_collectives_role(Rank& r) {
+std::string every_collective(Rank& r, const std::vector<size_t>& counts) {
   const hmc_dtype_t dtypes[] = {HMC_DTYPE_F32, HMC_DTYPE_F16, HMC_DTYPE_BF16,
                                 HMC_DTYPE_I32, HMC_DTYPE_I64, HMC_DTYPE_U8};
   const int n = r.size;
-  for (size_t count : {size_t(1), size_t(1001)}) {
+  for (size_t count : counts) {
     for (hmc_dtype_t t : dtypes) {
       const size_t es = esize(t), bytes = count * es;
       std::string tag = " dtype " + std::to_string(int(t)) + " count " + std::to_string(count);
@@ -1320,6 +1320,55 @@ std::string ccl_collectives_role(Rank& r) {
     }
   }
   return "";
+}
+
+std::string ccl_collectives_role(Rank& r) {
+  return every_collective(r, {1, 1001});
+}
+
+// All-to-all-v with uneven counts (zeros among them) and a barrier, exact, in two dtypes.
+std::string all_to_allv_and_barrier(Rank& r) {
+  const int n = r.size;
+  auto count = [](int from, int to) { return size_t((from + 2 * to) % 4); };
+  for (hmc_dtype_t t : {HMC_DTYPE_I32, HMC_DTYPE_BF16}) {
+    const size_t es = esize(t);
+    // Rank `from`'s input: its blocks for ranks 0..n-1 in order, element k being small(from, k).
+    auto displ = [&](int from, int to) {
+      size_t d = 0;
+      for (int j = 0; j < to; ++j) d += count(from, j);
+      return d;
+    };
+    const size_t nr = static_cast<size_t>(n);
+    std::vector<size_t> sc(nr), sd(nr), rc(nr), rd(nr);
+    size_t st = 0, rt = 0;
+    for (int j = 0; j < n; ++j) {
+      sc[size_t(j)] = count(r.rank, j);
+      sd[size_t(j)] = st;
+      st += sc[size_t(j)];
+      rc[size_t(j)] = count(j, r.rank);
+      rd[size_t(j)] = rt;
+      rt += rc[size_t(j)];
+    }
+    Buf send(r.ctx, r.mem, st * es), recv(r.ctx, r.mem, rt * es);
+    if (!send.put(values(t, r.rank, st).data())) return "fill";
+    hmc_request_t req;
+    std::string e = wait(hmc_all_to_allv(r.comm, send.get(), sc.data(), sd.data(), recv.get(),
+                                         rc.data(), rd.data(), t, &req),
+                         &req, "all_to_allv");
+    if (!e.empty()) return e;
+    std::vector<uint8_t> got(rt * es), want;
+    if (!recv.take(got.data())) return "read back";
+    for (int j = 0; j < n; ++j) {
+      auto v = values(t, j, displ(j, n));
+      size_t from = displ(j, r.rank) * es;
+      want.insert(want.end(), v.begin() + long(from), v.begin() + long(from + rc[size_t(j)] * es));
+    }
+    if (!(e = first_difference(got, want, es, "all_to_allv dtype " + std::to_string(int(t))))
+             .empty())
+      return e;
+  }
+  hmc_request_t req;
+  return wait(hmc_barrier(r.comm, &req), &req, "barrier");
 }
 
 // One all-reduce of int32 on device memory, checked; the status of a failure in *failed.
@@ -1553,6 +1602,87 @@ TEST(CclBackend, RankKilledInsideTheLibrary) {
   });
   for (int i = 0; i < 3; ++i) {
     if (i == 1)
+      EXPECT_EQ(out[size_t(i)], "killed by signal 9");
+    else
+      EXPECT_EQ(out[size_t(i)], "") << "rank " << i;
+  }
+}
+
+// ---- hierarchical collectives of mixed communicators: each vendor group in its library --------
+
+namespace {
+
+// Both emulated libraries, forced: a cuda or hip rank whose collective found no vendor library
+// for its group would fail (HMC_COLL_BACKEND=ccl).
+std::vector<std::pair<std::string, std::string>> mixed_env(const char* backend) {
+  auto env = nccl_env(backend);
+  for (auto& kv : rccl_env(backend))
+    if (kv.first.rfind("HMC_RCCL_", 0) == 0) env.push_back(kv);
+  env.push_back({"HMC_CCL_PLUGINS", "nccl,rccl"});
+  return env;
+}
+
+// Every collective in every dtype, counts that divide the groups' sizes and counts that do not.
+std::string mixed_role(Rank& r) {
+  std::string e = every_collective(r, {1, 7, 1002});
+  if (!e.empty()) return e;
+  return all_to_allv_and_barrier(r);
+}
+
+}  // namespace
+
+// 2 cuda + 2 hip + 1 host ranks on one host: NCCL within the cuda ranks, RCCL within the hip ones,
+// hmc's paths across the groups and for the host rank; every collective exact.
+TEST(CclHier, TwoCudaTwoHipOneHost) {
+  Launch l{{"cuda:0", "hip:0", "host", "cuda:1", "hip:1"}};
+  l.env = mixed_env("ccl");
+  expect_all_pass(run(l, mixed_role));
+}
+
+// Groups of unequal sizes: the hip rank stands in for all three cuda ranks on the rails.
+TEST(CclHier, ThreeCudaOneHip) {
+  Launch l{{"cuda:0", "cuda:1", "hip:0", "cuda:0"}};
+  l.env = mixed_env("ccl");
+  expect_all_pass(run(l, mixed_role));
+}
+
+// Only one group has its library (no RCCL): the hip ranks run their group's parts on hmc's paths.
+TEST(CclHier, OneGroupWithoutItsLibrary) {
+  Launch l{{"cuda:0", "hip:0", "cuda:1", "hip:1"}};
+  l.env = mixed_env("auto");
+  l.env.push_back({"HMC_RCCL_LIBRARY", "/nonexistent/librccl.so.1"});
+  expect_all_pass(run(l, [](Rank& r) { return every_collective(r, {1002}); }));
+}
+
+// A rank killed while the others are inside the hierarchical all-reduce: every survivor's
+// request fails with an error within the timeout, and the vendor communicators are aborted (the
+// emulated libraries' own wait, 20 s, would outlast it).
+TEST(CclHier, RankKilledMidCollective) {
+  Launch l{{"cuda:0", "hip:0", "host", "cuda:1", "hip:1"}};
+  l.env = mixed_env("ccl");
+  for (auto& kv : l.env)
+    if (kv.first == "FAKENCCL_TIMEOUT_MS") kv.second = "20000";
+  auto out = run(l, [](Rank& r) {
+    std::string e = one_all_reduce(r, 1001);  // the groups are set up
+    if (!e.empty()) return "first: " + e;
+    if (r.rank == 3) {
+      usleep(300000);  // the others are waiting by now
+      raise(SIGKILL);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    hmc_status_t st = HMC_SUCCESS;
+    e = one_all_reduce(r, 1001, &st);
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    if (st != HMC_ERR_PEER_LOST && st != HMC_ERR_TIMEOUT)
+      return "expected HMC_ERR_PEER_LOST or HMC_ERR_TIMEOUT, got: " + e;
+    if (e.find("hierarchical") == std::string::npos) return "message: " + e;
+    if (ms > kTimeoutMs + 1500) return "the loss took " + std::to_string(ms) + " ms";
+    return std::string();
+  });
+  for (int i = 0; i < 5; ++i) {
+    if (i == 3)
       EXPECT_EQ(out[size_t(i)], "killed by signal 9");
     else
       EXPECT_EQ(out[size_t(i)], "") << "rank " << i;

@@ -55,16 +55,11 @@ std::string CclComm::describe() const {
                                  : fmt::format("{} ({})", plugin_.name, plugin_.library);
 }
 
-namespace {
-
-// The library's own words for the last failure, or the status when it gave none.
-std::string library_text(const CclComm& ccl, int st) {
+std::string ccl_error_text(const CclComm& ccl, int st) {
   const char* text = ccl.plugin().table->comm_error_text(ccl.get());
   if (text && *text) return text;
   return fmt::format("plugin status {}", st);
 }
-
-}  // namespace
 
 hmc_status_t ccl_post(CclComm& ccl, const Communicator& comm, const CollArgs& args,
                       const void* input, void* output, const char* what, hmc_ccl_request_t** creq) {
@@ -113,7 +108,7 @@ hmc_status_t ccl_post(CclComm& ccl, const Communicator& comm, const CollArgs& ar
   }
   if (st == HMC_PLUGIN_SUCCESS) return HMC_SUCCESS;
   return fail(ccl_status(st), "{} (rank {} of {}): {} {}: {}", what, comm.rank, comm.size,
-              ccl.describe(), call, library_text(ccl, st));
+              ccl.describe(), call, ccl_error_text(ccl, st));
 }
 
 CclRun::CclRun(Transfers& transfers, std::shared_ptr<Communicator> comm, CclComm& ccl,
@@ -155,7 +150,7 @@ bool CclRun::advance() {
     end(HMC_SUCCESS, "");
     return true;
   }
-  std::string why = fmt::format("{}: {}", what_, library_text(ccl_, st));
+  std::string why = fmt::format("{}: {}", what_, ccl_error_text(ccl_, st));
   abort(ccl_status(st), why);
   return true;
 }
