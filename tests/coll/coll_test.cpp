@@ -2,6 +2,7 @@
 // process with its own context (and its own emulated vendor, or host memory); its verdict comes
 // back through its exit status, what failed through its stderr.
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -1687,4 +1688,121 @@ TEST(CclHier, RankKilledMidCollective) {
     else
       EXPECT_EQ(out[size_t(i)], "") << "rank " << i;
   }
+}
+
+// ---- stream order: collectives given the application's stream ---------------------------------
+
+namespace {
+
+// The application's side of the emulated CUDA driver: the library the cuda device plugin opened
+// (the same emulator), a stream of the rank's device, and an asynchronous upload on it.
+struct AppCuda {
+  using Init = int (*)(unsigned);
+  using DeviceGet = int (*)(int*, int);
+  using Retain = int (*)(void**, int);
+  using SetCurrent = int (*)(void*);
+  using StreamCreate = int (*)(void**, unsigned);
+  using StreamDestroy = int (*)(void*);
+  using StreamSync = int (*)(void*);
+  using Upload = int (*)(uintptr_t, const void*, size_t, void*);
+  void* lib = nullptr;
+  void* stream = nullptr;
+  StreamDestroy destroy = nullptr;
+  StreamSync sync = nullptr;
+  Upload upload = nullptr;
+  std::string open(const std::string& mem) {
+    lib = dlopen((std::string(FAKEGPU_DIR) + "/cuda/libcuda.so.1").c_str(), RTLD_NOW);
+    if (!lib) return "dlopen libcuda";
+    auto init = reinterpret_cast<Init>(dlsym(lib, "cuInit"));
+    auto get = reinterpret_cast<DeviceGet>(dlsym(lib, "cuDeviceGet"));
+    auto retain = reinterpret_cast<Retain>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
+    auto current = reinterpret_cast<SetCurrent>(dlsym(lib, "cuCtxSetCurrent"));
+    auto create = reinterpret_cast<StreamCreate>(dlsym(lib, "cuStreamCreate"));
+    destroy = reinterpret_cast<StreamDestroy>(dlsym(lib, "cuStreamDestroy_v2"));
+    sync = reinterpret_cast<StreamSync>(dlsym(lib, "cuStreamSynchronize"));
+    upload = reinterpret_cast<Upload>(dlsym(lib, "cuMemcpyHtoDAsync_v2"));
+    if (!init || !get || !retain || !current || !create || !destroy || !sync || !upload)
+      return "libcuda symbols";
+    int dev = 0, ordinal = std::atoi(mem.substr(mem.find(':') + 1).c_str());
+    void* ctx = nullptr;
+    if (init(0) || get(&dev, ordinal) || retain(&ctx, dev) || current(ctx) || create(&stream, 0))
+      return "a CUDA stream";
+    return "";
+  }
+  ~AppCuda() {
+    if (stream) destroy(stream);
+  }
+};
+
+// The input uploaded asynchronously on the application's stream (slowed to about 40 ms by
+// FAKEGPU_BANDWIDTH_MBPS), the collective posted at once on that stream: it must see the
+// upload. Then the same without a stream, and the refusals.
+std::string stream_role(Rank& r) {
+  // A host rank of a mixed communicator passes no stream, and is refused one.
+  const bool host = r.mem == "host";
+  AppCuda cu;
+  std::string e = host ? "" : cu.open(r.mem);
+  if (!e.empty()) return e;
+  const size_t count = 1 << 18;  // 1 MiB of int32
+  for (int round = 0; round < 2; ++round) {
+    auto in = values(HMC_DTYPE_I32, r.rank + round, count);
+    Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
+    if (host ? !send.put(in.data())
+             : cu.upload(reinterpret_cast<uintptr_t>(send.get()), in.data(), in.size(), cu.stream))
+      return "upload";
+    hmc_request_t req;
+    e = wait(hmc_all_reduce_on_stream(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32,
+                                      HMC_OP_SUM, host ? nullptr : cu.stream, &req),
+             &req, "all_reduce_on_stream");
+    if (!e.empty()) return e;
+    if (!host && cu.sync(cu.stream)) return "stream synchronize";
+    std::vector<uint8_t> got(count * 4), want(count * 4);
+    if (!recv.take(got.data())) return "read back";
+    for (size_t i = 0; i < count; ++i) {
+      long v = 0;
+      for (int k = 0; k < r.size; ++k) v += small(k + round, i);
+      encode(HMC_DTYPE_I32, v, &want[i * 4]);
+    }
+    e = first_difference(got, want, 4, "all_reduce_on_stream round " + std::to_string(round));
+    if (!e.empty()) return e;
+  }
+  if (host) {
+    Buf b(r.ctx, r.mem, 64);
+    hmc_request_t req;
+    hmc_status_t st = hmc_all_reduce_on_stream(r.comm, b.get(), b.get(), 16, HMC_DTYPE_I32,
+                                               HMC_OP_SUM, reinterpret_cast<void*>(1), &req);
+    if (st != HMC_ERR_INVALID_ARGUMENT) return "a stream with host buffers: " + describe(st);
+  }
+  if (!(e = one_all_reduce(r, 1 << 18)).empty()) return "without a stream: " + e;
+  return "";
+}
+
+std::vector<std::pair<std::string, std::string>> slow_uploads(
+    std::vector<std::pair<std::string, std::string>> env) {
+  env.push_back({"FAKEGPU_BANDWIDTH_MBPS", "25"});
+  env.push_back({"FAKEGPU_D2D_BANDWIDTH_MBPS", "0"});
+  return env;
+}
+
+}  // namespace
+
+// Through NCCL: the collective is enqueued on the application's stream.
+TEST(CollStream, ThroughTheLibrary) {
+  Launch l{{"cuda:0", "cuda:1"}};
+  l.env = slow_uploads(nccl_env("ccl"));
+  expect_all_pass(run(l, stream_role));
+}
+
+// On hmc's own paths: the collective waits for the stream's earlier work before it starts.
+TEST(CollStream, OnHmcsPaths) {
+  Launch l{{"cuda:0", "cuda:1"}};
+  l.env = slow_uploads(nccl_env("hmc"));
+  expect_all_pass(run(l, stream_role));
+}
+
+// Hierarchical: the cuda group's part in NCCL on the stream, the host rank without one.
+TEST(CollStream, Hierarchical) {
+  Launch l{{"cuda:0", "host", "cuda:1"}};
+  l.env = slow_uploads(mixed_env("auto"));
+  expect_all_pass(run(l, stream_role));
 }

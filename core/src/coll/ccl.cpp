@@ -72,19 +72,19 @@ hmc_status_t ccl_post(CclComm& ccl, const Communicator& comm, const CollArgs& ar
   switch (args.kind) {
     case CollKind::AllReduce:
       call = "all_reduce";
-      st = t->all_reduce(c, input, output, args.count, dtype, op, nullptr, creq);
+      st = t->all_reduce(c, input, output, args.count, dtype, op, args.stream, creq);
       break;
     case CollKind::AllGather:
       call = "all_gather";
-      st = t->all_gather(c, input, output, args.count, dtype, nullptr, creq);
+      st = t->all_gather(c, input, output, args.count, dtype, args.stream, creq);
       break;
     case CollKind::ReduceScatter:
       call = "reduce_scatter";
-      st = t->reduce_scatter(c, input, output, args.count, dtype, op, nullptr, creq);
+      st = t->reduce_scatter(c, input, output, args.count, dtype, op, args.stream, creq);
       break;
     case CollKind::Broadcast:
       call = "broadcast";
-      st = t->broadcast(c, input, output, args.count, dtype, args.root, nullptr, creq);
+      st = t->broadcast(c, input, output, args.count, dtype, args.root, args.stream, creq);
       break;
     case CollKind::AllToAll:
     case CollKind::AllToAllV: {
@@ -101,7 +101,7 @@ hmc_status_t ccl_post(CclComm& ccl, const Communicator& comm, const CollArgs& ar
         parts.push_back({r, 1, in + sd * es, sc});
         parts.push_back({r, 0, out + rd * es, rc});
       }
-      st = t->send_recv(c, parts.data(), parts.size(), dtype, nullptr, creq);
+      st = t->send_recv(c, parts.data(), parts.size(), dtype, args.stream, creq);
       break;
     }
     case CollKind::Barrier: break;

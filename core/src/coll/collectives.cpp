@@ -266,6 +266,23 @@ CclEligible Collectives::ccl_eligible(const Communicator& comm, const CollArgs& 
   return e;
 }
 
+hmc_status_t Collectives::stream_gate(const CollArgs& args, const void* input, const void* output,
+                                      const char* what, std::unique_ptr<StreamGate>* out) {
+  if (!args.stream) return HMC_SUCCESS;
+  DeviceRegistry& devices = services_.device_registry();
+  const Device* device = nullptr;
+  if (const void* p = output ? output : input) {
+    device = devices.locate(p).device;
+  } else {  // a barrier: this rank's first device
+    for (const Device& d : devices.devices())
+      if (!d.is_host() && d.plugin_name == s_.self.vendor) {
+        device = &d;
+        break;
+      }
+  }
+  return StreamGate::make(device, args.stream, what, out);
+}
+
 hmc_status_t Collectives::run_hmc(Communicator* comm, const CollArgs& args, const void* input,
                                   void* output, const char* what) {
   Request* req = nullptr;
@@ -357,8 +374,8 @@ bool Collectives::post_hier(const std::shared_ptr<Communicator>& comm, const Col
   HierState& h = *comm->hier;
   // The first collective with data sets the groups up; one without data (a barrier, a count of
   // 0: the same on every rank) waits for it on hmc's flat algorithms.
-  const bool data = args.kind == CollKind::AllToAllV ||
-                    (args.kind != CollKind::Barrier && args.count > 0);
+  const bool data =
+      args.kind == CollKind::AllToAllV || (args.kind != CollKind::Barrier && args.count > 0);
   {
     std::unique_lock<std::mutex> setup(h.setup);
     if (h.stage == HierStage::Untried) {
@@ -399,8 +416,8 @@ bool Collectives::post_hier(const std::shared_ptr<Communicator>& comm, const Col
         std::string why = fmt::format(
             "{} (rank {} of {}): its vendor group runs this collective in {} on {} device {}, "
             "but this rank's buffer {} is {} memory",
-            what, comm->rank, comm->size, h.comm->describe(), h.plugin->vendor, h.comm->device(),
-            p, loc.device ? loc.device->name : "unknown");
+            what, comm->rank, comm->size, h.comm->describe(), h.plugin->vendor, h.comm->device(), p,
+            loc.device ? loc.device->name : "unknown");
         std::lock_guard<std::mutex> lock(mutex_);
         h.comm->abort();
         if (comm->broken.empty()) comm->broken = why;
@@ -431,6 +448,11 @@ bool Collectives::post_hier(const std::shared_ptr<Communicator>& comm, const Col
       scratch = device_scratch;
     }
   }
+  std::unique_ptr<StreamGate> gate;
+  if ((*st = stream_gate(args, input, output, what, &gate)) != HMC_SUCCESS) {
+    if (device_scratch) services_.device_registry().free(device_scratch);
+    return true;
+  }
   HierPlan plan = hier_plan(args, comm->shape, h.groups, comm->rank, library, s_.forced, input,
                             output, scratch);
   for (const HierPart& p : plan.parts) {
@@ -454,14 +476,13 @@ bool Collectives::post_hier(const std::shared_ptr<Communicator>& comm, const Col
   req->op = Op::Coll;
   req->control_driven = true;
   uint64_t bytes = output_elements * dtype_size(args.dtype);
-  std::string name =
-      fmt::format("{} ({} bytes out, hierarchical: {}; rank {} of {})", what, bytes, h.summary,
-                  comm->rank, comm->size);
+  std::string name = fmt::format("{} ({} bytes out, hierarchical: {}; rank {} of {})", what, bytes,
+                                 h.summary, comm->rank, comm->size);
   HMC_LOG_D("communicator {:016x}: {}, {} parts here", comm->id, name, plan.parts.size());
   ++comm->running;
-  auto run = std::make_unique<HierRun>(transfers_, services_, comm, std::move(plan), seq, req,
-                                       std::move(name), bytes, s_.timeout_ms,
-                                       std::move(host_scratch), device_scratch);
+  auto run = std::make_unique<HierRun>(
+      transfers_, services_, comm, std::move(plan), seq, req, std::move(name), bytes, s_.timeout_ms,
+      std::move(host_scratch), device_scratch, args.stream, std::move(gate));
   run->advance();
   if (!run->ended()) {
     hier_running_.push_back(std::move(run));
@@ -540,10 +561,10 @@ void Collectives::hier_setup(Communicator* comm, const void* input, const void* 
                                          mine.device, &made);
     if (cst != HMC_PLUGIN_SUCCESS) {
       made = nullptr;
-      mine_why = fmt::format("{} comm_create (rank {} of {} of the {} group, device {}) failed: "
-                             "plugin status {}",
-                             plugin->name, local, gsize, comm->members[size_t(comm->rank)].vendor,
-                             mine.device, cst);
+      mine_why = fmt::format(
+          "{} comm_create (rank {} of {} of the {} group, device {}) failed: "
+          "plugin status {}",
+          plugin->name, local, gsize, comm->members[size_t(comm->rank)].vendor, mine.device, cst);
       HMC_LOG_W("communicator {:016x} (rank {} of {}): {}", comm->id, comm->rank, comm->size,
                 mine_why);
     }
@@ -556,8 +577,7 @@ void Collectives::hier_setup(Communicator* comm, const void* input, const void* 
     agree.kind = CollKind::AllGather;
     agree.dtype = HMC_DTYPE_I32;
     agree.count = 1;
-    if (run_hmc(comm, agree, &ok, made_all.data(), "hierarchical set-up: agreement") !=
-        HMC_SUCCESS)
+    if (run_hmc(comm, agree, &ok, made_all.data(), "hierarchical set-up: agreement") != HMC_SUCCESS)
       why = "the ranks could not agree on the vendor communicators: " + last_error();
   }
   h.served.assign(h.groups.members.size(), 0);
@@ -593,9 +613,10 @@ void Collectives::hier_setup(Communicator* comm, const void* input, const void* 
                            : mine_why;
   h.stage = HierStage::Off;
   h.why_off = "no hierarchical form: " + why;
-  HMC_LOG_I("communicator {:016x} (rank {} of {}), {}: {}; its collectives run on hmc's flat "
-            "algorithms",
-            comm->id, comm->rank, comm->size, what, h.why_off);
+  HMC_LOG_I(
+      "communicator {:016x} (rank {} of {}), {}: {}; its collectives run on hmc's flat "
+      "algorithms",
+      comm->id, comm->rank, comm->size, what, h.why_off);
 }
 
 hmc_status_t Collectives::post_ccl(const std::shared_ptr<Communicator>& comm, const CollArgs& args,
@@ -652,6 +673,8 @@ hmc_status_t Collectives::post_hmc(Communicator* c, const CollArgs& args, const 
                 schedule.steps.size());
   hmc_status_t st = connect_peers(*comm, schedule, what);
   if (st != HMC_SUCCESS) return st;
+  std::unique_ptr<StreamGate> gate;
+  if ((st = stream_gate(args, input, output, what, &gate)) != HMC_SUCCESS) return st;
   Request* req = RequestTable::acquire(s_.owner);
   req->op = Op::Coll;
   std::string name = fmt::format("{} ({} bytes out, {}, rank {} of {})", what,
@@ -661,6 +684,7 @@ hmc_status_t Collectives::post_hmc(Communicator* c, const CollArgs& args, const 
   Execution::Buffers buffers{input, output, output_elements};
   auto exec = std::make_unique<Execution>(transfers_, services_, comm, std::move(schedule), args,
                                           buffers, seq, req, std::move(name));
+  exec->set_gate(std::move(gate));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++comm->running;
@@ -736,8 +760,7 @@ bool cancel_in(Runs& runs, Request* req) {
 
 hmc_status_t Collectives::cancel(Request* req) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!cancel_in(running_, req) && !cancel_in(ccl_running_, req) &&
-      !cancel_in(hier_running_, req))
+  if (!cancel_in(running_, req) && !cancel_in(ccl_running_, req) && !cancel_in(hier_running_, req))
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the collective has already ended");
   count_active();
   return HMC_SUCCESS;

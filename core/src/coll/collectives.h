@@ -80,12 +80,16 @@ class Collectives final : public PassClient {
                         Request** out);
   // A mixed communicator's collective in its hierarchical form: true with *st set when it took
   // it (posted, or failed), false when the collective runs on hmc's flat algorithms instead.
-  bool post_hier(const std::shared_ptr<Communicator>& comm, const CollArgs& args,
-                 const void* input, void* output, uint64_t output_elements, const char* what,
-                 Request** out, hmc_status_t* st);
+  bool post_hier(const std::shared_ptr<Communicator>& comm, const CollArgs& args, const void* input,
+                 void* output, uint64_t output_elements, const char* what, Request** out,
+                 hmc_status_t* st);
   // Finds the vendor groups and makes each served group's vendor communicator, collective over
   // the communicator's ranks through hmc's own all-gathers. Leaves the stage Ready or Off.
   void hier_setup(Communicator* comm, const void* input, const void* output, const char* what);
+  // The gate of a collective given the application's stream (coll/stream_gate.h); none
+  // without one.
+  hmc_status_t stream_gate(const CollArgs& args, const void* input, const void* output,
+                           const char* what, std::unique_ptr<StreamGate>* out);
   // Connects every peer the schedule names that is not connected yet.
   hmc_status_t connect_peers(Communicator& comm, const Schedule& schedule, const char* what);
   hmc_status_t adopt(std::shared_ptr<Communicator> comm, Communicator** out);

@@ -67,8 +67,8 @@ Action local_copy(Buffer sb, uint64_t so, Buffer db, uint64_t dof, uint64_t byte
 // Builds one rank's plan.
 class Planner {
  public:
-  Planner(const CollArgs& a, const GroupShape& shape, const VendorGroups& g, int rank,
-          bool library, Algorithm forced)
+  Planner(const CollArgs& a, const GroupShape& shape, const VendorGroups& g, int rank, bool library,
+          Algorithm forced)
       : a_(a),
         shape_(shape),
         g_(g),
@@ -193,8 +193,7 @@ void Planner::within(uint32_t slot, CollKind kind, uint64_t count, int root, con
     if (kind == CollKind::Broadcast || args.in_place) return;
     Schedule s;
     s.steps.emplace_back();
-    s.steps.back().actions.push_back(
-        local_copy(Buffer::Input, 0, Buffer::Output, 0, count * es_));
+    s.steps.back().actions.push_back(local_copy(Buffer::Input, 0, Buffer::Output, 0, count * es_));
     add_hmc(slot, std::move(s), args, in, out);
     return;
   }
@@ -233,9 +232,9 @@ void Planner::within_p2p(uint32_t slot, const std::vector<P2p>& parts, const voi
   s.steps.emplace_back();
   for (const P2p& x : parts) {
     if (x.peer == rank_) continue;  // the caller lists a copy for itself
-    s.steps.back().actions.push_back(transfer(
-        x.is_send ? ActionKind::Send : ActionKind::Recv, x.peer,
-        x.is_send ? Buffer::Input : Buffer::Output, x.offset * es_, x.count * es_));
+    s.steps.back().actions.push_back(transfer(x.is_send ? ActionKind::Send : ActionKind::Recv,
+                                              x.peer, x.is_send ? Buffer::Input : Buffer::Output,
+                                              x.offset * es_, x.count * es_));
   }
   add_hmc(slot, std::move(s), args, in, out);
 }
@@ -301,7 +300,8 @@ void Planner::all_gather(const void* in, void* out) {
     acts.push_back(local_copy(Buffer::Input, 0, Buffer::Output, uint64_t(rank_) * b, b));
   auto holder = [&](int x, int h) { return counterpart(h, g_.local_of[size_t(x)]); };
   for (int h = 0; h < int(g_.members.size()); ++h)
-    if (h != group_) acts.push_back(transfer(ActionKind::Send, holder(rank_, h), Buffer::Input, 0, b));
+    if (h != group_)
+      acts.push_back(transfer(ActionKind::Send, holder(rank_, h), Buffer::Input, 0, b));
   for (int y = 0; y < n; ++y)
     if (g_.group_of[size_t(y)] != group_ && holder(y, group_) == rank_)
       acts.push_back(transfer(ActionKind::Recv, y, Buffer::Output, uint64_t(y) * b, b));
@@ -400,8 +400,8 @@ HierPlan Planner::plan(const void* in, void* out, void* scratch) {
       all_reduce(0, n, in, scratch);
       Schedule s;
       s.steps.emplace_back();
-      s.steps.back().actions.push_back(local_copy(
-          Buffer::Input, uint64_t(rank_) * a_.count * es_, Buffer::Output, 0, a_.count * es_));
+      s.steps.back().actions.push_back(local_copy(Buffer::Input, uint64_t(rank_) * a_.count * es_,
+                                                  Buffer::Output, 0, a_.count * es_));
       add_hmc(2 * m + 2, std::move(s), a_, scratch, out);
       break;
     }
@@ -439,7 +439,8 @@ HierPlan hier_plan(const CollArgs& args, const GroupShape& shape, const VendorGr
 
 HierRun::HierRun(Transfers& transfers, CollServices& services, std::shared_ptr<Communicator> comm,
                  HierPlan plan, uint32_t seq, Request* req, std::string what, uint64_t bytes,
-                 int timeout_ms, std::vector<uint8_t> host_scratch, void* device_scratch)
+                 int timeout_ms, std::vector<uint8_t> host_scratch, void* device_scratch,
+                 void* stream, std::unique_ptr<StreamGate> gate)
     : transfers_(transfers),
       services_(services),
       comm_(std::move(comm)),
@@ -450,7 +451,9 @@ HierRun::HierRun(Transfers& transfers, CollServices& services, std::shared_ptr<C
       bytes_(bytes),
       deadline_ns_(deadline_after_ms(timeout_ms)),
       host_scratch_(std::move(host_scratch)),
-      device_scratch_(device_scratch) {}
+      device_scratch_(device_scratch),
+      stream_(stream),
+      gate_(std::move(gate)) {}
 
 HierRun::~HierRun() {
   exec_.reset();
@@ -461,27 +464,28 @@ HierRun::~HierRun() {
 namespace {
 
 // Posts a library part on the group's vendor communicator.
-int post_library(CclComm& ccl, const HierPart& p, const char** call, hmc_ccl_request_t** creq) {
+int post_library(CclComm& ccl, const HierPart& p, void* stream, const char** call,
+                 hmc_ccl_request_t** creq) {
   const hmc_ccl_plugin_v1_t* t = ccl.plugin().table;
   hmc_ccl_comm_t* c = ccl.get();
   const uint32_t dtype = uint32_t(p.args.dtype), op = uint32_t(p.args.op);
   switch (p.args.kind) {
     case CollKind::AllReduce:
       *call = "all_reduce";
-      return t->all_reduce(c, p.input, p.output, p.args.count, dtype, op, nullptr, creq);
+      return t->all_reduce(c, p.input, p.output, p.args.count, dtype, op, stream, creq);
     case CollKind::AllGather:
       *call = "all_gather";
-      return t->all_gather(c, p.input, p.output, p.args.count, dtype, nullptr, creq);
+      return t->all_gather(c, p.input, p.output, p.args.count, dtype, stream, creq);
     case CollKind::ReduceScatter:
       *call = "reduce_scatter";
-      return t->reduce_scatter(c, p.input, p.output, p.args.count, dtype, op, nullptr, creq);
+      return t->reduce_scatter(c, p.input, p.output, p.args.count, dtype, op, stream, creq);
     case CollKind::Broadcast:
       *call = "broadcast";
-      return t->broadcast(c, p.input, p.output, p.args.count, dtype, p.args.root, nullptr, creq);
+      return t->broadcast(c, p.input, p.output, p.args.count, dtype, p.args.root, stream, creq);
     case CollKind::AllToAll:
     case CollKind::AllToAllV:
       *call = "send_recv";
-      return t->send_recv(c, p.p2p.data(), p.p2p.size(), dtype, nullptr, creq);
+      return t->send_recv(c, p.p2p.data(), p.p2p.size(), dtype, stream, creq);
     case CollKind::Barrier: break;
   }
   *call = "?";
@@ -494,7 +498,7 @@ hmc_status_t HierRun::start(const HierPart& p) {
   if (p.via == HierPart::Via::Library) {
     CclComm& ccl = *comm_->hier->comm;
     const char* call = "?";
-    int st = post_library(ccl, p, &call, &creq_);
+    int st = post_library(ccl, p, stream_, &call, &creq_);
     if (st == HMC_PLUGIN_SUCCESS) return HMC_SUCCESS;
     creq_ = nullptr;
     return fail(ccl_status(st), "{}: part {}: {} {}: {}", what_, p.slot, ccl.describe(), call,
@@ -504,14 +508,28 @@ hmc_status_t HierRun::start(const HierPart& p) {
   sub_->op = Op::Coll;
   Execution::Buffers buffers{p.input, p.output, p.output_elements};
   ++comm_->running;
-  exec_ = std::make_unique<Execution>(transfers_, services_, comm_, p.schedule, p.args, buffers,
-                                      seq_ + p.slot, sub_,
-                                      fmt::format("{} part {}", what_, p.slot));
+  exec_ =
+      std::make_unique<Execution>(transfers_, services_, comm_, p.schedule, p.args, buffers,
+                                  seq_ + p.slot, sub_, fmt::format("{} part {}", what_, p.slot));
   return HMC_SUCCESS;
 }
 
 bool HierRun::advance() {
   if (ended_) return false;
+  if (gate_) {
+    hmc_status_t st;
+    if (!gate_->passed(&st)) {
+      if (now_ns() < deadline_ns_) return false;
+      abort(HMC_ERR_TIMEOUT,
+            fmt::format("{}: the application's stream did not reach it within the timeout", what_));
+      return true;
+    }
+    gate_.reset();
+    if (st != HMC_SUCCESS) {
+      abort(st, last_error());
+      return true;
+    }
+  }
   bool busy = false;
   for (;;) {
     if (exec_) {
@@ -564,9 +582,8 @@ bool HierRun::advance() {
     }
   }
   if (now_ns() >= deadline_ns_) {
-    abort(HMC_ERR_TIMEOUT,
-          fmt::format("{}: part {} did not finish within the timeout", what_,
-                      next_ < plan_.parts.size() ? plan_.parts[next_].slot : 0));
+    abort(HMC_ERR_TIMEOUT, fmt::format("{}: part {} did not finish within the timeout", what_,
+                                       next_ < plan_.parts.size() ? plan_.parts[next_].slot : 0));
     return true;
   }
   return busy;

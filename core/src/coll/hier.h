@@ -21,6 +21,7 @@
 #include "coll/algorithms.h"
 #include "coll/ccl.h"
 #include "coll/schedule.h"
+#include "coll/stream_gate.h"
 #include "hmc/plugin/ccl.h"
 #include "xfer/request.h"
 
@@ -57,11 +58,11 @@ struct HierState {
   std::mutex setup;  // one thread sets it up
   HierStage stage = HierStage::Untried;
   VendorGroups groups;
-  std::vector<uint8_t> served;         // by group: 1 where its vendor library runs its parts
-  const CclPlugin* plugin = nullptr;   // this rank's group's, when served
-  std::unique_ptr<CclComm> comm;       // this rank's group's vendor communicator, when served
-  std::string why_off;                 // Off: why, as logged
-  std::string summary;                 // "cuda x2 (nccl), hip x2 (rccl), host x1 (hmc)"
+  std::vector<uint8_t> served;        // by group: 1 where its vendor library runs its parts
+  const CclPlugin* plugin = nullptr;  // this rank's group's, when served
+  std::unique_ptr<CclComm> comm;      // this rank's group's vendor communicator, when served
+  std::string why_off;                // Off: why, as logged
+  std::string summary;                // "cuda x2 (nccl), hip x2 (rccl), host x1 (hmc)"
 };
 
 // One part of a hierarchical collective as this rank runs it.
@@ -105,7 +106,8 @@ class HierRun {
  public:
   HierRun(Transfers& transfers, CollServices& services, std::shared_ptr<Communicator> comm,
           HierPlan plan, uint32_t seq, Request* req, std::string what, uint64_t bytes,
-          int timeout_ms, std::vector<uint8_t> host_scratch, void* device_scratch);
+          int timeout_ms, std::vector<uint8_t> host_scratch, void* device_scratch, void* stream,
+          std::unique_ptr<StreamGate> gate);
   ~HierRun();
   HierRun(const HierRun&) = delete;
   HierRun& operator=(const HierRun&) = delete;
@@ -131,11 +133,13 @@ class HierRun {
   uint64_t deadline_ns_;
   std::vector<uint8_t> host_scratch_;
   void* device_scratch_;
-  size_t next_ = 0;                     // the part to start next
-  hmc_ccl_request_t* creq_ = nullptr;   // the library call running
-  std::unique_ptr<Execution> exec_;     // the hmc part running
-  Request* sub_ = nullptr;              // exec_'s request
+  size_t next_ = 0;                    // the part to start next
+  hmc_ccl_request_t* creq_ = nullptr;  // the library call running
+  std::unique_ptr<Execution> exec_;    // the hmc part running
+  Request* sub_ = nullptr;             // exec_'s request
   bool ended_ = false;
+  void* stream_;                      // the application's, for the library parts; or null
+  std::unique_ptr<StreamGate> gate_;  // the start waits for it
 };
 
 }  // namespace hmc::coll
