@@ -1655,6 +1655,35 @@ TEST(CclHier, OneGroupWithoutItsLibrary) {
   expect_all_pass(run(l, [](Rank& r) { return every_collective(r, {1002}); }));
 }
 
+// A one-rank vendor group (cuda) and a host group of two running its parts on hmc's paths.
+TEST(CclHier, OneCudaTwoHipTwoHost) {
+  Launch l{{"hip:0", "host", "cuda:0", "hip:1", "host"}};
+  l.env = mixed_env("ccl");
+  expect_all_pass(run(l, mixed_role));
+}
+
+// A library's failure inside a group's part ends the collective on every rank: the device ranks
+// name their library and its message, the host rank hears of the loss.
+TEST(CclHier, LibraryFailureEndsEveryRank) {
+  Launch l{{"cuda:0", "hip:0", "host", "cuda:1", "hip:1"}};
+  l.env = mixed_env("ccl");
+  l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "1"});
+  expect_all_pass(run(l, [](Rank& r) {
+    hmc_status_t st = HMC_SUCCESS;
+    std::string e = one_all_reduce(r, 1002, &st);
+    if (st == HMC_SUCCESS) return std::string("the all-reduce did not fail");
+    if (r.mem == "host") {
+      if (st != HMC_ERR_PEER_LOST) return "host rank: " + e;
+      return std::string();
+    }
+    const char* lib = r.mem.rfind("cuda", 0) == 0 ? "nccl (" : "rccl (";
+    if (e.find(lib) == std::string::npos ||
+        (e.find("injected failure") == std::string::npos && e.find("aborted") == std::string::npos))
+      return "message: " + e;
+    return std::string();
+  }));
+}
+
 // A rank killed while the others are inside the hierarchical all-reduce: every survivor's
 // request fails with an error within the timeout, and the vendor communicators are aborted (the
 // emulated libraries' own wait, 20 s, would outlast it).
