@@ -554,8 +554,9 @@ bool HierRun::advance() {
           const auto& peer = comm_->peers[r];
           if (peer && peer->lost.load(std::memory_order_acquire)) {
             abort(HMC_ERR_PEER_LOST,
-                  fmt::format("{}: rank {} (pid {}) was lost; the vendor communicator is aborted",
-                              what_, r, comm_->members[r].pid));
+                  fmt::format("{}: rank {} (pid {}) was lost; the vendor communicator of {} is "
+                              "aborted",
+                              what_, r, comm_->members[r].pid, comm_->hier->comm->describe()));
             return true;
           }
         }
