@@ -1655,6 +1655,22 @@ TEST(CclHier, OneGroupWithoutItsLibrary) {
   expect_all_pass(run(l, [](Rank& r) { return every_collective(r, {1002}); }));
 }
 
+// Three groups of three sizes: hip's rank 0 and the host rank stand in on several rails.
+TEST(CclHier, ThreeCudaTwoHipOneHost) {
+  Launch l{{"cuda:0", "hip:0", "cuda:1", "host", "hip:1", "cuda:0"}};
+  l.env = mixed_env("ccl");
+  expect_all_pass(run(l, mixed_role));
+}
+
+// HMC_COLL_BACKEND=hmc keeps a mixed communicator on the flat algorithms: a library that fails
+// its first call is never called.
+TEST(CclHier, HmcBackendStaysFlat) {
+  Launch l{{"cuda:0", "hip:0", "host", "cuda:1"}};
+  l.env = mixed_env("hmc");
+  l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "1"});
+  expect_all_pass(run(l, [](Rank& r) { return every_collective(r, {7}); }));
+}
+
 // A one-rank vendor group (cuda) and a host group of two running its parts on hmc's paths.
 TEST(CclHier, OneCudaTwoHipTwoHost) {
   Launch l{{"hip:0", "host", "cuda:0", "hip:1", "host"}};
