@@ -1627,7 +1627,10 @@ std::vector<std::pair<std::string, std::string>> mixed_env(const char* backend) 
 std::string mixed_role(Rank& r) {
   std::string e = every_collective(r, {1, 7, 1002});
   if (!e.empty()) return e;
-  return all_to_allv_and_barrier(r);
+  if (!(e = all_to_allv_and_barrier(r)).empty()) return e;
+  Rank host = r;  // host buffers on every rank: the groups' parts on hmc's paths
+  host.mem = "host";
+  return one_all_reduce(host, 1001);
 }
 
 }  // namespace

@@ -404,6 +404,11 @@ bool Collectives::post_hier(const std::shared_ptr<Communicator>& comm, const Col
     uint32_t op = args.op == HMC_OP_AVG ? HMC_OP_SUM : args.op;
     library = (t->dtypes & HMC_CCL_BIT(args.dtype)) && (!reduces || (t->ops & HMC_CCL_BIT(op)));
   }
+  // Host buffers keep the group's parts on hmc's paths, as on a communicator of one vendor
+  // (the ranks of a group agree: all host memory, or all device memory).
+  if (library && (!input || services_.host_memory(input)) &&
+      (!output || services_.host_memory(output)))
+    library = false;
   if (library) {
     // The group's vendor communicator lives on one device: the buffers must be its memory (the
     // other ranks of the group are already bound to the library for this collective).
