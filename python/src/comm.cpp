@@ -151,6 +151,17 @@ Buffers pin(py::handle send, py::handle recv, const char* call) {
   return b;
 }
 
+// The application's stream (an int: torch.cuda.Stream.cuda_stream, a CUstream's address), as
+// hmc_*_on_stream takes it.
+void* as_stream(uintptr_t stream) {
+  return reinterpret_cast<void*>(stream);
+}
+
+constexpr const char* kStreamDoc =
+    "Every collective takes stream=: the application's CUDA/HIP stream as an int (torch's\n"
+    "Stream.cuda_stream); the collective is then ordered after the work enqueued on it\n"
+    "(hmc_*_on_stream, docs/collectives.md \"Stream order\"). 0: none.";
+
 std::shared_ptr<Communicator> create(const std::shared_ptr<Core>& core, int rank, int size,
                                      std::optional<std::string> rendezvous, int timeout_ms) {
   const char* call = "hmc_comm_create";
@@ -224,28 +235,38 @@ void bind_comm(py::module_& m) {
           "color"_a, "key"_a = 0,
           "As MPI_Comm_split: the ranks of one color form a new communicator ordered by key;\n"
           "a negative color joins none (None). Every rank calls it.")
-      .def("barrier",
-           [](const Communicator& c) {
-             hmc_request_t r = nullptr;
-             check(hmc_barrier(c.handle("hmc_barrier"), &r), "hmc_barrier");
-             return make_request(c, r, nullptr, nullptr, "hmc_barrier");
-           })
+      .def(
+          "barrier",
+          [](const Communicator& c, uintptr_t stream) {
+            hmc_request_t r = nullptr;
+            if (stream)
+              check(hmc_barrier_on_stream(c.handle("hmc_barrier"), as_stream(stream), &r),
+                    "hmc_barrier_on_stream");
+            else
+              check(hmc_barrier(c.handle("hmc_barrier"), &r), "hmc_barrier");
+            return make_request(c, r, nullptr, nullptr, "hmc_barrier");
+          },
+          "stream"_a = 0, kStreamDoc)
       .def(
           "broadcast",
-          [](const Communicator& c, py::handle buf, int root, py::handle dtype) {
+          [](const Communicator& c, py::handle buf, int root, py::handle dtype, uintptr_t stream) {
             const char* call = "hmc_broadcast";
             DtypeName d = resolve_dtype(dtype, buf, call);
             auto p = Pinned::from(buf, true, call);
             size_t n = elements(*p, d, call, "buf");
             hmc_request_t r = nullptr;
-            check(hmc_broadcast(c.handle(call), p->ptr(), n, d.dtype, root, &r), call);
+            check(stream ? hmc_broadcast_on_stream(c.handle(call), p->ptr(), n, d.dtype, root,
+                                                   as_stream(stream), &r)
+                         : hmc_broadcast(c.handle(call), p->ptr(), n, d.dtype, root, &r),
+                  call);
             return make_request(c, r, std::move(p), nullptr, call);
           },
-          "buf"_a, "root"_a = 0, "dtype"_a = py::none(), "root's buf to every rank's buf.")
+          "buf"_a, "root"_a = 0, "dtype"_a = py::none(), "stream"_a = 0,
+          "root's buf to every rank's buf.")
       .def(
           "all_reduce",
           [](const Communicator& c, py::handle send, py::handle recv, const std::string& op,
-             py::handle dtype) {
+             py::handle dtype, uintptr_t stream) {
             const char* call = "hmc_all_reduce";
             DtypeName d = resolve_dtype(dtype, send, call);
             hmc_reduce_op_t o = resolve_op(op, call);
@@ -254,28 +275,37 @@ void bind_comm(py::module_& m) {
             if (b.send && b.send->size() != b.recv->size())
               fail(HMC_ERR_INVALID_ARGUMENT, call, "send and recv differ in size");
             hmc_request_t r = nullptr;
-            check(hmc_all_reduce(c.handle(call), b.send_ptr, b.recv_ptr, n, d.dtype, o, &r), call);
+            check(stream
+                      ? hmc_all_reduce_on_stream(c.handle(call), b.send_ptr, b.recv_ptr, n, d.dtype,
+                                                 o, as_stream(stream), &r)
+                      : hmc_all_reduce(c.handle(call), b.send_ptr, b.recv_ptr, n, d.dtype, o, &r),
+                  call);
             return make_request(c, r, std::move(b.recv), std::move(b.send), call);
           },
-          "send"_a, "recv"_a = py::none(), "op"_a = "sum", "dtype"_a = py::none(),
+          "send"_a, "recv"_a = py::none(), "op"_a = "sum", "dtype"_a = py::none(), "stream"_a = 0,
           "recv = the reduction of every rank's send (recv None: in place, into send).")
       .def(
           "all_gather",
-          [](const Communicator& c, py::handle send, py::handle recv, py::handle dtype) {
+          [](const Communicator& c, py::handle send, py::handle recv, py::handle dtype,
+             uintptr_t stream) {
             const char* call = "hmc_all_gather";
             DtypeName d = resolve_dtype(dtype, send, call);
             auto s = Pinned::from(send, false, call);
             auto rv = Pinned::from(recv, true, call);
             size_t n = elements(*s, d, call, "send");
             hmc_request_t r = nullptr;
-            check(hmc_all_gather(c.handle(call), s->ptr(), rv->ptr(), n, d.dtype, &r), call);
+            check(stream ? hmc_all_gather_on_stream(c.handle(call), s->ptr(), rv->ptr(), n, d.dtype,
+                                                    as_stream(stream), &r)
+                         : hmc_all_gather(c.handle(call), s->ptr(), rv->ptr(), n, d.dtype, &r),
+                  call);
             return make_request(c, r, std::move(rv), std::move(s), call);
           },
-          "send"_a, "recv"_a, "dtype"_a = py::none(),
+          "send"_a, "recv"_a, "dtype"_a = py::none(), "stream"_a = 0,
           "recv (size x len(send)) = every rank's send, in rank order.")
       .def(
           "all_to_all",
-          [](const Communicator& c, py::handle send, py::handle recv, py::handle dtype) {
+          [](const Communicator& c, py::handle send, py::handle recv, py::handle dtype,
+             uintptr_t stream) {
             const char* call = "hmc_all_to_all";
             DtypeName d = resolve_dtype(dtype, send, call);
             auto s = Pinned::from(send, false, call);
@@ -285,17 +315,20 @@ void bind_comm(py::module_& m) {
             if (total % ranks != 0)
               fail(HMC_ERR_INVALID_ARGUMENT, call, "send is not size equal blocks");
             hmc_request_t r = nullptr;
-            check(hmc_all_to_all(c.handle(call), s->ptr(), rv->ptr(), total / ranks, d.dtype, &r),
+            check(stream ? hmc_all_to_all_on_stream(c.handle(call), s->ptr(), rv->ptr(),
+                                                    total / ranks, d.dtype, as_stream(stream), &r)
+                         : hmc_all_to_all(c.handle(call), s->ptr(), rv->ptr(), total / ranks,
+                                          d.dtype, &r),
                   call);
             return make_request(c, r, std::move(rv), std::move(s), call);
           },
-          "send"_a, "recv"_a, "dtype"_a = py::none(),
+          "send"_a, "recv"_a, "dtype"_a = py::none(), "stream"_a = 0,
           "Block j of send goes to rank j and lands as block `rank` of its recv.")
       .def(
           "all_to_allv",
           [](const Communicator& c, py::handle send, std::vector<size_t> send_counts,
              std::vector<size_t> send_displs, py::handle recv, std::vector<size_t> recv_counts,
-             std::vector<size_t> recv_displs, py::handle dtype) {
+             std::vector<size_t> recv_displs, py::handle dtype, uintptr_t stream) {
             const char* call = "hmc_all_to_allv";
             DtypeName d = resolve_dtype(dtype, send, call);
             size_t ranks = static_cast<size_t>(c.size());
@@ -307,18 +340,23 @@ void bind_comm(py::module_& m) {
             auto s = Pinned::from(send, false, call);
             auto rv = Pinned::from(recv, true, call);
             hmc_request_t r = nullptr;
-            check(hmc_all_to_allv(c.handle(call), s->ptr(), send_counts.data(), send_displs.data(),
-                                  rv->ptr(), recv_counts.data(), recv_displs.data(), d.dtype, &r),
+            check(stream ? hmc_all_to_allv_on_stream(c.handle(call), s->ptr(), send_counts.data(),
+                                                     send_displs.data(), rv->ptr(),
+                                                     recv_counts.data(), recv_displs.data(),
+                                                     d.dtype, as_stream(stream), &r)
+                         : hmc_all_to_allv(c.handle(call), s->ptr(), send_counts.data(),
+                                           send_displs.data(), rv->ptr(), recv_counts.data(),
+                                           recv_displs.data(), d.dtype, &r),
                   call);
             return make_request(c, r, std::move(rv), std::move(s), call);
           },
           "send"_a, "send_counts"_a, "send_displs"_a, "recv"_a, "recv_counts"_a, "recv_displs"_a,
-          "dtype"_a = py::none(),
+          "dtype"_a = py::none(), "stream"_a = 0,
           "Counts and displacements in elements, one per rank; zero counts allowed.")
       .def(
           "reduce_scatter",
           [](const Communicator& c, py::handle send, py::handle recv, const std::string& op,
-             py::handle dtype) {
+             py::handle dtype, uintptr_t stream) {
             const char* call = "hmc_reduce_scatter";
             DtypeName d = resolve_dtype(dtype, send, call);
             hmc_reduce_op_t o = resolve_op(op, call);
@@ -326,10 +364,14 @@ void bind_comm(py::module_& m) {
             auto rv = Pinned::from(recv, true, call);
             size_t n = elements(*rv, d, call, "recv");
             hmc_request_t r = nullptr;
-            check(hmc_reduce_scatter(c.handle(call), s->ptr(), rv->ptr(), n, d.dtype, o, &r), call);
+            check(stream
+                      ? hmc_reduce_scatter_on_stream(c.handle(call), s->ptr(), rv->ptr(), n,
+                                                     d.dtype, o, as_stream(stream), &r)
+                      : hmc_reduce_scatter(c.handle(call), s->ptr(), rv->ptr(), n, d.dtype, o, &r),
+                  call);
             return make_request(c, r, std::move(rv), std::move(s), call);
           },
-          "send"_a, "recv"_a, "op"_a = "sum", "dtype"_a = py::none(),
+          "send"_a, "recv"_a, "op"_a = "sum", "dtype"_a = py::none(), "stream"_a = 0,
           "recv = block `rank` of the reduction of every rank's send (size x len(recv)).")
       .def("destroy", &Communicator::destroy, "Frees the communicator now.");
 }

@@ -51,6 +51,13 @@ RANK_MAIN = textwrap.dedent(
     except hmc.InvalidArgumentError as e:
         assert "integer" in str(e) and "float32" in str(e), e
 
+    # A stream orders device work: with host buffers it is refused before anything is posted.
+    try:
+        comm.all_reduce(np.ones(4, dtype=np.float32), stream=0x1000)
+        raise SystemExit("a stream with host buffers was accepted")
+    except hmc.InvalidArgumentError as e:
+        assert "host memory" in str(e), e
+
     # Awaited from asyncio: a collective's end rings the context's event descriptor too.
     import asyncio
     async def reduce_async():

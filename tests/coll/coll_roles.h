@@ -76,7 +76,9 @@ inline float fval(int rank, size_t i) {
 
 // All-reduce (sum of int32, exact; sum of float, within tolerance; min and max; average of
 // int64), out of place and in place, for counts from 0 to past the ring's threshold.
-inline std::string all_reduce_role(Rank& r) {
+// host_i64: the int64 part on host buffers whatever r.mem is (a device rank mixing memories);
+// false where every collective must be on r.mem (a vendor group in its library).
+inline std::string all_reduce_role_on(Rank& r, bool host_i64) {
   for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(40001)}) {
     for (bool in_place : {false, true}) {
       std::vector<int32_t> in(count), out(count);
@@ -121,11 +123,15 @@ inline std::string all_reduce_role(Rank& r) {
     const size_t count = 11;
     std::vector<int64_t> in(count), out(count);
     for (size_t i = 0; i < count; ++i) in[i] = int64_t(r.rank * 3 + int(i)) * (i % 2 ? -1 : 1);
+    Buf send(r.ctx, host_i64 ? "host" : r.mem, count * 8),
+        recv(r.ctx, host_i64 ? "host" : r.mem, count * 8);
+    if (!send.put(in.data())) return "fill";
     hmc_request_t req;
     std::string e =
-        wait(hmc_all_reduce(r.comm, in.data(), out.data(), count, HMC_DTYPE_I64, op, &req), &req,
+        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I64, op, &req), &req,
              "all_reduce i64");
     if (!e.empty()) return e;
+    if (!recv.take(out.data())) return "read back";
     for (size_t i = 0; i < count; ++i) {
       int64_t lo = INT64_MAX, hi = INT64_MIN, sum = 0;
       for (int k = 0; k < r.size; ++k) {
@@ -267,11 +273,19 @@ inline std::string all_to_allv_role(Rank& r) {
   return "";
 }
 
-inline std::string everything_role(Rank& r) {
-  std::string e = all_reduce_role(r);
+inline std::string all_reduce_role(Rank& r) {
+  return all_reduce_role_on(r, true);
+}
+
+inline std::string everything_role_on(Rank& r, bool host_i64) {
+  std::string e = all_reduce_role_on(r, host_i64);
   if (e.empty()) e = gather_scatter_role(r);
   if (e.empty()) e = all_to_allv_role(r);
   return e;
+}
+
+inline std::string everything_role(Rank& r) {
+  return everything_role_on(r, true);
 }
 
 }  // namespace coll_roles

@@ -2,6 +2,7 @@
 // process with its own context (and its own emulated vendor, or host memory); its verdict comes
 // back through its exit status, what failed through its stderr.
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -1235,11 +1236,11 @@ std::string first_difference(const std::vector<uint8_t>& got, const std::vector<
 // reference byte for byte: all-reduce (sum out of place and in place, max, min; average of
 // int32), all-gather, reduce-scatter (sum), broadcast from the last rank, all-to-all, in
 // several dtypes and an odd count.
-std::string ccl_collectives_role(Rank& r) {
+std::string every_collective(Rank& r, const std::vector<size_t>& counts) {
   const hmc_dtype_t dtypes[] = {HMC_DTYPE_F32, HMC_DTYPE_F16, HMC_DTYPE_BF16,
                                 HMC_DTYPE_I32, HMC_DTYPE_I64, HMC_DTYPE_U8};
   const int n = r.size;
-  for (size_t count : {size_t(1), size_t(1001)}) {
+  for (size_t count : counts) {
     for (hmc_dtype_t t : dtypes) {
       const size_t es = esize(t), bytes = count * es;
       std::string tag = " dtype " + std::to_string(int(t)) + " count " + std::to_string(count);
@@ -1330,6 +1331,55 @@ std::string ccl_collectives_role(Rank& r) {
     }
   }
   return "";
+}
+
+std::string ccl_collectives_role(Rank& r) {
+  return every_collective(r, {1, 1001});
+}
+
+// All-to-all-v with uneven counts (zeros among them) and a barrier, exact, in two dtypes.
+std::string all_to_allv_and_barrier(Rank& r) {
+  const int n = r.size;
+  auto count = [](int from, int to) { return size_t((from + 2 * to) % 4); };
+  for (hmc_dtype_t t : {HMC_DTYPE_I32, HMC_DTYPE_BF16}) {
+    const size_t es = esize(t);
+    // Rank `from`'s input: its blocks for ranks 0..n-1 in order, element k being small(from, k).
+    auto displ = [&](int from, int to) {
+      size_t d = 0;
+      for (int j = 0; j < to; ++j) d += count(from, j);
+      return d;
+    };
+    const size_t nr = static_cast<size_t>(n);
+    std::vector<size_t> sc(nr), sd(nr), rc(nr), rd(nr);
+    size_t st = 0, rt = 0;
+    for (int j = 0; j < n; ++j) {
+      sc[size_t(j)] = count(r.rank, j);
+      sd[size_t(j)] = st;
+      st += sc[size_t(j)];
+      rc[size_t(j)] = count(j, r.rank);
+      rd[size_t(j)] = rt;
+      rt += rc[size_t(j)];
+    }
+    Buf send(r.ctx, r.mem, st * es), recv(r.ctx, r.mem, rt * es);
+    if (!send.put(values(t, r.rank, st).data())) return "fill";
+    hmc_request_t req;
+    std::string e = wait(hmc_all_to_allv(r.comm, send.get(), sc.data(), sd.data(), recv.get(),
+                                         rc.data(), rd.data(), t, &req),
+                         &req, "all_to_allv");
+    if (!e.empty()) return e;
+    std::vector<uint8_t> got(rt * es), want;
+    if (!recv.take(got.data())) return "read back";
+    for (int j = 0; j < n; ++j) {
+      auto v = values(t, j, displ(j, n));
+      size_t from = displ(j, r.rank) * es;
+      want.insert(want.end(), v.begin() + long(from), v.begin() + long(from + rc[size_t(j)] * es));
+    }
+    if (!(e = first_difference(got, want, es, "all_to_allv dtype " + std::to_string(int(t))))
+             .empty())
+      return e;
+  }
+  hmc_request_t req;
+  return wait(hmc_barrier(r.comm, &req), &req, "barrier");
 }
 
 // One all-reduce of int32 on device memory, checked; the status of a failure in *failed.
@@ -1607,4 +1657,250 @@ TEST(CclBackend, RankKilledInsideTheLibrary) {
     else
       EXPECT_EQ(out[size_t(i)], "") << "rank " << i;
   }
+}
+
+// ---- hierarchical collectives of mixed communicators: each vendor group in its library --------
+
+namespace {
+
+// Both emulated libraries, forced: a cuda or hip rank whose collective found no vendor library
+// for its group would fail (HMC_COLL_BACKEND=ccl).
+std::vector<std::pair<std::string, std::string>> mixed_env(const char* backend) {
+  auto env = nccl_env(backend);
+  for (auto& kv : rccl_env(backend))
+    if (kv.first.rfind("HMC_RCCL_", 0) == 0) env.push_back(kv);
+  env.push_back({"HMC_CCL_PLUGINS", "nccl,rccl"});
+  return env;
+}
+
+// Every collective in every dtype, counts that divide the groups' sizes and counts that do not.
+std::string mixed_role(Rank& r) {
+  std::string e = every_collective(r, {1, 7, 1002});
+  if (!e.empty()) return e;
+  if (!(e = all_to_allv_and_barrier(r)).empty()) return e;
+  Rank host = r;  // host buffers on every rank: the groups' parts on hmc's paths
+  host.mem = "host";
+  return one_all_reduce(host, 1001);
+}
+
+}  // namespace
+
+// 2 cuda + 2 hip + 1 host ranks on one host: NCCL within the cuda ranks, RCCL within the hip ones,
+// hmc's paths across the groups and for the host rank; every collective exact.
+TEST(CclHier, TwoCudaTwoHipOneHost) {
+  Launch l{{"cuda:0", "hip:0", "host", "cuda:1", "hip:1"}};
+  l.env = mixed_env("ccl");
+  expect_all_pass(run(l, mixed_role));
+}
+
+// Groups of unequal sizes: the hip rank stands in for all three cuda ranks on the rails.
+TEST(CclHier, ThreeCudaOneHip) {
+  Launch l{{"cuda:0", "cuda:1", "hip:0", "cuda:0"}};
+  l.env = mixed_env("ccl");
+  expect_all_pass(run(l, mixed_role));
+}
+
+// Only one group has its library (no RCCL): the hip ranks run their group's parts on hmc's paths.
+TEST(CclHier, OneGroupWithoutItsLibrary) {
+  Launch l{{"cuda:0", "hip:0", "cuda:1", "hip:1"}};
+  l.env = mixed_env("auto");
+  l.env.push_back({"HMC_RCCL_LIBRARY", "/nonexistent/librccl.so.1"});
+  expect_all_pass(run(l, [](Rank& r) { return every_collective(r, {1002}); }));
+}
+
+// Three groups of three sizes: hip's rank 0 and the host rank stand in on several rails.
+TEST(CclHier, ThreeCudaTwoHipOneHost) {
+  Launch l{{"cuda:0", "hip:0", "cuda:1", "host", "hip:1", "cuda:0"}};
+  l.env = mixed_env("ccl");
+  expect_all_pass(run(l, mixed_role));
+}
+
+// HMC_COLL_BACKEND=hmc keeps a mixed communicator on the flat algorithms: a library that fails
+// its first call is never called.
+TEST(CclHier, HmcBackendStaysFlat) {
+  Launch l{{"cuda:0", "hip:0", "host", "cuda:1"}};
+  l.env = mixed_env("hmc");
+  l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "1"});
+  expect_all_pass(run(l, [](Rank& r) { return every_collective(r, {7}); }));
+}
+
+// A one-rank vendor group (cuda) and a host group of two running its parts on hmc's paths.
+TEST(CclHier, OneCudaTwoHipTwoHost) {
+  Launch l{{"hip:0", "host", "cuda:0", "hip:1", "host"}};
+  l.env = mixed_env("ccl");
+  expect_all_pass(run(l, mixed_role));
+}
+
+// A library's failure inside a group's part ends the collective on every rank: the device ranks
+// name their library and its message, the host rank hears of the loss.
+TEST(CclHier, LibraryFailureEndsEveryRank) {
+  Launch l{{"cuda:0", "hip:0", "host", "cuda:1", "hip:1"}};
+  l.env = mixed_env("ccl");
+  l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "1"});
+  expect_all_pass(run(l, [](Rank& r) {
+    hmc_status_t st = HMC_SUCCESS;
+    std::string e = one_all_reduce(r, 1002, &st);
+    if (st == HMC_SUCCESS) return std::string("the all-reduce did not fail");
+    if (r.mem == "host") {
+      if (st != HMC_ERR_PEER_LOST) return "host rank: " + e;
+      return std::string();
+    }
+    const char* lib = r.mem.rfind("cuda", 0) == 0 ? "nccl (" : "rccl (";
+    if (e.find(lib) == std::string::npos ||
+        (e.find("injected failure") == std::string::npos && e.find("aborted") == std::string::npos))
+      return "message: " + e;
+    return std::string();
+  }));
+}
+
+// A rank killed while the others are inside the hierarchical all-reduce: every survivor's
+// request fails with an error within the timeout, and the vendor communicators are aborted (the
+// emulated libraries' own wait, 20 s, would outlast it).
+TEST(CclHier, RankKilledMidCollective) {
+  Launch l{{"cuda:0", "hip:0", "host", "cuda:1", "hip:1"}};
+  l.env = mixed_env("ccl");
+  for (auto& kv : l.env)
+    if (kv.first == "FAKENCCL_TIMEOUT_MS") kv.second = "20000";
+  auto out = run(l, [](Rank& r) {
+    std::string e = one_all_reduce(r, 1001);  // the groups are set up
+    if (!e.empty()) return "first: " + e;
+    if (r.rank == 3) {
+      usleep(300000);  // the others are waiting by now
+      raise(SIGKILL);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    hmc_status_t st = HMC_SUCCESS;
+    e = one_all_reduce(r, 1001, &st);
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    if (st != HMC_ERR_PEER_LOST && st != HMC_ERR_TIMEOUT)
+      return "expected HMC_ERR_PEER_LOST or HMC_ERR_TIMEOUT, got: " + e;
+    if (e.find("hierarchical") == std::string::npos) return "message: " + e;
+    if (ms > kTimeoutMs + 1500) return "the loss took " + std::to_string(ms) + " ms";
+    return std::string();
+  });
+  for (int i = 0; i < 5; ++i) {
+    if (i == 3)
+      EXPECT_EQ(out[size_t(i)], "killed by signal 9");
+    else
+      EXPECT_EQ(out[size_t(i)], "") << "rank " << i;
+  }
+}
+
+// ---- stream order: collectives given the application's stream ---------------------------------
+
+namespace {
+
+// The application's side of the emulated CUDA driver: the library the cuda device plugin opened
+// (the same emulator), a stream of the rank's device, and an asynchronous upload on it.
+struct AppCuda {
+  using Init = int (*)(unsigned);
+  using DeviceGet = int (*)(int*, int);
+  using Retain = int (*)(void**, int);
+  using SetCurrent = int (*)(void*);
+  using StreamCreate = int (*)(void**, unsigned);
+  using StreamDestroy = int (*)(void*);
+  using StreamSync = int (*)(void*);
+  using Upload = int (*)(uintptr_t, const void*, size_t, void*);
+  void* lib = nullptr;
+  void* stream = nullptr;
+  StreamDestroy destroy = nullptr;
+  StreamSync sync = nullptr;
+  Upload upload = nullptr;
+  std::string open(const std::string& mem) {
+    lib = dlopen((std::string(FAKEGPU_DIR) + "/cuda/libcuda.so.1").c_str(), RTLD_NOW);
+    if (!lib) return "dlopen libcuda";
+    auto init = reinterpret_cast<Init>(dlsym(lib, "cuInit"));
+    auto get = reinterpret_cast<DeviceGet>(dlsym(lib, "cuDeviceGet"));
+    auto retain = reinterpret_cast<Retain>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
+    auto current = reinterpret_cast<SetCurrent>(dlsym(lib, "cuCtxSetCurrent"));
+    auto create = reinterpret_cast<StreamCreate>(dlsym(lib, "cuStreamCreate"));
+    destroy = reinterpret_cast<StreamDestroy>(dlsym(lib, "cuStreamDestroy_v2"));
+    sync = reinterpret_cast<StreamSync>(dlsym(lib, "cuStreamSynchronize"));
+    upload = reinterpret_cast<Upload>(dlsym(lib, "cuMemcpyHtoDAsync_v2"));
+    if (!init || !get || !retain || !current || !create || !destroy || !sync || !upload)
+      return "libcuda symbols";
+    int dev = 0, ordinal = std::atoi(mem.substr(mem.find(':') + 1).c_str());
+    void* ctx = nullptr;
+    if (init(0) || get(&dev, ordinal) || retain(&ctx, dev) || current(ctx) || create(&stream, 0))
+      return "a CUDA stream";
+    return "";
+  }
+  ~AppCuda() {
+    if (stream) destroy(stream);
+  }
+};
+
+// The input uploaded asynchronously on the application's stream (slowed to about 40 ms by
+// FAKEGPU_BANDWIDTH_MBPS), the collective posted at once on that stream: it must see the
+// upload. Then the same without a stream, and the refusals.
+std::string stream_role(Rank& r) {
+  // A host rank of a mixed communicator passes no stream, and is refused one.
+  const bool host = r.mem == "host";
+  AppCuda cu;
+  std::string e = host ? "" : cu.open(r.mem);
+  if (!e.empty()) return e;
+  const size_t count = 1 << 18;  // 1 MiB of int32
+  for (int round = 0; round < 2; ++round) {
+    auto in = values(HMC_DTYPE_I32, r.rank + round, count);
+    Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
+    if (host ? !send.put(in.data())
+             : cu.upload(reinterpret_cast<uintptr_t>(send.get()), in.data(), in.size(), cu.stream))
+      return "upload";
+    hmc_request_t req;
+    e = wait(hmc_all_reduce_on_stream(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32,
+                                      HMC_OP_SUM, host ? nullptr : cu.stream, &req),
+             &req, "all_reduce_on_stream");
+    if (!e.empty()) return e;
+    if (!host && cu.sync(cu.stream)) return "stream synchronize";
+    std::vector<uint8_t> got(count * 4), want(count * 4);
+    if (!recv.take(got.data())) return "read back";
+    for (size_t i = 0; i < count; ++i) {
+      long v = 0;
+      for (int k = 0; k < r.size; ++k) v += small(k + round, i);
+      encode(HMC_DTYPE_I32, v, &want[i * 4]);
+    }
+    e = first_difference(got, want, 4, "all_reduce_on_stream round " + std::to_string(round));
+    if (!e.empty()) return e;
+  }
+  if (host) {
+    Buf b(r.ctx, r.mem, 64);
+    hmc_request_t req;
+    hmc_status_t st = hmc_all_reduce_on_stream(r.comm, b.get(), b.get(), 16, HMC_DTYPE_I32,
+                                               HMC_OP_SUM, reinterpret_cast<void*>(1), &req);
+    if (st != HMC_ERR_INVALID_ARGUMENT) return "a stream with host buffers: " + describe(st);
+  }
+  if (!(e = one_all_reduce(r, 1 << 18)).empty()) return "without a stream: " + e;
+  return "";
+}
+
+std::vector<std::pair<std::string, std::string>> slow_uploads(
+    std::vector<std::pair<std::string, std::string>> env) {
+  env.push_back({"FAKEGPU_BANDWIDTH_MBPS", "25"});
+  env.push_back({"FAKEGPU_D2D_BANDWIDTH_MBPS", "0"});
+  return env;
+}
+
+}  // namespace
+
+// Through NCCL: the collective is enqueued on the application's stream.
+TEST(CollStream, ThroughTheLibrary) {
+  Launch l{{"cuda:0", "cuda:1"}};
+  l.env = slow_uploads(nccl_env("ccl"));
+  expect_all_pass(run(l, stream_role));
+}
+
+// On hmc's own paths: the collective waits for the stream's earlier work before it starts.
+TEST(CollStream, OnHmcsPaths) {
+  Launch l{{"cuda:0", "cuda:1"}};
+  l.env = slow_uploads(nccl_env("hmc"));
+  expect_all_pass(run(l, stream_role));
+}
+
+// Hierarchical: the cuda group's part in NCCL on the stream, the host rank without one.
+TEST(CollStream, Hierarchical) {
+  Launch l{{"cuda:0", "host", "cuda:1"}};
+  l.env = slow_uploads(mixed_env("auto"));
+  expect_all_pass(run(l, stream_role));
 }

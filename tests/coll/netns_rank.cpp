@@ -1,9 +1,9 @@
-// One rank of the cross-host test (netns_test.sh): rank, size and rendezvous from HMC_RANK,
-// HMC_WORLD_SIZE and HMC_RENDEZVOUS. It runs every collective over host memory, checked
-// exactly (coll_roles.h), then checks what hmc made of the hosts: each rank's host as the
-// communicator numbers them (NETNS_HOSTS, e.g. "0,0,1,1"), and the path between this rank and
-// every other, shared memory within a host and TCP across. Exit status 0 when all held;
-// otherwise what failed is on stderr.
+// One rank of the cross-host tests (netns_test.sh, netns_hier_test.sh): rank, size and
+// rendezvous from HMC_RANK, HMC_WORLD_SIZE and HMC_RENDEZVOUS. It runs every collective over
+// host memory (or NETNS_MEM's), checked exactly (coll_roles.h), then checks what hmc made of the
+// hosts: each rank's host as the communicator numbers them (NETNS_HOSTS, e.g. "0,0,1,1"), and
+// the path between this rank and every other, shared memory within a host and TCP across. Exit
+// status 0 when all held; otherwise what failed is on stderr.
 #include <unistd.h>
 
 #include <cstdio>
@@ -101,7 +101,9 @@ int main() {
     fprintf(stderr, "create: %s\n", describe(st).c_str());
     return 1;
   }
-  Rank r{ctx, comm, -1, -1, "host"};
+  // NETNS_MEM: the memory its buffers are in ("cuda:0"; default host memory).
+  const char* mem = getenv("NETNS_MEM");
+  Rank r{ctx, comm, -1, -1, mem && *mem ? mem : "host"};
   hmc_comm_rank(comm, &r.rank);
   hmc_comm_size(comm, &r.size);
   std::string e;
@@ -114,7 +116,7 @@ int main() {
       e = "rank " + std::to_string(k) + " is on host " + std::to_string(m.host) + " (" +
           m.hostname + "), expected " + std::to_string(hosts[size_t(k)]);
   }
-  if (e.empty()) e = everything_role(r);
+  if (e.empty()) e = everything_role_on(r, r.mem == "host");
   if (e.empty()) e = check_paths(r, hosts);
   if (hmc_comm_destroy(comm) != HMC_SUCCESS && e.empty())
     e = std::string("destroy: ") + hmc_last_error();

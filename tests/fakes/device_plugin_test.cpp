@@ -314,6 +314,36 @@ TEST_P(DevicePluginTest, CopiesCompleteAfterTheyAreIssued) {
   EXPECT_EQ(t()->mem_free(ctx(), d), HMC_PLUGIN_SUCCESS);
 }
 
+// event_record_native: an event of the plugin's on a stream the application made with the
+// vendor's runtime (here the emulated runtime's own stream), reporting the end of the work on it.
+TEST_P(DevicePluginTest, RecordsOnTheApplicationsStream) {
+  setenv("FAKEGPU_BANDWIDTH_MBPS", "2", 1);  // 256 KiB take about 130 ms
+  start();
+  ASSERT_TRUE(HMC_ABI_HAS_FIELD(t(), hmc_device_plugin_v1_t, event_record_native) &&
+              t()->event_record_native != nullptr);
+  fakegpu::Emulator& emu = fakegpu::Emulator::get(v().name);
+  fakegpu::Stream* app = nullptr;
+  ASSERT_EQ(emu.stream_create(0, &app), fakegpu::Err::Ok);
+  const size_t n = 256 << 10;
+  std::vector<uint8_t> src(n);
+  fill_pattern(src.data(), n, 5);
+  void* d = alloc(0, n);
+  hmc_device_event_t* ev = nullptr;
+  ASSERT_EQ(t()->event_create(ctx(), 0, &ev), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(t()->event_record_native(ev, nullptr), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(emu.copy_async(0, app, d, src.data(), n, fakegpu::Dir::HostToDevice), fakegpu::Err::Ok);
+  ASSERT_EQ(t()->event_record_native(ev, app), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(t()->event_query(ev), HMC_PLUGIN_IN_PROGRESS);  // the upload is still running
+  EXPECT_EQ(wait_event(t(), ev), HMC_PLUGIN_SUCCESS);
+  std::vector<uint8_t> back(n, 0);
+  ASSERT_EQ(emu.copy_sync(0, back.data(), d, n, fakegpu::Dir::DeviceToHost), fakegpu::Err::Ok);
+  size_t bad = 0;
+  EXPECT_TRUE(check_pattern(back.data(), n, 5, &bad)) << "first wrong byte " << bad;
+  EXPECT_EQ(t()->event_destroy(ev), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(emu.stream_destroy(app), fakegpu::Err::Ok);
+  EXPECT_EQ(t()->mem_free(ctx(), d), HMC_PLUGIN_SUCCESS);
+}
+
 TEST_P(DevicePluginTest, PointerQueryKnowsWhereMemoryLives) {
   start();
   auto* d = static_cast<char*>(alloc(0, 10000));

@@ -569,6 +569,45 @@ HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void*
 HMC_API hmc_status_t hmc_all_reduce(hmc_comm_t comm, const void* send, void* recv, size_t count,
                                     hmc_dtype_t dtype, hmc_reduce_op_t op, hmc_request_t* req);
 
+/* Stream-ordered collectives: the same as above, given the application's stream of the vendor
+ * runtime the buffers belong to (a CUstream/cudaStream_t, hipStream_t, cnrtQueue_t or
+ * musaStream_t, passed as void*), as NCCL takes one (docs/collectives.md, "Stream order"). The
+ * collective is ordered after the work enqueued on the stream before the call: the buffers need
+ * not be ready when it is made, only when that work ends.
+ *  - Where the collective runs in a vendor library (a ccl plugin), it is enqueued on the stream
+ *    itself, and work the application enqueues on the stream afterwards runs after it, without
+ *    a host round trip; the request also ends when it has.
+ *  - Where it runs on hmc's own paths (or a part of it does: across vendor groups, host ranks),
+ *    hmc records an event on the stream and starts once that has passed, without blocking the
+ *    call; its end is the request's (hmc_request_test/wait), after which the application
+ *    enqueues what depends on it.
+ * A NULL stream is the plain call. HMC_ERR_INVALID_ARGUMENT for a stream with buffers in host
+ * memory; HMC_ERR_NOT_SUPPORTED where the buffers' device plugin cannot record on an
+ * application's stream (its table lacks event_record_native). The barrier's stream is taken to
+ * be of this rank's first device. */
+HMC_API hmc_status_t hmc_barrier_on_stream(hmc_comm_t comm, void* stream, hmc_request_t* req);
+HMC_API hmc_status_t hmc_broadcast_on_stream(hmc_comm_t comm, void* buf, size_t count,
+                                             hmc_dtype_t dtype, int root, void* stream,
+                                             hmc_request_t* req);
+HMC_API hmc_status_t hmc_all_gather_on_stream(hmc_comm_t comm, const void* send, void* recv,
+                                              size_t count, hmc_dtype_t dtype, void* stream,
+                                              hmc_request_t* req);
+HMC_API hmc_status_t hmc_all_to_all_on_stream(hmc_comm_t comm, const void* send, void* recv,
+                                              size_t count, hmc_dtype_t dtype, void* stream,
+                                              hmc_request_t* req);
+HMC_API hmc_status_t hmc_all_to_allv_on_stream(hmc_comm_t comm, const void* send,
+                                               const size_t* send_counts, const size_t* send_displs,
+                                               void* recv, const size_t* recv_counts,
+                                               const size_t* recv_displs, hmc_dtype_t dtype,
+                                               void* stream, hmc_request_t* req);
+HMC_API hmc_status_t hmc_reduce_scatter_on_stream(hmc_comm_t comm, const void* send, void* recv,
+                                                  size_t count, hmc_dtype_t dtype,
+                                                  hmc_reduce_op_t op, void* stream,
+                                                  hmc_request_t* req);
+HMC_API hmc_status_t hmc_all_reduce_on_stream(hmc_comm_t comm, const void* send, void* recv,
+                                              size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
+                                              void* stream, hmc_request_t* req);
+
 #ifdef __cplusplus
 }
 #endif

@@ -586,26 +586,57 @@ class Comm {
     return Comm(out);
   }
 
-  Request barrier() {
+  // Each collective takes the application's stream (hmc.h, hmc_*_on_stream); nullptr: none.
+  Request barrier(void* stream = nullptr) {
+    if (stream)
+      return post([&](hmc_request_t* r) { return hmc_barrier_on_stream(comm_, stream, r); },
+                  "hmc_barrier_on_stream");
     return post([&](hmc_request_t* r) { return hmc_barrier(comm_, r); }, "hmc_barrier");
   }
-  Request broadcast(void* buf, size_t count, hmc_dtype_t dtype, int root) {
+  Request broadcast(void* buf, size_t count, hmc_dtype_t dtype, int root, void* stream = nullptr) {
+    if (stream)
+      return post(
+          [&](hmc_request_t* r) {
+            return hmc_broadcast_on_stream(comm_, buf, count, dtype, root, stream, r);
+          },
+          "hmc_broadcast_on_stream");
     return post([&](hmc_request_t* r) { return hmc_broadcast(comm_, buf, count, dtype, root, r); },
                 "hmc_broadcast");
   }
-  Request all_gather(const void* send, void* recv, size_t count, hmc_dtype_t dtype) {
+  Request all_gather(const void* send, void* recv, size_t count, hmc_dtype_t dtype,
+                     void* stream = nullptr) {
+    if (stream)
+      return post(
+          [&](hmc_request_t* r) {
+            return hmc_all_gather_on_stream(comm_, send, recv, count, dtype, stream, r);
+          },
+          "hmc_all_gather_on_stream");
     return post(
         [&](hmc_request_t* r) { return hmc_all_gather(comm_, send, recv, count, dtype, r); },
         "hmc_all_gather");
   }
-  Request all_to_all(const void* send, void* recv, size_t count, hmc_dtype_t dtype) {
+  Request all_to_all(const void* send, void* recv, size_t count, hmc_dtype_t dtype,
+                     void* stream = nullptr) {
+    if (stream)
+      return post(
+          [&](hmc_request_t* r) {
+            return hmc_all_to_all_on_stream(comm_, send, recv, count, dtype, stream, r);
+          },
+          "hmc_all_to_all_on_stream");
     return post(
         [&](hmc_request_t* r) { return hmc_all_to_all(comm_, send, recv, count, dtype, r); },
         "hmc_all_to_all");
   }
   Request all_to_allv(const void* send, const size_t* send_counts, const size_t* send_displs,
                       void* recv, const size_t* recv_counts, const size_t* recv_displs,
-                      hmc_dtype_t dtype) {
+                      hmc_dtype_t dtype, void* stream = nullptr) {
+    if (stream)
+      return post(
+          [&](hmc_request_t* r) {
+            return hmc_all_to_allv_on_stream(comm_, send, send_counts, send_displs, recv,
+                                             recv_counts, recv_displs, dtype, stream, r);
+          },
+          "hmc_all_to_allv_on_stream");
     return post(
         [&](hmc_request_t* r) {
           return hmc_all_to_allv(comm_, send, send_counts, send_displs, recv, recv_counts,
@@ -614,7 +645,13 @@ class Comm {
         "hmc_all_to_allv");
   }
   Request reduce_scatter(const void* send, void* recv, size_t count, hmc_dtype_t dtype,
-                         hmc_reduce_op_t op) {
+                         hmc_reduce_op_t op, void* stream = nullptr) {
+    if (stream)
+      return post(
+          [&](hmc_request_t* r) {
+            return hmc_reduce_scatter_on_stream(comm_, send, recv, count, dtype, op, stream, r);
+          },
+          "hmc_reduce_scatter_on_stream");
     return post(
         [&](hmc_request_t* r) {
           return hmc_reduce_scatter(comm_, send, recv, count, dtype, op, r);
@@ -622,7 +659,13 @@ class Comm {
         "hmc_reduce_scatter");
   }
   Request all_reduce(const void* send, void* recv, size_t count, hmc_dtype_t dtype,
-                     hmc_reduce_op_t op) {
+                     hmc_reduce_op_t op, void* stream = nullptr) {
+    if (stream)
+      return post(
+          [&](hmc_request_t* r) {
+            return hmc_all_reduce_on_stream(comm_, send, recv, count, dtype, op, stream, r);
+          },
+          "hmc_all_reduce_on_stream");
     return post(
         [&](hmc_request_t* r) { return hmc_all_reduce(comm_, send, recv, count, dtype, op, r); },
         "hmc_all_reduce");

@@ -942,89 +942,94 @@ HMC_API hmc_status_t hmc_comm_split(hmc_comm_t comm, int color, int key, hmc_com
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_barrier(hmc_comm_t comm, hmc_request_t* req) {
+}  // extern "C"
+
+namespace {
+
+hmc_status_t barrier_on(hmc_comm_t comm, void* stream, const char* fn, hmc_request_t* req) {
   HMC_TRY
   CHECK_COLL(comm, req);
   (void)c;
   coll::CollArgs args;
   args.kind = coll::CollKind::Barrier;
-  return post_coll(comm, args, nullptr, nullptr, 0, __func__, req);
+  args.stream = stream;
+  return post_coll(comm, args, nullptr, nullptr, 0, fn, req);
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_broadcast(hmc_comm_t comm, void* buf, size_t count, hmc_dtype_t dtype,
-                                   int root, hmc_request_t* req) {
+hmc_status_t broadcast_on(hmc_comm_t comm, void* buf, size_t count, hmc_dtype_t dtype, int root,
+                          void* stream, const char* fn, hmc_request_t* req) {
   HMC_TRY
   CHECK_COLL(comm, req);
   uint64_t bytes;
   hmc_status_t st;
-  if ((st = coll_bytes(count, dtype, 1, __func__, &bytes)) != HMC_SUCCESS) return st;
-  if ((st = check_buffer(buf, bytes, __func__)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, 1, fn, &bytes)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(buf, bytes, fn)) != HMC_SUCCESS) return st;
   if (root < 0 || root >= c->size)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: root {} is outside 0..{}", __func__, root,
-                c->size - 1);
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: root {} is outside 0..{}", fn, root, c->size - 1);
   coll::CollArgs args;
   args.kind = coll::CollKind::Broadcast;
   args.dtype = dtype;
   args.count = count;
   args.root = root;
   args.in_place = true;
-  return post_coll(comm, args, buf, buf, 0, __func__, req);
+  args.stream = stream;
+  return post_coll(comm, args, buf, buf, 0, fn, req);
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_all_gather(hmc_comm_t comm, const void* send, void* recv, size_t count,
-                                    hmc_dtype_t dtype, hmc_request_t* req) {
+hmc_status_t all_gather_on(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                           hmc_dtype_t dtype, void* stream, const char* fn, hmc_request_t* req) {
   HMC_TRY
   CHECK_COLL(comm, req);
   uint64_t block, total;
   hmc_status_t st;
-  if ((st = coll_bytes(count, dtype, 1, __func__, &block)) != HMC_SUCCESS) return st;
-  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS)
-    return st;
-  if ((st = check_buffer(recv, total, __func__)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, 1, fn, &block)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, uint64_t(c->size), fn, &total)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(recv, total, fn)) != HMC_SUCCESS) return st;
   coll::CollArgs args;
   args.kind = coll::CollKind::AllGather;
   args.dtype = dtype;
   args.count = count;
   args.in_place = block && send == static_cast<uint8_t*>(recv) + uint64_t(c->rank) * block;
   if (!args.in_place) {
-    if ((st = check_buffer(send, block, __func__)) != HMC_SUCCESS) return st;
+    if ((st = check_buffer(send, block, fn)) != HMC_SUCCESS) return st;
     if (overlap(send, block, recv, total))
       return fail(HMC_ERR_INVALID_ARGUMENT,
                   "{}: send overlaps recv but is not this rank's block "
                   "of it (the in-place form)",
-                  __func__);
+                  fn);
   }
-  return post_coll(comm, args, send, recv, 0, __func__, req);
+  args.stream = stream;
+  return post_coll(comm, args, send, recv, 0, fn, req);
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_all_to_all(hmc_comm_t comm, const void* send, void* recv, size_t count,
-                                    hmc_dtype_t dtype, hmc_request_t* req) {
+hmc_status_t all_to_all_on(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                           hmc_dtype_t dtype, void* stream, const char* fn, hmc_request_t* req) {
   HMC_TRY
   CHECK_COLL(comm, req);
   uint64_t total;
   hmc_status_t st;
-  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS)
-    return st;
-  if ((st = check_buffer(send, total, __func__)) != HMC_SUCCESS) return st;
-  if ((st = check_buffer(recv, total, __func__)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, uint64_t(c->size), fn, &total)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(send, total, fn)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(recv, total, fn)) != HMC_SUCCESS) return st;
   if (overlap(send, total, recv, total))
     return fail(HMC_ERR_INVALID_ARGUMENT, "{}: send and recv overlap (all-to-all is not in place)",
-                __func__);
+                fn);
   coll::CollArgs args;
   args.kind = coll::CollKind::AllToAll;
   args.dtype = dtype;
   args.count = count;
-  return post_coll(comm, args, send, recv, 0, __func__, req);
+  args.stream = stream;
+  return post_coll(comm, args, send, recv, 0, fn, req);
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_all_to_allv(hmc_comm_t comm, const void* send, const size_t* send_counts,
-                                     const size_t* send_displs, void* recv,
-                                     const size_t* recv_counts, const size_t* recv_displs,
-                                     hmc_dtype_t dtype, hmc_request_t* req) {
+hmc_status_t all_to_allv_on(hmc_comm_t comm, const void* send, const size_t* send_counts,
+                            const size_t* send_displs, void* recv, const size_t* recv_counts,
+                            const size_t* recv_displs, hmc_dtype_t dtype, void* stream,
+                            const char* fn, hmc_request_t* req) {
   HMC_TRY
   CHECK_COLL(comm, req);
   CHECK_NOT_NULL(send_counts);
@@ -1038,15 +1043,12 @@ HMC_API hmc_status_t hmc_all_to_allv(hmc_comm_t comm, const void* send, const si
   uint64_t send_end = 0, recv_end = 0;
   for (int p = 0; p < c->size; ++p) {
     uint64_t end_s, end_r;
-    if ((st = coll_bytes(send_counts[p] + send_displs[p], dtype, 1, __func__, &end_s)) !=
-            HMC_SUCCESS ||
-        (st = coll_bytes(recv_counts[p] + recv_displs[p], dtype, 1, __func__, &end_r)) !=
-            HMC_SUCCESS)
+    if ((st = coll_bytes(send_counts[p] + send_displs[p], dtype, 1, fn, &end_s)) != HMC_SUCCESS ||
+        (st = coll_bytes(recv_counts[p] + recv_displs[p], dtype, 1, fn, &end_r)) != HMC_SUCCESS)
       return st;
     if (send_counts[p] + send_displs[p] < send_displs[p] ||
         recv_counts[p] + recv_displs[p] < recv_displs[p])
-      return fail(HMC_ERR_INVALID_ARGUMENT, "{}: count + displacement of rank {} overflows",
-                  __func__, p);
+      return fail(HMC_ERR_INVALID_ARGUMENT, "{}: count + displacement of rank {} overflows", fn, p);
     if (send_counts[p]) send_end = std::max(send_end, end_s);
     if (recv_counts[p]) recv_end = std::max(recv_end, end_r);
     args.send_counts.push_back(send_counts[p]);
@@ -1054,29 +1056,30 @@ HMC_API hmc_status_t hmc_all_to_allv(hmc_comm_t comm, const void* send, const si
     args.recv_counts.push_back(recv_counts[p]);
     args.recv_displs.push_back(recv_displs[p]);
   }
-  if ((st = check_buffer(send, send_end, __func__)) != HMC_SUCCESS) return st;
-  if ((st = check_buffer(recv, recv_end, __func__)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(send, send_end, fn)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(recv, recv_end, fn)) != HMC_SUCCESS) return st;
   if (overlap(send, send_end, recv, recv_end))
     return fail(HMC_ERR_INVALID_ARGUMENT,
                 "{}: send and recv overlap (all-to-all-v is not in "
                 "place)",
-                __func__);
-  return post_coll(comm, args, send, recv, 0, __func__, req);
+                fn);
+  args.stream = stream;
+  return post_coll(comm, args, send, recv, 0, fn, req);
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void* recv, size_t count,
-                                        hmc_dtype_t dtype, hmc_reduce_op_t op, hmc_request_t* req) {
+hmc_status_t reduce_scatter_on(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                               hmc_dtype_t dtype, hmc_reduce_op_t op, void* stream, const char* fn,
+                               hmc_request_t* req) {
   HMC_TRY
   CHECK_COLL(comm, req);
   uint64_t block, total;
   hmc_status_t st;
-  if ((st = coll_bytes(count, dtype, 1, __func__, &block)) != HMC_SUCCESS) return st;
-  if ((st = coll_bytes(count, dtype, uint64_t(c->size), __func__, &total)) != HMC_SUCCESS)
-    return st;
-  if ((st = check_op(dtype, op, __func__)) != HMC_SUCCESS) return st;
-  if ((st = check_buffer(send, total, __func__)) != HMC_SUCCESS) return st;
-  if ((st = check_buffer(recv, block, __func__)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, 1, fn, &block)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, uint64_t(c->size), fn, &total)) != HMC_SUCCESS) return st;
+  if ((st = check_op(dtype, op, fn)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(send, total, fn)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(recv, block, fn)) != HMC_SUCCESS) return st;
   coll::CollArgs args;
   args.kind = coll::CollKind::ReduceScatter;
   args.dtype = dtype;
@@ -1087,22 +1090,24 @@ HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void*
     return fail(HMC_ERR_INVALID_ARGUMENT,
                 "{}: recv overlaps send but is not this rank's block of "
                 "it (the in-place form)",
-                __func__);
-  return post_coll(comm, args, send, recv, count, __func__, req);
+                fn);
+  args.stream = stream;
+  return post_coll(comm, args, send, recv, count, fn, req);
   HMC_CATCH
 }
 
-HMC_API hmc_status_t hmc_all_reduce(hmc_comm_t comm, const void* send, void* recv, size_t count,
-                                    hmc_dtype_t dtype, hmc_reduce_op_t op, hmc_request_t* req) {
+hmc_status_t all_reduce_on(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                           hmc_dtype_t dtype, hmc_reduce_op_t op, void* stream, const char* fn,
+                           hmc_request_t* req) {
   HMC_TRY
   CHECK_COLL(comm, req);
   (void)c;
   uint64_t bytes;
   hmc_status_t st;
-  if ((st = coll_bytes(count, dtype, 1, __func__, &bytes)) != HMC_SUCCESS) return st;
-  if ((st = check_op(dtype, op, __func__)) != HMC_SUCCESS) return st;
-  if ((st = check_buffer(send, bytes, __func__)) != HMC_SUCCESS) return st;
-  if ((st = check_buffer(recv, bytes, __func__)) != HMC_SUCCESS) return st;
+  if ((st = coll_bytes(count, dtype, 1, fn, &bytes)) != HMC_SUCCESS) return st;
+  if ((st = check_op(dtype, op, fn)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(send, bytes, fn)) != HMC_SUCCESS) return st;
+  if ((st = check_buffer(recv, bytes, fn)) != HMC_SUCCESS) return st;
   coll::CollArgs args;
   args.kind = coll::CollKind::AllReduce;
   args.dtype = dtype;
@@ -1113,9 +1118,95 @@ HMC_API hmc_status_t hmc_all_reduce(hmc_comm_t comm, const void* send, void* rec
     return fail(HMC_ERR_INVALID_ARGUMENT,
                 "{}: send and recv overlap but are not the same buffer "
                 "(the in-place form)",
-                __func__);
-  return post_coll(comm, args, send, recv, count, __func__, req);
+                fn);
+  args.stream = stream;
+  return post_coll(comm, args, send, recv, count, fn, req);
   HMC_CATCH
+}
+
+}  // namespace
+
+extern "C" {
+
+HMC_API hmc_status_t hmc_barrier(hmc_comm_t comm, hmc_request_t* req) {
+  return barrier_on(comm, nullptr, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_barrier_on_stream(hmc_comm_t comm, void* stream, hmc_request_t* req) {
+  return barrier_on(comm, stream, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_broadcast(hmc_comm_t comm, void* buf, size_t count, hmc_dtype_t dtype,
+                                   int root, hmc_request_t* req) {
+  return broadcast_on(comm, buf, count, dtype, root, nullptr, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_broadcast_on_stream(hmc_comm_t comm, void* buf, size_t count,
+                                             hmc_dtype_t dtype, int root, void* stream,
+                                             hmc_request_t* req) {
+  return broadcast_on(comm, buf, count, dtype, root, stream, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_all_gather(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                    hmc_dtype_t dtype, hmc_request_t* req) {
+  return all_gather_on(comm, send, recv, count, dtype, nullptr, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_all_gather_on_stream(hmc_comm_t comm, const void* send, void* recv,
+                                              size_t count, hmc_dtype_t dtype, void* stream,
+                                              hmc_request_t* req) {
+  return all_gather_on(comm, send, recv, count, dtype, stream, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_all_to_all(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                    hmc_dtype_t dtype, hmc_request_t* req) {
+  return all_to_all_on(comm, send, recv, count, dtype, nullptr, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_all_to_all_on_stream(hmc_comm_t comm, const void* send, void* recv,
+                                              size_t count, hmc_dtype_t dtype, void* stream,
+                                              hmc_request_t* req) {
+  return all_to_all_on(comm, send, recv, count, dtype, stream, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_all_to_allv(hmc_comm_t comm, const void* send, const size_t* send_counts,
+                                     const size_t* send_displs, void* recv,
+                                     const size_t* recv_counts, const size_t* recv_displs,
+                                     hmc_dtype_t dtype, hmc_request_t* req) {
+  return all_to_allv_on(comm, send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype,
+                        nullptr, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_all_to_allv_on_stream(hmc_comm_t comm, const void* send,
+                                               const size_t* send_counts, const size_t* send_displs,
+                                               void* recv, const size_t* recv_counts,
+                                               const size_t* recv_displs, hmc_dtype_t dtype,
+                                               void* stream, hmc_request_t* req) {
+  return all_to_allv_on(comm, send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype,
+                        stream, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                        hmc_dtype_t dtype, hmc_reduce_op_t op, hmc_request_t* req) {
+  return reduce_scatter_on(comm, send, recv, count, dtype, op, nullptr, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_reduce_scatter_on_stream(hmc_comm_t comm, const void* send, void* recv,
+                                                  size_t count, hmc_dtype_t dtype,
+                                                  hmc_reduce_op_t op, void* stream,
+                                                  hmc_request_t* req) {
+  return reduce_scatter_on(comm, send, recv, count, dtype, op, stream, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_all_reduce(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                    hmc_dtype_t dtype, hmc_reduce_op_t op, hmc_request_t* req) {
+  return all_reduce_on(comm, send, recv, count, dtype, op, nullptr, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_all_reduce_on_stream(hmc_comm_t comm, const void* send, void* recv,
+                                              size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
+                                              void* stream, hmc_request_t* req) {
+  return all_reduce_on(comm, send, recv, count, dtype, op, stream, __func__, req);
 }
 
 }  // extern "C"

@@ -34,6 +34,8 @@ struct CollArgs {
   std::vector<uint64_t> send_counts, send_displs, recv_counts, recv_displs;
   int root = 0;
   bool in_place = false;
+  // The application's stream the collective is ordered after (hmc.h, *_on_stream); null: none.
+  void* stream = nullptr;
 };
 
 // Who the ranks are: the host and the device vendor of each ("host", "cuda", "hip", ...).

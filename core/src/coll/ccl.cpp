@@ -55,16 +55,11 @@ std::string CclComm::describe() const {
                                  : fmt::format("{} ({})", plugin_.name, plugin_.library);
 }
 
-namespace {
-
-// The library's own words for the last failure, or the status when it gave none.
-std::string library_text(const CclComm& ccl, int st) {
+std::string ccl_error_text(const CclComm& ccl, int st) {
   const char* text = ccl.plugin().table->comm_error_text(ccl.get());
   if (text && *text) return text;
   return fmt::format("plugin status {}", st);
 }
-
-}  // namespace
 
 hmc_status_t ccl_post(CclComm& ccl, const Communicator& comm, const CollArgs& args,
                       const void* input, void* output, const char* what, hmc_ccl_request_t** creq) {
@@ -77,19 +72,19 @@ hmc_status_t ccl_post(CclComm& ccl, const Communicator& comm, const CollArgs& ar
   switch (args.kind) {
     case CollKind::AllReduce:
       call = "all_reduce";
-      st = t->all_reduce(c, input, output, args.count, dtype, op, nullptr, creq);
+      st = t->all_reduce(c, input, output, args.count, dtype, op, args.stream, creq);
       break;
     case CollKind::AllGather:
       call = "all_gather";
-      st = t->all_gather(c, input, output, args.count, dtype, nullptr, creq);
+      st = t->all_gather(c, input, output, args.count, dtype, args.stream, creq);
       break;
     case CollKind::ReduceScatter:
       call = "reduce_scatter";
-      st = t->reduce_scatter(c, input, output, args.count, dtype, op, nullptr, creq);
+      st = t->reduce_scatter(c, input, output, args.count, dtype, op, args.stream, creq);
       break;
     case CollKind::Broadcast:
       call = "broadcast";
-      st = t->broadcast(c, input, output, args.count, dtype, args.root, nullptr, creq);
+      st = t->broadcast(c, input, output, args.count, dtype, args.root, args.stream, creq);
       break;
     case CollKind::AllToAll:
     case CollKind::AllToAllV: {
@@ -106,14 +101,14 @@ hmc_status_t ccl_post(CclComm& ccl, const Communicator& comm, const CollArgs& ar
         parts.push_back({r, 1, in + sd * es, sc});
         parts.push_back({r, 0, out + rd * es, rc});
       }
-      st = t->send_recv(c, parts.data(), parts.size(), dtype, nullptr, creq);
+      st = t->send_recv(c, parts.data(), parts.size(), dtype, args.stream, creq);
       break;
     }
     case CollKind::Barrier: break;
   }
   if (st == HMC_PLUGIN_SUCCESS) return HMC_SUCCESS;
   return fail(ccl_status(st), "{} (rank {} of {}): {} {}: {}", what, comm.rank, comm.size,
-              ccl.describe(), call, library_text(ccl, st));
+              ccl.describe(), call, ccl_error_text(ccl, st));
 }
 
 CclRun::CclRun(Transfers& transfers, std::shared_ptr<Communicator> comm, CclComm& ccl,
@@ -155,7 +150,7 @@ bool CclRun::advance() {
     end(HMC_SUCCESS, "");
     return true;
   }
-  std::string why = fmt::format("{}: {}", what_, library_text(ccl_, st));
+  std::string why = fmt::format("{}: {}", what_, ccl_error_text(ccl_, st));
   abort(ccl_status(st), why);
   return true;
 }

@@ -123,4 +123,8 @@ hmc_status_t ccl_post(CclComm& ccl, const Communicator& comm, const CollArgs& ar
 // hmc status for a plugin status.
 hmc_status_t ccl_status(int plugin_status);
 
+// The library's own words for the last failure on the communicator, or the plugin status when
+// it gave none.
+std::string ccl_error_text(const CclComm& ccl, int plugin_status);
+
 }  // namespace hmc::coll

@@ -3,6 +3,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "coll/bootstrap.h"
@@ -99,7 +101,7 @@ hmc_status_t Collectives::split(Communicator* comm, int color, int key, Communic
   args.dtype = HMC_DTYPE_I64;
   args.count = 2;
   Request* req = nullptr;
-  hmc_status_t st = post(comm, args, mine, all.data(), 0, "hmc_comm_split", &req);
+  hmc_status_t st = post_hmc(comm, args, mine, all.data(), 0, "hmc_comm_split", &req);
   if (st != HMC_SUCCESS) return st;
   if ((st = transfers_.wait(req, -1, nullptr)) != HMC_SUCCESS) return st;
   uint32_t nth;
@@ -170,6 +172,8 @@ hmc_status_t Collectives::post(Communicator* c, const CollArgs& args, const void
     comm = find(c);
   }
   if (!comm) return fail(HMC_ERR_INVALID_HANDLE, "{}: not a live communicator", what);
+  hmc_status_t hst;
+  if (post_hier(comm, args, input, output, output_elements, what, out, &hst)) return hst;
   CclEligible use = ccl_eligible(*comm, args, input, output);
   if (use.plugin) {
     ccl_setup(comm.get(), use, what);
@@ -262,6 +266,23 @@ CclEligible Collectives::ccl_eligible(const Communicator& comm, const CollArgs& 
   return e;
 }
 
+hmc_status_t Collectives::stream_gate(const CollArgs& args, const void* input, const void* output,
+                                      const char* what, std::unique_ptr<StreamGate>* out) {
+  if (!args.stream) return HMC_SUCCESS;
+  DeviceRegistry& devices = services_.device_registry();
+  const Device* device = nullptr;
+  if (const void* p = output ? output : input) {
+    device = devices.locate(p).device;
+  } else {  // a barrier: this rank's first device
+    for (const Device& d : devices.devices())
+      if (!d.is_host() && d.plugin_name == s_.self.vendor) {
+        device = &d;
+        break;
+      }
+  }
+  return StreamGate::make(device, args.stream, what, out);
+}
+
 hmc_status_t Collectives::run_hmc(Communicator* comm, const CollArgs& args, const void* input,
                                   void* output, const char* what) {
   Request* req = nullptr;
@@ -343,6 +364,266 @@ void Collectives::ccl_setup(Communicator* comm, const CclEligible& use, const ch
       comm->id, comm->rank, comm->size, what, state.why_off);
 }
 
+bool Collectives::post_hier(const std::shared_ptr<Communicator>& comm, const CollArgs& args,
+                            const void* input, void* output, uint64_t output_elements,
+                            const char* what, Request** out, hmc_status_t* st) {
+  const auto& vendors = comm->shape.vendor_of_rank;
+  bool mixed = false;
+  for (const std::string& v : vendors) mixed |= v != vendors[0];
+  if (!mixed || comm->size < 2) return false;
+  HierState& h = *comm->hier;
+  // The first collective with data sets the groups up; one without data (a barrier, a count of
+  // 0: the same on every rank) waits for it on hmc's flat algorithms.
+  const bool data =
+      args.kind == CollKind::AllToAllV || (args.kind != CollKind::Barrier && args.count > 0);
+  {
+    std::unique_lock<std::mutex> setup(h.setup);
+    if (h.stage == HierStage::Untried) {
+      if (!data) return false;
+      setup.unlock();
+      hier_setup(comm.get(), input, output, what);
+      setup.lock();
+    }
+    if (h.stage != HierStage::Ready) {
+      if (s_.backend == Backend::Ccl && data && !services_.host_memory(output ? output : input)) {
+        *st = fail(HMC_ERR_NOT_SUPPORTED,
+                   "{} (rank {} of {}): HMC_COLL_BACKEND=ccl, but no vendor library can run any "
+                   "of its groups' parts: {}",
+                   what, comm->rank, comm->size, h.why_off);
+        return true;
+      }
+      return false;
+    }
+  }
+  if (!data && args.kind != CollKind::Barrier) return false;  // nothing to move: flat, at once
+  const int group = h.groups.group_of[size_t(comm->rank)];
+  bool library = false;
+  if (h.served[size_t(group)] && args.kind != CollKind::Barrier) {
+    const hmc_ccl_plugin_v1_t* t = h.plugin->table;
+    bool reduces = args.kind == CollKind::AllReduce || args.kind == CollKind::ReduceScatter;
+    uint32_t op = args.op == HMC_OP_AVG ? HMC_OP_SUM : args.op;
+    library = (t->dtypes & HMC_CCL_BIT(args.dtype)) && (!reduces || (t->ops & HMC_CCL_BIT(op)));
+  }
+  // Host buffers keep the group's parts on hmc's paths, as on a communicator of one vendor
+  // (the ranks of a group agree: all host memory, or all device memory).
+  if (library && (!input || services_.host_memory(input)) &&
+      (!output || services_.host_memory(output)))
+    library = false;
+  if (library) {
+    // The group's vendor communicator lives on one device: the buffers must be its memory (the
+    // other ranks of the group are already bound to the library for this collective).
+    DeviceRegistry& devices = services_.device_registry();
+    for (const void* p : {input, static_cast<const void*>(output)}) {
+      if (!p) continue;
+      MemoryLocation loc = devices.locate(p);
+      if (!loc.device || loc.device->is_host() || loc.device->plugin_name != h.plugin->vendor ||
+          loc.device->index != h.comm->device()) {
+        std::string why = fmt::format(
+            "{} (rank {} of {}): its vendor group runs this collective in {} on {} device {}, "
+            "but this rank's buffer {} is {} memory",
+            what, comm->rank, comm->size, h.comm->describe(), h.plugin->vendor, h.comm->device(), p,
+            loc.device ? loc.device->name : "unknown");
+        std::lock_guard<std::mutex> lock(mutex_);
+        h.comm->abort();
+        if (comm->broken.empty()) comm->broken = why;
+        for (auto& peer : comm->peers)
+          if (peer && !peer->lost) services_.abandon_peer(*peer, why);
+        *st = fail(HMC_ERR_INVALID_ARGUMENT, "{}", why);
+        return true;
+      }
+    }
+  }
+  // The reduce-scatter's whole reduction needs room in this rank's memory.
+  std::vector<uint8_t> host_scratch;
+  void* device_scratch = nullptr;
+  void* scratch = nullptr;
+  if (uint64_t n = hier_scratch_elements(args, comm->size)) {
+    size_t bytes = n * dtype_size(args.dtype);
+    MemoryLocation loc = services_.device_registry().locate(input);
+    if (!loc.device || loc.device->is_host()) {
+      host_scratch.resize(bytes);
+      scratch = host_scratch.data();
+    } else {
+      *st = services_.device_registry().alloc(loc.device->name, bytes, &device_scratch);
+      if (*st != HMC_SUCCESS) {
+        *st = fail(*st, "{} (rank {} of {}): {} bytes of scratch on {}: {}", what, comm->rank,
+                   comm->size, bytes, loc.device->name, last_error());
+        return true;
+      }
+      scratch = device_scratch;
+    }
+  }
+  std::unique_ptr<StreamGate> gate;
+  if ((*st = stream_gate(args, input, output, what, &gate)) != HMC_SUCCESS) {
+    if (device_scratch) services_.device_registry().free(device_scratch);
+    return true;
+  }
+  HierPlan plan = hier_plan(args, comm->shape, h.groups, comm->rank, library, s_.forced, input,
+                            output, scratch);
+  for (const HierPart& p : plan.parts) {
+    if (p.via != HierPart::Via::Hmc) continue;
+    if ((*st = connect_peers(*comm, p.schedule, what)) != HMC_SUCCESS) {
+      if (device_scratch) services_.device_registry().free(device_scratch);
+      return true;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!comm->broken.empty()) {
+    if (device_scratch) services_.device_registry().free(device_scratch);
+    *st = fail(HMC_ERR_PEER_LOST,
+               "{}: the communicator is unusable since a collective on it failed: {}", what,
+               comm->broken);
+    return true;
+  }
+  uint32_t seq = comm->next_seq;
+  comm->next_seq += plan.slots;
+  Request* req = RequestTable::acquire(s_.owner);
+  req->op = Op::Coll;
+  req->control_driven = true;
+  uint64_t bytes = output_elements * dtype_size(args.dtype);
+  std::string name = fmt::format("{} ({} bytes out, hierarchical: {}; rank {} of {})", what, bytes,
+                                 h.summary, comm->rank, comm->size);
+  HMC_LOG_D("communicator {:016x}: {}, {} parts here", comm->id, name, plan.parts.size());
+  ++comm->running;
+  auto run = std::make_unique<HierRun>(
+      transfers_, services_, comm, std::move(plan), seq, req, std::move(name), bytes, s_.timeout_ms,
+      std::move(host_scratch), device_scratch, args.stream, std::move(gate));
+  run->advance();
+  if (!run->ended()) {
+    hier_running_.push_back(std::move(run));
+    count_active();
+  }
+  *out = req;
+  *st = HMC_SUCCESS;
+  return true;
+}
+
+void Collectives::hier_setup(Communicator* comm, const void* input, const void* output,
+                             const char* what) {
+  HierState& h = *comm->hier;
+  std::lock_guard<std::mutex> setup(h.setup);
+  if (h.stage != HierStage::Untried) return;
+  h.groups = vendor_groups(comm->members);
+  const int group = h.groups.group_of[size_t(comm->rank)];
+  const int local = h.groups.local_of[size_t(comm->rank)];
+  const int gsize = h.groups.size_of(group);
+  // What this rank offers: the ccl plugin of its vendor, when its buffers are that vendor's
+  // device memory (the device the vendor communicator is made on), and, on its group's first
+  // rank, the unique id. Every rank learns every rank's offer by one hmc all-gather: the ids
+  // travel over the communicator, no other rendezvous.
+  struct Offer {
+    int32_t wants;
+    int32_t device;
+    char plugin[24];
+    int32_t id_status;
+    uint32_t id_len;
+    uint8_t id[HMC_CCL_UNIQUE_ID_MAX];
+  } mine{};
+  const CclPlugin* plugin = nullptr;
+  if (s_.backend != Backend::Hmc) {
+    MemoryLocation loc = services_.device_registry().locate(output ? output : input);
+    for (const CclPlugin& p : s_.ccl) {
+      if (p.vendor != comm->members[size_t(comm->rank)].vendor) continue;
+      if (!loc.device || loc.device->is_host() || loc.device->plugin_name != p.vendor) break;
+      plugin = &p;
+      mine.wants = 1;
+      mine.device = loc.device->index;
+      snprintf(mine.plugin, sizeof mine.plugin, "%s", p.name.c_str());
+      if (local == 0) {
+        size_t len = sizeof mine.id;
+        mine.id_status = p.table->unique_id(p.ctx, mine.id, &len);
+        mine.id_len = uint32_t(len);
+      }
+      break;
+    }
+  }
+  std::vector<Offer> offers(size_t(comm->size));
+  CollArgs gather;
+  gather.kind = CollKind::AllGather;
+  gather.dtype = HMC_DTYPE_U8;
+  gather.count = sizeof(Offer);
+  std::string why;
+  if (run_hmc(comm, gather, &mine, offers.data(), "hierarchical set-up: the groups' offers") !=
+      HMC_SUCCESS)
+    why = "the offers could not be exchanged: " + last_error();
+  // A group is a candidate when each of its ranks offers the same plugin and its first rank an id.
+  std::vector<uint8_t> candidate(h.groups.members.size(), 0);
+  for (size_t g = 0; why.empty() && g < h.groups.members.size(); ++g) {
+    const Offer& lead = offers[size_t(h.groups.members[g][0])];
+    bool ok = lead.id_status == HMC_PLUGIN_SUCCESS && lead.id_len > 0 &&
+              lead.id_len <= HMC_CCL_UNIQUE_ID_MAX;
+    for (int r : h.groups.members[g]) {
+      const Offer& o = offers[size_t(r)];
+      ok = ok && o.wants && strncmp(o.plugin, lead.plugin, sizeof o.plugin) == 0;
+    }
+    candidate[g] = ok;
+  }
+  hmc_ccl_comm_t* made = nullptr;
+  std::string mine_why;
+  if (why.empty() && candidate[size_t(group)] && plugin) {
+    const Offer& lead = offers[size_t(h.groups.members[size_t(group)][0])];
+    int cst = plugin->table->comm_create(plugin->ctx, lead.id, lead.id_len, gsize, local,
+                                         mine.device, &made);
+    if (cst != HMC_PLUGIN_SUCCESS) {
+      made = nullptr;
+      mine_why = fmt::format(
+          "{} comm_create (rank {} of {} of the {} group, device {}) failed: "
+          "plugin status {}",
+          plugin->name, local, gsize, comm->members[size_t(comm->rank)].vendor, mine.device, cst);
+      HMC_LOG_W("communicator {:016x} (rank {} of {}): {}", comm->id, comm->rank, comm->size,
+                mine_why);
+    }
+  }
+  // Which groups made their vendor communicator on every rank.
+  std::vector<int32_t> made_all(size_t(comm->size), 0);
+  if (why.empty()) {
+    int32_t ok = made != nullptr;
+    CollArgs agree;
+    agree.kind = CollKind::AllGather;
+    agree.dtype = HMC_DTYPE_I32;
+    agree.count = 1;
+    if (run_hmc(comm, agree, &ok, made_all.data(), "hierarchical set-up: agreement") != HMC_SUCCESS)
+      why = "the ranks could not agree on the vendor communicators: " + last_error();
+  }
+  h.served.assign(h.groups.members.size(), 0);
+  bool any = false;
+  std::string summary;
+  for (size_t g = 0; why.empty() && g < h.groups.members.size(); ++g) {
+    bool ok = candidate[g];
+    for (int r : h.groups.members[g]) ok = ok && made_all[size_t(r)];
+    h.served[g] = ok;
+    any |= ok;
+    const Offer& lead = offers[size_t(h.groups.members[g][0])];
+    summary += fmt::format("{}{} x{} ({})", summary.empty() ? "" : ", ", h.groups.vendor[g],
+                           h.groups.members[g].size(), ok ? lead.plugin : "hmc");
+  }
+  if (why.empty() && any) {
+    if (h.served[size_t(group)]) {
+      h.plugin = plugin;
+      h.comm = std::make_unique<CclComm>(*plugin, made, mine.device);
+      made = nullptr;
+    }
+    h.summary = summary;
+    h.stage = HierStage::Ready;
+    HMC_LOG_I("communicator {:016x}: rank {} of {} runs its collectives hierarchically: {}",
+              comm->id, comm->rank, comm->size, summary);
+  }
+  if (made) {
+    plugin->table->comm_abort(made);
+    plugin->table->comm_destroy(made);
+  }
+  if (h.stage == HierStage::Ready) return;
+  if (why.empty())
+    why = mine_why.empty() ? "no vendor group of it has a ccl plugin serving all its ranks"
+                           : mine_why;
+  h.stage = HierStage::Off;
+  h.why_off = "no hierarchical form: " + why;
+  HMC_LOG_I(
+      "communicator {:016x} (rank {} of {}), {}: {}; its collectives run on hmc's flat "
+      "algorithms",
+      comm->id, comm->rank, comm->size, what, h.why_off);
+}
+
 hmc_status_t Collectives::post_ccl(const std::shared_ptr<Communicator>& comm, const CollArgs& args,
                                    const void* input, void* output, uint64_t output_elements,
                                    const char* what, Request** out) {
@@ -369,7 +650,7 @@ hmc_status_t Collectives::post_ccl(const std::shared_ptr<Communicator>& comm, co
   run->advance();
   if (!run->ended()) {
     ccl_running_.push_back(std::move(run));
-    active_.store(int(running_.size() + ccl_running_.size()), std::memory_order_release);
+    count_active();
   }
   *out = req;
   return HMC_SUCCESS;
@@ -397,6 +678,8 @@ hmc_status_t Collectives::post_hmc(Communicator* c, const CollArgs& args, const 
                 schedule.steps.size());
   hmc_status_t st = connect_peers(*comm, schedule, what);
   if (st != HMC_SUCCESS) return st;
+  std::unique_ptr<StreamGate> gate;
+  if ((st = stream_gate(args, input, output, what, &gate)) != HMC_SUCCESS) return st;
   Request* req = RequestTable::acquire(s_.owner);
   req->op = Op::Coll;
   std::string name = fmt::format("{} ({} bytes out, {}, rank {} of {})", what,
@@ -406,13 +689,14 @@ hmc_status_t Collectives::post_hmc(Communicator* c, const CollArgs& args, const 
   Execution::Buffers buffers{input, output, output_elements};
   auto exec = std::make_unique<Execution>(transfers_, services_, comm, std::move(schedule), args,
                                           buffers, seq, req, std::move(name));
+  exec->set_gate(std::move(gate));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++comm->running;
     exec->advance();  // the first step goes out now, not at the next pass
     if (!exec->ended()) {
       running_.push_back(std::move(exec));
-      active_.store(int(running_.size() + ccl_running_.size()), std::memory_order_release);
+      count_active();
     }
   }
   *out = req;
@@ -443,7 +727,17 @@ bool Collectives::progress() {
       ++i;
     }
   }
-  active_.store(int(running_.size() + ccl_running_.size()), std::memory_order_release);
+  for (size_t i = 0; i < hier_running_.size();) {
+    busy |= hier_running_[i]->advance();
+    crowded |= hier_running_[i]->comm().crowded;
+    if (hier_running_[i]->ended()) {
+      hier_running_[i] = std::move(hier_running_.back());
+      hier_running_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  count_active();
   lock.unlock();
   // With more ranks than cores, a rank polling for its peers holds a core one of them needs to
   // send what it waits for: a wait would last the scheduler's time slice (milliseconds) where
@@ -471,9 +765,9 @@ bool cancel_in(Runs& runs, Request* req) {
 
 hmc_status_t Collectives::cancel(Request* req) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!cancel_in(running_, req) && !cancel_in(ccl_running_, req))
+  if (!cancel_in(running_, req) && !cancel_in(ccl_running_, req) && !cancel_in(hier_running_, req))
     return fail(HMC_ERR_NOT_SUPPORTED, "hmc_request_cancel: the collective has already ended");
-  active_.store(int(running_.size() + ccl_running_.size()), std::memory_order_release);
+  count_active();
   return HMC_SUCCESS;
 }
 
@@ -483,6 +777,8 @@ void Collectives::shutdown() {
   running_.clear();
   for (auto& r : ccl_running_) r->abort(HMC_ERR_CANCELLED, "the context was destroyed");
   ccl_running_.clear();
+  for (auto& r : hier_running_) r->abort(HMC_ERR_CANCELLED, "the context was destroyed");
+  hier_running_.clear();
   active_.store(0);
   for (auto& c : comms_) Handles::remove(c.get());
   comms_.clear();

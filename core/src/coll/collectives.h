@@ -14,6 +14,7 @@
 #include "coll/ccl.h"
 #include "coll/comm.h"
 #include "coll/executor.h"
+#include "coll/hier.h"
 #include "util/config.h"
 #include "xfer/progress.h"
 
@@ -77,6 +78,18 @@ class Collectives final : public PassClient {
   hmc_status_t post_ccl(const std::shared_ptr<Communicator>& comm, const CollArgs& args,
                         const void* input, void* output, uint64_t output_elements, const char* what,
                         Request** out);
+  // A mixed communicator's collective in its hierarchical form: true with *st set when it took
+  // it (posted, or failed), false when the collective runs on hmc's flat algorithms instead.
+  bool post_hier(const std::shared_ptr<Communicator>& comm, const CollArgs& args, const void* input,
+                 void* output, uint64_t output_elements, const char* what, Request** out,
+                 hmc_status_t* st);
+  // Finds the vendor groups and makes each served group's vendor communicator, collective over
+  // the communicator's ranks through hmc's own all-gathers. Leaves the stage Ready or Off.
+  void hier_setup(Communicator* comm, const void* input, const void* output, const char* what);
+  // The gate of a collective given the application's stream (coll/stream_gate.h); none
+  // without one.
+  hmc_status_t stream_gate(const CollArgs& args, const void* input, const void* output,
+                           const char* what, std::unique_ptr<StreamGate>* out);
   // Connects every peer the schedule names that is not connected yet.
   hmc_status_t connect_peers(Communicator& comm, const Schedule& schedule, const char* what);
   hmc_status_t adopt(std::shared_ptr<Communicator> comm, Communicator** out);
@@ -88,7 +101,13 @@ class Collectives final : public PassClient {
   std::vector<std::shared_ptr<Communicator>> comms_;
   std::vector<std::unique_ptr<Execution>> running_;
   std::vector<std::unique_ptr<CclRun>> ccl_running_;
-  std::atomic<int> active_{0};  // running_.size() + ccl_running_.size(), read without the lock
+  std::vector<std::unique_ptr<HierRun>> hier_running_;
+  // running_.size() + ccl_running_.size() + hier_running_.size(), read without the lock
+  std::atomic<int> active_{0};
+  void count_active() {
+    active_.store(int(running_.size() + ccl_running_.size() + hier_running_.size()),
+                  std::memory_order_release);
+  }
 };
 
 }  // namespace hmc::coll

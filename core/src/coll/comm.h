@@ -9,6 +9,7 @@
 
 #include "coll/algorithms.h"
 #include "coll/ccl.h"
+#include "coll/hier.h"
 #include "peer/peer.h"
 
 namespace hmc {
@@ -50,6 +51,8 @@ struct Communicator {
   std::vector<std::vector<uint8_t>> spare_buffers;
   // The vendor communicator, made by the first collective that can use one (coll/ccl.h).
   std::shared_ptr<CclState> ccl = std::make_shared<CclState>();
+  // A mixed communicator's vendor groups and its group's vendor communicator (coll/hier.h).
+  std::shared_ptr<HierState> hier = std::make_shared<HierState>();
 };
 
 // The shape of a group from its members: hosts numbered in order of first appearance.

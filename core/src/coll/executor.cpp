@@ -167,6 +167,17 @@ hmc_status_t Execution::finish_step() {
 
 bool Execution::advance() {
   if (ended_) return false;
+  if (gate_) {
+    hmc_status_t st;
+    if (!gate_->passed(&st)) return false;
+    gate_.reset();
+    if (st != HMC_SUCCESS) {
+      std::string why = last_error();
+      record_failure(st, why);
+      end(st, why);
+      return true;
+    }
+  }
   bool busy = false;
   for (;;) {
     // Collect what ended; a failure waits for the rest to end (it fails the connections, so they

@@ -14,6 +14,7 @@
 #include "coll/algorithms.h"
 #include "coll/comm.h"
 #include "coll/schedule.h"
+#include "coll/stream_gate.h"
 #include "xfer/request.h"
 
 namespace hmc {
@@ -78,6 +79,9 @@ class Execution {
   const std::string& what() const { return what_; }
   // Ends it with status (the context is going away, or the communicator was destroyed).
   void abort(hmc_status_t status, const std::string& why);
+  // Holds it back until the application's stream has passed the gate (set before the first
+  // advance).
+  void set_gate(std::unique_ptr<StreamGate> gate) { gate_ = std::move(gate); }
 
  private:
   struct Posted {
@@ -116,6 +120,7 @@ class Execution {
   hmc_status_t failure_ = HMC_SUCCESS;  // the first failure; the end waits for posted_ to drain
   std::string failure_text_;
   bool ended_ = false;
+  std::unique_ptr<StreamGate> gate_;
 };
 
 }  // namespace hmc::coll

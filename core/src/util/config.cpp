@@ -138,9 +138,10 @@ const std::vector<ConfigVar>& core_config_vars() {
        "core"},
       {"HMC_COLL_BACKEND", ConfigType::String, "auto",
        "who runs a communicator's collectives: auto (a ccl plugin's vendor library where every "
-       "rank's buffers are device memory it serves, else hmc), hmc (always hmc's own algorithms) "
-       "or ccl (the vendor library; a device-memory collective it cannot run fails, barriers and "
-       "host buffers stay on hmc)",
+       "rank's buffers are device memory it serves, else hmc; a mixed communicator's "
+       "hierarchical forms, each vendor group in its library, where one serves a group), hmc "
+       "(always hmc's own flat algorithms) or ccl (the vendor library; a device-memory "
+       "collective it cannot run fails, barriers and host buffers stay on hmc)",
        "core"},
   };
   return vars;

@@ -436,6 +436,14 @@ hmc_plugin_status_t dp_event_record(hmc_device_event_t* ev, hmc_device_stream_t*
   });
 }
 
+hmc_plugin_status_t dp_event_record_native(hmc_device_event_t* ev, void* native_stream) {
+  return guarded([&] {
+    if (ev == nullptr || native_stream == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    Event& e = *as_event(ev);
+    return e.ctx->backend->event_record(e.dev, e.native, native_stream);
+  });
+}
+
 hmc_plugin_status_t dp_event_query(hmc_device_event_t* ev) {
   return guarded([&] {
     if (ev == nullptr) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
@@ -626,6 +634,7 @@ hmc_device_plugin_v1_t make_device_table(const PluginInfo& info,
   t.ipc_close = dp_ipc_close;
   t.dmabuf_export = dp_dmabuf_export;
   t.mem_iface = info.mem_iface;
+  t.event_record_native = dp_event_record_native;
   return t;
 }
 

@@ -165,6 +165,14 @@ typedef struct hmc_device_plugin_v1 {
    * one on the host, as it does for a plugin without the slot. */
   hmc_plugin_status_t (*reduce)(hmc_device_stream_t* stream, void* dst, const void* a,
                                 const void* b, size_t count, uint32_t dtype, uint32_t op);
+
+  /* Appended, optional: records ev on a stream of the vendor's own runtime that the
+   * application made (a CUstream, hipStream_t, cnrtQueue_t or musaStream_t of the event's
+   * device), as event_record does on the plugin's streams: event_query then reports the end of
+   * the work the application enqueued on it before the record. What a collective given the
+   * application's stream waits for before it starts on hmc's own paths. Never waits.
+   * INVALID_ARGUMENT for a NULL stream. */
+  hmc_plugin_status_t (*event_record_native)(hmc_device_event_t* ev, void* native_stream);
 } hmc_device_plugin_v1_t;
 
 typedef const hmc_device_plugin_v1_t* (*hmc_device_plugin_v1_entry_t)(void);

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# A mixed communicator across two "hosts" (network namespaces joined by a veth pair, each with
+# its own hostname): on each, one rank on emulated CUDA memory and one on emulated HIP memory, so
+# that the cuda group and the hip group each span both hosts. Every collective runs checked
+# (netns_rank with NETNS_MEM) through the hierarchical forms, HMC_COLL_BACKEND=ccl: NCCL within
+# the cuda ranks, RCCL within the hip ones (the emulated libraries of tests/fakes), hmc's paths
+# between them; this script checks from the ranks' logs that every rank ran them so.
+#
+#   netns_hier_test.sh NETNS_RANK PLUGIN_DIR FAKES_DIR
+#
+# Exit status 77 (skipped) when not root or without ip netns / unshare. Namespaces and veth
+# have names unique to this run and are removed on any exit.
+set -euo pipefail
+RANK_BIN=$1
+PLUGIN_DIR=$2
+FAKES=$3
+
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+[[ $(id -u) -eq 0 ]] || skip "network namespaces need root (this runs as uid $(id -u))"
+command -v ip >/dev/null || skip "ip (iproute2) is not installed"
+command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+
+tag=$$$RANDOM
+NS_A=hmc-ha-$tag NS_B=hmc-hb-$tag
+VETH_A=hh${tag}a VETH_B=hh${tag}b # at most 15 characters
+VETH_A=${VETH_A:0:15} VETH_B=${VETH_B:0:15}
+ADDR_A=10.200.2.1 ADDR_B=10.200.2.2
+pids=()
+LOGS=
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for ns in "$NS_A" "$NS_B"; do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true # takes its end of the veth, and so the pair
+  done
+  rm -rf "$LOGS"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+ip netns add "$NS_A" 2>/dev/null || skip "ip netns add failed: no network namespaces here"
+ip netns add "$NS_B"
+ip link add "$VETH_A" type veth peer name "$VETH_B"
+ip link set "$VETH_A" netns "$NS_A"
+ip link set "$VETH_B" netns "$NS_B"
+ip -n "$NS_A" addr add $ADDR_A/24 dev "$VETH_A"
+ip -n "$NS_B" addr add $ADDR_B/24 dev "$VETH_B"
+for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
+ip -n "$NS_A" link set "$VETH_A" up
+ip -n "$NS_B" link set "$VETH_B" up
+
+export HMC_PLUGIN_PATH=$PLUGIN_DIR HMC_NET_PLUGINS=hoststage
+export HMC_NET_CALIBRATE=0 HMC_DEVICE_COPY_CALIBRATE=0 HMC_TIMEOUT_MS=15000
+export HMC_CCL_PLUGINS=nccl,rccl HMC_COLL_BACKEND=ccl FAKENCCL_TIMEOUT_MS=12000
+export HMC_NCCL_LIBRARY=$FAKES/nccl/libnccl.so.2 HMC_NCCL_CUDA_LIBRARY=$FAKES/cuda/libcuda.so.1
+export HMC_RCCL_LIBRARY=$FAKES/rccl/librccl.so.1 HMC_RCCL_HIP_LIBRARY=$FAKES/hip6/libamdhip64.so.6
+export HMC_CUDA_LIBRARY=$FAKES/cuda/libcuda.so.1 HMC_HIP_LIBRARY=$FAKES/hip6/libamdhip64.so.6
+LOGS=$(mktemp -d)
+export HMC_LOG_LEVEL=info HMC_LOG_FILE=$LOGS/rank-%p.log
+export HMC_WORLD_SIZE=4 NETNS_HOSTS=0,0,1,1 HMC_RENDEZVOUS=tcp://$ADDR_A:29500
+
+# One host: its namespace, its hostname, its two ranks (a cuda one, then a hip one); fails when
+# either rank fails. timeout ends the whole process group, ranks included.
+host() { # ns, address, hostname, first rank, device ordinal
+  timeout -s KILL 60 ip netns exec "$1" unshare -u bash -c '
+    hostname "$3"
+    export HMC_LISTEN_HOST=$2
+    HMC_RANK=$4 HMC_DEVICE_PLUGINS=cuda NETNS_MEM=cuda:$5 "$0" & a=$!
+    HMC_RANK=$(($4 + 1)) HMC_DEVICE_PLUGINS=hip NETNS_MEM=hip:$5 "$0" & b=$!
+    wait $a && wait $b' "$RANK_BIN" "$1" "$2" "$3" "$4" "$5"
+}
+
+host "$NS_A" $ADDR_A hmc-host-a 0 0 &
+pids+=($!)
+host "$NS_B" $ADDR_B hmc-host-b 2 1 &
+pids+=($!)
+status=0
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+pids=()
+[[ $status -eq 0 ]] || { echo "FAILED: a rank failed (above)"; exit 1; }
+want="runs its collectives hierarchically: cuda x2 (nccl), hip x2 (rccl)"
+ranks=$( (grep -l "$want" "$LOGS"/rank-*.log || true) | wc -l)
+if ((ranks != 4)); then
+  echo "FAILED: $ranks of 4 ranks logged \"$want\""
+  exit 1
+fi
+echo "PASSED"
