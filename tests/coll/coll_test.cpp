@@ -1513,11 +1513,25 @@ TEST(CclBackend, AutoKeepsHostBuffersOnHmc) {
   Launch l{mems_of(2, {"cuda:0"})};
   l.env = nccl_env("auto");
   expect_all_pass(run(l, [](Rank& r) {
+    char used[256];
+    if (hmc_comm_last_backend(r.comm, used, sizeof used) != HMC_SUCCESS || used[0] != '\0')
+      return std::string("before any collective: '") + used + "'";
     std::string e = one_all_reduce(r, 333);  // through NCCL
     if (!e.empty()) return e;
+    hmc_comm_last_backend(r.comm, used, sizeof used);
+    if (std::string(used).rfind("ccl nccl (", 0) != 0) return std::string("ccl: '") + used + "'";
     Rank host = r;
     host.mem = "host";
-    return one_all_reduce(host, 333);
+    if (!(e = one_all_reduce(host, 333)).empty()) return e;
+    hmc_comm_last_backend(r.comm, used, sizeof used);
+    if (std::string(used).rfind("hmc ", 0) != 0) return std::string("hmc: '") + used + "'";
+    char tiny[4];  // truncated, terminated
+    if (hmc_comm_last_backend(r.comm, tiny, sizeof tiny) != HMC_SUCCESS ||
+        std::string(tiny) != "hmc")
+      return std::string("truncated: '") + tiny + "'";
+    if (hmc_comm_last_backend(r.comm, tiny, 0) != HMC_ERR_INVALID_ARGUMENT)
+      return std::string("len 0 accepted");
+    return std::string();
   }));
 }
 
@@ -1690,7 +1704,14 @@ std::string mixed_role(Rank& r) {
 TEST(CclHier, TwoCudaTwoHipOneHost) {
   Launch l{{"cuda:0", "hip:0", "host", "cuda:1", "hip:1"}};
   l.env = mixed_env("ccl");
-  expect_all_pass(run(l, mixed_role));
+  expect_all_pass(run(l, [](Rank& r) {
+    std::string e = mixed_role(r);
+    char used[256] = "";
+    hmc_comm_last_backend(r.comm, used, sizeof used);
+    if (e.empty() && std::string(used).find("hierarchical: ") == std::string::npos)
+      e = std::string("hmc_comm_last_backend: '") + used + "'";
+    return e;
+  }));
 }
 
 // Groups of unequal sizes: the hip rank stands in for all three cuda ranks on the rails.

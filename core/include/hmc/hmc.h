@@ -531,6 +531,13 @@ typedef struct hmc_comm_member_info {
 /* HMC_ERR_INVALID_ARGUMENT for a rank outside the group. */
 HMC_API hmc_status_t hmc_comm_member_info(hmc_comm_t comm, int rank, hmc_comm_member_info_t* info);
 
+/* How this rank's most recently posted collective on comm runs, as text: "hmc <algorithm>"
+ * (hmc's own, e.g. "hmc ring"), "ccl <plugin> (<library>)" (one vendor library, e.g. "ccl nccl
+ * (libnccl.so.2, NCCL 2.28.9)"), or "hierarchical: <groups>" (e.g. "hierarchical: cuda x2
+ * (nccl), hip x2 (rccl), host x1 (hmc)"); "" before the first. Copied into buf, truncated to
+ * len - 1 bytes and always terminated; HMC_ERR_INVALID_ARGUMENT for a NULL buf or len 0. */
+HMC_API hmc_status_t hmc_comm_last_backend(hmc_comm_t comm, char* buf, size_t len);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Collectives. All are non-blocking: they return a request that hmc_request_test/wait end
  * (its bytes: those this rank received). Every rank of the communicator calls the same

@@ -930,6 +930,18 @@ HMC_API hmc_status_t hmc_comm_member_info(hmc_comm_t comm, int rank, hmc_comm_me
   HMC_CATCH
 }
 
+HMC_API hmc_status_t hmc_comm_last_backend(hmc_comm_t comm, char* buf, size_t len) {
+  HMC_TRY
+  CHECK_HANDLE(comm, Comm);
+  CHECK_NOT_NULL(buf);
+  if (len == 0) return fail(HMC_ERR_INVALID_ARGUMENT, "{}: len is 0", __func__);
+  coll::Communicator* c = comm_of(comm);
+  std::string text = c->owner->collectives().last_backend(c);
+  snprintf(buf, len, "%s", text.c_str());
+  return HMC_SUCCESS;
+  HMC_CATCH
+}
+
 HMC_API hmc_status_t hmc_comm_split(hmc_comm_t comm, int color, int key, hmc_comm_t* out) {
   HMC_TRY
   CHECK_HANDLE(comm, Comm);

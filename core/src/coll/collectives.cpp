@@ -477,6 +477,7 @@ bool Collectives::post_hier(const std::shared_ptr<Communicator>& comm, const Col
   }
   uint32_t seq = comm->next_seq;
   comm->next_seq += plan.slots;
+  comm->last_backend = "hierarchical: " + h.summary;
   Request* req = RequestTable::acquire(s_.owner);
   req->op = Op::Coll;
   req->control_driven = true;
@@ -624,6 +625,12 @@ void Collectives::hier_setup(Communicator* comm, const void* input, const void* 
       comm->id, comm->rank, comm->size, what, h.why_off);
 }
 
+std::string Collectives::last_backend(Communicator* c) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::shared_ptr<Communicator> comm = find(c);
+  return comm ? comm->last_backend : std::string();
+}
+
 hmc_status_t Collectives::post_ccl(const std::shared_ptr<Communicator>& comm, const CollArgs& args,
                                    const void* input, void* output, uint64_t output_elements,
                                    const char* what, Request** out) {
@@ -637,6 +644,7 @@ hmc_status_t Collectives::post_ccl(const std::shared_ptr<Communicator>& comm, co
   hmc_status_t st = ccl_post(ccl, *comm, args, input, output, what, &creq);
   if (st != HMC_SUCCESS) return st;
   ++comm->next_seq;  // the hmc tags stay in step with ranks that count every collective
+  comm->last_backend = "ccl " + ccl.describe();
   Request* req = RequestTable::acquire(s_.owner);
   req->op = Op::Coll;
   req->control_driven = true;
@@ -687,11 +695,13 @@ hmc_status_t Collectives::post_hmc(Communicator* c, const CollArgs& args, const 
                                  comm->rank, comm->size);
   HMC_LOG_D("communicator {:016x}: {}, {} steps", comm->id, name, schedule.steps.size());
   Execution::Buffers buffers{input, output, output_elements};
+  const std::string exec_algorithm = schedule.algorithm;
   auto exec = std::make_unique<Execution>(transfers_, services_, comm, std::move(schedule), args,
                                           buffers, seq, req, std::move(name));
   exec->set_gate(std::move(gate));
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    comm->last_backend = "hmc " + exec_algorithm;
     ++comm->running;
     exec->advance();  // the first step goes out now, not at the next pass
     if (!exec->ended()) {

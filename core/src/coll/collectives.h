@@ -48,6 +48,8 @@ class Collectives final : public PassClient {
   // Starts a collective whose arguments the API checked. `what` names it in messages.
   hmc_status_t post(Communicator* comm, const CollArgs& args, const void* input, void* output,
                     uint64_t output_elements, const char* what, Request** out);
+  // How this rank's latest collective on comm runs ("" before the first; hmc_comm_last_backend).
+  std::string last_backend(Communicator* comm);
 
   // hmc_request_cancel of a collective: it ends at once with HMC_ERR_CANCELLED. Its ranks'
   // connections are dropped first, so that no message of it can land in its buffers once this

@@ -45,7 +45,10 @@ struct Communicator {
   uint32_t next_seq = 0;                     // collectives posted so far
   uint32_t splits = 0;                       // splits made so far
   int running = 0;                           // collectives not yet ended
-  std::string broken;                        // why it can no longer be used; "" while it can
+  // How this rank's latest collective runs (hmc_comm_last_backend): "hmc ring", "ccl nccl
+  // (...)", "hierarchical: ..."; under Collectives' lock.
+  std::string last_backend;
+  std::string broken;  // why it can no longer be used; "" while it can
   // Host buffers that RecvReduce receives into, kept from one collective to the next: a fresh
   // buffer of megabytes costs page faults and zeroing on every collective (coll/executor.h).
   std::vector<std::vector<uint8_t>> spare_buffers;
