@@ -58,6 +58,7 @@ struct Op {
   int32_t dst = -1;     // the receiver; -1 for a local op
   ActionKind kind = ActionKind::Send;
   uint8_t posts_left = 0;
+  bool ccl = false;  // inside a vendor library: over the vendor's fabric within a host
 };
 
 // Per rank: its intra-host ports per path and direction, then its copy, reduce and network
@@ -69,6 +70,8 @@ enum RankResource : uint32_t {
   kReduce,
   kStageOut,
   kStageIn,
+  kFabricOut,  // the vendor fabric's port (transfers inside its collective library)
+  kFabricIn,
   kRankResources
 };
 
@@ -158,6 +161,13 @@ class Simulator {
       rank_base_[r] = static_cast<uint32_t>(step_off_.size());
       for (size_t s = 0; s < scheds_[r].steps.size(); ++s) {
         step_off_.push_back(total);
+        const VendorSpec& v = topo_.vendors[topo_.vendor_of_rank[r]];
+        if (scheds_[r].steps[s].ccl && v.ccl.library.empty() &&
+            !scheds_[r].steps[s].actions.empty())
+          return fail(HMC_ERR_INVALID_ARGUMENT,
+                      "simulate: rank {}, step {}: a step of a vendor library, but the rank's "
+                      "vendor ({}) has none",
+                      r, s, v.name);
         for (size_t i = 0; i < scheds_[r].steps[s].actions.size(); ++i) {
           const Action& a = scheds_[r].steps[s].actions[i];
           bool remote = a.kind == ActionKind::Send || a.kind == ActionKind::Recv ||
@@ -171,6 +181,13 @@ class Simulator {
                         "simulate: rank {}, step {}, action {}: {} with peer {} (wants another "
                         "rank of 0..{})",
                         r, s, i, action_name(a.kind), a.peer, n - 1);
+          if (remote && scheds_[r].steps[s].ccl &&
+              topo_.vendor_of_rank[a.peer] != topo_.vendor_of_rank[r])
+            return fail(HMC_ERR_INVALID_ARGUMENT,
+                        "simulate: rank {}, step {}, action {}: {} with rank {} inside the {} "
+                        "library, but rank {} is of vendor {} (a library serves one vendor)",
+                        r, s, i, action_name(a.kind), a.peer, v.ccl.library, a.peer,
+                        topo_.vendors[topo_.vendor_of_rank[a.peer]].name);
           ++total;
         }
       }
@@ -212,6 +229,7 @@ class Simulator {
             op.src = r;
             op.kind = a.kind;
             op.posts_left = 1;
+            op.ccl = scheds_[r].steps[s].ccl;
             action_op_[id] = static_cast<uint32_t>(ops_.size());
             ops_.push_back(op);
             ++result_.local_ops;
@@ -236,7 +254,15 @@ class Simulator {
                     "simulate: step {}: rank {} sends {} bytes to rank {} (its {} Send to it in "
                     "the step) but rank {} receives {} bytes",
                     se.step, se.src, sa.bytes, se.dst, ordinal(se.k + 1), se.dst, ra.bytes);
+      bool sccl = scheds_[se.src].steps[se.step].ccl, rccl = scheds_[re.dst].steps[re.step].ccl;
+      if (sccl != rccl)
+        return fail(HMC_ERR_INVALID_ARGUMENT,
+                    "simulate: step {}: rank {} sends to rank {} {} its vendor library but rank {} "
+                    "receives {} it",
+                    se.step, se.src, se.dst, sccl ? "inside" : "outside", se.dst,
+                    rccl ? "inside" : "outside");
       Op op;
+      op.ccl = sccl;
       op.bytes = sa.bytes;
       op.src = static_cast<int32_t>(se.src);
       op.dst = static_cast<int32_t>(se.dst);
@@ -285,6 +311,7 @@ class Simulator {
       rr[kCopy].capacity = v.copy_gbps * kBytesPerNsPerGbps;
       rr[kReduce].capacity = v.reduce_gbps * kBytesPerNsPerGbps;
       rr[kStageOut].capacity = rr[kStageIn].capacity = v.copy_gbps * kBytesPerNsPerGbps;
+      rr[kFabricOut].capacity = rr[kFabricIn].capacity = v.ccl.fabric.gbps * kBytesPerNsPerGbps;
     }
     for (size_t h = 0; h < topo_.hosts.size(); ++h) {
       for (size_t k = 0; k < topo_.hosts[h].nics.size(); ++k) {
@@ -306,6 +333,7 @@ class Simulator {
     uint32_t at = kNone;
     for (uint32_t id = 0; id < resources_.size(); ++id) {
       const Resource& r = resources_[id];
+      if (r.capacity > 0 && r.bytes > 0) result_.resource_bytes[resource_name(id)] = r.bytes;
       if (r.capacity > 0 && r.bytes / r.capacity > worst) {
         worst = r.bytes / r.capacity;
         at = id;
@@ -332,7 +360,8 @@ class Simulator {
     if (which < kCopy)
       return fmt::format("rank {} {} in", rank,
                          intra_path_name(static_cast<IntraPath>(which - kPortIn)));
-    const char* engine[] = {"copy", "reduction", "staging out", "staging in"};
+    const char* engine[] = {"copy",       "reduction",  "staging out",
+                            "staging in", "fabric out", "fabric in"};
     return fmt::format("rank {} {}", rank, engine[which - kCopy]);
   }
 
@@ -361,7 +390,13 @@ class Simulator {
     }
     const VendorSpec& dv = topo_.vendors[topo_.vendor_of_rank[op.dst]];
     int hs = topo_.host_of_rank[op.src], hd = topo_.host_of_rank[op.dst];
-    if (hs == hd) {
+    if (hs == hd && op.ccl) {
+      // Inside the vendor's library: its own fabric, not hmc's paths.
+      use(rank_resource(op.src, kFabricOut));
+      use(rank_resource(op.dst, kFabricIn));
+      f->cap = (sv.ccl.pair_gbps > 0 ? sv.ccl.pair_gbps : sv.ccl.fabric.gbps) * kBytesPerNsPerGbps;
+      *latency_ns = sv.ccl.fabric.latency_us * 1000;
+    } else if (hs == hd) {
       Link link;
       IntraPath p = topo_.intra_path(op.src, op.dst, &link);
       use(rank_resource(op.src, kPortOut + static_cast<uint32_t>(p)));
@@ -392,7 +427,12 @@ class Simulator {
   // Rank r begins step s at t (or ends, past its last step), skipping empty steps.
   void enter_step(int r, uint32_t s, double t) {
     const auto& steps = scheds_[r].steps;
-    while (s < steps.size() && steps[s].actions.empty()) ++s;
+    // A library call whose first step is empty still costs the call, in its next step.
+    bool call = false;
+    while (s < steps.size() && steps[s].actions.empty()) {
+      call = call || steps[s].ccl_call;
+      ++s;
+    }
     rank_step_[r] = s;
     if (s == steps.size()) {
       rank_end_[r] = t;
@@ -404,8 +444,16 @@ class Simulator {
     // and a rank without a core of its own waits for one.
     uint32_t transfers = 0;
     for (const Action& a : steps[s].actions) transfers += a.peer >= 0;
-    double posted = t + (topo_.executor.step_us + topo_.executor.transfer_us * transfers) * 1000 *
-                            topo_.hosts[topo_.host_of_rank[r]].oversubscription();
+    double posted;
+    if (steps[s].ccl) {
+      // The library's kernel runs the step: its cost per step, and per call at the first.
+      const CclSpec& lib = topo_.vendors[topo_.vendor_of_rank[r]].ccl;
+      call = call || steps[s].ccl_call;
+      posted = t + (lib.step_us + (call ? lib.call_us : 0)) * 1000;
+    } else {
+      posted = t + (topo_.executor.step_us + topo_.executor.transfer_us * transfers) * 1000 *
+                       topo_.hosts[topo_.host_of_rank[r]].oversubscription();
+    }
     for (uint64_t g = first; g < last; ++g) {
       uint32_t id = action_op_[g];
       Op& op = ops_[id];
