@@ -81,7 +81,7 @@ inline bool simulate_row(const Options& o, const AlgorithmSource& algos, coll::A
   if (o.ccl) {
     coll::CclAlgo lib = coll::CclAlgo::Auto;
     coll::parse_ccl_algo(o.ccl_algo, &lib);
-    coll::VendorGroups vg = coll::vendor_groups(topo);
+    coll::VendorGroups vg = coll::vendor_groups(topo, o.ccl_per_host);
     // Auto: the faster of the library's ring and tree, as its tuner chooses (the tree is an
     // all-reduce of one vendor group only).
     bool both = lib == coll::CclAlgo::Auto && vg.groups.size() == 1 &&
@@ -140,7 +140,9 @@ inline std::string table_header(const Options& o, const coll::Topology& topo) {
       "# datatype {}, redop {}, root {}, {} (predicted, not measured; bottleneck: "
       "the resource whose bytes take longest at full rate)\n",
       o.datatype.name, o.op_name, o.root,
-      o.ccl ? "backend ccl, library algorithm " + o.ccl_algo : "algorithm " + o.algo);
+      o.ccl ? fmt::format("backend ccl, groups by {}, library algorithm {}",
+                          o.ccl_per_host ? "vendor and host" : "vendor", o.ccl_algo)
+            : "algorithm " + o.algo);
   s += fmt::format("#{:>11} {:>12} {:>9} {:>6} {:>5} {:>11} {:>8} {:>8}  {}\n", "size", "count",
                    "type", "redop", "root", "time", "algbw", "busbw", "algorithm     bottleneck");
   s += fmt::format("#{:>11} {:>12} {:>9} {:>6} {:>5} {:>11} {:>8} {:>8}\n", "(B)", "(elements)", "",

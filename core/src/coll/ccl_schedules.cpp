@@ -169,6 +169,39 @@ void tree_all_reduce(Schedule& s, const Topology& topo, const std::vector<int>& 
   binomial(s, hosts[size_t(mine)], me_local, most, bytes, false);
 }
 
+// Each rank copies its contribution into its own published buffer (scratch block `me`), every
+// rank receives every other's, then reduces them into its output one at a time: a copy of the
+// first, n - 1 reductions, and the copy out of the accumulator.
+void direct_all_reduce(Schedule& s, const std::vector<int>& members, int me, uint64_t bytes) {
+  const int n = int(members.size());
+  s.scratch_bytes = bytes * uint64_t(n + 1);
+  auto local = [&](ActionKind kind, Buffer sb, uint64_t so, Buffer db, uint64_t dof) {
+    Action c;
+    c.kind = kind;
+    c.src = {sb, so};
+    c.dst = {db, dof};
+    c.bytes = bytes;
+    return c;
+  };
+  const uint64_t acc = bytes * uint64_t(n);
+  add(library_step(s, true),
+      local(ActionKind::Copy, Buffer::Input, 0, Buffer::Scratch, uint64_t(me) * bytes));
+  Step& x = library_step(s, false);
+  for (int k = 1; k < n; ++k) {
+    Action snd = transfer(ActionKind::Send, members[size_t(mod(me + k, n))], 0, bytes);
+    snd.src = {Buffer::Scratch, uint64_t(me) * bytes};
+    Action rcv = transfer(ActionKind::Recv, members[size_t(mod(me - k, n))], 0, bytes);
+    rcv.dst = {Buffer::Scratch, uint64_t(mod(me - k, n)) * bytes};
+    add(x, snd);
+    add(x, rcv);
+  }
+  add(library_step(s, false), local(ActionKind::Copy, Buffer::Scratch, 0, Buffer::Scratch, acc));
+  Step& r = library_step(s, false);
+  for (int k = 1; k < n; ++k)
+    add(r, local(ActionKind::Reduce, Buffer::Scratch, uint64_t(k) * bytes, Buffer::Scratch, acc));
+  add(library_step(s, false), local(ActionKind::Copy, Buffer::Scratch, acc, Buffer::Output, 0));
+}
+
 }  // namespace
 
 const char* ccl_algo_name(CclAlgo a) {
@@ -176,12 +209,13 @@ const char* ccl_algo_name(CclAlgo a) {
     case CclAlgo::Auto: return "auto";
     case CclAlgo::Ring: return "ring";
     case CclAlgo::Tree: return "tree";
+    case CclAlgo::Direct: return "direct";
   }
   return "?";
 }
 
 bool parse_ccl_algo(const std::string& name, CclAlgo* out) {
-  for (CclAlgo a : {CclAlgo::Auto, CclAlgo::Ring, CclAlgo::Tree})
+  for (CclAlgo a : {CclAlgo::Auto, CclAlgo::Ring, CclAlgo::Tree, CclAlgo::Direct})
     if (name == ccl_algo_name(a)) {
       *out = a;
       return true;
@@ -191,16 +225,19 @@ bool parse_ccl_algo(const std::string& name, CclAlgo* out) {
   return true;
 }
 
-VendorGroups vendor_groups(const Topology& topo) {
+VendorGroups vendor_groups(const Topology& topo, bool per_host) {
   VendorGroups vg;
-  std::vector<int> group_of_vendor(topo.vendors.size(), -1);
+  // Group key: vendor, or vendor and host.
+  const size_t nv = topo.vendors.size();
+  std::vector<int> group_of_key(per_host ? nv * topo.hosts.size() : nv, -1);
   for (int r = 0; r < topo.size(); ++r) {
-    int v = topo.vendor_of_rank[size_t(r)];
-    if (group_of_vendor[size_t(v)] < 0) {
-      group_of_vendor[size_t(v)] = int(vg.groups.size());
+    size_t v = size_t(topo.vendor_of_rank[size_t(r)]);
+    size_t key = per_host ? size_t(topo.host_of_rank[size_t(r)]) * nv + v : v;
+    if (group_of_key[key] < 0) {
+      group_of_key[key] = int(vg.groups.size());
       vg.groups.emplace_back();
     }
-    int g = group_of_vendor[size_t(v)];
+    int g = group_of_key[key];
     vg.group_of_rank.push_back(g);
     vg.index_in_group.push_back(int(vg.groups[size_t(g)].size()));
     vg.groups[size_t(g)].push_back(r);
@@ -225,7 +262,10 @@ hmc_status_t make_ccl_schedule(const CollArgs& a, const Topology& topo, const Ve
     s.algorithm = v.ccl.library + " ";
     switch (a.kind) {
       case CollKind::AllReduce:
-        if (algo == CclAlgo::Tree) {
+        if (algo == CclAlgo::Direct) {
+          s.algorithm += "direct";
+          direct_all_reduce(s, members, me, a.count * elem);
+        } else if (algo == CclAlgo::Tree) {
           s.algorithm += "tree";
           input_copy(s, a, a.count * elem, true);
           tree_all_reduce(s, topo, members, rank, a.count * elem);

@@ -21,20 +21,24 @@ namespace hmc::coll {
 // with its share of every block, the rings entering each host at a different rank (so that the
 // channels spread over the host's NICs). Tree: a binomial tree within each host, then across the
 // hosts' first ranks, the whole buffer per step (all-reduce only). Auto: the caller simulates
-// both and keeps the faster, as NCCL's tuner chooses by its own model.
-enum class CclAlgo : uint8_t { Auto, Ring, Tree };
+// both and keeps the faster, as NCCL's tuner chooses by its own model. Direct: every rank
+// publishes its contribution, reads every other's and reduces them locally in rank order, one
+// after another (all-reduce only): the algorithm of the emulated NCCL in tests/fakes/nccl, which
+// the model is checked against on a host without GPUs (bench/coll_sim_ccl_validate.sh).
+enum class CclAlgo : uint8_t { Auto, Ring, Tree, Direct };
 const char* ccl_algo_name(CclAlgo a);
-bool parse_ccl_algo(const std::string& name, CclAlgo* out);  // "auto" (or ""), "ring", "tree"
+// "auto" (or ""), "ring", "tree", "direct"
+bool parse_ccl_algo(const std::string& name, CclAlgo* out);
 
-// The vendor groups of a topology: the ranks of each vendor, vendors in order of their first
-// rank. *why says what stops the libraries from running the collective (a rank whose vendor has
-// no library, groups of different sizes for the hierarchical form); empty when they can.
+// The vendor groups of a topology: the ranks of each vendor, groups in order of their first
+// rank; with `per_host`, one group per vendor per host (the library within a host only, hmc's
+// paths across hosts as well as across vendors).
 struct VendorGroups {
   std::vector<std::vector<int>> groups;  // global ranks, in rank order
   std::vector<int> group_of_rank;
   std::vector<int> index_in_group;
 };
-VendorGroups vendor_groups(const Topology& topo);
+VendorGroups vendor_groups(const Topology& topo, bool per_host = false);
 
 // The schedule `rank` runs when every collective goes to the vendor libraries: the library's own
 // algorithm `algo` (Auto taken as Ring) for one vendor group (all-reduce, reduce-scatter,
