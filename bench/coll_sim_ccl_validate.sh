@@ -74,16 +74,17 @@ measure() {  # np size -> median time_us of REPS runs
 v=[json.loads(l)["time_us"] for l in open(sys.argv[1]) if l.strip()]
 print(statistics.median(v) if v else "")' "$OUT/m.$1.$2" 2>/dev/null
 }
-topology() {  # np call_us copy_gbps reduce_gbps -> file
+topology() {  # np call_us copy_gbps reduce_gbps cores -> file
   python3 - "$@" >"$OUT/topo.$1.json" <<'PY'
 import json, sys
 n, call, copy, red = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+cores = int(sys.argv[5])
 print(json.dumps({
   "name": "this host, the emulated NCCL over emulated CUDA memory",
   "vendors": {"cuda": {"copy_gbps": copy, "reduce_gbps": red, "op_latency_us": 0,
                        "ccl": {"library": "fakenccl", "fabric_gbps": 0, "pair_gbps": 0,
                                "latency_us": 0, "call_us": call, "step_us": 0, "channels": 1}}},
-  "hosts": [{"ranks": ["cuda"] * n}]}))
+  "hosts": [{"ranks": ["cuda"] * n, "cores": cores}]}))
 PY
   echo "$OUT/topo.$1.json"
 }
@@ -116,7 +117,7 @@ BAD=0
 IFS=, read -r -a NLIST <<<"$NPS"
 IFS=, read -r -a SLIST <<<"$SIZES"
 for n in "${NLIST[@]}"; do
-  topo=$(topology "$n" "$T8" "$COPY" "$RED")
+  topo=$(topology "$n" "$T8" "$COPY" "$RED" "$(nproc)")
   for s in "${SLIST[@]}"; do
     if [ "$n" = 2 ] && [ "$s" = 8 ]; then m=$T8; elif [ "$n" = 2 ] && [ "$s" = 1M ]; then m=$T1M; else m=$(measure "$n" "$s"); fi
     p=$(predict "$topo" "$s")

@@ -87,22 +87,21 @@ Schedule one_step(const Action& a, bool ccl, bool call) {
 TEST(CclSim, LibraryStepsTakeTheFabricAndCostTheCall) {
   Topology t = two_cuda(5);
   // Inside the library: 0.5 us step + 5 us call, 2 us latency, 10^6 bytes at 1 byte/ns.
-  SimResult in = run({one_step(send_to(1, 1000000), true, true),
-                      one_step(recv_from(0, 1000000), true, true)},
-                     t);
+  SimResult in = run(
+      {one_step(send_to(1, 1000000), true, true), one_step(recv_from(0, 1000000), true, true)}, t);
   EXPECT_DOUBLE_EQ(in.time_us, 0.5 + 5 + 2 + 1000);
   EXPECT_EQ(bytes_on(in, "rank 0 fabric out"), 1e6);
   EXPECT_EQ(bytes_on(in, "rank 1 fabric in"), 1e6);
   EXPECT_EQ(bytes_on(in, "rank 0 device_ipc out"), 0);
   // A later step of the same call pays the step's cost only.
-  SimResult later = run({one_step(send_to(1, 1000000), true, false),
-                         one_step(recv_from(0, 1000000), true, false)},
-                        t);
+  SimResult later = run(
+      {one_step(send_to(1, 1000000), true, false), one_step(recv_from(0, 1000000), true, false)},
+      t);
   EXPECT_DOUBLE_EQ(in.time_us - later.time_us, 5);
   // The same transfer on hmc's paths: device IPC (16 Gb/s, 1 us), no library cost.
-  SimResult out = run({one_step(send_to(1, 1000000), false, false),
-                       one_step(recv_from(0, 1000000), false, false)},
-                      t);
+  SimResult out = run(
+      {one_step(send_to(1, 1000000), false, false), one_step(recv_from(0, 1000000), false, false)},
+      t);
   EXPECT_DOUBLE_EQ(out.time_us, 1 + 500);
   EXPECT_EQ(bytes_on(out, "rank 0 fabric out"), 0);
   // An empty first step of a call hands its cost to the next step.
@@ -126,10 +125,10 @@ TEST(CclSim, MalformedLibraryStepsAreRejected) {
             HMC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("a library serves one vendor"), std::string::npos) << last_error();
   // A library step on a host-memory rank, which has no library.
-  EXPECT_EQ(simulate({Schedule{}, Schedule{}, one_step(test::local(ActionKind::Copy, 8), true,
-                                                       true)},
-                     t, &r),
-            HMC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      simulate({Schedule{}, Schedule{}, one_step(test::local(ActionKind::Copy, 8), true, true)}, t,
+               &r),
+      HMC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("has none"), std::string::npos) << last_error();
   // One side inside the library, the other outside.
   Topology two = two_cuda(0);
@@ -153,8 +152,7 @@ TEST(CclSim, TopologyDescribesTheLibraries) {
   EXPECT_GT(nccl.fabric.gbps, 0);
   EXPECT_EQ(generate("hosts=1,ccl=0").vendors[1].ccl.library, "");
   Topology bad;
-  EXPECT_EQ(generate_topology("hosts=3,host_vendors=cuda:2+hip:2", &bad),
-            HMC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(generate_topology("hosts=3,host_vendors=cuda:2+hip:2", &bad), HMC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(generate_topology("hosts=2,vendors=hip,host_vendors=cuda:2", &bad),
             HMC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(parse_topology(R"({"vendors": {"cuda": {"ccl": {"chanels": 2}}},
@@ -188,8 +186,8 @@ TEST(CclSim, RingChannelsSpreadOverTheNics) {
     double total = 0;
     for (int h = 0; h < 2; ++h)
       for (int k = 0; k < 4; ++k) {
-        double sent = bytes_on(r, "host" + std::to_string(h) + " NIC " + std::to_string(k) +
-                                      " send");
+        double sent =
+            bytes_on(r, "host" + std::to_string(h) + " NIC " + std::to_string(k) + " send");
         total += sent;
         if (channels == 4) {
           EXPECT_DOUBLE_EQ(sent, per_crossing) << "host " << h << " NIC " << k;

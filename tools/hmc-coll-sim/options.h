@@ -58,7 +58,7 @@ struct Options {
   hmc_reduce_op_t op = HMC_OP_SUM;
   const char* op_name = "sum";
   std::string algo = "auto";
-  bool ccl = false;             // --backend ccl: the vendor libraries (coll/ccl_schedules.h)
+  bool ccl = false;               // --backend ccl: the vendor libraries (coll/ccl_schedules.h)
   std::string ccl_algo = "auto";  // their algorithm within a group
   bool ccl_per_host = false;      // --ccl-groups host: a group per vendor per host
   uint64_t min_bytes = 8;

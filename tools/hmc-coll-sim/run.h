@@ -86,15 +86,15 @@ inline bool simulate_row(const Options& o, const AlgorithmSource& algos, coll::A
     // all-reduce of one vendor group only).
     bool both = lib == coll::CclAlgo::Auto && vg.groups.size() == 1 &&
                 o.collective.kind == coll::CollKind::AllReduce;
-    for (coll::CclAlgo pick : {both || lib == coll::CclAlgo::Auto ? coll::CclAlgo::Ring : lib,
-                               coll::CclAlgo::Tree}) {
+    for (coll::CclAlgo pick :
+         {both || lib == coll::CclAlgo::Auto ? coll::CclAlgo::Ring : lib, coll::CclAlgo::Tree}) {
       std::vector<coll::Schedule> made;
       made.reserve(n);
       for (int r = 0; r < n; ++r) {
         coll::Schedule s;
         if (coll::make_ccl_schedule(args, topo, vg, r, pick, &s) != HMC_SUCCESS) {
-          *err = fmt::format("{} of {} bytes through the vendor libraries: {}",
-                             o.collective.name, size, last_error());
+          *err = fmt::format("{} of {} bytes through the vendor libraries: {}", o.collective.name,
+                             size, last_error());
           return false;
         }
         made.push_back(std::move(s));

@@ -92,8 +92,8 @@ class Rings {
         at(c, reduce ? p - step : p - step + 1, &off, &len);
         add(st, transfer(ActionKind::Send, peer(c, p + 1), off, len));
         at(c, reduce ? p - step - 1 : p - step, &off, &len);
-        add(st, transfer(reduce ? ActionKind::RecvReduce : ActionKind::Recv, peer(c, p - 1), off,
-                         len));
+        add(st,
+            transfer(reduce ? ActionKind::RecvReduce : ActionKind::Recv, peer(c, p - 1), off, len));
       }
     }
   }
@@ -134,8 +134,8 @@ void binomial(Schedule& s, const std::vector<int>& ranks, int me, size_t most, u
       add(st, transfer(reduce ? ActionKind::Send : ActionKind::Recv, ranks[size_t(me - mask)], 0,
                        bytes));
     else if (me % (2 * mask) == 0 && me + mask < n)
-      add(st, transfer(reduce ? ActionKind::RecvReduce : ActionKind::Send,
-                       ranks[size_t(me + mask)], 0, bytes));
+      add(st, transfer(reduce ? ActionKind::RecvReduce : ActionKind::Send, ranks[size_t(me + mask)],
+                       0, bytes));
   }
 }
 
@@ -336,15 +336,13 @@ hmc_status_t make_ccl_hierarchical_all_reduce(const CollArgs& a, const Topology&
   for (const auto& grp : vg.groups) {
     int peer = grp[size_t(me)];
     across.host_of_rank.push_back(topo.host_of_rank[size_t(peer)]);
-    across.vendor_of_rank.push_back(
-        topo.vendors[size_t(topo.vendor_of_rank[size_t(peer)])].name);
+    across.vendor_of_rank.push_back(topo.vendors[size_t(topo.vendor_of_rank[size_t(peer)])].name);
   }
   CollArgs shard = a;
   shard.count = len;
   shard.in_place = true;
-  Schedule inner =
-      make_schedule(shard, across, g,
-                    across.size == 2 ? Algorithm::RecursiveDoubling : Algorithm::Ring);
+  Schedule inner = make_schedule(shard, across, g,
+                                 across.size == 2 ? Algorithm::RecursiveDoubling : Algorithm::Ring);
   for (Step step : inner.steps) {
     for (Action& act : step.actions) {
       if (act.peer >= 0) act.peer = vg.groups[size_t(act.peer)][size_t(me)];

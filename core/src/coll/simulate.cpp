@@ -446,10 +446,14 @@ class Simulator {
     for (const Action& a : steps[s].actions) transfers += a.peer >= 0;
     double posted;
     if (steps[s].ccl) {
-      // The library's kernel runs the step: its cost per step, and per call at the first.
+      // The library's kernel runs the step: its cost per step, and per call at the first; the
+      // call is the host's work (the launch), slowed as hmc's is on a host short of cores.
       const CclSpec& lib = topo_.vendors[topo_.vendor_of_rank[r]].ccl;
       call = call || steps[s].ccl_call;
-      posted = t + (lib.step_us + (call ? lib.call_us : 0)) * 1000;
+      posted =
+          t + (lib.step_us +
+               (call ? lib.call_us * topo_.hosts[topo_.host_of_rank[r]].oversubscription() : 0)) *
+                  1000;
     } else {
       posted = t + (topo_.executor.step_us + topo_.executor.transfer_us * transfers) * 1000 *
                        topo_.hosts[topo_.host_of_rank[r]].oversubscription();

@@ -272,8 +272,10 @@ class FileReader {
     struct {
       const char* key;
       double* to;
-    } numbers[] = {{"fabric_gbps", &out->fabric.gbps}, {"pair_gbps", &out->pair_gbps},
-                   {"latency_us", &out->fabric.latency_us}, {"call_us", &out->call_us},
+    } numbers[] = {{"fabric_gbps", &out->fabric.gbps},
+                   {"pair_gbps", &out->pair_gbps},
+                   {"latency_us", &out->fabric.latency_us},
+                   {"call_us", &out->call_us},
                    {"step_us", &out->step_us}};
     for (const auto& k : numbers)
       if ((m = v.find(k.key)) && !number(*m, field + "." + k.key, 0, k.to)) return false;
@@ -556,8 +558,9 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
     } else if (key == "gpudirect" || key == "ipc" || key == "ccl") {
       if (value != "0" && value != "1")
         return fail(HMC_ERR_INVALID_ARGUMENT, "cluster spec: {}={}: wants 0 or 1", key, value);
-      (key == "ipc" ? device.ipc : key == "gpudirect" ? device.gpudirect : libraries) =
-          value == "1";
+      (key == "ipc"         ? device.ipc
+       : key == "gpudirect" ? device.gpudirect
+                            : libraries) = value == "1";
       known = true;
     }
     if (!known)

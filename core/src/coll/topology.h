@@ -33,12 +33,12 @@ const char* intra_path_name(IntraPath p);
 // MTLink) rather than over hmc's paths, and across hosts over the same NICs as hmc's transfers.
 // Its algorithms are schedules (coll/ccl_schedules.h) whose steps the library runs.
 struct CclSpec {
-  std::string library;     // "nccl", "rccl", ...; empty: the vendor has none
-  Link fabric;             // one rank's fabric port, per direction (all its links together)
-  double pair_gbps = 0;    // one transfer between two ranks of a host (one link); 0: fabric.gbps
-  double call_us = 0;      // fixed cost of one library call (launch and set-up)
-  double step_us = 0;      // cost of each step of the library's algorithm (its synchronisation)
-  int channels = 1;        // rings the library runs in parallel, each with its share of the bytes
+  std::string library;   // "nccl", "rccl", ...; empty: the vendor has none
+  Link fabric;           // one rank's fabric port, per direction (all its links together)
+  double pair_gbps = 0;  // one transfer between two ranks of a host (one link); 0: fabric.gbps
+  double call_us = 0;    // fixed cost of one library call (launch and set-up)
+  double step_us = 0;    // cost of each step of the library's algorithm (its synchronisation)
+  int channels = 1;      // rings the library runs in parallel, each with its share of the bytes
 };
 
 struct VendorSpec {
