@@ -101,6 +101,7 @@ hmc_status_t Execution::local(const Action& a) {
 hmc_status_t Execution::start_step() {
   const Step& step = schedule_.steps[step_];
   posted_.clear();
+  reduce_next_ = 0;
   for (const Action& a : step.actions) {
     if (a.bytes == 0) continue;
     if (a.kind == ActionKind::Copy || a.kind == ActionKind::Reduce) {
@@ -149,9 +150,34 @@ hmc_status_t Execution::start_step() {
   return HMC_SUCCESS;
 }
 
+hmc_status_t Execution::reduce_arrived() {
+  for (; reduce_next_ < posted_.size(); ++reduce_next_) {
+    Posted& p = posted_[reduce_next_];
+    if (p.action->kind != ActionKind::RecvReduce) continue;
+    if (!p.arrived) break;
+    // Not while a send of this step still reads the bytes it would change (recursive doubling
+    // sends and reduces the same buffer; a single-copy path reads the sender's memory late).
+    const uint8_t* lo = at(p.action->dst);
+    const uint8_t* hi = lo + p.action->bytes;
+    for (const Posted& q : posted_) {
+      if (q.action->kind != ActionKind::Send || !q.req) continue;
+      const uint8_t* slo = at(q.action->src);
+      if (slo < hi && lo < slo + q.action->bytes) return HMC_SUCCESS;
+    }
+    hmc_status_t st =
+        reduce(at(p.action->dst), p.action->dst.buffer, p.received.data(), p.action->bytes);
+    give_back(std::move(p.received));
+    p.reduced = true;
+    if (st != HMC_SUCCESS)
+      return record_failure(st, fmt::format("{}: step {}: reducing what rank {} sent: {}", what_,
+                                            step_, p.action->peer, last_error()));
+  }
+  return HMC_SUCCESS;
+}
+
 hmc_status_t Execution::finish_step() {
   for (auto& p : posted_) {
-    if (p.action->kind != ActionKind::RecvReduce) continue;
+    if (p.action->kind != ActionKind::RecvReduce || p.reduced) continue;
     hmc_status_t st =
         reduce(at(p.action->dst), p.action->dst.buffer, p.received.data(), p.action->bytes);
     give_back(std::move(p.received));
@@ -160,6 +186,7 @@ hmc_status_t Execution::finish_step() {
                                             step_, p.action->peer, last_error()));
   }
   posted_.clear();
+  reduce_next_ = 0;
   step_started_ = false;
   ++step_;
   return HMC_SUCCESS;
@@ -192,6 +219,7 @@ bool Execution::advance() {
                         what_, step_, p.action->peer, p.req->bytes, p.action->bytes));
       } else if (p.req->status == HMC_SUCCESS) {
         if (is_recv) received_bytes_ += p.req->bytes;
+        p.arrived = true;
       } else if (failure_ == HMC_SUCCESS) {
         hmc_status_t st = p.req->status;
         // A transfer cut by a connection dropped on either side (a rank giving up the collective
@@ -206,6 +234,7 @@ bool Execution::advance() {
       RequestTable::release(p.req);
       p.req = nullptr;
     }
+    if (failure_ == HMC_SUCCESS) reduce_arrived();
     if (!all_done) return busy;
     if (failure_ != HMC_SUCCESS) {
       end(failure_, failure_text_);

@@ -83,7 +83,9 @@ class Execution {
   struct Posted {
     Request* req = nullptr;
     const Action* action = nullptr;
-    std::vector<uint8_t> received;  // RecvReduce: what arrived, reduced into dst at step end
+    std::vector<uint8_t> received;  // RecvReduce: what arrived, until it is reduced into dst
+    bool arrived = false;           // its transfer ended well
+    bool reduced = false;           // RecvReduce: reduced into dst already
   };
   uint8_t* at(const Range& r);
   bool host(Buffer b) const;
@@ -91,6 +93,10 @@ class Execution {
   hmc_status_t local(const Action& a);
   hmc_status_t reduce(uint8_t* dst, Buffer db, const uint8_t* src, uint64_t bytes);
   hmc_status_t finish_step();
+  // Reduces the step's RecvReduce messages that have arrived, in the order they were posted, as
+  // far as the first one still on its way: the reductions overlap the transfers still running,
+  // and every rank reduces in the same order as when all waited for the step's end.
+  hmc_status_t reduce_arrived();
   // A host buffer of at least `bytes` from the communicator's spares, and its return.
   std::vector<uint8_t> take_buffer(uint64_t bytes);
   void give_back(std::vector<uint8_t> buffer);
@@ -112,6 +118,7 @@ class Execution {
   size_t step_ = 0;
   bool step_started_ = false;
   std::vector<Posted> posted_;
+  size_t reduce_next_ = 0;  // the first entry of posted_ reduce_arrived has not passed
   uint64_t received_bytes_ = 0;
   hmc_status_t failure_ = HMC_SUCCESS;  // the first failure; the end waits for posted_ to drain
   std::string failure_text_;
