@@ -78,7 +78,8 @@ enum RankResource : uint32_t {
 struct Resource {
   double capacity = 0;  // bytes/ns; 0: unlimited (never attached to a flow)
   std::vector<uint32_t> flows;
-  double bytes = 0;  // drained through it over the whole run
+  double weight = 0;  // the live flows' weights: each takes weight x its rate of the capacity
+  double bytes = 0;   // drained through it over the whole run
 };
 
 // An op in its draining phase.
@@ -86,6 +87,8 @@ struct Flow {
   uint32_t op = kNone;
   uint32_t res[kMaxResources];
   uint32_t pos[kMaxResources];  // its index in each resource's flow list
+  double w[kMaxResources];      // bytes of the resource per byte of the flow (a single-copy
+                                // transfer costs the CPUs and the memory half a ring one's)
   int nres = 0;
   double cap = 0;        // bytes/ns of its own link; 0: none
   double remaining = 0;  // bytes
@@ -373,8 +376,11 @@ class Simulator {
   void route(const Op& op, Flow* f, double* latency_ns) const {
     f->nres = 0;
     f->cap = 0;
-    auto use = [&](uint32_t id) {
-      if (resources_[id].capacity > 0) f->res[f->nres++] = id;
+    auto use = [&](uint32_t id, double weight = 1) {
+      if (resources_[id].capacity > 0) {
+        f->w[f->nres] = weight;
+        f->res[f->nres++] = id;
+      }
     };
     const VendorSpec& sv = topo_.vendors[topo_.vendor_of_rank[op.src]];
     if (op.dst < 0) {
@@ -399,12 +405,24 @@ class Simulator {
     } else if (hs == hd) {
       Link link;
       IntraPath p = topo_.intra_path(op.src, op.dst, &link);
-      use(rank_resource(op.src, kPortOut + static_cast<uint32_t>(p)));
-      use(rank_resource(op.dst, kPortIn + static_cast<uint32_t>(p)));
-      if (p != IntraPath::DeviceIpc) use(mem_base_ + static_cast<uint32_t>(hs));
+      // A large shared-memory message crosses by one copy instead of two: its own link, and
+      // half the memory traffic and CPU time per byte.
+      const SingleCopy& one = topo_.shm_single_copy;
+      bool single = p == IntraPath::SharedMemory && one.bytes > 0 && op.bytes > one.bytes;
+      if (single) {
+        if (one.link.gbps > 0) link.gbps = one.link.gbps;
+        if (one.link.latency_us >= 0) link.latency_us = one.link.latency_us;
+      }
+      double weight = single ? 0.5 : 1;
+      // (Not through the ring's ports: the receiver reads the sender's buffer.)
+      if (!single) {
+        use(rank_resource(op.src, kPortOut + static_cast<uint32_t>(p)));
+        use(rank_resource(op.dst, kPortIn + static_cast<uint32_t>(p)));
+      }
+      if (p != IntraPath::DeviceIpc) use(mem_base_ + static_cast<uint32_t>(hs), weight);
       // Shared-memory transfers are copies the host's CPUs make (staging copies are the devices'
       // copy engines').
-      if (p == IntraPath::SharedMemory) use(cpu_base_ + static_cast<uint32_t>(hs));
+      if (p == IntraPath::SharedMemory) use(cpu_base_ + static_cast<uint32_t>(hs), weight);
       f->cap = link.gbps * kBytesPerNsPerGbps;
       *latency_ns = link.latency_us * 1000;
     } else {
@@ -506,6 +524,7 @@ class Simulator {
       auto& list = resources_[nf.res[k]].flows;
       nf.pos[k] = static_cast<uint32_t>(list.size());
       list.push_back(fid);
+      resources_[nf.res[k]].weight += nf.w[k];
     }
     mark_neighbours(fid, t);
   }
@@ -514,6 +533,8 @@ class Simulator {
     Flow& f = flows_[fid];
     for (int k = 0; k < f.nres; ++k) {
       auto& list = resources_[f.res[k]].flows;
+      Resource& res = resources_[f.res[k]];
+      res.weight = list.size() > 1 ? res.weight - f.w[k] : 0;  // no drift left when it empties
       uint32_t moved = list.back();
       list[f.pos[k]] = moved;
       list.pop_back();
@@ -525,7 +546,7 @@ class Simulator {
     }
     uint32_t op = f.op;
     for (int k = 0; k < f.nres; ++k)
-      resources_[f.res[k]].bytes += static_cast<double>(ops_[op].bytes);
+      resources_[f.res[k]].bytes += f.w[k] * static_cast<double>(ops_[op].bytes);
     f.op = kNone;
     ++f.version;  // its pending events, if any, are stale now
     mark_neighbours(fid, t);
@@ -550,7 +571,8 @@ class Simulator {
       for (uint32_t other : resources_[f.res[k]].flows) mark(other, t);
   }
 
-  // Each flow drains at its fair share of its tightest resource: capacity / flows on it.
+  // Each flow drains at its fair share of its tightest resource: every flow on a resource at the
+  // same rate, capacity / the flows' weights (capacity / flows when all weigh 1).
   void update_rates(double t) {
     for (uint32_t fid : dirty_) {
       Flow& f = flows_[fid];
@@ -558,7 +580,7 @@ class Simulator {
       double rate = f.cap > 0 ? f.cap : std::numeric_limits<double>::infinity();
       for (int k = 0; k < f.nres; ++k) {
         const Resource& r = resources_[f.res[k]];
-        rate = std::min(rate, r.capacity / static_cast<double>(r.flows.size()));
+        rate = std::min(rate, r.capacity / r.weight);
       }
       f.rate = rate;
       push(t + f.remaining / rate, fid, ++f.version, EventKind::Finish);

@@ -142,7 +142,29 @@ class FileReader {
         if (!parse_intra_path(m.first, &p))
           return error(m.second, "paths." + m.first,
                        "unknown path (device_ipc, shared_memory or staged)");
-        if (!link(m.second, "paths." + m.first, &t->paths[static_cast<int>(p)], true))
+        json::Value linkish = m.second;
+        if (p == IntraPath::SharedMemory && m.second.type == json::Type::Object) {
+          // Its single-copy members beside the link's.
+          linkish.members.clear();
+          const std::string f = "paths.shared_memory";
+          for (const auto& k : m.second.members) {
+            if (k.first == "single_copy_bytes") {
+              double b = 0;
+              if (!number(k.second, f + ".single_copy_bytes", 0, &b)) return status_;
+              t->shm_single_copy.bytes = static_cast<uint64_t>(b);
+            } else if (k.first == "single_copy_gbps") {
+              if (!number(k.second, f + ".single_copy_gbps", 0, &t->shm_single_copy.link.gbps))
+                return status_;
+            } else if (k.first == "single_copy_latency_us") {
+              if (!number(k.second, f + ".single_copy_latency_us", 0,
+                          &t->shm_single_copy.link.latency_us))
+                return status_;
+            } else {
+              linkish.members.push_back(k);
+            }
+          }
+        }
+        if (!link(linkish, "paths." + m.first, &t->paths[static_cast<int>(p)], true))
           return status_;
       }
     }
@@ -497,6 +519,7 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
   std::string host_vendor_text;
   Link nic = kDefaultNic;
   Topology t;
+  double single_bytes = double(t.shm_single_copy.bytes);
   for (int i = 0; i < kIntraPathCount; ++i) t.paths[i] = kDefaultPaths[i];
   VendorSpec device = default_vendor("device"), host = default_vendor("host");
   std::string vendor_text = "cuda";
@@ -542,6 +565,9 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
         {"ccl_call_us", 0, &call},
         {"ccl_step_us", 0, &lib_step},
         {"ccl_channels", 1, &channels},
+        {"shm_single_copy_bytes", 0, &single_bytes},
+        {"shm_single_copy_gbps", 0, &t.shm_single_copy.link.gbps},
+        {"shm_single_copy_latency_us", 0, &t.shm_single_copy.link.latency_us},
     };
     bool known = false;
     for (const NumberKey& k : keys)
@@ -573,6 +599,7 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
     return fail(HMC_ERR_INVALID_ARGUMENT,
                 "cluster spec: hosts, gpus_per_host, nics_per_host, cores_per_host and "
                 "ccl_channels (at most 64) want whole numbers (at most 2^20 ranks)");
+  t.shm_single_copy.bytes = static_cast<uint64_t>(single_bytes);
   if (!host_vendor_text.empty() && vendor_text != "cuda")
     return fail(HMC_ERR_INVALID_ARGUMENT,
                 "cluster spec: vendors= (per host) and host_vendors= (per run of hosts) are "

@@ -85,8 +85,17 @@ struct SoftwareCost {
   double transfer_us = 0;
 };
 
+// Shared-memory messages larger than `bytes` cross by one copy (cross-memory attach: the receiver
+// reads the sender's buffer, HMC_HOSTSTAGE_SHM_EAGER_LIMIT) instead of two through the ring, at
+// this link's rate (0: the shared_memory path's) and for half the CPU and memory traffic per byte.
+struct SingleCopy {
+  uint64_t bytes = 16 * 1024;  // 0: every message takes the two-copy ring
+  Link link;                   // gbps 0: the path's; latency_us < 0: the path's
+};
+
 struct Topology {
   std::vector<HostSpec> hosts;
+  SingleCopy shm_single_copy{16 * 1024, {0, -1}};
   std::vector<VendorSpec> vendors;
   Link paths[kIntraPathCount];  // the default link of each intra-host path, per rank and direction
   std::vector<PairPath> pairs;
