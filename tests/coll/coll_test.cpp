@@ -360,6 +360,19 @@ TEST(Coll, EightRanksAllReduceAndAllToAllV) {
   }));
 }
 
+// Each forced algorithm's all-reduce (in place too, up to 160 KB: above the shared memory's
+// single-copy threshold, so that a receiver reads the sender's buffer while the step runs):
+// the executor reduces a step's messages as they arrive, which must wait while a send of the
+// step still reads the bytes it changes (recursive doubling sends and reduces one buffer).
+TEST(Coll, ForcedAlgorithmsReduceAsMessagesArrive) {
+  for (const char* algo : {"recursive_doubling", "direct", "ring"}) {
+    Launch l{mems_of(4, {"host"})};
+    l.env = {{"HMC_COLL_ALGO", algo}};
+    SCOPED_TRACE(algo);
+    expect_all_pass(run(l, all_reduce_role));
+  }
+}
+
 // Every rank on an emulated vendor without a device reduction: staged through pinned buffers,
 // several chunks per reduction.
 TEST(Coll, DeviceReductionsStaged) {
