@@ -23,10 +23,14 @@ static int parse_size(const char* s, uint64_t* out) {
   unsigned long long v = strtoull(s, &end, 10);
   if (end == s) return 0;
   uint64_t m = 1;
-  if (*end == 'K' || *end == 'k') m = 1ull << 10;
-  else if (*end == 'M' || *end == 'm') m = 1ull << 20;
-  else if (*end == 'G' || *end == 'g') m = 1ull << 30;
-  else if (*end != '\0') return 0;
+  if (*end == 'K' || *end == 'k')
+    m = 1ull << 10;
+  else if (*end == 'M' || *end == 'm')
+    m = 1ull << 20;
+  else if (*end == 'G' || *end == 'g')
+    m = 1ull << 30;
+  else if (*end != '\0')
+    return 0;
   if (*end != '\0' && end[1] != '\0') return 0;
   *out = (uint64_t)v * m;
   return *out > 0;
@@ -55,8 +59,9 @@ int main(int argc, char** argv) {
     } else if (!strcmp(argv[i], "--json")) {
       json = 1;
     } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: memcpy-bench [--size N] [--rounds R] [--json]\n"
-             "one core's memcpy rate of N bytes (default 4M), median and best of R rounds (5)\n");
+      printf(
+          "usage: memcpy-bench [--size N] [--rounds R] [--json]\n"
+          "one core's memcpy rate of N bytes (default 4M), median and best of R rounds (5)\n");
       return 0;
     } else if (!strcmp(argv[i], "--version")) {
       printf("memcpy-bench %s\n", HMC_TOOLS_VERSION);
