@@ -55,6 +55,10 @@ static_assert(kTagPosBits + kTagStepBits + kTagSeqBits + kTagKindBits + kTagComm
 
 uint64_t coll_tag(uint64_t comm_id, CollKind kind, uint32_t seq, uint32_t step, uint32_t pos);
 
+// The size of the pieces a step's only transfer with a peer in one direction goes in (`bytes`
+// itself when it is short): 256 KiB, or bytes / 32 rounded up to 4 KiB for larger messages.
+uint64_t piece_bytes(uint64_t bytes);
+
 class Execution {
  public:
   struct Buffers {
@@ -83,6 +87,8 @@ class Execution {
   struct Posted {
     Request* req = nullptr;
     const Action* action = nullptr;
+    uint64_t offset = 0;  // this piece of the action's bytes (a large message goes in pieces)
+    uint64_t bytes = 0;
     std::vector<uint8_t> received;  // RecvReduce: what arrived, until it is reduced into dst
     bool arrived = false;           // its transfer ended well
     bool reduced = false;           // RecvReduce: reduced into dst already
