@@ -6,9 +6,11 @@
 # For each repetition and each operation, hmc-coll-perf --np N and then, right after it,
 # mpi-coll-bench under mpirun (shared memory: btl self,vader; Open MPI's tuned collectives) time
 # the same operation at the same sizes, host memory, float sum; then the 8-byte all-reduce the
-# same way. Each case's row gives the median over the repetitions of each side and the median of
-# the repetitions' ratios (each ratio from two runs seconds apart: this machine's speed drifts
-# by 2-4x over minutes, so figures taken far apart do not compare).
+# same way; then hoststage's shared memory, a 4 MiB send/recv stream (hmc-perf --loopback --path
+# hoststage/shm), against one core's memcpy of 4 MiB (memcpy-bench), the single-copy limit. Each
+# case's row gives the median over the repetitions of each side and the median of the
+# repetitions' ratios (each ratio from two runs seconds apart: this machine's speed drifts by
+# 2-4x over minutes, so figures taken far apart do not compare), and every repetition's ratio.
 #
 #   --quick        2 repetitions, fewer iterations (a smoke run, not figures)
 #   --reps N       repetitions (default 5)
@@ -18,8 +20,8 @@
 #   --sizes LIST   comma-separated sizes per rank in nccl-tests' convention (default 64K,1M,16M)
 #   --json         one JSON object per case instead of the table
 #
-# Goals (issue 18): busbw ratio hmc / MPI >= 1.00 for every op and size; 8-byte all-reduce time
-# ratio <= 1.25. Tools come from $BUILD_DIR/bin (default ./build/bin under the repository
+# Goals: busbw ratio hmc / MPI >= 1.00 for every op and size; 8-byte all-reduce time ratio
+# <= 1.25; shared memory's 4 MiB send/recv >= 0.90 of memcpy. Tools come from $BUILD_DIR/bin (default ./build/bin under the repository
 # root); mpirun from $PATH ($MPIRUN overrides). Exit status: 0 every goal met, 1 a goal missed or
 # a run failed, 2 bad arguments or a tool missing.
 set -u
@@ -50,7 +52,7 @@ case "$REPS$NP" in *[!0-9]*|'') echo "coll_compare.sh: --reps and --np take numb
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${BUILD_DIR:-$ROOT/build}/bin"
 MPIRUN="${MPIRUN:-mpirun}"
-for tool in "$BIN/hmc-coll-perf" "$BIN/mpi-coll-bench"; do
+for tool in "$BIN/hmc-coll-perf" "$BIN/mpi-coll-bench" "$BIN/hmc-perf" "$BIN/memcpy-bench"; do
   [ -x "$tool" ] || { echo "coll_compare.sh: $tool is not built (MPI found at configure time?)" >&2; exit 2; }
 done
 command -v "$MPIRUN" >/dev/null || { echo "coll_compare.sh: no $MPIRUN on PATH" >&2; exit 2; }
@@ -97,6 +99,16 @@ run_pair() {  # rep op size
   fi
 }
 
+run_copy() {  # rep: hoststage/shm 4 MiB send/recv, then one core's memcpy of 4 MiB
+  if ! timeout 300 "$BIN/hmc-perf" --loopback --net hoststage --path hoststage/shm --size 4M \
+       --format json --quiet >"$OUT/shm.$1" 2>"$OUT/shm.err"; then
+    echo "coll_compare.sh: hmc-perf over hoststage/shm failed:" >&2; cat "$OUT/shm.err" >&2
+    FAILED=1
+  fi
+  "$BIN/memcpy-bench" --size 4M --json >"$OUT/memcpy.$1" || FAILED=1
+}
+
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 IFS=, read -r -a op_list <<<"$OPS"
 IFS=, read -r -a size_list <<<"$SIZES"
 for ((rep = 0; rep < REPS; ++rep)); do
@@ -104,12 +116,15 @@ for ((rep = 0; rep < REPS; ++rep)); do
     for size in "${size_list[@]}"; do run_pair "$rep" "$op" "$size"; done
   done
   run_pair "$rep" all_reduce 8
+  HMC_HOSTSTAGE_SHM=1 run_copy "$rep"
 done
 
-python3 - "$OUT" "$REPS" "$JSON" "$NP" "$OPS" "$SIZES" <<'EOF'
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+python3 - "$OUT" "$REPS" "$JSON" "$NP" "$OPS" "$SIZES" "$LOAD_START" "$LOAD_END" <<'EOF'
 import json, os, statistics, sys
 out, reps, as_json, np = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
 ops, sizes = sys.argv[5].split(","), sys.argv[6].split(",")
+load_start, load_end = sys.argv[7], sys.argv[8]
 
 def read(path):
     try:
@@ -121,16 +136,23 @@ def read(path):
         pass
     return None
 
-cases = [(op, s, "bw") for op in ops for s in sizes] + [("all_reduce", "8", "lat")]
+cases = [(op, s, "bw") for op in ops for s in sizes] + [("all_reduce", "8", "lat"),
+                                                          ("shm_send", "4M", "copy")]
 failed = False
 rows = []
 for op, size, kind in cases:
     h, m, ratios = [], [], []
     for rep in range(reps):
-        a, b = read(f"{out}/hmc.{rep}.{op}.{size}"), read(f"{out}/mpi.{rep}.{op}.{size}")
+        if kind == "copy":
+            a, b = read(f"{out}/shm.{rep}"), read(f"{out}/memcpy.{rep}")
+        else:
+            a, b = read(f"{out}/hmc.{rep}.{op}.{size}"), read(f"{out}/mpi.{rep}.{op}.{size}")
         if not a or not b:
             continue
-        if kind == "bw":
+        if kind == "copy":
+            h.append(a["bw_MBps"] / 1e3); m.append(b["GBps"])
+            ratios.append(h[-1] / m[-1] if m[-1] else 0)
+        elif kind == "bw":
             h.append(a["busbw_GBps"]); m.append(b["busbw_GBps"])
             ratios.append(a["busbw_GBps"] / b["busbw_GBps"] if b["busbw_GBps"] else 0)
         else:
@@ -141,17 +163,21 @@ for op, size, kind in cases:
         rows.append(dict(op=op, size=size, metric=kind, measured=False))
         continue
     r = statistics.median(ratios)
-    ok = r >= 1.0 if kind == "bw" else r <= 1.25
+    ok = r >= 1.0 if kind == "bw" else r >= 0.9 if kind == "copy" else r <= 1.25
     failed |= not ok
-    rows.append(dict(op=op, size=size, metric="busbw_GBps" if kind == "bw" else "time_us",
+    rows.append(dict(op=op, size=size,
+                     metric={"bw": "busbw_GBps", "lat": "time_us", "copy": "GBps"}[kind],
                      hmc=statistics.median(h), mpi=statistics.median(m), ratio=r,
-                     goal=">=1.00" if kind == "bw" else "<=1.25", ok=ok, reps=len(ratios),
-                     ratios=[round(x, 3) for x in ratios]))
+                     goal={"bw": ">=1.00", "lat": "<=1.25", "copy": ">=0.90"}[kind], ok=ok,
+                     reps=len(ratios), ratios=[round(x, 3) for x in ratios],
+                     against="memcpy" if kind == "copy" else "mpi"))
 if as_json:
     for row in rows:
         print(json.dumps(row))
 else:
-    print(f"# {np} ranks, host memory, float sum; medians of {reps} repetitions, each hmc then MPI")
+    print(f"# {np} ranks, host memory, float sum; medians of {reps} repetitions, each hmc then MPI"
+          " (shm_send: hmc-perf over hoststage/shm, then memcpy-bench, in the MPI column)")
+    print(f"# load average (1, 5, 15 min): {load_start} at the start, {load_end} at the end")
     print(f"# {'op':<12} {'size':>6} {'metric':<11} {'hmc':>10} {'MPI':>10} {'ratio':>7} {'goal':>7}  result  (each repetition's ratio)")
     for row in rows:
         if not row.get("measured", True):

@@ -361,6 +361,55 @@ TEST(Coll, EightRanksAllReduceAndAllToAllV) {
   }));
 }
 
+// Each forced algorithm's all-reduce (in place too, up to 160 KB: above the shared memory's
+// single-copy threshold, so that a receiver reads the sender's buffer while the step runs):
+// the executor reduces a step's messages as they arrive, which must wait while a send of the
+// step still reads the bytes it changes (recursive doubling sends and reduces one buffer).
+// Then all-reduces and reduce-scatters of messages long enough to go in pieces (a step's only
+// transfer with a peer: pieces of coll/executor.h's piece_bytes, each reduced on arrival).
+static std::string pieces_role(Rank& r) {
+  std::string e = all_reduce_role(r);
+  if (!e.empty()) return e;
+  const size_t count = 300001;  // 1.2 MB of int32: five pieces
+  for (bool in_place : {false, true}) {
+    std::vector<int32_t> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = ival(r.rank, i);
+    hmc_request_t req;
+    std::memcpy(out.data(), in.data(), count * 4);
+    e = wait(hmc_all_reduce(r.comm, in_place ? out.data() : in.data(), out.data(), count,
+                            HMC_DTYPE_I32, HMC_OP_SUM, &req),
+             &req, "all_reduce in pieces");
+    if (!e.empty()) return e;
+    for (size_t i = 0; i < count; ++i) {
+      int32_t want = 0;
+      for (int k = 0; k < r.size; ++k) want += ival(k, i);
+      if (out[i] != want) return "all_reduce in pieces: element " + std::to_string(i) + " off";
+    }
+  }
+  std::vector<int32_t> in(count * size_t(r.size)), out(count);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = ival(r.rank, i);
+  hmc_request_t req;
+  e = wait(
+      hmc_reduce_scatter(r.comm, in.data(), out.data(), count, HMC_DTYPE_I32, HMC_OP_SUM, &req),
+      &req, "reduce_scatter in pieces");
+  if (!e.empty()) return e;
+  for (size_t i = 0; i < count; ++i) {
+    int32_t want = 0;
+    for (int k = 0; k < r.size; ++k) want += ival(k, size_t(r.rank) * count + i);
+    if (out[i] != want) return "reduce_scatter in pieces: element " + std::to_string(i) + " off";
+  }
+  return "";
+}
+
+TEST(Coll, ForcedAlgorithmsReduceAsMessagesArrive) {
+  for (const char* algo : {"recursive_doubling", "direct", "ring"}) {
+    Launch l{mems_of(4, {"host"})};
+    l.env = {{"HMC_COLL_ALGO", algo}};
+    SCOPED_TRACE(algo);
+    expect_all_pass(run(l, pieces_role));
+  }
+}
+
 // Every rank on an emulated vendor without a device reduction: staged through pinned buffers,
 // several chunks per reduction.
 TEST(Coll, DeviceReductionsStaged) {

@@ -168,7 +168,9 @@ TEST(CollSimulate, HostMemoryIsShared) {
   // (1 us latency) and a local copy on rank 1 in the same step. The copy runs alone for the
   // first microsecond (2000 bytes), then both at 1 byte/ns until the copy ends (999 us), then
   // the transfer's last 2000 bytes alone: 2 MB through the memory in 1000 us.
-  Topology t = parse(R"({"paths": {"shared_memory": {"gbps": 64, "latency_us": 1}},
+  // (single_copy_bytes 0: every message by the two-copy ring.)
+  Topology t = parse(R"({"paths": {"shared_memory": {"gbps": 64, "latency_us": 1,
+                                                     "single_copy_bytes": 0}},
                          "vendors": {"host": {"copy_gbps": 64}},
                          "hosts": [{"ranks": ["host", "host"], "memory_gbps": 16}]})");
   SimResult r = run({steps({{send_to(1, 1000000)}}),
@@ -185,8 +187,10 @@ TEST(CollSimulate, HostMemoryIsShared) {
 TEST(CollSimulate, ExecutorStepCostAndOversubscribedCores) {
   // Four host ranks exchange 1 MB in pairs (0 <-> 1, 2 <-> 3) in one step: four shared-memory
   // transfers, each link 64 Gb/s (8 bytes/ns), 1 us latency. Every step costs 10 us plus 5 us
-  // per transfer posted (two per rank): 20 us before anything moves.
-  std::string head = R"({"paths": {"shared_memory": {"gbps": 64, "latency_us": 1}},
+  // per transfer posted (two per rank): 20 us before anything moves. Every message by the
+  // two-copy ring (single_copy_bytes 0).
+  std::string head = R"({"paths": {"shared_memory": {"gbps": 64, "latency_us": 1,
+                                                     "single_copy_bytes": 0}},
                          "executor": {"step_us": 10, "transfer_us": 5},
                          "hosts": [{"ranks": ["host", "host", "host", "host"])";
   std::vector<Schedule> s;
@@ -202,6 +206,42 @@ TEST(CollSimulate, ExecutorStepCostAndOversubscribedCores) {
   // As many cores as ranks: no slowdown of the software; the CPUs no longer the bottleneck.
   r = run(s, parse(head + R"(, "cores": 4, "cpu_gbps": 64}]})"));
   EXPECT_DOUBLE_EQ(r.time_us, 20 + 1 + 125);
+}
+
+TEST(CollSimulate, SingleCopySharedMemory) {
+  // The pairs of the test above with messages over the single-copy threshold: one copy a
+  // message costs the CPUs half a ring message's, so two cores at 4 bytes/ns each carry the four
+  // transfers at 4 bytes/ns each (8 / (4 x 0.5)) instead of 2.
+  auto topo = [](const std::string& single) {
+    return R"({"paths": {"shared_memory": {"gbps": 64, "latency_us": 1)" + single +
+           R"(}}, "executor": {"step_us": 10, "transfer_us": 5},
+              "hosts": [{"ranks": ["host", "host", "host", "host"], "cores": 2,
+                         "cpu_gbps": 32}]})";
+  };
+  std::vector<Schedule> s;
+  for (int r = 0; r < 4; ++r)
+    s.push_back(steps({{send_to(r ^ 1, 1000000), recv_from(r ^ 1, 1000000)}}));
+  SimResult r = run(s, parse(topo(R"(, "single_copy_bytes": 16384)")));
+  EXPECT_DOUBLE_EQ(r.time_us, 40 + 1 + 250);
+  EXPECT_DOUBLE_EQ(r.resource_bytes["host0 CPU"], 4 * 0.5 * 1e6);
+  // A message at the threshold still takes the ring: 2 bytes/ns each, as with every size above.
+  SimResult ring = run(s, parse(topo(R"(, "single_copy_bytes": 1000000)")));
+  EXPECT_DOUBLE_EQ(ring.time_us, 40 + 1 + 500);
+  // The single-copy path's own link: one transfer alone at 16 bytes/ns after 3 us.
+  Topology one = parse(R"({"paths": {"shared_memory": {"gbps": 64, "latency_us": 1,
+                            "single_copy_gbps": 128, "single_copy_latency_us": 3}},
+                            "hosts": [{"ranks": ["host", "host"]}]})");
+  EXPECT_DOUBLE_EQ(
+      run({steps({{send_to(1, 1000000)}}), steps({{recv_from(0, 1000000)}})}, one).time_us,
+      3 + 62.5);
+  // Below the (default 16 KiB) threshold: the ring's link.
+  EXPECT_DOUBLE_EQ(run({steps({{send_to(1, 8000)}}), steps({{recv_from(0, 8000)}})}, one).time_us,
+                   1 + 1);
+  Topology g;
+  ASSERT_EQ(generate_topology("hosts=1,shm_single_copy_bytes=0,shm_single_copy_gbps=99", &g),
+            HMC_SUCCESS);
+  EXPECT_EQ(g.shm_single_copy.bytes, 0u);
+  EXPECT_EQ(g.shm_single_copy.link.gbps, 99);
 }
 
 TEST(CollSimulate, NetworkStagingWithoutGpuDirect) {

@@ -152,5 +152,57 @@ TEST(ToolsCollSim, ErrorsGiveTheExitStatus) {
   EXPECT_NE(errs.str().find("has no matching Recv"), std::string::npos) << errs.str();
 }
 
+// --backend ccl: the vendor libraries' schedules (coll/ccl_schedules.h) instead of the
+// algorithms; its options and what it refuses.
+TEST(ToolsCollSim, CclBackend) {
+  Options o;
+  std::string err;
+  ASSERT_TRUE(
+      parse({"--cluster", "hosts=2,gpus_per_host=4,nics_per_host=4,host_vendors=cuda:1+hip:1", "-b",
+             "1M", "-e", "1M", "--backend", "ccl", "--ccl-groups", "host", "--format", "json"},
+            &o, &err))
+      << err;
+  EXPECT_TRUE(o.ccl);
+  EXPECT_TRUE(o.ccl_per_host);
+  std::ostringstream out, errs;
+  ASSERT_EQ(run(o, kTestAlgorithms, out, errs), 0) << errs.str();
+  json::Value row;
+  ASSERT_TRUE(json::parse(out.str(), &row, &err)) << err << out.str();
+  EXPECT_EQ(row.find("algorithm")->string, "hierarchical_ccl");
+  EXPECT_GT(row.find("time_us")->number, 0);
+  // One vendor, auto: the faster of the library's ring and tree, no slower than either.
+  auto time_of = [&](const char* algo) {
+    Options one;
+    std::string e;
+    EXPECT_TRUE(parse({"--cluster", "hosts=4,gpus_per_host=2", "-b", "8", "-e", "8", "--backend",
+                       "ccl", "--ccl-algo", algo, "--format", "json"},
+                      &one, &e))
+        << e;
+    std::ostringstream o1, e1;
+    EXPECT_EQ(run(one, kTestAlgorithms, o1, e1), 0) << e1.str();
+    json::Value v;
+    EXPECT_TRUE(json::parse(o1.str(), &v, &e)) << e;
+    return v.find("time_us")->number;
+  };
+  double ring = time_of("ring"), tree = time_of("tree"), best = time_of("auto");
+  EXPECT_DOUBLE_EQ(best, std::min(ring, tree));
+  // What it refuses: --algo with ccl, ccl options without it, a collective it has no form for.
+  for (auto args : std::vector<std::vector<const char*>>{
+           {"--cluster", "a", "--backend", "ccl", "--algo", "ring"},
+           {"--cluster", "a", "--ccl-algo", "tree"},
+           {"--cluster", "a", "--backend", "nccl"},
+           {"--cluster", "a", "--backend", "ccl", "--ccl-groups", "rack"}}) {
+    Options bad;
+    EXPECT_FALSE(parse(args, &bad, &err)) << args.back();
+  }
+  Options a2a;
+  ASSERT_TRUE(parse(
+      {"--cluster", "hosts=2", "-o", "all_to_all", "--backend", "ccl", "-b", "1K", "-e", "1K"},
+      &a2a, &err));
+  std::ostringstream o2, e2;
+  EXPECT_EQ(run(a2a, kTestAlgorithms, o2, e2), 1);
+  EXPECT_NE(e2.str().find("through the vendor libraries"), std::string::npos) << e2.str();
+}
+
 }  // namespace
 }  // namespace hmc::coll_sim

@@ -58,6 +58,9 @@ struct Options {
   hmc_reduce_op_t op = HMC_OP_SUM;
   const char* op_name = "sum";
   std::string algo = "auto";
+  bool ccl = false;               // --backend ccl: the vendor libraries (coll/ccl_schedules.h)
+  std::string ccl_algo = "auto";  // their algorithm within a group
+  bool ccl_per_host = false;      // --ccl-groups host: a group per vendor per host
   uint64_t min_bytes = 8;
   uint64_t max_bytes = 128ull << 20;
   int64_t factor = 2;
@@ -85,6 +88,17 @@ names for the collective, algbw = size / time, busbw = algbw x the collective's 
   -r, --root N          broadcast's root                                          [0]
   --algo NAME           the algorithm (HMC_COLL_ALGO's names), auto: by size and shape
                                                                                 [auto]
+  --backend hmc|ccl     hmc: hmc's own algorithms on its paths; ccl: the vendor libraries
+                        (one vendor: its library's algorithm; several: reduce-scatter in
+                        each vendor group, all-reduce of the shards across the groups
+                        between counterpart ranks on hmc's paths, all-gather within)  [hmc]
+  --ccl-algo NAME       ring|tree|direct|auto, the library's algorithm within a group
+                        (auto: the faster of ring and tree, as NCCL's tuner picks; direct:
+                        the emulated NCCL's; the hierarchical form's reduce-scatter and
+                        all-gather are rings)                                      [auto]
+  --ccl-groups vendor|host  vendor: a group is every rank of one vendor, the library
+                        spanning hosts; host: one group per vendor per host, hmc's paths
+                        across hosts too                                        [vendor]
   --format table|json   json: one object per size per line                     [table]
   -h, --help            this text
 
@@ -158,6 +172,16 @@ inline bool parse_args(int argc, const char* const* argv, Options* o, std::strin
       if (!perf::parse_int(value, 0, 1 << 20, &o->root)) return bad("a rank number");
     } else if (arg == "--algo") {
       o->algo = value;
+    } else if (arg == "--backend") {
+      if (value != "hmc" && value != "ccl") return bad("hmc or ccl");
+      o->ccl = value == "ccl";
+    } else if (arg == "--ccl-algo") {
+      if (value != "auto" && value != "ring" && value != "tree" && value != "direct")
+        return bad("ring, tree, direct or auto");
+      o->ccl_algo = value;
+    } else if (arg == "--ccl-groups") {
+      if (value != "vendor" && value != "host") return bad("vendor or host");
+      o->ccl_per_host = value == "host";
     } else if (arg == "--format") {
       if (value == "table")
         o->format = Format::Table;
@@ -173,6 +197,14 @@ inline bool parse_args(int argc, const char* const* argv, Options* o, std::strin
   if (o->help) return true;
   if (o->topology.empty() == o->cluster.empty()) {
     *err = "give the cluster: --topology FILE or --cluster SPEC (one of them)";
+    return false;
+  }
+  if (o->ccl && o->algo != "auto") {
+    *err = "--algo names hmc's algorithms; with --backend ccl the library's is --ccl-algo";
+    return false;
+  }
+  if (!o->ccl && (o->ccl_algo != "auto" || o->ccl_per_host)) {
+    *err = "--ccl-algo and --ccl-groups want --backend ccl";
     return false;
   }
   if (o->min_bytes > o->max_bytes) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../hmc-perf/report.h"  // json_escape, json_number
+#include "coll/ccl_schedules.h"
 #include "coll/simulate.h"
 #include "coll/topology.h"
 #include "options.h"
@@ -77,12 +78,45 @@ inline bool simulate_row(const Options& o, const AlgorithmSource& algos, coll::A
   auto begin = std::chrono::steady_clock::now();
   std::vector<coll::Schedule> schedules;
   schedules.reserve(n);
-  try {
-    for (int r = 0; r < n; ++r) schedules.push_back(algos.make(args, shape, r, algo));
-  } catch (const std::exception& e) {
-    *err = fmt::format("the algorithms failed for {} of {} bytes: {}", o.collective.name, size,
-                       e.what());
-    return false;
+  if (o.ccl) {
+    coll::CclAlgo lib = coll::CclAlgo::Auto;
+    coll::parse_ccl_algo(o.ccl_algo, &lib);
+    coll::VendorGroups vg = coll::vendor_groups(topo, o.ccl_per_host);
+    // Auto: the faster of the library's ring and tree, as its tuner chooses (the tree is an
+    // all-reduce of one vendor group only).
+    bool both = lib == coll::CclAlgo::Auto && vg.groups.size() == 1 &&
+                o.collective.kind == coll::CollKind::AllReduce;
+    for (coll::CclAlgo pick :
+         {both || lib == coll::CclAlgo::Auto ? coll::CclAlgo::Ring : lib, coll::CclAlgo::Tree}) {
+      std::vector<coll::Schedule> made;
+      made.reserve(n);
+      for (int r = 0; r < n; ++r) {
+        coll::Schedule s;
+        if (coll::make_ccl_schedule(args, topo, vg, r, pick, &s) != HMC_SUCCESS) {
+          *err = fmt::format("{} of {} bytes through the vendor libraries: {}", o.collective.name,
+                             size, last_error());
+          return false;
+        }
+        made.push_back(std::move(s));
+      }
+      if (schedules.empty()) {
+        schedules = std::move(made);
+      } else {
+        coll::SimResult a, b;
+        if (coll::simulate(schedules, topo, &a) == HMC_SUCCESS &&
+            coll::simulate(made, topo, &b) == HMC_SUCCESS && b.time_us < a.time_us)
+          schedules = std::move(made);
+      }
+      if (!both) break;
+    }
+  } else {
+    try {
+      for (int r = 0; r < n; ++r) schedules.push_back(algos.make(args, shape, r, algo));
+    } catch (const std::exception& e) {
+      *err = fmt::format("the algorithms failed for {} of {} bytes: {}", o.collective.name, size,
+                         e.what());
+      return false;
+    }
   }
   auto built = std::chrono::steady_clock::now();
   row->build_seconds = std::chrono::duration<double>(built - begin).count();
@@ -103,9 +137,12 @@ inline bool simulate_row(const Options& o, const AlgorithmSource& algos, coll::A
 inline std::string table_header(const Options& o, const coll::Topology& topo) {
   std::string s = fmt::format("# hmc-coll-sim: {} on {}\n", o.collective.name, topo.summary());
   s += fmt::format(
-      "# datatype {}, redop {}, root {}, algorithm {} (predicted, not measured; bottleneck: "
+      "# datatype {}, redop {}, root {}, {} (predicted, not measured; bottleneck: "
       "the resource whose bytes take longest at full rate)\n",
-      o.datatype.name, o.op_name, o.root, o.algo);
+      o.datatype.name, o.op_name, o.root,
+      o.ccl ? fmt::format("backend ccl, groups by {}, library algorithm {}",
+                          o.ccl_per_host ? "vendor and host" : "vendor", o.ccl_algo)
+            : "algorithm " + o.algo);
   s += fmt::format("#{:>11} {:>12} {:>9} {:>6} {:>5} {:>11} {:>8} {:>8}  {}\n", "size", "count",
                    "type", "redop", "root", "time", "algbw", "busbw", "algorithm     bottleneck");
   s += fmt::format("#{:>11} {:>12} {:>9} {:>6} {:>5} {:>11} {:>8} {:>8}\n", "(B)", "(elements)", "",

@@ -1,5 +1,6 @@
 #include "coll/executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "coll/reduce.h"
@@ -60,6 +61,23 @@ void Execution::give_back(std::vector<uint8_t> buffer) {
   if (!buffer.empty()) comm_->spare_buffers.push_back(std::move(buffer));
 }
 
+namespace {
+
+// A step's only transfer with a peer in one direction, when it is at least two pieces long, goes
+// in pieces of this size (at most kMaxPieces of them, each a multiple of 4 KiB so of every
+// datatype): a received piece is reduced as soon as it has arrived, while the next ones are on
+// their way, and is still in the caches when it is reduced.
+constexpr uint64_t kPieceBytes = 256 * 1024;
+constexpr uint64_t kMaxPieces = 32;
+
+}  // namespace
+
+uint64_t piece_bytes(uint64_t bytes) {
+  if (bytes < 2 * kPieceBytes) return bytes;
+  uint64_t piece = std::max(kPieceBytes, (bytes + kMaxPieces - 1) / kMaxPieces);
+  return (piece + 4095) / 4096 * 4096;
+}
+
 uint8_t* Execution::at(const Range& r) {
   switch (r.buffer) {
     case Buffer::Input:
@@ -101,6 +119,7 @@ hmc_status_t Execution::local(const Action& a) {
 hmc_status_t Execution::start_step() {
   const Step& step = schedule_.steps[step_];
   posted_.clear();
+  reduce_next_ = 0;
   for (const Action& a : step.actions) {
     if (a.bytes == 0) continue;
     if (a.kind == ActionKind::Copy || a.kind == ActionKind::Reduce) {
@@ -111,55 +130,101 @@ hmc_status_t Execution::start_step() {
                             a.kind == ActionKind::Copy ? "copy" : "reduction", last_error()));
     }
   }
-  // Position of each action among this step's actions with the same peer and direction: the
-  // other side lists its matching ones in the same order.
+  // How many transfers the step has with each peer in each direction: the only one of its kind
+  // goes in pieces when it is large (both sides count the same, so both cut it the same).
   std::vector<uint32_t> sends(size_t(comm_->size), 0), recvs(size_t(comm_->size), 0);
   for (const Action& a : step.actions) {
     if (a.bytes == 0 || a.kind == ActionKind::Copy || a.kind == ActionKind::Reduce) continue;
+    (a.kind == ActionKind::Send ? sends : recvs)[size_t(a.peer)]++;
+  }
+  std::vector<bool> single_send(size_t(comm_->size)), single_recv(size_t(comm_->size));
+  for (size_t k = 0; k < sends.size(); ++k) {
+    single_send[k] = sends[k] == 1;
+    single_recv[k] = recvs[k] == 1;
+  }
+  // Position of each piece among this step's transfers with the same peer and direction: the
+  // other side lists its matching ones in the same order.
+  std::fill(sends.begin(), sends.end(), 0);
+  std::fill(recvs.begin(), recvs.end(), 0);
+  for (const Action& a : step.actions) {
+    if (a.bytes == 0 || a.kind == ActionKind::Copy || a.kind == ActionKind::Reduce) continue;
     bool is_send = a.kind == ActionKind::Send;
-    uint32_t pos = is_send ? sends[size_t(a.peer)]++ : recvs[size_t(a.peer)]++;
-    if (pos >= (1u << kTagPosBits))
-      return record_failure(HMC_ERR_INTERNAL,
-                            fmt::format("{}: step {} has more than {} transfers with rank {}",
-                                        what_, step_, 1u << kTagPosBits, a.peer));
-    // The sender's tag names its own rank's view: the step and position are the same on both
-    // sides, so either side's numbers make the tag.
-    uint64_t tag = coll_tag(comm_->id, args_.kind, seq_, uint32_t(step_), pos);
-    Peer* peer = comm_->peers[size_t(a.peer)].get();
-    Posted p;
-    p.action = &a;
-    hmc_status_t st;
-    if (is_send) {
-      st = transfers_.post_send(peer, at(a.src), a.bytes, tag, &p.req);
-    } else if (a.kind == ActionKind::Recv) {
-      st = transfers_.post_recv(peer, at(a.dst), a.bytes, tag, &p.req);
-    } else {
-      p.received = take_buffer(a.bytes);
-      st = transfers_.post_recv(peer, p.received.data(), a.bytes, tag, &p.req);
+    uint64_t piece = a.bytes;
+    if ((is_send ? single_send : single_recv)[size_t(a.peer)]) piece = piece_bytes(a.bytes);
+    for (uint64_t off = 0; off < a.bytes; off += piece) {
+      uint64_t len = std::min(piece, a.bytes - off);
+      uint32_t pos = is_send ? sends[size_t(a.peer)]++ : recvs[size_t(a.peer)]++;
+      if (pos >= (1u << kTagPosBits))
+        return record_failure(HMC_ERR_INTERNAL,
+                              fmt::format("{}: step {} has more than {} transfers with rank {}",
+                                          what_, step_, 1u << kTagPosBits, a.peer));
+      // The sender's tag names its own rank's view: the step and position are the same on both
+      // sides, so either side's numbers make the tag.
+      uint64_t tag = coll_tag(comm_->id, args_.kind, seq_, uint32_t(step_), pos);
+      Peer* peer = comm_->peers[size_t(a.peer)].get();
+      Posted p;
+      p.action = &a;
+      p.offset = off;
+      p.bytes = len;
+      hmc_status_t st;
+      if (is_send) {
+        st = transfers_.post_send(peer, at(a.src) + off, len, tag, &p.req);
+      } else if (a.kind == ActionKind::Recv) {
+        st = transfers_.post_recv(peer, at(a.dst) + off, len, tag, &p.req);
+      } else {
+        p.received = take_buffer(len);
+        st = transfers_.post_recv(peer, p.received.data(), len, tag, &p.req);
+      }
+      if (st != HMC_SUCCESS) {
+        std::string text = last_error();
+        return record_failure(st,
+                              fmt::format("{}: step {}: {} rank {}: {}", what_, step_,
+                                          is_send ? "sending to" : "receiving from", a.peer, text));
+      }
+      posted_.push_back(std::move(p));
     }
-    if (st != HMC_SUCCESS) {
-      std::string text = last_error();
-      return record_failure(st,
-                            fmt::format("{}: step {}: {} rank {}: {}", what_, step_,
-                                        is_send ? "sending to" : "receiving from", a.peer, text));
-    }
-    posted_.push_back(std::move(p));
   }
   step_started_ = true;
   return HMC_SUCCESS;
 }
 
+hmc_status_t Execution::reduce_arrived() {
+  for (; reduce_next_ < posted_.size(); ++reduce_next_) {
+    Posted& p = posted_[reduce_next_];
+    if (p.action->kind != ActionKind::RecvReduce) continue;
+    if (!p.arrived) break;
+    // Not while a send of this step still reads the bytes it would change (recursive doubling
+    // sends and reduces the same buffer; a single-copy path reads the sender's memory late).
+    const uint8_t* lo = at(p.action->dst) + p.offset;
+    const uint8_t* hi = lo + p.bytes;
+    for (const Posted& q : posted_) {
+      if (q.action->kind != ActionKind::Send || !q.req) continue;
+      const uint8_t* slo = at(q.action->src) + q.offset;
+      if (slo < hi && lo < slo + q.bytes) return HMC_SUCCESS;
+    }
+    hmc_status_t st =
+        reduce(at(p.action->dst) + p.offset, p.action->dst.buffer, p.received.data(), p.bytes);
+    give_back(std::move(p.received));
+    p.reduced = true;
+    if (st != HMC_SUCCESS)
+      return record_failure(st, fmt::format("{}: step {}: reducing what rank {} sent: {}", what_,
+                                            step_, p.action->peer, last_error()));
+  }
+  return HMC_SUCCESS;
+}
+
 hmc_status_t Execution::finish_step() {
   for (auto& p : posted_) {
-    if (p.action->kind != ActionKind::RecvReduce) continue;
+    if (p.action->kind != ActionKind::RecvReduce || p.reduced) continue;
     hmc_status_t st =
-        reduce(at(p.action->dst), p.action->dst.buffer, p.received.data(), p.action->bytes);
+        reduce(at(p.action->dst) + p.offset, p.action->dst.buffer, p.received.data(), p.bytes);
     give_back(std::move(p.received));
     if (st != HMC_SUCCESS)
       return record_failure(st, fmt::format("{}: step {}: reducing what rank {} sent: {}", what_,
                                             step_, p.action->peer, last_error()));
   }
   posted_.clear();
+  reduce_next_ = 0;
   step_started_ = false;
   ++step_;
   return HMC_SUCCESS;
@@ -194,15 +259,16 @@ bool Execution::advance() {
       // A message of another size than the schedule says: the ranks disagree on the counts
       // (the sizes on the wire are the only view of the other rank's arguments).
       if (is_recv && failure_ == HMC_SUCCESS &&
-          ((p.req->status == HMC_SUCCESS && p.req->bytes != p.action->bytes) ||
+          ((p.req->status == HMC_SUCCESS && p.req->bytes != p.bytes) ||
            p.req->status == HMC_ERR_TRUNCATED)) {
         record_failure(
             HMC_ERR_PROTOCOL,
             fmt::format("{}: step {}: rank {} sent {} bytes where this rank expected {}: "
                         "the ranks' counts (or collectives) disagree",
-                        what_, step_, p.action->peer, p.req->bytes, p.action->bytes));
+                        what_, step_, p.action->peer, p.req->bytes, p.bytes));
       } else if (p.req->status == HMC_SUCCESS) {
         if (is_recv) received_bytes_ += p.req->bytes;
+        p.arrived = true;
       } else if (failure_ == HMC_SUCCESS) {
         hmc_status_t st = p.req->status;
         // A transfer cut by a connection dropped on either side (a rank giving up the collective
@@ -217,6 +283,7 @@ bool Execution::advance() {
       RequestTable::release(p.req);
       p.req = nullptr;
     }
+    if (failure_ == HMC_SUCCESS) reduce_arrived();
     if (!all_done) return busy;
     if (failure_ != HMC_SUCCESS) {
       end(failure_, failure_text_);

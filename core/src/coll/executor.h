@@ -56,6 +56,10 @@ static_assert(kTagPosBits + kTagStepBits + kTagSeqBits + kTagKindBits + kTagComm
 
 uint64_t coll_tag(uint64_t comm_id, CollKind kind, uint32_t seq, uint32_t step, uint32_t pos);
 
+// The size of the pieces a step's only transfer with a peer in one direction goes in (`bytes`
+// itself when it is short): 256 KiB, or bytes / 32 rounded up to 4 KiB for larger messages.
+uint64_t piece_bytes(uint64_t bytes);
+
 class Execution {
  public:
   struct Buffers {
@@ -87,7 +91,11 @@ class Execution {
   struct Posted {
     Request* req = nullptr;
     const Action* action = nullptr;
-    std::vector<uint8_t> received;  // RecvReduce: what arrived, reduced into dst at step end
+    uint64_t offset = 0;  // this piece of the action's bytes (a large message goes in pieces)
+    uint64_t bytes = 0;
+    std::vector<uint8_t> received;  // RecvReduce: what arrived, until it is reduced into dst
+    bool arrived = false;           // its transfer ended well
+    bool reduced = false;           // RecvReduce: reduced into dst already
   };
   uint8_t* at(const Range& r);
   bool host(Buffer b) const;
@@ -95,6 +103,10 @@ class Execution {
   hmc_status_t local(const Action& a);
   hmc_status_t reduce(uint8_t* dst, Buffer db, const uint8_t* src, uint64_t bytes);
   hmc_status_t finish_step();
+  // Reduces the step's RecvReduce messages that have arrived, in the order they were posted, as
+  // far as the first one still on its way: the reductions overlap the transfers still running,
+  // and every rank reduces in the same order as when all waited for the step's end.
+  hmc_status_t reduce_arrived();
   // A host buffer of at least `bytes` from the communicator's spares, and its return.
   std::vector<uint8_t> take_buffer(uint64_t bytes);
   void give_back(std::vector<uint8_t> buffer);
@@ -116,6 +128,7 @@ class Execution {
   size_t step_ = 0;
   bool step_started_ = false;
   std::vector<Posted> posted_;
+  size_t reduce_next_ = 0;  // the first entry of posted_ reduce_arrived has not passed
   uint64_t received_bytes_ = 0;
   hmc_status_t failure_ = HMC_SUCCESS;  // the first failure; the end waits for posted_ to drain
   std::string failure_text_;

@@ -44,6 +44,12 @@ struct Action {
 // listed (the executor tags them by step and position among that pair's actions).
 struct Step {
   std::vector<Action> actions;
+  // The step runs inside the vendor's collective library of its ranks' memory, not in hmc's
+  // executor: only the simulator's models of the libraries (coll/ccl_schedules.h) make such
+  // steps, and the simulator times them on the vendor's fabric with the library's costs.
+  // `ccl_call`: the first step of one library call (it pays the call's fixed cost).
+  bool ccl = false;
+  bool ccl_call = false;
 };
 
 struct Schedule {

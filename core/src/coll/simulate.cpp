@@ -58,6 +58,7 @@ struct Op {
   int32_t dst = -1;     // the receiver; -1 for a local op
   ActionKind kind = ActionKind::Send;
   uint8_t posts_left = 0;
+  bool ccl = false;  // inside a vendor library: over the vendor's fabric within a host
 };
 
 // Per rank: its intra-host ports per path and direction, then its copy, reduce and network
@@ -69,13 +70,16 @@ enum RankResource : uint32_t {
   kReduce,
   kStageOut,
   kStageIn,
+  kFabricOut,  // the vendor fabric's port (transfers inside its collective library)
+  kFabricIn,
   kRankResources
 };
 
 struct Resource {
   double capacity = 0;  // bytes/ns; 0: unlimited (never attached to a flow)
   std::vector<uint32_t> flows;
-  double bytes = 0;  // drained through it over the whole run
+  double weight = 0;  // the live flows' weights: each takes weight x its rate of the capacity
+  double bytes = 0;   // drained through it over the whole run
 };
 
 // An op in its draining phase.
@@ -83,6 +87,8 @@ struct Flow {
   uint32_t op = kNone;
   uint32_t res[kMaxResources];
   uint32_t pos[kMaxResources];  // its index in each resource's flow list
+  double w[kMaxResources];      // bytes of the resource per byte of the flow (a single-copy
+                                // transfer costs the CPUs and the memory half a ring one's)
   int nres = 0;
   double cap = 0;        // bytes/ns of its own link; 0: none
   double remaining = 0;  // bytes
@@ -158,6 +164,13 @@ class Simulator {
       rank_base_[r] = static_cast<uint32_t>(step_off_.size());
       for (size_t s = 0; s < scheds_[r].steps.size(); ++s) {
         step_off_.push_back(total);
+        const VendorSpec& v = topo_.vendors[topo_.vendor_of_rank[r]];
+        if (scheds_[r].steps[s].ccl && v.ccl.library.empty() &&
+            !scheds_[r].steps[s].actions.empty())
+          return fail(HMC_ERR_INVALID_ARGUMENT,
+                      "simulate: rank {}, step {}: a step of a vendor library, but the rank's "
+                      "vendor ({}) has none",
+                      r, s, v.name);
         for (size_t i = 0; i < scheds_[r].steps[s].actions.size(); ++i) {
           const Action& a = scheds_[r].steps[s].actions[i];
           bool remote = a.kind == ActionKind::Send || a.kind == ActionKind::Recv ||
@@ -171,6 +184,13 @@ class Simulator {
                         "simulate: rank {}, step {}, action {}: {} with peer {} (wants another "
                         "rank of 0..{})",
                         r, s, i, action_name(a.kind), a.peer, n - 1);
+          if (remote && scheds_[r].steps[s].ccl &&
+              topo_.vendor_of_rank[a.peer] != topo_.vendor_of_rank[r])
+            return fail(HMC_ERR_INVALID_ARGUMENT,
+                        "simulate: rank {}, step {}, action {}: {} with rank {} inside the {} "
+                        "library, but rank {} is of vendor {} (a library serves one vendor)",
+                        r, s, i, action_name(a.kind), a.peer, v.ccl.library, a.peer,
+                        topo_.vendors[topo_.vendor_of_rank[a.peer]].name);
           ++total;
         }
       }
@@ -212,6 +232,7 @@ class Simulator {
             op.src = r;
             op.kind = a.kind;
             op.posts_left = 1;
+            op.ccl = scheds_[r].steps[s].ccl;
             action_op_[id] = static_cast<uint32_t>(ops_.size());
             ops_.push_back(op);
             ++result_.local_ops;
@@ -236,7 +257,15 @@ class Simulator {
                     "simulate: step {}: rank {} sends {} bytes to rank {} (its {} Send to it in "
                     "the step) but rank {} receives {} bytes",
                     se.step, se.src, sa.bytes, se.dst, ordinal(se.k + 1), se.dst, ra.bytes);
+      bool sccl = scheds_[se.src].steps[se.step].ccl, rccl = scheds_[re.dst].steps[re.step].ccl;
+      if (sccl != rccl)
+        return fail(HMC_ERR_INVALID_ARGUMENT,
+                    "simulate: step {}: rank {} sends to rank {} {} its vendor library but rank {} "
+                    "receives {} it",
+                    se.step, se.src, se.dst, sccl ? "inside" : "outside", se.dst,
+                    rccl ? "inside" : "outside");
       Op op;
+      op.ccl = sccl;
       op.bytes = sa.bytes;
       op.src = static_cast<int32_t>(se.src);
       op.dst = static_cast<int32_t>(se.dst);
@@ -285,6 +314,7 @@ class Simulator {
       rr[kCopy].capacity = v.copy_gbps * kBytesPerNsPerGbps;
       rr[kReduce].capacity = v.reduce_gbps * kBytesPerNsPerGbps;
       rr[kStageOut].capacity = rr[kStageIn].capacity = v.copy_gbps * kBytesPerNsPerGbps;
+      rr[kFabricOut].capacity = rr[kFabricIn].capacity = v.ccl.fabric.gbps * kBytesPerNsPerGbps;
     }
     for (size_t h = 0; h < topo_.hosts.size(); ++h) {
       for (size_t k = 0; k < topo_.hosts[h].nics.size(); ++k) {
@@ -306,6 +336,7 @@ class Simulator {
     uint32_t at = kNone;
     for (uint32_t id = 0; id < resources_.size(); ++id) {
       const Resource& r = resources_[id];
+      if (r.capacity > 0 && r.bytes > 0) result_.resource_bytes[resource_name(id)] = r.bytes;
       if (r.capacity > 0 && r.bytes / r.capacity > worst) {
         worst = r.bytes / r.capacity;
         at = id;
@@ -332,7 +363,8 @@ class Simulator {
     if (which < kCopy)
       return fmt::format("rank {} {} in", rank,
                          intra_path_name(static_cast<IntraPath>(which - kPortIn)));
-    const char* engine[] = {"copy", "reduction", "staging out", "staging in"};
+    const char* engine[] = {"copy",       "reduction",  "staging out",
+                            "staging in", "fabric out", "fabric in"};
     return fmt::format("rank {} {}", rank, engine[which - kCopy]);
   }
 
@@ -344,8 +376,11 @@ class Simulator {
   void route(const Op& op, Flow* f, double* latency_ns) const {
     f->nres = 0;
     f->cap = 0;
-    auto use = [&](uint32_t id) {
-      if (resources_[id].capacity > 0) f->res[f->nres++] = id;
+    auto use = [&](uint32_t id, double weight = 1) {
+      if (resources_[id].capacity > 0) {
+        f->w[f->nres] = weight;
+        f->res[f->nres++] = id;
+      }
     };
     const VendorSpec& sv = topo_.vendors[topo_.vendor_of_rank[op.src]];
     if (op.dst < 0) {
@@ -361,15 +396,33 @@ class Simulator {
     }
     const VendorSpec& dv = topo_.vendors[topo_.vendor_of_rank[op.dst]];
     int hs = topo_.host_of_rank[op.src], hd = topo_.host_of_rank[op.dst];
-    if (hs == hd) {
+    if (hs == hd && op.ccl) {
+      // Inside the vendor's library: its own fabric, not hmc's paths.
+      use(rank_resource(op.src, kFabricOut));
+      use(rank_resource(op.dst, kFabricIn));
+      f->cap = (sv.ccl.pair_gbps > 0 ? sv.ccl.pair_gbps : sv.ccl.fabric.gbps) * kBytesPerNsPerGbps;
+      *latency_ns = sv.ccl.fabric.latency_us * 1000;
+    } else if (hs == hd) {
       Link link;
       IntraPath p = topo_.intra_path(op.src, op.dst, &link);
-      use(rank_resource(op.src, kPortOut + static_cast<uint32_t>(p)));
-      use(rank_resource(op.dst, kPortIn + static_cast<uint32_t>(p)));
-      if (p != IntraPath::DeviceIpc) use(mem_base_ + static_cast<uint32_t>(hs));
+      // A large shared-memory message crosses by one copy instead of two: its own link, and
+      // half the memory traffic and CPU time per byte.
+      const SingleCopy& one = topo_.shm_single_copy;
+      bool single = p == IntraPath::SharedMemory && one.bytes > 0 && op.bytes > one.bytes;
+      if (single) {
+        if (one.link.gbps > 0) link.gbps = one.link.gbps;
+        if (one.link.latency_us >= 0) link.latency_us = one.link.latency_us;
+      }
+      double weight = single ? 0.5 : 1;
+      // (Not through the ring's ports: the receiver reads the sender's buffer.)
+      if (!single) {
+        use(rank_resource(op.src, kPortOut + static_cast<uint32_t>(p)));
+        use(rank_resource(op.dst, kPortIn + static_cast<uint32_t>(p)));
+      }
+      if (p != IntraPath::DeviceIpc) use(mem_base_ + static_cast<uint32_t>(hs), weight);
       // Shared-memory transfers are copies the host's CPUs make (staging copies are the devices'
       // copy engines').
-      if (p == IntraPath::SharedMemory) use(cpu_base_ + static_cast<uint32_t>(hs));
+      if (p == IntraPath::SharedMemory) use(cpu_base_ + static_cast<uint32_t>(hs), weight);
       f->cap = link.gbps * kBytesPerNsPerGbps;
       *latency_ns = link.latency_us * 1000;
     } else {
@@ -392,7 +445,12 @@ class Simulator {
   // Rank r begins step s at t (or ends, past its last step), skipping empty steps.
   void enter_step(int r, uint32_t s, double t) {
     const auto& steps = scheds_[r].steps;
-    while (s < steps.size() && steps[s].actions.empty()) ++s;
+    // A library call whose first step is empty still costs the call, in its next step.
+    bool call = false;
+    while (s < steps.size() && steps[s].actions.empty()) {
+      call = call || steps[s].ccl_call;
+      ++s;
+    }
     rank_step_[r] = s;
     if (s == steps.size()) {
       rank_end_[r] = t;
@@ -404,8 +462,20 @@ class Simulator {
     // and a rank without a core of its own waits for one.
     uint32_t transfers = 0;
     for (const Action& a : steps[s].actions) transfers += a.peer >= 0;
-    double posted = t + (topo_.executor.step_us + topo_.executor.transfer_us * transfers) * 1000 *
-                            topo_.hosts[topo_.host_of_rank[r]].oversubscription();
+    double posted;
+    if (steps[s].ccl) {
+      // The library's kernel runs the step: its cost per step, and per call at the first; the
+      // call is the host's work (the launch), slowed as hmc's is on a host short of cores.
+      const CclSpec& lib = topo_.vendors[topo_.vendor_of_rank[r]].ccl;
+      call = call || steps[s].ccl_call;
+      posted =
+          t + (lib.step_us +
+               (call ? lib.call_us * topo_.hosts[topo_.host_of_rank[r]].oversubscription() : 0)) *
+                  1000;
+    } else {
+      posted = t + (topo_.executor.step_us + topo_.executor.transfer_us * transfers) * 1000 *
+                       topo_.hosts[topo_.host_of_rank[r]].oversubscription();
+    }
     for (uint64_t g = first; g < last; ++g) {
       uint32_t id = action_op_[g];
       Op& op = ops_[id];
@@ -454,6 +524,7 @@ class Simulator {
       auto& list = resources_[nf.res[k]].flows;
       nf.pos[k] = static_cast<uint32_t>(list.size());
       list.push_back(fid);
+      resources_[nf.res[k]].weight += nf.w[k];
     }
     mark_neighbours(fid, t);
   }
@@ -462,6 +533,8 @@ class Simulator {
     Flow& f = flows_[fid];
     for (int k = 0; k < f.nres; ++k) {
       auto& list = resources_[f.res[k]].flows;
+      Resource& res = resources_[f.res[k]];
+      res.weight = list.size() > 1 ? res.weight - f.w[k] : 0;  // no drift left when it empties
       uint32_t moved = list.back();
       list[f.pos[k]] = moved;
       list.pop_back();
@@ -473,7 +546,7 @@ class Simulator {
     }
     uint32_t op = f.op;
     for (int k = 0; k < f.nres; ++k)
-      resources_[f.res[k]].bytes += static_cast<double>(ops_[op].bytes);
+      resources_[f.res[k]].bytes += f.w[k] * static_cast<double>(ops_[op].bytes);
     f.op = kNone;
     ++f.version;  // its pending events, if any, are stale now
     mark_neighbours(fid, t);
@@ -498,7 +571,8 @@ class Simulator {
       for (uint32_t other : resources_[f.res[k]].flows) mark(other, t);
   }
 
-  // Each flow drains at its fair share of its tightest resource: capacity / flows on it.
+  // Each flow drains at its fair share of its tightest resource: every flow on a resource at the
+  // same rate, capacity / the flows' weights (capacity / flows when all weigh 1).
   void update_rates(double t) {
     for (uint32_t fid : dirty_) {
       Flow& f = flows_[fid];
@@ -506,7 +580,7 @@ class Simulator {
       double rate = f.cap > 0 ? f.cap : std::numeric_limits<double>::infinity();
       for (int k = 0; k < f.nres; ++k) {
         const Resource& r = resources_[f.res[k]];
-        rate = std::min(rate, r.capacity / static_cast<double>(r.flows.size()));
+        rate = std::min(rate, r.capacity / r.weight);
       }
       f.rate = rate;
       push(t + f.remaining / rate, fid, ++f.version, EventKind::Finish);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct SimResult {
   // Empty when nothing was drained.
   std::string bottleneck;
   double bottleneck_us = 0;
+  // Bytes through each resource of limited capacity that carried any, by the bottleneck's names
+  // ("host0 NIC 3 send", "rank 2 fabric out", ...): what each link moved.
+  std::map<std::string, double> resource_bytes;
 };
 
 // Times `schedules` (index = rank; one per rank of `topo`). HMC_ERR_INVALID_ARGUMENT for a

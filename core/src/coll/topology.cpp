@@ -31,6 +31,38 @@ namespace {
 constexpr Link kDefaultPaths[kIntraPathCount] = {{2400, 2.5}, {160, 1.0}, {200, 10.0}};
 constexpr Link kDefaultNic = {400, 3.0};
 
+// The vendors' collective libraries and fabrics, from public figures (the sources are in
+// docs/collectives-simulation.md): per rank and direction, the fabric port and one link; the
+// library's call and per-hop latencies from its own tuning model where it publishes one.
+CclSpec default_ccl(const std::string& vendor) {
+  CclSpec c;
+  c.channels = 8;
+  if (vendor == "cuda") {  // NVLink 4 through NVSwitch (H100 SXM): 450 GB/s each way, any pair
+    c.library = "nccl";
+    c.fabric = {3600, 3.4};
+    c.pair_gbps = 3600;
+    c.call_us = 8.4;
+  } else if (vendor == "hip") {  // Infinity Fabric (MI300X): 7 links of 64 GB/s each way
+    c.library = "rccl";
+    c.fabric = {3584, 3.6};
+    c.pair_gbps = 512;
+    c.call_us = 17;
+  } else if (vendor == "mlu") {  // MLU-Link (MLU370-X8): 200 GB/s both ways together
+    c.library = "cncl";
+    c.fabric = {800, 3.4};
+    c.pair_gbps = 800;
+    c.call_us = 10;
+  } else if (vendor == "musa") {  // MTLink (MTT S4000): 240 GB/s both ways together
+    c.library = "mccl";
+    c.fabric = {960, 3.4};
+    c.pair_gbps = 960;
+    c.call_us = 10;
+  } else {
+    c.channels = 1;
+  }
+  return c;
+}
+
 VendorSpec default_vendor(const std::string& name) {
   VendorSpec v;
   v.name = name;
@@ -42,6 +74,7 @@ VendorSpec default_vendor(const std::string& name) {
     v.reduce_gbps = 8000;
     v.op_latency_us = 5;
   }
+  v.ccl = default_ccl(name);
   return v;
 }
 
@@ -109,7 +142,29 @@ class FileReader {
         if (!parse_intra_path(m.first, &p))
           return error(m.second, "paths." + m.first,
                        "unknown path (device_ipc, shared_memory or staged)");
-        if (!link(m.second, "paths." + m.first, &t->paths[static_cast<int>(p)], true))
+        json::Value linkish = m.second;
+        if (p == IntraPath::SharedMemory && m.second.type == json::Type::Object) {
+          // Its single-copy members beside the link's.
+          linkish.members.clear();
+          const std::string f = "paths.shared_memory";
+          for (const auto& k : m.second.members) {
+            if (k.first == "single_copy_bytes") {
+              double b = 0;
+              if (!number(k.second, f + ".single_copy_bytes", 0, &b)) return status_;
+              t->shm_single_copy.bytes = static_cast<uint64_t>(b);
+            } else if (k.first == "single_copy_gbps") {
+              if (!number(k.second, f + ".single_copy_gbps", 0, &t->shm_single_copy.link.gbps))
+                return status_;
+            } else if (k.first == "single_copy_latency_us") {
+              if (!number(k.second, f + ".single_copy_latency_us", 0,
+                          &t->shm_single_copy.link.latency_us))
+                return status_;
+            } else {
+              linkish.members.push_back(k);
+            }
+          }
+        }
+        if (!link(linkish, "paths." + m.first, &t->paths[static_cast<int>(p)], true))
           return status_;
       }
     }
@@ -202,9 +257,10 @@ class FileReader {
       wrong(v, field, "an object");
       return false;
     }
-    if (!only(v, field, {"ipc", "gpudirect", "copy_gbps", "reduce_gbps", "op_latency_us"}))
+    if (!only(v, field, {"ipc", "gpudirect", "copy_gbps", "reduce_gbps", "op_latency_us", "ccl"}))
       return false;
     const json::Value* m;
+    if ((m = v.find("ccl")) && !ccl(*m, field + ".ccl", &out->ccl)) return false;
     if ((m = v.find("ipc")) && !boolean(*m, field + ".ipc", &out->ipc)) return false;
     if ((m = v.find("gpudirect")) && !boolean(*m, field + ".gpudirect", &out->gpudirect))
       return false;
@@ -215,6 +271,45 @@ class FileReader {
     if ((m = v.find("op_latency_us")) &&
         !number(*m, field + ".op_latency_us", 0, &out->op_latency_us))
       return false;
+    return true;
+  }
+
+  bool ccl(const json::Value& v, const std::string& field, CclSpec* out) {
+    if (v.type != json::Type::Object) {
+      wrong(v, field, "an object");
+      return false;
+    }
+    if (!only(v, field,
+              {"library", "fabric_gbps", "pair_gbps", "latency_us", "call_us", "step_us",
+               "channels"}))
+      return false;
+    const json::Value* m;
+    if ((m = v.find("library"))) {
+      if (m->type != json::Type::String) {
+        wrong(*m, field + ".library", "a string (\"\": none)");
+        return false;
+      }
+      out->library = m->string;
+    }
+    struct {
+      const char* key;
+      double* to;
+    } numbers[] = {{"fabric_gbps", &out->fabric.gbps},
+                   {"pair_gbps", &out->pair_gbps},
+                   {"latency_us", &out->fabric.latency_us},
+                   {"call_us", &out->call_us},
+                   {"step_us", &out->step_us}};
+    for (const auto& k : numbers)
+      if ((m = v.find(k.key)) && !number(*m, field + "." + k.key, 0, k.to)) return false;
+    if ((m = v.find("channels"))) {
+      double c = 0;
+      if (!number(*m, field + ".channels", 1, &c)) return false;
+      if (c != std::floor(c) || c > 64) {
+        error(*m, field + ".channels", "wants a whole number of channels, 1 to 64");
+        return false;
+      }
+      out->channels = static_cast<int>(c);
+    }
     return true;
   }
 
@@ -417,8 +512,14 @@ hmc_status_t load_topology(const std::string& path, Topology* out) {
 
 hmc_status_t generate_topology(const std::string& spec, Topology* out) {
   double hosts = 1, per_host = 8, nics = 1, memory = 0, cores = 0, cpu = 0;
+  // The vendor libraries' figures, for every device vendor that has one; < 0: its default.
+  double fabric = -1, fabric_pair = -1, fabric_latency = -1, call = -1, lib_step = -1,
+         channels = -1;
+  bool libraries = true;
+  std::string host_vendor_text;
   Link nic = kDefaultNic;
   Topology t;
+  double single_bytes = double(t.shm_single_copy.bytes);
   for (int i = 0; i < kIntraPathCount; ++i) t.paths[i] = kDefaultPaths[i];
   VendorSpec device = default_vendor("device"), host = default_vendor("host");
   std::string vendor_text = "cuda";
@@ -458,6 +559,15 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
         {"cpu_gbps", 0, &cpu},
         {"step_us", 0, &t.executor.step_us},
         {"transfer_us", 0, &t.executor.transfer_us},
+        {"fabric_gbps", 0, &fabric},
+        {"fabric_pair_gbps", 0, &fabric_pair},
+        {"fabric_latency_us", 0, &fabric_latency},
+        {"ccl_call_us", 0, &call},
+        {"ccl_step_us", 0, &lib_step},
+        {"ccl_channels", 1, &channels},
+        {"shm_single_copy_bytes", 0, &single_bytes},
+        {"shm_single_copy_gbps", 0, &t.shm_single_copy.link.gbps},
+        {"shm_single_copy_latency_us", 0, &t.shm_single_copy.link.latency_us},
     };
     bool known = false;
     for (const NumberKey& k : keys)
@@ -468,10 +578,15 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
     if (key == "vendors") {
       vendor_text = value;
       known = true;
-    } else if (key == "gpudirect" || key == "ipc") {
+    } else if (key == "host_vendors") {
+      host_vendor_text = value;
+      known = true;
+    } else if (key == "gpudirect" || key == "ipc" || key == "ccl") {
       if (value != "0" && value != "1")
         return fail(HMC_ERR_INVALID_ARGUMENT, "cluster spec: {}={}: wants 0 or 1", key, value);
-      (key == "ipc" ? device.ipc : device.gpudirect) = value == "1";
+      (key == "ipc"         ? device.ipc
+       : key == "gpudirect" ? device.gpudirect
+                            : libraries) = value == "1";
       known = true;
     }
     if (!known)
@@ -479,12 +594,61 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
                   "cluster spec: unknown key '{}' (see docs/collectives-simulation.md)", key);
   }
   if (hosts != std::floor(hosts) || per_host != std::floor(per_host) || nics != std::floor(nics) ||
-      cores != std::floor(cores) || hosts * per_host > (1 << 20) || cores > 1e6)
+      cores != std::floor(cores) || hosts * per_host > (1 << 20) || cores > 1e6 ||
+      (channels >= 0 && (channels != std::floor(channels) || channels > 64)))
     return fail(HMC_ERR_INVALID_ARGUMENT,
-                "cluster spec: hosts, gpus_per_host, nics_per_host and cores_per_host want whole "
-                "numbers (at most 2^20 ranks)");
-  // "cuda:4+hip:4" (a count per vendor, summing to gpus_per_host) or one name for all.
+                "cluster spec: hosts, gpus_per_host, nics_per_host, cores_per_host and "
+                "ccl_channels (at most 64) want whole numbers (at most 2^20 ranks)");
+  t.shm_single_copy.bytes = static_cast<uint64_t>(single_bytes);
+  if (!host_vendor_text.empty() && vendor_text != "cuda")
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "cluster spec: vendors= (per host) and host_vendors= (per run of hosts) are "
+                "exclusive");
+  // "cuda:4+hip:4" (a count per vendor, summing to gpus_per_host) or one name for all; with
+  // host_vendors, "cuda:32+hip:32": that many hosts of each vendor, in that order.
   t.vendors = {host};
+  auto vendor_at = [&](const std::string& name) {
+    int at = vendor_index(t.vendors, name);
+    if (at >= 0) return at;
+    VendorSpec v = name == "host" ? host : device;
+    v.name = name;
+    v.ccl = default_ccl(name);
+    if (!libraries) v.ccl = CclSpec{};
+    if (!v.ccl.library.empty()) {
+      if (fabric >= 0) v.ccl.fabric.gbps = fabric;
+      if (fabric_pair >= 0) v.ccl.pair_gbps = fabric_pair;
+      if (fabric_latency >= 0) v.ccl.fabric.latency_us = fabric_latency;
+      if (call >= 0) v.ccl.call_us = call;
+      if (lib_step >= 0) v.ccl.step_us = lib_step;
+      if (channels >= 0) v.ccl.channels = static_cast<int>(channels);
+    }
+    t.vendors.push_back(v);
+    return static_cast<int>(t.vendors.size()) - 1;
+  };
+  std::vector<int> host_vendor;  // per host: all its ranks of this vendor; empty: the layout
+  if (!host_vendor_text.empty()) {
+    std::stringstream runs(host_vendor_text);
+    std::string run;
+    while (std::getline(runs, run, '+')) {
+      auto colon = run.find(':');
+      std::string name = run.substr(0, colon);
+      double count = 0;
+      if (name.empty() || colon == std::string::npos ||
+          !spec_number("host_vendors " + name, run.substr(colon + 1), 1, &count, &st) ||
+          count != std::floor(count))
+        return st != HMC_SUCCESS
+                   ? st
+                   : fail(HMC_ERR_INVALID_ARGUMENT,
+                          "cluster spec: host_vendors={}: wants NAME:HOSTS+NAME:HOSTS",
+                          host_vendor_text);
+      host_vendor.insert(host_vendor.end(), static_cast<size_t>(count), vendor_at(name));
+    }
+    if (host_vendor.size() != static_cast<size_t>(hosts))
+      return fail(HMC_ERR_INVALID_ARGUMENT,
+                  "cluster spec: host_vendors={} names {} hosts, hosts is {}", host_vendor_text,
+                  host_vendor.size(), hosts);
+    vendor_text.clear();
+  }
   std::vector<int> layout;
   std::stringstream parts(vendor_text);
   std::string part;
@@ -498,16 +662,9 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
     if (name.empty() || count != std::floor(count))
       return fail(HMC_ERR_INVALID_ARGUMENT, "cluster spec: vendors={}: wants NAME:COUNT+NAME:COUNT",
                   vendor_text);
-    int at = vendor_index(t.vendors, name);
-    if (at < 0) {
-      VendorSpec v = name == "host" ? host : device;
-      v.name = name;
-      t.vendors.push_back(v);
-      at = static_cast<int>(t.vendors.size()) - 1;
-    }
-    layout.insert(layout.end(), static_cast<size_t>(count), at);
+    layout.insert(layout.end(), static_cast<size_t>(count), vendor_at(name));
   }
-  if (layout.size() != static_cast<size_t>(per_host))
+  if (host_vendor.empty() && layout.size() != static_cast<size_t>(per_host))
     return fail(HMC_ERR_INVALID_ARGUMENT,
                 "cluster spec: vendors={} places {} ranks on a host, gpus_per_host is {}",
                 vendor_text, layout.size(), per_host);
@@ -518,9 +675,9 @@ hmc_status_t generate_topology(const std::string& spec, Topology* out) {
     hs.memory_gbps = memory;
     hs.cores = static_cast<int>(cores);
     hs.cpu_gbps = cpu;
-    for (int v : layout) {
+    for (int i = 0; i < static_cast<int>(per_host); ++i) {
       hs.ranks.push_back(static_cast<int>(t.vendor_of_rank.size()));
-      t.vendor_of_rank.push_back(v);
+      t.vendor_of_rank.push_back(host_vendor.empty() ? layout[size_t(i)] : host_vendor[size_t(h)]);
     }
     t.hosts.push_back(std::move(hs));
   }

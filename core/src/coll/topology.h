@@ -28,6 +28,19 @@ enum class IntraPath : uint8_t {
 constexpr int kIntraPathCount = 3;
 const char* intra_path_name(IntraPath p);
 
+// A vendor's collective library (NCCL, RCCL, CNCL, MCCL) as the simulator models it: its ranks
+// on one host reach each other over the vendor's fabric (NVLink, Infinity Fabric, MLU-Link,
+// MTLink) rather than over hmc's paths, and across hosts over the same NICs as hmc's transfers.
+// Its algorithms are schedules (coll/ccl_schedules.h) whose steps the library runs.
+struct CclSpec {
+  std::string library;   // "nccl", "rccl", ...; empty: the vendor has none
+  Link fabric;           // one rank's fabric port, per direction (all its links together)
+  double pair_gbps = 0;  // one transfer between two ranks of a host (one link); 0: fabric.gbps
+  double call_us = 0;    // fixed cost of one library call (launch and set-up)
+  double step_us = 0;    // cost of each step of the library's algorithm (its synchronisation)
+  int channels = 1;      // rings the library runs in parallel, each with its share of the bytes
+};
+
 struct VendorSpec {
   std::string name;  // "host", "cuda", "hip", ...
   bool ipc = true;   // ranks of this vendor on one host use DeviceIpc between them
@@ -37,6 +50,7 @@ struct VendorSpec {
   double copy_gbps = 0;      // local copies (Copy actions, staging for the network)
   double reduce_gbps = 0;    // local reductions (Reduce, and RecvReduce as the bytes arrive)
   double op_latency_us = 0;  // fixed cost of one local copy or reduction (a kernel launch)
+  CclSpec ccl;               // its collective library; built in for cuda, hip, mlu and musa
 };
 
 // A vendor pair's own intra-host path, overriding the default choice and the path's link.
@@ -71,8 +85,17 @@ struct SoftwareCost {
   double transfer_us = 0;
 };
 
+// Shared-memory messages larger than `bytes` cross by one copy (cross-memory attach: the receiver
+// reads the sender's buffer, HMC_HOSTSTAGE_SHM_EAGER_LIMIT) instead of two through the ring, at
+// this link's rate (0: the shared_memory path's) and for half the CPU and memory traffic per byte.
+struct SingleCopy {
+  uint64_t bytes = 16 * 1024;  // 0: every message takes the two-copy ring
+  Link link;                   // gbps 0: the path's; latency_us < 0: the path's
+};
+
 struct Topology {
   std::vector<HostSpec> hosts;
+  SingleCopy shm_single_copy{16 * 1024, {0, -1}};
   std::vector<VendorSpec> vendors;
   Link paths[kIntraPathCount];  // the default link of each intra-host path, per rank and direction
   std::vector<PairPath> pairs;
