@@ -40,7 +40,7 @@ SimResult run(const std::vector<Schedule>& s, const Topology& t) {
 }
 
 std::vector<Schedule> ccl_schedules(const CollArgs& a, const Topology& t, CclAlgo algo) {
-  VendorGroups vg = vendor_groups(t);
+  TopologyGroups vg = topology_groups(t);
   std::vector<Schedule> out(size_t(t.size()));
   for (int r = 0; r < t.size(); ++r)
     EXPECT_EQ(make_ccl_schedule(a, t, vg, r, algo, &out[size_t(r)]), HMC_SUCCESS) << last_error();
@@ -48,7 +48,7 @@ std::vector<Schedule> ccl_schedules(const CollArgs& a, const Topology& t, CclAlg
 }
 
 std::vector<Schedule> hierarchical(const CollArgs& a, const Topology& t) {
-  VendorGroups vg = vendor_groups(t);
+  TopologyGroups vg = topology_groups(t);
   std::vector<Schedule> out(size_t(t.size()));
   for (int r = 0; r < t.size(); ++r)
     EXPECT_EQ(make_ccl_hierarchical_all_reduce(a, t, vg, r, &out[size_t(r)]), HMC_SUCCESS)
@@ -256,18 +256,18 @@ TEST(CclSim, HierarchicalOfOneGroupIsTheLibrarysRing) {
 
 TEST(CclSim, WhatTheModelHasNoFormForIsRefused) {
   Topology t = two_hosts("vendors=cuda:2+host:2", 1);
-  VendorGroups vg = vendor_groups(t);
+  TopologyGroups vg = topology_groups(t);
   Schedule s;
   EXPECT_EQ(make_ccl_schedule(all_reduce(64), t, vg, 2, CclAlgo::Ring, &s), HMC_ERR_NOT_SUPPORTED);
   EXPECT_NE(last_error().find("no collective library"), std::string::npos) << last_error();
   Topology uneven = generate("hosts=2,gpus_per_host=4,vendors=cuda:3+hip:1");
-  vg = vendor_groups(uneven);
+  vg = topology_groups(uneven);
   EXPECT_EQ(make_ccl_schedule(all_reduce(64), uneven, vg, 0, CclAlgo::Ring, &s),
             HMC_ERR_NOT_SUPPORTED);
   EXPECT_NE(last_error().find("differ in size"), std::string::npos) << last_error();
   CollArgs a2a = all_reduce(64);
   a2a.kind = CollKind::AllToAll;
-  vg = vendor_groups(two_hosts("vendors=cuda", 1));
+  vg = topology_groups(two_hosts("vendors=cuda", 1));
   EXPECT_EQ(make_ccl_schedule(a2a, two_hosts("vendors=cuda", 1), vg, 0, CclAlgo::Ring, &s),
             HMC_ERR_NOT_SUPPORTED);
 }

@@ -81,7 +81,7 @@ inline bool simulate_row(const Options& o, const AlgorithmSource& algos, coll::A
   if (o.ccl) {
     coll::CclAlgo lib = coll::CclAlgo::Auto;
     coll::parse_ccl_algo(o.ccl_algo, &lib);
-    coll::VendorGroups vg = coll::vendor_groups(topo, o.ccl_per_host);
+    coll::TopologyGroups vg = coll::topology_groups(topo, o.ccl_per_host);
     // Auto: the faster of the library's ring and tree, as its tuner chooses (the tree is an
     // all-reduce of one vendor group only).
     bool both = lib == coll::CclAlgo::Auto && vg.groups.size() == 1 &&

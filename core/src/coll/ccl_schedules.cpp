@@ -225,8 +225,8 @@ bool parse_ccl_algo(const std::string& name, CclAlgo* out) {
   return true;
 }
 
-VendorGroups vendor_groups(const Topology& topo, bool per_host) {
-  VendorGroups vg;
+TopologyGroups topology_groups(const Topology& topo, bool per_host) {
+  TopologyGroups vg;
   // Group key: vendor, or vendor and host.
   const size_t nv = topo.vendors.size();
   std::vector<int> group_of_key(per_host ? nv * topo.hosts.size() : nv, -1);
@@ -245,7 +245,7 @@ VendorGroups vendor_groups(const Topology& topo, bool per_host) {
   return vg;
 }
 
-hmc_status_t make_ccl_schedule(const CollArgs& a, const Topology& topo, const VendorGroups& vg,
+hmc_status_t make_ccl_schedule(const CollArgs& a, const Topology& topo, const TopologyGroups& vg,
                                int rank, CclAlgo algo, Schedule* out) {
   const VendorSpec& v = topo.vendors[size_t(topo.vendor_of_rank[size_t(rank)])];
   if (v.ccl.library.empty())
@@ -302,7 +302,7 @@ hmc_status_t make_ccl_schedule(const CollArgs& a, const Topology& topo, const Ve
 }
 
 hmc_status_t make_ccl_hierarchical_all_reduce(const CollArgs& a, const Topology& topo,
-                                              const VendorGroups& vg, int rank, Schedule* out) {
+                                              const TopologyGroups& vg, int rank, Schedule* out) {
   const VendorSpec& v = topo.vendors[size_t(topo.vendor_of_rank[size_t(rank)])];
   const int g = vg.group_of_rank[size_t(rank)], me = vg.index_in_group[size_t(rank)];
   const std::vector<int>& members = vg.groups[size_t(g)];

@@ -33,23 +33,23 @@ bool parse_ccl_algo(const std::string& name, CclAlgo* out);
 // The vendor groups of a topology: the ranks of each vendor, groups in order of their first
 // rank; with `per_host`, one group per vendor per host (the library within a host only, hmc's
 // paths across hosts as well as across vendors).
-struct VendorGroups {
+struct TopologyGroups {
   std::vector<std::vector<int>> groups;  // global ranks, in rank order
   std::vector<int> group_of_rank;
   std::vector<int> index_in_group;
 };
-VendorGroups vendor_groups(const Topology& topo, bool per_host = false);
+TopologyGroups topology_groups(const Topology& topo, bool per_host = false);
 
 // The schedule `rank` runs when every collective goes to the vendor libraries: the library's own
 // algorithm `algo` (Auto taken as Ring) for one vendor group (all-reduce, reduce-scatter,
 // all-gather); the hierarchical form for several (all-reduce; groups of equal size).
 // HMC_ERR_NOT_SUPPORTED with the reason in hmc::last_error() for what the model has no form for.
-hmc_status_t make_ccl_schedule(const CollArgs& args, const Topology& topo, const VendorGroups& vg,
+hmc_status_t make_ccl_schedule(const CollArgs& args, const Topology& topo, const TopologyGroups& vg,
                                int rank, CclAlgo algo, Schedule* out);
 
 // The hierarchical all-reduce over the groups of `vg` (any number of them, one included: then
 // the library's ring all-reduce in two calls). Groups of equal size, every vendor with a library.
 hmc_status_t make_ccl_hierarchical_all_reduce(const CollArgs& args, const Topology& topo,
-                                              const VendorGroups& vg, int rank, Schedule* out);
+                                              const TopologyGroups& vg, int rank, Schedule* out);
 
 }  // namespace hmc::coll
