@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,7 @@
 
 #include "child_process.h"
 #include "options.h"
+#include "report.h"
 #include "tool_version.h"
 #include "wire.h"
 
@@ -268,15 +270,23 @@ int run_parent(const Args& a) {
   double per_peer_used = mib(rss_used - rss_context) / a.peers;
   bool pass = per_peer_used < kGoalMiBPerPeer;
   if (a.json) {
-    std::printf(
-        "{\"peers\":%d,\"path\":\"%s\",\"rss_before_MiB\":%.2f,\"rss_context_MiB\":%.2f,"
-        "\"rss_idle_MiB\":%.2f,\"rss_after_message_MiB\":%.2f,\"hwm_MiB\":%.2f,"
-        "\"per_peer_idle_MiB\":%.4f,\"per_peer_after_message_MiB\":%.4f,"
-        "\"rss_shmem_MiB\":%.2f,\"virtual_growth_MiB\":%.2f,"
-        "\"threads\":%ld,\"fds\":%d,\"goal_MiB_per_peer\":%.2f,\"pass\":%s}\n",
-        a.peers, path.c_str(), mib(rss_before), mib(rss_context), mib(rss_idle), mib(rss_used),
-        mib(hwm), per_peer_idle, per_peer_used, mib(shm_used), mib(vm_used - vm_context),
-        threads_idle, fds_idle, kGoalMiBPerPeer, pass ? "true" : "false");
+    hmc_tools::Json j;
+    j["peers"] = a.peers;
+    j["path"] = hmc_tools::or_null(path);
+    j["rss_before_MiB"] = hmc::perf::json_number(mib(rss_before), 2);
+    j["rss_context_MiB"] = hmc::perf::json_number(mib(rss_context), 2);
+    j["rss_idle_MiB"] = hmc::perf::json_number(mib(rss_idle), 2);
+    j["rss_after_message_MiB"] = hmc::perf::json_number(mib(rss_used), 2);
+    j["hwm_MiB"] = hmc::perf::json_number(mib(hwm), 2);
+    j["per_peer_idle_MiB"] = std::round(per_peer_idle * 1e4) / 1e4;  // may be negative
+    j["per_peer_after_message_MiB"] = std::round(per_peer_used * 1e4) / 1e4;
+    j["rss_shmem_MiB"] = hmc::perf::json_number(mib(shm_used), 2);
+    j["virtual_growth_MiB"] = std::round(mib(vm_used - vm_context) * 100) / 100;
+    j["threads"] = threads_idle;
+    j["fds"] = fds_idle;
+    j["goal_MiB_per_peer"] = kGoalMiBPerPeer;
+    j["pass"] = pass;
+    std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("hmc-idle-peers: %d peers, path %s\n", a.peers, path.c_str());
     std::printf("  %-34s %9.2f MiB\n", "rss before the context", mib(rss_before));
