@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <string>
 
-#include "tool_version.h"
 
 namespace hmc_tools {
 
