@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <string>
 
-
 namespace hmc_tools {
 
 // Adds --version to app. Call before parse().
