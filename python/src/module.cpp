@@ -505,6 +505,23 @@ PYBIND11_MODULE(_hmc, m) {
                   "hmc_context_event_clear");
           },
           "Drains and re-arms event_fd(); test what you wait for after it, not before.")
+      .def(
+          "metrics",
+          [](const std::shared_ptr<Core>& self) {
+            hmc_context_t ctx = self->handle("hmc_metrics_dump");
+            for (;;) {
+              size_t len = 0;
+              check(hmc_metrics_dump(ctx, nullptr, &len), "hmc_metrics_dump");
+              std::string buf(len + 1024, '\0');
+              len = buf.size();
+              hmc_status_t st = hmc_metrics_dump(ctx, buf.data(), &len);
+              if (st == HMC_ERR_TRUNCATED) continue;  // it grew between the two calls
+              check(st, "hmc_metrics_dump");
+              buf.resize(len ? len - 1 : 0);
+              return buf;
+            }
+          },
+          "The context's metrics in Prometheus' text format (docs/metrics.md).")
       .def("devices", &devices, "The devices hmc found, as dicts.")
       .def(
           "progress",

@@ -302,3 +302,23 @@ def test_dlpack_tensors_and_capsules(pair):
     np.from_dlpack(taken)
     with pytest.raises(hmc.InvalidArgumentError, match="not a buffer"):
         pa.send(taken.capsule)
+
+
+def test_metrics_count_the_transfers(pair):
+    pa, pb, a, b = pair
+
+    def value(ctx, prefix, has):
+        got = [l for l in ctx.metrics().splitlines() if l.startswith(prefix) and has in l]
+        assert len(got) == 1, got  # one peer
+        return int(got[0].rsplit(" ", 1)[1])
+
+    assert a.metrics().startswith("# HELP hmc_build_info")
+    sent = value(a, "hmc_transfer_bytes_total{", 'op="send"')
+    received = value(b, "hmc_transfers_total{", 'op="recv",result="completed"')
+    send = np.arange(1024, dtype=np.uint8)
+    recv = np.zeros(1024, dtype=np.uint8)
+    r = pb.recv(recv, tag=3)
+    pa.send(send, tag=3).wait(10000)
+    r.wait(10000)
+    assert value(a, "hmc_transfer_bytes_total{", 'op="send"') == sent + 1024
+    assert value(b, "hmc_transfers_total{", 'op="recv",result="completed"') == received + 1

@@ -44,19 +44,27 @@ TEST(ToolsCollSim, ParsesNcclTestsStyleArguments) {
   } cases[] = {
       {{"-o", "all_reduce"}, "give the cluster"},
       {{"--cluster", "a", "--topology", "b"}, "give the cluster"},
-      {{"--cluster", "a", "-o", "allreduce"}, "-o wants all_reduce"},
-      {{"--cluster", "a", "-d", "fp8"}, "-d wants float"},
-      {{"--cluster", "a", "-b", "0"}, "-b wants a size >= 1"},
-      {{"--cluster", "a", "-f", "1"}, "-f wants a whole number >= 2"},
+      {{"--cluster", "a", "-o", "allreduce"}, "--collective: wants all_reduce"},
+      {{"--cluster", "a", "-d", "fp8"}, "--datatype: wants float"},
+      {{"--cluster", "a", "-b", "0"}, "--minbytes: wants a size >= 1"},
+      {{"--cluster", "a", "-f", "1"}, "--stepfactor: wants a whole number >= 2"},
       {{"--cluster", "a", "-b", "2M", "-e", "1M"}, "-b 2M is larger than -e 1M"},
-      {{"--cluster", "a", "--np", "4"}, "unknown option --np"},
-      {{"--cluster"}, "option --cluster needs a value"},
+      {{"--cluster", "a", "--np", "4"}, "not expected: 4 --np"},
+      {{"--cluster"}, "--cluster: 1 required TEXT missing"},
   };
   for (const Case& c : cases) {
     Options bad;
     EXPECT_FALSE(parse(c.args, &bad, &err)) << c.error;
     EXPECT_NE(err.find(c.error), std::string::npos) << err;
   }
+  // CLI11's forms: an attached short value, --opt=value with an = inside the value.
+  Options attached;
+  ASSERT_TRUE(parse({"--cluster=hosts=2,gpus_per_host=2", "-b1K", "-e4K", "-f4"}, &attached, &err))
+      << err;
+  EXPECT_EQ(attached.cluster, "hosts=2,gpus_per_host=2");
+  EXPECT_EQ(attached.min_bytes, 1024u);
+  EXPECT_EQ(attached.max_bytes, 4096u);
+  EXPECT_EQ(attached.factor, 4);
   Options help;
   EXPECT_TRUE(parse({"--help"}, &help, &err));
   EXPECT_TRUE(help.help);

@@ -4,42 +4,28 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "collective.h"
 #include "elements.h"
 #include "hmc/hmc.h"
+#include "json.h"
 #include "ranks.h"
-#include "tool_version.h"
 
 namespace {
 
-const char* kUsage =
-    "usage: hmc-coll-perf [options]\n"
-    "  -b, --minbytes SIZE     smallest size (default 8)\n"
-    "  -e, --maxbytes SIZE     largest size (default 32M); sizes take K, M, G\n"
-    "  -f, --stepfactor N      multiply the size by N between rows (default 2)\n"
-    "  -o, --op NAME           all_reduce (default), all_gather, all_to_all, all_to_allv,\n"
-    "                          reduce_scatter, broadcast\n"
-    "  -d, --datatype NAME     float (default), double, half, bfloat16, int8, uint8, int32, int64\n"
-    "  -r, --redop NAME        sum (default), prod, min, max, avg\n"
-    "  -n, --iters N           timed iterations per size (default 20)\n"
-    "  -w, --warmup_iters N    untimed iterations first (default 5)\n"
-    "  -c, --check             check every size's result against a host reference (#wrong)\n"
-    "      --mem DEVICE        every rank's buffers on DEVICE (cuda:0, hip:0, ...; default host)\n"
-    "      --mem-by-rank LIST  rank i's buffers on the i-th of a comma-separated list\n"
-    "      --np N              start N local ranks (otherwise: HMC_RANK/HMC_WORLD_SIZE/\n"
-    "                          HMC_RENDEZVOUS, or mpirun's, srun's or torchrun's variables)\n"
-    "      --json              one JSON object per size instead of the table\n"
-    "  -h, --help              this text\n"
+const char* kFooter =
     "HMC_COLL_ALGO forces an algorithm (docs/collectives.md).\n"
     "time: the slowest rank's average per iteration; algbw = size / time; busbw = algbw x\n"
     "2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, all_to_all(v)), 1 (broadcast),\n"
-    "as nccl-tests define them. size is the largest buffer of a rank (nccl-tests' convention).\n";
+    "as nccl-tests define them. size is the largest buffer of a rank (nccl-tests' convention).\n"
+    "exit status: 0 success, 1 an hmc error or a wrong result, 2 bad arguments";
 
 struct Options {
   uint64_t min_bytes = 8, max_bytes = 32u << 20, factor = 2;
@@ -50,25 +36,25 @@ struct Options {
   std::vector<std::string> mem_by_rank;
 };
 
-bool parse_size(const char* s, uint64_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s) return false;
-  std::string suf(end);
-  uint64_t m = suf.empty()                ? 1
-               : suf == "K" || suf == "k" ? 1u << 10
-               : suf == "M" || suf == "m" ? 1u << 20
-               : suf == "G" || suf == "g" ? 1u << 30
-                                          : 0;
-  if (!m) return false;
-  *out = v * m;
-  return true;
-}
-
-int usage_error(const std::string& what) {
-  fprintf(stderr, "hmc-coll-perf: %s\n%s", what.c_str(), kUsage);
-  return 2;
+// Sizes take K, M, G (powers of 1024), as nccl-tests'.
+CLI::Validator size_check() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        unsigned long long v = strtoull(text.c_str(), &end, 10);
+        std::string suf(end);
+        uint64_t m = suf.empty()                ? 1
+                     : suf == "K" || suf == "k" ? 1u << 10
+                     : suf == "M" || suf == "m" ? 1u << 20
+                     : suf == "G" || suf == "g" ? 1u << 30
+                                                : 0;
+        if (errno || end == text.c_str() || text[0] == '-' || !m || v > UINT64_MAX / m)
+          return "'" + text + "' is not a size (a number with an optional K, M or G)";
+        text = std::to_string(v * m);
+        return "";
+      },
+      "SIZE");
 }
 
 int rank_main(const Options& o) {
@@ -106,6 +92,7 @@ int rank_main(const Options& o) {
            "(GB/s)", "(GB/s)", "");
   }
   int rc = 0;
+  std::string last_backend;
   for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
     Shape shape = shape_of(c.coll, bytes, c.dtype.size, n);
     Run run(s.ctx, s.comm, c, shape, mem);
@@ -129,6 +116,9 @@ int rank_main(const Options& o) {
       rc = 1;
       break;
     }
+    // How the timed collective ran (the time exchange below is a collective of its own).
+    char backend[256] = "";
+    hmc_comm_last_backend(s.comm, backend, sizeof backend);
     // The slowest rank's time is the collective's.
     double slowest = us;
     st = time_across(s.comm, us, Across::Max, -1, &slowest);
@@ -149,13 +139,24 @@ int rank_main(const Options& o) {
     if (rank == 0) {
       const char* red = reduces ? o.redop.c_str() : "none";
       if (o.json) {
-        printf(
-            "{\"op\":\"%s\",\"ranks\":%d,\"size\":%llu,\"count\":%llu,\"type\":\"%s\","
-            "\"redop\":\"%s\",\"time_us\":%.2f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f,"
-            "\"wrong\":%lld}\n",
-            o.op.c_str(), n, (unsigned long long)bytes, (unsigned long long)shape.count,
-            o.dtype.c_str(), red, slowest, algbw, algbw * factor, (long long)wrong);
+        hmc_tools::Json j;
+        j["op"] = o.op;
+        j["ranks"] = n;
+        j["size"] = bytes;
+        j["count"] = shape.count;
+        j["type"] = o.dtype;
+        j["redop"] = red;
+        j["time_us"] = std::round(slowest * 100) / 100;
+        j["algbw_GBps"] = std::round(algbw * 1000) / 1000;
+        j["busbw_GBps"] = std::round(algbw * factor * 1000) / 1000;
+        j["wrong"] = wrong >= 0 ? hmc_tools::Json(wrong) : hmc_tools::Json(nullptr);  // unchecked
+        j["backend"] = backend;
+        printf("%s\n", j.dump().c_str());
       } else {
+        if (last_backend != backend) {  // a comment line, as nccl-tests' readers skip them
+          printf("# backend: %s\n", backend);
+          last_backend = backend;
+        }
         char w[24] = "N/A";
         if (wrong >= 0) snprintf(w, sizeof w, "%lld", (long long)wrong);
         printf(" %11llu %12llu %8s %6s %6s %10.2f %8.3f %8.3f %7s\n", (unsigned long long)bytes,
@@ -172,84 +173,59 @@ int rank_main(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  using coll_bench::find_coll;
   Options o;
-  if (hmc_tools::version_asked(argc, argv))
-    return hmc_tools::print_version("hmc-coll-perf", hmc_version());
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    // --name=value, as the other tools take it: the value is the option's next argument.
-    std::string attached;
-    bool has_attached = false;
-    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-      attached = a.substr(a.find('=') + 1);
-      a = a.substr(0, a.find('='));
-      has_attached = true;
-    }
-    auto next = [&]() -> const char* {
-      if (has_attached) {
-        has_attached = false;
-        return attached.c_str();
-      }
-      return i + 1 < argc ? argv[++i] : nullptr;
-    };
-    auto num = [&](int* out) {
-      const char* v = next();
-      return v && (*out = atoi(v)) >= 0;
-    };
-    const char* v = nullptr;
-    if (a == "-h" || a == "--help") {
-      fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "-b" || a == "--minbytes") {
-      if (!(v = next()) || !parse_size(v, &o.min_bytes)) return usage_error("bad -b");
-    } else if (a == "-e" || a == "--maxbytes") {
-      if (!(v = next()) || !parse_size(v, &o.max_bytes)) return usage_error("bad -e");
-    } else if (a == "-f" || a == "--stepfactor") {
-      if (!(v = next()) || !parse_size(v, &o.factor) || o.factor < 1) return usage_error("bad -f");
-    } else if (a == "-o" || a == "--op") {
-      if (!(v = next())) return usage_error("-o needs a name");
-      o.op = v;
-      if (!coll_bench::find_coll(o.op)) return usage_error("unknown operation '" + o.op + "'");
-    } else if (a == "-d" || a == "--datatype") {
-      if (!(v = next())) return usage_error("-d needs a name");
-      o.dtype = v;
-      if (!coll_bench::find_dtype(o.dtype))
-        return usage_error("unknown datatype '" + o.dtype + "'");
-    } else if (a == "-r" || a == "--redop") {
-      if (!(v = next())) return usage_error("-r needs a name");
-      o.redop = v;
-      if (!coll_bench::find_redop(o.redop))
-        return usage_error("unknown reduction '" + o.redop + "'");
-    } else if (a == "-n" || a == "--iters") {
-      if (!num(&o.iters) || o.iters < 1) return usage_error("bad -n");
-    } else if (a == "-w" || a == "--warmup_iters") {
-      if (!num(&o.warmup)) return usage_error("bad -w");
-    } else if (a == "-c" || a == "--check") {
-      if (has_attached) return usage_error(a + " takes no value");
-      o.check = true;
-    } else if (a == "--json") {
-      if (has_attached) return usage_error(a + " takes no value");
-      o.json = true;
-    } else if (a == "--np") {
-      if (!num(&o.np) || o.np < 1 || o.np > 256) return usage_error("bad --np (1 to 256)");
-    } else if (a == "--mem") {
-      if (!(v = next())) return usage_error("--mem needs a device");
-      o.mem = v;
-    } else if (a == "--mem-by-rank") {
-      if (!(v = next())) return usage_error("--mem-by-rank needs a list");
-      std::string list = v;
-      for (size_t p = 0; p <= list.size();) {
-        size_t c = list.find(',', p);
-        if (c == std::string::npos) c = list.size();
-        o.mem_by_rank.push_back(list.substr(p, c - p));
-        p = c + 1;
-      }
-    } else {
-      return usage_error("unknown option '" + a + "'");
-    }
-  }
+  CLI::App app("Times hmc's collectives over a range of sizes, shaped like nccl-tests.",
+               "hmc-coll-perf");
+  hmc_tools::add_version(app, "hmc-coll-perf", hmc_version());
+  app.add_option("-b,--minbytes", o.min_bytes, "smallest size (default 8)")
+      ->transform(size_check());
+  app.add_option("-e,--maxbytes", o.max_bytes, "largest size (default 32M)")
+      ->transform(size_check());
+  app.add_option("-f,--stepfactor", o.factor, "multiply the size by N between rows (default 2)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("-o,--op", o.op,
+                 "all_reduce (default), all_gather, all_to_all, all_to_allv, reduce_scatter, "
+                 "broadcast")
+      ->check(CLI::Validator(
+          [](std::string& v) { return find_coll(v) ? "" : "unknown operation '" + v + "'"; },
+          "NAME"));
+  app.add_option("-d,--datatype", o.dtype,
+                 "float (default), double, half, bfloat16, int8, uint8, int32, int64")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return coll_bench::find_dtype(v) ? "" : "unknown datatype '" + v + "'";
+          },
+          "NAME"));
+  app.add_option("-r,--redop", o.redop, "sum (default), prod, min, max, avg")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return coll_bench::find_redop(v) ? "" : "unknown reduction '" + v + "'";
+          },
+          "NAME"));
+  app.add_option("-n,--iters", o.iters, "timed iterations per size (default 20)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("-w,--warmup_iters", o.warmup, "untimed iterations first (default 5)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("-c,--check", o.check,
+               "check every size's result against a host reference (#wrong)");
+  app.add_option("--mem", o.mem,
+                 "every rank's buffers on DEVICE (cuda:0, hip:0, ...; default host)");
+  app.add_option("--mem-by-rank", o.mem_by_rank,
+                 "rank i's buffers on the i-th of a comma-separated list")
+      ->delimiter(',');
+  app.add_option("--np", o.np,
+                 "start N local ranks (otherwise: HMC_RANK/HMC_WORLD_SIZE/HMC_RENDEZVOUS, or "
+                 "mpirun's, srun's or torchrun's variables)")
+      ->check(CLI::Range(1, 256));
+  app.add_flag("--json", o.json, "one JSON object per size instead of the table");
+  app.footer(kFooter);
+  if (int rc = hmc_tools::parse(app, argc, argv); rc >= 0) return rc;
+  auto usage_error = [](const char* what) {
+    fprintf(stderr, "hmc-coll-perf: %s\n", what);
+    return 2;
+  };
   if (o.min_bytes > o.max_bytes) return usage_error("-b is larger than -e");
-  if (o.factor < 2 && o.min_bytes != o.max_bytes && o.factor == 1)
-    return usage_error("-f 1 needs -b equal to -e");
+  if (o.factor == 1 && o.min_bytes != o.max_bytes) return usage_error("-f 1 needs -b equal to -e");
   return coll_bench::run_ranks("hmc-coll-perf", o.np, [&] { return rank_main(o); });
 }

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "../common/cli.h"
 #include "../hmc-perf/options.h"  // parse_size, size_text, parse_int
 #include "coll/algorithms.h"
 #include "hmc/hmc.h"
@@ -106,95 +108,117 @@ exit status: 0 success, 1 a schedule the simulator rejects, 2 bad arguments or t
 )";
 }
 
-// Parses argv into *o. On failure returns false with *err naming the bad argument.
+// Parses argv into *o with CLI11 (tools/common/cli.h: --opt=value, -b8, ...). On failure returns
+// false with *err naming the bad argument. --help sets o->help (the caller prints usage()).
 inline bool parse_args(int argc, const char* const* argv, Options* o, std::string* err) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    auto eq = arg.find('=');
-    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    }
-    if (arg == "-h" || arg == "--help") {
-      o->help = true;
-      continue;
-    }
-    if (eq == std::string::npos) {
-      if (i + 1 >= argc) {
-        *err = "option " + arg + " needs a value";
-        return false;
-      }
-      value = argv[++i];
-    }
-    auto bad = [&](const std::string& wants) {
-      *err = arg + " wants " + wants + ", got '" + value + "'";
-      return false;
-    };
-    if (arg == "--topology") {
-      o->topology = value;
-    } else if (arg == "--cluster") {
-      o->cluster = value;
-    } else if (arg == "-o" || arg == "--collective") {
-      bool found = false;
-      for (const Collective& c : collectives())
-        if (value == c.name) {
-          o->collective = c;
-          found = true;
-        }
-      if (!found)
-        return bad("all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv or broadcast");
-    } else if (arg == "-d" || arg == "--datatype") {
-      bool found = false;
-      for (const Datatype& d : datatypes())
-        if (value == d.name) {
-          o->datatype = d;
-          found = true;
-        }
-      if (!found) return bad("float, double, half, bfloat16, int8, uint8, int32 or int64");
-    } else if (arg == "--redop") {
-      bool found = false;
-      for (const auto& r : reduce_ops())
-        if (value == r.first) {
-          o->op = r.second;
-          o->op_name = r.first;
-          found = true;
-        }
-      if (!found) return bad("sum, prod, min, max or avg");
-    } else if (arg == "-b" || arg == "--minbytes") {
-      if (!perf::parse_size(value, &o->min_bytes) || o->min_bytes == 0)
-        return bad("a size >= 1 (K/M/G suffixes)");
-    } else if (arg == "-e" || arg == "--maxbytes") {
-      if (!perf::parse_size(value, &o->max_bytes) || o->max_bytes == 0)
-        return bad("a size >= 1 (K/M/G suffixes)");
-    } else if (arg == "-f" || arg == "--stepfactor") {
-      if (!perf::parse_int(value, 2, 1 << 20, &o->factor)) return bad("a whole number >= 2");
-    } else if (arg == "-r" || arg == "--root") {
-      if (!perf::parse_int(value, 0, 1 << 20, &o->root)) return bad("a rank number");
-    } else if (arg == "--algo") {
-      o->algo = value;
-    } else if (arg == "--backend") {
-      if (value != "hmc" && value != "ccl") return bad("hmc or ccl");
-      o->ccl = value == "ccl";
-    } else if (arg == "--ccl-algo") {
-      if (value != "auto" && value != "ring" && value != "tree" && value != "direct")
-        return bad("ring, tree, direct or auto");
-      o->ccl_algo = value;
-    } else if (arg == "--ccl-groups") {
-      if (value != "vendor" && value != "host") return bad("vendor or host");
-      o->ccl_per_host = value == "host";
-    } else if (arg == "--format") {
-      if (value == "table")
-        o->format = Format::Table;
-      else if (value == "json")
-        o->format = Format::Json;
-      else
-        return bad("table or json");
-    } else {
-      *err = "unknown option " + arg + " (see --help)";
-      return false;
-    }
+  CLI::App app("hmc-coll-sim", "hmc-coll-sim");
+  auto one_of = [](auto list, auto name_of, auto take, const std::string& wants) {
+    return CLI::Validator(
+        [=](std::string& v) -> std::string {
+          for (const auto& x : list())
+            if (v == name_of(x)) {
+              take(x);
+              return "";
+            }
+          return "wants " + wants + ", got '" + v + "'";
+        },
+        "NAME");
+  };
+  std::string collective, datatype, redop, format, min_bytes, max_bytes;
+  app.add_option("--topology", o->topology);
+  app.add_option("--cluster", o->cluster);
+  app.add_option("-o,--collective", collective)
+      ->check(one_of(
+          collectives, [](const Collective& c) { return std::string(c.name); },
+          [o](const Collective& c) { o->collective = c; },
+          "all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv or broadcast"));
+  app.add_option("-d,--datatype", datatype)
+      ->check(one_of(
+          datatypes, [](const Datatype& d) { return std::string(d.name); },
+          [o](const Datatype& d) { o->datatype = d; },
+          "float, double, half, bfloat16, int8, uint8, int32 or int64"));
+  app.add_option("--redop", redop)
+      ->check(one_of(
+          reduce_ops, [](const auto& r) { return std::string(r.first); },
+          [o](const auto& r) {
+            o->op = r.second;
+            o->op_name = r.first;
+          },
+          "sum, prod, min, max or avg"));
+  auto size_into = [](uint64_t* out) {
+    return CLI::Validator(
+        [out](std::string& v) -> std::string {
+          if (!perf::parse_size(v, out) || *out == 0)
+            return "wants a size >= 1 (K/M/G suffixes), got '" + v + "'";
+          return "";
+        },
+        "SIZE");
+  };
+  app.add_option("-b,--minbytes", min_bytes)->check(size_into(&o->min_bytes));
+  app.add_option("-e,--maxbytes", max_bytes)->check(size_into(&o->max_bytes));
+  app.add_option("-f,--stepfactor", o->factor)
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            int64_t n = 0;
+            return perf::parse_int(v, 2, 1 << 20, &n)
+                       ? ""
+                       : "wants a whole number >= 2, got '" + v + "'";
+          },
+          "N"));
+  app.add_option("-r,--root", o->root)
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            int64_t n = 0;
+            return perf::parse_int(v, 0, 1 << 20, &n) ? "" : "wants a rank number, got '" + v + "'";
+          },
+          "N"));
+  app.add_option("--algo", o->algo);
+  auto word_in = [](std::vector<std::string> words, std::function<void(const std::string&)> take,
+                    const std::string& wants) {
+    return CLI::Validator(
+        [=](std::string& v) -> std::string {
+          for (const std::string& w : words)
+            if (v == w) {
+              take(v);
+              return "";
+            }
+          return "wants " + wants + ", got '" + v + "'";
+        },
+        "NAME");
+  };
+  std::string backend, ccl_algo, ccl_groups;
+  app.add_option("--backend", backend)
+      ->check(word_in(
+          {"hmc", "ccl"}, [o](const std::string& v) { o->ccl = v == "ccl"; }, "hmc or ccl"));
+  app.add_option("--ccl-algo", ccl_algo)
+      ->check(word_in(
+          {"auto", "ring", "tree", "direct"}, [o](const std::string& v) { o->ccl_algo = v; },
+          "ring, tree, direct or auto"));
+  app.add_option("--ccl-groups", ccl_groups)
+      ->check(word_in(
+          {"vendor", "host"}, [o](const std::string& v) { o->ccl_per_host = v == "host"; },
+          "vendor or host"));
+  app.add_option("--format", format)
+      ->check(CLI::Validator(
+          [o](std::string& v) -> std::string {
+            if (v == "table")
+              o->format = Format::Table;
+            else if (v == "json")
+              o->format = Format::Json;
+            else
+              return "wants table or json, got '" + v + "'";
+            return "";
+          },
+          "table|json"));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    o->help = true;
+    return true;
+  } catch (const CLI::ParseError& e) {
+    *err = e.what();
+    return false;
   }
-  if (o->help) return true;
   if (o->topology.empty() == o->cluster.empty()) {
     *err = "give the cluster: --topology FILE or --cluster SPEC (one of them)";
     return false;

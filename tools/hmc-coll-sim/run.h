@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../hmc-perf/report.h"  // json_escape, json_number
+#include "../hmc-perf/report.h"  // json_number
 #include "coll/ccl_schedules.h"
 #include "coll/simulate.h"
 #include "coll/topology.h"
@@ -157,24 +157,25 @@ inline std::string table_row(const Options& o, const Row& r) {
 }
 
 inline std::string json_row(const Options& o, const coll::Topology& topo, const Row& r) {
-  std::string s = "{\"collective\":\"" + perf::json_escape(o.collective.name) + "\"";
-  s += ",\"ranks\":" + std::to_string(topo.size());
-  s += ",\"hosts\":" + std::to_string(topo.hosts.size());
-  s += ",\"size\":" + std::to_string(r.size);
-  s += ",\"count\":" + std::to_string(r.count);
-  s += ",\"type\":\"" + std::string(o.datatype.name) + "\"";
-  s += ",\"redop\":\"" + std::string(o.op_name) + "\"";
-  s += ",\"root\":" + std::to_string(o.root);
-  s += ",\"algorithm\":\"" + perf::json_escape(r.algorithm) + "\"";
-  s += ",\"time_us\":" + perf::json_number(r.time_us, 3);
-  s += ",\"algbw_GBps\":" + perf::json_number(r.algbw_GBps, 3);
-  s += ",\"busbw_GBps\":" + perf::json_number(r.busbw_GBps, 3);
-  s += ",\"transfers\":" + std::to_string(r.sim.transfers);
-  s += ",\"bottleneck\":\"" + perf::json_escape(r.sim.bottleneck) + "\"";
-  s += ",\"bottleneck_us\":" + perf::json_number(r.sim.bottleneck_us, 3);
-  s += ",\"build_seconds\":" + perf::json_number(r.build_seconds, 3);
-  s += ",\"sim_seconds\":" + perf::json_number(r.sim_seconds, 3);
-  return s + "}\n";
+  hmc_tools::Json j;
+  j["collective"] = o.collective.name;
+  j["ranks"] = topo.size();
+  j["hosts"] = topo.hosts.size();
+  j["size"] = r.size;
+  j["count"] = r.count;
+  j["type"] = o.datatype.name;
+  j["redop"] = o.op_name;
+  j["root"] = o.root;
+  j["algorithm"] = r.algorithm;
+  j["time_us"] = perf::json_number(r.time_us, 3);
+  j["algbw_GBps"] = perf::json_number(r.algbw_GBps, 3);
+  j["busbw_GBps"] = perf::json_number(r.busbw_GBps, 3);
+  j["transfers"] = r.sim.transfers;
+  j["bottleneck"] = hmc_tools::or_null(r.sim.bottleneck);
+  j["bottleneck_us"] = perf::json_number(r.sim.bottleneck_us, 3);
+  j["build_seconds"] = perf::json_number(r.build_seconds, 3);
+  j["sim_seconds"] = perf::json_number(r.sim_seconds, 3);
+  return j.dump(-1, ' ', false, hmc_tools::Json::error_handler_t::replace) + "\n";
 }
 
 // The whole run; returns the exit status (0, 1: a failed simulation, 2: bad arguments or

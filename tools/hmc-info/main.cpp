@@ -17,36 +17,22 @@
 #include <utility>
 #include <vector>
 
+#include "cli.h"
 #include "config_markdown.h"
+#include "json.h"
 #include "tool_version.h"
 
 namespace {
 
-const char* kUsage =
-    R"(usage: hmc-info [--config] [--format text|json|markdown] [--json] [--calibrate]
-                [--require NAME[,NAME...]]
+using hmc_tools::Json;
+using hmc_tools::or_null;
 
-Shows what hmc found: its version, the plugins (loaded, or skipped and why), the devices and
-the net devices with their properties.
-
-  --config     list every HMC_ variable instead: its value, default, who reads it and its meaning
-  --format F   text (default); json: one JSON object; markdown (with --config only): the
-               variables of the core and of the plugins that load here as Markdown tables of
-               name, default and meaning, one per owner (the layout of docs/configuration.md)
-  --json       the same as --format json
-  --calibrate  first measure the net devices that declare no bandwidth or latency (over loopback
-               in this process, about a second) and the copy rates of each device plugin (a few
-               milliseconds; otherwise both are done at a context's first connect), and show the
-               figures and how device memory would cross to another process on this host;
-               without it, figures already measured or cached are shown
-  --require N  fail (exit status 3) unless every plugin named in the comma-separated list
-               loaded here, a device plugin with at least one device, so that a deployment or a
-               plugin's CI notices a plugin that was skipped (the reason is printed)
-  --help       this text
-
-exit status: 0 success, 1 hmc failed (the message says why), 2 bad arguments, 3 a plugin named
-by --require did not load
-)";
+const char* kAbout =
+    "Shows what hmc found: its version, the plugins (loaded, or skipped and why), the devices "
+    "and the net devices with their properties.";
+const char* kFooter =
+    "exit status: 0 success, 1 hmc failed (the message says why), 2 bad arguments, 3 a plugin "
+    "named by --require did not load";
 
 enum class Format { Text, Json, Markdown };
 
@@ -54,7 +40,6 @@ struct Args {
   bool config = false;
   Format format = Format::Text;
   bool calibrate = false;
-  bool help = false;
   std::vector<std::string> require;
 };
 
@@ -171,34 +156,6 @@ std::string str(const char (&a)[N]) {
   return std::string(a, strnlen(a, N));
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"')
-      o += "\\\"";
-    else if (c == '\\')
-      o += "\\\\";
-    else if (c == '\n')
-      o += "\\n";
-    else if (c == '\t')
-      o += "\\t";
-    else if (c < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      o += b;
-    } else {
-      o.push_back(static_cast<char>(c));
-    }
-  }
-  return o + "\"";
-}
-
-std::string json_list(const std::vector<std::string>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + json_escape(v[i]);
-  return s + "]";
-}
-
 // A net device's details (hmc.h): lines "name: value"; a line without the separator is a value
 // without a name.
 std::vector<std::pair<std::string, std::string>> detail_lines(const std::string& text) {
@@ -220,15 +177,11 @@ std::vector<std::pair<std::string, std::string>> detail_lines(const std::string&
 }
 
 // As a JSON list of {"name", "value"} in the plugin's order (names repeat across plugins' styles).
-std::string json_details(const std::string& text) {
-  std::string s = "[";
-  bool first = true;
-  for (const auto& [name, value] : detail_lines(text)) {
-    s += (first ? "" : ",") + std::string("{\"name\":") + json_escape(name) +
-         ",\"value\":" + json_escape(value) + "}";
-    first = false;
-  }
-  return s + "]";
+Json json_details(const std::string& text) {
+  Json list = Json::array();
+  for (const auto& [name, value] : detail_lines(text))
+    list.push_back({{"name", name.empty() ? Json(nullptr) : Json(name)}, {"value", value}});
+  return list;
 }
 
 // The error of the call that just failed, as one line.
@@ -434,73 +387,75 @@ void print_text(const Inventory& inv) {
   for (const auto& e : inv.errors) std::printf("\nerror: %s\n", e.c_str());
 }
 
+// Unknown figures (0 bandwidth, -1 NUMA node, an empty name) are null.
 void print_json(const Inventory& inv) {
-  std::string s = "{\"version\":" + json_escape(hmc_version());
-  s += ",\"api_version\":" + json_escape(std::to_string(HMC_API_VERSION_MAJOR) + "." +
-                                         std::to_string(HMC_API_VERSION_MINOR));
-  s += ",\"plugins\":[";
-  for (size_t i = 0; i < inv.plugins.size(); ++i) {
-    const auto& p = inv.plugins[i];
-    s += i ? "," : "";
-    s += "{\"name\":" + json_escape(str(p.name)) + ",\"kind\":" + json_escape(kind_text(p.kind)) +
-         ",\"path\":" + json_escape(str(p.path)) +
-         ",\"abi_version\":" + std::to_string(p.abi_version) +
-         ",\"loaded\":" + (p.loaded ? "true" : "false") +
-         ",\"reason\":" + json_escape(str(p.reason)) + "}";
-  }
-  s += "],\"devices\":[";
-  for (size_t i = 0; i < inv.devices.size(); ++i) {
-    const auto& d = inv.devices[i];
-    s += i ? "," : "";
-    s += "{\"name\":" + json_escape(str(d.name)) + ",\"plugin\":" + json_escape(str(d.plugin)) +
-         ",\"model\":" + json_escape(str(d.model)) +
-         ",\"pci_bus_id\":" + json_escape(str(d.pci_bus_id)) +
-         ",\"uuid\":" + json_escape(uuid_text(d.uuid)) +
-         ",\"numa_node\":" + std::to_string(d.numa_node) +
-         ",\"mem_bytes\":" + std::to_string(d.mem_bytes) +
-         ",\"is_host\":" + (d.is_host ? "true" : "false") +
+  Json j;
+  j["version"] = hmc_version();
+  j["api_version"] =
+      std::to_string(HMC_API_VERSION_MAJOR) + "." + std::to_string(HMC_API_VERSION_MINOR);
+  j["plugins"] = Json::array();
+  for (const auto& p : inv.plugins)
+    j["plugins"].push_back({{"name", str(p.name)},
+                            {"kind", kind_text(p.kind)},
+                            {"path", str(p.path)},
+                            {"abi_version", or_null(p.abi_version, 0u)},
+                            {"loaded", bool(p.loaded)},
+                            {"reason", or_null(str(p.reason))}});
+  j["devices"] = Json::array();
+  for (const auto& d : inv.devices) {
+    Json o;
+    o["name"] = str(d.name);
+    o["plugin"] = str(d.plugin);
+    o["model"] = or_null(str(d.model));
+    o["pci_bus_id"] = or_null(str(d.pci_bus_id));
+    o["uuid"] = or_null(uuid_text(d.uuid));
+    o["numa_node"] = or_null(int(d.numa_node), -1);
+    o["mem_bytes"] = or_null(uint64_t(d.mem_bytes), uint64_t(0));
+    o["is_host"] = bool(d.is_host);
 #ifdef HMC_HAS_DEVICE_COPY_FIGURES
-         ",\"copy_d2h_MBps\":" + std::to_string(d.copy_d2h_MBps) +
-         ",\"copy_h2d_MBps\":" + std::to_string(d.copy_h2d_MBps) +
-         ",\"copy_d2d_MBps\":" + std::to_string(d.copy_d2d_MBps) +
-         ",\"copy_basis\":" + json_escape(str(d.copy_basis)) +
-         ",\"copy_ways\":" + json_escape(str(d.copy_ways)) +
+    o["copy_d2h_MBps"] = or_null(double(d.copy_d2h_MBps), 0.0);
+    o["copy_h2d_MBps"] = or_null(double(d.copy_h2d_MBps), 0.0);
+    o["copy_d2d_MBps"] = or_null(double(d.copy_d2d_MBps), 0.0);
+    o["copy_basis"] = or_null(str(d.copy_basis));
+    o["copy_ways"] = or_null(str(d.copy_ways));
 #endif
-         ",\"caps\":" + json_list(bit_names(d.caps, kDeviceCaps)) + "}";
+    o["caps"] = bit_names(d.caps, kDeviceCaps);
+    j["devices"].push_back(std::move(o));
   }
-  s += "],\"net_devices\":[";
-  for (size_t i = 0; i < inv.nets.size(); ++i) {
-    const auto& n = inv.nets[i];
-    s += i ? "," : "";
-    s += "{\"plugin\":" + json_escape(str(n.plugin)) + ",\"name\":" + json_escape(str(n.name)) +
-         ",\"pci_path\":" + json_escape(str(n.pci_path)) +
-         ",\"bandwidth_MBps\":" + std::to_string(n.bandwidth_MBps) +
-         ",\"latency_ns\":" + std::to_string(n.latency_ns) +
+  j["net_devices"] = Json::array();
+  for (const auto& n : inv.nets) {
+    Json o;
+    o["plugin"] = str(n.plugin);
+    o["name"] = str(n.name);
+    o["pci_path"] = or_null(str(n.pci_path));
+    o["bandwidth_MBps"] = or_null(double(n.bandwidth_MBps), 0.0);
+    o["latency_ns"] = or_null(double(n.latency_ns), 0.0);
 #ifdef HMC_HAS_NET_CALIBRATION
-         ",\"measured_bandwidth_MBps\":" + std::to_string(n.measured_bandwidth_MBps) +
-         ",\"measured_latency_ns\":" + std::to_string(n.measured_latency_ns) +
-         ",\"calibration\":" + json_escape(str(n.calibration)) +
+    o["measured_bandwidth_MBps"] = or_null(double(n.measured_bandwidth_MBps), 0.0);
+    o["measured_latency_ns"] = or_null(double(n.measured_latency_ns), 0.0);
+    o["calibration"] = or_null(str(n.calibration));
 #endif
-         ",\"mem_ifaces\":" + json_list(bit_names(n.mem_ifaces, kMemIfaces)) +
-         ",\"dmabuf\":" + (n.dmabuf ? "true" : "false") +
+    o["mem_ifaces"] = bit_names(n.mem_ifaces, kMemIfaces);
+    o["dmabuf"] = bool(n.dmabuf);
 #ifdef HMC_HAS_NET_RMA_MEM_IFACES
-         ",\"rma_mem_ifaces\":" + json_list(bit_names(n.rma_mem_ifaces, kMemIfaces)) +
+    o["rma_mem_ifaces"] = bit_names(n.rma_mem_ifaces, kMemIfaces);
 #endif
-         ",\"nic_guid\":" + std::to_string(n.nic_guid) +
-         ",\"nic_port\":" + std::to_string(n.nic_port) +
+    o["nic_guid"] = or_null(uint64_t(n.nic_guid), uint64_t(0));
+    o["nic_port"] = or_null(uint64_t(n.nic_port), uint64_t(0));
 #ifdef HMC_HAS_NET_FABRIC
-         ",\"fabric\":" + json_escape(str(n.fabric)) +
+    o["fabric"] = or_null(str(n.fabric));
 #endif
 #ifdef HMC_HAS_NET_DETAILS
-         ",\"link_layer\":" + json_escape(str(n.link_layer)) +
-         ",\"details\":" + json_details(str(n.details)) +
+    o["link_layer"] = or_null(str(n.link_layer));
+    o["details"] = json_details(str(n.details));
 #endif
-         ",\"flags\":" + json_list(bit_names(n.flags, kNetFlags)) +
-         ",\"max_inflight\":" + std::to_string(n.max_inflight) +
-         ",\"max_msg_size\":" + std::to_string(n.max_msg_size) + "}";
+    o["flags"] = bit_names(n.flags, kNetFlags);
+    o["max_inflight"] = or_null(uint64_t(n.max_inflight), uint64_t(0));
+    o["max_msg_size"] = or_null(uint64_t(n.max_msg_size), uint64_t(0));  // null: no limit
+    j["net_devices"].push_back(std::move(o));
   }
-  s += "],\"errors\":" + json_list(inv.errors) + "}";
-  std::printf("%s\n", s.c_str());
+  j["errors"] = inv.errors;
+  std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
 }
 
 // Reads the configuration table; ctx may be NULL (the core's variables only, see the report).
@@ -548,17 +503,17 @@ void print_config_text(const std::vector<hmc_config_entry_t>& entries) {
 }
 
 void print_config_json(const std::vector<hmc_config_entry_t>& entries) {
-  std::string s = "{\"version\":" + json_escape(hmc_version()) + ",\"config\":[";
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const auto& e = entries[i];
-    s += i ? "," : "";
-    s += "{\"name\":" + json_escape(str(e.name)) + ",\"value\":" + json_escape(shown_value(e)) +
-         ",\"default\":" + json_escape(str(e.default_value)) +
-         ",\"set\":" + (e.is_set ? "true" : "false") + ",\"owner\":" + json_escape(str(e.owner)) +
-         ",\"help\":" + json_escape(str(e.help)) + "}";
-  }
-  s += "]}";
-  std::printf("%s\n", s.c_str());
+  Json j;
+  j["version"] = hmc_version();
+  j["config"] = Json::array();
+  for (const auto& e : entries)
+    j["config"].push_back({{"name", str(e.name)},
+                           {"value", shown_value(e)},
+                           {"default", str(e.default_value)},
+                           {"set", bool(e.is_set)},
+                           {"owner", e.owner[0] ? str(e.owner) : std::string("core")},
+                           {"help", str(e.help)}});
+  std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
 }
 
 // The Markdown tables of docs/configuration.md. A plugin's variables go under its folder name
@@ -586,76 +541,49 @@ void print_config_markdown(const std::vector<hmc_config_entry_t>& entries,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (hmc_tools::version_asked(argc, argv))
-    return hmc_tools::print_version("hmc-info", hmc_version());
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--config")
-      a.config = true;
-    else if (arg == "--json")
-      a.format = Format::Json;
-    else if (arg == "--format" || arg.rfind("--format=", 0) == 0) {
-      std::string f;
-      if (arg == "--format") {
-        if (i + 1 >= argc) {
-          std::fprintf(stderr, "hmc-info: --format needs a value (text, json or markdown)\n\n%s",
-                       kUsage);
-          return 2;
-        }
-        f = argv[++i];
-      } else {
-        f = arg.substr(std::strlen("--format="));
-      }
-      if (f == "text")
-        a.format = Format::Text;
-      else if (f == "json")
-        a.format = Format::Json;
-      else if (f == "markdown")
-        a.format = Format::Markdown;
-      else {
-        std::fprintf(stderr, "hmc-info: unknown format '%s' (text, json or markdown)\n\n%s",
-                     f.c_str(), kUsage);
+  CLI::App app(kAbout, "hmc-info");
+  hmc_tools::add_version(app, "hmc-info", hmc_version());
+  app.add_flag("--config", a.config,
+               "list every HMC_ variable instead: its value, default, who reads it and its "
+               "meaning");
+  std::string format = "text";
+  app.add_option("--format", format,
+                 "text (default); json: one JSON object; markdown (with --config only): the "
+                 "variables of the core and of the plugins that load here as Markdown tables of "
+                 "name, default and meaning, one per owner (the layout of docs/configuration.md)")
+      ->check(CLI::IsMember({"text", "json", "markdown"}));
+  bool json = false;
+  app.add_flag("--json", json, "the same as --format json");
+  app.add_flag("--calibrate", a.calibrate,
+               "first measure the net devices that declare no bandwidth or latency (over "
+               "loopback in this process, about a second) and the copy rates of each device "
+               "plugin, and show the figures; without it, figures already measured or cached "
+               "are shown");
+  std::vector<std::string> require;
+  app.add_option("--require", require,
+                 "fail (exit status 3) unless every plugin named in the comma-separated list "
+                 "loaded here, a device plugin with at least one device")
+      ->type_name("NAME[,NAME...]");
+  app.footer(kFooter);
+  if (int rc = hmc_tools::parse(app, argc, argv); rc >= 0) return rc;
+  for (const std::string& list : require) {
+    for (size_t start = 0; start <= list.size();) {
+      size_t comma = std::min(list.find(',', start), list.size());
+      std::string name = list.substr(start, comma - start);
+      if (name.empty()) {
+        std::fprintf(stderr, "hmc-info: --require '%s' has an empty name\n", list.c_str());
         return 2;
       }
-    } else if (arg == "--calibrate")
-      a.calibrate = true;
-    else if (arg == "--require" || arg.rfind("--require=", 0) == 0) {
-      std::string list;
-      if (arg == "--require") {
-        if (i + 1 >= argc) {
-          std::fprintf(stderr, "hmc-info: --require needs a list of plugin names\n\n%s", kUsage);
-          return 2;
-        }
-        list = argv[++i];
-      } else {
-        list = arg.substr(std::strlen("--require="));
-      }
-      size_t start = 0;
-      while (start <= list.size()) {
-        size_t comma = std::min(list.find(',', start), list.size());
-        std::string name = list.substr(start, comma - start);
-        if (name.empty()) {
-          std::fprintf(stderr, "hmc-info: --require '%s' has an empty name\n\n%s", list.c_str(),
-                       kUsage);
-          return 2;
-        }
-        a.require.push_back(name);
-        start = comma + 1;
-      }
-    } else if (arg == "--help" || arg == "-h")
-      a.help = true;
-    else {
-      std::fprintf(stderr, "hmc-info: unknown argument '%s'\n\n%s", arg.c_str(), kUsage);
-      return 2;
+      a.require.push_back(name);
+      start = comma + 1;
     }
   }
-  if (a.help) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
+  a.format = json || format == "json" ? Format::Json
+             : format == "markdown"   ? Format::Markdown
+                                      : Format::Text;
   if (a.format == Format::Markdown && !a.config) {
-    std::fprintf(stderr, "hmc-info: --format markdown applies to --config only\n\n%s", kUsage);
+    std::fprintf(stderr, "hmc-info: --format markdown applies to --config only\n");
     return 2;
   }
 

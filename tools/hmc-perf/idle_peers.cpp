@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,8 +22,9 @@
 #include <vector>
 
 #include "child_process.h"
+#include "cli.h"
 #include "options.h"
-#include "tool_version.h"
+#include "report.h"
 #include "wire.h"
 
 namespace {
@@ -34,77 +36,34 @@ constexpr uint64_t kPingTag = 1;
 constexpr uint64_t kPongTag = 2;
 constexpr double kGoalMiBPerPeer = 1.0;  // under 64 MiB for 64 peers
 
-const char* kUsage = R"(usage: hmc-idle-peers [--peers N] [--timeout MS] [--json]
-
-Resident memory of one hmc context connected to N idle peers. Starts N child processes, each
-with its own context connecting to this one, and reads VmRSS from /proc/self/status before the
-context, after it, with the N peers connected, and after one 8-byte message each way per peer.
-Goal: under 1 MiB per peer (64 MiB for 64 peers) on top of the context, excluding user buffers.
-
-  --peers N      child processes to connect                                  [64]
-  --timeout MS   bound of every wait (all connections, each message, exits)  [30000]
-  --json         one JSON object on stdout instead of the table
-  --help         this text
-
-exit status: 0 measured (whatever the figure), 1 error, 2 bad arguments
-)";
+const char* kAbout =
+    "Resident memory of one hmc context connected to N idle peers. Starts N child processes, "
+    "each with its own context connecting to this one, and reads VmRSS from /proc/self/status "
+    "before the context, after it, with the N peers connected, and after one 8-byte message "
+    "each way per peer. Goal: under 1 MiB per peer (64 MiB for 64 peers) on top of the "
+    "context, excluding user buffers.";
+const char* kFooter = "exit status: 0 measured (whatever the figure), 1 error, 2 bad arguments";
 
 struct Args {
   int peers = 64;
   int timeout_ms = 30000;
   bool json = false;
-  bool help = false;
   std::string child_addr_hex;  // hidden: run as a child
   long parent_pid = 0;         // hidden
 };
 
-bool parse(int argc, char** argv, Args* a, std::string* err) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](std::string* v) {
-      if (i + 1 >= argc) {
-        *err = arg + " needs a value";
-        return false;
-      }
-      *v = argv[++i];
-      return true;
-    };
-    std::string v;
-    int64_t n = 0;
-    if (arg == "--help" || arg == "-h") {
-      a->help = true;
-    } else if (arg == "--json") {
-      a->json = true;
-    } else if (arg == "--peers") {
-      if (!value(&v)) return false;
-      if (!hmc::perf::parse_int(v, 1, 4096, &n)) {
-        *err = "--peers wants 1..4096, got '" + v + "'";
-        return false;
-      }
-      a->peers = static_cast<int>(n);
-    } else if (arg == "--timeout") {
-      if (!value(&v)) return false;
-      if (!hmc::perf::parse_int(v, 1, INT32_MAX, &n)) {
-        *err = "--timeout wants milliseconds >= 1, got '" + v + "'";
-        return false;
-      }
-      a->timeout_ms = static_cast<int>(n);
-    } else if (arg == "--child") {
-      if (!value(&v)) return false;
-      a->child_addr_hex = v;
-    } else if (arg == "--parent-pid") {
-      if (!value(&v)) return false;
-      if (!hmc::perf::parse_int(v, 1, INT32_MAX, &n)) {
-        *err = "--parent-pid wants a pid";
-        return false;
-      }
-      a->parent_pid = static_cast<long>(n);
-    } else {
-      *err = "unknown argument '" + arg + "'";
-      return false;
-    }
-  }
-  return true;
+void add_options(CLI::App& app, Args* a) {
+  app.add_option("--peers", a->peers, "child processes to connect")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--timeout", a->timeout_ms,
+                 "bound of every wait in milliseconds (all connections, each message, exits)")
+      ->check(CLI::Range(1, INT32_MAX))
+      ->capture_default_str();
+  app.add_flag("--json", a->json, "one JSON object on stdout instead of the table");
+  // Internal: how the parent starts its children.
+  app.add_option("--child", a->child_addr_hex)->group("");
+  app.add_option("--parent-pid", a->parent_pid)->check(CLI::Range(1L, long(INT32_MAX)))->group("");
 }
 
 // A field of /proc/self/status in kB ("VmRSS"), or -1.
@@ -268,15 +227,23 @@ int run_parent(const Args& a) {
   double per_peer_used = mib(rss_used - rss_context) / a.peers;
   bool pass = per_peer_used < kGoalMiBPerPeer;
   if (a.json) {
-    std::printf(
-        "{\"peers\":%d,\"path\":\"%s\",\"rss_before_MiB\":%.2f,\"rss_context_MiB\":%.2f,"
-        "\"rss_idle_MiB\":%.2f,\"rss_after_message_MiB\":%.2f,\"hwm_MiB\":%.2f,"
-        "\"per_peer_idle_MiB\":%.4f,\"per_peer_after_message_MiB\":%.4f,"
-        "\"rss_shmem_MiB\":%.2f,\"virtual_growth_MiB\":%.2f,"
-        "\"threads\":%ld,\"fds\":%d,\"goal_MiB_per_peer\":%.2f,\"pass\":%s}\n",
-        a.peers, path.c_str(), mib(rss_before), mib(rss_context), mib(rss_idle), mib(rss_used),
-        mib(hwm), per_peer_idle, per_peer_used, mib(shm_used), mib(vm_used - vm_context),
-        threads_idle, fds_idle, kGoalMiBPerPeer, pass ? "true" : "false");
+    hmc_tools::Json j;
+    j["peers"] = a.peers;
+    j["path"] = hmc_tools::or_null(path);
+    j["rss_before_MiB"] = hmc::perf::json_number(mib(rss_before), 2);
+    j["rss_context_MiB"] = hmc::perf::json_number(mib(rss_context), 2);
+    j["rss_idle_MiB"] = hmc::perf::json_number(mib(rss_idle), 2);
+    j["rss_after_message_MiB"] = hmc::perf::json_number(mib(rss_used), 2);
+    j["hwm_MiB"] = hmc::perf::json_number(mib(hwm), 2);
+    j["per_peer_idle_MiB"] = std::round(per_peer_idle * 1e4) / 1e4;  // may be negative
+    j["per_peer_after_message_MiB"] = std::round(per_peer_used * 1e4) / 1e4;
+    j["rss_shmem_MiB"] = hmc::perf::json_number(mib(shm_used), 2);
+    j["virtual_growth_MiB"] = std::round(mib(vm_used - vm_context) * 100) / 100;
+    j["threads"] = threads_idle;
+    j["fds"] = fds_idle;
+    j["goal_MiB_per_peer"] = kGoalMiBPerPeer;
+    j["pass"] = pass;
+    std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("hmc-idle-peers: %d peers, path %s\n", a.peers, path.c_str());
     std::printf("  %-34s %9.2f MiB\n", "rss before the context", mib(rss_before));
@@ -307,18 +274,12 @@ int run_parent(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (hmc_tools::version_asked(argc, argv))
-    return hmc_tools::print_version("hmc-idle-peers", hmc_version());
   Args a;
-  std::string err;
-  if (!parse(argc, argv, &a, &err)) {
-    std::fprintf(stderr, "hmc-idle-peers: %s\n\n%s", err.c_str(), kUsage);
-    return 2;
-  }
-  if (a.help) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
+  CLI::App app(kAbout, "hmc-idle-peers");
+  hmc_tools::add_version(app, "hmc-idle-peers", hmc_version());
+  add_options(app, &a);
+  app.footer(kFooter);
+  if (int rc = hmc_tools::parse(app, argc, argv); rc >= 0) return rc;
   if (!a.child_addr_hex.empty()) return run_child(a);
   try {
     return run_parent(a);

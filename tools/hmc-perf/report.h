@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/json.h"
 #include "options.h"
 
 namespace hmc::perf {
@@ -49,60 +50,38 @@ inline double percentile(std::vector<double> v, double q) {
   return v[k];
 }
 
-inline std::string json_escape(const std::string& s) {
-  std::string o;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          o += b;
-        } else {
-          o.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  return o;
+// v rounded to `decimals` places; null when not measured (negative) or not finite.
+inline hmc_tools::Json json_number(double v, int decimals) {
+  if (v < 0 || !std::isfinite(v)) return nullptr;
+  const double scale = std::pow(10.0, decimals);
+  return std::round(v * scale) / scale;
 }
 
-inline std::string json_number(double v, int decimals) {
-  if (v < 0 || !std::isfinite(v)) return "null";
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", decimals, v);
-  return b;
-}
-
+// One line of JSON (nlohmann-json); unknown figures and names are null.
 inline std::string to_json(const Result& r) {
-  std::string s = "{";
-  s += "\"test\":\"" + std::string(to_string(r.test)) + "\"";
-  s += ",\"op\":\"" + std::string(to_string(r.op)) + "\"";
-  s += ",\"size\":" + std::to_string(r.size);
-  s += ",\"iters\":" + std::to_string(r.iters);
-  s += ",\"window\":" + std::to_string(r.window);
-  s += ",\"bw_MBps\":" + json_number(r.bw_MBps, 2);
-  s += ",\"lat_us_avg\":" + json_number(r.lat_us_avg, 3);
-  s += ",\"lat_us_p50\":" + json_number(r.lat_us_p50, 3);
-  s += ",\"lat_us_p99\":" + json_number(r.lat_us_p99, 3);
-  s += ",\"lat_us_p999\":" + json_number(r.lat_us_p999, 3);
-  s += ",\"lat_us_max\":" + json_number(r.lat_us_max, 3);
-  s += ",\"path\":\"" + json_escape(r.path) + "\"";
-  s += ",\"device_ipc\":\"" + json_escape(r.device_ipc) + "\"";
-  s += ",\"ipc_messages\":" + std::to_string(r.ipc_messages);
-  s += ",\"shared_messages\":" + std::to_string(r.shared_messages);
-  s += ",\"staged_transfers\":" + std::to_string(r.staged_transfers);
-  s += ",\"direct_transfers\":" + std::to_string(r.direct_transfers);
-  s += ",\"device_memory\":\"" + json_escape(r.device_memory) + "\"";
-  s += ",\"mem\":\"" + json_escape(r.mem) + "\"";
-  s += ",\"peer_mem\":\"" + json_escape(r.peer_mem) + "\"";
-  s += std::string(",\"check\":") + (r.check ? "true" : "false");
-  s += "}";
-  return s;
+  hmc_tools::Json j;
+  j["test"] = to_string(r.test);
+  j["op"] = to_string(r.op);
+  j["size"] = r.size;
+  j["iters"] = r.iters;
+  j["window"] = r.window;
+  j["bw_MBps"] = json_number(r.bw_MBps, 2);
+  j["lat_us_avg"] = json_number(r.lat_us_avg, 3);
+  j["lat_us_p50"] = json_number(r.lat_us_p50, 3);
+  j["lat_us_p99"] = json_number(r.lat_us_p99, 3);
+  j["lat_us_p999"] = json_number(r.lat_us_p999, 3);
+  j["lat_us_max"] = json_number(r.lat_us_max, 3);
+  j["path"] = hmc_tools::or_null(r.path);
+  j["device_ipc"] = r.device_ipc;  // "" says: none (it is known)
+  j["ipc_messages"] = r.ipc_messages;
+  j["shared_messages"] = r.shared_messages;
+  j["staged_transfers"] = r.staged_transfers;
+  j["direct_transfers"] = r.direct_transfers;
+  j["device_memory"] = r.device_memory;  // "": neither side has device memory
+  j["mem"] = hmc_tools::or_null(r.mem);
+  j["peer_mem"] = hmc_tools::or_null(r.peer_mem);
+  j["check"] = r.check;
+  return j.dump(-1, ' ', false, hmc_tools::Json::error_handler_t::replace);
 }
 
 inline std::string table_header() {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "device_check.h"
 #include "exports.h"
 #include "net_check.h"
@@ -17,7 +18,6 @@
 #include "report.h"
 #include "rules.h"
 #include "target.h"
-#include "tool_version.h"
 #include "util/log.h"
 
 namespace hmc::check {
@@ -25,43 +25,25 @@ namespace {
 
 constexpr int kPass = 0, kFail = 1, kUsage = 2;
 
-void print_usage(FILE* out) {
-  std::fprintf(
-      out,
-      "usage: hmc-plugin-check [OPTIONS] PLUGIN...\n"
-      "\n"
-      "Checks that hmc plugins keep the plugin contract (share/hmc/plugin-contract.md of the\n"
-      "installation, cited by section under each failure): loads each as the core\n"
-      "does (entry symbol, ABI version, table size, name, required slots), checks that it exports\n"
-      "nothing else, then exercises it:\n"
-      "  net:    device properties, a second context, a loopback connection over a device to\n"
-      "          itself (tagged messages, ordering per tag, messages that arrive before their\n"
-      "          receive, a large and a zero-byte message, truncation, cancel, wait_fd wake-ups,\n"
-      "          peer loss and the messages kept after it), and with HMC_NET_FLAG_RMA\n"
-      "          registration per device, put, get and the refusal of out-of-bounds accesses and\n"
-      "          of accesses the registration did not grant;\n"
-      "  device: device properties, a second context, allocation and pointer queries, copies\n"
-      "          host->device->device->host completed through events, pinned host memory, and\n"
-      "          per capability host registration, dma-buf export and IPC with another process.\n"
-      "Every wait is bounded. Each failure is printed with the rule it breaks.\n"
-      "\n"
-      "PLUGIN is a plugin file (path/to/libhmc-net-foo.so), or KIND:NAME (net:hoststage,\n"
-      "device:cuda) for a plugin found as the core finds it (HMC_PLUGIN_PATH, then lib/hmc of the\n"
-      "installation). Give files or KIND:NAME, not both.\n"
-      "\n"
-      "Options:\n"
-      "  --device N|all     the device exercised (default 0)\n"
-      "  --timeout SECONDS  the longest wait of one step (default 10)\n"
-      "  --require-devices  fail a plugin that has no device here (default: the checks that\n"
-      "                     need one are skipped)\n"
-      "  --no-default-dirs  KIND:NAME: search HMC_PLUGIN_PATH only\n"
-      "  -h, --help         this text\n"
-      "\n"
-      "The plugins' own variables (HMC_<PLUGIN>_*) apply; HMC_LOG_LEVEL (default warn) sets how\n"
-      "much of the core's and the plugins' logging is printed.\n"
-      "\n"
-      "Exit status: 0 when every plugin passed, 1 when a check failed, 2 on a usage error.\n");
-}
+const char* kAbout =
+    "Checks that hmc plugins keep the plugin contract (share/hmc/plugin-contract.md of the "
+    "installation, cited by section under each failure): loads each as the core does (entry "
+    "symbol, ABI version, table size, name, required slots), checks that it exports nothing "
+    "else, then exercises it.\n"
+    "  net:    device properties, a second context, a loopback connection over a device to\n"
+    "          itself (tagged messages, ordering per tag, messages that arrive before their\n"
+    "          receive, a large and a zero-byte message, truncation, cancel, wait_fd wake-ups,\n"
+    "          peer loss and the messages kept after it), and with HMC_NET_FLAG_RMA\n"
+    "          registration per device, put, get and the refusal of out-of-bounds accesses and\n"
+    "          of accesses the registration did not grant;\n"
+    "  device: device properties, a second context, allocation and pointer queries, copies\n"
+    "          host->device->device->host completed through events, pinned host memory, and\n"
+    "          per capability host registration, dma-buf export and IPC with another process.\n"
+    "Every wait is bounded. Each failure is printed with the rule it breaks.";
+const char* kFooter =
+    "The plugins' own variables (HMC_<PLUGIN>_*) apply; HMC_LOG_LEVEL (default warn) sets how\n"
+    "much of the core's and the plugins' logging is printed.\n"
+    "Exit status: 0 when every plugin passed, 1 when a check failed, 2 on a usage error.";
 
 int usage_error(const std::string& why) {
   std::fprintf(stderr, "hmc-plugin-check: %s\n(hmc-plugin-check --help for usage)\n", why.c_str());
@@ -76,50 +58,47 @@ struct Options {
   bool default_dirs = true;
 };
 
-// kPass when the arguments are good; kUsage (message printed) or -1 (help printed) when not.
+// kPass when the arguments are good; kUsage (message printed) or -1 (help or version printed)
+// when not.
 int parse_args(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "-h" || a == "--help") {
-      print_usage(stdout);
-      return -1;
-    } else if (a == "--device") {
-      char* end = nullptr;
-      if (!value(&v)) return usage_error("--device needs a value");
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v == "all")
-        o->device = -1;
-      else if (!v.empty() && *end == '\0' && n >= 0 && n < 4096)
-        o->device = static_cast<int>(n);
-      else
-        return usage_error("--device " + v + ": expected a device index or 'all'");
-    } else if (a == "--timeout") {
-      char* end = nullptr;
-      if (!value(&v)) return usage_error("--timeout needs a value");
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 1 || n > 3600)
-        return usage_error("--timeout " + v + ": expected seconds from 1 to 3600");
-      o->timeout_s = static_cast<unsigned>(n);
-    } else if (a == "--require-devices") {
-      o->require_devices = true;
-    } else if (a == "--no-default-dirs") {
-      o->default_dirs = false;
-    } else if (a.size() > 1 && a[0] == '-') {
-      return usage_error("unknown option " + a);
-    } else {
-      Target t;
-      std::string why;
-      if (!parse_target(a, &t, &why)) return usage_error(why);
-      if (!o->targets.empty() && o->targets.front().file != t.file)
-        return usage_error("give plugin files or KIND:NAME, not both");
-      o->targets.push_back(t);
-    }
+  CLI::App app(kAbout, "hmc-plugin-check");
+  hmc_tools::add_version(app, "hmc-plugin-check", HMC_TOOLS_VERSION);
+  std::string device = "0";
+  app.add_option("--device", device, "the device exercised: an index, or all (default 0)")
+      ->type_name("N|all")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            long n = std::strtol(v.c_str(), &end, 10);
+            if (v == "all" || (!v.empty() && *end == '\0' && n >= 0 && n < 4096)) return "";
+            return v + ": expected a device index or 'all'";
+          },
+          "N|all"));
+  app.add_option("--timeout", o->timeout_s, "the longest wait of one step, in seconds (default 10)")
+      ->check(CLI::Range(1u, 3600u));
+  app.add_flag("--require-devices", o->require_devices,
+               "fail a plugin that has no device here (default: the checks that need one are "
+               "skipped)");
+  bool no_default_dirs = false;
+  app.add_flag("--no-default-dirs", no_default_dirs, "KIND:NAME: search HMC_PLUGIN_PATH only");
+  std::vector<std::string> plugins;
+  app.add_option("PLUGIN", plugins,
+                 "a plugin file (path/to/libhmc-net-foo.so), or KIND:NAME (net:hoststage, "
+                 "device:cuda) for a plugin found as the core finds it (HMC_PLUGIN_PATH, then "
+                 "lib/hmc of the installation); files or KIND:NAME, not both");
+  app.footer(kFooter);
+  int rc = hmc_tools::parse(app, argc, argv);
+  if (rc == 0) return -1;
+  if (rc > 0) return kUsage;
+  o->device = device == "all" ? -1 : std::atoi(device.c_str());
+  o->default_dirs = !no_default_dirs;
+  for (const std::string& a : plugins) {
+    Target t;
+    std::string why;
+    if (!parse_target(a, &t, &why)) return usage_error(why);
+    if (!o->targets.empty() && o->targets.front().file != t.file)
+      return usage_error("give plugin files or KIND:NAME, not both");
+    o->targets.push_back(t);
   }
   if (o->targets.empty()) return usage_error("no plugin to check");
   return kPass;
@@ -232,7 +211,6 @@ int run(const Options& o, const char* self) {
 }  // namespace hmc::check
 
 int main(int argc, char** argv) {
-  if (hmc_tools::version_asked(argc, argv)) return hmc_tools::print_version("hmc-plugin-check");
   using namespace hmc::check;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines interleave with the log on stderr
 

@@ -456,6 +456,19 @@ HMC_API hmc_status_t hmc_context_event_fd(hmc_context_t ctx, int* fd);
 HMC_API hmc_status_t hmc_context_event_clear(hmc_context_t ctx);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Metrics (docs/metrics.md)                                                                  */
+
+/* Writes the context's metrics in Prometheus' text exposition format (version 0.0.4), ending
+ * in a NUL: its peers by state, transfers and bytes per peer, path and operation, collectives
+ * with a latency histogram, errors by status code. With buf NULL only *len is set: the bytes
+ * needed, NUL included. *len: capacity in, bytes written (NUL included) out;
+ * HMC_ERR_TRUNCATED, with the bytes needed in *len, when the buffer is too small (the text may
+ * grow between two calls: leave room or loop). The same text is served over HTTP when
+ * HMC_METRICS_ADDR is set, and written at destruction when HMC_METRICS_FILE is. */
+#define HMC_HAS_METRICS 1
+HMC_API hmc_status_t hmc_metrics_dump(hmc_context_t ctx, char* buf, size_t* len);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Groups and collectives: datatypes and reductions.                                          */
 
 typedef enum hmc_dtype {

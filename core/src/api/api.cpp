@@ -11,6 +11,7 @@
 #include "net/registration.h"
 #include "peer/capabilities.h"
 #include "peer/device_memory.h"
+#include "util/clock.h"
 #include "util/handles.h"
 #include "util/hot.h"
 #include "util/status.h"
@@ -162,8 +163,21 @@ hmc_status_t post_coll(hmc_comm_t comm, const coll::CollArgs& args, const void* 
   coll::Communicator* c = comm_of(comm);
   Request* r = nullptr;
   hmc_status_t st = c->owner->collectives().post(c, args, in, out, out_elements, func, &r);
-  if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
+  if (st != HMC_SUCCESS) return st;
+  *req = RequestTable::handle(r);
+  uint64_t elements = args.count;
+  for (uint64_t n : args.send_counts) elements += n;
+  const char* name = strncmp(func, "hmc_", 4) == 0 ? func + 4 : func;
+  c->owner->coll_metrics().posted(reinterpret_cast<uintptr_t>(*req), name,
+                                  elements * coll::dtype_size(args.dtype), now_ns());
   return st;
+}
+
+// A collective's end as the application sees it, for the metrics: `handle` no longer names a
+// live request once test or wait returned its end.
+void note_coll_end(Context* ctx, hmc_request_t handle, hmc_status_t st) {
+  if (!RequestTable::lookup(handle))
+    ctx->coll_metrics().ended(reinterpret_cast<uintptr_t>(handle), st, now_ns());
 }
 
 #define CHECK_COLL(comm, req) \
@@ -827,7 +841,11 @@ HMC_API hmc_status_t hmc_notify_wait(hmc_context_t ctx, int timeout_ms, hmc_noti
 HMC_HOT HMC_API hmc_status_t hmc_request_test(hmc_request_t req, size_t* bytes) {
   HMC_TRY
   CHECK_REQUEST(req, r);
-  return ctx_of_request(r)->transfers().test(r, bytes);
+  Context* ctx = ctx_of_request(r);
+  if (r->op != Op::Coll) return ctx->transfers().test(r, bytes);
+  hmc_status_t st = ctx->transfers().test(r, bytes);
+  note_coll_end(ctx, req, st);
+  return st;
   HMC_CATCH
 }
 
@@ -835,7 +853,11 @@ HMC_HOT HMC_API hmc_status_t hmc_request_wait(hmc_request_t req, int timeout_ms,
   HMC_TRY
   CHECK_REQUEST(req, r);
   CHECK_TIMEOUT(timeout_ms);
-  return ctx_of_request(r)->transfers().wait(r, timeout_ms, bytes);
+  Context* ctx = ctx_of_request(r);
+  if (r->op != Op::Coll) return ctx->transfers().wait(r, timeout_ms, bytes);
+  hmc_status_t st = ctx->transfers().wait(r, timeout_ms, bytes);
+  note_coll_end(ctx, req, st);
+  return st;
   HMC_CATCH
 }
 
@@ -844,6 +866,28 @@ HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req) {
   CHECK_REQUEST(req, r);
   if (r->op == Op::Coll) return ctx_of_request(r)->collectives().cancel(r);
   return ctx_of_request(r)->transfers().cancel(r);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_metrics_dump(hmc_context_t ctx, char* buf, size_t* len) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(len);
+  const std::string text = ctx_of(ctx)->metrics_text();
+  const size_t need = text.size() + 1;
+  if (!buf) {
+    *len = need;
+    return HMC_SUCCESS;
+  }
+  if (*len < need) {
+    size_t have = *len;
+    *len = need;
+    return fail(HMC_ERR_TRUNCATED, "hmc_metrics_dump: the metrics need {} bytes, the buffer has {}",
+                need, have);
+  }
+  memcpy(buf, text.c_str(), need);
+  *len = need;
+  return HMC_SUCCESS;
   HMC_CATCH
 }
 

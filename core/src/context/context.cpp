@@ -54,6 +54,7 @@ hmc_status_t Context::create(const hmc_context_options_t* opts, std::unique_ptr<
 }
 
 hmc_status_t Context::init(const hmc_context_options_t* opts) {
+  created_ns_ = now_ns();
   hmc_status_t st = config_.load_from_environment();
   if (st != HMC_SUCCESS) return st;
   int level = HMC_LOG_WARN;
@@ -221,6 +222,7 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
 
   st = progress_.start(use_progress_thread_);
   if (st != HMC_SUCCESS) return st;
+  if ((st = start_metrics()) != HMC_SUCCESS) return st;
   HMC_LOG_I("context {:016x} ready: control plane unix:@{} tcp:{}:{}, progress thread {}", id_,
             address_.unix_name, address_.tcp_host, address_.tcp_port,
             use_progress_thread_ ? "on" : "off");
@@ -328,6 +330,8 @@ std::vector<uint8_t> Context::address() const {
 }
 
 Context::~Context() {
+  metrics_server_.stop();
+  write_metrics_file();
   progress_.stop();
   incoming_.reset();  // connectors in setup close their plugin listeners while the plugins live
   if (collectives_) collectives_->shutdown();  // while the peers its collectives use are here

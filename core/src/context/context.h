@@ -6,6 +6,7 @@
 // xfer/progress.h), and wires them together: each subsystem registers the handlers of its
 // control messages with the dispatch table (peer/dispatch.h). Its own methods:
 //   context/context.cpp   creation, teardown, peers joining and leaving
+//   context/metrics.cpp   the metrics text (util/metrics.h), its endpoint and file
 #pragma once
 
 #include <atomic>
@@ -37,6 +38,8 @@
 #include "peer/peer.h"
 #include "plugin/loader.h"
 #include "util/config.h"
+#include "util/metrics.h"
+#include "util/metrics_http.h"
 #include "xfer/framed_transfer.h"
 #include "xfer/peer_failure.h"
 #include "xfer/progress.h"
@@ -97,6 +100,13 @@ class Context final : private RegionServices,
   // --- collectives (coll/collectives.h) --------------------------------------------------------
   coll::Collectives& collectives() { return *collectives_; }
 
+  // --- metrics (util/metrics.h, docs/metrics.md) --------------------------------------------
+  // The context's metrics in Prometheus' text format. Thread-safe.
+  std::string metrics_text();
+  CollMetrics& coll_metrics() { return coll_metrics_; }
+  // Where HMC_METRICS_ADDR serves them ("" when it does not).
+  const std::string& metrics_address() const { return metrics_server_.address(); }
+
   // --- regions (xfer/regions.h) ---------------------------------------------------------
   Regions& regions() { return *regions_; }
 
@@ -116,6 +126,8 @@ class Context final : private RegionServices,
   hmc_status_t init(const hmc_context_options_t* opts);
   hmc_status_t start_control_plane(const std::string& host, uint16_t port);
   void build_capabilities();
+  hmc_status_t start_metrics();
+  void write_metrics_file();
 
   // Peer failure (xfer/peer_failure.h), for the subsystems' services.
   void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) override {
@@ -224,6 +236,12 @@ class Context final : private RegionServices,
   // transfer and drains the parked ones before devices_.release_all() ends the pool and engine.
   uint64_t stage_chunk_ = 0;
   StageEnv stage_env_;  // the registry's pool and engine
+
+  CollMetrics coll_metrics_;
+  MetricsServer metrics_server_;  // HMC_METRICS_ADDR; stopped first in ~Context
+  uint64_t created_ns_ = 0;
+  bool metrics_ready_ = false;                     // init got as far as the metrics
+  std::map<const Peer*, uint64_t> peer_ordinals_;  // the metrics' conn label; peers_mutex_
 
   Transfers transfers_;  // wired by init (Transfers::configure)
   PeerFailure failure_;  // wired by init (PeerFailure::configure)

@@ -19,6 +19,7 @@
 #include "peer/framing_state.h"
 #include "peer/notify_order.h"
 #include "peer/post_test_learner.h"
+#include "util/metrics.h"
 
 namespace hmc {
 
@@ -68,6 +69,8 @@ struct Peer : std::enable_shared_from_this<Peer> {
   std::atomic<uint64_t> last_heard_ns{0};  // last sign of life: a message or a completion
   uint64_t completions_seen = 0;           // Progress::service_control's (passes are serialized)
   uint64_t last_sent_ns = 0;               // guarded by ctrl_mutex
+  // Transfers that ended, for the metrics (util/metrics.h); written under net->mutex().
+  TransferCounters transfers_ended;
 };
 
 }  // namespace hmc

@@ -136,6 +136,14 @@ const std::vector<ConfigVar>& core_config_vars() {
        "tree, linear, hierarchical (all-reduce, broadcast, all-gather) or direct; empty: chosen by "
        "size and shape",
        "core"},
+      {"HMC_METRICS_ADDR", ConfigType::String, "",
+       "serve the context's metrics in Prometheus' text format over HTTP at host:port/metrics "
+       "(a port alone: 127.0.0.1; port 0 picks a free one); empty: no endpoint",
+       "core"},
+      {"HMC_METRICS_FILE", ConfigType::String, "",
+       "write the context's metrics in Prometheus' text format to this file when the context is "
+       "destroyed; %p is replaced by the pid; empty: none",
+       "core"},
       {"HMC_COLL_BACKEND", ConfigType::String, "auto",
        "who runs a communicator's collectives: auto (a ccl plugin's vendor library where every "
        "rank's buffers are device memory it serves, else hmc; a mixed communicator's "

@@ -10,7 +10,11 @@
 
 namespace hmc {
 
-// Records msg as the calling thread's last error and returns st, so that a failure reads
+// "HMC_ERR_PEER_LOST" (hmc_status_string).
+const char* status_name(hmc_status_t status);
+
+// Records msg as the calling thread's last error (and counts the error by code for the metrics,
+// util/metrics.h) and returns st, so that a failure reads
 //   return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_send: buf is NULL with size {}", size);
 hmc_status_t set_error(hmc_status_t st, std::string msg);
 

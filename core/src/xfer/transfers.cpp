@@ -617,6 +617,8 @@ HMC_HOT void Transfers::complete_locked(Request* req, hmc_status_t status, std::
   req->status = status;
   req->error = std::move(error);
   req->peer->add_pending_locked(-1);
+  req->peer->transfers_ended.ended_locked(static_cast<int>(req->op), status == HMC_SUCCESS,
+                                          req->op == Op::Recv ? req->bytes : req->size);
   req->done.store(true, std::memory_order_release);
   events_.ring();
 }
