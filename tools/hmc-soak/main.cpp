@@ -19,6 +19,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,6 +64,7 @@ struct Options {
   double warmup = -1;
   bool quiet = false;
   uint64_t inject_corruption = 0;
+  uint64_t plugin_errors = 200000;
 };
 
 bool parse_size(const std::string& s, size_t* out) {
@@ -108,7 +111,7 @@ struct WorkerState {
   int cmd_fd = -1;
   std::unique_ptr<soak::LineReader> rd;
   bool hello = false, alive = true, stopped = false, killed = false, bye = false;
-  bool in_epoch = false, running = false, done = false;
+  bool in_epoch = false, running = false, done = false, injecting = false;
   int64_t spawned_ns = 0;
   std::string device, exit_text;
   json counters = json::object();
@@ -188,6 +191,7 @@ class Launcher {
   int redis_port_ = 0;
   bool ending_ = false;
   std::map<int, std::string> addrs_;
+  std::vector<std::string> round_;  // the scheduled fault kinds still to come this round
 };
 
 void Launcher::spawn() {
@@ -217,6 +221,12 @@ void Launcher::spawn() {
   setup.hang_ms = 2 * o_.timeout_ms + 2000;
   setup.device = w->device;
   setup.inject_corruption = o_.inject_corruption;
+  // The plugin fault: one worker at a time runs with hoststage's error injection.
+  if (std::find(kinds_.begin(), kinds_.end(), "plugin") != kinds_.end()) {
+    bool someone = false;
+    for (auto& x : workers_) someone = someone || (x->alive && x->injecting);
+    w->injecting = setup.injecting = !someone;
+  }
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
@@ -230,6 +240,10 @@ void Launcher::spawn() {
     for (int fd = 3; fd < 1024; ++fd)
       if (fd != cmd[0] && fd != rep[1]) close(fd);
     setenv("HMC_TIMEOUT_MS", std::to_string(o_.timeout_ms).c_str(), 1);
+    if (setup.injecting)
+      setenv("HMC_HOSTSTAGE_INJECT_ERRORS", std::to_string(o_.plugin_errors).c_str(), 1);
+    else
+      unsetenv("HMC_HOSTSTAGE_INJECT_ERRORS");
     if (!getenv("HMC_LOG_LEVEL")) setenv("HMC_LOG_LEVEL", "error", 1);
     if (!o_.vendors.empty()) {
       static const char* kVars[][2] = {{"cuda", "HMC_CUDA_LIBRARY"},
@@ -272,6 +286,20 @@ void Launcher::handle(WorkerState& w, const json& m) {
                 m.value("error", ""),
                 m.value("aborted", false)};
     errors_.push_back(e);
+    if (m.value("injected", false) && ep_.active && e.epoch == ep_.number && !ep_.faulted) {
+      // An error the plugin injected: a fault, at the time the victim saw it.
+      Fault f;
+      f.kind = "plugin";
+      f.victim = w.id;
+      f.t_ns = f.end_ns = e.t_ns;
+      f.epoch = e.epoch;
+      f.note = "HMC_HOSTSTAGE_INJECT_ERRORS=" + std::to_string(o_.plugin_errors) + ": " + e.text;
+      for (int id : ep_.members)
+        if (id != w.id) f.survivors.push_back(id);
+      f.undone = true;
+      ep_.faulted = true;
+      faults_.push_back(f);
+    }
     if (ep_.active && e.epoch == ep_.number) {
       ep_.failed = true;
       // The others get a second more than the library's timeout to see their own error.
@@ -500,7 +528,17 @@ void Launcher::maybe_fault(int64_t now) {
   if (now - ep_.running_ns < 300000000) return;
   if (ep_.failed) return;
   Fault f;
-  f.kind = kinds_[size_t(rng_.below(kinds_.size()))];
+  std::vector<std::string> scheduled;
+  for (auto& k : kinds_)
+    if (k != "plugin") scheduled.push_back(k);
+  if (scheduled.empty()) return;
+  // Each kind in turn, in an order shuffled from the seed every round: every kind comes.
+  if (round_.empty()) {
+    round_ = scheduled;
+    for (size_t i = round_.size(); i > 1; --i) std::swap(round_[i - 1], round_[rng_.below(i)]);
+  }
+  f.kind = round_.back();
+  round_.pop_back();
   f.t_ns = mono_ns();
   f.end_ns = f.t_ns;
   f.epoch = ep_.number;
@@ -537,8 +575,10 @@ void Launcher::maybe_fault(int64_t now) {
   } else if (f.kind == "redis") {
     f.victim = -1;  // no worker: the rendezvous server
     stop_redis();
-    f.end_ns = f.t_ns + 500000000;
-    f.note = "redis-server killed (SIGKILL), restarted on the same port after 0.5 s";
+    // Down across the next communicator's creation, which must fail, then the one after works.
+    f.end_ns = f.t_ns + int64_t(o_.epoch_seconds * 1e9) + 1000000000;
+    f.note = "redis-server killed (SIGKILL), restarted on the same port " +
+             std::to_string(o_.epoch_seconds + 1) + " s later";
   }
   for (int id : ep_.members)
     if (id != f.victim) f.survivors.push_back(id);
@@ -561,8 +601,6 @@ int Launcher::run() {
               : "tc netem is not in this host's kernel (modprobe -n sch_netem fails)";
     } else if (k == "veth") {
       skipped_[k] = "not done by hmc-soak yet: every worker runs in this network namespace";
-    } else if (k == "plugin") {
-      skipped_[k] = "not done by hmc-soak yet: no plugin error-injection setting exists";
     } else if (k == "redis" && o_.rendezvous != "redis") {
       skipped_[k] = "needs --rendezvous redis";
     } else {
@@ -731,44 +769,76 @@ json Launcher::summary(double elapsed, int* failures) {
   j["epochs_ok"] = ok_epochs;
   j["epochs_failed_unexplained"] = unexplained;
   j["unexplained"] = unexplained_list;
-  // Per fault: each survivor's first error after it, and how long after.
+  // Per fault: each survivor's (and the victim's) first error after it, and how long after: in
+  // the fault's epoch, or for the faults whose effect lasts (a limit, the Redis server) in an
+  // epoch that began before the effect was undone.
   uint64_t over_bound = 0;
   json fl = json::array();
   std::map<std::string, uint64_t> by_kind;
-  for (auto& f : faults_) {
+  auto epoch_start = [&](uint64_t n) -> int64_t {
+    for (auto& e : epochs_)
+      if (e.number == n) return e.start_ns;
+    return 0;
+  };
+  for (size_t fi = 0; fi < faults_.size(); ++fi) {
+    const Fault& f = faults_[fi];
     ++by_kind[f.kind];
-    json sv = json::array();
-    for (int id : f.survivors) {
+    // Errors after the next fault are that one's.
+    int64_t next_t = fi + 1 < faults_.size() ? faults_[fi + 1].t_ns : INT64_MAX;
+    auto first_of = [&](int id) -> const ErrorSeen* {
       const ErrorSeen* first = nullptr;
-      for (auto& er : errors_)
-        if (er.id == id && er.epoch == f.epoch && er.t_ns >= f.t_ns - 1000000000LL &&
-            (!first || er.t_ns < first->t_ns))
-          first = &er;
-      json s = {{"id", id}};
-      if (first) {
-        double ms = double(first->t_ns - f.t_ns) / 1e6;
-        s["first_error_ms"] = ms;
-        s["status"] = first->status;
-        s["via_abort"] = first->aborted;
-        s["error"] = first->text;
-        bool must = f.kind == "kill" || f.kind == "stop";
-        if (must && !first->aborted && ms > o_.timeout_ms + 1000) {
-          ++over_bound;
-          s["over_bound"] = true;
-        }
-      } else {
-        s["first_error_ms"] = nullptr;
+      for (auto& er : errors_) {
+        if (er.id != id || er.t_ns < f.t_ns - 1000000000LL || er.t_ns >= next_t) continue;
+        bool in = er.epoch == f.epoch ||
+                  (er.epoch > f.epoch && epoch_start(er.epoch) <= f.end_ns && f.end_ns > f.t_ns);
+        if (in && (!first || er.t_ns < first->t_ns)) first = &er;
       }
-      sv.push_back(s);
-    }
-    fl.push_back({{"kind", f.kind},
-                  {"victim", f.victim},
-                  {"epoch", f.epoch},
-                  {"at_s", secs(f.t_ns - start_ns_)},
-                  {"note", f.note},
-                  {"survivors", sv}});
+      return first;
+    };
+    auto describe = [&](int id, bool survivor) {
+      json s = {{"id", id}};
+      const ErrorSeen* first = first_of(id);
+      if (!first) {
+        s["first_error_ms"] = nullptr;
+        return s;
+      }
+      double ms = double(first->t_ns - f.t_ns) / 1e6;
+      s["first_error_ms"] = ms;
+      s["epoch"] = first->epoch;
+      s["status"] = first->status;
+      s["via_abort"] = first->aborted;
+      s["error"] = first->text;
+      bool must = survivor && (f.kind == "kill" || f.kind == "stop");
+      if (must && !first->aborted && ms > o_.timeout_ms + 1000) {
+        ++over_bound;
+        s["over_bound"] = true;
+      }
+      return s;
+    };
+    json sv = json::array();
+    for (int id : f.survivors) sv.push_back(describe(id, true));
+    json one = {{"kind", f.kind},
+                {"victim", f.victim},
+                {"epoch", f.epoch},
+                {"at_s", secs(f.t_ns - start_ns_)},
+                {"effect_s", secs(f.end_ns - f.t_ns)},
+                {"note", f.note},
+                {"survivors", sv}};
+    if (f.victim >= 0 && f.kind != "kill") one["victim_error"] = describe(f.victim, false);
+    fl.push_back(one);
   }
   j["faults"] = fl;
+  json seen = json::array();
+  for (auto& er : errors_) {
+    if (seen.size() >= 500) break;
+    seen.push_back({{"id", er.id},
+                    {"epoch", er.epoch},
+                    {"at_s", secs(er.t_ns - start_ns_)},
+                    {"status", er.status},
+                    {"via_abort", er.aborted},
+                    {"error", er.text}});
+  }
+  j["errors_seen"] = seen;  // each worker's first error of each epoch (the first 500)
   j["faults_by_kind"] = by_kind;
   j["faults_skipped"] = skipped_;
   j["first_error_over_bound"] = over_bound;
@@ -783,30 +853,51 @@ json Launcher::summary(double elapsed, int* failures) {
               {"device", w->device},
               {"exit", w->exit_text},
               {"samples", w->samples.size()}};
-    long rss_max = 0, rss_warm = -1, rss_last = w->samples.back().rss_kb;
+    // Levels, not single samples (the heap breathes with the sizes in flight): the median of
+    // the 10 samples after the warm-up, and of the last 10.
+    auto median = [](std::vector<long> v) {
+      std::sort(v.begin(), v.end());
+      return v.empty() ? -1L : v[v.size() / 2];
+    };
+    std::vector<long> warm_win, end_win;
+    long rss_max = 0;
     int fd_min = 1 << 30, fd_max = 0, fd_warm = -1;
-    for (auto& s : w->samples) {
+    size_t first_warm = w->samples.size();
+    for (size_t i = 0; i < w->samples.size(); ++i) {
+      const Sample& s = w->samples[i];
       fd_min = std::min(fd_min, s.fds);
       fd_max = std::max(fd_max, s.fds);
       double age = s.t - secs(w->spawned_ns - start_ns_);
-      if (age >= warm && rss_warm < 0) {
-        rss_warm = s.rss_kb;
+      if (age >= warm && first_warm == w->samples.size()) {
+        first_warm = i;
         fd_warm = s.fds;
       }
-      if (rss_warm >= 0) rss_max = std::max(rss_max, s.rss_kb);
+      if (first_warm < w->samples.size()) {
+        rss_max = std::max(rss_max, s.rss_kb);
+        if (warm_win.size() < 10) warm_win.push_back(s.rss_kb);
+      }
     }
+    for (size_t i = w->samples.size() >= 10 ? w->samples.size() - 10 : 0; i < w->samples.size();
+         ++i)
+      if (i >= first_warm) end_win.push_back(w->samples[i].rss_kb);
+    long rss_warm = median(warm_win), rss_end = median(end_win);
+    json series = json::array();  // one sample in ten: how it went over the run
+    for (size_t i = 0; i < w->samples.size(); i += 10) series.push_back(w->samples[i].rss_kb);
+    p["rss_kb_every_10s"] = series;
     p["rss_kb_first"] = w->samples.front().rss_kb;
-    p["rss_kb_last"] = rss_last;
+    p["rss_kb_last"] = w->samples.back().rss_kb;
     p["fds_min"] = fd_min;
     p["fds_max"] = fd_max;
     p["fds_last"] = w->samples.back().fds;
-    bool long_lived = rss_warm > 0 && w->samples.back().t - w->samples.front().t >= 2 * warm;
+    // Long-lived: 10 samples after its warm-up and 10 more after those.
+    bool long_lived = w->samples.size() >= first_warm + 20;
     p["long_lived"] = long_lived;
     if (rss_warm > 0) {
       p["rss_kb_warm"] = rss_warm;
+      p["rss_kb_end"] = rss_end;
       p["rss_kb_max_after_warm"] = rss_max;
       p["fds_warm"] = fd_warm;
-      double growth = 100.0 * double(rss_max - rss_warm) / double(rss_warm);
+      double growth = 100.0 * double(rss_end - rss_warm) / double(rss_warm);
       p["rss_growth_pct"] = growth;
       if (long_lived && growth > o_.rss_growth_pct) {
         ++rss_over;
@@ -858,8 +949,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "the run's seed (default: from the clock; printed)");
   app.add_option("--max-size", o.max_size, "largest payload; K, M, G suffixes (default 64M)");
   app.add_option("--faults", o.faults,
-                 "faults to inject, comma-separated: kill, stop, fdlimit, memlock, redis "
-                 "(plugin, veth, netem: skipped, saying why)")
+                 "faults to inject, comma-separated: kill, stop, fdlimit, memlock, redis, plugin "
+                 "(veth, netem: skipped, saying why)")
       ->delimiter(',')
       ->check(
           CLI::IsMember(std::vector<std::string>(std::begin(kFaultKinds), std::end(kFaultKinds))));
@@ -893,6 +984,10 @@ int main(int argc, char** argv) {
       "percent a long-lived worker's resident memory may grow after warm-up (default 10)");
   app.add_option("--warmup", o.warmup, "seconds of warm-up (default: duration / 3, at most 60)");
   app.add_flag("-q,--quiet", o.quiet, "no progress lines");
+  app.add_option("--plugin-errors", o.plugin_errors,
+                 "the plugin fault: one worker at a time runs with HMC_HOSTSTAGE_INJECT_ERRORS=N "
+                 "(one in N of its posted transfers fails; default 200000)")
+      ->check(CLI::Range(uint64_t(1), uint64_t(1000000000)));
   app.add_option("--inject-corruption", o.inject_corruption,
                  "flip a byte of every N-th payload before it is checked: a test of hmc-soak "
                  "itself, which must then fail");

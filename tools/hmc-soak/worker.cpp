@@ -171,6 +171,7 @@ void Worker::first_error(const std::string& text, hmc_status_t st) {
           {"t_ns", ep_.first_error_ns},
           {"status", ep_.status},
           {"aborted", aborted_},
+          {"injected", s_.injecting && st == HMC_ERR_PLUGIN},
           {"error", text}});
 }
 

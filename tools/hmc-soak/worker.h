@@ -19,7 +19,8 @@ struct WorkerSetup {
   int timeout_ms = 0;              // HMC_TIMEOUT_MS of the context
   int hang_ms = 0;                 // a wait longer than this is a hang
   uint64_t inject_corruption = 0;  // flip a byte of every N-th payload checked (0: never)
-  std::string device;  // the emulated device whose memory it also uses ("cuda:0"); "" none
+  bool injecting = false;  // runs with HMC_HOSTSTAGE_INJECT_ERRORS: its plugin errors are faults
+  std::string device;      // the emulated device whose memory it also uses ("cuda:0"); "" none
 };
 
 // Runs until the launcher says quit or goes; the process's exit status.

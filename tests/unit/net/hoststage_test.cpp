@@ -449,6 +449,8 @@ TEST(HoststageConfig, InvalidValuesFailInitNamingTheVariable) {
       {"HMC_HOSTSTAGE_SOCKBUF", "lots"},
       {"HMC_HOSTSTAGE_IFNAMES", "lo,,lo"},
       {"HMC_HOSTSTAGE_IFNAMES", "hmcnosuchif0"},
+      {"HMC_HOSTSTAGE_INJECT_ERRORS", "-1"},
+      {"HMC_HOSTSTAGE_INJECT_ERRORS", "often"},
       {"HMC_LISTEN_HOST", "not a host name!"},
   };
   in_child([&] {
@@ -465,7 +467,8 @@ TEST(HoststageConfig, InvalidValuesFailInitNamingTheVariable) {
                 {"HMC_HOSTSTAGE_EAGER_LIMIT", "32k"},
                 {"HMC_HOSTSTAGE_SHM", "off"},
                 {"HMC_HOSTSTAGE_IFNAMES", " lo "},
-                {"HMC_HOSTSTAGE_SOCKBUF", "0"}});
+                {"HMC_HOSTSTAGE_SOCKBUF", "0"},
+                {"HMC_HOSTSTAGE_INJECT_ERRORS", "1000"}});
     hmc_net_ctx_t* c = nullptr;
     ASSERT_EQ(t->init(ok.services(), &c), HMC_PLUGIN_SUCCESS);
     int n = 0;
