@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -65,6 +66,68 @@ struct Options {
   bool quiet = false;
   uint64_t inject_corruption = 0;
   uint64_t plugin_errors = 200000;
+  bool netns = false;
+};
+
+// Two "hosts" on this one: network namespaces joined by a veth pair, each worker in one of
+// them with its own UTS namespace and hostname (hmc tells hosts by hostname and boot id), so
+// that workers on different sides talk TCP over the veth, and the veth can be cut.
+struct Netns {
+  bool up = false;
+  std::string why_not;  // when not up
+  std::string ns[2], veth[2], addr[2];
+
+  static int sh(const std::string& cmd) {
+    int rc = system((cmd + " >/dev/null 2>&1").c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
+  }
+  bool create() {
+    if (geteuid() != 0) {
+      why_not = "network namespaces need root";
+      return false;
+    }
+    std::string tag = std::to_string(getpid() % 100000);
+    int net = int(getpid() % 200) + 20;
+    for (int i = 0; i < 2; ++i) {
+      ns[i] = "hmcsoak-" + tag + (i ? "-b" : "-a");
+      veth[i] = "hs" + tag + (i ? "b" : "a");
+      addr[i] = "10.231." + std::to_string(net) + "." + std::to_string(i + 1);
+    }
+    if (sh("ip netns add " + ns[0]) != 0) {
+      why_not = "ip netns add failed (no iproute2, or no network namespaces here)";
+      return false;
+    }
+    up = true;  // from here on, destroy() removes what was made
+    bool ok = sh("ip netns add " + ns[1]) == 0 &&
+              sh("ip link add " + veth[0] + " type veth peer name " + veth[1]) == 0;
+    for (int i = 0; ok && i < 2; ++i)
+      ok = sh("ip link set " + veth[i] + " netns " + ns[i]) == 0 &&
+           sh("ip -n " + ns[i] + " addr add " + addr[i] + "/24 dev " + veth[i]) == 0 &&
+           sh("ip -n " + ns[i] + " link set lo up") == 0 &&
+           sh("ip -n " + ns[i] + " link set " + veth[i] + " up") == 0;
+    if (!ok) {
+      why_not = "making the veth pair between the namespaces failed";
+      destroy();
+    }
+    return ok;
+  }
+  void destroy() {
+    if (!up) return;
+    for (auto& n : ns) sh("ip netns del " + n);  // takes the veth pair with it
+    up = false;
+  }
+  // In a child: move into side i (its network and a UTS namespace of its own).
+  bool enter(int i) const {
+    int fd = open(("/run/netns/" + ns[i]).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) return false;
+    close(fd);
+    if (unshare(CLONE_NEWUTS) != 0) return false;
+    std::string host = ns[i];
+    return sethostname(host.c_str(), host.size()) == 0;
+  }
+  bool link(bool on) const {
+    return sh("ip -n " + ns[0] + " link set " + veth[0] + (on ? " up" : " down")) == 0;
+  }
 };
 
 bool parse_size(const std::string& s, size_t* out) {
@@ -93,6 +156,11 @@ int free_port() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);
   return ntohs(a.sin_port);
+}
+
+volatile sig_atomic_t g_signalled = 0;  // SIGINT or SIGTERM: clean up and go
+void on_signal(int sig) {
+  g_signalled = sig;
 }
 
 double secs(int64_t ns) {
@@ -192,6 +260,8 @@ class Launcher {
   bool ending_ = false;
   std::map<int, std::string> addrs_;
   std::vector<std::string> round_;  // the scheduled fault kinds still to come this round
+  Netns netns_;
+  std::map<int, int> side_;  // worker id -> its namespace (with --netns)
 };
 
 void Launcher::spawn() {
@@ -236,6 +306,10 @@ void Launcher::spawn() {
   }
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (netns_.up) {
+      if (!netns_.enter(w->id % 2)) _exit(4);
+      setenv("HMC_LISTEN_HOST", netns_.addr[w->id % 2].c_str(), 1);
+    }
     // Nothing of the launcher's but its two pipe ends (a redis-server's, the other workers').
     for (int fd = 3; fd < 1024; ++fd)
       if (fd != cmd[0] && fd != rep[1]) close(fd);
@@ -265,6 +339,7 @@ void Launcher::spawn() {
   close(rep[1]);
   fcntl(rep[0], F_SETFL, fcntl(rep[0], F_GETFL) | O_NONBLOCK);
   w->pid = pid;
+  if (netns_.up) side_[w->id] = w->id % 2;
   w->cmd_fd = cmd[1];
   w->rd = std::make_unique<soak::LineReader>(rep[0]);
   w->spawned_ns = mono_ns();
@@ -440,10 +515,12 @@ void Launcher::manage_epoch(int64_t now) {
   ep_.start_ns = now;
   int64_t hang_ns = int64_t(2 * o_.timeout_ms + 2000) * 1000000;
   ep_.deadline_ns = now + int64_t(o_.epoch_seconds * 1e9) + 6 * hang_ns + 30000000000LL;
+  std::string redis_host = netns_.up ? netns_.addr[0] : "127.0.0.1";
+  std::string store_host = netns_.up ? netns_.addr[side_[members[0]]] : "127.0.0.1";
   std::string rdv = o_.rendezvous == "redis"
-                        ? "redis://127.0.0.1:" + std::to_string(redis_port_) + "/soak-" +
+                        ? "redis://" + redis_host + ":" + std::to_string(redis_port_) + "/soak-" +
                               std::to_string(o_.seed) + "-" + std::to_string(ep_.number)
-                        : "tcp://127.0.0.1:" + std::to_string(free_port());
+                        : "tcp://" + store_host + ":" + std::to_string(free_port());
   json cmd = {{"type", "epoch"},
               {"epoch", ep_.number},
               {"seed", soak::mix(o_.seed, ep_.number)},
@@ -468,15 +545,33 @@ bool Launcher::start_redis() {
   pid_t pid = fork();
   if (pid < 0) return false;
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     int devnull = open("/dev/null", O_RDWR);
     dup2(devnull, 1);
     dup2(devnull, 2);
     std::string port = std::to_string(redis_port_);
+    std::string bind = "127.0.0.1";
+    if (netns_.up) {  // on the first "host", reached over the veth from the second
+      if (!netns_.enter(0)) _exit(126);
+      bind = netns_.addr[0];
+    }
     execlp(o_.redis_server.c_str(), o_.redis_server.c_str(), "--port", port.c_str(), "--bind",
-           "127.0.0.1", "--save", "", "--appendonly", "no", (char*)nullptr);
+           bind.c_str(), "--protected-mode", "no", "--save", "", "--appendonly", "no",
+           (char*)nullptr);
     _exit(127);
   }
   redis_pid_ = pid;
+  if (netns_.up) {  // in the namespace: ready once ip netns exec sees it listening (at most 5 s)
+    for (int i = 0; i < 50; ++i) {
+      if (Netns::sh("ip netns exec " + netns_.ns[0] + " sh -c 'exec 3<>/dev/tcp/" + netns_.addr[0] +
+                    "/" + std::to_string(redis_port_) + "' 2>/dev/null") == 0 ||
+          Netns::sh("ip netns exec " + netns_.ns[0] +
+                    " ss -ltn | grep -q :" + std::to_string(redis_port_)) == 0)
+        return true;
+      usleep(100000);
+    }
+    return false;
+  }
   // Ready once it accepts connections (at most 5 s).
   for (int i = 0; i < 100; ++i) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -510,6 +605,8 @@ void Launcher::undo_faults(int64_t now) {
     } else if (f.kind == "fdlimit" || f.kind == "memlock") {
       if (w && w->alive)
         prlimit(w->pid, f.kind == "fdlimit" ? RLIMIT_NOFILE : RLIMIT_MEMLOCK, &f.saved, nullptr);
+    } else if (f.kind == "veth") {
+      if (!netns_.link(true)) fatal_notes_.push_back("the veth did not come up again");
     } else if (f.kind == "redis") {
       if (!start_redis()) fatal_notes_.push_back("redis-server did not start again");
     }
@@ -572,6 +669,10 @@ void Launcher::maybe_fault(int64_t now) {
     else
       f.note = "RLIMIT_MEMLOCK 0";
     f.end_ns = f.t_ns + hold;
+  } else if (f.kind == "veth") {
+    f.victim = -1;  // no worker: the link between the two namespaces
+    f.note = netns_.link(false) ? "veth " + netns_.veth[0] + " down" : "ip link set down failed";
+    f.end_ns = f.t_ns + int64_t(o_.timeout_ms + 1500) * 1000000;
   } else if (f.kind == "redis") {
     f.victim = -1;  // no worker: the rendezvous server
     stop_redis();
@@ -592,6 +693,13 @@ void Launcher::maybe_fault(int64_t now) {
 }
 
 int Launcher::run() {
+  if (o_.netns && !netns_.create())
+    fprintf(stderr, "hmc-soak: --netns: %s; every worker runs in this network namespace\n",
+            netns_.why_not.c_str());
+  if (netns_.up)
+    fprintf(stderr, "hmc-soak: workers on two namespaces, %s (%s) and %s (%s), joined by a veth\n",
+            netns_.ns[0].c_str(), netns_.addr[0].c_str(), netns_.ns[1].c_str(),
+            netns_.addr[1].c_str());
   // Which of the asked faults this host can do; the others are skipped, saying why.
   for (const auto& k : o_.faults) {
     if (k == "netem") {
@@ -599,8 +707,9 @@ int Launcher::run() {
           system("modprobe -n -q sch_netem 2>/dev/null") == 0
               ? "not done by hmc-soak yet (needs a link between network namespaces; see veth)"
               : "tc netem is not in this host's kernel (modprobe -n sch_netem fails)";
-    } else if (k == "veth") {
-      skipped_[k] = "not done by hmc-soak yet: every worker runs in this network namespace";
+    } else if (k == "veth" && !netns_.up) {
+      skipped_[k] = o_.netns ? "no network namespaces: " + netns_.why_not
+                             : "needs --netns (workers on two namespaces joined by a veth)";
     } else if (k == "redis" && o_.rendezvous != "redis") {
       skipped_[k] = "needs --rendezvous redis";
     } else {
@@ -618,6 +727,8 @@ int Launcher::run() {
           (unsigned long long)o_.seed, (unsigned long long)o_.seed, o_.np, o_.duration,
           o_.max_bytes);
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
   start_ns_ = mono_ns();
   next_fault_ns_ = start_ns_ + int64_t(std::min(o_.fault_every, o_.duration / 4) * 1e9);
   for (int i = 0; i < o_.np; ++i) spawn();
@@ -648,6 +759,16 @@ int Launcher::run() {
       }
     }
     reap();
+    if (g_signalled) {
+      // Interrupted: the workers, the Redis server and the namespaces go; no summary.
+      for (auto& w : workers_)
+        if (w->alive) kill(w->pid, SIGKILL);
+      stop_redis();
+      netns_.destroy();
+      fprintf(stderr, "hmc-soak: interrupted by %s (seed %llu)\n", strsignal(g_signalled),
+              (unsigned long long)o_.seed);
+      return 130;
+    }
     int64_t now = mono_ns();
     undo_faults(now);
     maybe_fault(now);
@@ -684,6 +805,7 @@ int Launcher::run() {
     }
   }
   stop_redis();
+  netns_.destroy();
   int failures = 0;
   json j = summary(secs(mono_ns() - start_ns_), &failures);
   std::string text = j.dump(2) + "\n";
@@ -949,8 +1071,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "the run's seed (default: from the clock; printed)");
   app.add_option("--max-size", o.max_size, "largest payload; K, M, G suffixes (default 64M)");
   app.add_option("--faults", o.faults,
-                 "faults to inject, comma-separated: kill, stop, fdlimit, memlock, redis, plugin "
-                 "(veth, netem: skipped, saying why)")
+                 "faults to inject, comma-separated: kill, stop, fdlimit, memlock, redis, plugin, "
+                 "veth (netem: skipped, saying why)")
       ->delimiter(',')
       ->check(
           CLI::IsMember(std::vector<std::string>(std::begin(kFaultKinds), std::end(kFaultKinds))));
@@ -984,6 +1106,9 @@ int main(int argc, char** argv) {
       "percent a long-lived worker's resident memory may grow after warm-up (default 10)");
   app.add_option("--warmup", o.warmup, "seconds of warm-up (default: duration / 3, at most 60)");
   app.add_flag("-q,--quiet", o.quiet, "no progress lines");
+  app.add_flag("--netns", o.netns,
+               "workers on two network namespaces (each with its own hostname) joined by a veth "
+               "pair, made and removed by hmc-soak (needs root and ip); implied by the veth fault");
   app.add_option("--plugin-errors", o.plugin_errors,
                  "the plugin fault: one worker at a time runs with HMC_HOSTSTAGE_INJECT_ERRORS=N "
                  "(one in N of its posted transfers fails; default 200000)")
@@ -1006,8 +1131,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "hmc-soak: --max-size must be at least 64 bytes\n");
     return 2;
   }
-  for (auto& f : o.faults)
+  for (auto& f : o.faults) {
     if (f == "redis") o.rendezvous = "redis";
+    if (f == "veth") o.netns = true;
+  }
   if (!o.seed) o.seed = uint64_t(mono_ns()) ^ (uint64_t(getpid()) << 32);
   Launcher l(o);
   return l.run();
