@@ -19,6 +19,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -198,6 +199,7 @@ struct ErrorSeen {
 struct Fault {
   std::string kind;
   int victim = -1;
+  pid_t victim_pid = -1;
   int64_t t_ns = 0, end_ns = 0;  // injected; its effect undone (SIGCONT, limit restored)
   uint64_t epoch = 0;
   std::vector<int> survivors;
@@ -471,6 +473,33 @@ void Launcher::manage_epoch(int64_t now) {
     if (all_done) {
       ep_.active = false;
       ep_.end_ns = now;
+      // An epoch with the injecting worker that failed with no other fault: an injected error
+      // whose first sign was another (a post inside hmc's progress failed: the connection
+      // broke), at the epoch's first error.
+      int injector = -1;
+      for (int id : ep_.members)
+        if (WorkerState* w = find(id); w && w->injecting) injector = id;
+      const ErrorSeen* first = nullptr;
+      for (auto& er : errors_)
+        if (er.epoch == ep_.number && !er.aborted && (!first || er.t_ns < first->t_ns)) first = &er;
+      if (injector >= 0 && first && !ep_.faulted) {
+        Fault f;
+        f.kind = "plugin";
+        f.victim = injector;
+        f.t_ns = f.end_ns = first->t_ns;
+        f.epoch = ep_.number;
+        f.note = "HMC_HOSTSTAGE_INJECT_ERRORS=" + std::to_string(o_.plugin_errors) + " on worker " +
+                 std::to_string(injector) + ", which took part; the epoch's first error: worker " +
+                 std::to_string(first->id) + ": " + first->text;
+        for (int id : ep_.members)
+          if (id != injector) f.survivors.push_back(id);
+        f.undone = true;
+        ep_.faulted = true;
+        // In time order with the others (the per-fault windows end at the next one).
+        auto at = std::upper_bound(faults_.begin(), faults_.end(), f.t_ns,
+                                   [](int64_t t, const Fault& x) { return t < x.t_ns; });
+        faults_.insert(at, f);
+      }
       for (int id : ep_.members)
         if (WorkerState* w = find(id)) w->in_epoch = w->running = w->done = false;
       epochs_.push_back(ep_);
@@ -641,6 +670,7 @@ void Launcher::maybe_fault(int64_t now) {
   f.epoch = ep_.number;
   f.victim = ep_.members[size_t(rng_.below(ep_.members.size()))];
   WorkerState* v = find(f.victim);
+  f.victim_pid = v->pid;
   int64_t hold = int64_t(o_.epoch_seconds * 1e9) + int64_t(o_.timeout_ms) * 2000000;
   if (f.kind == "kill") {
     v->killed = true;
@@ -930,8 +960,18 @@ json Launcher::summary(double elapsed, int* failures) {
       s["status"] = first->status;
       s["via_abort"] = first->aborted;
       s["error"] = first->text;
+      // Secondary: the error names another worker's process than the victim's (that survivor
+      // gave up first and closed its connections), not the victim's loss itself.
+      bool secondary = false;
+      if (f.victim_pid > 0 && first->text.find("pid ") != std::string::npos) {
+        std::string v = "pid " + std::to_string(f.victim_pid);
+        size_t at = first->text.find(v);
+        secondary = at == std::string::npos ||
+                    std::isdigit(static_cast<unsigned char>(first->text[at + v.size()]));
+      }
+      s["secondary"] = secondary;
       bool must = survivor && (f.kind == "kill" || f.kind == "stop");
-      if (must && !first->aborted && ms > o_.timeout_ms + 1000) {
+      if (must && !first->aborted && !secondary && ms > o_.timeout_ms + 1000) {
         ++over_bound;
         s["over_bound"] = true;
       }
