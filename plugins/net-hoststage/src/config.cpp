@@ -26,6 +26,9 @@ const hmc_config_var_t kConfigVars[] = {
      "shm: bytes per cross-memory-attach copy (and per chunk when streaming over the socket)"},
     {"HMC_HOSTSTAGE_SOCKBUF", "4M",
      "tcp SO_SNDBUF/SO_RCVBUF in bytes; 0 leaves the kernel's autotuning on"},
+    {"HMC_HOSTSTAGE_INJECT_ERRORS", "0",
+     "for fault tests: one in N posted transfers (send, receive, put, get, vectored) fails at "
+     "random with an internal error; 0 never"},
     {"HMC_LISTEN_HOST", "127.0.0.1",
      "(core) control-plane address; tcp listens there when HMC_HOSTSTAGE_IFNAMES is empty "
      "(0.0.0.0: all addresses, advertising the first non-loopback one)"},
@@ -77,6 +80,7 @@ hmc_plugin_status_t load_config(const hmc_host_services_t* host, const Log& log,
   if (!r.read_size("HMC_HOSTSTAGE_SOCKBUF", 0, size_t{1} << 30, &c.sockbuf,
                    "a size from 0 (kernel autotuning) to 1G"))
     return kBad;
+  if (!r.read_int("HMC_HOSTSTAGE_INJECT_ERRORS", 0, 1000000000, &c.inject_errors)) return kBad;
   std::string listen_host = r.text("HMC_LISTEN_HOST");
   if (!listen_host.empty()) c.listen_host = listen_host;
 

@@ -25,6 +25,7 @@ struct Config {
   size_t shm_chunk = 4 << 20;             // HMC_HOSTSTAGE_SHM_CHUNK
   size_t sockbuf = 4 << 20;               // HMC_HOSTSTAGE_SOCKBUF (0: kernel autotuning)
   std::string listen_host = "127.0.0.1";  // HMC_LISTEN_HOST (the core's control-plane address)
+  int inject_errors = 0;                  // HMC_HOSTSTAGE_INJECT_ERRORS (0: never)
 };
 
 // Bounds the parser enforces (also used to size receive buffers).

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -211,6 +212,24 @@ void Context::disarm() {
   for (Endpoint* ep : eps_) {
     if (ep->ready() && ep->dev() == DevKind::kShm) ep->disarm_flags();
   }
+}
+
+}  // namespace hmc::hoststage
+
+namespace hmc::hoststage {
+
+bool Context::inject_error(const char* what) {
+  if (cfg_.inject_errors <= 0) return false;
+  if (!inject_state_) inject_state_ = now_ns() ^ (uint64_t(::getpid()) << 32) ^ 0x5eedu;
+  // splitmix64: one in N at random, different in every process.
+  uint64_t x = (inject_state_ += 0x9E3779B97F4A7C15ull);
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  if (x % uint64_t(cfg_.inject_errors) != 0) return false;
+  log_.write(HMC_LOG_ERROR, "%s: error injected by HMC_HOSTSTAGE_INJECT_ERRORS=%d", what,
+             cfg_.inject_errors);
+  return true;
 }
 
 }  // namespace hmc::hoststage

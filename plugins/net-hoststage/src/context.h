@@ -67,6 +67,8 @@ class Context {
 
   const Log& log() const { return log_; }
   const Config& cfg() const { return cfg_; }
+  // HMC_HOSTSTAGE_INJECT_ERRORS: whether this post is one of the one in N that fail (logged).
+  bool inject_error(const char* what);
   const TcpAddresses& tcp_addresses() const { return tcp_; }
   int wake_event_fd() const { return wake_.get(); }
   RegionTable& regions() { return regions_; }
@@ -120,6 +122,7 @@ class Context {
   const hmc_host_services_t* host_;
   Log log_;
   Config cfg_;
+  uint64_t inject_state_ = 0;
   TcpAddresses tcp_;
   Fd epfd_;
   Fd wake_;

@@ -125,10 +125,12 @@ struct Hoststage
 
   static hmc_plugin_status_t isend(Endpoint& e, const void* buf, size_t len, MemRegion*,
                                    uint64_t tag, Request** out) {
+    if (e.ctx().inject_error("isend")) return HMC_PLUGIN_ERR_INTERNAL;
     return e.post_send(buf, len, tag, out);
   }
   static hmc_plugin_status_t irecv(Endpoint& e, void* buf, size_t len, MemRegion*, uint64_t tag,
                                    Request** out) {
+    if (e.ctx().inject_error("irecv")) return HMC_PLUGIN_ERR_INTERNAL;
     return e.post_recv(buf, len, tag, out);
   }
 
@@ -159,6 +161,7 @@ struct Hoststage
     const void* local = buf;
     if (mr != nullptr && !local_buffer(e, mr, buf, len, &local))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    if (e.ctx().inject_error("put")) return HMC_PLUGIN_ERR_INTERNAL;
     return e.post_put(local, len, remote_addr, k.key, notify, value, out);
   }
   static hmc_plugin_status_t iput(Endpoint& e, const void* buf, size_t len, MemRegion* mr,
@@ -179,6 +182,7 @@ struct Hoststage
     const void* local = buf;
     if (mr != nullptr && !local_buffer(e, mr, buf, len, &local))
       return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+    if (e.ctx().inject_error("iget")) return HMC_PLUGIN_ERR_INTERNAL;
     return e.post_get(const_cast<void*>(local), len, remote_addr, k.key, out);
   }
 
@@ -202,6 +206,7 @@ struct Hoststage
       }
       pieces.push_back(VecPieceWire{p.remote_addr, p.len, reinterpret_cast<uintptr_t>(local)});
     }
+    if (e.ctx().inject_error(put ? "iput_v" : "iget_v")) return HMC_PLUGIN_ERR_INTERNAL;
     return e.post_vec(put, &pieces, k.key, out);
   }
   static hmc_plugin_status_t iput_v(Endpoint& e, const hmc_net_iov_t* iov, size_t count,

@@ -118,9 +118,24 @@ void Listener::on_listen_event(int index) {
     int c = ::accept4(socks_[static_cast<size_t>(index)].fd.get(), nullptr, nullptr,
                       SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (c < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        HS_DEBUG(ctx_.log(), "accept4 failed: %s", errno_text(errno).c_str());
+      int e = errno;
+      if (e == EINTR) continue;
+      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+        // The connector stays in the backlog and the socket stays readable: watched, it would
+        // wake every progress pass (a busy loop for as long as descriptors lack). It is left
+        // unwatched for a while instead; the connector's setup times out if none comes free.
+        ListenSock& s = socks_[static_cast<size_t>(index)];
+        if (!s.paused) ctx_.modify(s.fd.get(), s.token, 0);
+        s.paused = true;
+        resume_ns_ = ctx_.now_ns() + kAcceptPauseNs;
+        if (!warned_)
+          ctx_.log().write(HMC_LOG_WARN, "accept4 failed: %s: not accepting for %d ms",
+                           errno_text(e).c_str(), int(kAcceptPauseNs / 1000000));
+        warned_ = true;
+        return;
+      }
+      if (e != EAGAIN && e != EWOULDBLOCK)
+        HS_DEBUG(ctx_.log(), "accept4 failed: %s", errno_text(e).c_str());
       return;
     }
     Fd fd(c);
@@ -271,6 +286,13 @@ void Listener::assemble() {
 }
 
 void Listener::check_deadlines(uint64_t now_ns) {
+  if (resume_ns_ && now_ns >= resume_ns_) {
+    resume_ns_ = 0;
+    for (ListenSock& s : socks_) {
+      if (s.paused) ctx_.modify(s.fd.get(), s.token, EPOLLIN);
+      s.paused = false;
+    }
+  }
   std::vector<Incoming*> late;
   for (auto& in : incoming_)
     if (now_ns > in->deadline_ns) late.push_back(in.get());

@@ -17,6 +17,9 @@
 
 namespace hmc::hoststage {
 
+// How long a listening socket goes unwatched after accept4 ran out of descriptors or memory.
+constexpr uint64_t kAcceptPauseNs = 100ull * 1000000;
+
 class Context;
 class Endpoint;
 
@@ -49,6 +52,7 @@ class Listener {
   struct ListenSock {
     Fd fd;
     uint64_t token = 0;
+    bool paused = false;  // not watched: accept4 ran out of descriptors (or memory)
   };
 
   Listener(Context& ctx, DevKind dev) : ctx_(ctx), dev_(dev) {}
@@ -63,6 +67,8 @@ class Listener {
   DevKind dev_;
   uint64_t nonce_ = 0;
   std::vector<ListenSock> socks_;
+  uint64_t resume_ns_ = 0;  // when the paused sockets are watched again (0: none paused)
+  bool warned_ = false;     // the pause was logged
   std::vector<std::unique_ptr<Incoming>> incoming_;
   std::vector<Incoming*> by_stream_;  // verified streams of the one connector, by index
   uint16_t nstreams_ = 0;

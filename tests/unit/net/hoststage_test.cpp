@@ -6,8 +6,10 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cstddef>
 
@@ -393,6 +395,67 @@ TEST(HoststageConnect, SilentPeerTimesOut) {
   });
 }
 
+// A connector waiting in the backlog while the process is out of descriptors (accept4 fails
+// with EMFILE; hmc-soak's fdlimit fault): the listening socket is left unwatched a while, so
+// an idle context looks idle (arm succeeds) instead of reporting the socket on every pass (a
+// busy loop of the progress thread: 560,000 failed accept4 calls in 3 s before). Once
+// descriptors are back the connector is accepted (its garbage hello is then refused: closed).
+TEST(HoststageConnect, OutOfDescriptorsListenerDoesNotSpin) {
+  const hmc_net_plugin_v2_t* t = nullptr;
+  NET_REQUIRE_PLUGIN("hoststage", &t);
+  in_child([&] {
+    Host host(base_cfg(), 1000);
+    hmc_net_ctx_t* c = nullptr;
+    ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
+    uint8_t handle[HMC_NET_HANDLE_MAX];
+    size_t len = 0;
+    hmc_net_listener_t* l = nullptr;
+    ASSERT_EQ(t->listen(c, kTcp, handle, &len, &l), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(handle[12], 1);  // one address: ip at 13..16, port at 17..18 (network order)
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    std::memcpy(&a.sin_addr.s_addr, handle + 13, 4);
+    std::memcpy(&a.sin_port, handle + 17, 2);
+    int cli = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(connect(cli, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);  // in the backlog
+    // No descriptor free: the limit at the highest one in use, the holes below it filled.
+    rlimit old{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int top = dup(0);
+    ASSERT_GE(top, 0);
+    rlimit low = old;
+    low.rlim_cur = rlim_t(top) + 1;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    std::vector<int> holes;
+    for (int fd; (fd = dup(0)) >= 0;) holes.push_back(fd);
+    ASSERT_EQ(errno, EMFILE);
+    int idle = 0;
+    for (int i = 0; i < 200; ++i) {
+      t->progress(c);
+      if (t->arm(c) == HMC_PLUGIN_SUCCESS) ++idle;
+    }
+    EXPECT_GT(idle, 150) << "the listener out of descriptors kept the context busy";
+    for (int fd : holes) close(fd);
+    close(top);
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+    std::vector<uint8_t> junk(256, 0xee);
+    ASSERT_EQ(send(cli, junk.data(), junk.size(), MSG_NOSIGNAL), ssize_t(junk.size()));
+    bool closed = false;
+    uint64_t t0 = mono_ns();
+    while (!closed && mono_ns() - t0 < 5000000000ull) {
+      t->progress(c);
+      char b;
+      ssize_t r = recv(cli, &b, 1, MSG_DONTWAIT);
+      closed = r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+      usleep(1000);
+    }
+    EXPECT_TRUE(closed) << "the connector was never accepted once descriptors were back";
+    close(cli);
+    t->close_listener(l);
+    EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+  });
+}
+
 // A port nobody listens on refuses; a handle of another protocol version (byte 0) or for the
 // other device is an invalid argument.
 TEST(HoststageConnect, RefusedAndMalformedHandles) {
@@ -449,6 +512,8 @@ TEST(HoststageConfig, InvalidValuesFailInitNamingTheVariable) {
       {"HMC_HOSTSTAGE_SOCKBUF", "lots"},
       {"HMC_HOSTSTAGE_IFNAMES", "lo,,lo"},
       {"HMC_HOSTSTAGE_IFNAMES", "hmcnosuchif0"},
+      {"HMC_HOSTSTAGE_INJECT_ERRORS", "-1"},
+      {"HMC_HOSTSTAGE_INJECT_ERRORS", "often"},
       {"HMC_LISTEN_HOST", "not a host name!"},
   };
   in_child([&] {
@@ -465,7 +530,8 @@ TEST(HoststageConfig, InvalidValuesFailInitNamingTheVariable) {
                 {"HMC_HOSTSTAGE_EAGER_LIMIT", "32k"},
                 {"HMC_HOSTSTAGE_SHM", "off"},
                 {"HMC_HOSTSTAGE_IFNAMES", " lo "},
-                {"HMC_HOSTSTAGE_SOCKBUF", "0"}});
+                {"HMC_HOSTSTAGE_SOCKBUF", "0"},
+                {"HMC_HOSTSTAGE_INJECT_ERRORS", "1000"}});
     hmc_net_ctx_t* c = nullptr;
     ASSERT_EQ(t->init(ok.services(), &c), HMC_PLUGIN_SUCCESS);
     int n = 0;
