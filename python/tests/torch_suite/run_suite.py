@@ -26,6 +26,7 @@ if os.environ["BACKEND"] == "hmc":
     DistTestCases.backend_feature["plugin"].add("hmc")
     # The features the suite gates by backend and hmc has as gloo has them on CPU tensors.
     DistTestCases.backend_feature["ddp"].add("hmc")
+    DistTestCases.backend_feature["gpu"].add("hmc")  # the object collectives' tests
 
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
