@@ -667,8 +667,10 @@ bool Worker::step_put(uint64_t s, Rng& r) {
     return false;
   ++c_.posted;
   if (!wait_ok(out.notify ? "put (notify)" : "put", &q, out.size)) return false;
-  if (in.notify && !notify_expect(src, in.value)) return false;
+  // After the barrier the source's put has succeeded, so its notification must come; before
+  // it, a source that died or froze would read as a lost notification.
   if (!barrier(ep_.comm)) return false;
+  if (in.notify && !notify_expect(src, in.value)) return false;
   ++c_.ops[out.notify ? "put_notify" : "put"];
   if (!verify("put target", in.dev ? rma_d_ : rma_h_, in.off, in.size, key(s, uint64_t(src)),
               in.off))
@@ -766,8 +768,9 @@ bool Worker::step_xfer(uint64_t s, Rng& r) {
   if (q2) ok = wait_ok("transfer list again", &q2, total) && ok;
   hmc_xfer_release(list);
   if (!ok) return false;
+  // As for a put: the notification is owed only once the barrier says the list succeeded.
+  if (!barrier(ep_.comm)) return false;
   if (theirs.notify && !notify_expect(other, value)) return false;
-  if (write && !barrier(ep_.comm)) return false;
   ++c_.ops[write ? "xfer_write" : "xfer_read"];
   if (write) {
     for (auto& d : theirs.d)
