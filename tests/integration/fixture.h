@@ -40,7 +40,7 @@ struct DataPath {
   // The target of a one-sided operation checks every access itself against its own record of
   // the region. Deregistered regions and forged descriptors are refused on every path anyway
   // (the owner vouches for each import and withdraws a region from its importers before
-  // deregistering it: xfer/regions.cpp); what only such a target refuses is access through
+  // deregistering it: regions/regions.cpp); what only such a target refuses is access through
   // a descriptor the owner was never asked about (the layout of owners from before withdrawal,
   // forged). Paths that check only at the initiator (net-ucx and net-ofi over tcp and shared
   // memory: see their READMEs) skip that case, saying so.

@@ -1,11 +1,11 @@
-// The wire format of framed messages (core/src/xfer/frame_header.h, docs/protocols-wire.md):
+// The wire format of framed messages (core/src/framed/frame_header.h, docs/protocols-wire.md):
 // the bytes are pinned, since peers of other builds read them.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
-#include "xfer/frame_header.h"
+#include "framed/frame_header.h"
 
 namespace hmc {
 namespace {

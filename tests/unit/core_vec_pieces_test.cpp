@@ -1,12 +1,12 @@
 // How a transfer list's ranges become the chunks of vectored puts and gets
-// (core/src/xfer/pieced_rma.h, make_vec_pieces): every range a piece at its local address with
+// (core/src/framed/pieced_rma.h, make_vec_pieces): every range a piece at its local address with
 // the list's registration, in list order; a chunk ends at kVecChunkPieces pieces or before the
 // piece that would take it past kVecChunkBytes, and a range larger than that is a chunk alone.
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "xfer/pieced_rma.h"
+#include "framed/pieced_rma.h"
 
 namespace hmc {
 namespace {

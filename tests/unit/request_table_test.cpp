@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "xfer/request.h"
+#include "request/request.h"
 
 namespace hmc {
 namespace {

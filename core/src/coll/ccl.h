@@ -12,7 +12,7 @@
 #include "coll/algorithms.h"
 #include "hmc/hmc.h"
 #include "hmc/plugin/ccl.h"
-#include "xfer/request.h"
+#include "request/request.h"
 
 namespace hmc {
 class Transfers;

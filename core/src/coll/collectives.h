@@ -15,8 +15,8 @@
 #include "coll/comm.h"
 #include "coll/executor.h"
 #include "coll/hier.h"
+#include "progress/progress.h"
 #include "util/config.h"
-#include "xfer/progress.h"
 
 namespace hmc {
 class Context;

@@ -15,7 +15,7 @@
 #include "coll/comm.h"
 #include "coll/schedule.h"
 #include "coll/stream_gate.h"
-#include "xfer/request.h"
+#include "request/request.h"
 
 namespace hmc {
 class DeviceRegistry;
@@ -44,7 +44,7 @@ class CollServices {
   ~CollServices() = default;
 };
 
-// The reserved tag bit of collectives' transfers (xfer/frame_header.h has bits 59 to 61), and
+// The reserved tag bit of collectives' transfers (framed/frame_header.h has bits 59 to 61), and
 // the fields below it: communicator, which collective (so that ranks calling different ones
 // never match each other's messages), its sequence number, step, position of the action among
 // the step's actions with that peer in that direction.

@@ -23,7 +23,7 @@
 #include "coll/schedule.h"
 #include "coll/stream_gate.h"
 #include "hmc/plugin/ccl.h"
-#include "xfer/request.h"
+#include "request/request.h"
 
 namespace hmc {
 class Transfers;

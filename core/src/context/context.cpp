@@ -115,7 +115,7 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   st = CopySettings::from_config(config_, timeout_ms_, &copy_settings);
   if (st != HMC_SUCCESS) return st;
   devices_.set_copy_settings(copy_settings);
-  // Framed transfers (xfer/framed_transfer.h) use the registry's pool and engine; creating them
+  // Framed transfers (framed/framed_transfer.h) use the registry's pool and engine; creating them
   // maps and creates nothing until the first staged byte.
   stage_chunk_ = copy_settings.stage_chunk;
   stage_env_.pool = &devices_.stage_pool();
@@ -285,7 +285,7 @@ void Context::build_capabilities() {
     caps_.features |= path::kFeatureSharedBounces | path::kFeatureIpcOrShared;
   caps_.features |= path::kFeatureCarriedNotify;
   caps_.device_count = static_cast<uint32_t>(devices_.devices().size() - 1);  // all but host
-  // Device IPC (xfer/ipc.cpp): the device plugins with an IPC-capable device.
+  // Device IPC (framed/ipc.cpp): the device plugins with an IPC-capable device.
   if (config_.get_bool("HMC_DEVICE_IPC"))
     for (const Device& d : devices_.devices())
       if (!d.is_host() && (d.caps & HMC_DEVICE_CAP_IPC) &&

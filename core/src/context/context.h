@@ -1,9 +1,9 @@
 // The context: what hmc_context_create builds and every other handle hangs off. It owns the
 // configuration, the plugins, the devices, the control-plane listeners, the peers and the
-// subsystems (connect and accept: peer/establish.h; regions: xfer/regions.h; target-side
+// subsystems (connect and accept: peer/establish.h; regions: regions/regions.h; target-side
 // staging: xfer/target_staging.h; posting and completing transfers, put notifications:
-// xfer/transfers.h; peer failure: xfer/peer_failure.h; the progress engine and its thread:
-// xfer/progress.h), and wires them together: each subsystem registers the handlers of its
+// xfer/transfers.h; peer failure: progress/peer_failure.h; the progress engine and its thread:
+// progress/progress.h), and wires them together: each subsystem registers the handlers of its
 // control messages with the dispatch table (peer/dispatch.h). Its own methods:
 //   context/context.cpp   creation, teardown, peers joining and leaving
 //   context/metrics.cpp   the metrics text (util/metrics.h), its endpoint and file
@@ -26,6 +26,7 @@
 #include "control/fd.h"
 #include "device/copy_figures.h"
 #include "device/registry.h"
+#include "framed/framed_transfer.h"
 #include "hmc/hmc.h"
 #include "net/net_plugin.h"
 #include "net/region.h"
@@ -37,14 +38,13 @@
 #include "peer/incoming.h"
 #include "peer/peer.h"
 #include "plugin/loader.h"
+#include "progress/peer_failure.h"
+#include "progress/progress.h"
+#include "regions/regions.h"
+#include "request/request.h"
 #include "util/config.h"
 #include "util/metrics.h"
 #include "util/metrics_http.h"
-#include "xfer/framed_transfer.h"
-#include "xfer/peer_failure.h"
-#include "xfer/progress.h"
-#include "xfer/regions.h"
-#include "xfer/request.h"
 #include "xfer/target_staging.h"
 #include "xfer/transfers.h"
 
@@ -107,10 +107,10 @@ class Context final : private RegionServices,
   // Where HMC_METRICS_ADDR serves them ("" when it does not).
   const std::string& metrics_address() const { return metrics_server_.address(); }
 
-  // --- regions (xfer/regions.h) ---------------------------------------------------------
+  // --- regions (regions/regions.h) ---------------------------------------------------------
   Regions& regions() { return *regions_; }
 
-  // --- progress (xfer/progress.h) -----------------------------------------------------------
+  // --- progress (progress/progress.h) -----------------------------------------------------------
   // One pass over every plugin, pending request and control channel. Returns true when
   // something happened. `control` also services the control channels (costs a syscall each).
   bool progress(bool control) override { return progress_.pass(control); }
@@ -129,7 +129,7 @@ class Context final : private RegionServices,
   hmc_status_t start_metrics();
   void write_metrics_file();
 
-  // Peer failure (xfer/peer_failure.h), for the subsystems' services.
+  // Peer failure (progress/peer_failure.h), for the subsystems' services.
   void fail_peer_locked(Peer& peer, hmc_status_t status, const std::string& reason) override {
     failure_.fail_peer_locked(peer, status, reason);
   }
@@ -232,7 +232,7 @@ class Context final : private RegionServices,
 
   bool use_progress_thread_ = true;
 
-  // Staging of device memory over host-only paths (xfer/framed_transfer.h). ~Context ends every
+  // Staging of device memory over host-only paths (framed/framed_transfer.h). ~Context ends every
   // transfer and drains the parked ones before devices_.release_all() ends the pool and engine.
   uint64_t stage_chunk_ = 0;
   StageEnv stage_env_;  // the registry's pool and engine

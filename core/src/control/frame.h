@@ -28,7 +28,7 @@ constexpr size_t kMaxFramePayload = 1 << 20;
 // msg_type_name in frame.cpp), never renumbered. A peer built before a type existed fails the
 // whole stream on it (decode_frame above), so a newer type may only be sent to a peer that has
 // shown it knows it: the region messages go only to peers that took part in the exchange
-// (xfer/regions.cpp says how).
+// (regions/regions.cpp says how).
 enum class MsgType : uint16_t {
   Hello = 1,
   HelloAck = 2,

@@ -67,7 +67,7 @@ bool StagePool::map_slab_locked() {
   size_t count = std::min(buffers_per_slab_, max_buffers_ - mapped_buffers_);
   size_t bytes = count * stride_;
   // A memfd, so that a peer process on this host can read pieces straight out of the buffers
-  // (xfer/shared_bounces.cpp); anonymous memory where memfds are not available.
+  // (framed/shared_bounces.cpp); anonymous memory where memfds are not available.
   int fd = memfd_create("hmc-stage", MFD_CLOEXEC);
   if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     close(fd);

@@ -1,4 +1,4 @@
-#include "xfer/bounce_pipeline.h"
+#include "framed/bounce_pipeline.h"
 
 #include "device/stage_pool.h"
 #include "peer/framing_state.h"  // SharedSlab: a released piece may drop the last hold

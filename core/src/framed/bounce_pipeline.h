@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "device/copy.h"
+#include "framed/frame_header.h"
 #include "hmc/plugin/net.h"
-#include "xfer/frame_header.h"
 
 namespace hmc {
 

@@ -1,4 +1,4 @@
-#include "xfer/frame_header.h"
+#include "framed/frame_header.h"
 
 #include <cstring>
 

@@ -1,15 +1,15 @@
 // The two sides of a framed message (docs/protocols-wire.md): piece 0 on the user's tag, then a
 // header on the continuation tag, then the rest by one of three ways: pieces through the
-// transport (xfer/pieces.cpp), device IPC (xfer/ipc.cpp) or shared bounces
-// (xfer/shared_bounces.cpp). Sends and receives of a tag keep their post order on the wire.
+// transport (framed/pieces.cpp), device IPC (framed/ipc.cpp) or shared bounces
+// (framed/shared_bounces.cpp). Sends and receives of a tag keep their post order on the wire.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
-#include "xfer/frame_header.h"
-#include "xfer/framed_transfer.h"
+#include "framed/frame_header.h"
+#include "framed/framed_transfer.h"
 
 namespace hmc {
 
@@ -60,7 +60,7 @@ class FramedSend final : public FramedTransfer {
     else if (loss_ == Loss::None)
       loss_ = Loss::Rest;
   }
-  // xfer/pieces.cpp (use_ipc: xfer/ipc.cpp; offer_shared: xfer/shared_bounces.cpp)
+  // framed/pieces.cpp (use_ipc: framed/ipc.cpp; offer_shared: framed/shared_bounces.cpp)
   bool stage_pieces(const StageEnv& env);
   void prepare_header(const StageEnv& env, Piece& h);
   bool poll_copies();
@@ -70,7 +70,7 @@ class FramedSend final : public FramedTransfer {
   // The receiver's answer to a header that offers Way::Ipc or Way::Shared.
   bool post_reply_recv(Peer& peer);
   void on_reply(Peer& peer);
-  // xfer/shared_bounces.cpp
+  // framed/shared_bounces.cpp
   bool post_shared_piece(Piece& p, Peer& peer, const StageEnv& env);
   bool advance_shared(Peer& peer);
 
@@ -116,7 +116,7 @@ class FramedRecv final : public FramedTransfer {
   // In the tag's order of receives that may need its continuation stream.
   bool in_streams() const { return stage_ != Stage::New && stage_ != Stage::Single; }
   void become_single(Request* req, Peer& peer);
-  // xfer/pieces.cpp
+  // framed/pieces.cpp
   bool post_pieces(Request* req, Peer& peer, const StageEnv& env);
   bool post_piece0(Request* req, Peer& peer, const StageEnv& env);
   bool test_posted(Request* req, Peer& peer, const StageEnv& env);
@@ -127,11 +127,11 @@ class FramedRecv final : public FramedTransfer {
   void try_finish(Request* req, Peer& peer);
   // Answers a header that offers Way::Ipc or Way::Shared.
   bool post_reply(Peer& peer, uint32_t code);
-  // xfer/ipc.cpp
+  // framed/ipc.cpp
   void on_ipc_header(Peer& peer, const StageEnv& env, const IpcExport& ex);
   bool finish_ipc_copy(Peer& peer, const StageEnv& env);
   size_t ipc_keep(const StageEnv& env) const;
-  // xfer/shared_bounces.cpp
+  // framed/shared_bounces.cpp
   void on_shared_header(Peer& peer);
   bool post_shared_pieces(Peer& peer, const StageEnv& env);
   bool start_shared_copy(Piece& p, Peer& peer, const StageEnv& env);

@@ -1,4 +1,4 @@
-#include "xfer/framed_transfer.h"
+#include "framed/framed_transfer.h"
 
 namespace hmc {
 

@@ -1,15 +1,15 @@
 // A transfer that moves in pieces, through bounce buffers where the memory is a device the path
-// cannot reach; owned by its Request. The two sides of a framed message (xfer/framed_message.h)
-// and puts and gets of local device memory in pieces (xfer/pieced_rma.h).
+// cannot reach; owned by its Request. The two sides of a framed message (framed/framed_message.h)
+// and puts and gets of local device memory in pieces (framed/pieced_rma.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "framed/bounce_pipeline.h"
 #include "hmc/hmc.h"
 #include "hmc/plugin/net.h"
-#include "xfer/bounce_pipeline.h"
 
 namespace hmc {
 

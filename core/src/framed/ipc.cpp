@@ -1,14 +1,14 @@
 // Device IPC: the receiver maps the sender's allocation (its handle comes in a version 2 or 4
 // header), copies the rest of the message device to device, then replies "done"; the sender's
-// buffer is read until then. The offer's reply is handled with the others in xfer/pieces.cpp.
+// buffer is read until then. The offer's reply is handled with the others in framed/pieces.cpp.
 #include <memory>
 #include <string>
 
+#include "framed/framed_message.h"
 #include "net/net_plugin.h"
 #include "peer/peer.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/framed_message.h"
 
 namespace hmc {
 

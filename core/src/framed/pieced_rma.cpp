@@ -1,4 +1,4 @@
-#include "xfer/pieced_rma.h"
+#include "framed/pieced_rma.h"
 
 #include <algorithm>
 

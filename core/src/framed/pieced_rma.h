@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
+#include "framed/framed_transfer.h"
 #include "hmc/plugin/net.h"
-#include "xfer/framed_transfer.h"
 
 namespace hmc {
 

@@ -11,11 +11,11 @@
 #include <cstring>
 
 #include "device/stage_pool.h"
+#include "framed/framed_message.h"
 #include "net/net_plugin.h"
 #include "peer/peer.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/framed_message.h"
 
 namespace hmc {
 

@@ -8,7 +8,7 @@
 // hmc_remote_import returns), and hmc_mem_deregister withdraws the region from each of them
 // (RegionGone) and waits for their acknowledgement (RegionGoneAck: the importer's Remotes of
 // it are dead and none of their operations is still running) before it ends the registration.
-// xfer/regions.cpp has the protocol.
+// regions/regions.cpp has the protocol.
 #pragma once
 
 #include <atomic>

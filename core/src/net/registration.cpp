@@ -1,5 +1,5 @@
 // Memory registration with one net device: host memory and device memory the device reaches by
-// pointer, other device memory through a dma-buf. The regions subsystem (xfer/regions.cpp)
+// pointer, other device memory through a dma-buf. The regions subsystem (regions/regions.cpp)
 // registers each region with every net device through it.
 #include "net/registration.h"
 

@@ -1,4 +1,4 @@
-// Registering memory with one net device (xfer/regions.h registers a region with every one).
+// Registering memory with one net device (regions/regions.h registers a region with every one).
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // How a message of device memory that the net path cannot reach crosses to a peer, chosen by a
-// cost model from both sides' copy figures and the pair's net path (xfer/pieces.cpp, ipc.cpp and
+// cost model from both sides' copy figures and the pair's net path (framed/pieces.cpp, ipc.cpp and
 // shared_bounces.cpp carry out each way):
 //   - device IPC: the receiver maps the sender's allocation and copies device to device, once
 //     (same host, other process, both sides' plugin of that vendor IPC-capable);

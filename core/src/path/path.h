@@ -71,7 +71,7 @@ struct Capabilities {
   // Device plugins ("cuda") with a device that can export and map memory by IPC, offered to
   // peers on this host (HMC_DEVICE_IPC=0: none).
   std::vector<std::string> ipc_plugins;
-  // The first piece's size of framed messages this side offers (xfer/frame_header.h); 0: a peer
+  // The first piece's size of framed messages this side offers (framed/frame_header.h); 0: a peer
   // that predates it, whose first piece is its chunk.
   uint64_t stage_first = 0;
   // Optional protocol features this side offers (kFeature*); 0 from a peer that predates them.
@@ -82,7 +82,7 @@ struct Capabilities {
 };
 
 // Capabilities::features
-constexpr uint32_t kFeatureSharedBounces = 1u << 0;  // shared bounces (xfer/shared_bounces.cpp)
+constexpr uint32_t kFeatureSharedBounces = 1u << 0;  // shared bounces (framed/shared_bounces.cpp)
 // Version 4 device IPC headers: IPC offered with shared bounces as the receiver's alternative.
 constexpr uint32_t kFeatureIpcOrShared = 1u << 1;
 // Polls net plugins' carried put notifications, orders them with Notify messages and answers

@@ -1,4 +1,4 @@
-// How a peer pair cuts framed messages into pieces, agreed at connect (xfer/frame_header.h has
+// How a peer pair cuts framed messages into pieces, agreed at connect (framed/frame_header.h has
 // the rest of the framed wire format).
 #pragma once
 

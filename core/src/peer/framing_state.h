@@ -71,7 +71,7 @@ struct PeerFramingState {
   // Receives that may still own the tag's continuation stream, in post order.
   std::unordered_map<uint64_t, std::deque<Request*>> streams;
 
-  // Device IPC (xfer/ipc.cpp). Mappings of the peer's allocations by handle bytes: one per
+  // Device IPC (framed/ipc.cpp). Mappings of the peer's allocations by handle bytes: one per
   // allocation however many messages read from it, kept for later messages up to
   // StageEnv::ipc_cache of them (least recently used first, never one a copy still reads). A new
   // allocation gets a new handle even at a reused address: an entry never maps the wrong memory.
@@ -93,7 +93,7 @@ struct PeerFramingState {
     return false;
   }
 
-  // Shared bounces (xfer/shared_bounces.cpp). Refused once, never cleared, when the peer could
+  // Shared bounces (framed/shared_bounces.cpp). Refused once, never cleared, when the peer could
   // not read this side's buffers.
   std::atomic<bool> shared_refused{false};
   bool shared_for_sends() const {

@@ -74,7 +74,7 @@ bool decode_bye(const uint8_t* p, size_t n, std::string* reason);
 // (tests/fuzz/control_fuzz_entry.cpp) runs each of them through a decode -> encode -> decode
 // round trip.
 
-// --- Region bookkeeping (xfer/regions.cpp) ------------------------------------------------
+// --- Region bookkeeping (regions/regions.cpp) ------------------------------------------------
 // An importer tells the owner of a region which of its regions it holds, so that the owner can
 // withdraw them before it deregisters (one-sided access is not seen by the owner on every path).
 // Every decoder below ignores bytes after the fields it knows (later versions only append).

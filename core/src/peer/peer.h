@@ -3,7 +3,7 @@
 //
 // Locking: `net->mutex()` guards ep, pending and lost_reason (everything touching the plugin);
 // ctrl_mutex guards the control channel. Lock order: Context::peers_mutex_ -> net->mutex() ->
-// the regions' mutex -> ctrl_mutex -> Regions::protocol_mutex() (a leaf; xfer/regions.h).
+// the regions' mutex -> ctrl_mutex -> Regions::protocol_mutex() (a leaf; regions/regions.h).
 #pragma once
 
 #include <atomic>

@@ -1,13 +1,13 @@
-#include "xfer/peer_failure.h"
+#include "progress/peer_failure.h"
 
 #include <sched.h>
 
 #include "peer/dispatch.h"
 #include "peer/peer.h"
+#include "regions/regions.h"
+#include "request/request.h"
 #include "util/clock.h"
 #include "util/log.h"
-#include "xfer/regions.h"
-#include "xfer/request.h"
 #include "xfer/transfers.h"
 
 namespace hmc {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "framed/framed_transfer.h"
 #include "hmc/hmc.h"
-#include "xfer/framed_transfer.h"
 
 namespace hmc {
 

@@ -1,4 +1,4 @@
-#include "xfer/progress.h"
+#include "progress/progress.h"
 
 #include <poll.h>
 #include <sched.h>
@@ -15,12 +15,12 @@
 #include "peer/incoming.h"
 #include "peer/messages.h"
 #include "peer/peer.h"
+#include "progress/peer_failure.h"
+#include "regions/regions.h"
+#include "request/request.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/peer_failure.h"
-#include "xfer/regions.h"
-#include "xfer/request.h"
 #include "xfer/target_staging.h"
 #include "xfer/transfers.h"
 

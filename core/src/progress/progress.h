@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "control/fd.h"
+#include "framed/framed_transfer.h"
 #include "hmc/hmc.h"
 #include "net/net_plugin.h"
-#include "xfer/framed_transfer.h"
 
 namespace hmc {
 

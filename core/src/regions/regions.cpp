@@ -38,7 +38,7 @@
 // asks being refused as the region is departing, then withdraws it from its importers as above.
 // Locks: proto_mutex_ is a leaf (a control handler holds a ctrl_mutex when it takes it);
 // messages are sent with the peer's ctrl_mutex, taken after the net and regions mutexes.
-#include "xfer/regions.h"
+#include "regions/regions.h"
 
 #include <algorithm>
 
@@ -46,11 +46,11 @@
 #include "peer/dispatch.h"
 #include "peer/messages.h"
 #include "peer/peer.h"
+#include "request/request.h"
 #include "util/clock.h"
 #include "util/handles.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/request.h"
 
 namespace hmc {
 

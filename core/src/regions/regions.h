@@ -1,6 +1,6 @@
 // The regions subsystem: memory this context registered (hmc_region_t) and the regions of peers
 // it imported (hmc_remote_t), with the protocol that withdraws a region from every peer that
-// imported it before it is deregistered (the Region* control messages; xfer/regions.cpp
+// imported it before it is deregistered (the Region* control messages; regions/regions.cpp
 // describes it). Its handlers are registered with the control dispatch at wiring time.
 //
 // Locks: mutex_ (regions_ and remotes_) is taken after a peer's net mutex; protocol_mutex() is a

@@ -1,4 +1,4 @@
-#include "xfer/event_signal.h"
+#include "request/event_signal.h"
 
 #include <sys/eventfd.h>
 

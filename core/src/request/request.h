@@ -52,7 +52,7 @@ struct alignas(64) Request {
 
   uint64_t tag = 0;
   hmc_net_mr_t* temp_mr = nullptr;  // a registration made for this request only
-  // A transfer in pieces (xfer/framed_transfer.h); nullptr for single plugin operations.
+  // A transfer in pieces (framed/framed_transfer.h); nullptr for single plugin operations.
   std::unique_ptr<FramedTransfer> framed;
   Context* owner = nullptr;  // owned by RequestTable
   uint64_t notify_value = 0;

@@ -16,7 +16,7 @@ enum class HandleKind {
   XferList,
   Comm,
   kCount
-};  // requests: see xfer/request.h
+};  // requests: see request/request.h
 
 class Handles {
  public:

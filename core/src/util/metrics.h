@@ -17,7 +17,7 @@
 namespace hmc {
 
 // Transfers with one peer that ended, by operation (index: send, recv, put, get, as Op in
-// xfer/request.h). Written under the peer's net mutex (load and store, no read-modify-write on
+// request/request.h). Written under the peer's net mutex (load and store, no read-modify-write on
 // the path of every message); read anywhere.
 struct TransferCounters {
   static constexpr int kOps = 4;

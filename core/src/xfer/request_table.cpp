@@ -2,9 +2,9 @@
 #include <new>
 #include <vector>
 
+#include "framed/framed_transfer.h"
+#include "request/request.h"
 #include "util/hot.h"
-#include "xfer/framed_transfer.h"
-#include "xfer/request.h"
 
 namespace hmc {
 namespace {

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 
+#include "framed/framed_message.h"
 #include "peer/dispatch.h"
 #include "peer/messages.h"
 #include "peer/peer.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/framed_message.h"
 
 namespace hmc {
 

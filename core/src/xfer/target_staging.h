@@ -15,11 +15,11 @@
 
 #include "control/channel.h"
 #include "device/registry.h"
+#include "framed/framed_transfer.h"
+#include "framed/pieced_rma.h"
 #include "net/region.h"
-#include "xfer/framed_transfer.h"
-#include "xfer/pieced_rma.h"
-#include "xfer/regions.h"
-#include "xfer/request.h"
+#include "regions/regions.h"
+#include "request/request.h"
 
 namespace hmc {
 

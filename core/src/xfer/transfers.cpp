@@ -6,15 +6,15 @@
 
 #include <algorithm>
 
+#include "framed/framed_message.h"
+#include "framed/pieced_rma.h"
 #include "net/registration.h"
 #include "peer/messages.h"
+#include "regions/regions.h"
 #include "util/clock.h"
 #include "util/hot.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "xfer/framed_message.h"
-#include "xfer/pieced_rma.h"
-#include "xfer/regions.h"
 #include "xfer/target_staging.h"
 #include "xfer/xfer_list.h"
 

@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "device/registry.h"
+#include "framed/framed_transfer.h"
 #include "hmc/hmc.h"
 #include "net/region.h"
 #include "peer/peer.h"
-#include "xfer/event_signal.h"
-#include "xfer/framed_transfer.h"
-#include "xfer/request.h"
+#include "request/event_signal.h"
+#include "request/request.h"
 
 namespace hmc {
 
@@ -155,7 +155,7 @@ class Transfers {
   hmc_status_t cancel(Request* req);
   hmc_status_t notify_wait(int timeout_ms, hmc_notification_t* out);
 
-  // Framed transfers (xfer/framed_transfer.h). Where buf lives for this pair; *staged: through
+  // Framed transfers (framed/framed_transfer.h). Where buf lives for this pair; *staged: through
   // bounce buffers.
   hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
                              bool* staged, MemoryLocation* where = nullptr,

@@ -7,9 +7,9 @@
 #include <memory>
 #include <vector>
 
+#include "framed/pieced_rma.h"
 #include "hmc/hmc.h"
 #include "net/region.h"
-#include "xfer/pieced_rma.h"
 
 namespace hmc {
 

@@ -271,7 +271,7 @@ std::vector<Seed> seeds() {
   seeds.push_back({"select-net-handle", selector_input(MsgType::NetHandle, w_nh)});
   seeds.push_back({"select-net-ready", selector_input(MsgType::NetReady, w_ready)});
 
-  // Region withdrawal (xfer/regions.cpp).
+  // Region withdrawal (regions/regions.cpp).
   msg::RegionRequest rq{7, info.context_id, 3, 0x7f0000001000ull, 65573, 6};
   msg::RegionReply rp{7, 3, HMC_ERR_REMOTE,
                       "region 3 (65573 bytes at 0x7f0000001000) is not registered"};

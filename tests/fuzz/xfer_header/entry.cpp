@@ -1,12 +1,12 @@
-// The framed-message wire format (xfer/frame_header.h): the header a sending peer puts in piece
+// The framed-message wire format (framed/frame_header.h): the header a sending peer puts in piece
 // 0 of a framed message, the descriptors of its shared bounces, and replies/acknowledgements.
 //  data[0] % 3 == 0: data[1..8] is the receiver's first-piece size, the rest a header.
 //  data[0] % 3 == 1: data[1..] is a piece descriptor.
 //  data[0] % 3 == 2: data[1..] is a reply (the receiver reads kReplySize bytes).
 #include <cstring>
 
+#include "framed/frame_header.h"
 #include "fuzz_target.h"
-#include "xfer/frame_header.h"
 
 namespace hmc::fuzz {
 namespace {
