@@ -143,8 +143,8 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
       static_cast<RegionServices&>(*this), devices_, nets_,
       Regions::Settings{this, id_, timeout_ms_, config_.get_bool("HMC_NET_DMABUF")});
   failure_.configure(regions_.get());
-  staging_ = std::make_unique<TargetStaging>(static_cast<StagingServices&>(*this), *regions_, this,
-                                             timeout_ms_);
+  staging_ = std::make_unique<TargetStaging>(static_cast<StagingServices&>(*this), transfers_,
+                                             *regions_, this, timeout_ms_);
   transfers_.configure(Transfers::Settings{this, regions_.get(), staging_.get(), timeout_ms_,
                                            use_progress_thread_, wait_spin_us_});
   wire_control_handlers();

@@ -146,30 +146,6 @@ class Context final : private RegionServices,
   // formed) would be routed here, after its registration.
   void peer_arrived(std::shared_ptr<Peer> peer,
                     std::vector<control::Channel::Message> extra) override;
-  // StagingServices: framed transfers (xfer/transfers.h).
-  hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size, const char* what,
-                             bool* staged, MemoryLocation* where, hmc_net_mr_t** mr) override {
-    return transfers_.memory_access(peer, buf, size, what, staged, where, mr);
-  }
-  std::unique_ptr<FramedTransfer> make_framed_send(const Peer& peer, const void* buf, size_t size,
-                                                   uint64_t tag, bool staged,
-                                                   const MemoryLocation& loc) override {
-    return transfers_.make_framed_send(peer, buf, size, tag, staged, loc);
-  }
-  std::unique_ptr<FramedTransfer> make_framed_recv(const Peer& peer, void* buf, size_t size,
-                                                   uint64_t tag, bool staged,
-                                                   const MemoryLocation& loc) override {
-    return transfers_.make_framed_recv(peer, buf, size, tag, staged, loc);
-  }
-  hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<FramedTransfer> f,
-                           Op op, size_t size, uint64_t tag, Request** out, bool notify,
-                           uint64_t notify_value) override {
-    return transfers_.post_framed(peer, std::move(f), op, size, tag, out, notify, notify_value);
-  }
-  void end_request_locked(Request* req, hmc_status_t status, std::string error) override {
-    transfers_.end_request_locked(req, status, std::move(error));
-  }
-
   // CollServices: connections for collectives, kept by the remote context's id. Incoming ones
   // marked path::kFeatureGroupLink are filed there by peer_arrived, never queued for
   // hmc_accept.

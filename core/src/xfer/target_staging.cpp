@@ -9,6 +9,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "xfer/transfers.h"
 
 namespace hmc {
 
@@ -58,7 +59,8 @@ hmc_status_t TargetStaging::post_ranges(Remote* remote, void* local, size_t loca
                 what, peer->name, peer->choice.key());
   bool staged = false;
   MemoryLocation loc;
-  hmc_status_t st = services_.memory_access(*peer, local, local_size, what, &staged, &loc, nullptr);
+  hmc_status_t st =
+      transfers_.memory_access(*peer, local, local_size, what, &staged, &loc, nullptr);
   if (st != HMC_SUCCESS) return st;
   // posting before dead is read, as in post_tracked_rma: a withdrawal that marks the Remote
   // dead from here on waits for this request (it is tracked before posting drops).
@@ -78,11 +80,11 @@ hmc_status_t TargetStaging::post_ranges(Remote* remote, void* local, size_t loca
     void* at = static_cast<uint8_t*>(local) + spans[i].local;
     const size_t len = static_cast<size_t>(spans[i].len);
     std::unique_ptr<FramedTransfer> f =
-        op == Op::Put ? services_.make_framed_send(*peer, at, len, tag, staged, loc)
-                      : services_.make_framed_recv(*peer, at, len, tag, staged, loc);
+        op == Op::Put ? transfers_.make_framed_send(*peer, at, len, tag, staged, loc)
+                      : transfers_.make_framed_recv(*peer, at, len, tag, staged, loc);
     Request* inner = nullptr;
-    st = services_.post_framed(peer, std::move(f), op == Op::Put ? Op::Send : Op::Recv, len, tag,
-                               &inner, false, 0);
+    st = transfers_.post_framed(peer, std::move(f), op == Op::Put ? Op::Send : Op::Recv, len, tag,
+                                &inner, false, 0);
     if (st != HMC_SUCCESS) break;
     auto rec = std::make_shared<Initiated>();
     rec->peer = peer;
@@ -227,14 +229,14 @@ void TargetStaging::serve(const AskIn& a) {
   if (refusal == HMC_SUCCESS) {
     bool staged = false;
     MemoryLocation loc;
-    if (services_.memory_access(peer, addr, a.size, what, &staged, &loc, nullptr) != HMC_SUCCESS) {
+    if (transfers_.memory_access(peer, addr, a.size, what, &staged, &loc, nullptr) != HMC_SUCCESS) {
       refusal = HMC_ERR_REMOTE;
       why = last_error();
       uncount();
     } else if (a.get) {
-      f = services_.make_framed_send(peer, addr, a.size, a.tag, staged, loc);
+      f = transfers_.make_framed_send(peer, addr, a.size, a.tag, staged, loc);
     } else {
-      f = services_.make_framed_recv(peer, addr, a.size, a.tag, staged, loc);
+      f = transfers_.make_framed_recv(peer, addr, a.size, a.tag, staged, loc);
     }
     if (f && staged) peer.framing.staged_transfers.fetch_add(1, std::memory_order_relaxed);
     if (f)
@@ -255,8 +257,8 @@ void TargetStaging::serve(const AskIn& a) {
       f = std::make_unique<FramedRecv>(nullptr, 0, a.tag, false, geo);
   }
   Request* inner = nullptr;
-  if (services_.post_framed(a.peer, std::move(f), a.get ? Op::Send : Op::Recv, refusal ? 0 : a.size,
-                            a.tag, &inner, false, 0) != HMC_SUCCESS) {
+  if (transfers_.post_framed(a.peer, std::move(f), a.get ? Op::Send : Op::Recv,
+                             refusal ? 0 : a.size, a.tag, &inner, false, 0) != HMC_SUCCESS) {
     if (refusal == HMC_SUCCESS) uncount();  // the peer is lost: nobody waits for the answer
     return;
   }
@@ -272,7 +274,7 @@ void TargetStaging::serve(const AskIn& a) {
 
 void TargetStaging::end_user_locked(Request* user, hmc_status_t status, std::string error) {
   user->bytes = status == HMC_SUCCESS ? user->size : 0;
-  services_.end_request_locked(user, status, std::move(error));
+  transfers_.end_request_locked(user, status, std::move(error));
 }
 
 bool TargetStaging::advance() {
@@ -399,7 +401,7 @@ bool TargetStaging::advance() {
     }
     if (flush) {
       auto f = std::make_unique<FramedSend>(nullptr, 0, tag, false, peer.framing.geometry());
-      if (services_.post_framed(op->peer, std::move(f), Op::Send, 0, tag, &op->flush, false, 0) !=
+      if (transfers_.post_framed(op->peer, std::move(f), Op::Send, 0, tag, &op->flush, false, 0) !=
           HMC_SUCCESS)
         op->flush = nullptr;  // the peer is lost: nothing to end
     }

@@ -26,27 +26,12 @@ namespace hmc {
 class Context;
 class ControlDispatch;
 struct Peer;
+class Transfers;
 
-// What target-side staging needs of the context: framed transfers and progress.
+// What target-side staging needs of the context: peer failure and progress (the layer above).
 class StagingServices {
  public:
   virtual ~StagingServices() = default;
-  // Where buf lives for this pair; *staged: through bounce buffers (xfer/transfers.h).
-  virtual hmc_status_t memory_access(const Peer& peer, const void* buf, size_t size,
-                                     const char* what, bool* staged, MemoryLocation* where,
-                                     hmc_net_mr_t** mr) = 0;
-  virtual std::unique_ptr<FramedTransfer> make_framed_send(const Peer& peer, const void* buf,
-                                                           size_t size, uint64_t tag, bool staged,
-                                                           const MemoryLocation& loc) = 0;
-  virtual std::unique_ptr<FramedTransfer> make_framed_recv(const Peer& peer, void* buf, size_t size,
-                                                           uint64_t tag, bool staged,
-                                                           const MemoryLocation& loc) = 0;
-  virtual hmc_status_t post_framed(const std::shared_ptr<Peer>& peer,
-                                   std::unique_ptr<FramedTransfer> f, Op op, size_t size,
-                                   uint64_t tag, Request** out, bool notify,
-                                   uint64_t notify_value) = 0;
-  // Ends req with status (net mutex held), in order with the peer's notifying puts.
-  virtual void end_request_locked(Request* req, hmc_status_t status, std::string error) = 0;
   virtual void fail_peer(Peer& peer, hmc_status_t status, const std::string& reason) = 0;
   virtual bool progress_until(const std::function<bool()>& done, uint64_t deadline_ns) = 0;
   // Held by every progress pass (which runs TargetStaging::advance).
@@ -55,8 +40,14 @@ class StagingServices {
 
 class TargetStaging {
  public:
-  TargetStaging(StagingServices& services, Regions& regions, Context* owner, int timeout_ms)
-      : services_(services), regions_(regions), owner_(owner), timeout_ms_(timeout_ms) {}
+  // Its framed transfers are posted and ended by transfers.
+  TargetStaging(StagingServices& services, Transfers& transfers, Regions& regions, Context* owner,
+                int timeout_ms)
+      : services_(services),
+        transfers_(transfers),
+        regions_(regions),
+        owner_(owner),
+        timeout_ms_(timeout_ms) {}
   TargetStaging(const TargetStaging&) = delete;
   TargetStaging& operator=(const TargetStaging&) = delete;
 
@@ -92,6 +83,7 @@ class TargetStaging {
   void end_user_locked(Request* user, hmc_status_t status, std::string error);
 
   StagingServices& services_;
+  Transfers& transfers_;
   Regions& regions_;
   Context* owner_;  // of the requests it makes
   const int timeout_ms_;

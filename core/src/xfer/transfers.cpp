@@ -235,43 +235,78 @@ HMC_HOT hmc_status_t Transfers::post_common(Request* req, PostFn post) {
   return HMC_SUCCESS;
 }
 
-HMC_HOT hmc_status_t Transfers::post_send(Peer* peer, const void* buf, size_t size, uint64_t tag,
-                                          Request** out) {
-  hmc_status_t st = check_peer(*peer, "send");
-  if (st != HMC_SUCCESS) return st;
-  if (peer->framing.on()) {
-    bool staged = false;
-    MemoryLocation loc;
-    if ((st = memory_access(*peer, buf, size, "send", &staged, &loc)) != HMC_SUCCESS) return st;
-    if (staged || peer->framing.multi_piece(size) || framed_sends_waiting(*peer, tag))
-      return post_framed(peer->shared_from_this(),
-                         make_framed_send(*peer, buf, size, tag, staged, loc), Op::Send, size, tag,
-                         out);
+const char* route_name(Route route) {
+  switch (route) {
+    case Route::Direct: return "direct";
+    case Route::Framed: return "framed";
+    case Route::Pieced: return "pieced";
+    case Route::Vectored: return "vectored";
+    case Route::TargetStaged: return "target-staged";
   }
-  Request* req = RequestTable::acquire(owner_, Op::Send, peer, size, tag);
-  st = post_common(req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
-    return net.table()->isend(ep, buf, size, nullptr, tag, nr);
-  });
+  return "?";
+}
+
+// The route of a send or a receive (docs/protocols.md, "The route of an operation").
+HMC_HOT hmc_status_t Transfers::route_message(Peer& peer, Op op, const void* buf, size_t size,
+                                              uint64_t tag, RoutePlan* plan) {
+  // 1. A pair that does not frame its messages (no device memory on either side): direct.
+  if (!peer.framing.on()) return HMC_SUCCESS;
+  // 2. Where the buffer lives; memory the pair cannot move is refused here.
+  hmc_status_t st = memory_access(peer, buf, size, op_name(op), &plan->staged, &plan->loc);
   if (st != HMC_SUCCESS) return st;
-  *out = req;
+  // 3. A receive is framed: it follows whatever the sender sends.
+  // 4. A send is framed when its memory is staged, when it is more than one piece, or when a
+  //    framed send of its tag is still going (the tag's order); else direct.
+  if (op == Op::Recv || plan->staged || peer.framing.multi_piece(size) ||
+      framed_sends_waiting(peer, tag))
+    plan->route = Route::Framed;
   return HMC_SUCCESS;
 }
 
-HMC_HOT hmc_status_t Transfers::post_recv(Peer* peer, void* buf, size_t size, uint64_t tag,
-                                          Request** out) {
-  hmc_status_t st = check_peer(*peer, "recv", true);
-  if (st != HMC_SUCCESS) return st;
-  if (peer->framing.on()) {
-    bool staged = false;
-    MemoryLocation loc;
-    if ((st = memory_access(*peer, buf, size, "recv", &staged, &loc)) != HMC_SUCCESS) return st;
-    return post_framed(peer->shared_from_this(),
-                       make_framed_recv(*peer, buf, size, tag, staged, loc), Op::Recv, size, tag,
-                       out);
+// The route of a put or a get (docs/protocols.md, "The route of an operation").
+hmc_status_t Transfers::route_rma(const Remote& remote, Op op, const void* buf, size_t size,
+                                  RoutePlan* plan) {
+  const Peer& peer = *remote.peer;
+  // 1. The peer's region is memory its path cannot reach: the owner stages the access.
+  if (remote.staged) {
+    plan->route = Route::TargetStaged;
+    return HMC_SUCCESS;
   }
-  Request* req = RequestTable::acquire(owner_, Op::Recv, peer, size, tag);
+  plan->device = remote.device;
+  // 2. Where a pair frames its messages, where the local buffer lives: memory the path cannot
+  //    reach (and no registration of it covers) goes in pieces through bounces.
+  if (peer.framing.on()) {
+    hmc_status_t st =
+        memory_access(peer, buf, size, op_name(op), &plan->staged, &plan->loc, &plan->mr);
+    if (st != HMC_SUCCESS) return st;
+    plan->device |= size > 0 && !plan->loc.device->is_host();
+    if (plan->staged) plan->route = Route::Pieced;
+  }
+  // 3. Either way the path must offer the one-sided operation and the region a key.
+  const hmc_net_plugin_v2_t* t = peer.net->table();
+  if (!(op == Op::Put ? HMC_NET_SLOT(t, iput) : HMC_NET_SLOT(t, iget)) || !remote.rkey)
+    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_{}: path {} to {} offers no one-sided operations",
+                op_name(op), peer.choice.key(), peer.name);
+  // 4. Else direct.
+  return HMC_SUCCESS;
+}
+
+HMC_HOT hmc_status_t Transfers::post_message(Op op, Peer* peer, void* buf, size_t size,
+                                             uint64_t tag, Request** out) {
+  const bool send = op == Op::Send;
+  hmc_status_t st = check_peer(*peer, op_name(op), !send);
+  if (st != HMC_SUCCESS) return st;
+  RoutePlan plan;
+  if ((st = route_message(*peer, op, buf, size, tag, &plan)) != HMC_SUCCESS) return st;
+  if (plan.route == Route::Framed)
+    return post_framed(peer->shared_from_this(),
+                       send ? make_framed_send(*peer, buf, size, tag, plan.staged, plan.loc)
+                            : make_framed_recv(*peer, buf, size, tag, plan.staged, plan.loc),
+                       op, size, tag, out);
+  Request* req = RequestTable::acquire(owner_, op, peer, size, tag);
   st = post_common(req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
-    return net.table()->irecv(ep, buf, size, nullptr, tag, nr);
+    return send ? net.table()->isend(ep, buf, size, nullptr, tag, nr)
+                : net.table()->irecv(ep, buf, size, nullptr, tag, nr);
   });
   if (st != HMC_SUCCESS) return st;
   *out = req;
@@ -289,102 +324,52 @@ hmc_status_t check_remote_range(const Remote& remote, uint64_t offset, size_t si
 }
 }  // namespace
 
-hmc_status_t Transfers::post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
-                                 uint32_t flags, uint64_t notify_value, Request** out) {
+hmc_status_t Transfers::post_rma(Op op, Remote* remote, void* buf, size_t size, uint64_t offset,
+                                 bool notify, uint64_t notify_value, Request** out) {
   const auto& peer = remote->peer;
-  hmc_status_t st = check_peer(*peer, "put");
+  const char* what = op_name(op);
+  const bool put = op == Op::Put;
+  hmc_status_t st = check_peer(*peer, what);
   if (st != HMC_SUCCESS) return st;
-  if ((st = check_remote_range(*remote, offset, size, "put")) != HMC_SUCCESS) return st;
-  if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "put");
-  if (remote->staged)
-    return staging_->post(remote, const_cast<void*>(buf), size, offset, Op::Put,
-                          flags & HMC_PUT_NOTIFY, notify_value, out);
-  hmc_net_mr_t* mr = nullptr;
-  bool device = remote->device;  // device memory on either side, moved with no bounce buffer
-  if (peer->framing.on()) {
-    bool staged = false;
-    MemoryLocation loc;
-    if ((st = memory_access(*peer, buf, size, "put", &staged, &loc, &mr)) != HMC_SUCCESS) return st;
-    device |= size > 0 && !loc.device->is_host();
-    if (staged) {
-      if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
-        return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
-                    peer->choice.key(), peer->name);
-      return post_tracked_rma(
-          remote,
-          PiecedRma::put(buf, size, remote->base + offset, remote->rkey, peer->framing.chunk),
-          Op::Put, size, out, flags & HMC_PUT_NOTIFY, notify_value);
-    }
-  }
-  if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
-    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_put: path {} to {} offers no one-sided operations",
-                peer->choice.key(), peer->name);
-  Request* req = RequestTable::acquire(owner_, Op::Put, peer.get(), size, 0, flags & HMC_PUT_NOTIFY,
-                                       notify_value);
+  if ((st = check_remote_range(*remote, offset, size, what)) != HMC_SUCCESS) return st;
+  if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, what);
+  RoutePlan plan;
+  if ((st = route_rma(*remote, op, buf, size, &plan)) != HMC_SUCCESS) return st;
   uint64_t addr = remote->base + offset;
+  switch (plan.route) {
+    case Route::TargetStaged:
+      return staging_->post(remote, buf, size, offset, op, notify, notify_value, out);
+    case Route::Pieced: {
+      const auto chunk = peer->framing.chunk;
+      return post_tracked_rma(remote,
+                              put ? PiecedRma::put(buf, size, addr, remote->rkey, chunk)
+                                  : PiecedRma::get(buf, size, addr, remote->rkey, chunk),
+                              op, size, out, notify, notify_value);
+    }
+    default: break;
+  }
+  Request* req = RequestTable::acquire(owner_, op, peer.get(), size, 0, notify, notify_value);
+  hmc_net_mr_t* mr = plan.mr;
   st = post_common(req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
     // Checked and recorded under the net mutex, where a withdrawal marks and looks.
     if (remote->dead.load(std::memory_order_relaxed)) return HMC_PLUGIN_ERR_REMOTE;
-    // The notification travels with the data where the plugin carries it and that keeps the
-    // order of notifications (peer/notify_order.h).
+    // A put's notification travels with the data where the plugin carries it and that keeps
+    // the order of notifications (peer/notify_order.h).
     req->carried = req->notify && peer->notify_sender.may_carry(std::none_of(
                                       peer->notify_queue.begin(), peer->notify_queue.end(),
                                       [](const Request* q) { return !q->carried; }));
     hmc_plugin_status_t ps =
-        req->carried
+        !put ? net.table()->iget(ep, buf, size, mr, addr, remote->rkey, nr)
+        : req->carried
             ? net.table()->iput_notify(ep, buf, size, mr, addr, remote->rkey, req->notify_value, nr)
             : net.table()->iput(ep, buf, size, mr, addr, remote->rkey, nr);
     if (ps == HMC_PLUGIN_SUCCESS && remote->region_id)
       track_remote_request_locked(remote, RequestTable::handle(req));
     return ps;
   });
-  if (st != HMC_SUCCESS) return remote->dead.load() ? refuse_withdrawn(*remote, "put") : st;
-  if (device) peer->framing.direct_transfers.fetch_add(1, std::memory_order_relaxed);
-  *out = req;
-  return HMC_SUCCESS;
-}
-
-hmc_status_t Transfers::post_get(Remote* remote, void* buf, size_t size, uint64_t offset,
-                                 Request** out) {
-  const auto& peer = remote->peer;
-  hmc_status_t st = check_peer(*peer, "get");
-  if (st != HMC_SUCCESS) return st;
-  if ((st = check_remote_range(*remote, offset, size, "get")) != HMC_SUCCESS) return st;
-  if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, "get");
-  if (remote->staged) return staging_->post(remote, buf, size, offset, Op::Get, false, 0, out);
-  hmc_net_mr_t* mr = nullptr;
-  bool device = remote->device;  // as in post_put
-  if (peer->framing.on()) {
-    bool staged = false;
-    MemoryLocation loc;
-    if ((st = memory_access(*peer, buf, size, "get", &staged, &loc, &mr)) != HMC_SUCCESS) return st;
-    device |= size > 0 && !loc.device->is_host();
-    if (staged) {
-      if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
-        return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
-                    peer->choice.key(), peer->name);
-      return post_tracked_rma(
-          remote,
-          PiecedRma::get(buf, size, remote->base + offset, remote->rkey, peer->framing.chunk),
-          Op::Get, size, out);
-    }
-  }
-  if (!HMC_NET_SLOT(peer->net->table(), iget) || !remote->rkey)
-    return fail(HMC_ERR_NOT_SUPPORTED, "hmc_get: path {} to {} offers no one-sided operations",
-                peer->choice.key(), peer->name);
-  Request* req = RequestTable::acquire(owner_, Op::Get, peer.get(), size);
-  uint64_t addr = remote->base + offset;
-  st = post_common(req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
-    if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
-    if (remote->dead.load(std::memory_order_relaxed)) return HMC_PLUGIN_ERR_REMOTE;
-    hmc_plugin_status_t ps = net.table()->iget(ep, buf, size, mr, addr, remote->rkey, nr);
-    if (ps == HMC_PLUGIN_SUCCESS && remote->region_id)
-      track_remote_request_locked(remote, RequestTable::handle(req));
-    return ps;
-  });
-  if (st != HMC_SUCCESS) return remote->dead.load() ? refuse_withdrawn(*remote, "get") : st;
-  if (device) peer->framing.direct_transfers.fetch_add(1, std::memory_order_relaxed);
+  if (st != HMC_SUCCESS) return remote->dead.load() ? refuse_withdrawn(*remote, what) : st;
+  if (plan.device) peer->framing.direct_transfers.fetch_add(1, std::memory_order_relaxed);
   *out = req;
   return HMC_SUCCESS;
 }
@@ -413,39 +398,58 @@ void Transfers::vectorize_list(XferList& list) {
   list.vec = make_vec_pieces(list.local->addr, *list.spans, mr);
 }
 
+// The route of a transfer list (docs/protocols.md, "The route of an operation").
+hmc_status_t Transfers::route_list(const XferList& list, RoutePlan* plan) {
+  const Remote& remote = *list.remote;
+  const Peer& peer = *remote.peer;
+  // 1. As for a put or get: the peer's region is memory its path cannot reach.
+  if (remote.staged) {
+    plan->route = Route::TargetStaged;
+    return HMC_SUCCESS;
+  }
+  // 2. The path must offer the one-sided operation and the region a key.
+  const hmc_net_plugin_v2_t* t = peer.net->table();
+  if (!(list.put ? HMC_NET_SLOT(t, iput) : HMC_NET_SLOT(t, iget)) || !remote.rkey)
+    return fail(HMC_ERR_NOT_SUPPORTED,
+                "hmc_xfer_post: path {} to {} offers no one-sided operations", peer.choice.key(),
+                peer.name);
+  // 3. How the path reaches the local region: its registration, by pointer, or bounces.
+  hmc_status_t st = list_access(peer, list.local, &plan->staged, &plan->mr);
+  if (st != HMC_SUCCESS) return st;
+  // 4. Vectored where hmc_xfer_prepare made the vectored pieces and the path's registration of
+  //    the region is still the one they hold; else range by range, in pieces.
+  plan->route =
+      list.vec && !plan->staged && plan->mr == list.vec->mr ? Route::Vectored : Route::Pieced;
+  return HMC_SUCCESS;
+}
+
 hmc_status_t Transfers::post_list(const XferList& list, uint32_t flags, uint64_t notify_value,
                                   Request** out) {
   Remote* remote = list.remote;
   const auto& peer = remote->peer;
   const char* what = list.put ? "put" : "get";
+  const Op op = list.put ? Op::Put : Op::Get;
+  const bool notify = flags & HMC_XFER_NOTIFY;
+  const size_t total = static_cast<size_t>(list.total);
   hmc_status_t st = check_peer(*peer, what);
   if (st != HMC_SUCCESS) return st;
   if (remote->dead.load(std::memory_order_acquire)) return refuse_withdrawn(*remote, what);
-  if (remote->staged)
-    return staging_->post_ranges(remote, list.local->addr, list.local->size, list.spans->data(),
-                                 list.spans->size(), static_cast<size_t>(list.total),
-                                 list.put ? Op::Put : Op::Get, flags & HMC_XFER_NOTIFY,
-                                 notify_value, out);
-  if (!HMC_NET_SLOT(peer->net->table(), iput) || !remote->rkey)
-    return fail(HMC_ERR_NOT_SUPPORTED,
-                "hmc_xfer_post: path {} to {} offers no one-sided operations", peer->choice.key(),
-                peer->name);
-  bool staged = false;
-  hmc_net_mr_t* mr = nullptr;
-  if ((st = list_access(*peer, list.local, &staged, &mr)) != HMC_SUCCESS) return st;
-  // The vectored pieces hold the registration found at prepare; should the path's have changed
-  // since, the ranges go one by one.
-  if (list.vec && !staged && mr == list.vec->mr)
-    return post_tracked_rma(remote,
-                            PiecedRma::vectored(list.put, list.vec, list.total, remote->rkey),
-                            list.put ? Op::Put : Op::Get, static_cast<size_t>(list.total), out,
-                            flags & HMC_XFER_NOTIFY, notify_value);
-  Region* local = list.local;
-  auto f = PiecedRma::list(list.put, local->addr, list.spans, list.total, remote->rkey,
-                           peer->framing.on() ? peer->framing.chunk : list.total, staged, mr);
-  return post_tracked_rma(remote, std::move(f), list.put ? Op::Put : Op::Get,
-                          static_cast<size_t>(list.total), out, flags & HMC_XFER_NOTIFY,
-                          notify_value);
+  RoutePlan plan;
+  if ((st = route_list(list, &plan)) != HMC_SUCCESS) return st;
+  switch (plan.route) {
+    case Route::TargetStaged:
+      return staging_->post_ranges(remote, list.local->addr, list.local->size, list.spans->data(),
+                                   list.spans->size(), total, op, notify, notify_value, out);
+    case Route::Vectored:
+      return post_tracked_rma(remote,
+                              PiecedRma::vectored(list.put, list.vec, list.total, remote->rkey), op,
+                              total, out, notify, notify_value);
+    default: break;
+  }
+  auto f =
+      PiecedRma::list(list.put, list.local->addr, list.spans, list.total, remote->rkey,
+                      peer->framing.on() ? peer->framing.chunk : list.total, plan.staged, plan.mr);
+  return post_tracked_rma(remote, std::move(f), op, total, out, notify, notify_value);
 }
 
 hmc_status_t Transfers::post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,

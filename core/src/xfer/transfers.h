@@ -23,6 +23,7 @@
 #include "peer/peer.h"
 #include "request/event_signal.h"
 #include "request/request.h"
+#include "xfer/route.h"
 
 namespace hmc {
 
@@ -138,11 +139,22 @@ class Transfers {
   // Registers the handlers of Notify and NotifyAck (xfer/notifications.cpp).
   void add_handlers(ControlDispatch& dispatch);
 
-  hmc_status_t post_send(Peer* peer, const void* buf, size_t size, uint64_t tag, Request** out);
-  hmc_status_t post_recv(Peer* peer, void* buf, size_t size, uint64_t tag, Request** out);
+  // Sends and receives share one posting function, puts and gets another, transfer lists a
+  // third; each first chooses the operation's route (xfer/route.h), then follows it.
+  hmc_status_t post_send(Peer* peer, const void* buf, size_t size, uint64_t tag, Request** out) {
+    return post_message(Op::Send, peer, const_cast<void*>(buf), size, tag, out);
+  }
+  hmc_status_t post_recv(Peer* peer, void* buf, size_t size, uint64_t tag, Request** out) {
+    return post_message(Op::Recv, peer, buf, size, tag, out);
+  }
   hmc_status_t post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
-                        uint32_t flags, uint64_t notify_value, Request** out);
-  hmc_status_t post_get(Remote* remote, void* buf, size_t size, uint64_t offset, Request** out);
+                        uint32_t flags, uint64_t notify_value, Request** out) {
+    return post_rma(Op::Put, remote, const_cast<void*>(buf), size, offset, flags & HMC_PUT_NOTIFY,
+                    notify_value, out);
+  }
+  hmc_status_t post_get(Remote* remote, void* buf, size_t size, uint64_t offset, Request** out) {
+    return post_rma(Op::Get, remote, buf, size, offset, false, 0, out);
+  }
   // Makes list.vec when the list's path offers vectored puts/gets and reaches its local region
   // without staging (hmc_xfer_prepare, before the list is shared).
   void vectorize_list(XferList& list);
@@ -222,6 +234,16 @@ class Transfers {
   void send_notify_ack_ctrl_locked(Peer& peer, uint64_t delivered);
   bool ipc_export(const Peer& peer, const void* buf, const MemoryLocation& loc, IpcExport* ex);
   bool framed_sends_waiting(Peer& peer, uint64_t tag);
+  // The routes (xfer/route.h): chosen once per post, in the steps docs/protocols.md lists.
+  hmc_status_t route_message(Peer& peer, Op op, const void* buf, size_t size, uint64_t tag,
+                             RoutePlan* plan);
+  hmc_status_t route_rma(const Remote& remote, Op op, const void* buf, size_t size,
+                         RoutePlan* plan);
+  hmc_status_t route_list(const XferList& list, RoutePlan* plan);
+  // buf is read (Send, Put) or written (Recv, Get).
+  hmc_status_t post_message(Op op, Peer* peer, void* buf, size_t size, uint64_t tag, Request** out);
+  hmc_status_t post_rma(Op op, Remote* remote, void* buf, size_t size, uint64_t offset, bool notify,
+                        uint64_t notify_value, Request** out);
   // How a transfer list's path reaches its local region: the region's own registration on the
   // path, by pointer (mr null), or through bounces (*staged).
   hmc_status_t list_access(const Peer& peer, Region* local, bool* staged, hmc_net_mr_t** mr);
