@@ -1,5 +1,6 @@
-// The part of Cambricon's CNCL (cncl.h, libcncl.so) and CNRT runtime (cnrt.h, libcnrt.so) the
-// cncl ccl plugin calls, declared here so that the plugin builds without Neuware. CNCL is not
+// The part of Cambricon's CNCL (cncl.h, libcncl.so) the cncl ccl plugin calls, declared here so
+// that the plugin builds without Neuware; its CNRT calls (libcnrt.so) are the mlu device
+// plugin's declarations (plugins/device-mlu/src/cnrt_api.h). CNCL is not
 // NCCL under other names: its result codes are its own (with sub-codes such as 0x12 under the
 // 0x02 system class), its dtype values are grouped by kind (0x10 floats, 0x20 signed, 0x30
 // unsigned), it has no double and no average, the clique id carries a hash after its 128 bytes,
@@ -11,27 +12,26 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cnrt_api.h"
+
 namespace hmc::vendor::cncl {
 
-// ---- CNRT: the queues and notifiers (cnrt.h) ---------------------------------------------------
-typedef int cnrtRet_t;
-struct CNqueue_st;
-struct CNnotifier_st;
-typedef CNqueue_st* cnrtQueue_t;
-typedef CNnotifier_st* cnrtNotifier_t;
-constexpr cnrtRet_t cnrtSuccess = 0;
-constexpr cnrtRet_t cnrtErrorNotReady = 1;
-constexpr cnrtRet_t cnrtErrorBusy = 632014;  // what cnrtQueryNotifier answers while pending
-
-using PFN_cnrtGetDeviceCount = cnrtRet_t (*)(unsigned int* count);
-using PFN_cnrtGetDevice = cnrtRet_t (*)(int* device);
-using PFN_cnrtSetDevice = cnrtRet_t (*)(int device);
-using PFN_cnrtQueueCreate = cnrtRet_t (*)(cnrtQueue_t* queue);
-using PFN_cnrtQueueDestroy = cnrtRet_t (*)(cnrtQueue_t queue);
-using PFN_cnrtNotifierCreate = cnrtRet_t (*)(cnrtNotifier_t* notifier);
-using PFN_cnrtNotifierDestroy = cnrtRet_t (*)(cnrtNotifier_t notifier);
-using PFN_cnrtPlaceNotifier = cnrtRet_t (*)(cnrtNotifier_t notifier, cnrtQueue_t queue);
-using PFN_cnrtQueryNotifier = cnrtRet_t (*)(cnrtNotifier_t notifier);
+// ---- CNRT: the queues and notifiers, as the mlu device plugin declares them (cnrt_api.h) --
+using mlu::cnrtErrorBusy;  // what cnrtQueryNotifier answers while pending
+using mlu::cnrtErrorNotReady;
+using mlu::cnrtNotifier_t;
+using mlu::cnrtQueue_t;
+using mlu::cnrtRet_t;
+using mlu::cnrtSuccess;
+using mlu::PFN_cnrtGetDevice;
+using mlu::PFN_cnrtGetDeviceCount;
+using mlu::PFN_cnrtNotifierCreate;
+using mlu::PFN_cnrtNotifierDestroy;
+using mlu::PFN_cnrtPlaceNotifier;
+using mlu::PFN_cnrtQueryNotifier;
+using mlu::PFN_cnrtQueueCreate;
+using mlu::PFN_cnrtQueueDestroy;
+using mlu::PFN_cnrtSetDevice;
 
 // ---- CNCL (cncl.h) -----------------------------------------------------------------------------
 typedef enum {

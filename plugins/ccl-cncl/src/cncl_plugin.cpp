@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ccl_ctx_slots.h"
 #include "cncl_api.h"
 #include "hmc/plugin/ccl.h"
 #include "hmc/plugin/log.hpp"
@@ -206,27 +207,46 @@ hmc_plugin_status_t cnrt_failure(hmc_ccl_comm* c, const char* call, cnrtRet_t r)
   return HMC_PLUGIN_ERR_INTERNAL;
 }
 
-bool map_dtype(uint32_t dtype, cnclDataType_t* out) {
-  switch (dtype) {
-    case HMC_CCL_DTYPE_F32: *out = cnclFloat32; return true;
-    case HMC_CCL_DTYPE_F16: *out = cnclFloat16; return true;
-    case HMC_CCL_DTYPE_BF16: *out = cnclBfloat16; return true;
-    case HMC_CCL_DTYPE_I8: *out = cnclInt8; return true;
-    case HMC_CCL_DTYPE_U8: *out = cnclUint8; return true;
-    case HMC_CCL_DTYPE_I32: *out = cnclInt32; return true;
-    case HMC_CCL_DTYPE_I64: *out = cnclInt64; return true;
-  }
-  return false;  // HMC_CCL_DTYPE_F64: CNCL has no 64-bit float
+// hmc's dtypes and operations that CNCL has, with CNCL's values: the table's masks and the
+// mapping both come from these. Left out: HMC_CCL_DTYPE_F64 (CNCL has no 64-bit float) and
+// HMC_CCL_OP_AVG (CNCL has no average).
+template <typename T>
+struct Mapping {
+  uint32_t hmc;
+  T cncl;
+};
+constexpr Mapping<cnclDataType_t> kDtypes[] = {
+    {HMC_CCL_DTYPE_F32, cnclFloat32},   {HMC_CCL_DTYPE_F16, cnclFloat16},
+    {HMC_CCL_DTYPE_BF16, cnclBfloat16}, {HMC_CCL_DTYPE_I8, cnclInt8},
+    {HMC_CCL_DTYPE_U8, cnclUint8},      {HMC_CCL_DTYPE_I32, cnclInt32},
+    {HMC_CCL_DTYPE_I64, cnclInt64}};
+constexpr Mapping<cnclReduceOp_t> kOps[] = {{HMC_CCL_OP_SUM, cnclSum},
+                                            {HMC_CCL_OP_PROD, cnclProd},
+                                            {HMC_CCL_OP_MIN, cnclMin},
+                                            {HMC_CCL_OP_MAX, cnclMax}};
+
+template <typename T, size_t N>
+bool map_value(const Mapping<T> (&table)[N], uint32_t hmc, T* out) {
+  for (const Mapping<T>& m : table)
+    if (m.hmc == hmc) {
+      *out = m.cncl;
+      return true;
+    }
+  return false;
 }
 
+template <typename T, size_t N>
+uint32_t mask_of(const Mapping<T> (&table)[N]) {
+  uint32_t mask = 0;
+  for (const Mapping<T>& m : table) mask |= HMC_CCL_BIT(m.hmc);
+  return mask;
+}
+
+bool map_dtype(uint32_t dtype, cnclDataType_t* out) {
+  return map_value(kDtypes, dtype, out);
+}
 bool map_op(uint32_t op, cnclReduceOp_t* out) {
-  switch (op) {
-    case HMC_CCL_OP_SUM: *out = cnclSum; return true;
-    case HMC_CCL_OP_PROD: *out = cnclProd; return true;
-    case HMC_CCL_OP_MIN: *out = cnclMin; return true;
-    case HMC_CCL_OP_MAX: *out = cnclMax; return true;
-  }
-  return false;  // HMC_CCL_OP_AVG: CNCL has no average
+  return map_value(kOps, op, out);
 }
 
 // Posts one CNCL call on the communicator's device and queue (or the caller's queue), then
@@ -340,20 +360,6 @@ hmc_plugin_status_t plugin_finalize(hmc_ccl_ctx_t* ctx) {
   if (!ctx) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   delete ctx;
   return HMC_PLUGIN_SUCCESS;
-}
-
-hmc_plugin_status_t plugin_device_count(hmc_ccl_ctx_t* ctx, int* count) {
-  if (!ctx || !count) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  *count = ctx->devices;
-  return HMC_PLUGIN_SUCCESS;
-}
-
-const char* plugin_unavailable_reason(hmc_ccl_ctx_t* ctx) {
-  return ctx && !ctx->unavailable.empty() ? ctx->unavailable.c_str() : nullptr;
-}
-
-const char* plugin_library_version(hmc_ccl_ctx_t* ctx) {
-  return ctx && !ctx->library.empty() ? ctx->library.c_str() : nullptr;
 }
 
 hmc_plugin_status_t plugin_unique_id(hmc_ccl_ctx_t* ctx, void* id, size_t* len) {
@@ -560,16 +566,13 @@ hmc_ccl_plugin_v1_t make_table() {
   t.version = "0.1.0";
   t.config_vars = kConfigVars;
   t.mem_iface = HMC_MEM_IFACE_MLU;
-  for (uint32_t d : {HMC_CCL_DTYPE_F32, HMC_CCL_DTYPE_F16, HMC_CCL_DTYPE_BF16, HMC_CCL_DTYPE_I8,
-                     HMC_CCL_DTYPE_U8, HMC_CCL_DTYPE_I32, HMC_CCL_DTYPE_I64})
-    t.dtypes |= HMC_CCL_BIT(d);
-  for (uint32_t o : {HMC_CCL_OP_SUM, HMC_CCL_OP_PROD, HMC_CCL_OP_MIN, HMC_CCL_OP_MAX})
-    t.ops |= HMC_CCL_BIT(o);
+  t.dtypes = mask_of(kDtypes);
+  t.ops = mask_of(kOps);
   t.init = plugin_init;
   t.finalize = plugin_finalize;
-  t.device_count = plugin_device_count;
-  t.unavailable_reason = plugin_unavailable_reason;
-  t.library_version = plugin_library_version;
+  t.device_count = hmc::plugin::ccl::ctx_device_count<hmc_ccl_ctx>;
+  t.unavailable_reason = hmc::plugin::ccl::ctx_unavailable_reason<hmc_ccl_ctx>;
+  t.library_version = hmc::plugin::ccl::ctx_library_version<hmc_ccl_ctx>;
   t.unique_id = plugin_unique_id;
   t.comm_create = plugin_comm_create;
   t.comm_destroy = plugin_comm_destroy;
