@@ -1186,6 +1186,14 @@ std::vector<std::pair<std::string, std::string>> rccl_env(const char* backend) {
 
 // And for the mccl ccl plugin: the emulated NCCL built as libmccl.so (mccl* names) over the
 // emulated MUSA runtime the musa device plugin uses.
+std::vector<std::pair<std::string, std::string>> cncl_env(const char* backend) {
+  return {{"HMC_CCL_PLUGINS", "cncl"},
+          {"HMC_CNCL_LIBRARY", std::string(FAKEGPU_DIR) + "/cncl/libcncl.so"},
+          {"HMC_CNCL_CNRT_LIBRARY", std::string(FAKEGPU_DIR) + "/mlu/libcnrt.so"},
+          {"HMC_COLL_BACKEND", backend},
+          {"FAKENCCL_TIMEOUT_MS", "6000"}};
+}
+
 std::vector<std::pair<std::string, std::string>> mccl_env(const char* backend) {
   return {{"HMC_CCL_PLUGINS", "mccl"},
           {"HMC_MCCL_LIBRARY", std::string(FAKEGPU_DIR) + "/mccl/libmccl.so"},
@@ -1285,7 +1293,8 @@ std::string first_difference(const std::vector<uint8_t>& got, const std::vector<
 // reference byte for byte: all-reduce (sum out of place and in place, max, min; average of
 // int32), all-gather, reduce-scatter (sum), broadcast from the last rank, all-to-all, in
 // several dtypes and an odd count.
-std::string every_collective(Rank& r, const std::vector<size_t>& counts) {
+// with_avg false: a library without the average (CNCL) leaves it out.
+std::string every_collective(Rank& r, const std::vector<size_t>& counts, bool with_avg = true) {
   const hmc_dtype_t dtypes[] = {HMC_DTYPE_F32, HMC_DTYPE_F16, HMC_DTYPE_BF16,
                                 HMC_DTYPE_I32, HMC_DTYPE_I64, HMC_DTYPE_U8};
   const int n = r.size;
@@ -1297,7 +1306,7 @@ std::string every_collective(Rank& r, const std::vector<size_t>& counts) {
       std::vector<uint8_t> got(bytes * size_t(n)), want;
       // All-reduce.
       for (hmc_reduce_op_t op : {HMC_OP_SUM, HMC_OP_MAX, HMC_OP_MIN, HMC_OP_AVG}) {
-        if (op == HMC_OP_AVG && t != HMC_DTYPE_I32) continue;
+        if (op == HMC_OP_AVG && (t != HMC_DTYPE_I32 || !with_avg)) continue;
         for (bool in_place : {false, true}) {
           if (in_place && op != HMC_OP_SUM) continue;
           Buf send(r.ctx, r.mem, bytes), recv(r.ctx, r.mem, bytes);
@@ -1537,6 +1546,48 @@ TEST(CclBackend, McclFailureEndsTheRequest) {
         e.find("mcclAllReduce") == std::string::npos ||
         e.find("injected failure") == std::string::npos)
       return "message: " + e;
+    return std::string();
+  }));
+}
+
+// The cncl plugin (its own source, CNCL's API over CNRT) over the emulated CNCL: every
+// collective but the average, which CNCL lacks.
+TEST(CclBackend, ThreeMluRanksEveryCollective) {
+  Launch l{mems_of(3, {"mlu:0", "mlu:1"})};
+  l.env = cncl_env("ccl");  // a collective that did not go through CNCL would fail
+  expect_all_pass(run(l, [](Rank& r) { return every_collective(r, {1, 1001}, false); }));
+}
+
+// A CNCL failure ends the request naming the cncl plugin, CNCL, the call and CNCL's words.
+TEST(CclBackend, CnclFailureEndsTheRequest) {
+  Launch l{mems_of(2, {"mlu:0"})};
+  l.env = cncl_env("ccl");
+  l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "1"});
+  expect_all_pass(run(l, [](Rank& r) {
+    hmc_status_t st = HMC_SUCCESS;
+    std::string e = one_all_reduce(r, 78, &st);
+    if (st == HMC_SUCCESS) return std::string("the all-reduce did not fail");
+    if (e.find("cncl (") == std::string::npos || e.find("CNCL") == std::string::npos ||
+        e.find("cnclAllReduce") == std::string::npos ||
+        e.find("asynchronous error") == std::string::npos)
+      return "message: " + e;
+    return std::string();
+  }));
+}
+
+// What CNCL lacks is refused by name when CNCL is forced: the average.
+TEST(CclBackend, CnclRefusesTheAverage) {
+  Launch l{mems_of(2, {"mlu:0"})};
+  l.env = cncl_env("ccl");
+  expect_all_pass(run(l, [](Rank& r) {
+    Buf send(r.ctx, r.mem, 4 * 16), recv(r.ctx, r.mem, 4 * 16);
+    hmc_request_t req;
+    hmc_status_t st =
+        hmc_all_reduce(r.comm, send.get(), recv.get(), 16, HMC_DTYPE_I32, HMC_OP_AVG, &req);
+    if (st == HMC_SUCCESS) st = hmc_request_wait(req, 20000, nullptr);
+    std::string e = describe(st);
+    if (st != HMC_ERR_NOT_SUPPORTED) return "expected HMC_ERR_NOT_SUPPORTED, got: " + e;
+    if (e.find("cncl does not handle operation 4") == std::string::npos) return "message: " + e;
     return std::string();
   }));
 }

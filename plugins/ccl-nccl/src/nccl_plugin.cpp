@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "ccl_ctx_slots.h"
 #include "hmc/plugin/ccl.h"
 #include "hmc/plugin/log.hpp"
 #include "nccl_api.h"
@@ -530,20 +531,6 @@ hmc_plugin_status_t plugin_finalize(hmc_ccl_ctx_t* ctx) {
   return HMC_PLUGIN_SUCCESS;
 }
 
-hmc_plugin_status_t plugin_device_count(hmc_ccl_ctx_t* ctx, int* count) {
-  if (!ctx || !count) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  *count = ctx->devices;
-  return HMC_PLUGIN_SUCCESS;
-}
-
-const char* plugin_unavailable_reason(hmc_ccl_ctx_t* ctx) {
-  return ctx && !ctx->unavailable.empty() ? ctx->unavailable.c_str() : nullptr;
-}
-
-const char* plugin_library_version(hmc_ccl_ctx_t* ctx) {
-  return ctx && !ctx->library.empty() ? ctx->library.c_str() : nullptr;
-}
-
 hmc_plugin_status_t plugin_unique_id(hmc_ccl_ctx_t* ctx, void* id, size_t* len) {
   if (!ctx || !id || !len || *len < kUniqueIdBytes) return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
   if (ctx->devices == 0) return HMC_PLUGIN_ERR_NO_DEVICE;
@@ -766,9 +753,9 @@ const hmc_ccl_plugin_v1_t kTable = {
         HMC_CCL_BIT(HMC_CCL_OP_MAX) | HMC_CCL_BIT(HMC_CCL_OP_AVG),
     plugin_init,
     plugin_finalize,
-    plugin_device_count,
-    plugin_unavailable_reason,
-    plugin_library_version,
+    hmc::plugin::ccl::ctx_device_count<hmc_ccl_ctx>,
+    hmc::plugin::ccl::ctx_unavailable_reason<hmc_ccl_ctx>,
+    hmc::plugin::ccl::ctx_library_version<hmc_ccl_ctx>,
     plugin_unique_id,
     plugin_comm_create,
     plugin_comm_destroy,
