@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ccl_check.h"
 #include "cli.h"
 #include "device_check.h"
 #include "exports.h"
@@ -190,6 +191,8 @@ int run(const Options& o, const char* self) {
     const auto timeout = std::chrono::milliseconds(o.timeout_s * 1000ull);
     if (loaded && rec->kind == plugin::Kind::Net) {
       check_net({rec->net, rec->net_ctx, rec->host}, NetOptions{o.device, timeout}, r);
+    } else if (loaded && rec->kind == plugin::Kind::Ccl) {
+      check_ccl({rec->ccl, rec->ccl_ctx}, o.require_devices, r);
     } else if (loaded && rec->kind == plugin::Kind::Device) {
       check_device({rec->device, rec->device_ctx, rec->host, rec->path},
                    DeviceOptions{o.device, timeout, o.require_devices, self}, r);

@@ -124,4 +124,18 @@ inline constexpr const char* kDmabuf =
     "plugin-contract.md 4.6 (capabilities): with HMC_DEVICE_CAP_DMABUF, dmabuf_export gives an fd "
     "(owned by the caller) and ptr's offset inside it";
 
+// Ccl plugins.
+inline constexpr const char* kCclLibrary =
+    "plugin-contract.md 7.1 (the library is dlopened): device_count answers SUCCESS and a count; "
+    "a plugin serving devices names the library it opened and its version (library_version)";
+inline constexpr const char* kCclId =
+    "plugin-contract.md 7.3 (no bootstrap of its own): unique_id writes a fresh id of 1 to "
+    "HMC_CCL_UNIQUE_ID_MAX bytes per call";
+inline constexpr const char* kCclRefusal =
+    "ccl.h (comm_create): INVALID_ARGUMENT for an id of the wrong length, a rank outside "
+    "0..nranks-1 or a device the plugin does not serve";
+inline constexpr const char* kCclComm =
+    "plugin-contract.md 7.3 and 7.5: comm_create of one rank succeeds at once (it waits for no "
+    "one); a fresh communicator's comm_async_error is SUCCESS; comm_destroy answers SUCCESS";
+
 }  // namespace hmc::check::rule
