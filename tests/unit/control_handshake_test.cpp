@@ -279,7 +279,7 @@ TEST(ControlHandshake, AcceptorRefusesAnUnsupportedVersion) {
       HMC_ERR_VERSION);
   const std::string err = hmc::last_error();
   EXPECT_TRUE(contains(err, "99")) << err;
-  EXPECT_TRUE(contains(err, "version 1")) << err;
+  EXPECT_TRUE(contains(err, "version 2")) << err;
 
   // The peer is told why, with the status and both versions.
   Message m = expect_message(test_side, MsgType::Error);
@@ -287,7 +287,28 @@ TEST(ControlHandshake, AcceptorRefusesAnUnsupportedVersion) {
   ASSERT_TRUE(decode_error(m.payload.data(), m.payload.size(), &e));
   EXPECT_EQ(e.status, HMC_ERR_VERSION);
   EXPECT_TRUE(contains(e.text, "99")) << e.text;
-  EXPECT_TRUE(contains(e.text, "version 1")) << e.text;
+  EXPECT_TRUE(contains(e.text, "version 2")) << e.text;
+}
+
+TEST(ControlHandshake, AcceptorRefusesAPeerOfVersion1) {
+  // An earlier build, whose capability record this one no longer reads: refused at the hello.
+  auto pair = channel_pair();
+  Channel& test_side = pair.first;
+  Channel& acceptor_side = pair.second;
+  HelloMsg hello;
+  hello.max_version = 1;
+  hello.min_version = 1;
+  hello.info = info_of("older", 1, 1);
+  Writer w;
+  encode_hello(hello, &w);
+  send_frame(test_side, MsgType::Hello, w);
+  HelloInfo theirs;
+  EXPECT_EQ(
+      handshake_acceptor(acceptor_side, info_of("b", 2, 2), "", deadline_after_ms(2000), &theirs),
+      HMC_ERR_VERSION);
+  const std::string err = hmc::last_error();
+  EXPECT_TRUE(contains(err, "version 1")) << err;
+  EXPECT_TRUE(contains(err, "version 2")) << err;
 }
 
 TEST(ControlHandshake, AcceptorRefusesAHelloWithOnlyAVersionItCannotSpeak) {
@@ -307,8 +328,8 @@ TEST(ControlHandshake, AcceptorRefusesAHelloWithOnlyAVersionItCannotSpeak) {
   EXPECT_TRUE(contains(hmc::last_error(), "versions 50..99")) << hmc::last_error();
 }
 
-TEST(ControlHandshake, NewerPeerThatStillSpeaksVersion1IsAccepted) {
-  // Versions 1..99, with fields appended after the v1 layout: negotiated down to version 1.
+TEST(ControlHandshake, NewerPeerThatStillSpeaksThisVersionIsAccepted) {
+  // Versions 1..99, with fields appended after the Hello's layout: negotiated down to this one.
   auto pair4 = channel_pair();
   Channel& test_side = pair4.first;
   Channel& acceptor_side = pair4.second;
@@ -330,12 +351,12 @@ TEST(ControlHandshake, NewerPeerThatStillSpeaksVersion1IsAccepted) {
   Message m = expect_message(test_side, MsgType::HelloAck);
   HelloAckMsg ack;
   ASSERT_TRUE(decode_hello_ack(m.payload.data(), m.payload.size(), &ack));
-  EXPECT_EQ(ack.version, 1);
+  EXPECT_EQ(ack.version, kProtocolVersion);
   expect_message(test_side, MsgType::Welcome);
   t.join();
   ASSERT_EQ(acc.status, HMC_SUCCESS) << acc.error;
   EXPECT_EQ(acc.theirs.hostname, "newer");
-  EXPECT_EQ(acc.theirs.protocol_version, 1);
+  EXPECT_EQ(acc.theirs.protocol_version, kProtocolVersion);
 }
 
 TEST(ControlHandshake, InitiatorRefusesAVersionItDidNotOffer) {
@@ -548,8 +569,8 @@ TEST(ControlHandshake, MalformedHelloIsAProtocolError) {
   Channel& test_side = pair12.first;
   Channel& acceptor_side = pair12.second;
   Writer w;
-  w.u16(1);
-  w.u16(1);
+  w.u16(kProtocolVersion);
+  w.u16(kProtocolVersion);
   w.u8(0);  // nonce and HelloInfo missing
   send_frame(test_side, MsgType::Hello, w);
   HelloInfo theirs;

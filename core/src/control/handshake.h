@@ -37,8 +37,10 @@
 
 namespace hmc::control {
 
-constexpr uint16_t kProtocolVersion = 1;     // newest protocol this build speaks
-constexpr uint16_t kMinProtocolVersion = 1;  // oldest protocol this build still speaks
+// 2: the capability record of version 2, every field required (peer/messages.h). Peers of
+// version 1 (earlier builds, whose records carried optional trailers) are refused at the hello.
+constexpr uint16_t kProtocolVersion = 2;     // newest protocol this build speaks
+constexpr uint16_t kMinProtocolVersion = 2;  // oldest protocol this build still speaks
 constexpr size_t kNonceSize = 32;
 constexpr size_t kMaxHostIdLen = 1024;
 constexpr size_t kMaxHostnameLen = 256;

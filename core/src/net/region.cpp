@@ -8,7 +8,7 @@
 namespace hmc {
 namespace {
 constexpr uint32_t kRegionMagic = 0x52434d48;  // "HMCR"
-constexpr uint16_t kRegionVersion = 2;
+constexpr uint16_t kRegionVersion = 3;
 }  // namespace
 
 std::vector<uint8_t> pack_region(const Region& r) {
@@ -24,11 +24,9 @@ std::vector<uint8_t> pack_region(const Region& r) {
     w.str(reg.dev->name);
     w.blob(reg.rkey);
   }
-  if (r.id) {
-    w.u64(r.context_id);
-    w.u64(r.id);
-    w.u32(r.staged ? kRegionFlagStaged : 0);
-  }
+  w.u64(r.context_id);
+  w.u64(r.id);  // 0: the owner does not track imports
+  w.u32(r.staged ? kRegionFlagStaged : 0);
   return w.data();
 }
 
@@ -57,11 +55,9 @@ hmc_status_t unpack_region(const void* data, size_t len, PackedRegion* out) {
       return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
     p.rkeys.push_back(std::move(k));
   }
-  // The owner's ids: absent from an owner that does not track imports.
-  if (r.remaining() > 0 && (!r.u64(&p.context_id) || !r.u64(&p.region_id) || p.region_id == 0))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
-  // Its flags: absent from an owner that predates them.
-  if (p.region_id && r.remaining() > 0 && !r.u32(&p.flags))
+  // The owner's ids (region 0: it does not track imports) and the region's flags; nothing
+  // follows them.
+  if (!r.u64(&p.context_id) || !r.u64(&p.region_id) || !r.u32(&p.flags) || r.remaining() != 0)
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor truncated or corrupt");
   if (p.base + p.size < p.base)
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_remote_import: descriptor region wraps around");

@@ -66,18 +66,16 @@ struct Capabilities {
   // Staging (docs/protocols-wire.md): this side's HMC_STAGE_CHUNK and how many device-memory
   // devices it has. A pair where either side has devices frames its messages with the smaller
   // chunk.
-  uint64_t stage_chunk = 0;  // 0: a peer that predates framing
+  uint64_t stage_chunk = 0;
   uint32_t device_count = 0;
   // Device plugins ("cuda") with a device that can export and map memory by IPC, offered to
   // peers on this host (HMC_DEVICE_IPC=0: none).
   std::vector<std::string> ipc_plugins;
-  // The first piece's size of framed messages this side offers (framed/frame_header.h); 0: a peer
-  // that predates it, whose first piece is its chunk.
+  // The first piece's size of framed messages this side offers (framed/frame_header.h).
   uint64_t stage_first = 0;
-  // Optional protocol features this side offers (kFeature*); 0 from a peer that predates them.
+  // Optional protocol features this side offers (kFeature*).
   uint32_t features = 0;
-  // Copy figures of this side's device plugins (path/device_modes.h); empty from a peer that
-  // predates them or has no device memory.
+  // Copy figures of this side's device plugins (path/device_modes.h); empty without device memory.
   std::vector<CopyRecord> copy;
 };
 

@@ -81,10 +81,6 @@ std::string peer_name(const control::HelloInfo& h) {
 // has device memory (and every message is a single plugin message, as between host-only peers).
 uint64_t framing_chunk(const path::Capabilities& mine, const path::Capabilities& theirs) {
   if (mine.device_count == 0 && theirs.device_count == 0) return 0;
-  if (theirs.stage_chunk == 0) {
-    HMC_LOG_W("the peer's hmc predates staging: device memory cannot be sent to it");
-    return 0;
-  }
   return std::min(mine.stage_chunk, theirs.stage_chunk);
 }
 
@@ -142,10 +138,8 @@ std::shared_ptr<Peer> PeerConnector::make_peer(std::unique_ptr<control::Channel>
   peer->ctrl = std::move(ch);
   peer->last_sent_ns = now_ns();
   peer->framing.chunk = framing_chunk(s_.caps, remote);
-  // A peer that predates the first piece's size frames from the chunk on.
   peer->framing.first_piece =
-      std::min({peer->framing.chunk, remote.stage_first ? remote.stage_first : remote.stage_chunk,
-                s_.caps.stage_first});
+      std::min({peer->framing.chunk, remote.stage_first, s_.caps.stage_first});
   // Device IPC: another process on this host, both sides offering the vendor.
   if (peer->framing.on() && peer->same_host && remote.pid != s_.caps.pid)
     for (const auto& p : s_.caps.ipc_plugins)
@@ -210,8 +204,10 @@ hmc_status_t PeerConnector::connect(const Address& addr, int timeout_ms, std::sh
                    "hmc_connect (waiting for the peer's Caps)")) != HMC_SUCCESS)
     return st;
   path::Capabilities remote;
-  if (!msg::decode_caps(m.payload.data(), m.payload.size(), &remote))
-    return fail(HMC_ERR_PROTOCOL, "hmc_connect: malformed capabilities from {}", ch->peer_name());
+  msg::CapsDecode why;
+  if (!msg::decode_caps(m.payload.data(), m.payload.size(), &remote, &why))
+    return fail(why == msg::CapsDecode::Malformed ? HMC_ERR_PROTOCOL : HMC_ERR_VERSION,
+                "hmc_connect: {} sent {}", ch->peer_name(), msg::caps_decode_text(why));
 
   if ((st = expect(*ch, control::MsgType::NetHandle, deadline, &m,
                    "hmc_connect (waiting for the peer's path choice, NetHandle)")) != HMC_SUCCESS)
@@ -362,8 +358,10 @@ hmc_status_t PeerConnector::arrival_failed(Arrival& a, hmc_status_t st) {
 // listener for it.
 hmc_status_t PeerConnector::on_caps(Arrival& a, const control::Channel::Message& m) {
   control::Channel& ch = *a.ch_;
-  if (!msg::decode_caps(m.payload.data(), m.payload.size(), &a.remote_caps_))
-    return fail(HMC_ERR_PROTOCOL, "malformed capabilities");
+  msg::CapsDecode why;
+  if (!msg::decode_caps(m.payload.data(), m.payload.size(), &a.remote_caps_, &why))
+    return fail(why == msg::CapsDecode::Malformed ? HMC_ERR_PROTOCOL : HMC_ERR_VERSION, "{}",
+                msg::caps_decode_text(why));
   path::Capabilities mine_caps = capabilities(path::CalibrationMode::Measure, nullptr);
   control::Writer w;
   msg::encode_caps(mine_caps, &w);

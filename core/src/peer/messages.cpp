@@ -11,38 +11,34 @@ constexpr uint32_t kMaxDevicePlugins = 64;
 }  // namespace
 
 void encode_caps(const path::Capabilities& caps, control::Writer* w) {
+  w->u32(kCapsMagic);
+  w->u16(kCapsVersion);
   w->str(caps.host_id);
   w->str(caps.hostname);
   w->i32(caps.pid);
   w->u64(caps.context_id);
+  w->u64(caps.stage_chunk);
+  w->u64(caps.stage_first);
+  w->u32(caps.device_count);
+  w->u32(caps.features);
   w->u32(static_cast<uint32_t>(caps.net.size()));
   for (const auto& n : caps.net) {
     w->str(n.plugin);
     w->str(n.device);
+    w->str(n.fabric);
     w->u64(n.bandwidth_MBps);
     w->u32(n.latency_ns);
-    w->u32(static_cast<uint32_t>(n.mem_ifaces));  // the first 32 interfaces; all of them below
-    w->u32(n.flags);
-    w->u32(n.preference);
-  }
-  // Appended after the records (older decoders ignore trailing bytes): what calibration
-  // measured per record, in record order.
-  w->u32(static_cast<uint32_t>(caps.net.size()));
-  for (const auto& n : caps.net) {
     w->u64(n.measured_bandwidth_MBps);
     w->u32(n.measured_latency_ns);
+    w->u64(n.mem_ifaces);
+    w->u64(n.rma_mem_ifaces);
+    w->u32(n.flags);
+    w->u32(n.preference);
+    w->u64(n.nic_guid);
+    w->u32(n.nic_port);
   }
-  // Appended after that: staging.
-  w->u64(caps.stage_chunk);
-  w->u32(caps.device_count);
-  // Appended after that: device IPC.
   w->u32(static_cast<uint32_t>(caps.ipc_plugins.size()));
   for (const auto& p : caps.ipc_plugins) w->str(p);
-  // Appended after that: the first piece's size of framed messages.
-  w->u64(caps.stage_first);
-  // Appended after that: optional features.
-  w->u32(caps.features);
-  // Appended after that: device copy figures.
   w->u32(static_cast<uint32_t>(caps.copy.size()));
   for (const auto& c : caps.copy) {
     w->str(c.plugin);
@@ -50,95 +46,64 @@ void encode_caps(const path::Capabilities& caps, control::Writer* w) {
     w->u64(c.h2d_MBps);
     w->u64(c.d2d_MBps);
   }
-  // Appended after that: every interface each record reaches, and its NIC identity.
-  w->u32(static_cast<uint32_t>(caps.net.size()));
-  for (const auto& n : caps.net) {
-    w->u64(n.mem_ifaces);
-    w->u64(n.nic_guid);
-    w->u32(n.nic_port);
-  }
-  // Appended after that: the fabric each record pairs by.
-  w->u32(static_cast<uint32_t>(caps.net.size()));
-  for (const auto& n : caps.net) w->str(n.fabric);
-  // Appended after that: the interfaces each record registers by pointer for put/get.
-  w->u32(static_cast<uint32_t>(caps.net.size()));
-  for (const auto& n : caps.net) w->u64(n.rma_mem_ifaces);
 }
 
-bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
+namespace {
+CapsDecode read_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps) {
   control::Reader r(p, n_bytes);
   path::Capabilities c;
-  uint32_t n = 0;
+  uint32_t magic = 0, n = 0, m = 0;
+  uint16_t version = 0;
+  // Records from before the versioned one start with the host id's length (at most 256).
+  if (!r.u32(&magic) || magic != kCapsMagic) return CapsDecode::Unversioned;
+  if (!r.u16(&version)) return CapsDecode::Malformed;
+  if (version != kCapsVersion) return CapsDecode::OtherVersion;
   if (!r.str(&c.host_id, kMaxName) || !r.str(&c.hostname, kMaxName) || !r.i32(&c.pid) ||
-      !r.u64(&c.context_id) || !r.u32(&n) || n > kMaxNetRecords)
-    return false;
-  for (uint32_t i = 0; i < n; ++i) {
-    path::NetRecord rec;
-    uint32_t low_ifaces = 0;
+      !r.u64(&c.context_id) || !r.u64(&c.stage_chunk) || !r.u64(&c.stage_first) ||
+      !r.u32(&c.device_count) || !r.u32(&c.features) || !r.u32(&n) || n > kMaxNetRecords)
+    return CapsDecode::Malformed;
+  c.net.resize(n);
+  for (auto& rec : c.net)
     if (!r.str(&rec.plugin, kMaxName) || !r.str(&rec.device, kMaxName) ||
-        !r.u64(&rec.bandwidth_MBps) || !r.u32(&rec.latency_ns) || !r.u32(&low_ifaces) ||
-        !r.u32(&rec.flags) || !r.u32(&rec.preference))
-      return false;
-    rec.mem_ifaces = low_ifaces;
-    c.net.push_back(std::move(rec));
-  }
-  // The measured figures: absent from a peer that predates calibration; when present, one
-  // entry per record.
-  if (r.remaining() > 0) {
-    uint32_t m = 0;
-    if (!r.u32(&m) || m != n) return false;
-    for (auto& rec : c.net)
-      if (!r.u64(&rec.measured_bandwidth_MBps) || !r.u32(&rec.measured_latency_ns)) return false;
-  }
-  // Staging: absent from a peer that predates framing.
-  if (r.remaining() > 0 && (!r.u64(&c.stage_chunk) || !r.u32(&c.device_count))) return false;
-  // Device IPC: absent from a peer that predates it.
-  if (r.remaining() > 0) {
-    uint32_t m = 0;
-    if (!r.u32(&m) || m > kMaxDevicePlugins) return false;
-    c.ipc_plugins.resize(m);
-    for (auto& p : c.ipc_plugins)
-      if (!r.str(&p, kMaxName)) return false;
-  }
-  // The first piece: absent from a peer that predates it.
-  if (r.remaining() > 0 && !r.u64(&c.stage_first)) return false;
-  // Features: absent from a peer that predates them.
-  if (r.remaining() > 0 && !r.u32(&c.features)) return false;
-  // Device copy figures: absent from a peer that predates them.
-  if (r.remaining() > 0) {
-    uint32_t m = 0;
-    if (!r.u32(&m) || m > kMaxDevicePlugins) return false;
-    c.copy.resize(m);
-    for (auto& x : c.copy)
-      if (!r.str(&x.plugin, kMaxName) || !r.u64(&x.d2h_MBps) || !r.u64(&x.h2d_MBps) ||
-          !r.u64(&x.d2d_MBps))
-        return false;
-  }
-  // Interfaces and NIC identity: absent from a peer that predates them; else one per record.
-  if (r.remaining() > 0) {
-    uint32_t m = 0;
-    if (!r.u32(&m) || m != n) return false;
-    for (auto& rec : c.net)
-      if (!r.u64(&rec.mem_ifaces) || !r.u64(&rec.nic_guid) || !r.u32(&rec.nic_port)) return false;
-  }
-  // Fabrics: absent from a peer that predates them (its devices pair by name); else one per
-  // record.
-  if (r.remaining() > 0) {
-    uint32_t m = 0;
-    if (!r.u32(&m) || m != n) return false;
-    for (auto& rec : c.net)
-      if (!r.str(&rec.fabric, kMaxName)) return false;
-  }
-  // Registration by pointer for put/get: absent from a peer that predates it; else one per
-  // record.
-  if (r.remaining() > 0) {
-    uint32_t m = 0;
-    if (!r.u32(&m) || m != n) return false;
-    for (auto& rec : c.net)
-      if (!r.u64(&rec.rma_mem_ifaces)) return false;
-  }
+        !r.str(&rec.fabric, kMaxName) || !r.u64(&rec.bandwidth_MBps) || !r.u32(&rec.latency_ns) ||
+        !r.u64(&rec.measured_bandwidth_MBps) || !r.u32(&rec.measured_latency_ns) ||
+        !r.u64(&rec.mem_ifaces) || !r.u64(&rec.rma_mem_ifaces) || !r.u32(&rec.flags) ||
+        !r.u32(&rec.preference) || !r.u64(&rec.nic_guid) || !r.u32(&rec.nic_port))
+      return CapsDecode::Malformed;
+  if (!r.u32(&m) || m > kMaxDevicePlugins) return CapsDecode::Malformed;
+  c.ipc_plugins.resize(m);
+  for (auto& name : c.ipc_plugins)
+    if (!r.str(&name, kMaxName)) return CapsDecode::Malformed;
+  if (!r.u32(&m) || m > kMaxDevicePlugins) return CapsDecode::Malformed;
+  c.copy.resize(m);
+  for (auto& x : c.copy)
+    if (!r.str(&x.plugin, kMaxName) || !r.u64(&x.d2h_MBps) || !r.u64(&x.h2d_MBps) ||
+        !r.u64(&x.d2d_MBps))
+      return CapsDecode::Malformed;
+  // Every field is required, and nothing follows them: a later layout is another version.
+  if (r.remaining() != 0) return CapsDecode::Malformed;
   *caps = std::move(c);
-  return true;
+  return CapsDecode::Ok;
+}
+}  // namespace
+
+bool decode_caps(const uint8_t* p, size_t n_bytes, path::Capabilities* caps, CapsDecode* why) {
+  CapsDecode d = read_caps(p, n_bytes, caps);
+  if (why) *why = d;
+  return d == CapsDecode::Ok;
+}
+
+const char* caps_decode_text(CapsDecode d) {
+  switch (d) {
+    case CapsDecode::Ok: return "well formed";
+    case CapsDecode::Unversioned:
+      return "a capability record from before version 2 (an older hmc, which this build does "
+             "not speak to)";
+    case CapsDecode::OtherVersion:
+      return "a capability record of another version than 2, the one this build reads";
+    case CapsDecode::Malformed: return "a malformed capability record";
+  }
+  return "?";
 }
 
 void encode_net_handle(const NetHandle& m, control::Writer* w) {
@@ -148,7 +113,7 @@ void encode_net_handle(const NetHandle& m, control::Writer* w) {
   w->str(m.device);
   w->blob(m.handle);
   w->u8(m.flags);
-  if (!m.peer_device.empty()) w->str(m.peer_device);  // absent: the same name as `device`
+  w->str(m.peer_device);
 }
 
 bool decode_net_handle(const uint8_t* p, size_t n, NetHandle* m) {
@@ -157,8 +122,7 @@ bool decode_net_handle(const uint8_t* p, size_t n, NetHandle* m) {
   if (!r.i32(&h.status) || !r.str(&h.text, kMaxText) || !r.str(&h.plugin, kMaxName) ||
       !r.str(&h.device, kMaxName) || !r.blob(&h.handle, HMC_NET_HANDLE_MAX))
     return false;
-  if (r.remaining() > 0 && !r.u8(&h.flags)) return false;  // absent from older peers
-  if (r.remaining() > 0 && !r.str(&h.peer_device, kMaxName)) return false;  // likewise
+  if (!r.u8(&h.flags) || !r.str(&h.peer_device, kMaxName) || r.remaining() != 0) return false;
   *m = std::move(h);
   return true;
 }

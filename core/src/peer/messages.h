@@ -11,11 +11,22 @@
 
 namespace hmc::msg {
 
-// Caps: everything path choice needs to know about one side. Layout: identity, the records
-// (declared figures), then a section appended later with the measured figures per record, which a
-// decoder accepts missing (a peer from before calibration: nothing measured).
+// Caps: everything path choice needs to know about one side, version 2 of the record
+// (docs/protocols-wire.md, "The capability record"): a magic and the version, the identity, the
+// staging figures and features, the net records, the IPC plugins and the copy figures. Every
+// field is required; a decoder refuses another version (and records from before the versioned
+// one) by name rather than guessing at missing fields.
+inline constexpr uint32_t kCapsMagic = 0x50414348;  // "HCAP" little-endian
+inline constexpr uint16_t kCapsVersion = 2;
+enum class CapsDecode { Ok, Unversioned, OtherVersion, Malformed };
 void encode_caps(const path::Capabilities& caps, control::Writer* w);
-bool decode_caps(const uint8_t* p, size_t n, path::Capabilities* caps);
+// True for a well-formed record of this version; *why (when given) says what else it was.
+bool decode_caps(const uint8_t* p, size_t n, path::Capabilities* caps, CapsDecode* why);
+inline bool decode_caps(const uint8_t* p, size_t n, path::Capabilities* caps) {
+  return decode_caps(p, n, caps, nullptr);
+}
+// What a refused record was, for the error that ends the connect.
+const char* caps_decode_text(CapsDecode d);
 
 // NetHandle (acceptor -> initiator): the chosen path and the plugin's connection handle, or the
 // reason no path could be chosen.
@@ -25,11 +36,11 @@ struct NetHandle {
   std::string plugin;
   std::string device;
   std::vector<uint8_t> handle;
-  // Appended later (a peer from before sends none: 0). kNetHandleTakesHello: the acceptor's
-  // plugin takes the connector's hello (net.h, accept_hello) in a NetHello message.
+  // kNetHandleTakesHello: the acceptor's plugin takes the connector's hello (net.h,
+  // accept_hello) in a NetHello message.
   uint8_t flags = 0;
-  // Appended after flags: the connector's device of the chosen pair, where it has another name
-  // than the acceptor's (devices pairing by fabric); empty from older peers: `device`.
+  // The connector's device of the chosen pair, where it has another name than the acceptor's
+  // (devices pairing by fabric); empty: the same name as `device`. Every field is required.
   std::string peer_device = "";
 };
 constexpr uint8_t kNetHandleTakesHello = 1;
