@@ -126,6 +126,19 @@ hmc_plugin_status_t Endpoint::usable(const char* what) const {
   return HMC_PLUGIN_SUCCESS;
 }
 
+hmc_plugin_status_t Endpoint::usable_tagged(const char* what, uint64_t tag) const {
+  hmc_plugin_status_t st = usable(what);
+  if (st != HMC_PLUGIN_SUCCESS) return st;
+  if (tag >= kUserTagLimit) {
+    dev_.log().write(HMC_LOG_ERROR,
+                     "%s: tag 0x%llx is not below 2^63 (bit 63 marks the "
+                     "plugin's own messages)",
+                     what, static_cast<unsigned long long>(tag));
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  }
+  return HMC_PLUGIN_SUCCESS;
+}
+
 hmc_plugin_status_t Endpoint::submit(Request* r) {
   reqs_.insert(r);
   hmc_plugin_status_t st = dev_.submit(r);
@@ -143,15 +156,8 @@ hmc_plugin_status_t Endpoint::submit(Request* r) {
 
 hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const LocalBuf& lb,
                                         uint64_t tag, Request** out) {
-  hmc_plugin_status_t st = usable("isend");
+  hmc_plugin_status_t st = usable_tagged("isend", tag);
   if (st != HMC_PLUGIN_SUCCESS) return st;
-  if (tag >= kUserTagLimit) {
-    dev_.log().write(HMC_LOG_ERROR,
-                     "isend: tag 0x%llx is not below 2^63 (bit 63 marks the "
-                     "plugin's own messages)",
-                     static_cast<unsigned long long>(tag));
-    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  }
   Request* r = dev_.new_request(ReqKind::kSend);
   r->ep = this;
   r->buf = const_cast<void*>(buf);
@@ -206,15 +212,8 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const Local
 
 hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const LocalBuf& lb, uint64_t tag,
                                         Request** out) {
-  hmc_plugin_status_t st = usable("irecv");
+  hmc_plugin_status_t st = usable_tagged("irecv", tag);
   if (st != HMC_PLUGIN_SUCCESS) return st;
-  if (tag >= kUserTagLimit) {
-    dev_.log().write(HMC_LOG_ERROR,
-                     "irecv: tag 0x%llx is not below 2^63 (bit 63 marks the "
-                     "plugin's own messages)",
-                     static_cast<unsigned long long>(tag));
-    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  }
   Request* r = dev_.new_request(ReqKind::kRecv);
   r->ep = this;
   r->buf = buf;
