@@ -154,6 +154,16 @@ hmc_plugin_status_t Endpoint::submit(Request* r) {
   return HMC_PLUGIN_SUCCESS;
 }
 
+hmc_plugin_status_t Endpoint::post_prepared(Request* r, hmc_plugin_status_t st, Request** out) {
+  if (st != HMC_PLUGIN_SUCCESS) {
+    dev_.release(r);
+    return st;
+  }
+  st = submit(r);
+  if (st == HMC_PLUGIN_SUCCESS) *out = r;
+  return st;
+}
+
 hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const LocalBuf& lb,
                                         uint64_t tag, Request** out) {
   hmc_plugin_status_t st = usable_tagged("isend", tag);
@@ -201,13 +211,7 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const Local
       r->bounce_len = kRtsSize;
     }
   }
-  if (st != HMC_PLUGIN_SUCCESS) {
-    dev_.release(r);
-    return st;
-  }
-  st = submit(r);
-  if (st == HMC_PLUGIN_SUCCESS) *out = r;
-  return st;
+  return post_prepared(r, st, out);
 }
 
 hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const LocalBuf& lb, uint64_t tag,
@@ -225,10 +229,6 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const LocalBuf& l
   if (!dev_.protocol()) {
     r->native = true;
     st = dev_.local_desc(buf, len, lb.desc, r);
-    if (st != HMC_PLUGIN_SUCCESS) {
-      dev_.release(r);
-      return st;
-    }
   } else {
     // Matched into a bounce buffer big enough for any message on a data tag; a rendezvous
     // then reads into buf (registered on demand, unless the caller's mr covers it).
@@ -236,9 +236,7 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const LocalBuf& l
     r->bounce = dev_.bounce_get();
     r->bounce_len = dev_.bounce_size();
   }
-  st = submit(r);
-  if (st == HMC_PLUGIN_SUCCESS) *out = r;
-  return st;
+  return post_prepared(r, st, out);
 }
 
 hmc_plugin_status_t Endpoint::post_put(const void* buf, size_t len, const LocalBuf& lb,
@@ -306,13 +304,7 @@ hmc_plugin_status_t Endpoint::post_rma(ReqKind kind, void* buf, size_t len, cons
     return HMC_PLUGIN_SUCCESS;
   }
   st = dev_.local_desc(buf, len, lb.desc, r);
-  if (st != HMC_PLUGIN_SUCCESS) {
-    dev_.release(r);
-    return st;
-  }
-  st = submit(r);
-  if (st == HMC_PLUGIN_SUCCESS) *out = r;
-  return st;
+  return post_prepared(r, st, out);
 }
 
 hmc_plugin_status_t Endpoint::cancel(Request* r) {
