@@ -126,6 +126,19 @@ hmc_plugin_status_t Endpoint::usable(const char* what) const {
   return HMC_PLUGIN_SUCCESS;
 }
 
+hmc_plugin_status_t Endpoint::usable_tagged(const char* what, uint64_t tag) const {
+  hmc_plugin_status_t st = usable(what);
+  if (st != HMC_PLUGIN_SUCCESS) return st;
+  if (tag >= kUserTagLimit) {
+    dev_.log().write(HMC_LOG_ERROR,
+                     "%s: tag 0x%llx is not below 2^63 (bit 63 marks the "
+                     "plugin's own messages)",
+                     what, static_cast<unsigned long long>(tag));
+    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
+  }
+  return HMC_PLUGIN_SUCCESS;
+}
+
 hmc_plugin_status_t Endpoint::submit(Request* r) {
   reqs_.insert(r);
   hmc_plugin_status_t st = dev_.submit(r);
@@ -141,17 +154,20 @@ hmc_plugin_status_t Endpoint::submit(Request* r) {
   return HMC_PLUGIN_SUCCESS;
 }
 
+hmc_plugin_status_t Endpoint::post_prepared(Request* r, hmc_plugin_status_t st, Request** out) {
+  if (st != HMC_PLUGIN_SUCCESS) {
+    dev_.release(r);
+    return st;
+  }
+  st = submit(r);
+  if (st == HMC_PLUGIN_SUCCESS) *out = r;
+  return st;
+}
+
 hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const LocalBuf& lb,
                                         uint64_t tag, Request** out) {
-  hmc_plugin_status_t st = usable("isend");
+  hmc_plugin_status_t st = usable_tagged("isend", tag);
   if (st != HMC_PLUGIN_SUCCESS) return st;
-  if (tag >= kUserTagLimit) {
-    dev_.log().write(HMC_LOG_ERROR,
-                     "isend: tag 0x%llx is not below 2^63 (bit 63 marks the "
-                     "plugin's own messages)",
-                     static_cast<unsigned long long>(tag));
-    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  }
   Request* r = dev_.new_request(ReqKind::kSend);
   r->ep = this;
   r->buf = const_cast<void*>(buf);
@@ -195,26 +211,13 @@ hmc_plugin_status_t Endpoint::post_send(const void* buf, size_t len, const Local
       r->bounce_len = kRtsSize;
     }
   }
-  if (st != HMC_PLUGIN_SUCCESS) {
-    dev_.release(r);
-    return st;
-  }
-  st = submit(r);
-  if (st == HMC_PLUGIN_SUCCESS) *out = r;
-  return st;
+  return post_prepared(r, st, out);
 }
 
 hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const LocalBuf& lb, uint64_t tag,
                                         Request** out) {
-  hmc_plugin_status_t st = usable("irecv");
+  hmc_plugin_status_t st = usable_tagged("irecv", tag);
   if (st != HMC_PLUGIN_SUCCESS) return st;
-  if (tag >= kUserTagLimit) {
-    dev_.log().write(HMC_LOG_ERROR,
-                     "irecv: tag 0x%llx is not below 2^63 (bit 63 marks the "
-                     "plugin's own messages)",
-                     static_cast<unsigned long long>(tag));
-    return HMC_PLUGIN_ERR_INVALID_ARGUMENT;
-  }
   Request* r = dev_.new_request(ReqKind::kRecv);
   r->ep = this;
   r->buf = buf;
@@ -226,10 +229,6 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const LocalBuf& l
   if (!dev_.protocol()) {
     r->native = true;
     st = dev_.local_desc(buf, len, lb.desc, r);
-    if (st != HMC_PLUGIN_SUCCESS) {
-      dev_.release(r);
-      return st;
-    }
   } else {
     // Matched into a bounce buffer big enough for any message on a data tag; a rendezvous
     // then reads into buf (registered on demand, unless the caller's mr covers it).
@@ -237,9 +236,7 @@ hmc_plugin_status_t Endpoint::post_recv(void* buf, size_t len, const LocalBuf& l
     r->bounce = dev_.bounce_get();
     r->bounce_len = dev_.bounce_size();
   }
-  st = submit(r);
-  if (st == HMC_PLUGIN_SUCCESS) *out = r;
-  return st;
+  return post_prepared(r, st, out);
 }
 
 hmc_plugin_status_t Endpoint::post_put(const void* buf, size_t len, const LocalBuf& lb,
@@ -307,13 +304,7 @@ hmc_plugin_status_t Endpoint::post_rma(ReqKind kind, void* buf, size_t len, cons
     return HMC_PLUGIN_SUCCESS;
   }
   st = dev_.local_desc(buf, len, lb.desc, r);
-  if (st != HMC_PLUGIN_SUCCESS) {
-    dev_.release(r);
-    return st;
-  }
-  st = submit(r);
-  if (st == HMC_PLUGIN_SUCCESS) *out = r;
-  return st;
+  return post_prepared(r, st, out);
 }
 
 hmc_plugin_status_t Endpoint::cancel(Request* r) {

@@ -104,7 +104,12 @@ class Endpoint {
   enum class State { kIdle, kConnecting, kReady, kFailed };
 
   hmc_plugin_status_t usable(const char* what) const;
+  // usable(what), and tag below kUserTagLimit (bit 63 is the plugin's own): isend, irecv.
+  hmc_plugin_status_t usable_tagged(const char* what, uint64_t tag) const;
   hmc_plugin_status_t submit(Request* r);
+  // The end of a post: r, whose preparation ended with st, is released when st is an error,
+  // else submitted, and given to the caller in *out once posted.
+  hmc_plugin_status_t post_prepared(Request* r, hmc_plugin_status_t st, Request** out);
   void fail(hmc_plugin_status_t st, const std::string& why);
   hmc_plugin_status_t post_rma(ReqKind kind, void* buf, size_t len, const LocalBuf& lb,
                                uint64_t remote_addr, const RemoteKey& k, Request** out);

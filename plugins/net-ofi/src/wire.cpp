@@ -24,6 +24,22 @@ uint64_t get_u64(const uint8_t* p) {
 // 2: tags carry the slot as an XOR key and data messages the slot they were sent to (wire.h).
 constexpr uint8_t kVersion = 2;
 
+// The head of a FIN or CTS (size bytes): its magic, the version and a status byte; the rest
+// of the message is zeroed, then filled by the caller.
+void put_answer_head(uint8_t* out, size_t size, uint32_t magic, uint8_t status) {
+  std::memset(out, 0, size);
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(magic >> (8 * i));
+  out[4] = kVersion;
+  out[5] = status;
+}
+// Whether p, n bytes, is size bytes long and starts with that head.
+bool answer_head_ok(const uint8_t* p, size_t n, size_t size, uint32_t magic) {
+  if (n != size) return false;
+  uint32_t m = 0;
+  for (int i = 0; i < 4; ++i) m |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return m == magic && p[4] == kVersion;
+}
+
 class Writer {
  public:
   explicit Writer(std::vector<uint8_t>* out) : out_(out) {}
@@ -118,28 +134,19 @@ bool decode_msg(const uint8_t* p, size_t n, MsgHeader* h) {
 }
 
 void encode_fin(uint8_t* out, uint64_t cookie, uint8_t status) {
-  std::memset(out, 0, kFinSize);
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(kFinMagic >> (8 * i));
-  out[4] = kVersion;
-  out[5] = status;
+  put_answer_head(out, kFinSize, kFinMagic, status);
   put_u64(out + 8, cookie);
 }
 
 bool decode_fin(const uint8_t* p, size_t n, uint64_t* cookie, uint8_t* status) {
-  if (n != kFinSize) return false;
-  uint32_t magic = 0;
-  for (int i = 0; i < 4; ++i) magic |= static_cast<uint32_t>(p[i]) << (8 * i);
-  if (magic != kFinMagic || p[4] != kVersion) return false;
+  if (!answer_head_ok(p, n, kFinSize, kFinMagic)) return false;
   *status = p[5];
   *cookie = get_u64(p + 8);
   return true;
 }
 
 void encode_cts(uint8_t* out, const Cts& c) {
-  std::memset(out, 0, kCtsSize);
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(kCtsMagic >> (8 * i));
-  out[4] = kVersion;
-  out[5] = c.status;
+  put_answer_head(out, kCtsSize, kCtsMagic, c.status);
   put_u64(out + 8, c.cookie);
   put_u64(out + 16, c.len);
   put_u64(out + 24, c.raddr);
@@ -147,10 +154,7 @@ void encode_cts(uint8_t* out, const Cts& c) {
 }
 
 bool decode_cts(const uint8_t* p, size_t n, Cts* c) {
-  if (n != kCtsSize) return false;
-  uint32_t magic = 0;
-  for (int i = 0; i < 4; ++i) magic |= static_cast<uint32_t>(p[i]) << (8 * i);
-  if (magic != kCtsMagic || p[4] != kVersion) return false;
+  if (!answer_head_ok(p, n, kCtsSize, kCtsMagic)) return false;
   c->status = p[5];
   c->cookie = get_u64(p + 8);
   c->len = get_u64(p + 16);
