@@ -54,26 +54,24 @@ TEST(PeerMessages, NetHelloRoundTripsAndIsBounded) {
   EXPECT_TRUE(back.hello.empty());
 }
 
-}  // namespace
-}  // namespace hmc
-
-namespace hmc {
-namespace {
+// A capability record of host "h" with two ibverbs ports: a as mlx5_0:1, b as mlx5_1:1.
+path::Capabilities two_ports(path::NetRecord a, path::NetRecord b) {
+  path::Capabilities caps;
+  caps.host_id = caps.hostname = "h";
+  a.plugin = b.plugin = "ibverbs";
+  a.device = "mlx5_0:1";
+  b.device = "mlx5_1:1";
+  caps.net = {a, b};
+  return caps;
+}
 
 // The fabric each net record pairs by, appended last to the capability record: it round-trips,
 // an older peer's record (without it) pairs by name, and a count that disagrees is malformed.
 TEST(PeerMessages, CapsFabricRoundTripsAndIsEmptyFromAnOlderPeer) {
-  path::Capabilities caps;
-  caps.host_id = "h";
-  caps.hostname = "h";
-  path::NetRecord a, b;
-  a.plugin = b.plugin = "ibverbs";
-  a.device = "mlx5_0:1";
+  path::NetRecord a;
   a.fabric = "roce-v2";
-  b.device = "mlx5_1:1";
-  caps.net = {a, b};
   control::Writer w;
-  msg::encode_caps(caps, &w);
+  msg::encode_caps(two_ports(a, {}), &w);
   path::Capabilities back;
   ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size(), &back));
   ASSERT_EQ(back.net.size(), 2u);
@@ -92,17 +90,10 @@ TEST(PeerMessages, CapsFabricRoundTripsAndIsEmptyFromAnOlderPeer) {
 // The interfaces each record registers by pointer for put/get, appended last: they round-trip,
 // and an older peer's record (without them) has none.
 TEST(PeerMessages, CapsRmaMemIfacesRoundTripAndAreZeroFromAnOlderPeer) {
-  path::Capabilities caps;
-  caps.host_id = "h";
-  caps.hostname = "h";
-  path::NetRecord a, b;
-  a.plugin = b.plugin = "ibverbs";
-  a.device = "mlx5_0:1";
+  path::NetRecord a;
   a.rma_mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_CUDA);
-  b.device = "mlx5_1:1";
-  caps.net = {a, b};
   control::Writer w;
-  msg::encode_caps(caps, &w);
+  msg::encode_caps(two_ports(a, {}), &w);
   path::Capabilities back;
   ASSERT_TRUE(msg::decode_caps(w.data().data(), w.size(), &back));
   ASSERT_EQ(back.net.size(), 2u);
