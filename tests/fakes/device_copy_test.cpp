@@ -22,6 +22,7 @@
 #include "device/copy_figures.h"
 #include "device/registry.h"
 #include "device/stage_pool.h"
+#include "fake_runtimes.h"
 #include "fakegpu.h"
 #include "plugin/loader.h"
 #include "util/config.h"
@@ -35,15 +36,8 @@ using hmc::DeviceRegistry;
 using hmc::StagePool;
 using hmc::plugin::Kind;
 
-struct Runtime {
-  const char* name;
-  const char* var;
-  const char* fake;
-};
-const Runtime kRuntimes[] = {{"cuda", "HMC_CUDA_LIBRARY", "cuda/libcuda.so.1"},
-                             {"hip", "HMC_HIP_LIBRARY", "hip7/libamdhip64.so.7"},
-                             {"mlu", "HMC_MLU_LIBRARY", "mlu/libcnrt.so"},
-                             {"musa", "HMC_MUSA_LIBRARY", "musa/libmusart.so"}};
+using hmc::fakes::kRuntimes;
+using hmc::fakes::Runtime;
 
 const char* const kFakeVars[] = {"FAKEGPU_DEVICES",
                                  "FAKEGPU_BANDWIDTH_MBPS",
@@ -83,8 +77,7 @@ class DeviceCopyTest : public ::testing::Test {
     setenv("HMC_PLUGIN_PATH", HMC_TEST_PLUGIN_DIR, 1);
     unsetenv("HMC_DEVICE_PLUGINS");
     for (const char* v : kFakeVars) unsetenv(v);
-    for (const Runtime& r : kRuntimes)
-      setenv(r.var, (std::string(FAKEGPU_DIR "/") + r.fake).c_str(), 1);
+    hmc::fakes::use_fake_runtimes();
     fakegpu_reset();
     ASSERT_EQ(cfg_.load_from_environment(), HMC_SUCCESS) << hmc::last_error();
     hmc::plugin::LoaderOptions opts;
@@ -96,19 +89,14 @@ class DeviceCopyTest : public ::testing::Test {
       registry_->add_plugin(r->device, r->device_ctx);
     for (const Runtime& r : kRuntimes)
       ASSERT_NE(registry_->find(std::string(r.name) + ":0"), nullptr) << r.name;
-    hmc::CopySettings s;
-    s.stage_chunk = kChunk;
-    s.stage_depth = 4;
-    s.stage_pool_bytes = 16 * kChunk;
-    s.timeout_ms = 20000;
-    registry_->set_copy_settings(s);
+    registry_->set_copy_settings(hmc::fakes::staged_copy_settings(kChunk, 4));
   }
 
   void TearDown() override {
     if (registry_) registry_->release_all();
     registry_.reset();
     loader_.reset();
-    for (const Runtime& r : kRuntimes) unsetenv(r.var);
+    hmc::fakes::unset_fake_runtimes();
     unsetenv("HMC_PLUGIN_PATH");
     for (const char* v : kFakeVars) unsetenv(v);
     fakegpu_reset();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "device/registry.h"
+#include "fake_runtimes.h"
 #include "plugin/loader.h"
 #include "util/config.h"
 
@@ -19,15 +20,8 @@ using hmc::plugin::Loader;
 using hmc::plugin::LoaderOptions;
 using hmc::plugin::State;
 
-struct Case {
-  const char* name;
-  const char* var;
-  const char* fake;
-};
-const Case kCases[] = {{"cuda", "HMC_CUDA_LIBRARY", "cuda/libcuda.so.1"},
-                       {"hip", "HMC_HIP_LIBRARY", "hip7/libamdhip64.so.7"},
-                       {"mlu", "HMC_MLU_LIBRARY", "mlu/libcnrt.so"},
-                       {"musa", "HMC_MUSA_LIBRARY", "musa/libmusart.so"}};
+using hmc::fakes::kRuntimes;
+using hmc::fakes::Runtime;
 
 bool built(const char* name) {
   std::string p = std::string(HMC_TEST_PLUGIN_DIR "/libhmc-device-") + name + ".so";
@@ -40,10 +34,10 @@ class DeviceLoaderTest : public ::testing::Test {
     setenv("HMC_PLUGIN_PATH", HMC_TEST_PLUGIN_DIR, 1);
     unsetenv("HMC_DEVICE_PLUGINS");
     unsetenv("FAKEGPU_DEVICES");
-    for (const Case& c : kCases) setenv(c.var, (std::string(FAKEGPU_DIR "/") + c.fake).c_str(), 1);
+    hmc::fakes::use_fake_runtimes();
   }
   void TearDown() override {
-    for (const Case& c : kCases) unsetenv(c.var);
+    hmc::fakes::unset_fake_runtimes();
     unsetenv("HMC_PLUGIN_PATH");
   }
 
@@ -64,7 +58,7 @@ TEST_F(DeviceLoaderTest, EveryDevicePluginLoadsOverItsEmulatedRuntime) {
   Loader& loader = load();
   int checked = 0;
   hmc::DeviceRegistry registry;
-  for (const Case& c : kCases) {
+  for (const Runtime& c : kRuntimes) {
     if (!built(c.name)) continue;
     SCOPED_TRACE(c.name);
     const hmc::plugin::Record* r = loader.find(Kind::Device, c.name);

@@ -20,6 +20,7 @@
 #include "coll/schedule.h"
 #include "device/copy.h"
 #include "device/registry.h"
+#include "fake_runtimes.h"
 #include "fakegpu.h"
 #include "plugin/loader.h"
 #include "util/config.h"
@@ -31,15 +32,8 @@ using hmc::DeviceRegistry;
 using hmc::coll::reduce_memory;
 using hmc::coll::ReducedOn;
 
-struct Runtime {
-  const char* name;
-  const char* var;
-  const char* fake;
-};
-const Runtime kRuntimes[] = {{"cuda", "HMC_CUDA_LIBRARY", "cuda/libcuda.so.1"},
-                             {"hip", "HMC_HIP_LIBRARY", "hip7/libamdhip64.so.7"},
-                             {"mlu", "HMC_MLU_LIBRARY", "mlu/libcnrt.so"},
-                             {"musa", "HMC_MUSA_LIBRARY", "musa/libmusart.so"}};
+using hmc::fakes::kRuntimes;
+using hmc::fakes::Runtime;
 
 constexpr size_t kChunk = 64 << 10;
 
@@ -55,8 +49,7 @@ class StagedReduceTest : public ::testing::Test {
     setenv("HMC_PLUGIN_PATH", HMC_TEST_PLUGIN_DIR ":" HMC_TEMPLATE_DEVICE_PLUGIN, 1);
     unsetenv("HMC_DEVICE_PLUGINS");
     setenv("HMC_TEMPLATE_EMULATED_DEVICES", "1", 1);
-    for (const Runtime& r : kRuntimes)
-      setenv(r.var, (std::string(FAKEGPU_DIR "/") + r.fake).c_str(), 1);
+    hmc::fakes::use_fake_runtimes();
     fakegpu_reset();
     ASSERT_EQ(cfg_.load_from_environment(), HMC_SUCCESS) << hmc::last_error();
     hmc::plugin::LoaderOptions opts;
@@ -68,19 +61,14 @@ class StagedReduceTest : public ::testing::Test {
       registry_->add_plugin(r->device, r->device_ctx);
     for (const char* d : {"cuda:0", "hip:0", "mlu:0", "musa:0", "template:0"})
       ASSERT_NE(registry_->find(d), nullptr) << d;
-    hmc::CopySettings s;
-    s.stage_chunk = kChunk;
-    s.stage_depth = 3;
-    s.stage_pool_bytes = 16 * kChunk;
-    s.timeout_ms = 20000;
-    registry_->set_copy_settings(s);
+    registry_->set_copy_settings(hmc::fakes::staged_copy_settings(kChunk, 3));
   }
 
   void TearDown() override {
     if (registry_) registry_->release_all();
     registry_.reset();
     loader_.reset();
-    for (const Runtime& r : kRuntimes) unsetenv(r.var);
+    hmc::fakes::unset_fake_runtimes();
     unsetenv("HMC_PLUGIN_PATH");
     unsetenv("HMC_TEMPLATE_EMULATED_DEVICES");
     fakegpu_reset();

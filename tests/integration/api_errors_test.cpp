@@ -196,41 +196,29 @@ TEST_F(ApiErrors, WaitOnAFinishedRequestIsAnInvalidHandle) {
 
 // Configuration errors surface at hmc_context_create, naming the variable and its value.
 TEST(ConfigErrors, NonNumericTimeoutIsAConfigError) {
-  ScopedEnv env(base_environment());
-  env.apply({{"HMC_TIMEOUT_MS", "abc"}});
-  hmc_context_t ctx = nullptr;
-  hmc_status_t st = hmc_context_create(nullptr, &ctx);
-  std::string msg = hmc_last_error();
+  std::string msg;
+  hmc_status_t st = create_context_with("HMC_TIMEOUT_MS", "abc", &msg);
   EXPECT_EQ(st, HMC_ERR_CONFIG) << msg;
   EXPECT_NE(msg.find("HMC_TIMEOUT_MS"), std::string::npos) << "the message: " << msg;
   EXPECT_NE(msg.find("abc"), std::string::npos) << "the message: " << msg;
-  if (st == HMC_SUCCESS) hmc_context_destroy(ctx);
 }
 
 TEST(ConfigErrors, BadBooleanIsAConfigError) {
-  ScopedEnv env(base_environment());
-  env.apply({{"HMC_PROGRESS_THREAD", "maybe"}});
-  hmc_context_t ctx = nullptr;
-  hmc_status_t st = hmc_context_create(nullptr, &ctx);
-  std::string msg = hmc_last_error();
+  std::string msg;
+  hmc_status_t st = create_context_with("HMC_PROGRESS_THREAD", "maybe", &msg);
   EXPECT_EQ(st, HMC_ERR_CONFIG) << msg;
   EXPECT_NE(msg.find("HMC_PROGRESS_THREAD"), std::string::npos) << "the message: " << msg;
-  if (st == HMC_SUCCESS) hmc_context_destroy(ctx);
 }
 
 // A plugin's own variable is configuration too: a bad value stops the context, naming the
 // plugin, the variable and the value, instead of quietly leaving the plugin out.
 TEST(ConfigErrors, BadPluginVariableIsAConfigError) {
-  ScopedEnv env(base_environment());
-  env.apply({{"HMC_HOSTSTAGE_STREAMS", "many"}});
-  hmc_context_t ctx = nullptr;
-  hmc_status_t st = hmc_context_create(nullptr, &ctx);
-  std::string msg = hmc_last_error();
+  std::string msg;
+  hmc_status_t st = create_context_with("HMC_HOSTSTAGE_STREAMS", "many", &msg);
   EXPECT_EQ(st, HMC_ERR_CONFIG) << msg;
   EXPECT_NE(msg.find("hoststage"), std::string::npos) << "the message: " << msg;
   EXPECT_NE(msg.find("HMC_HOSTSTAGE_STREAMS"), std::string::npos) << "the message: " << msg;
   EXPECT_NE(msg.find("many"), std::string::npos) << "the message: " << msg;
-  if (st == HMC_SUCCESS) hmc_context_destroy(ctx);
 }
 
 }  // namespace

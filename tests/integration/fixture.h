@@ -132,6 +132,18 @@ inline EnvOverrides base_environment() {
           {"HMC_WAIT_SPIN_US", std::nullopt}};
 }
 
+// What hmc_context_create returns with var=value over the base environment, and in *msg
+// hmc_last_error() after it (a context it did make is destroyed again).
+inline hmc_status_t create_context_with(const char* var, const char* value, std::string* msg) {
+  ScopedEnv env(base_environment());
+  env.apply({{var, value}});
+  hmc_context_t ctx = nullptr;
+  hmc_status_t st = hmc_context_create(nullptr, &ctx);
+  *msg = hmc_last_error();
+  if (st == HMC_SUCCESS) hmc_context_destroy(ctx);
+  return st;
+}
+
 // A spawned hmc-test-peer and the peer handle the test accepted from it. When the test has
 // failed, its end shows what the peer said (the peer usually knows why).
 struct Child {

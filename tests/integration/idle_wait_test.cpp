@@ -86,13 +86,9 @@ TEST(IdleWait, SleepsAfterTheSpinAndStillSeesTheMessage) {
 }
 
 TEST(IdleWait, OutOfRangeSpinIsRefusedNamingTheVariable) {
-  ScopedEnv env;
-  env.apply(base_environment());
-  env.apply({{"HMC_WAIT_SPIN_US", "60000001"}});
-  Context ctx;
-  EXPECT_EQ(ctx.create(), HMC_ERR_CONFIG);
-  EXPECT_NE(std::string(hmc_last_error()).find("HMC_WAIT_SPIN_US"), std::string::npos)
-      << hmc_last_error();
+  std::string msg;
+  EXPECT_EQ(create_context_with("HMC_WAIT_SPIN_US", "60000001", &msg), HMC_ERR_CONFIG);
+  EXPECT_NE(msg.find("HMC_WAIT_SPIN_US"), std::string::npos) << msg;
 }
 
 }  // namespace

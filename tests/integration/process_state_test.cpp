@@ -112,13 +112,9 @@ TEST(ProcessState, LibrarySignalsKeepLeavesTheLibrariesHandlers) {
 }
 
 TEST(ProcessState, AMisspelledLibrarySignalsIsRefused) {
-  ScopedEnv env;
-  env.apply(base_environment());
-  env.apply({{"HMC_LIBRARY_SIGNALS", "kep"}});
-  Context ctx;
-  EXPECT_EQ(ctx.create(), HMC_ERR_CONFIG);
-  EXPECT_NE(std::string(hmc_last_error()).find("HMC_LIBRARY_SIGNALS"), std::string::npos)
-      << hmc_last_error();
+  std::string msg;
+  EXPECT_EQ(create_context_with("HMC_LIBRARY_SIGNALS", "kep", &msg), HMC_ERR_CONFIG);
+  EXPECT_NE(msg.find("HMC_LIBRARY_SIGNALS"), std::string::npos) << msg;
 }
 
 // The child's way of leaving: exit() from main, with work in flight.

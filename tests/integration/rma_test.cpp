@@ -11,6 +11,19 @@
 namespace hmc_test {
 namespace {
 
+// Registers the first `size` bytes of `mem` (read-write) into *r and sends its descriptor to
+// `peer` on `tag`.
+void export_region(hmc_context_t ctx, hmc_peer_t peer, GuardedMem* mem, uint64_t size, uint64_t tag,
+                   Region* r) {
+  hmc_status_t st =
+      r->register_mem(ctx, mem->region(), size, HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE);
+  ASSERT_EQ(st, HMC_SUCCESS) << "hmc_mem_register: " << describe(st);
+  std::vector<uint8_t> desc = r->pack(&st);
+  ASSERT_EQ(st, HMC_SUCCESS) << "hmc_region_pack: " << describe(st);
+  std::string err;
+  ASSERT_EQ(send_wait(peer, desc.data(), desc.size(), tag, kOpTimeoutMs, &err), HMC_SUCCESS) << err;
+}
+
 class PutGet : public LoopbackTest {
  protected:
   // Posts a put (or get) and ends it; returns the status and, on failure, where it came from.
@@ -120,14 +133,8 @@ TEST_P(PutGet, ManyNotifiedPutsArriveInOrderAfterTheirData) {
   const uint64_t init_seed = 0x4500;
   GuardedMem g(size, init_seed);
   Region r;
-  hmc_status_t st =
-      r.register_mem(ctx(), g.region(), size, HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE);
-  ASSERT_EQ(st, HMC_SUCCESS) << "hmc_mem_register: " << describe(st);
-  std::vector<uint8_t> desc = r.pack(&st);
-  ASSERT_EQ(st, HMC_SUCCESS) << "hmc_region_pack: " << describe(st);
-  std::string err;
-  ASSERT_EQ(send_wait(c.peer, desc.data(), desc.size(), kTagDesc, kOpTimeoutMs, &err), HMC_SUCCESS)
-      << err;
+  ASSERT_NO_FATAL_FAILURE(export_region(ctx(), c.peer, &g, size, kTagDesc, &r));
+  hmc_status_t st = HMC_SUCCESS;
 
   // Take all notifications; check each one's data the moment it is returned, and the order
   // at the end (so that an order problem is reported with the whole picture).
@@ -344,20 +351,13 @@ TEST_P(PutGet, DeregisterWaitsForPutsInFlightAndLaterOnesAreRefused) {
   ASSERT_NO_FATAL_FAILURE(start(&c, scenario::kWithdrawInitiator));
   GuardedMem g(kWithdrawRegionSize, kWithdrawInitSeed);
   Region r;
-  hmc_status_t st = r.register_mem(ctx(), g.region(), kWithdrawRegionSize,
-                                   HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE);
-  ASSERT_EQ(st, HMC_SUCCESS) << "hmc_mem_register: " << describe(st);
-  std::vector<uint8_t> desc = r.pack(&st);
-  ASSERT_EQ(st, HMC_SUCCESS) << "hmc_region_pack: " << describe(st);
-  std::string err;
-  ASSERT_EQ(send_wait(c.peer, desc.data(), desc.size(), kTagDesc, kOpTimeoutMs, &err), HMC_SUCCESS)
-      << err;
+  ASSERT_NO_FATAL_FAILURE(export_region(ctx(), c.peer, &g, kWithdrawRegionSize, kTagDesc, &r));
   uint64_t v = 0;
   ASSERT_NO_FATAL_FAILURE(recv_ctrl(c.peer, kTagCtrl, &v));  // its puts are landing now
   ASSERT_EQ(v, kCtrlGo);
 
   auto t0 = Clock::now();
-  st = r.deregister();
+  hmc_status_t st = r.deregister();
   int64_t ms = ms_since(t0);
   ASSERT_EQ(st, HMC_SUCCESS) << "hmc_mem_deregister: " << describe(st);
   std::vector<uint8_t> after = g.mem;
@@ -386,14 +386,7 @@ class Withdrawal : public LoopbackTest {
  protected:
   // Registers `mem` (read-write) into *r and sends its descriptor on `tag`.
   void export_region(GuardedMem* mem, Region* r, uint64_t tag) {
-    hmc_status_t st = r->register_mem(ctx(), mem->region(), mem->size,
-                                      HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE);
-    ASSERT_EQ(st, HMC_SUCCESS) << "hmc_mem_register: " << describe(st);
-    std::vector<uint8_t> desc = r->pack(&st);
-    ASSERT_EQ(st, HMC_SUCCESS) << "hmc_region_pack: " << describe(st);
-    std::string err;
-    ASSERT_EQ(send_wait(c_.peer, desc.data(), desc.size(), tag, kOpTimeoutMs, &err), HMC_SUCCESS)
-        << err;
+    hmc_test::export_region(ctx(), c_.peer, mem, mem->size, tag, r);
   }
   Child c_;
 };

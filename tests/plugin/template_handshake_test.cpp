@@ -96,6 +96,13 @@ class TemplateHandshake : public ::testing::Test {
     return st;
   }
 
+  // Initialises the plugin and opens a listener on device 0: its handle in *h (of *len bytes).
+  void open_listener(WireHandle* h, size_t* len, hmc_net_listener_t** l) {
+    ASSERT_EQ(t_->init(&host_.s, &ctx_), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t_->listen(ctx_, 0, h, len, l), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(*len, sizeof *h);
+  }
+
   void* lib_ = nullptr;
   const hmc_net_plugin_v2_t* t_ = nullptr;
   Host host_;
@@ -103,12 +110,10 @@ class TemplateHandshake : public ::testing::Test {
 };
 
 TEST_F(TemplateHandshake, AStrangerWithoutTheCookieIsClosedAndTheListenerKeepsWaiting) {
-  ASSERT_EQ(t_->init(&host_.s, &ctx_), HMC_PLUGIN_SUCCESS);
   WireHandle h{};
   size_t len = 0;
   hmc_net_listener_t* l = nullptr;
-  ASSERT_EQ(t_->listen(ctx_, 0, &h, &len, &l), HMC_PLUGIN_SUCCESS);
-  ASSERT_EQ(len, sizeof h);
+  ASSERT_NO_FATAL_FAILURE(open_listener(&h, &len, &l));
   int fd = raw_connect(h, {kMagic, h.version, h.cookie + 1});
   ASSERT_GE(fd, 0);
   hmc_net_ep_t* ep = nullptr;
@@ -131,11 +136,10 @@ TEST_F(TemplateHandshake, AStrangerWithoutTheCookieIsClosedAndTheListenerKeepsWa
 }
 
 TEST_F(TemplateHandshake, AnotherWireVersionFailsTheAcceptNamingBothVersions) {
-  ASSERT_EQ(t_->init(&host_.s, &ctx_), HMC_PLUGIN_SUCCESS);
   WireHandle h{};
   size_t len = 0;
   hmc_net_listener_t* l = nullptr;
-  ASSERT_EQ(t_->listen(ctx_, 0, &h, &len, &l), HMC_PLUGIN_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(open_listener(&h, &len, &l));
   int fd = raw_connect(h, {kMagic, h.version + 1, h.cookie});
   ASSERT_GE(fd, 0);
   hmc_net_ep_t* ep = nullptr;

@@ -157,17 +157,21 @@ inline void PrintTo(const Pair& p, std::ostream* os) {
   *os << p.mine << " <-> " << p.theirs << " over " << p.path;
 }
 
+// Makes a pipe and forks: the child (*pid 0) keeps the read end fds[0], the parent (*pid the
+// child's) the write end fds[1]; each closes the other end.
+inline void fork_with_pipe(int fds[2], pid_t* pid) {
+  ASSERT_EQ(pipe(fds), 0);
+  *pid = fork();
+  ASSERT_GE(*pid, 0);
+  close(*pid == 0 ? fds[1] : fds[0]);
+}
+
 // Sends each size to the forked peer (memory p.theirs) and checks what it echoes back.
 inline void echo_sizes(const Pair& p, const std::vector<size_t>& sizes) {
   int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(fds[1]);
-    child_main(fds[0], p.theirs, p.path, sizes);
-  }
-  close(fds[0]);
+  pid_t pid = -1;
+  ASSERT_NO_FATAL_FAILURE(fork_with_pipe(fds, &pid));
+  if (pid == 0) child_main(fds[0], p.theirs, p.path, sizes);
   struct Reaper {
     pid_t pid;
     int status = -1;
@@ -262,11 +266,9 @@ inline void run_roles(const char* path, const char* parent_mem, const char* chil
                       const Role& child, const Role& parent, const EnvList& child_env = {},
                       bool child_killed = false) {
   int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
+  pid_t pid = -1;
+  ASSERT_NO_FATAL_FAILURE(fork_with_pipe(fds, &pid));
   if (pid == 0) {
-    close(fds[1]);
     set_side_env(child_mem, path);
     for (const auto& [k, v] : child_env) setenv(k, v, 1);
     reset_fakes();
@@ -282,7 +284,6 @@ inline void run_roles(const char* path, const char* parent_mem, const char* chil
     hmc_context_destroy(ctx);
     _exit(err.empty() ? 0 : 1);
   }
-  close(fds[0]);
   set_side_env(parent_mem, path);
   reset_fakes();
   hmc_context_t ctx;

@@ -12,20 +12,16 @@
 #include "coll/ccl_schedules.h"
 #include "coll/simulate.h"
 #include "coll/test_schedules.h"
+#include "coll/test_topology.h"
 #include "coll/topology.h"
 #include "util/status.h"
 
 namespace hmc::coll {
 namespace {
 
+using test::parse;
 using test::recv_from;
 using test::send_to;
-
-Topology parse(const std::string& json) {
-  Topology t;
-  EXPECT_EQ(parse_topology(json, "test.json", &t), HMC_SUCCESS) << last_error();
-  return t;
-}
 
 Topology generate(const std::string& spec) {
   Topology t;

@@ -9,6 +9,7 @@
 
 #include "coll/simulate.h"
 #include "coll/test_schedules.h"
+#include "coll/test_topology.h"
 #include "coll/topology.h"
 #include "util/status.h"
 
@@ -16,14 +17,9 @@ namespace hmc::coll {
 namespace {
 
 using test::local;
+using test::parse;
 using test::recv_from;
 using test::send_to;
-
-Topology parse(const std::string& json) {
-  Topology t;
-  EXPECT_EQ(parse_topology(json, "test.json", &t), HMC_SUCCESS) << last_error();
-  return t;
-}
 
 // `hosts` hosts of `per_host` host-memory ranks, each host with `nics` NICs of 8 Gb/s (one byte
 // per nanosecond) and 2 us latency; shared memory at 16 Gb/s, 1 us.

@@ -12,6 +12,12 @@
 namespace hmc::coll {
 namespace {
 
+// An input that must be refused, and what the refusal must say.
+struct Refusal {
+  const char* text;
+  const char* error;
+};
+
 TEST(Json, ParsesTheDocumentWithPositions) {
   json::Value v;
   std::string err;
@@ -32,10 +38,7 @@ TEST(Json, ParsesTheDocumentWithPositions) {
 }
 
 TEST(Json, MalformedTextSaysWhere) {
-  struct Case {
-    const char* text;
-    const char* error;
-  } cases[] = {
+  const Refusal cases[] = {
       {"{\"a\": 1,}", "line 1, column 9: expected a quoted member name"},
       {"{\"a\": 1\n \"b\": 2}", "line 2, column 2: expected ',' or '}' in an object"},
       {"[1, 2", "unterminated array"},
@@ -47,7 +50,7 @@ TEST(Json, MalformedTextSaysWhere) {
       {"\"\\ud800\"", "unpaired surrogate"},
       {"", "unexpected end of text"},
   };
-  for (const Case& c : cases) {
+  for (const Refusal& c : cases) {
     json::Value v;
     std::string err;
     EXPECT_FALSE(json::parse(c.text, &v, &err)) << c.text;
@@ -120,10 +123,7 @@ TEST(CollTopology, RepeatMakesManyHosts) {
 }
 
 TEST(CollTopology, ErrorsNameTheLineAndField) {
-  struct Case {
-    const char* text;
-    const char* error;
-  } cases[] = {
+  const Refusal cases[] = {
       {"{\"hosts\": [{\"ranks\": [\"host\"],\n \"nics\": [{\"gbps\": \"fast\"}]}]}",
        "bad.json:2: hosts[0].nics[0].gbps: wants a number, got a string"},
       {"{\"hosts\": [{\"ranks\": [\"cuda\"]}]}",
@@ -144,7 +144,7 @@ TEST(CollTopology, ErrorsNameTheLineAndField) {
        "host host0 has no NIC but the cluster has 2 hosts"},
       {"{\"hosts\": [}", "bad.json: not valid JSON: line 1, column 12"},
   };
-  for (const Case& c : cases) {
+  for (const Refusal& c : cases) {
     Topology t;
     EXPECT_EQ(parse_topology(c.text, "bad.json", &t), HMC_ERR_INVALID_ARGUMENT) << c.text;
     EXPECT_NE(last_error().find(c.error), std::string::npos) << c.text << "\n" << last_error();
@@ -213,10 +213,7 @@ TEST(CollTopology, ExecutorCostAndCores) {
 }
 
 TEST(CollTopology, GeneratorRejectsBadSpecs) {
-  struct Case {
-    const char* spec;
-    const char* error;
-  } cases[] = {
+  const Refusal cases[] = {
       {"hosts=2,gpus_per_host=8,vendors=cuda:4+hip:3", "places 7 ranks on a host"},
       {"hosts=two", "hosts=two: wants a number >= 1"},
       {"hosts=0", "hosts=0: wants a number >= 1"},
@@ -225,10 +222,10 @@ TEST(CollTopology, GeneratorRejectsBadSpecs) {
       {"hosts", "'hosts' is not KEY=VALUE"},
       {"hosts=2,nics_per_host=0", "has no NIC"},
   };
-  for (const Case& c : cases) {
+  for (const Refusal& c : cases) {
     Topology t;
-    EXPECT_EQ(generate_topology(c.spec, &t), HMC_ERR_INVALID_ARGUMENT) << c.spec;
-    EXPECT_NE(last_error().find(c.error), std::string::npos) << c.spec << "\n" << last_error();
+    EXPECT_EQ(generate_topology(c.text, &t), HMC_ERR_INVALID_ARGUMENT) << c.text;
+    EXPECT_NE(last_error().find(c.error), std::string::npos) << c.text << "\n" << last_error();
   }
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "accept_within.h"
 #include "control/channel.h"
 #include "control/socket.h"
 #include "util/clock.h"
@@ -22,22 +23,13 @@
 using namespace hmc::control;
 using hmc::deadline_after_ms;
 using hmc::now_ns;
+using hmc::control::test::accept_within;
 
 namespace {
 
 std::string unique_name() {
   static std::atomic<int> counter{0};
   return "hmc-test-channel-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
-}
-
-Fd accept_within(int listen_fd, int timeout_ms) {
-  uint64_t deadline = deadline_after_ms(timeout_ms);
-  for (;;) {
-    Fd out;
-    hmc_status_t st = accept_one(listen_fd, &out);
-    if (st == HMC_SUCCESS) return out;
-    if (st != HMC_IN_PROGRESS || wait_fd(listen_fd, POLLIN, deadline, nullptr) != 1) return Fd();
-  }
 }
 
 // A connected pair of stream sockets of the transport under test.

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "accept_within.h"
 #include "control/fd.h"
 #include "control/socket.h"
 #include "util/clock.h"
@@ -23,6 +24,7 @@
 using namespace hmc::control;
 using hmc::deadline_after_ms;
 using hmc::now_ns;
+using hmc::control::test::accept_within;
 
 namespace {
 
@@ -36,17 +38,6 @@ bool is_nonblocking_cloexec(int fd) {
   int fl = fcntl(fd, F_GETFL);
   int fdfl = fcntl(fd, F_GETFD);
   return fl >= 0 && fdfl >= 0 && (fl & O_NONBLOCK) && (fdfl & FD_CLOEXEC);
-}
-
-// Accepts one connection, waiting (bounded) for it to be pending.
-Fd accept_within(int listen_fd, int timeout_ms) {
-  uint64_t deadline = deadline_after_ms(timeout_ms);
-  for (;;) {
-    Fd out;
-    hmc_status_t st = accept_one(listen_fd, &out);
-    if (st == HMC_SUCCESS) return out;
-    if (st != HMC_IN_PROGRESS || wait_fd(listen_fd, POLLIN, deadline, nullptr) != 1) return Fd();
-  }
 }
 
 // A raw abstract Unix listener with the given backlog (to fill it on purpose).

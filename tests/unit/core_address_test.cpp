@@ -8,14 +8,8 @@
 using namespace hmc;
 
 TEST(Address, RoundTrip) {
-  Address a;
-  a.host_id = "boot-1/host";
-  a.hostname = "host";
-  a.pid = 42;
-  a.context_id = 0x1122334455667788ull;
-  a.unix_name = "hmc-42-x";
-  a.tcp_host = "127.0.0.1";
-  a.tcp_port = 5555;
+  // host_id, hostname, pid, context_id, unix_name, tcp_host, tcp_port
+  const Address a{"boot-1/host", "host", 42, 0x1122334455667788ull, "hmc-42-x", "127.0.0.1", 5555};
   auto blob = encode_address(a);
   Address b;
   ASSERT_EQ(decode_address(blob.data(), blob.size(), &b), HMC_SUCCESS);

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <utility>
+
 #include "util/config.h"
 #include "util/status.h"
 
@@ -22,14 +24,12 @@ struct EnvGuard {
 
 TEST(Config, ParseSize) {
   uint64_t v = 0;
-  EXPECT_TRUE(parse_size("123", &v));
-  EXPECT_EQ(v, 123u);
-  EXPECT_TRUE(parse_size("4K", &v));
-  EXPECT_EQ(v, 4096u);
-  EXPECT_TRUE(parse_size("3M", &v));
-  EXPECT_EQ(v, 3u << 20);
-  EXPECT_TRUE(parse_size("1G", &v));
-  EXPECT_EQ(v, 1u << 30);
+  const std::pair<const char*, uint64_t> good[] = {
+      {"123", 123u}, {"4K", 4096u}, {"3M", 3u << 20}, {"1G", 1u << 30}};
+  for (const auto& [text, want] : good) {
+    EXPECT_TRUE(parse_size(text, &v)) << text;
+    EXPECT_EQ(v, want) << text;
+  }
   EXPECT_FALSE(parse_size("", &v));
   EXPECT_FALSE(parse_size("-1", &v));
   EXPECT_FALSE(parse_size("12Q", &v));
@@ -67,21 +67,18 @@ TEST(Config, NegativeDefaultIsAccepted) {
     ASSERT_EQ(cfg.load_from_environment(), HMC_SUCCESS) << last_error();
     EXPECT_EQ(cfg.get_int("HMC_RANK"), -1);
   }
-  {
+  const struct {
+    const char* var;
+    const char* value;
+    const char* error;
+  } refused[] = {{"HMC_RANK", "-2", "a non-negative integer, or -1"},
+                 {"HMC_TIMEOUT_MS", "-1", "expected a non-negative integer"}};
+  for (const auto& r : refused) {
     EnvGuard env;
-    env.set("HMC_RANK", "-2");
+    env.set(r.var, r.value);
     Config cfg;
-    EXPECT_EQ(cfg.load_from_environment(), HMC_ERR_CONFIG);
-    EXPECT_NE(last_error().find("a non-negative integer, or -1"), std::string::npos)
-        << last_error();
-  }
-  {
-    EnvGuard env;
-    env.set("HMC_TIMEOUT_MS", "-1");
-    Config cfg;
-    EXPECT_EQ(cfg.load_from_environment(), HMC_ERR_CONFIG);
-    EXPECT_NE(last_error().find("expected a non-negative integer"), std::string::npos)
-        << last_error();
+    EXPECT_EQ(cfg.load_from_environment(), HMC_ERR_CONFIG) << r.var;
+    EXPECT_NE(last_error().find(r.error), std::string::npos) << last_error();
   }
 }
 

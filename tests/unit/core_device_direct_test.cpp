@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "net/registration.h"
+#include "net_record.h"
 #include "peer/device_memory.h"
 
 using namespace hmc;
@@ -50,13 +51,9 @@ struct Fixture {
   }
 };
 
+// The peer's end: ibverbs on rxe1:1, host memory only.
 path::NetRecord peer_end(uint32_t flags) {
-  path::NetRecord r;
-  r.plugin = "ibverbs";
-  r.device = "rxe1:1";
-  r.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
-  r.flags = flags;
-  return r;
+  return test::host_record("ibverbs", "rxe1:1", flags);
 }
 }  // namespace
 

@@ -17,6 +17,7 @@
 #include "context/context.h"
 #include "control/wire.h"
 #include "hmc/plugin/net.h"
+#include "net_record.h"
 #include "path/calibrate.h"
 #include "peer/messages.h"
 #include "util/config.h"
@@ -98,15 +99,6 @@ std::unique_ptr<Context> hoststage_context(Env& env) {
   std::unique_ptr<Context> ctx;
   EXPECT_EQ(Context::create(nullptr, &ctx), HMC_SUCCESS) << last_error();
   return ctx;
-}
-
-path::NetRecord unknown_record(const std::string& plugin, const std::string& dev, uint32_t flags) {
-  path::NetRecord r;
-  r.plugin = plugin;
-  r.device = dev;
-  r.mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST);
-  r.flags = flags;
-  return r;
 }
 
 }  // namespace
@@ -219,11 +211,11 @@ TEST(Calibration, ConfigTextHasThePluginsVariablesAndTransportLibraries) {
 TEST(Calibration, UsefulOnlyWithSomethingToRank) {
   const uint32_t tagged = HMC_NET_FLAG_TAGGED;
   path::Capabilities caps;
-  caps.net = {unknown_record("p", "a", tagged)};
+  caps.net = {test::host_record("p", "a", tagged)};
   EXPECT_FALSE(path::calibration_useful(caps));  // one device: nothing to rank
-  caps.net.push_back(unknown_record("p", "b", HMC_NET_FLAG_RMA));
+  caps.net.push_back(test::host_record("p", "b", HMC_NET_FLAG_RMA));
   EXPECT_FALSE(path::calibration_useful(caps));  // the other cannot carry send/recv
-  caps.net.push_back(unknown_record("p", "c", tagged));
+  caps.net.push_back(test::host_record("p", "c", tagged));
   EXPECT_TRUE(path::calibration_useful(caps));
   for (auto& r : caps.net) {
     r.bandwidth_MBps = 100;
@@ -308,7 +300,7 @@ path::Capabilities calibrate_hoststage(Context& ctx, const std::string& cache_fi
   caps.host_id = "this-host";
   std::vector<path::CalibrationTarget> targets;
   for (NetDevice* d : ctx.net_devices()) {
-    caps.net.push_back(unknown_record("hoststage", d->name, d->props.flags));
+    caps.net.push_back(test::host_record("hoststage", d->name, d->props.flags));
     targets.push_back({d, plugin_file, "settings\n"});
   }
   path::CalibrationSettings s;
@@ -471,8 +463,8 @@ TEST(Calibration, CapsCarryMeasuredFigures) {
   caps.hostname = "host";
   caps.pid = 7;
   caps.context_id = 9;
-  caps.net.push_back(unknown_record("hoststage", "tcp", HMC_NET_FLAG_TAGGED));
-  caps.net.push_back(unknown_record("hoststage", "shm", HMC_NET_FLAG_TAGGED));
+  caps.net.push_back(test::host_record("hoststage", "tcp", HMC_NET_FLAG_TAGGED));
+  caps.net.push_back(test::host_record("hoststage", "shm", HMC_NET_FLAG_TAGGED));
   caps.net[0].measured_bandwidth_MBps = 1234;
   caps.net[0].measured_latency_ns = 5678;
   caps.net[1].mem_ifaces = HMC_MEM_IFACE_BIT(HMC_MEM_IFACE_HOST) | HMC_MEM_IFACE_BIT(40);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../tools/hmc-perf/options.h"
@@ -26,16 +27,12 @@ bool parse(std::vector<const char*> args, Options* o, std::string* err) {
 
 TEST(ToolsPerfOptions, ParseSizeSuffixes) {
   uint64_t v = 0;
-  ASSERT_TRUE(parse_size("4096", &v));
-  EXPECT_EQ(v, 4096u);
-  ASSERT_TRUE(parse_size("64K", &v));
-  EXPECT_EQ(v, 64u << 10);
-  ASSERT_TRUE(parse_size("4M", &v));
-  EXPECT_EQ(v, 4u << 20);
-  ASSERT_TRUE(parse_size("1G", &v));
-  EXPECT_EQ(v, 1u << 30);
-  ASSERT_TRUE(parse_size("2KiB", &v));
-  EXPECT_EQ(v, 2048u);
+  const std::pair<const char*, uint64_t> good[] = {
+      {"4096", 4096u}, {"64K", 64u << 10}, {"4M", 4u << 20}, {"1G", 1u << 30}, {"2KiB", 2048u}};
+  for (const auto& [text, want] : good) {
+    ASSERT_TRUE(parse_size(text, &v)) << text;
+    EXPECT_EQ(v, want) << text;
+  }
   for (const char* bad : {"", "-1", "+4", "4X", "K", "4MM", "99999999999999999999", "17179869184G"})
     EXPECT_FALSE(parse_size(bad, &v)) << bad;
 }

@@ -46,14 +46,14 @@ void fuzz_one(const uint8_t* data, size_t len) {
 }
 
 std::vector<Seed> seeds() {
-  Address unix_and_tcp;
-  unix_and_tcp.host_id = "node-a/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0";
-  unix_and_tcp.hostname = "node-a";
-  unix_and_tcp.pid = 4242;
-  unix_and_tcp.context_id = 0x1122334455667788ull;
-  unix_and_tcp.unix_name = "hmc-4242-1122334455667788";
-  unix_and_tcp.tcp_host = "10.0.0.7";
-  unix_and_tcp.tcp_port = 41000;
+  // host_id, hostname, pid, context_id, unix_name, tcp_host, tcp_port
+  const Address unix_and_tcp{"node-a/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0",
+                             "node-a",
+                             4242,
+                             0x1122334455667788ull,
+                             "hmc-4242-1122334455667788",
+                             "10.0.0.7",
+                             41000};
   Address tcp_only;
   parse_host_port("[fd00::7]:5000", &tcp_only);
   auto text_of = [](const char* s) { return bytes_of(s, std::string(s).size()); };

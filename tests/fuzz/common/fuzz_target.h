@@ -49,3 +49,18 @@ inline std::vector<uint8_t> bytes_of(const void* p, size_t n) {
   do {                                                                 \
     if (!(cond)) ::hmc::fuzz::check_failed(#cond, __FILE__, __LINE__); \
   } while (0)
+
+namespace hmc::fuzz {
+
+// Runs a decoder that says in `why` why it refused: true when it took the input, and a refusal
+// must come with a reason.
+template <typename T>
+bool accepted(bool (*decode)(const uint8_t*, size_t, T*, std::string*), const uint8_t* p, size_t n,
+              T* out) {
+  std::string why;
+  if (decode(p, n, out, &why)) return true;
+  HMC_FUZZ_CHECK(!why.empty());
+  return false;
+}
+
+}  // namespace hmc::fuzz

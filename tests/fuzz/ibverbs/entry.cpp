@@ -14,29 +14,21 @@ using namespace hmc::ibverbs;
 
 void handle(const uint8_t* p, size_t n) {
   ConnHandle h;
-  std::string why;
-  if (!decode_handle(p, n, &h, &why)) {
-    HMC_FUZZ_CHECK(!why.empty());
-    return;
-  }
+  if (!accepted(decode_handle, p, n, &h)) return;
   HMC_FUZZ_CHECK(h.addr.ss_family == AF_INET || h.addr.ss_family == AF_INET6);
   HMC_FUZZ_CHECK(h.addr_len ==
                  (h.addr.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6)));
   uint8_t again[kHandleSize];
   encode_handle(h, again);
   ConnHandle h2;
-  HMC_FUZZ_CHECK(decode_handle(again, kHandleSize, &h2, &why));
+  HMC_FUZZ_CHECK(accepted(decode_handle, again, kHandleSize, &h2));
   HMC_FUZZ_CHECK(h2.listener_id == h.listener_id && h2.addr_len == h.addr_len &&
                  std::memcmp(&h2.addr, &h.addr, h.addr_len) == 0);
 }
 
 void qp_info(const uint8_t* p, size_t n) {
   QpInfo q;
-  std::string why;
-  if (!decode_qp_info(p, n, &q, &why)) {
-    HMC_FUZZ_CHECK(!why.empty());
-    return;
-  }
+  if (!accepted(decode_qp_info, p, n, &q)) return;
   HMC_FUZZ_CHECK(q.mtu >= 1 && q.mtu <= 5 && q.credits >= 1 && q.credits <= 4096);
   uint8_t again[kQpInfoSize];
   encode_qp_info(q, again);
@@ -45,11 +37,7 @@ void qp_info(const uint8_t* p, size_t n) {
 
 void rails(const uint8_t* p, size_t n) {
   std::vector<RailInfo> r;
-  std::string why;
-  if (!decode_rails(p, n, &r, &why)) {
-    HMC_FUZZ_CHECK(!why.empty());
-    return;
-  }
+  if (!accepted(decode_rails, p, n, &r)) return;
   HMC_FUZZ_CHECK(r.size() <= kMaxRails);
   std::vector<uint8_t> again = encode_rails(r);
   HMC_FUZZ_CHECK(again.size() == n && std::memcmp(again.data(), p, n) == 0);
@@ -98,11 +86,7 @@ void message(const uint8_t* p, size_t n) {
 
 void key(const uint8_t* p, size_t n) {
   PackedKey k;
-  std::string why;
-  if (!decode_key(p, n, &k, &why)) {
-    HMC_FUZZ_CHECK(!why.empty());
-    return;
-  }
+  if (!accepted(decode_key, p, n, &k)) return;
   HMC_FUZZ_CHECK(k.base + k.len >= k.base && k.rail_rkeys.size() <= kMaxRails);
   std::vector<uint8_t> again(kPackedKeySize + 4 + 4 * kMaxRails);
   size_t len = encode_key(k, again.data());

@@ -45,11 +45,7 @@ void cts(const uint8_t* p, size_t n) {
 
 void handle(const uint8_t* p, size_t n) {
   ConnHandle h;
-  std::string why;
-  if (!decode_handle(p, n, &h, &why)) {
-    HMC_FUZZ_CHECK(!why.empty());
-    return;
-  }
+  if (!accepted(decode_handle, p, n, &h)) return;
   HMC_FUZZ_CHECK(h.device.size() <= kMaxDeviceName && !h.addr.empty() && h.addr.size() <= kMaxAddr);
   uint8_t again[256];
   size_t len = encode_handle(h, again, sizeof again);
@@ -75,11 +71,7 @@ void ack(const uint8_t* p, size_t n) {
 
 void rkey(const uint8_t* p, size_t n) {
   PackedRkey k;
-  std::string why;
-  if (!decode_rkey(p, n, &k, &why)) {
-    HMC_FUZZ_CHECK(!why.empty());
-    return;
-  }
+  if (!accepted(decode_rkey, p, n, &k)) return;
   HMC_FUZZ_CHECK(k.base + k.size >= k.base);
   for (const RkeyEntry& e : k.entries) HMC_FUZZ_CHECK(e.device.size() <= 16);
   std::vector<uint8_t> again(kRkeyHeader + kRkeyEntry * k.entries.size() + 1);
@@ -93,7 +85,7 @@ void rkey(const uint8_t* p, size_t n) {
   }
   HMC_FUZZ_CHECK(len == n);
   PackedRkey k2;
-  HMC_FUZZ_CHECK(decode_rkey(again.data(), len, &k2, &why));
+  HMC_FUZZ_CHECK(accepted(decode_rkey, again.data(), len, &k2));
   HMC_FUZZ_CHECK(k2.base == k.base && k2.size == k.size && k2.access == k.access &&
                  k2.entries.size() == k.entries.size());
 }

@@ -83,12 +83,8 @@ std::vector<Seed> seeds() {
   auto bulk = [](const std::string& s) {
     return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n";
   };
-  Address addr;
-  addr.host_id = "node-a/0b1c2d3e";
-  addr.hostname = "node-a";
-  addr.pid = 4242;
-  addr.context_id = 0x1122334455667788ull;
-  addr.unix_name = "hmc-4242";
+  // host_id, hostname, pid, context_id, unix_name, tcp_host, tcp_port
+  const Address addr{"node-a/0b1c2d3e", "node-a", 4242, 0x1122334455667788ull, "hmc-4242", "", 0};
   coll::Member m{encode_address(addr), addr.context_id, addr.pid, addr.host_id, "cuda"};
   const std::string rec0 = coll::encode_member(m, 2, 0xfeedfacecafebeefull);
   const std::string open = "7\n2\ncontext 1122334455667788 (pid 4242 on node-a/0b1c2d3e)";

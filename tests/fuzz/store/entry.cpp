@@ -108,14 +108,9 @@ void fuzz_one(const uint8_t* data, size_t len) {
 }
 
 std::vector<Seed> seeds() {
-  Address addr;
-  addr.host_id = "node-a/0b1c2d3e";
-  addr.hostname = "node-a";
-  addr.pid = 4242;
-  addr.context_id = 0x1122334455667788ull;
-  addr.unix_name = "hmc-4242";
-  addr.tcp_host = "10.0.0.7";
-  addr.tcp_port = 41000;
+  // host_id, hostname, pid, context_id, unix_name, tcp_host, tcp_port
+  const Address addr{"node-a/0b1c2d3e", "node-a",   4242, 0x1122334455667788ull,
+                     "hmc-4242",        "10.0.0.7", 41000};
   coll::Member m{encode_address(addr), addr.context_id, addr.pid, addr.host_id, "cuda"};
   const std::string rec0 = coll::encode_member(m, 4, 0xfeedfacecafebeefull);
   m.vendor = "host";

@@ -14,11 +14,7 @@ using namespace hmc::ucx;
 
 void handle(const uint8_t* p, size_t n) {
   wire::Handle h;
-  std::string why;
-  if (!wire::decode_handle(p, n, &h, &why)) {
-    HMC_FUZZ_CHECK(!why.empty());
-    return;
-  }
+  if (!accepted(wire::decode_handle, p, n, &h)) return;
   HMC_FUZZ_CHECK(h.listener_id != 0 && h.address_len > 0);
   HMC_FUZZ_CHECK(h.address == p + wire::kHandleHeader && wire::kHandleHeader + h.address_len == n);
   std::vector<uint8_t> again(n);
@@ -28,11 +24,7 @@ void handle(const uint8_t* p, size_t n) {
 
 void hello(const uint8_t* p, size_t n) {
   wire::Hello h;
-  std::string why;
-  if (!wire::decode_hello(p, n, &h, &why)) {
-    HMC_FUZZ_CHECK(!why.empty());
-    return;
-  }
+  if (!accepted(wire::decode_hello, p, n, &h)) return;
   HMC_FUZZ_CHECK(h.rx_id != 0 && h.address == p + wire::kHelloHeader &&
                  wire::kHelloHeader + h.address_len == n);
   std::vector<uint8_t> again;
@@ -43,11 +35,7 @@ void hello(const uint8_t* p, size_t n) {
 
 void welcome(const uint8_t* p, size_t n) {
   wire::Welcome w;
-  std::string why;
-  if (!wire::decode_welcome(p, n, &w, &why)) {
-    HMC_FUZZ_CHECK(!why.empty());
-    return;
-  }
+  if (!accepted(wire::decode_welcome, p, n, &w)) return;
   std::vector<uint8_t> again;
   wire::encode_welcome(w, &again);
   HMC_FUZZ_CHECK(again.size() == n && std::memcmp(again.data(), p, 5) == 0 &&
