@@ -261,54 +261,43 @@ TEST(ControlHandshake, OverLoopbackTcp) {
 
 // ---- versions ----
 
-TEST(ControlHandshake, AcceptorRefusesAnUnsupportedVersion) {
-  auto pair2 = channel_pair();
-  Channel& test_side = pair2.first;
-  Channel& acceptor_side = pair2.second;
-  HelloMsg hello;
-  hello.max_version = 99;
-  hello.min_version = 99;
-  hello.info = info_of("future", 9, 9);
-  Writer w;
-  encode_hello(hello, &w);
-  send_frame(test_side, MsgType::Hello, w);
-
-  HelloInfo theirs;
-  EXPECT_EQ(
-      handshake_acceptor(acceptor_side, info_of("b", 2, 2), "", deadline_after_ms(2000), &theirs),
-      HMC_ERR_VERSION);
-  const std::string err = hmc::last_error();
-  EXPECT_TRUE(contains(err, "99")) << err;
-  EXPECT_TRUE(contains(err, "version 2")) << err;
-
-  // The peer is told why, with the status and both versions.
-  Message m = expect_message(test_side, MsgType::Error);
-  ErrorMsg e;
-  ASSERT_TRUE(decode_error(m.payload.data(), m.payload.size(), &e));
-  EXPECT_EQ(e.status, HMC_ERR_VERSION);
-  EXPECT_TRUE(contains(e.text, "99")) << e.text;
-  EXPECT_TRUE(contains(e.text, "version 2")) << e.text;
-}
-
-TEST(ControlHandshake, AcceptorRefusesAPeerOfVersion1) {
-  // An earlier build, whose capability record this one no longer reads: refused at the hello.
+namespace {
+// A Hello offering only `offered`: the acceptor refuses it with HMC_ERR_VERSION, and both it
+// and the peer (told in an Error) name the two versions.
+void expect_version_refused(uint16_t offered, const char* offered_text) {
   auto pair = channel_pair();
   Channel& test_side = pair.first;
   Channel& acceptor_side = pair.second;
   HelloMsg hello;
-  hello.max_version = 1;
-  hello.min_version = 1;
-  hello.info = info_of("older", 1, 1);
+  hello.max_version = hello.min_version = offered;
+  hello.info = info_of("other", 9, 9);
   Writer w;
   encode_hello(hello, &w);
   send_frame(test_side, MsgType::Hello, w);
+
   HelloInfo theirs;
   EXPECT_EQ(
       handshake_acceptor(acceptor_side, info_of("b", 2, 2), "", deadline_after_ms(2000), &theirs),
       HMC_ERR_VERSION);
   const std::string err = hmc::last_error();
-  EXPECT_TRUE(contains(err, "version 1")) << err;
+  EXPECT_TRUE(contains(err, offered_text)) << err;
   EXPECT_TRUE(contains(err, "version 2")) << err;
+  Message m = expect_message(test_side, MsgType::Error);
+  ErrorMsg e;
+  ASSERT_TRUE(decode_error(m.payload.data(), m.payload.size(), &e));
+  EXPECT_EQ(e.status, HMC_ERR_VERSION);
+  EXPECT_TRUE(contains(e.text, offered_text)) << e.text;
+  EXPECT_TRUE(contains(e.text, "version 2")) << e.text;
+}
+}  // namespace
+
+TEST(ControlHandshake, AcceptorRefusesAnUnsupportedVersion) {
+  expect_version_refused(99, "99");
+}
+
+// An earlier build, whose capability record this one no longer reads: refused at the hello.
+TEST(ControlHandshake, AcceptorRefusesAPeerOfVersion1) {
+  expect_version_refused(1, "version 1");
 }
 
 TEST(ControlHandshake, AcceptorRefusesAHelloWithOnlyAVersionItCannotSpeak) {
