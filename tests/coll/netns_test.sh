@@ -15,43 +15,8 @@ set -euo pipefail
 RANK_BIN=$1
 PLUGIN_DIR=$2
 
-skip() {
-  echo "SKIPPED: $*"
-  exit 77
-}
-[[ $(id -u) -eq 0 ]] || skip "network namespaces need root (this runs as uid $(id -u))"
-command -v ip >/dev/null || skip "ip (iproute2) is not installed"
-command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
-
-tag=$$$RANDOM
-NS_A=hmc-a-$tag NS_B=hmc-b-$tag
-VETH_A=hv${tag}a VETH_B=hv${tag}b # at most 15 characters
-VETH_A=${VETH_A:0:15} VETH_B=${VETH_B:0:15}
-ADDR_A=10.200.1.1 ADDR_B=10.200.1.2
-pids=()
-LOGS=
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  # What still runs in the namespaces is this run's ranks.
-  for ns in "$NS_A" "$NS_B"; do
-    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
-    ip netns del "$ns" 2>/dev/null || true # takes its end of the veth, and so the pair
-  done
-  rm -rf "$LOGS"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-ip netns add "$NS_A" 2>/dev/null || skip "ip netns add failed: no network namespaces here"
-ip netns add "$NS_B"
-ip link add "$VETH_A" type veth peer name "$VETH_B"
-ip link set "$VETH_A" netns "$NS_A"
-ip link set "$VETH_B" netns "$NS_B"
-ip -n "$NS_A" addr add $ADDR_A/24 dev "$VETH_A"
-ip -n "$NS_B" addr add $ADDR_B/24 dev "$VETH_B"
-for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
-ip -n "$NS_A" link set "$VETH_A" up
-ip -n "$NS_B" link set "$VETH_B" up
+source "$(dirname "$0")/two_hosts.sh"
+two_hosts hmc-a hmc-b hv 10.200.1
 
 veth_bytes() {
   local rx tx
