@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ccl_ctx_slots.h"
+#include "ccl_resolve.h"
 #include "cncl_api.h"
 #include "hmc/plugin/ccl.h"
 #include "hmc/plugin/log.hpp"
@@ -46,23 +47,7 @@ const hmc_config_var_t kConfigVars[] = {
     {nullptr, nullptr, nullptr},
 };
 
-// One function pointer and the symbol it comes from.
-struct Symbol {
-  const char* name;
-  void** slot;
-};
-
-// Resolves every symbol; the first missing one's name, or "" when all were found.
-std::string resolve_symbols(void* lib, const std::vector<Symbol>& symbols) {
-  for (const Symbol& s : symbols)
-    if ((*s.slot = dlsym(lib, s.name)) == nullptr) return s.name;
-  return {};
-}
-
-template <typename Fn>
-Symbol sym(const char* name, Fn* fn) {
-  return {name, reinterpret_cast<void**>(fn)};
-}
+using hmc::plugin::ccl::resolve;
 
 struct CnrtApi {
   PFN_cnrtGetDeviceCount device_count;
@@ -75,16 +60,17 @@ struct CnrtApi {
   PFN_cnrtPlaceNotifier place_notifier;
   PFN_cnrtQueryNotifier query_notifier;
 
-  std::vector<Symbol> symbols() {
-    return {sym("cnrtGetDeviceCount", &device_count),
-            sym("cnrtGetDevice", &get_device),
-            sym("cnrtSetDevice", &set_device),
-            sym("cnrtQueueCreate", &queue_create),
-            sym("cnrtQueueDestroy", &queue_destroy),
-            sym("cnrtNotifierCreate", &notifier_create),
-            sym("cnrtNotifierDestroy", &notifier_destroy),
-            sym("cnrtPlaceNotifier", &place_notifier),
-            sym("cnrtQueryNotifier", &query_notifier)};
+  // Resolves every function; the first one missing is kept in *missing.
+  void resolve_all(void* L, std::string* missing) {
+    resolve(L, "cnrtGetDeviceCount", &device_count, missing);
+    resolve(L, "cnrtGetDevice", &get_device, missing);
+    resolve(L, "cnrtSetDevice", &set_device, missing);
+    resolve(L, "cnrtQueueCreate", &queue_create, missing);
+    resolve(L, "cnrtQueueDestroy", &queue_destroy, missing);
+    resolve(L, "cnrtNotifierCreate", &notifier_create, missing);
+    resolve(L, "cnrtNotifierDestroy", &notifier_destroy, missing);
+    resolve(L, "cnrtPlaceNotifier", &place_notifier, missing);
+    resolve(L, "cnrtQueryNotifier", &query_notifier, missing);
   }
 };
 
@@ -105,22 +91,22 @@ struct CnclApi {
   PFN_cnclGroupStart group_start;
   PFN_cnclGroupEnd group_end;
 
-  std::vector<Symbol> symbols() {
-    return {sym("cnclGetLibVersion", &lib_version),
-            sym("cnclGetErrorStr", &error_str),
-            sym("cnclGetCliqueId", &clique_id),
-            sym("cnclInitComms", &init_comms),
-            sym("cnclDestroyComms", &destroy_comms),
-            sym("cnclAbortComm", &abort_comm),
-            sym("cnclGetCommAsyncError", &async_error),
-            sym("cnclAllReduce", &all_reduce),
-            sym("cnclAllGather", &all_gather),
-            sym("cnclReduceScatter", &reduce_scatter),
-            sym("cnclBroadcast", &broadcast),
-            sym("cnclSend", &send),
-            sym("cnclRecv", &recv),
-            sym("cnclGroupStart", &group_start),
-            sym("cnclGroupEnd", &group_end)};
+  void resolve_all(void* L, std::string* missing) {
+    resolve(L, "cnclGetLibVersion", &lib_version, missing);
+    resolve(L, "cnclGetErrorStr", &error_str, missing);
+    resolve(L, "cnclGetCliqueId", &clique_id, missing);
+    resolve(L, "cnclInitComms", &init_comms, missing);
+    resolve(L, "cnclDestroyComms", &destroy_comms, missing);
+    resolve(L, "cnclAbortComm", &abort_comm, missing);
+    resolve(L, "cnclGetCommAsyncError", &async_error, missing);
+    resolve(L, "cnclAllReduce", &all_reduce, missing);
+    resolve(L, "cnclAllGather", &all_gather, missing);
+    resolve(L, "cnclReduceScatter", &reduce_scatter, missing);
+    resolve(L, "cnclBroadcast", &broadcast, missing);
+    resolve(L, "cnclSend", &send, missing);
+    resolve(L, "cnclRecv", &recv, missing);
+    resolve(L, "cnclGroupStart", &group_start, missing);
+    resolve(L, "cnclGroupEnd", &group_end, missing);
   }
 };
 
@@ -316,7 +302,9 @@ void open_libraries(hmc_ccl_ctx* ctx, const std::string& cncl_name, const std::s
     ctx->unavailable = cncl_name + " not found: " + (e ? e : "dlopen failed");
     return;
   }
-  if (std::string missing = resolve_symbols(lib, ctx->cncl.symbols()); !missing.empty()) {
+  std::string missing;
+  ctx->cncl.resolve_all(lib, &missing);
+  if (!missing.empty()) {
     ctx->unavailable = cncl_name + " lacks " + missing + " (not a CNCL this plugin can use)";
     return;
   }
@@ -332,7 +320,8 @@ void open_libraries(hmc_ccl_ctx* ctx, const std::string& cncl_name, const std::s
   std::string opened;
   void* rt = open_runtime(rt_name, &opened, &ctx->unavailable);
   if (!rt) return;
-  if (std::string missing = resolve_symbols(rt, ctx->cnrt.symbols()); !missing.empty()) {
+  ctx->cnrt.resolve_all(rt, &missing);
+  if (!missing.empty()) {
     ctx->unavailable = opened + " lacks " + missing;
     return;
   }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ccl_ctx_slots.h"
+#include "ccl_resolve.h"
 #include "hmc/plugin/ccl.h"
 #include "hmc/plugin/log.hpp"
 #include "nccl_api.h"
@@ -34,12 +35,7 @@ using namespace hmc::vendor::nccl;
 
 namespace {
 
-template <typename Fn>
-bool resolve(void* lib, const char* name, Fn* out, std::string* missing) {
-  *out = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (*out == nullptr && missing->empty()) *missing = name;
-  return *out != nullptr;
-}
+using hmc::plugin::ccl::resolve;
 
 // ---- the vendor block ------------------------------------------------------------------------
 // GpuApi: the runtime's calls behind one shape. A DeviceHandle is what makes a device current
