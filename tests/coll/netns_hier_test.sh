@@ -36,7 +36,7 @@ export HMC_CUDA_LIBRARY=$FAKES/cuda/libcuda.so.1 HMC_HIP_LIBRARY=$FAKES/hip6/lib
 export HMC_MLU_LIBRARY=$FAKES/mlu/libcnrt.so
 LOGS=$(mktemp -d)
 export HMC_LOG_LEVEL=info HMC_LOG_FILE=$LOGS/rank-%p.log
-export HMC_WORLD_SIZE=4 NETNS_HOSTS=0,0,1,1 HMC_RENDEZVOUS=tcp://$ADDR_A:29500
+export HMC_WORLD_SIZE=4 NETNS_HOSTS=0,0,1,1 NETNS_BACKEND=hierarchical HMC_RENDEZVOUS=tcp://$ADDR_A:29500
 
 # One host: its namespace, its hostname, its two ranks (a cuda one, then a hip one); fails when
 # either rank fails. timeout ends the whole process group, ranks included.
