@@ -238,37 +238,48 @@ inline std::string gather_scatter_role(Rank& r) {
   return wait(hmc_barrier(r.comm, &req), &req, "barrier");
 }
 
+// One rank's all-to-all-v counts and displacements (in elements), both sides packed in rank
+// order, from count(from, to): what rank `from` sends to rank `to`.
+struct AllToAllvLayout {
+  std::vector<size_t> sc, sd, rc, rd;  // send counts, send displs, recv counts, recv displs
+  size_t st = 0, rt = 0;               // elements sent and received in all
+};
+
+inline AllToAllvLayout all_to_allv_layout(int rank, int n,
+                                          const std::function<size_t(int, int)>& count) {
+  AllToAllvLayout v;
+  for (int j = 0; j < n; ++j) {
+    v.sc.push_back(count(rank, j));
+    v.sd.push_back(v.st);
+    v.st += v.sc.back();
+    v.rc.push_back(count(j, rank));
+    v.rd.push_back(v.rt);
+    v.rt += v.rc.back();
+  }
+  return v;
+}
+
 // All-to-all-v of the MoE shape: rank r sends (r + j) % 3 elements to rank j (zero for some
 // pairs), packed, and receives packed in rank order.
 inline std::string all_to_allv_role(Rank& r) {
   int n = r.size;
   auto cnt = [](int from, int to) { return size_t((from + to) % 3) * 17; };
-  const size_t un = static_cast<size_t>(n);
-  std::vector<size_t> sc(un), sd(un), rc(un), rd(un);
-  size_t st = 0, rt = 0;
-  for (int j = 0; j < n; ++j) {
-    sc[size_t(j)] = cnt(r.rank, j);
-    sd[size_t(j)] = st;
-    st += sc[size_t(j)];
-    rc[size_t(j)] = cnt(j, r.rank);
-    rd[size_t(j)] = rt;
-    rt += rc[size_t(j)];
-  }
-  std::vector<int32_t> in(st), out(rt, -1);
+  AllToAllvLayout lay = all_to_allv_layout(r.rank, n, cnt);
+  std::vector<int32_t> in(lay.st), out(lay.rt, -1);
   for (int j = 0; j < n; ++j)
-    for (size_t i = 0; i < sc[size_t(j)]; ++i)
-      in[sd[size_t(j)] + i] = ival(r.rank, size_t(j) * 1000 + i);
-  Buf send(r.ctx, r.mem, st * 4), recv(r.ctx, r.mem, rt * 4);
+    for (size_t i = 0; i < lay.sc[size_t(j)]; ++i)
+      in[lay.sd[size_t(j)] + i] = ival(r.rank, size_t(j) * 1000 + i);
+  Buf send(r.ctx, r.mem, lay.st * 4), recv(r.ctx, r.mem, lay.rt * 4);
   send.put(in.data());
   hmc_request_t req;
-  std::string e = wait(hmc_all_to_allv(r.comm, send.get(), sc.data(), sd.data(), recv.get(),
-                                       rc.data(), rd.data(), HMC_DTYPE_I32, &req),
+  std::string e = wait(hmc_all_to_allv(r.comm, send.get(), lay.sc.data(), lay.sd.data(), recv.get(),
+                                       lay.rc.data(), lay.rd.data(), HMC_DTYPE_I32, &req),
                        &req, "all_to_allv");
   if (!e.empty()) return e;
   recv.take(out.data());
   for (int j = 0; j < n; ++j)
-    for (size_t i = 0; i < rc[size_t(j)]; ++i)
-      if (out[rd[size_t(j)] + i] != ival(j, size_t(r.rank) * 1000 + i))
+    for (size_t i = 0; i < lay.rc[size_t(j)]; ++i)
+      if (out[lay.rd[size_t(j)] + i] != ival(j, size_t(r.rank) * 1000 + i))
         return "all_to_allv from rank " + std::to_string(j) + " element " + std::to_string(i);
   return "";
 }
