@@ -161,6 +161,28 @@ struct Child {
   }
 };
 
+// A test with one context in this process, made over the base environment.
+class ContextTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    env_.apply(base_environment());
+    hmc_status_t st = ctx_.create();
+    ASSERT_EQ(st, HMC_SUCCESS) << "hmc_context_create: " << describe(st);
+  }
+  hmc_context_t ctx() const { return ctx_.get(); }
+
+  // A second context in this process connected to the first: *ours is the accepted peer in
+  // ctx(), *theirs the connected one in `other`.
+  void connect_pair(Context* other, hmc_peer_t* ours, hmc_peer_t* theirs) {
+    std::string err = connect_in_process(ctx(), other, kConnectTimeoutMs, ours, theirs);
+    ASSERT_EQ(err, "");
+  }
+
+ private:
+  ScopedEnv env_;
+  Context ctx_;
+};
+
 class LoopbackTest : public testing::TestWithParam<DataPath> {
  protected:
   // A path whose plugin was not built skips every test (GTEST_SKIP here ends the test).
