@@ -146,14 +146,11 @@ inline hmc_status_t create_context_with(const char* var, const char* value, std:
 
 // A spawned hmc-test-peer and the peer handle the test accepted from it. When the test has
 // failed, its end shows what the peer said (the peer usually knows why).
-struct Child {
+struct Child : NoCopy {
   PeerProcess proc;
   hmc_peer_t peer = nullptr;
   bool reported = false;
 
-  Child() = default;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
   ~Child() {
     if (reported || proc.pid() <= 0 || !testing::Test::HasFailure()) return;
     ExitInfo e = proc.wait(2000);
