@@ -67,6 +67,23 @@ inline std::string wait(hmc_status_t st, hmc_request_t* req, const char* what) {
   return "";
 }
 
+// An out-of-place all-reduce of `in` (elements of t) by op, both buffers in `mem`, read back into
+// *out: "" or what failed, `what` naming the call.
+template <typename T>
+inline std::string all_reduce_from(Rank& r, const std::string& mem, const std::vector<T>& in,
+                                   hmc_dtype_t t, hmc_reduce_op_t op, const char* what,
+                                   std::vector<T>* out) {
+  Buf send(r.ctx, mem, in.size() * sizeof(T)), recv(r.ctx, mem, in.size() * sizeof(T));
+  if (!send.put(in.data())) return "fill";
+  hmc_request_t req;
+  std::string e =
+      wait(hmc_all_reduce(r.comm, send.get(), recv.get(), in.size(), t, op, &req), &req, what);
+  if (!e.empty()) return e;
+  out->resize(in.size());
+  if (!recv.take(out->data())) return "read back";
+  return "";
+}
+
 inline int32_t ival(int rank, size_t i) {
   return int32_t((rank + 1) * 1000 + int(i % 997));
 }
@@ -102,16 +119,11 @@ inline std::string all_reduce_role_on(Rank& r, bool host_i64) {
     }
   }
   for (size_t count : {size_t(3), size_t(30000)}) {
-    std::vector<float> in(count), out(count);
+    std::vector<float> in(count), out;
     for (size_t i = 0; i < count; ++i) in[i] = fval(r.rank, i);
-    Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
-    if (!send.put(in.data())) return "fill";
-    hmc_request_t req;
     std::string e =
-        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_F32, HMC_OP_SUM, &req),
-             &req, "all_reduce f32");
+        all_reduce_from(r, r.mem, in, HMC_DTYPE_F32, HMC_OP_SUM, "all_reduce f32", &out);
     if (!e.empty()) return e;
-    recv.take(out.data());
     for (size_t i = 0; i < count; ++i) {
       double want = 0;
       for (int k = 0; k < r.size; ++k) want += fval(k, i);
@@ -121,17 +133,11 @@ inline std::string all_reduce_role_on(Rank& r, bool host_i64) {
   }
   for (hmc_reduce_op_t op : {HMC_OP_MIN, HMC_OP_MAX, HMC_OP_AVG}) {
     const size_t count = 11;
-    std::vector<int64_t> in(count), out(count);
+    std::vector<int64_t> in(count), out;
     for (size_t i = 0; i < count; ++i) in[i] = int64_t(r.rank * 3 + int(i)) * (i % 2 ? -1 : 1);
-    Buf send(r.ctx, host_i64 ? "host" : r.mem, count * 8),
-        recv(r.ctx, host_i64 ? "host" : r.mem, count * 8);
-    if (!send.put(in.data())) return "fill";
-    hmc_request_t req;
-    std::string e =
-        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I64, op, &req), &req,
-             "all_reduce i64");
+    std::string e = all_reduce_from(r, host_i64 ? "host" : r.mem, in, HMC_DTYPE_I64, op,
+                                    "all_reduce i64", &out);
     if (!e.empty()) return e;
-    if (!recv.take(out.data())) return "read back";
     for (size_t i = 0; i < count; ++i) {
       int64_t lo = INT64_MAX, hi = INT64_MIN, sum = 0;
       for (int k = 0; k < r.size; ++k) {

@@ -247,16 +247,11 @@ std::vector<std::string> mems_of(int n, const std::vector<std::string>& cycle) {
 // int64 max; reduce-scatter of int32 and float.
 std::string device_reductions_role(Rank& r) {
   for (size_t count : {size_t(5000), size_t(200003)}) {
-    std::vector<int32_t> in(count), out(count);
+    std::vector<int32_t> in(count), out;
     for (size_t i = 0; i < count; ++i) in[i] = ival(r.rank, i) * 7919;
-    Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
-    if (!send.put(in.data())) return "fill";
-    hmc_request_t req;
     std::string e =
-        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32, HMC_OP_SUM, &req),
-             &req, "all_reduce i32");
+        all_reduce_from(r, r.mem, in, HMC_DTYPE_I32, HMC_OP_SUM, "all_reduce i32", &out);
     if (!e.empty()) return e;
-    if (!recv.take(out.data())) return "read back";
     for (size_t i = 0; i < count; ++i) {
       int32_t want = 0;
       for (int k = 0; k < r.size; ++k) want += ival(k, i) * 7919;
@@ -265,6 +260,8 @@ std::string device_reductions_role(Rank& r) {
     }
     std::vector<float> fin(count), fout(count);
     for (size_t i = 0; i < count; ++i) fin[i] = fval(r.rank, i);
+    Buf send(r.ctx, r.mem, count * 4);
+    hmc_request_t req;
     if (!send.put(fin.data())) return "fill";
     e = wait(hmc_all_reduce(r.comm, send.get(), send.get(), count, HMC_DTYPE_F32, HMC_OP_SUM, &req),
              &req, "all_reduce f32 in place");
@@ -279,16 +276,11 @@ std::string device_reductions_role(Rank& r) {
   }
   {
     const size_t count = 3001;
-    std::vector<int64_t> in(count), out(count);
+    std::vector<int64_t> in(count), out;
     for (size_t i = 0; i < count; ++i) in[i] = (int64_t(r.rank) - 2) * int64_t(i + 1) * 1000000007;
-    Buf send(r.ctx, r.mem, count * 8), recv(r.ctx, r.mem, count * 8);
-    send.put(in.data());
-    hmc_request_t req;
     std::string e =
-        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I64, HMC_OP_MAX, &req),
-             &req, "all_reduce i64 max");
+        all_reduce_from(r, r.mem, in, HMC_DTYPE_I64, HMC_OP_MAX, "all_reduce i64 max", &out);
     if (!e.empty()) return e;
-    recv.take(out.data());
     for (size_t i = 0; i < count; ++i)
       if (out[i] != (int64_t(r.size - 1) - 2) * int64_t(i + 1) * 1000000007)
         return "all_reduce i64 max element " + std::to_string(i);
