@@ -20,7 +20,6 @@
 #include "cli.h"
 #include "config_markdown.h"
 #include "json.h"
-#include "tool_version.h"
 
 namespace {
 

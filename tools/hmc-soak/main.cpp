@@ -17,7 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -34,10 +33,10 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "hmc/hmc.h"
 #include "lines.h"
 #include "pattern.h"
-#include "tool_version.h"
 #include "worker.h"
 
 using nlohmann::json;
@@ -52,8 +51,7 @@ struct Options {
   int np = 4;
   double duration = 30;
   uint64_t seed = 0;
-  std::string max_size = "64M";
-  size_t max_bytes = 64u << 20;
+  uint64_t max_bytes = 64u << 20;
   std::vector<std::string> faults;
   double fault_every = 6;
   int timeout_ms = 2000;
@@ -130,22 +128,6 @@ struct Netns {
     return sh("ip -n " + ns[0] + " link set " + veth[0] + (on ? " up" : " down")) == 0;
   }
 };
-
-bool parse_size(const std::string& s, size_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = strtoull(s.c_str(), &end, 10);
-  if (errno || end == s.c_str() || s[0] == '-') return false;
-  std::string suf(end);
-  uint64_t m = suf.empty()                ? 1
-               : suf == "K" || suf == "k" ? 1u << 10
-               : suf == "M" || suf == "m" ? 1u << 20
-               : suf == "G" || suf == "g" ? 1u << 30
-                                          : 0;
-  if (!m || v == 0) return false;
-  *out = size_t(v * m);
-  return true;
-}
 
 int free_port() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -1092,8 +1074,6 @@ json Launcher::summary(double elapsed, int* failures) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (hmc_tools::version_asked(argc, argv))
-    return hmc_tools::print_version("hmc-soak", hmc_version());
   Options o;
   CLI::App app{
       "hmc-soak: N worker processes run every kind of hmc traffic at once (tagged send/recv, "
@@ -1104,12 +1084,14 @@ int main(int argc, char** argv) {
       "0 when nothing was corrupted, lost or hung and every bound held, 1 otherwise, 2 for bad "
       "options.",
       "hmc-soak"};
-  app.add_flag("--version", "print the version and exit");
+  hmc_tools::add_version(app, "hmc-soak", hmc_version());
   app.add_option("--np", o.np, "worker processes (default 4)")->check(CLI::Range(1, 64));
   app.add_option("--duration", o.duration, "seconds of traffic (default 30)")
       ->check(CLI::Range(1.0, 86400.0));
   app.add_option("--seed", o.seed, "the run's seed (default: from the clock; printed)");
-  app.add_option("--max-size", o.max_size, "largest payload; K, M, G suffixes (default 64M)");
+  app.add_option("--max-size", o.max_bytes,
+                 "largest payload, 64 bytes or more; K, M, G suffixes (default 64M)")
+      ->transform(hmc_tools::size_at_least(64));
   app.add_option("--faults", o.faults,
                  "faults to inject, comma-separated: kill, stop, fdlimit, memlock, redis, plugin, "
                  "veth (netem: skipped, saying why)")
@@ -1119,8 +1101,8 @@ int main(int argc, char** argv) {
   app.add_option("--fault-every", o.fault_every,
                  "mean seconds between faults, at random from the seed (default 6)")
       ->check(CLI::Range(0.5, 3600.0));
-  app.add_option("--timeout-ms", o.timeout_ms, "HMC_TIMEOUT_MS of the workers (default 2000)")
-      ->check(CLI::Range(200, 600000));
+  hmc_tools::add_timeout(app, &o.timeout_ms, 200, 600000,
+                         "the workers' bound of a single wait (their HMC_TIMEOUT_MS)");
   app.add_option("--epoch-seconds", o.epoch_seconds,
                  "seconds of one communicator's traffic before it is destroyed and another made "
                  "(default 3)")
@@ -1156,21 +1138,7 @@ int main(int argc, char** argv) {
   app.add_option("--inject-corruption", o.inject_corruption,
                  "flip a byte of every N-th payload before it is checked: a test of hmc-soak "
                  "itself, which must then fail");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  }
-  if (!parse_size(o.max_size, &o.max_bytes)) {
-    fprintf(stderr, "hmc-soak: --max-size %s: expected a size such as 4096, 64K, 64M\n",
-            o.max_size.c_str());
-    return 2;
-  }
-  if (o.max_bytes < 64) {
-    fprintf(stderr, "hmc-soak: --max-size must be at least 64 bytes\n");
-    return 2;
-  }
+  if (int rc = hmc_tools::parse(app, argc, argv); rc >= 0) return rc;
   for (auto& f : o.faults) {
     if (f == "redis") o.rendezvous = "redis";
     if (f == "veth") o.netns = true;
