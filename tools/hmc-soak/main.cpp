@@ -36,6 +36,7 @@
 #include "cli.h"
 #include "hmc/hmc.h"
 #include "lines.h"
+#include "loopback_port.h"
 #include "pattern.h"
 #include "worker.h"
 
@@ -128,18 +129,6 @@ struct Netns {
     return sh("ip -n " + ns[0] + " link set " + veth[0] + (on ? " up" : " down")) == 0;
   }
 };
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 volatile sig_atomic_t g_signalled = 0;  // SIGINT or SIGTERM: clean up and go
 void on_signal(int sig) {
@@ -528,10 +517,11 @@ void Launcher::manage_epoch(int64_t now) {
   ep_.deadline_ns = now + int64_t(o_.epoch_seconds * 1e9) + 6 * hang_ns + 30000000000LL;
   std::string redis_host = netns_.up ? netns_.addr[0] : "127.0.0.1";
   std::string store_host = netns_.up ? netns_.addr[side_[members[0]]] : "127.0.0.1";
-  std::string rdv = o_.rendezvous == "redis"
-                        ? "redis://" + redis_host + ":" + std::to_string(redis_port_) + "/soak-" +
-                              std::to_string(o_.seed) + "-" + std::to_string(ep_.number)
-                        : "tcp://" + store_host + ":" + std::to_string(free_port());
+  std::string rdv =
+      o_.rendezvous == "redis"
+          ? "redis://" + redis_host + ":" + std::to_string(redis_port_) + "/soak-" +
+                std::to_string(o_.seed) + "-" + std::to_string(ep_.number)
+          : "tcp://" + store_host + ":" + std::to_string(hmc_tools::free_loopback_port());
   json cmd = {{"type", "epoch"},
               {"epoch", ep_.number},
               {"seed", soak::mix(o_.seed, ep_.number)},
@@ -550,7 +540,7 @@ void Launcher::manage_epoch(int64_t now) {
 }
 
 bool Launcher::start_redis() {
-  if (!redis_port_) redis_port_ = free_port();
+  if (!redis_port_) redis_port_ = hmc_tools::free_loopback_port();
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
