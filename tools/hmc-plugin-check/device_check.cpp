@@ -634,9 +634,10 @@ void DeviceCheck::ipc(int dev, unsigned char* d1) {
             len);
     return;
   }
-  int rc = run_peer({options_.self, "--ipc-peer", target_.path, std::to_string(dev),
-                     to_hex(handle, len), std::to_string(kAlloc), "31"},
-                    wait_.limit() * 3);
+  int rc =
+      run_peer({options_.self, "--ipc-peer", target_.path, std::to_string(dev), to_hex(handle, len),
+                std::to_string(kAlloc), "31", std::to_string(wait_.limit().count())},
+               wait_.limit() * 3);
   if (rc != 0) {
     r_.fail(id("ipc"), rule::kIpc, "the peer process %s (its messages are above)",
             rc == -1   ? "did not end in time"
@@ -671,8 +672,8 @@ int peer_fail(const char* fmt, ...) {
 
 int ipc_peer(const std::vector<std::string>& args) {
   std::vector<unsigned char> handle;
-  if (args.size() != 5 || !from_hex(args[2], &handle))
-    return peer_fail("usage: --ipc-peer PLUGIN DEVICE HANDLE_HEX SIZE SEED");
+  if (args.size() != 6 || !from_hex(args[2], &handle))
+    return peer_fail("usage: --ipc-peer PLUGIN DEVICE HANDLE_HEX SIZE SEED TIMEOUT_MS");
   const int dev = std::atoi(args[1].c_str());
   const size_t size = std::strtoull(args[3].c_str(), nullptr, 10);
   const unsigned seed = static_cast<unsigned>(std::strtoul(args[4].c_str(), nullptr, 10));
@@ -689,7 +690,8 @@ int ipc_peer(const std::vector<std::string>& args) {
   void* mapped = nullptr;
   int st = t->ipc_open(ctx, dev, handle.data(), handle.size(), &mapped);
   if (st != HMC_PLUGIN_SUCCESS) return peer_fail("ipc_open returned %s", status_name(st));
-  Waiter wait(std::chrono::seconds(10));
+  // The checker's --timeout: the peer's waits end before the checker stops waiting for it.
+  Waiter wait(std::chrono::milliseconds(std::strtoll(args[5].c_str(), nullptr, 10)));
   int rc = 0;
   {
     Copier c(t, ctx, wait);
