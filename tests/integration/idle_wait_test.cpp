@@ -66,23 +66,35 @@ void measure_wait(const std::string& spin_us, WaitCost* cost) {
 TEST(IdleWait, SleepsAfterTheSpinAndStillSeesTheMessage) {
   WaitCost sleeper, spinner;
   ASSERT_NO_FATAL_FAILURE(measure_wait("1000", &sleeper));
-  ASSERT_NO_FATAL_FAILURE(measure_wait("60000000", &spinner));
+  // A spinning wait yields its core between passes: on a machine loaded far past its cores the
+  // scheduler may hand it almost none of the wait, and then it tells nothing about spinning.
+  // Measured again (up to three times) until it ran a tenth of the wait.
+  for (int tries = 0; tries < 3; ++tries) {
+    ASSERT_NO_FATAL_FAILURE(measure_wait("60000000", &spinner));
+    if (spinner.cpu_ns * 10 >= spinner.wall_ns) break;
+  }
   std::printf("wait of %d ms: sleeping %.1f ms of CPU in %.1f ms, spinning %.1f ms in %.1f ms\n",
               kDelayMs, sleeper.cpu_ns / 1e6, sleeper.wall_ns / 1e6, spinner.cpu_ns / 1e6,
               spinner.wall_ns / 1e6);
   // Both waited for the message (not less: it was sent kDelayMs after the receive was posted).
   EXPECT_GE(sleeper.wall_ns, uint64_t{kDelayMs} * 900000);
   EXPECT_GE(spinner.wall_ns, uint64_t{kDelayMs} * 900000);
-  // Spinning, the thread ran whenever the scheduler let it (on a loaded 2-core machine, a share
-  // of the wait); sleeping, it woke a thousand times a second for a pass: a few percent. A
-  // quarter of the spinner's time tells them apart under any load this suite sees.
+  // Sleeping, it woke a thousand times a second for a pass: a few percent of the wait, under
+  // any load (load only takes CPU away).
+  EXPECT_LT(sleeper.cpu_ns, sleeper.wall_ns / 4)
+      << "sleeping wait used " << sleeper.cpu_ns / 1000 << " us of CPU in "
+      << sleeper.wall_ns / 1000 << " us";
+  if (spinner.cpu_ns * 10 < spinner.wall_ns)
+    GTEST_SKIP() << "the spinning wait got " << spinner.cpu_ns / 1000 << " us of CPU in "
+                 << spinner.wall_ns / 1000
+                 << " us three times: the machine is too loaded to compare it with the sleeping "
+                    "one (the sleeping wait's own bound above held)";
+  // Spinning, the thread ran whenever the scheduler let it; a quarter of its CPU tells the two
+  // apart.
   EXPECT_LT(sleeper.cpu_ns * 4, spinner.cpu_ns)
       << "sleeping wait used " << sleeper.cpu_ns / 1000 << " us of CPU in "
       << sleeper.wall_ns / 1000 << " us; spinning wait " << spinner.cpu_ns / 1000 << " us in "
       << spinner.wall_ns / 1000 << " us";
-  EXPECT_LT(sleeper.cpu_ns, sleeper.wall_ns / 4)
-      << "sleeping wait used " << sleeper.cpu_ns / 1000 << " us of CPU in "
-      << sleeper.wall_ns / 1000 << " us";
 }
 
 TEST(IdleWait, OutOfRangeSpinIsRefusedNamingTheVariable) {
