@@ -135,6 +135,18 @@ void send_rounds(hmc_context_t ctx, hmc_peer_t peer, void* buf, size_t size, uin
   }
 }
 
+// The peer's side: `size` bytes of its `mem` for body(buf, verdict), then the verdict reported.
+template <typename Body>
+std::string check_into(hmc_context_t ctx, hmc_peer_t peer, const char* mem, size_t size,
+                       Body body) {
+  void* buf;
+  CHECK_OK(hmc_mem_alloc(ctx, mem, size, &buf));
+  Verdict v;
+  body(buf, v);
+  hmc_mem_free(ctx, buf);
+  return v.report(peer);
+}
+
 constexpr uint32_t kRemoteRw = HMC_ACCESS_REMOTE_WRITE | HMC_ACCESS_REMOTE_READ;
 constexpr uint8_t kUntouched = 0x5a;
 
@@ -145,18 +157,15 @@ TEST(StagedScenarios, TruncatedMessagesLeaveTheStreamInStep) {
   const size_t a = 3 * kChunk + 5, b = kChunk + 7, c = 100;
   run_pair(
       "hoststage/tcp",
-      [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
-        void* buf;
-        CHECK_OK(hmc_mem_alloc(ctx, "hip:0", a, &buf));
-        Verdict v;
-        size_t got = 0;
-        v.expect(recv_wait(peer, buf, kChunk, 1, &got) == HMC_ERR_TRUNCATED,
-                 "the first message into one chunk was not truncated");
-        v.expect(recv_wait(peer, buf, 50, 1, &got) == HMC_ERR_TRUNCATED,
-                 "the second message into 50 bytes was not truncated");
-        v.expect_message(ctx, peer, buf, a, 1, c, 3, "the third message");
-        hmc_mem_free(ctx, buf);
-        return v.report(peer);
+      [&](hmc_context_t ctx, hmc_peer_t peer) {
+        return check_into(ctx, peer, "hip:0", a, [&](void* buf, Verdict& v) {
+          size_t got = 0;
+          v.expect(recv_wait(peer, buf, kChunk, 1, &got) == HMC_ERR_TRUNCATED,
+                   "the first message into one chunk was not truncated");
+          v.expect(recv_wait(peer, buf, 50, 1, &got) == HMC_ERR_TRUNCATED,
+                   "the second message into 50 bytes was not truncated");
+          v.expect_message(ctx, peer, buf, a, 1, c, 3, "the third message");
+        });
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
         void* buf;
@@ -458,15 +467,12 @@ TEST(SharedBounces, OffOnOneSideSendsThePiecesThroughTheTransport) {
   const size_t size = 2 * kChunk + 9;
   run_pair(
       "hoststage/shm",
-      [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
-        void* dev;
-        CHECK_OK(hmc_mem_alloc(ctx, "hip:0", size, &dev));
-        Verdict v;
-        v.expect_message(ctx, peer, dev, size, 1, size, 1, "the peer's receive");
-        v.expect(send_wait(peer, dev, size, 2) == HMC_SUCCESS,
-                 std::string("the peer's send: ") + hmc_last_error());
-        hmc_mem_free(ctx, dev);
-        return v.report(peer);
+      [&](hmc_context_t ctx, hmc_peer_t peer) {
+        return check_into(ctx, peer, "hip:0", size, [&](void* dev, Verdict& v) {
+          v.expect_message(ctx, peer, dev, size, 1, size, 1, "the peer's receive");
+          v.expect(send_wait(peer, dev, size, 2) == HMC_SUCCESS,
+                   std::string("the peer's send: ") + hmc_last_error());
+        });
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
         void *buf, *back;
@@ -488,32 +494,44 @@ TEST(SharedBounces, OffOnOneSideSendsThePiecesThroughTheTransport) {
       {{"HMC_STAGE_SHARED", "0"}});
 }
 
+// Our side of the device IPC scenarios: rounds first..last of `size` bytes from cuda:0 on tag 1,
+// the peer's verdict on them, then what the pair counted.
+hmc_peer_info_t send_rounds_from_cuda(hmc_context_t ctx, hmc_peer_t peer, size_t size, int first,
+                                      int last) {
+  void* buf = nullptr;
+  EXPECT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS) << hmc_last_error();
+  if (buf) send_rounds(ctx, peer, buf, size, 1, first, last);
+  EXPECT_EQ(verdict_of(peer), "");
+  if (buf) hmc_mem_free(ctx, buf);
+  return peer_info(peer);
+}
+
+// The peer receives rounds first..last of `size` bytes on tag 1 into its own cuda:0 memory.
+std::string receive_into_cuda(hmc_context_t ctx, hmc_peer_t peer, size_t size, int first,
+                              int last) {
+  return check_into(ctx, peer, "cuda:0", size, [&](void* dev, Verdict& v) {
+    v.expect_rounds(ctx, peer, dev, size, 1, first, last, "into cuda:0");
+  });
+}
+
 TEST(DeviceIpc, HostReceiveBufferGetsThePiecesAndIpcStaysOn) {
   // The receiver's buffer decides: host memory asks for the pieces (version 1), device memory
   // of the same vendor copies by IPC; the pair keeps IPC for later messages.
   const size_t size = 3 * kChunk + 11;
   run_pair(
       "hoststage/shm",
-      [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
-        std::vector<uint8_t> host(size);
-        void* dev;
-        CHECK_OK(hmc_mem_alloc(ctx, "cuda:0", size, &dev));
-        Verdict v;
-        v.expect_message(ctx, peer, host.data(), size, 1, size, 1, "into host memory");
-        v.expect_message(ctx, peer, dev, size, 1, size, 2, "into cuda:0");
-        hmc_mem_free(ctx, dev);
-        return v.report(peer);
+      [&](hmc_context_t ctx, hmc_peer_t peer) {
+        return check_into(ctx, peer, "cuda:0", size, [&](void* dev, Verdict& v) {
+          std::vector<uint8_t> host(size);
+          v.expect_message(ctx, peer, host.data(), size, 1, size, 1, "into host memory");
+          v.expect_message(ctx, peer, dev, size, 1, size, 2, "into cuda:0");
+        });
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
-        void* buf;
-        ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
-        send_rounds(ctx, peer, buf, size, 1, 1, 2);
-        EXPECT_EQ(verdict_of(peer), "");
-        hmc_peer_info_t info = peer_info(peer);
+        hmc_peer_info_t info = send_rounds_from_cuda(ctx, peer, size, 1, 2);
         EXPECT_STREQ(info.device_ipc, "cuda");
         EXPECT_EQ(info.ipc_messages, 1u);
         EXPECT_EQ(info.staged_transfers, 1u);
-        hmc_mem_free(ctx, buf);
       },
       {}, "cuda:0");
 }
@@ -529,33 +547,25 @@ TEST(DeviceIpc, CostModelPrefersSharedBouncesWhenDeviceCopiesAreSlow) {
   const size_t size = 3 * kChunk + 11;
   run_pair(
       "hoststage/shm",
-      [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
-        void* dev;
-        CHECK_OK(hmc_mem_alloc(ctx, "cuda:0", size, &dev));
-        Verdict v;
-        v.expect_rounds(ctx, peer, dev, size, 1, 1, 2, "into cuda:0");
-        hmc_device_info_t info{};
-        info.struct_size = sizeof info;
-        int n = 0;
-        hmc_device_count(ctx, &n);
-        for (int i = 0; i < n; ++i)
-          if (hmc_device_info(ctx, i, &info) == HMC_SUCCESS && std::string(info.name) == "cuda:0")
-            v.expect(info.copy_d2d_MBps != 0 && info.copy_d2d_MBps <= 10 &&
-                         std::string(info.copy_basis) == "measured",
-                     "the measured device-to-device rate is not what the fake was told");
-        hmc_mem_free(ctx, dev);
-        return v.report(peer);
+      [&](hmc_context_t ctx, hmc_peer_t peer) {
+        return check_into(ctx, peer, "cuda:0", size, [&](void* dev, Verdict& v) {
+          v.expect_rounds(ctx, peer, dev, size, 1, 1, 2, "into cuda:0");
+          hmc_device_info_t info{};
+          info.struct_size = sizeof info;
+          int n = 0;
+          hmc_device_count(ctx, &n);
+          for (int i = 0; i < n; ++i)
+            if (hmc_device_info(ctx, i, &info) == HMC_SUCCESS && std::string(info.name) == "cuda:0")
+              v.expect(info.copy_d2d_MBps != 0 && info.copy_d2d_MBps <= 10 &&
+                           std::string(info.copy_basis) == "measured",
+                       "the measured device-to-device rate is not what the fake was told");
+        });
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
-        void* buf;
-        ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
         EXPECT_STREQ(peer_info(peer).device_ipc, "cuda");  // open, but not chosen
-        send_rounds(ctx, peer, buf, size, 1, 1, 2);
-        EXPECT_EQ(verdict_of(peer), "");
-        hmc_peer_info_t info = peer_info(peer);
+        hmc_peer_info_t info = send_rounds_from_cuda(ctx, peer, size, 1, 2);
         EXPECT_EQ(info.ipc_messages, 0u);
         EXPECT_EQ(info.shared_staged_messages, 2u);
-        hmc_mem_free(ctx, buf);
       },
       {{"FAKEGPU_CUDA_D2D_BANDWIDTH_MBPS", "5"}, {"HMC_DEVICE_COPY_CALIBRATE", "1"}}, "cuda:0");
 }
@@ -584,29 +594,13 @@ TEST(DeviceIpc, ReceiverWhoseBufferCannotTakeIpcReadsSharedBouncesInstead) {
         return v.report(peer);
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
-        void* buf;
-        ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
         EXPECT_STREQ(peer_info(peer).device_ipc, "cuda");
-        send_rounds(ctx, peer, buf, size, 1, 1, 3);
-        EXPECT_EQ(verdict_of(peer), "");
-        hmc_peer_info_t info = peer_info(peer);
+        hmc_peer_info_t info = send_rounds_from_cuda(ctx, peer, size, 1, 3);
         EXPECT_EQ(info.ipc_messages, 1u);            // into cuda:0
         EXPECT_EQ(info.shared_staged_messages, 1u);  // into hip:0
         EXPECT_EQ(info.staged_transfers, 2u);        // into hip:0 and into host memory
-        hmc_mem_free(ctx, buf);
       },
       {{"HMC_DEVICE_PLUGINS", "cuda,hip"}, {"HMC_HIP_LIBRARY", hip_lib.c_str()}}, "cuda:0");
-}
-
-// The peer receives rounds first..last of `size` bytes on tag 1 into its own cuda:0 memory.
-std::string receive_into_cuda(hmc_context_t ctx, hmc_peer_t peer, size_t size, int first,
-                              int last) {
-  void* dev;
-  CHECK_OK(hmc_mem_alloc(ctx, "cuda:0", size, &dev));
-  Verdict v;
-  v.expect_rounds(ctx, peer, dev, size, 1, first, last, "into cuda:0");
-  hmc_mem_free(ctx, dev);
-  return v.report(peer);
 }
 
 TEST(DeviceIpc, PeerThatCannotMapGetsPiecesFromThenOn) {
@@ -617,16 +611,11 @@ TEST(DeviceIpc, PeerThatCannotMapGetsPiecesFromThenOn) {
       "hoststage/tcp",
       [&](hmc_context_t ctx, hmc_peer_t peer) { return receive_into_cuda(ctx, peer, size, 1, 3); },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
-        void* buf;
-        ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
         EXPECT_STREQ(peer_info(peer).device_ipc, "cuda");
-        send_rounds(ctx, peer, buf, size, 1, 1, 3);
-        EXPECT_EQ(verdict_of(peer), "");
-        hmc_peer_info_t info = peer_info(peer);
+        hmc_peer_info_t info = send_rounds_from_cuda(ctx, peer, size, 1, 3);
         EXPECT_STREQ(info.device_ipc, "");
         EXPECT_EQ(info.ipc_messages, 0u);
         EXPECT_EQ(info.staged_transfers, 3u);
-        hmc_mem_free(ctx, buf);
       },
       {{"FAKEGPU_FAIL_IPC_OPEN", "1"}}, "cuda:0");
 }
@@ -638,27 +627,21 @@ TEST(DeviceIpc, TruncationAndACopyFailureEndOnlyTheirReceive) {
   const size_t size = 3 * kChunk + 5;
   run_pair(
       "hoststage/shm",
-      [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
-        void* dev;
-        CHECK_OK(hmc_mem_alloc(ctx, "cuda:0", size, &dev));
-        Verdict v;
-        size_t got = 0;
-        v.expect(recv_wait(peer, dev, 2 * kChunk, 1, &got) == HMC_ERR_TRUNCATED,
-                 "message 1 was not truncated");
-        hmc_status_t st = recv_wait(peer, dev, size, 1, &got);
-        v.expect(st != HMC_SUCCESS && st != HMC_ERR_TRUNCATED,
-                 std::string("message 2's failed copy was not reported: ") + hmc_status_string(st));
-        v.expect_message(ctx, peer, dev, size, 1, size, 3, "message 3");
-        hmc_mem_free(ctx, dev);
-        return v.report(peer);
+      [&](hmc_context_t ctx, hmc_peer_t peer) {
+        return check_into(ctx, peer, "cuda:0", size, [&](void* dev, Verdict& v) {
+          size_t got = 0;
+          v.expect(recv_wait(peer, dev, 2 * kChunk, 1, &got) == HMC_ERR_TRUNCATED,
+                   "message 1 was not truncated");
+          hmc_status_t st = recv_wait(peer, dev, size, 1, &got);
+          v.expect(
+              st != HMC_SUCCESS && st != HMC_ERR_TRUNCATED,
+              std::string("message 2's failed copy was not reported: ") + hmc_status_string(st));
+          v.expect_message(ctx, peer, dev, size, 1, size, 3, "message 3");
+        });
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
-        void* buf;
-        ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
-        send_rounds(ctx, peer, buf, size, 1, 1, 3);
-        EXPECT_EQ(verdict_of(peer), "");
-        EXPECT_EQ(peer_info(peer).ipc_messages, 3u);  // the sender's view: all three went
-        hmc_mem_free(ctx, buf);
+        // The sender's view: all three went.
+        EXPECT_EQ(send_rounds_from_cuda(ctx, peer, size, 1, 3).ipc_messages, 3u);
       },
       {{"FAKEGPU_FAIL_COPY_NTH", "3"}}, "cuda:0");
 }

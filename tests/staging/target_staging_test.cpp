@@ -197,6 +197,47 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+// The target's two regions in the notification scenarios, both remote-writable: `size` bytes of
+// its device memory (descriptor on tag 7) and `host_size` bytes of host memory (tag 6).
+struct TargetRegions {
+  void* dev = nullptr;
+  std::vector<uint8_t> host;
+  hmc_region_t dev_reg = nullptr, host_reg = nullptr;
+
+  std::string export_both(hmc_context_t ctx, hmc_peer_t peer, const char* mem, size_t size,
+                          size_t host_size) {
+    STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &dev, &dev_reg, 7));
+    host.assign(host_size, kUntouched);
+    return export_memory(ctx, peer, host.data(), host.size(), HMC_ACCESS_REMOTE_WRITE, &host_reg,
+                         6);
+  }
+  // Once every check held: tells the initiator (tag 8), then withdraws both regions.
+  std::string release(hmc_context_t ctx, hmc_peer_t peer) {
+    STEP(step_send(peer, 8));
+    CHECK_OK(hmc_mem_deregister(host_reg));
+    CHECK_OK(hmc_mem_deregister(dev_reg));
+    hmc_mem_free(ctx, dev);
+    return "";
+  }
+};
+
+// The initiator's handles of those regions.
+struct InitiatorRemotes {
+  hmc_remote_t dev = nullptr, host = nullptr;
+
+  std::string import_both(hmc_peer_t peer) {
+    STEP(import_region(peer, &dev, 7));
+    return import_region(peer, &host, 6);
+  }
+  // Waits for the target's word that its checks held (tag 8), then releases both handles.
+  std::string release(hmc_peer_t peer) {
+    STEP(step_recv(peer, 8));
+    hmc_remote_release(dev);
+    hmc_remote_release(host);
+    return "";
+  }
+};
+
 // Scenarios run over each host-only path: cuda:0 here, hip:0 in the peer.
 class TargetStagingOverPath : public testing::TestWithParam<const char*> {};
 
@@ -208,41 +249,31 @@ TEST_P(TargetStagingOverPath, NotificationFollowsTheDataInOrderWithAHostRegionPu
   run_roles(
       path, "cuda:0", "hip:0",
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-        void* dev;
-        hmc_region_t dreg, hreg;
-        STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &dev, &dreg, 7));
-        std::vector<uint8_t> host(64, kUntouched);
-        STEP(export_memory(ctx, peer, host.data(), host.size(), HMC_ACCESS_REMOTE_WRITE, &hreg, 6));
+        TargetRegions r;
+        STEP(r.export_both(ctx, peer, mem, size, 64));
         hmc_notification_t n;
         CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
         CHECK_TRUE(n.value == 1, "first notification " + std::to_string(n.value) + ", not 1");
-        long bad = check(ctx, dev, size, 3);  // the device put's bytes are all in place
+        long bad = check(ctx, r.dev, size, 3);  // the device put's bytes are all in place
         CHECK_TRUE(bad == -1, "notified before the data: byte " + std::to_string(bad) + " differs");
         CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
         CHECK_TRUE(n.value == 2, "second notification " + std::to_string(n.value) + ", not 2");
-        CHECK_TRUE(host[3] == 0xc3, "the host put's byte is not in place");
-        STEP(step_send(peer, 8));
-        CHECK_OK(hmc_mem_deregister(hreg));
-        CHECK_OK(hmc_mem_deregister(dreg));
-        hmc_mem_free(ctx, dev);
-        return "";
+        CHECK_TRUE(r.host[3] == 0xc3, "the host put's byte is not in place");
+        return r.release(ctx, peer);
       },
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-        hmc_remote_t dr, hr;
-        STEP(import_region(peer, &dr, 7));
-        STEP(import_region(peer, &hr, 6));
+        InitiatorRemotes remote;
+        STEP(remote.import_both(peer));
         void* src;
         CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
         CHECK_TRUE(fill(ctx, src, size, 3), "fill failed");
         uint8_t b = 0xc3;
         hmc_request_t q1, q2;
-        CHECK_OK(hmc_put(peer, src, size, dr, 0, HMC_PUT_NOTIFY, 1, &q1));
-        CHECK_OK(hmc_put(peer, &b, 1, hr, 3, HMC_PUT_NOTIFY, 2, &q2));
+        CHECK_OK(hmc_put(peer, src, size, remote.dev, 0, HMC_PUT_NOTIFY, 1, &q1));
+        CHECK_OK(hmc_put(peer, &b, 1, remote.host, 3, HMC_PUT_NOTIFY, 2, &q2));
         CHECK_OK(hmc_request_wait(q2, kTimeoutMs, nullptr));
         CHECK_OK(hmc_request_wait(q1, kTimeoutMs, nullptr));
-        STEP(step_recv(peer, 8));
-        hmc_remote_release(dr);
-        hmc_remote_release(hr);
+        STEP(remote.release(peer));
         hmc_mem_free(ctx, src);
         return "";
       });
@@ -347,32 +378,24 @@ TEST_P(TargetStagingOverPath, NotificationsKeepPutOrderAcrossBothChannels) {
   run_roles(
       path, "cuda:0", "hip:0",
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-        void* dev;
-        hmc_region_t dreg, hreg;
-        STEP(export_region(ctx, peer, mem, region, HMC_ACCESS_REMOTE_WRITE, &dev, &dreg, 7));
-        std::vector<uint8_t> host(region, kUntouched);
-        STEP(export_memory(ctx, peer, host.data(), host.size(), HMC_ACCESS_REMOTE_WRITE, &hreg, 6));
+        TargetRegions r;
+        STEP(r.export_both(ctx, peer, mem, region, region));
         for (size_t i = 0; i < puts.size(); ++i) {
           hmc_notification_t n;
           CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
           CHECK_TRUE(n.value == i + 1, "notification " + std::to_string(n.value) + " came " +
                                            std::to_string(i + 1) + "th");
           const Put& p = puts[i];
-          const uint8_t* base = p.device ? static_cast<uint8_t*>(dev) : host.data();
+          const uint8_t* base = p.device ? static_cast<uint8_t*>(r.dev) : r.host.data();
           long bad = check(ctx, base + p.offset, p.size, int(i));
           CHECK_TRUE(bad == -1, "notification " + std::to_string(i + 1) +
                                     " came before its data: byte " + std::to_string(bad));
         }
-        STEP(step_send(peer, 8));
-        CHECK_OK(hmc_mem_deregister(hreg));
-        CHECK_OK(hmc_mem_deregister(dreg));
-        hmc_mem_free(ctx, dev);
-        return "";
+        return r.release(ctx, peer);
       },
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-        hmc_remote_t dr, hr;
-        STEP(import_region(peer, &dr, 7));
-        STEP(import_region(peer, &hr, 6));
+        InitiatorRemotes remote;
+        STEP(remote.import_both(peer));
         std::vector<void*> srcs;
         std::vector<hmc_request_t> reqs;
         for (size_t i = 0; i < puts.size(); ++i) {
@@ -382,14 +405,12 @@ TEST_P(TargetStagingOverPath, NotificationsKeepPutOrderAcrossBothChannels) {
           srcs.push_back(src);
           CHECK_TRUE(fill(ctx, src, p.size, int(i)), "fill failed");
           hmc_request_t q;
-          CHECK_OK(
-              hmc_put(peer, src, p.size, p.device ? dr : hr, p.offset, HMC_PUT_NOTIFY, i + 1, &q));
+          CHECK_OK(hmc_put(peer, src, p.size, p.device ? remote.dev : remote.host, p.offset,
+                           HMC_PUT_NOTIFY, i + 1, &q));
           reqs.push_back(q);
         }
         for (hmc_request_t q : reqs) CHECK_OK(hmc_request_wait(q, kTimeoutMs, nullptr));
-        STEP(step_recv(peer, 8));
-        hmc_remote_release(dr);
-        hmc_remote_release(hr);
+        STEP(remote.release(peer));
         for (void* src : srcs) hmc_mem_free(ctx, src);
         return "";
       },
