@@ -437,8 +437,8 @@ TEST_P(NetPair, BuffersRemappedBetweenTransfers) {
           ASSERT_EQ(s.wait(s.isend(m, kBlock, tag)), HMC_PLUGIN_SUCCESS);
           std::free(m);
         }
-        RemoteRegion rr = recv_region(s);
-        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        RemoteRegion rr;
+        hmc_net_rkey_t* k = recv_key(s, &rr);
         ASSERT_NE(k, nullptr);
         for (uint64_t seed : {41, 42}) {
           if (seed == 42) b = remap(b);
@@ -488,12 +488,11 @@ TEST_P(NetPair, PutGetByteExact) {
         EXPECT_EQ(first_mismatch(p + kOffB + kLenB, kRegion - kOffB - kLenB, 7, kOffB + kLenB), -1);
         ASSERT_TRUE(s.signal());
         ASSERT_TRUE(s.await());  // the peer's gets are done
-        EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
-        ASSERT_TRUE(s.signal());
+        withdraw_region(s, mr);
       },
       [&](Side& s) {
-        RemoteRegion rr = recv_region(s);
-        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        RemoteRegion rr;
+        hmc_net_rkey_t* k = recv_key(s, &rr);
         ASSERT_NE(k, nullptr);
         const hmc_net_plugin_v2_t* t = s.t();
         std::vector<uint8_t> a(kLenA), b(kLenB), c(kLenC);
@@ -733,13 +732,11 @@ TEST_P(NetPair, VectoredPutGetByteExact) {
         EXPECT_TRUE(std::equal(want.begin(), want.end(), region.begin()))
             << "a refused vectored put wrote into the region";
         EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
-        EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), ro_mr), HMC_PLUGIN_SUCCESS);
-        ASSERT_TRUE(s.signal());
+        withdraw_region(s, ro_mr);
       },
       [&](Side& s) {
-        RemoteRegion rr = recv_region(s), rro = recv_region(s);
-        hmc_net_rkey_t* k = unpack(s, rr.rkey);
-        hmc_net_rkey_t* k_ro = unpack(s, rro.rkey);
+        RemoteRegion rr, rro;
+        hmc_net_rkey_t *k = recv_key(s, &rr), *k_ro = recv_key(s, &rro);
         ASSERT_TRUE(k && k_ro);
         std::vector<uint8_t> src(kLocal), dst(kLocal, 0);
         fill(src.data(), kLocal, 8);
@@ -825,12 +822,11 @@ TEST_P(NetPair, VectoredSmallPiecesByteExact) {
           ASSERT_TRUE(s.signal());
         }
         ASSERT_TRUE(s.await());
-        EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
-        ASSERT_TRUE(s.signal());
+        withdraw_region(s, mr);
       },
       [&](Side& s) {
-        RemoteRegion rr = recv_region(s);
-        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        RemoteRegion rr;
+        hmc_net_rkey_t* k = recv_key(s, &rr);
         ASSERT_NE(k, nullptr);
         for (size_t l = 0; l < layouts.size(); ++l) {
           const Scatter& sc = layouts[l];
@@ -1447,16 +1443,8 @@ TEST_P(NetLocal, HandlesAreChecked) {
         EXPECT_EQ(ep, nullptr);
 
         ASSERT_EQ(t->listen(p.a, p.dev, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
-        ASSERT_EQ(t->connect(p.b, p.dev, p.handle, p.handle_len, &p.eb), HMC_PLUGIN_SUCCESS);
-        ASSERT_NO_FATAL_FAILURE(p.finish_connect());
-        std::vector<uint8_t> x(100), y(100);
-        fill(x.data(), 100, 3);
-        hmc_net_request_t *rr = nullptr, *ss = nullptr;
-        ASSERT_EQ(t->irecv(p.ea, y.data(), 100, nullptr, 1, &rr), HMC_PLUGIN_SUCCESS);
-        ASSERT_EQ(t->isend(p.eb, x.data(), 100, nullptr, 1, &ss), HMC_PLUGIN_SUCCESS);
-        EXPECT_EQ(p.wait(ss), HMC_PLUGIN_SUCCESS);
-        EXPECT_EQ(p.wait(rr), HMC_PLUGIN_SUCCESS);
-        EXPECT_EQ(x, y);
+        ASSERT_NO_FATAL_FAILURE(p.connect_to_listener());
+        p.expect_delivery(p.eb, p.ea, 100, 1, 3);
         hmc_net_ep_t* again = nullptr;
         EXPECT_EQ(t->accept(p.l, &again), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
       },
@@ -1492,11 +1480,7 @@ TEST_P(NetLocal, TwoConnectionsBetweenTheSameContexts) {
     t->close_ep(c1.second);
     p.forget(c1.first);
     p.forget(c1.second);
-    ASSERT_EQ(t->irecv(c2.second, in1.data(), 1000, nullptr, 3, &r1), HMC_PLUGIN_SUCCESS);
-    ASSERT_EQ(t->isend(c2.first, out1.data(), 1000, nullptr, 3, &s1), HMC_PLUGIN_SUCCESS);
-    EXPECT_EQ(p.wait(s1), HMC_PLUGIN_SUCCESS);
-    EXPECT_EQ(p.wait(r1), HMC_PLUGIN_SUCCESS);
-    EXPECT_EQ(in1, out1);
+    p.expect_delivery(c2.first, c2.second, 1000, 3, 1);
   });
 }
 

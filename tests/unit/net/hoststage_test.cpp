@@ -28,6 +28,34 @@ Cfg base_cfg() {
   return {};
 }
 
+// A hoststage context listening on one of its devices, for the tests of its handles and its
+// sockets (inside in_child): start() through ASSERT_NO_FATAL_FAILURE, stop() at the end.
+struct Listening {
+  Listening(const hmc_net_plugin_v2_t* t, Cfg cfg, uint32_t timeout_ms = 5000)
+      : t(t), host(std::move(cfg), timeout_ms) {}
+  void start(int dev) {
+    ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t->listen(c, dev, handle, &len, &l), HMC_PLUGIN_SUCCESS);
+  }
+  hmc_plugin_status_t close_listener() {
+    hmc_net_listener_t* was = l;
+    l = nullptr;
+    return t->close_listener(was);
+  }
+  // Closes the listener (unless closed already) and finalizes the context.
+  void stop() {
+    if (l != nullptr) close_listener();
+    EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+  }
+
+  const hmc_net_plugin_v2_t* t;
+  Host host;
+  hmc_net_ctx_t* c = nullptr;
+  uint8_t handle[HMC_NET_HANDLE_MAX] = {};
+  size_t len = 0;
+  hmc_net_listener_t* l = nullptr;
+};
+
 class HoststagePair : public NetTest {};
 
 // Sending into a connection whose peer process died without reading: no SIGPIPE (the test
@@ -118,8 +146,8 @@ TEST_P(HoststagePair, InitiatorKilledMidGetLeavesTheOwnerClean) {
         munmap(region, kBig);
       },
       [&](Side& s) {
-        RemoteRegion rr = recv_region(s);
-        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        RemoteRegion rr;
+        hmc_net_rkey_t* k = recv_key(s, &rr);
         ASSERT_NE(k, nullptr);
         void* dst = mmap(nullptr, kBig, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         ASSERT_NE(dst, MAP_FAILED);
@@ -191,32 +219,13 @@ TEST_P(HoststageLocal, ArmAndWaitFdWakeUps) {
 // the listener logs why), and the listener still accepts the right peer afterwards.
 TEST_P(HoststageLocal, WrongNonceRefusedThenRightPeerAccepted) {
   local([&](LocalPair& p) {
-    const hmc_net_plugin_v2_t* t = p.t;
-    ASSERT_NO_FATAL_FAILURE(p.init());
-    ASSERT_EQ(t->listen(p.a, p.dev, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
-    std::vector<uint8_t> forged(p.handle, p.handle + p.handle_len);
-    forged[4] ^= 0xff;
     hmc_net_ep_t* bad = nullptr;
-    ASSERT_EQ(t->connect(p.b, p.dev, forged.data(), forged.size(), &bad), HMC_PLUGIN_SUCCESS);
-    hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
-    uint64_t deadline = deadline_after(10);
-    while (st == HMC_PLUGIN_IN_PROGRESS && mono_ns() < deadline) {
-      EXPECT_EQ(t->accept(p.l, &p.ea), HMC_PLUGIN_IN_PROGRESS);
-      st = t->ep_ready(bad);
-    }
-    EXPECT_EQ(st, HMC_PLUGIN_ERR_PEER_LOST);
+    ASSERT_NO_FATAL_FAILURE(p.connect_forged(4, &bad));
+    EXPECT_EQ(p.await_refusal(bad, 10), HMC_PLUGIN_ERR_PEER_LOST);
     EXPECT_TRUE(p.ha.logged("wrong connection nonce"));
-    t->close_ep(bad);
-    ASSERT_EQ(t->connect(p.b, p.dev, p.handle, p.handle_len, &p.eb), HMC_PLUGIN_SUCCESS);
-    ASSERT_NO_FATAL_FAILURE(p.finish_connect());
-    std::vector<uint8_t> x(100), y(100);
-    fill(x.data(), 100, 3);
-    hmc_net_request_t *r = nullptr, *s = nullptr;
-    ASSERT_EQ(t->irecv(p.ea, y.data(), 100, nullptr, 1, &r), HMC_PLUGIN_SUCCESS);
-    ASSERT_EQ(t->isend(p.eb, x.data(), 100, nullptr, 1, &s), HMC_PLUGIN_SUCCESS);
-    EXPECT_EQ(p.wait(s), HMC_PLUGIN_SUCCESS);
-    EXPECT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS);
-    EXPECT_EQ(x, y);
+    p.t->close_ep(bad);
+    ASSERT_NO_FATAL_FAILURE(p.connect_to_listener());
+    p.expect_delivery(p.eb, p.ea, 100, 1, 3);
   });
 }
 
@@ -341,14 +350,9 @@ TEST(HoststageConnect, SilentPeerTimesOut) {
   in_child([&] {
     for (int dev : {kTcp, kShm}) {
       SCOPED_TRACE(dev == kTcp ? "tcp" : "shm");
-      Host host(base_cfg(), 300);
-      hmc_net_ctx_t* c = nullptr;
-      ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
+      Listening ls(t, base_cfg(), 300);
       // A real handle gives the format; its address is replaced by a socket nobody serves.
-      uint8_t handle[HMC_NET_HANDLE_MAX];
-      size_t len = 0;
-      hmc_net_listener_t* l = nullptr;
-      ASSERT_EQ(t->listen(c, dev, handle, &len, &l), HMC_PLUGIN_SUCCESS);
+      ASSERT_NO_FATAL_FAILURE(ls.start(dev));
       int silent = -1;
       if (dev == kTcp) {
         silent = socket(AF_INET, SOCK_STREAM, 0);
@@ -359,24 +363,24 @@ TEST(HoststageConnect, SilentPeerTimesOut) {
         ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
         ASSERT_EQ(listen(silent, 16), 0);
         ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&a), &al), 0);
-        ASSERT_EQ(handle[12], 1);  // one address: ip at 13..16, port at 17..18 (network order)
-        std::memcpy(handle + 17, &a.sin_port, 2);
+        ASSERT_EQ(ls.handle[12], 1);  // one address: ip at 13..16, port at 17..18 (network order)
+        std::memcpy(ls.handle + 17, &a.sin_port, 2);
       } else {
         silent = socket(AF_UNIX, SOCK_STREAM, 0);
         sockaddr_un u{};
         u.sun_family = AF_UNIX;
         // Same length as the real name, so the handle layout stays valid.
-        size_t nlen = handle[16];
+        size_t nlen = ls.handle[16];
         std::string name(nlen, 'z');
         std::memcpy(u.sun_path + 1, name.data(), nlen);
         ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&u),
                        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + nlen)),
                   0);
         ASSERT_EQ(listen(silent, 16), 0);
-        std::memcpy(handle + 17, name.data(), nlen);
+        std::memcpy(ls.handle + 17, name.data(), nlen);
       }
       hmc_net_ep_t* ep = nullptr;
-      ASSERT_EQ(t->connect(c, dev, handle, len, &ep), HMC_PLUGIN_SUCCESS);
+      ASSERT_EQ(t->connect(ls.c, dev, ls.handle, ls.len, &ep), HMC_PLUGIN_SUCCESS);
       uint64_t t0 = mono_ns();
       hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
       while (st == HMC_PLUGIN_IN_PROGRESS && mono_ns() - t0 < 5000000000ull) st = t->ep_ready(ep);
@@ -388,9 +392,8 @@ TEST(HoststageConnect, SilentPeerTimesOut) {
       uint8_t b[4];
       EXPECT_EQ(t->isend(ep, b, 4, nullptr, 1, &r), HMC_PLUGIN_ERR_PEER_LOST);
       t->close_ep(ep);
-      t->close_listener(l);
       close(silent);
-      EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+      ls.stop();
     }
   });
 }
@@ -404,18 +407,13 @@ TEST(HoststageConnect, OutOfDescriptorsListenerDoesNotSpin) {
   const hmc_net_plugin_v2_t* t = nullptr;
   NET_REQUIRE_PLUGIN("hoststage", &t);
   in_child([&] {
-    Host host(base_cfg(), 1000);
-    hmc_net_ctx_t* c = nullptr;
-    ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
-    uint8_t handle[HMC_NET_HANDLE_MAX];
-    size_t len = 0;
-    hmc_net_listener_t* l = nullptr;
-    ASSERT_EQ(t->listen(c, kTcp, handle, &len, &l), HMC_PLUGIN_SUCCESS);
-    ASSERT_EQ(handle[12], 1);  // one address: ip at 13..16, port at 17..18 (network order)
+    Listening ls(t, base_cfg(), 1000);
+    ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
+    ASSERT_EQ(ls.handle[12], 1);  // one address: ip at 13..16, port at 17..18 (network order)
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    std::memcpy(&a.sin_addr.s_addr, handle + 13, 4);
-    std::memcpy(&a.sin_port, handle + 17, 2);
+    std::memcpy(&a.sin_addr.s_addr, ls.handle + 13, 4);
+    std::memcpy(&a.sin_port, ls.handle + 17, 2);
     int cli = socket(AF_INET, SOCK_STREAM, 0);
     ASSERT_EQ(connect(cli, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);  // in the backlog
     // No descriptor free: the limit at the highest one in use, the holes below it filled.
@@ -431,8 +429,8 @@ TEST(HoststageConnect, OutOfDescriptorsListenerDoesNotSpin) {
     ASSERT_EQ(errno, EMFILE);
     int idle = 0;
     for (int i = 0; i < 200; ++i) {
-      t->progress(c);
-      if (t->arm(c) == HMC_PLUGIN_SUCCESS) ++idle;
+      t->progress(ls.c);
+      if (t->arm(ls.c) == HMC_PLUGIN_SUCCESS) ++idle;
     }
     EXPECT_GT(idle, 150) << "the listener out of descriptors kept the context busy";
     for (int fd : holes) close(fd);
@@ -443,7 +441,7 @@ TEST(HoststageConnect, OutOfDescriptorsListenerDoesNotSpin) {
     bool closed = false;
     uint64_t t0 = mono_ns();
     while (!closed && mono_ns() - t0 < 5000000000ull) {
-      t->progress(c);
+      t->progress(ls.c);
       char b;
       ssize_t r = recv(cli, &b, 1, MSG_DONTWAIT);
       closed = r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
@@ -451,8 +449,7 @@ TEST(HoststageConnect, OutOfDescriptorsListenerDoesNotSpin) {
     }
     EXPECT_TRUE(closed) << "the connector was never accepted once descriptors were back";
     close(cli);
-    t->close_listener(l);
-    EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+    ls.stop();
   });
 }
 
@@ -462,30 +459,25 @@ TEST(HoststageConnect, RefusedAndMalformedHandles) {
   const hmc_net_plugin_v2_t* t = nullptr;
   NET_REQUIRE_PLUGIN("hoststage", &t);
   in_child([&] {
-    Host host(base_cfg(), 2000);
-    hmc_net_ctx_t* c = nullptr;
-    ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
-    uint8_t handle[HMC_NET_HANDLE_MAX];
-    size_t len = 0;
-    hmc_net_listener_t* l = nullptr;
-    ASSERT_EQ(t->listen(c, kTcp, handle, &len, &l), HMC_PLUGIN_SUCCESS);
-    ASSERT_EQ(t->close_listener(l), HMC_PLUGIN_SUCCESS);
+    Listening ls(t, base_cfg(), 2000);
+    ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
+    ASSERT_EQ(ls.close_listener(), HMC_PLUGIN_SUCCESS);
     hmc_net_ep_t* ep = nullptr;
-    ASSERT_EQ(t->connect(c, kTcp, handle, len, &ep), HMC_PLUGIN_SUCCESS);
+    ASSERT_EQ(t->connect(ls.c, kTcp, ls.handle, ls.len, &ep), HMC_PLUGIN_SUCCESS);
     hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
     uint64_t t0 = mono_ns();
     while (st == HMC_PLUGIN_IN_PROGRESS && mono_ns() - t0 < 5000000000ull) st = t->ep_ready(ep);
     EXPECT_EQ(st, HMC_PLUGIN_ERR_PEER_LOST);
     t->close_ep(ep);
     ep = nullptr;
-    EXPECT_EQ(t->connect(c, kShm, handle, len, &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
-    std::vector<uint8_t> v(handle, handle + len);
+    EXPECT_EQ(t->connect(ls.c, kShm, ls.handle, ls.len, &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+    std::vector<uint8_t> v(ls.handle, ls.handle + ls.len);
     v[0] = 99;  // protocol version
-    EXPECT_EQ(t->connect(c, kTcp, v.data(), v.size(), &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
-    EXPECT_TRUE(host.logged("protocol version"));
-    EXPECT_EQ(t->connect(c, 7, handle, len, &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(t->connect(ls.c, kTcp, v.data(), v.size(), &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(ls.host.logged("protocol version"));
+    EXPECT_EQ(t->connect(ls.c, 7, ls.handle, ls.len, &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(ep, nullptr);
-    EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+    ls.stop();
   });
 }
 
@@ -495,7 +487,7 @@ TEST(HoststageConnect, RefusedAndMalformedHandles) {
 TEST(HoststageConfig, InvalidValuesFailInitNamingTheVariable) {
   const hmc_net_plugin_v2_t* t = nullptr;
   NET_REQUIRE_PLUGIN("hoststage", &t);
-  const std::vector<std::pair<std::string, std::string>> bad = {
+  const std::vector<Setting> bad = {
       {"HMC_HOSTSTAGE_STREAMS", "abc"},
       {"HMC_HOSTSTAGE_STREAMS", "0"},
       {"HMC_HOSTSTAGE_STREAMS", "65"},
@@ -517,14 +509,7 @@ TEST(HoststageConfig, InvalidValuesFailInitNamingTheVariable) {
       {"HMC_LISTEN_HOST", "not a host name!"},
   };
   in_child([&] {
-    for (const auto& kv : bad) {
-      SCOPED_TRACE(kv.first + "=" + kv.second);
-      Host host(Cfg{{kv.first, kv.second}}, 5000, HMC_LOG_ERROR - 1);
-      hmc_net_ctx_t* c = nullptr;
-      EXPECT_EQ(t->init(host.services(), &c), HMC_PLUGIN_ERR_CONFIG);
-      EXPECT_EQ(c, nullptr);
-      EXPECT_TRUE(host.logged(kv.first)) << "no log message names " << kv.first;
-    }
+    expect_settings_refused(t, bad);
     // Valid spellings are accepted.
     Host ok(Cfg{{"HMC_HOSTSTAGE_STREAMS", "4"},
                 {"HMC_HOSTSTAGE_EAGER_LIMIT", "32k"},
@@ -545,25 +530,19 @@ TEST(HoststageConfig, InterfaceListGivesOneAddressEach) {
   const hmc_net_plugin_v2_t* t = nullptr;
   NET_REQUIRE_PLUGIN("hoststage", &t);
   in_child([&] {
-    Host host(Cfg{{"HMC_HOSTSTAGE_IFNAMES", "lo,lo"}});
-    hmc_net_ctx_t* c = nullptr;
-    ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
-    uint8_t handle[HMC_NET_HANDLE_MAX];
-    size_t len = 0;
-    hmc_net_listener_t* l = nullptr;
-    ASSERT_EQ(t->listen(c, kTcp, handle, &len, &l), HMC_PLUGIN_SUCCESS);
-    ASSERT_EQ(handle[12], 2) << "one advertised address per listed interface";
-    ASSERT_EQ(len, 13u + 2 * 6);
+    Listening ls(t, Cfg{{"HMC_HOSTSTAGE_IFNAMES", "lo,lo"}});
+    ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
+    ASSERT_EQ(ls.handle[12], 2) << "one advertised address per listed interface";
+    ASSERT_EQ(ls.len, 13u + 2 * 6);
     for (int i = 0; i < 2; ++i) {
       uint32_t ip = 0;
       uint16_t port = 0;
-      std::memcpy(&ip, handle + 13 + 6 * i, 4);
-      std::memcpy(&port, handle + 17 + 6 * i, 2);
+      std::memcpy(&ip, ls.handle + 13 + 6 * i, 4);
+      std::memcpy(&port, ls.handle + 17 + 6 * i, 2);
       EXPECT_EQ(ip, htonl(INADDR_LOOPBACK));
       EXPECT_NE(port, 0);
     }
-    t->close_listener(l);
-    EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+    ls.stop();
   });
 }
 
@@ -571,19 +550,13 @@ TEST(HoststageConfig, ListenAnyAdvertisesAConcreteAddress) {
   const hmc_net_plugin_v2_t* t = nullptr;
   NET_REQUIRE_PLUGIN("hoststage", &t);
   in_child([&] {
-    Host host(Cfg{{"HMC_LISTEN_HOST", "0.0.0.0"}});
-    hmc_net_ctx_t* c = nullptr;
-    ASSERT_EQ(t->init(host.services(), &c), HMC_PLUGIN_SUCCESS);
-    uint8_t handle[HMC_NET_HANDLE_MAX];
-    size_t len = 0;
-    hmc_net_listener_t* l = nullptr;
-    ASSERT_EQ(t->listen(c, kTcp, handle, &len, &l), HMC_PLUGIN_SUCCESS);
-    ASSERT_GE(len, 19u);
+    Listening ls(t, Cfg{{"HMC_LISTEN_HOST", "0.0.0.0"}});
+    ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
+    ASSERT_GE(ls.len, 19u);
     uint32_t ip = 0;
-    std::memcpy(&ip, handle + 13, 4);
+    std::memcpy(&ip, ls.handle + 13, 4);
     EXPECT_NE(ip, 0u) << "0.0.0.0 must not be advertised";
-    t->close_listener(l);
-    EXPECT_EQ(t->finalize(c), HMC_PLUGIN_SUCCESS);
+    ls.stop();
   });
 }
 

@@ -826,13 +826,11 @@ TEST_F(IbverbsWire, VectoredChainRefusedByTheHca) {
         EXPECT_TRUE(want == region) << "the put's pieces are not where they belong";
         EXPECT_TRUE(std::all_of(dead.begin(), dead.end(), [](uint8_t b) { return b == 0; }))
             << "the refused region was written";
-        EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), live), HMC_PLUGIN_SUCCESS);
-        ASSERT_TRUE(s.signal());
+        withdraw_region(s, live);
       },
       [&](Side& s) {
-        RemoteRegion live = recv_region(s), dead = recv_region(s);
-        hmc_net_rkey_t* k_live = unpack(s, live.rkey);
-        hmc_net_rkey_t* k_dead = unpack(s, dead.rkey);
+        RemoteRegion live, dead;
+        hmc_net_rkey_t *k_live = recv_key(s, &live), *k_dead = recv_key(s, &dead);
         ASSERT_TRUE(k_live && k_dead);
         std::vector<uint8_t> src(kPieces * kPiece), back(kPieces * kPiece, 0);
         fill(src.data(), src.size(), 61);
@@ -991,8 +989,8 @@ TEST_F(IbverbsRails, PutsAndGetsAreStriped) {
         EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
       },
       [&](Side& s) {
-        RemoteRegion rr = recv_region(s);
-        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        RemoteRegion rr;
+        hmc_net_rkey_t* k = recv_key(s, &rr);
         EXPECT_NE(k, nullptr);
         settle(s);  // the rails' confirmation
         std::vector<uint8_t> src(kLen), back(kLen, 0);

@@ -231,8 +231,43 @@ void LocalPair::init() {
 void LocalPair::connect() {
   ASSERT_NO_FATAL_FAILURE(init());
   ASSERT_EQ(t->listen(a, dev, handle, &handle_len, &l), HMC_PLUGIN_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(connect_to_listener());
+}
+
+void LocalPair::connect_to_listener() {
   ASSERT_EQ(t->connect(b, dev, handle, handle_len, &eb), HMC_PLUGIN_SUCCESS);
   ASSERT_NO_FATAL_FAILURE(finish_connect());
+}
+
+void LocalPair::connect_forged(size_t at, hmc_net_ep_t** ep) {
+  ASSERT_NO_FATAL_FAILURE(init());
+  ASSERT_EQ(t->listen(a, dev, handle, &handle_len, &l), HMC_PLUGIN_SUCCESS);
+  ASSERT_LT(at, handle_len);
+  std::vector<uint8_t> forged(handle, handle + handle_len);
+  forged[at] ^= 0xff;
+  ASSERT_EQ(t->connect(b, dev, forged.data(), forged.size(), ep), HMC_PLUGIN_SUCCESS);
+}
+
+hmc_plugin_status_t LocalPair::await_refusal(hmc_net_ep_t* ep, double timeout_s) {
+  hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
+  const uint64_t deadline = deadline_after(timeout_s);
+  while (st == HMC_PLUGIN_IN_PROGRESS && mono_ns() < deadline) {
+    EXPECT_EQ(t->accept(l, &ea), HMC_PLUGIN_IN_PROGRESS);
+    st = t->ep_ready(ep);
+  }
+  return st;
+}
+
+void LocalPair::expect_delivery(hmc_net_ep_t* from, hmc_net_ep_t* to, size_t size, uint64_t tag,
+                                uint64_t seed) {
+  std::vector<uint8_t> out(size), in(size);
+  fill(out.data(), size, seed);
+  hmc_net_request_t *r = nullptr, *s = nullptr;
+  ASSERT_EQ(t->irecv(to, in.data(), size, nullptr, tag, &r), HMC_PLUGIN_SUCCESS);
+  ASSERT_EQ(t->isend(from, out.data(), size, nullptr, tag, &s), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(wait(s), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(wait(r), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(in, out);
 }
 
 void LocalPair::finish_connect() {
@@ -311,6 +346,18 @@ bool readable_within(int fd, int timeout_ms) {
   return ::poll(&p, 1, timeout_ms) == 1;
 }
 
+void expect_settings_refused(const hmc_net_plugin_v2_t* t, const std::vector<Setting>& bad,
+                             int print_level) {
+  for (const Setting& kv : bad) {
+    SCOPED_TRACE(kv.first + "=" + kv.second);
+    Host host(Cfg{{kv.first, kv.second}}, 5000, print_level);
+    hmc_net_ctx_t* c = nullptr;
+    EXPECT_EQ(t->init(host.services(), &c), HMC_PLUGIN_ERR_CONFIG);
+    EXPECT_EQ(c, nullptr);
+    EXPECT_TRUE(host.logged(kv.first)) << "no log message names " << kv.first;
+  }
+}
+
 hmc_plugin_status_t arm_until_idle(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* c) {
   hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
   for (int i = 0; i < 1000 && st == HMC_PLUGIN_IN_PROGRESS; ++i) {
@@ -378,6 +425,16 @@ RemoteRegion recv_region(Side& s) {
   EXPECT_TRUE(s.recv_value(&r.base));
   EXPECT_TRUE(s.ctl_recv(&r.rkey));
   return r;
+}
+
+hmc_net_rkey_t* recv_key(Side& s, RemoteRegion* rr) {
+  *rr = recv_region(s);
+  return unpack(s, rr->rkey);
+}
+
+void withdraw_region(Side& s, hmc_net_mr_t* mr) {
+  EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
+  ASSERT_TRUE(s.signal());
 }
 
 hmc_net_mr_t* reg(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* ctx, int dev, void* addr, size_t len,

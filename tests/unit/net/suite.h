@@ -161,6 +161,18 @@ struct LocalPair {
   // Accepts on l and waits for eb, progressing both contexts (some transports answer only
   // once the other side progresses).
   void finish_connect();
+  // Connects b to a's listener l (its handle), then finish_connect.
+  void connect_to_listener();
+  // init, listen on a, and connect from b with byte `at` of the handle flipped (a wrong nonce):
+  // b's endpoint in *ep.
+  void connect_forged(size_t at, hmc_net_ep_t** ep);
+  // Progresses the forged endpoint ep until it leaves IN_PROGRESS (at most timeout_s), checking
+  // that l accepts nothing meanwhile: its status then.
+  hmc_plugin_status_t await_refusal(hmc_net_ep_t* ep, double timeout_s);
+  // Sends `size` bytes of pattern seed from endpoint `from` to `to` on tag (the receive posted
+  // first) and checks that both end well and the bytes arrive whole.
+  void expect_delivery(hmc_net_ep_t* from, hmc_net_ep_t* to, size_t size, uint64_t tag,
+                       uint64_t seed);
   // One more connection between the same two contexts: {a's endpoint, b's endpoint}, released
   // by the destructor unless forget()-ten.
   std::pair<hmc_net_ep_t*, hmc_net_ep_t*> connect_another();
@@ -186,6 +198,13 @@ class NetLocal : public NetTest {
 };
 
 bool readable_within(int fd, int timeout_ms);
+
+// A setting and its value.
+using Setting = std::pair<std::string, std::string>;
+// Each setting alone makes the plugin's init fail with CONFIG, making no context, and a log
+// line name the setting. The host prints from print_level (HMC_LOG_ERROR - 1: nothing).
+void expect_settings_refused(const hmc_net_plugin_v2_t* t, const std::vector<Setting>& bad,
+                             int print_level = HMC_LOG_ERROR - 1);
 // Arms until the context agrees that sleeping is safe (a few progress calls at most).
 hmc_plugin_status_t arm_until_idle(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* c);
 
@@ -205,6 +224,11 @@ struct RemoteRegion {
 };
 void send_region(Side& s, uint64_t base, const std::vector<uint8_t>& rkey);
 RemoteRegion recv_region(Side& s);
+// The peer's region (recv_region) in *rr, its key unpacked on s: the key, or nullptr (a test
+// failure) where it did not unpack.
+hmc_net_rkey_t* recv_key(Side& s, RemoteRegion* rr);
+// The owner's last step: deregisters mr and tells the peer (signal).
+void withdraw_region(Side& s, hmc_net_mr_t* mr);
 
 // Host memory registered on s's context and device (a test failure when it is refused).
 hmc_net_mr_t* reg(Side& s, void* addr, size_t len, uint32_t access, std::vector<uint8_t>* rkey);
