@@ -224,8 +224,7 @@ TEST_P(HoststageLocal, WrongNonceRefusedThenRightPeerAccepted) {
     EXPECT_EQ(p.await_refusal(bad, 10), HMC_PLUGIN_ERR_PEER_LOST);
     EXPECT_TRUE(p.ha.logged("wrong connection nonce"));
     p.t->close_ep(bad);
-    ASSERT_NO_FATAL_FAILURE(p.connect_to_listener());
-    p.expect_delivery(p.eb, p.ea, 100, 1, 3);
+    p.expect_one_working_connection();
   });
 }
 
@@ -484,32 +483,10 @@ TEST(HoststageConnect, RefusedAndMalformedHandles) {
 // ---------------------------------------------------------------------------------------------
 // Settings and devices
 
-TEST(HoststageConfig, InvalidValuesFailInitNamingTheVariable) {
+TEST(HoststageConfig, ValidSpellingsAreAccepted) {
   const hmc_net_plugin_v2_t* t = nullptr;
   NET_REQUIRE_PLUGIN("hoststage", &t);
-  const std::vector<Setting> bad = {
-      {"HMC_HOSTSTAGE_STREAMS", "abc"},
-      {"HMC_HOSTSTAGE_STREAMS", "0"},
-      {"HMC_HOSTSTAGE_STREAMS", "65"},
-      {"HMC_HOSTSTAGE_STREAMS", "2x"},
-      {"HMC_HOSTSTAGE_SHM", "maybe"},
-      {"HMC_HOSTSTAGE_SHM_CMA", "2"},
-      {"HMC_HOSTSTAGE_EAGER_LIMIT", "-1"},
-      {"HMC_HOSTSTAGE_EAGER_LIMIT", "2M"},
-      {"HMC_HOSTSTAGE_SHM_RING", "100K"},
-      {"HMC_HOSTSTAGE_SHM_EAGER_LIMIT", "1M"},
-      {"HMC_HOSTSTAGE_CHUNK", "1"},
-      {"HMC_HOSTSTAGE_CHUNK", "4Q"},
-      {"HMC_HOSTSTAGE_SHM_CHUNK", "2G"},
-      {"HMC_HOSTSTAGE_SOCKBUF", "lots"},
-      {"HMC_HOSTSTAGE_IFNAMES", "lo,,lo"},
-      {"HMC_HOSTSTAGE_IFNAMES", "hmcnosuchif0"},
-      {"HMC_HOSTSTAGE_INJECT_ERRORS", "-1"},
-      {"HMC_HOSTSTAGE_INJECT_ERRORS", "often"},
-      {"HMC_LISTEN_HOST", "not a host name!"},
-  };
   in_child([&] {
-    expect_settings_refused(t, bad);
     // Valid spellings are accepted.
     Host ok(Cfg{{"HMC_HOSTSTAGE_STREAMS", "4"},
                 {"HMC_HOSTSTAGE_EAGER_LIMIT", "32k"},

@@ -287,21 +287,6 @@ INSTANTIATE_TEST_SUITE_P(Ofi, OfiLocal, ::testing::ValuesIn(net_configs_of("ofi"
 // Settings and devices (each in a child process: the test process initialises libfabric only
 // after its forks)
 
-TEST(OfiConfig, InvalidValuesFailInitNamingTheVariable) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("ofi", &t);
-  const std::vector<Setting> bad = {
-      {"HMC_OFI_PROVIDER", "tcp,,shm"},  {"HMC_OFI_PROVIDER", "t c p"},
-      {"HMC_OFI_DOMAIN", "eth0;rm"},     {"HMC_OFI_HMEM", "maybe"},
-      {"HMC_OFI_PUT_COMPLETION", "now"}, {"HMC_OFI_MR_CACHE", "-1"},
-      {"HMC_OFI_RNDV", "push"},          {"HMC_OFI_EAGER_LIMIT", "2M"},
-      {"HMC_OFI_EAGER_LIMIT", "-5"},     {"HMC_OFI_MR_CACHE", "12x"},
-      {"HMC_OFI_MR_LOCAL", "2"},         {"HMC_OFI_WRITE_CHUNK", "1K"},
-      {"HMC_OFI_WRITE_CHUNK", "2G"},     {"HMC_OFI_WRITE_CHUNK", "big"},
-  };
-  in_child([&] { expect_settings_refused(t, bad); });
-}
-
 TEST(OfiConfig, UnknownProviderMeansNoDevice) {
   const hmc_net_plugin_v2_t* t = nullptr;
   NET_REQUIRE_PLUGIN("ofi", &t);

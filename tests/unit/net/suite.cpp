@@ -258,6 +258,19 @@ hmc_plugin_status_t LocalPair::await_refusal(hmc_net_ep_t* ep, double timeout_s)
   return st;
 }
 
+void LocalPair::expect_one_working_connection() {
+  ASSERT_NO_FATAL_FAILURE(connect_to_listener());
+  ASSERT_NO_FATAL_FAILURE(expect_delivery(eb, ea, 100, 1, 3));
+  hmc_net_ep_t* again = nullptr;
+  EXPECT_EQ(t->accept(l, &again), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+}
+
+void LocalPair::expect_send_lost(hmc_net_ep_t* ep) {
+  hmc_net_request_t* r = nullptr;
+  uint8_t x4[4] = {};
+  EXPECT_EQ(t->isend(ep, x4, 4, nullptr, 1, &r), HMC_PLUGIN_ERR_PEER_LOST);
+}
+
 void LocalPair::expect_delivery(hmc_net_ep_t* from, hmc_net_ep_t* to, size_t size, uint64_t tag,
                                 uint64_t seed) {
   std::vector<uint8_t> out(size), in(size);
@@ -344,6 +357,10 @@ void NetLocal::local(const std::function<void(LocalPair&)>& body, uint32_t timeo
 bool readable_within(int fd, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, timeout_ms) == 1;
+}
+
+void PrintTo(const RefusedSettings& r, std::ostream* os) {
+  *os << r.plugin << ": " << r.bad.size() << " settings";
 }
 
 void expect_settings_refused(const hmc_net_plugin_v2_t* t, const std::vector<Setting>& bad,

@@ -173,6 +173,11 @@ struct LocalPair {
   // first) and checks that both end well and the bytes arrive whole.
   void expect_delivery(hmc_net_ep_t* from, hmc_net_ep_t* to, size_t size, uint64_t tag,
                        uint64_t seed);
+  // Connects b to the listener l, checks that a message crosses, and that l, having handed out
+  // its endpoint, accepts no more.
+  void expect_one_working_connection();
+  // A send posted on ep (whose peer is gone) fails with PEER_LOST.
+  void expect_send_lost(hmc_net_ep_t* ep);
   // One more connection between the same two contexts: {a's endpoint, b's endpoint}, released
   // by the destructor unless forget()-ten.
   std::pair<hmc_net_ep_t*, hmc_net_ep_t*> connect_another();
@@ -205,6 +210,15 @@ using Setting = std::pair<std::string, std::string>;
 // line name the setting. The host prints from print_level (HMC_LOG_ERROR - 1: nothing).
 void expect_settings_refused(const hmc_net_plugin_v2_t* t, const std::vector<Setting>& bad,
                              int print_level = HMC_LOG_ERROR - 1);
+
+// The settings a plugin's init must refuse, each alone (configs.cpp), for NetSettings.
+struct RefusedSettings {
+  std::string plugin;
+  std::vector<Setting> bad;
+  int print_level = HMC_LOG_ERROR - 1;  // the host prints from this level
+};
+void PrintTo(const RefusedSettings& r, std::ostream* os);
+std::vector<RefusedSettings> net_refused_settings();
 // Arms until the context agrees that sleeping is safe (a few progress calls at most).
 hmc_plugin_status_t arm_until_idle(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* c);
 
