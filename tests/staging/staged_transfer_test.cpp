@@ -506,37 +506,51 @@ hmc_peer_info_t send_rounds_from_cuda(hmc_context_t ctx, hmc_peer_t peer, size_t
   return peer_info(peer);
 }
 
-// The peer receives rounds first..last of `size` bytes on tag 1 into its own cuda:0 memory.
-std::string receive_into_cuda(hmc_context_t ctx, hmc_peer_t peer, size_t size, int first,
-                              int last) {
-  return check_into(ctx, peer, "cuda:0", size, [&](void* dev, Verdict& v) {
-    v.expect_rounds(ctx, peer, dev, size, 1, first, last, "into cuda:0");
-  });
-}
+// cuda:0 in both processes: device IPC is agreed at connect. run() runs the peer's checks on
+// `size` bytes of its cuda:0 memory (and reports their verdict) and ours here.
+class DeviceIpc : public testing::Test {
+ protected:
+  using PeerChecks = std::function<void(hmc_context_t, hmc_peer_t, void* dev, Verdict&)>;
+  using Ours = std::function<void(hmc_context_t, hmc_peer_t)>;
 
-TEST(DeviceIpc, HostReceiveBufferGetsThePiecesAndIpcStaysOn) {
+  static void run(const char* path, size_t size, const PeerChecks& checks, const Ours& ours,
+                  const EnvList& peer_env = {}) {
+    run_pair(
+        path,
+        [&](hmc_context_t ctx, hmc_peer_t peer) {
+          return check_into(ctx, peer, "cuda:0", size,
+                            [&](void* dev, Verdict& v) { checks(ctx, peer, dev, v); });
+        },
+        ours, peer_env, "cuda:0");
+  }
+  // The peer's checks of rounds first..last of `size` bytes on tag 1.
+  static PeerChecks rounds(size_t size, int first, int last) {
+    return [=](hmc_context_t ctx, hmc_peer_t peer, void* dev, Verdict& v) {
+      v.expect_rounds(ctx, peer, dev, size, 1, first, last, "into cuda:0");
+    };
+  }
+};
+
+TEST_F(DeviceIpc, HostReceiveBufferGetsThePiecesAndIpcStaysOn) {
   // The receiver's buffer decides: host memory asks for the pieces (version 1), device memory
   // of the same vendor copies by IPC; the pair keeps IPC for later messages.
   const size_t size = 3 * kChunk + 11;
-  run_pair(
-      "hoststage/shm",
-      [&](hmc_context_t ctx, hmc_peer_t peer) {
-        return check_into(ctx, peer, "cuda:0", size, [&](void* dev, Verdict& v) {
-          std::vector<uint8_t> host(size);
-          v.expect_message(ctx, peer, host.data(), size, 1, size, 1, "into host memory");
-          v.expect_message(ctx, peer, dev, size, 1, size, 2, "into cuda:0");
-        });
+  run(
+      "hoststage/shm", size,
+      [&](hmc_context_t ctx, hmc_peer_t peer, void* dev, Verdict& v) {
+        std::vector<uint8_t> host(size);
+        v.expect_message(ctx, peer, host.data(), size, 1, size, 1, "into host memory");
+        v.expect_message(ctx, peer, dev, size, 1, size, 2, "into cuda:0");
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
         hmc_peer_info_t info = send_rounds_from_cuda(ctx, peer, size, 1, 2);
         EXPECT_STREQ(info.device_ipc, "cuda");
         EXPECT_EQ(info.ipc_messages, 1u);
         EXPECT_EQ(info.staged_transfers, 1u);
-      },
-      {}, "cuda:0");
+      });
 }
 
-TEST(DeviceIpc, CostModelPrefersSharedBouncesWhenDeviceCopiesAreSlow) {
+TEST_F(DeviceIpc, CostModelPrefersSharedBouncesWhenDeviceCopiesAreSlow) {
   // Same vendor on both sides, so device IPC is open, but the receiver's device-to-device copies
   // run at 5 MB/s while its copies to and from host memory are unlimited (as between two GPUs
   // without a peer link). The figures it measured at connect (the sender here keeps the default
@@ -545,21 +559,19 @@ TEST(DeviceIpc, CostModelPrefersSharedBouncesWhenDeviceCopiesAreSlow) {
   // beside this one) the emulated host copies were measured as slow as 100 MB/s, which with
   // device copies at 50 MB/s made IPC the cheaper way.
   const size_t size = 3 * kChunk + 11;
-  run_pair(
-      "hoststage/shm",
-      [&](hmc_context_t ctx, hmc_peer_t peer) {
-        return check_into(ctx, peer, "cuda:0", size, [&](void* dev, Verdict& v) {
-          v.expect_rounds(ctx, peer, dev, size, 1, 1, 2, "into cuda:0");
-          hmc_device_info_t info{};
-          info.struct_size = sizeof info;
-          int n = 0;
-          hmc_device_count(ctx, &n);
-          for (int i = 0; i < n; ++i)
-            if (hmc_device_info(ctx, i, &info) == HMC_SUCCESS && std::string(info.name) == "cuda:0")
-              v.expect(info.copy_d2d_MBps != 0 && info.copy_d2d_MBps <= 10 &&
-                           std::string(info.copy_basis) == "measured",
-                       "the measured device-to-device rate is not what the fake was told");
-        });
+  run(
+      "hoststage/shm", size,
+      [&](hmc_context_t ctx, hmc_peer_t peer, void* dev, Verdict& v) {
+        v.expect_rounds(ctx, peer, dev, size, 1, 1, 2, "into cuda:0");
+        hmc_device_info_t info{};
+        info.struct_size = sizeof info;
+        int n = 0;
+        hmc_device_count(ctx, &n);
+        for (int i = 0; i < n; ++i)
+          if (hmc_device_info(ctx, i, &info) == HMC_SUCCESS && std::string(info.name) == "cuda:0")
+            v.expect(info.copy_d2d_MBps != 0 && info.copy_d2d_MBps <= 10 &&
+                         std::string(info.copy_basis) == "measured",
+                     "the measured device-to-device rate is not what the fake was told");
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
         EXPECT_STREQ(peer_info(peer).device_ipc, "cuda");  // open, but not chosen
@@ -567,10 +579,10 @@ TEST(DeviceIpc, CostModelPrefersSharedBouncesWhenDeviceCopiesAreSlow) {
         EXPECT_EQ(info.ipc_messages, 0u);
         EXPECT_EQ(info.shared_staged_messages, 2u);
       },
-      {{"FAKEGPU_CUDA_D2D_BANDWIDTH_MBPS", "5"}, {"HMC_DEVICE_COPY_CALIBRATE", "1"}}, "cuda:0");
+      {{"FAKEGPU_CUDA_D2D_BANDWIDTH_MBPS", "5"}, {"HMC_DEVICE_COPY_CALIBRATE", "1"}});
 }
 
-TEST(DeviceIpc, ReceiverWhoseBufferCannotTakeIpcReadsSharedBouncesInstead) {
+TEST_F(DeviceIpc, ReceiverWhoseBufferCannotTakeIpcReadsSharedBouncesInstead) {
   // The receiver has cuda and hip devices, so device IPC is agreed for cuda; the sender's cuda
   // memory goes out with a header offering IPC and shared bounces (version 4). Into the
   // receiver's cuda:0 it crosses by IPC; into its hip:0 (IPC cannot map cuda memory there) the
@@ -578,20 +590,19 @@ TEST(DeviceIpc, ReceiverWhoseBufferCannotTakeIpcReadsSharedBouncesInstead) {
   // transport. Every message arrives intact.
   const size_t size = 3 * kChunk + 17;
   const std::string hip_lib = std::string(FAKEGPU_DIR) + "/hip6/libamdhip64.so.6";
-  run_pair(
-      "hoststage/shm",
-      [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
-        void *hip, *cuda;
+  run(
+      "hoststage/shm", size,
+      [&](hmc_context_t ctx, hmc_peer_t peer, void* cuda, Verdict& v) {
+        void* hip;
+        if (hmc_mem_alloc(ctx, "hip:0", size, &hip) != HMC_SUCCESS) {
+          v.expect(false, std::string("hmc_mem_alloc hip:0: ") + hmc_last_error());
+          return;
+        }
         std::vector<uint8_t> host(size);
-        CHECK_OK(hmc_mem_alloc(ctx, "hip:0", size, &hip));
-        CHECK_OK(hmc_mem_alloc(ctx, "cuda:0", size, &cuda));
-        Verdict v;
         v.expect_rounds(ctx, peer, hip, size, 1, 1, 1, "into hip:0");
         v.expect_rounds(ctx, peer, cuda, size, 1, 2, 2, "into cuda:0");
         v.expect_rounds(ctx, peer, host.data(), size, 1, 3, 3, "into host memory");
         hmc_mem_free(ctx, hip);
-        hmc_mem_free(ctx, cuda);
-        return v.report(peer);
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
         EXPECT_STREQ(peer_info(peer).device_ipc, "cuda");
@@ -600,16 +611,14 @@ TEST(DeviceIpc, ReceiverWhoseBufferCannotTakeIpcReadsSharedBouncesInstead) {
         EXPECT_EQ(info.shared_staged_messages, 1u);  // into hip:0
         EXPECT_EQ(info.staged_transfers, 2u);        // into hip:0 and into host memory
       },
-      {{"HMC_DEVICE_PLUGINS", "cuda,hip"}, {"HMC_HIP_LIBRARY", hip_lib.c_str()}}, "cuda:0");
+      {{"HMC_DEVICE_PLUGINS", "cuda,hip"}, {"HMC_HIP_LIBRARY", hip_lib.c_str()}});
 }
 
-TEST(DeviceIpc, PeerThatCannotMapGetsPiecesFromThenOn) {
+TEST_F(DeviceIpc, PeerThatCannotMapGetsPiecesFromThenOn) {
   // The receiver's runtime refuses every handle (as across containers): the first message is
   // sent in pieces after the refusal, the next ones without trying IPC again.
   const size_t size = 2 * kChunk + 1;
-  run_pair(
-      "hoststage/tcp",
-      [&](hmc_context_t ctx, hmc_peer_t peer) { return receive_into_cuda(ctx, peer, size, 1, 3); },
+  run("hoststage/tcp", size, rounds(size, 1, 3),
       [&](hmc_context_t ctx, hmc_peer_t peer) {
         EXPECT_STREQ(peer_info(peer).device_ipc, "cuda");
         hmc_peer_info_t info = send_rounds_from_cuda(ctx, peer, size, 1, 3);
@@ -617,54 +626,47 @@ TEST(DeviceIpc, PeerThatCannotMapGetsPiecesFromThenOn) {
         EXPECT_EQ(info.ipc_messages, 0u);
         EXPECT_EQ(info.staged_transfers, 3u);
       },
-      {{"FAKEGPU_FAIL_IPC_OPEN", "1"}}, "cuda:0");
+      {{"FAKEGPU_FAIL_IPC_OPEN", "1"}});
 }
 
-TEST(DeviceIpc, TruncationAndACopyFailureEndOnlyTheirReceive) {
+TEST_F(DeviceIpc, TruncationAndACopyFailureEndOnlyTheirReceive) {
   // Message 1 is larger than its buffer: TRUNCATED. Message 2's device-to-device copy fails on
   // the receiver (its 3rd copy; piece 0 of messages 1 and 2 are the others): that receive
   // fails, the send does not. Message 3 arrives whole.
   const size_t size = 3 * kChunk + 5;
-  run_pair(
-      "hoststage/shm",
-      [&](hmc_context_t ctx, hmc_peer_t peer) {
-        return check_into(ctx, peer, "cuda:0", size, [&](void* dev, Verdict& v) {
-          size_t got = 0;
-          v.expect(recv_wait(peer, dev, 2 * kChunk, 1, &got) == HMC_ERR_TRUNCATED,
-                   "message 1 was not truncated");
-          hmc_status_t st = recv_wait(peer, dev, size, 1, &got);
-          v.expect(
-              st != HMC_SUCCESS && st != HMC_ERR_TRUNCATED,
-              std::string("message 2's failed copy was not reported: ") + hmc_status_string(st));
-          v.expect_message(ctx, peer, dev, size, 1, size, 3, "message 3");
-        });
+  run(
+      "hoststage/shm", size,
+      [&](hmc_context_t ctx, hmc_peer_t peer, void* dev, Verdict& v) {
+        size_t got = 0;
+        v.expect(recv_wait(peer, dev, 2 * kChunk, 1, &got) == HMC_ERR_TRUNCATED,
+                 "message 1 was not truncated");
+        hmc_status_t st = recv_wait(peer, dev, size, 1, &got);
+        v.expect(st != HMC_SUCCESS && st != HMC_ERR_TRUNCATED,
+                 std::string("message 2's failed copy was not reported: ") + hmc_status_string(st));
+        v.expect_message(ctx, peer, dev, size, 1, size, 3, "message 3");
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
         // The sender's view: all three went.
         EXPECT_EQ(send_rounds_from_cuda(ctx, peer, size, 1, 3).ipc_messages, 3u);
       },
-      {{"FAKEGPU_FAIL_COPY_NTH", "3"}}, "cuda:0");
+      {{"FAKEGPU_FAIL_COPY_NTH", "3"}});
 }
 
-TEST(DeviceIpc, NewAllocationAtAFreedAddressIsNotReadThroughAStaleMapping) {
+TEST_F(DeviceIpc, NewAllocationAtAFreedAddressIsNotReadThroughAStaleMapping) {
   // The receiver keeps mappings of the sender's allocations for later messages. The sender frees
   // its buffer and allocates again (the emulation may hand back the same address and file
   // descriptor): the next message must carry the new allocation's bytes.
   const size_t size = 2 * kChunk + 3;
-  run_pair(
-      "hoststage/shm",
-      [&](hmc_context_t ctx, hmc_peer_t peer) { return receive_into_cuda(ctx, peer, size, 1, 4); },
-      [&](hmc_context_t ctx, hmc_peer_t peer) {
-        for (int round = 1; round <= 4; ++round) {
-          void* buf;
-          ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
-          send_rounds(ctx, peer, buf, size, 1, round, round);
-          ASSERT_EQ(hmc_mem_free(ctx, buf), HMC_SUCCESS);
-        }
-        EXPECT_EQ(verdict_of(peer), "");
-        EXPECT_EQ(peer_info(peer).ipc_messages, 4u);
-      },
-      {}, "cuda:0");
+  run("hoststage/shm", size, rounds(size, 1, 4), [&](hmc_context_t ctx, hmc_peer_t peer) {
+    for (int round = 1; round <= 4; ++round) {
+      void* buf;
+      ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
+      send_rounds(ctx, peer, buf, size, 1, round, round);
+      ASSERT_EQ(hmc_mem_free(ctx, buf), HMC_SUCCESS);
+    }
+    EXPECT_EQ(verdict_of(peer), "");
+    EXPECT_EQ(peer_info(peer).ipc_messages, 4u);
+  });
 }
 
 }  // namespace

@@ -42,6 +42,14 @@ std::string export_region(hmc_context_t ctx, hmc_peer_t peer, const char* mem, s
   return export_memory(ctx, peer, *dev, size, access, reg, tag);
 }
 
+// The initiator's start: the target's region (tag 7) imported, `size` bytes of its own `mem`.
+std::string import_with_source(hmc_context_t ctx, hmc_peer_t peer, const char* mem, size_t size,
+                               hmc_remote_t* remote, void** src) {
+  STEP(import_region(peer, remote));
+  CHECK_OK(hmc_mem_alloc(ctx, mem, size, src));
+  return "";
+}
+
 std::vector<uint8_t> read_back(hmc_context_t ctx, const void* dev, size_t size) {
   std::vector<uint8_t> host(size);
   if (hmc_mem_copy(ctx, host.data(), dev, size) != HMC_SUCCESS) host.clear();
@@ -541,9 +549,8 @@ TEST(TargetStagingScenarios, DeregistrationWaitsForStagedPutsThenRefusesLaterOne
       },
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
         hmc_remote_t remote;
-        STEP(import_region(peer, &remote));
         void* src;
-        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+        STEP(import_with_source(ctx, peer, mem, size, &remote, &src));
         hmc_request_t q[kPuts];
         for (int k = 0; k < kPuts; ++k) {
           CHECK_TRUE(fill(ctx, static_cast<uint8_t*>(src) + k * piece, piece, k), "fill failed");
@@ -594,9 +601,8 @@ TEST_P(TargetStagingOverPath, TargetKilledMidStagedPutEndsItWithPeerLost) {
       },
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
         hmc_remote_t remote;
-        STEP(import_region(peer, &remote));
         void* src;
-        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+        STEP(import_with_source(ctx, peer, mem, size, &remote, &src));
         hmc_request_t q;
         CHECK_OK(hmc_put(peer, src, size, remote, 0, HMC_PUT_NOTIFY, 1, &q));
         auto t0 = std::chrono::steady_clock::now();
@@ -630,9 +636,8 @@ TEST(TargetStagingScenarios, InitiatorKilledMidStagedPutLetsTheTargetDeregisterP
       "hoststage/tcp", "cuda:0", "hip:0",
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
         hmc_remote_t remote;
-        STEP(import_region(peer, &remote));
         void* src;
-        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+        STEP(import_with_source(ctx, peer, mem, size, &remote, &src));
         hmc_request_t q;
         CHECK_OK(hmc_put(peer, src, size, remote, 0, 0, 0, &q));
         STEP(step_send(peer, 8));  // the put is posted
