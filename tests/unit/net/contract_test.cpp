@@ -1404,8 +1404,7 @@ TEST_P(NetLocal, HandlesAreChecked) {
   local(
       [&](LocalPair& p) {
         const hmc_net_plugin_v2_t* t = p.t;
-        ASSERT_NO_FATAL_FAILURE(p.init());
-        ASSERT_EQ(t->listen(p.a, p.dev, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
+        ASSERT_NO_FATAL_FAILURE(p.listen());
         EXPECT_LE(p.handle_len, HMC_NET_HANDLE_MAX);
         ASSERT_EQ(t->close_listener(p.l), HMC_PLUGIN_SUCCESS);
         p.l = nullptr;

@@ -229,9 +229,23 @@ void LocalPair::init() {
 }
 
 void LocalPair::connect() {
+  ASSERT_NO_FATAL_FAILURE(listen());
+  ASSERT_NO_FATAL_FAILURE(connect_to_listener());
+}
+
+void LocalPair::listen() {
   ASSERT_NO_FATAL_FAILURE(init());
   ASSERT_EQ(t->listen(a, dev, handle, &handle_len, &l), HMC_PLUGIN_SUCCESS);
-  ASSERT_NO_FATAL_FAILURE(connect_to_listener());
+}
+
+void LocalPair::expect_version_refused(size_t at) {
+  ASSERT_LT(at, handle_len);
+  std::vector<uint8_t> v(handle, handle + handle_len);
+  v[at] = 99;
+  hmc_net_ep_t* ep = nullptr;
+  EXPECT_EQ(t->connect(b, dev, v.data(), v.size(), &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ep, nullptr);
+  EXPECT_TRUE(hb.logged("protocol version"));
 }
 
 void LocalPair::connect_to_listener() {
@@ -240,8 +254,7 @@ void LocalPair::connect_to_listener() {
 }
 
 void LocalPair::connect_forged(size_t at, hmc_net_ep_t** ep) {
-  ASSERT_NO_FATAL_FAILURE(init());
-  ASSERT_EQ(t->listen(a, dev, handle, &handle_len, &l), HMC_PLUGIN_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(listen());
   ASSERT_LT(at, handle_len);
   std::vector<uint8_t> forged(handle, handle + handle_len);
   forged[at] ^= 0xff;

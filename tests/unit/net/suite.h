@@ -161,6 +161,11 @@ struct LocalPair {
   // Accepts on l and waits for eb, progressing both contexts (some transports answer only
   // once the other side progresses).
   void finish_connect();
+  // init, then listen on a (l, handle).
+  void listen();
+  // A connect from b with byte `at` of the handle (its protocol version) set to 99 is refused
+  // with INVALID_ARGUMENT, and b's log says why.
+  void expect_version_refused(size_t at);
   // Connects b to a's listener l (its handle), then finish_connect.
   void connect_to_listener();
   // init, listen on a, and connect from b with byte `at` of the handle flipped (a wrong nonce):
