@@ -320,6 +320,17 @@ TEST(StagedScenarios, WhatArrivedStaysReceivableAfterTheSenderClosed) {
 
 class StagedRemoteAccess : public testing::TestWithParam<const char*> {};
 
+// The peer's side: exports its host memory (tag 7), then checks that notification `value`
+// comes once our transfer is done.
+std::string export_and_await(hmc_context_t ctx, hmc_peer_t peer, std::vector<uint8_t>* host,
+                             hmc_region_t* reg, uint64_t value, Verdict* v) {
+  STEP(export_memory(ctx, peer, host->data(), host->size(), kRemoteRw, reg, 7));
+  hmc_notification_t n{};
+  v->expect(hmc_notify_wait(ctx, kTimeoutMs, &n) == HMC_SUCCESS && n.value == value,
+            "no notification " + std::to_string(value) + " after the transfer");
+  return "";
+}
+
 TEST_P(StagedRemoteAccess, PutAndGetMoveLocalDeviceMemoryThroughBounces) {
   // The peer exports host memory; we put from and get into cuda:0 memory, which the path cannot
   // reach: pieces go through bounce buffers. The put's notification comes after all its bytes.
@@ -329,11 +340,8 @@ TEST_P(StagedRemoteAccess, PutAndGetMoveLocalDeviceMemoryThroughBounces) {
       [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
         std::vector<uint8_t> host(region, kUntouched);
         hmc_region_t reg;
-        STEP(export_memory(ctx, peer, host.data(), host.size(), kRemoteRw, &reg, 7));
         Verdict v;
-        hmc_notification_t n{};
-        v.expect(hmc_notify_wait(ctx, kTimeoutMs, &n) == HMC_SUCCESS && n.value == 42,
-                 "no notification 42 after the put");
+        STEP(export_and_await(ctx, peer, &host, &reg, 42, &v));
         bool put = true;
         for (size_t i = 0; i < size; ++i) put &= host[off + i] == pattern(i, size, 1);
         v.expect(put, "the bytes put differ");
@@ -395,11 +403,8 @@ TEST_P(StagedRemoteAccess, TransferListsMoveLocalDeviceMemoryThroughBounces) {
       [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
         std::vector<uint8_t> host(size, kUntouched);
         hmc_region_t reg;
-        STEP(export_memory(ctx, peer, host.data(), host.size(), kRemoteRw, &reg, 7));
         Verdict v;
-        hmc_notification_t n{};
-        v.expect(hmc_notify_wait(ctx, kTimeoutMs, &n) == HMC_SUCCESS && n.value == 43,
-                 "no notification 43 after the list");
+        STEP(export_and_await(ctx, peer, &host, &reg, 43, &v));
         bool written = true;
         for (const auto& d : writes)
           for (size_t j = 0; j < d.size; ++j)

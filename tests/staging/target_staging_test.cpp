@@ -246,16 +246,21 @@ struct InitiatorRemotes {
   }
 };
 
-// Scenarios run over each host-only path: cuda:0 here, hip:0 in the peer.
-class TargetStagingOverPath : public testing::TestWithParam<const char*> {};
+// Scenarios run over each host-only path: run() runs the target in the peer (hip:0) and the
+// initiator here (cuda:0).
+class TargetStagingOverPath : public testing::TestWithParam<const char*> {
+ protected:
+  void run(const Role& target, const Role& initiator, const EnvList& target_env = {},
+           bool target_killed = false) {
+    run_roles(GetParam(), "cuda:0", "hip:0", target, initiator, target_env, target_killed);
+  }
+};
 
 // ---- notification: after the data, in order with a put into host memory ------------------------
 
 TEST_P(TargetStagingOverPath, NotificationFollowsTheDataInOrderWithAHostRegionPut) {
   const size_t size = 2 * kChunk + 99;
-  const char* path = GetParam();
-  run_roles(
-      path, "cuda:0", "hip:0",
+  run(
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
         TargetRegions r;
         STEP(r.export_both(ctx, peer, mem, size, 64));
@@ -299,9 +304,7 @@ TEST_P(TargetStagingOverPath, TransferListsWriteAndReadPeerDeviceMemoryByRanges)
     writes.push_back({k * block, 5 + 2 * ((k * 4) % blocks) * block, block});
   for (size_t k = 0; k < blocks; ++k)
     reads.push_back({(blocks - 1 - k) * block, writes[k].remote_offset, block});
-  const char* path = GetParam();
-  run_roles(
-      path, "cuda:0", "hip:0",
+  run(
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
         void* dev;
         hmc_region_t reg;
@@ -380,11 +383,9 @@ TEST_P(TargetStagingOverPath, NotificationsKeepPutOrderAcrossBothChannels) {
       {true, 0, 2 * kChunk + 99}, {false, 3u << 20, 5},          {false, 3u << 20 | 64, 70000},
       {true, 1u << 20, 1000},     {false, 3u << 20 | 200000, 1}, {false, 4u << 20, 0}};
   const size_t region = 5u << 20;
-  const char* path = GetParam();
   std::string log = testing::TempDir() + "hmc-notify-order-" + std::to_string(getpid()) + ".log";
   unlink(log.c_str());
-  run_roles(
-      path, "cuda:0", "hip:0",
+  run(
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
         TargetRegions r;
         STEP(r.export_both(ctx, peer, mem, region, region));
@@ -588,9 +589,7 @@ TEST(TargetStagingScenarios, DeregistrationWaitsForStagedPutsThenRefusesLaterOne
 
 TEST_P(TargetStagingOverPath, TargetKilledMidStagedPutEndsItWithPeerLost) {
   const size_t size = 8 * 1024 * 1024 + 5;
-  const char* path = GetParam();
-  run_roles(
-      path, "cuda:0", "hip:0",
+  run(
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
         void* dev;
         hmc_region_t reg;
