@@ -56,6 +56,18 @@ struct Listening {
   hmc_net_listener_t* l = nullptr;
 };
 
+// The tests of single hoststage contexts, with the plugin's table in t (skipped where the plugin
+// was not built).
+class HoststageContext : public ::testing::Test {
+ protected:
+  void SetUp() override { NET_REQUIRE_PLUGIN("hoststage", &t); }
+
+  const hmc_net_plugin_v2_t* t = nullptr;
+};
+class HoststageConnect : public HoststageContext {};
+class HoststageConfig : public HoststageContext {};
+class HoststageProps : public HoststageContext {};
+
 class HoststagePair : public NetTest {};
 
 // Sending into a connection whose peer process died without reading: no SIGPIPE (the test
@@ -343,9 +355,7 @@ INSTANTIATE_TEST_SUITE_P(Hoststage, HoststageLocal,
 
 // A peer that accepts the connection at the socket level but never answers the hello: ep_ready
 // fails within the host's timeout, and posts fail.
-TEST(HoststageConnect, SilentPeerTimesOut) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("hoststage", &t);
+TEST_F(HoststageConnect, SilentPeerTimesOut) {
   in_child([&] {
     for (int dev : {kTcp, kShm}) {
       SCOPED_TRACE(dev == kTcp ? "tcp" : "shm");
@@ -402,9 +412,7 @@ TEST(HoststageConnect, SilentPeerTimesOut) {
 // an idle context looks idle (arm succeeds) instead of reporting the socket on every pass (a
 // busy loop of the progress thread: 560,000 failed accept4 calls in 3 s before). Once
 // descriptors are back the connector is accepted (its garbage hello is then refused: closed).
-TEST(HoststageConnect, OutOfDescriptorsListenerDoesNotSpin) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("hoststage", &t);
+TEST_F(HoststageConnect, OutOfDescriptorsListenerDoesNotSpin) {
   in_child([&] {
     Listening ls(t, base_cfg(), 1000);
     ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
@@ -454,9 +462,7 @@ TEST(HoststageConnect, OutOfDescriptorsListenerDoesNotSpin) {
 
 // A port nobody listens on refuses; a handle of another protocol version (byte 0) or for the
 // other device is an invalid argument.
-TEST(HoststageConnect, RefusedAndMalformedHandles) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("hoststage", &t);
+TEST_F(HoststageConnect, RefusedAndMalformedHandles) {
   in_child([&] {
     Listening ls(t, base_cfg(), 2000);
     ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
@@ -483,9 +489,7 @@ TEST(HoststageConnect, RefusedAndMalformedHandles) {
 // ---------------------------------------------------------------------------------------------
 // Settings and devices
 
-TEST(HoststageConfig, ValidSpellingsAreAccepted) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("hoststage", &t);
+TEST_F(HoststageConfig, ValidSpellingsAreAccepted) {
   in_child([&] {
     // Valid spellings are accepted.
     Host ok(Cfg{{"HMC_HOSTSTAGE_STREAMS", "4"},
@@ -503,9 +507,7 @@ TEST(HoststageConfig, ValidSpellingsAreAccepted) {
   });
 }
 
-TEST(HoststageConfig, InterfaceListGivesOneAddressEach) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("hoststage", &t);
+TEST_F(HoststageConfig, InterfaceListGivesOneAddressEach) {
   in_child([&] {
     Listening ls(t, Cfg{{"HMC_HOSTSTAGE_IFNAMES", "lo,lo"}});
     ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
@@ -523,9 +525,7 @@ TEST(HoststageConfig, InterfaceListGivesOneAddressEach) {
   });
 }
 
-TEST(HoststageConfig, ListenAnyAdvertisesAConcreteAddress) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("hoststage", &t);
+TEST_F(HoststageConfig, ListenAnyAdvertisesAConcreteAddress) {
   in_child([&] {
     Listening ls(t, Cfg{{"HMC_LISTEN_HOST", "0.0.0.0"}});
     ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
@@ -538,9 +538,7 @@ TEST(HoststageConfig, ListenAnyAdvertisesAConcreteAddress) {
 }
 
 // Two devices, tcp and shm, host memory only, no message size limit.
-TEST(HoststageProps, DevicesAndProperties) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("hoststage", &t);
+TEST_F(HoststageProps, DevicesAndProperties) {
   EXPECT_STREQ(t->name, "hoststage");
   in_child([&] {
     Host host(base_cfg());

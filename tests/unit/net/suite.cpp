@@ -344,13 +344,8 @@ void LocalPair::forget(hmc_net_ep_t* e) {
 hmc_plugin_status_t LocalPair::wait(hmc_net_request_t* r, size_t* bytes, double timeout_s) {
   uint64_t deadline = deadline_after(timeout_s);
   while (mono_ns() < deadline) {
-    int done = 0;
-    size_t n = 0;
-    hmc_plugin_status_t st = t->test(r, &done, &n);
-    if (done) {
-      if (bytes != nullptr) *bytes = n;
-      return st;
-    }
+    hmc_plugin_status_t st;
+    if (request_ended(t, r, bytes, &st)) return st;
     t->progress(a);
     t->progress(b);
   }
