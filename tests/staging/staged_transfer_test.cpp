@@ -238,62 +238,67 @@ std::string send_failing_then_whole(hmc_context_t ctx, hmc_peer_t peer, size_t s
   return "";
 }
 
-TEST(StagedScenarios, DeviceFailureMidMessageEndsBothSidesAndTheNextMessageArrives) {
-  // The sender's (the peer's) 3rd device copy fails: the 1st fills its buffer, the 2nd stages
-  // piece 0, the 3rd would stage the next piece. The send ends with the device's error, the
-  // receiver learns that the message was aborted, and the next message on the peer goes through.
-  const size_t size = 4 * kChunk + 9;
+// The peer sends with its nth device copy failing (FAKEGPU_FAIL_COPY_NTH): round 1 of `size`
+// bytes on tag 1 must fail, round 2 on tag 2 go through; with wait_for_us it then waits for a
+// step message (tag 8) before its verdict. `ours` receives into `size` bytes of our cuda:0
+// memory; the peer's verdict is checked after it.
+// Ours: one message of `size` bytes on tag into buf, whole and of round's pattern.
+void expect_round_here(hmc_context_t ctx, hmc_peer_t peer, void* buf, size_t size, uint64_t tag,
+                       int round) {
+  size_t got = 0;
+  EXPECT_EQ(recv_wait(peer, buf, size, tag, &got), HMC_SUCCESS) << hmc_last_error();
+  EXPECT_EQ(got, size);
+  EXPECT_EQ(check(ctx, buf, size, round), -1);
+}
+
+void run_failing_sender(const char* path, size_t size, const char* nth, bool wait_for_us,
+                        const std::function<void(hmc_context_t, hmc_peer_t, void*)>& ours) {
   run_pair(
-      "hoststage/tcp",
+      path,
       [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
         Verdict v;
         STEP(send_failing_then_whole(ctx, peer, size, &v));
+        if (wait_for_us) STEP(step_recv(peer, 8));
         return v.report(peer);
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
         void* buf;
         ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
-        size_t got = 0;
-        EXPECT_EQ(recv_wait(peer, buf, size, 1, &got), HMC_ERR_REMOTE) << hmc_last_error();
-        EXPECT_NE(strstr(hmc_last_error(), "aborted"), nullptr) << hmc_last_error();
-        EXPECT_EQ(recv_wait(peer, buf, size, 2, &got), HMC_SUCCESS) << hmc_last_error();
-        EXPECT_EQ(got, size);
-        EXPECT_EQ(check(ctx, buf, size, 2), -1);
+        ours(ctx, peer, buf);
         EXPECT_EQ(verdict_of(peer), "");
         hmc_mem_free(ctx, buf);
       },
-      {{"FAKEGPU_FAIL_COPY_NTH", "3"}});
+      {{"FAKEGPU_FAIL_COPY_NTH", nth}});
+}
+
+TEST(StagedScenarios, DeviceFailureMidMessageEndsBothSidesAndTheNextMessageArrives) {
+  // The sender's (the peer's) 3rd device copy fails: the 1st fills its buffer, the 2nd stages
+  // piece 0, the 3rd would stage the next piece. The send ends with the device's error, the
+  // receiver learns that the message was aborted, and the next message on the peer goes through.
+  const size_t size = 4 * kChunk + 9;
+  run_failing_sender(
+      "hoststage/tcp", size, "3", false, [&](hmc_context_t ctx, hmc_peer_t peer, void* buf) {
+        size_t got = 0;
+        EXPECT_EQ(recv_wait(peer, buf, size, 1, &got), HMC_ERR_REMOTE) << hmc_last_error();
+        EXPECT_NE(strstr(hmc_last_error(), "aborted"), nullptr) << hmc_last_error();
+        expect_round_here(ctx, peer, buf, size, 2, 2);
+      });
 }
 
 TEST(StagedScenarios, DeviceFailureBeforeAnythingLeftSendsNothing) {
   // The copy staging piece 0 fails (the 1st copy fills the buffer): the send fails and nothing
   // of it reaches the receiver, whose next message arrives whole.
   const size_t size = 2 * kChunk + 1;
-  run_pair(
-      "hoststage/shm",
-      [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
-        Verdict v;
-        STEP(send_failing_then_whole(ctx, peer, size, &v));
-        STEP(step_recv(peer, 8));  // the parent looks for a stray message first
-        return v.report(peer);
-      },
-      [&](hmc_context_t ctx, hmc_peer_t peer) {
-        void* buf;
-        ASSERT_EQ(hmc_mem_alloc(ctx, "cuda:0", size, &buf), HMC_SUCCESS);
-        size_t got = 0;
-        EXPECT_EQ(recv_wait(peer, buf, size, 2, &got), HMC_SUCCESS) << hmc_last_error();
-        EXPECT_EQ(got, size);
-        EXPECT_EQ(check(ctx, buf, size, 2), -1);
-        hmc_request_t r;  // nothing arrived on tag 1 (the peer waits for our verdict)
-        ASSERT_EQ(hmc_recv(peer, buf, size, 1, &r), HMC_SUCCESS);
-        EXPECT_EQ(hmc_request_wait(r, 200, nullptr), HMC_ERR_TIMEOUT);
-        EXPECT_EQ(hmc_request_cancel(r), HMC_SUCCESS) << hmc_last_error();
-        EXPECT_EQ(hmc_request_wait(r, kTimeoutMs, nullptr), HMC_ERR_CANCELLED);
-        EXPECT_EQ(step_send(peer, 8), "");
-        EXPECT_EQ(verdict_of(peer), "");
-        hmc_mem_free(ctx, buf);
-      },
-      {{"FAKEGPU_FAIL_COPY_NTH", "2"}});
+  run_failing_sender("hoststage/shm", size, "2", true,
+                     [&](hmc_context_t ctx, hmc_peer_t peer, void* buf) {
+                       expect_round_here(ctx, peer, buf, size, 2, 2);
+                       hmc_request_t r;  // nothing arrived on tag 1 (the peer waits for us)
+                       ASSERT_EQ(hmc_recv(peer, buf, size, 1, &r), HMC_SUCCESS);
+                       EXPECT_EQ(hmc_request_wait(r, 200, nullptr), HMC_ERR_TIMEOUT);
+                       EXPECT_EQ(hmc_request_cancel(r), HMC_SUCCESS) << hmc_last_error();
+                       EXPECT_EQ(hmc_request_wait(r, kTimeoutMs, nullptr), HMC_ERR_CANCELLED);
+                       EXPECT_EQ(step_send(peer, 8), "");
+                     });
 }
 
 TEST(StagedScenarios, WhatArrivedStaysReceivableAfterTheSenderClosed) {
@@ -318,40 +323,48 @@ TEST(StagedScenarios, WhatArrivedStaysReceivableAfterTheSenderClosed) {
 
 // ---- one-sided access to the peer's host memory from our cuda:0 memory, over each path ------
 
-class StagedRemoteAccess : public testing::TestWithParam<const char*> {};
+// run(): the peer exports `region` bytes of host memory (kUntouched) on tag 7 and waits for
+// notification `value`, then checks(host, verdict) run on what our first transfer left there;
+// it then tells us (tag 8), waits for our second transfer to end (tag 9) and reports.
+class StagedRemoteAccess : public testing::TestWithParam<const char*> {
+ protected:
+  using PeerChecks = std::function<void(std::vector<uint8_t>& host, Verdict& v)>;
 
-// The peer's side: exports its host memory (tag 7), then checks that notification `value`
-// comes once our transfer is done.
-std::string export_and_await(hmc_context_t ctx, hmc_peer_t peer, std::vector<uint8_t>* host,
-                             hmc_region_t* reg, uint64_t value, Verdict* v) {
-  STEP(export_memory(ctx, peer, host->data(), host->size(), kRemoteRw, reg, 7));
-  hmc_notification_t n{};
-  v->expect(hmc_notify_wait(ctx, kTimeoutMs, &n) == HMC_SUCCESS && n.value == value,
-            "no notification " + std::to_string(value) + " after the transfer");
-  return "";
-}
+  void run(size_t region, uint64_t value, const PeerChecks& checks,
+           const std::function<void(hmc_context_t, hmc_peer_t)>& ours) {
+    run_pair(
+        GetParam(),
+        [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
+          std::vector<uint8_t> host(region, kUntouched);
+          hmc_region_t reg;
+          STEP(export_memory(ctx, peer, host.data(), host.size(), kRemoteRw, &reg, 7));
+          Verdict v;
+          hmc_notification_t n{};
+          v.expect(hmc_notify_wait(ctx, kTimeoutMs, &n) == HMC_SUCCESS && n.value == value,
+                   "no notification " + std::to_string(value) + " after the transfer");
+          checks(host, v);
+          STEP(step_send(peer, 8));
+          STEP(step_recv(peer, 9));  // our second transfer is done
+          hmc_mem_deregister(reg);
+          return v.report(peer);
+        },
+        ours);
+  }
+};
 
 TEST_P(StagedRemoteAccess, PutAndGetMoveLocalDeviceMemoryThroughBounces) {
   // The peer exports host memory; we put from and get into cuda:0 memory, which the path cannot
   // reach: pieces go through bounce buffers. The put's notification comes after all its bytes.
   const size_t region = 3 * kChunk + 64, size = 3 * kChunk + 17, off = 5;
-  run_pair(
-      GetParam(),
-      [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
-        std::vector<uint8_t> host(region, kUntouched);
-        hmc_region_t reg;
-        Verdict v;
-        STEP(export_and_await(ctx, peer, &host, &reg, 42, &v));
+  run(
+      region, 42,
+      [&](std::vector<uint8_t>& host, Verdict& v) {
         bool put = true;
         for (size_t i = 0; i < size; ++i) put &= host[off + i] == pattern(i, size, 1);
         v.expect(put, "the bytes put differ");
         v.expect(host[off - 1] == kUntouched && host[off + size] == kUntouched,
                  "bytes around the put changed");
         for (size_t i = 0; i < size; ++i) host[off + i] = pattern(i, size, 2);  // for the get
-        STEP(step_send(peer, 8));
-        STEP(step_recv(peer, 9));  // the get is done
-        hmc_mem_deregister(reg);
-        return v.report(peer);
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
         hmc_remote_t remote;
@@ -398,22 +411,14 @@ TEST_P(StagedRemoteAccess, TransferListsMoveLocalDeviceMemoryThroughBounces) {
   for (size_t k = 0; k < blocks; ++k)
     writes.push_back({k * block, ((k * 5) % blocks) * block, block});
   for (size_t k = 0; k < blocks; ++k) reads.push_back({(blocks - 1 - k) * block, k * block, block});
-  run_pair(
-      GetParam(),
-      [&](hmc_context_t ctx, hmc_peer_t peer) -> std::string {
-        std::vector<uint8_t> host(size, kUntouched);
-        hmc_region_t reg;
-        Verdict v;
-        STEP(export_and_await(ctx, peer, &host, &reg, 43, &v));
+  run(
+      size, 43,
+      [&](std::vector<uint8_t>& host, Verdict& v) {
         bool written = true;
         for (const auto& d : writes)
           for (size_t j = 0; j < d.size; ++j)
             written &= host[d.remote_offset + j] == pattern(d.local_offset + j, size, 1);
         v.expect(written, "the bytes written differ");
-        STEP(step_send(peer, 8));
-        STEP(step_recv(peer, 9));  // the read is done
-        hmc_mem_deregister(reg);
-        return v.report(peer);
       },
       [&](hmc_context_t ctx, hmc_peer_t peer) {
         hmc_remote_t remote;
