@@ -61,6 +61,17 @@ struct Listening {
 class HoststageContext : public ::testing::Test {
  protected:
   void SetUp() override { NET_REQUIRE_PLUGIN("hoststage", &t); }
+  // body on a context of settings cfg listening on device dev, in a child process; the context
+  // is finalized after it.
+  void listening(const Cfg& cfg, uint32_t timeout_ms, int dev,
+                 const std::function<void(Listening&)>& body) {
+    in_child([&] {
+      Listening ls(t, cfg, timeout_ms);
+      ASSERT_NO_FATAL_FAILURE(ls.start(dev));
+      body(ls);
+      ls.stop();
+    });
+  }
 
   const hmc_net_plugin_v2_t* t = nullptr;
 };
@@ -356,12 +367,10 @@ INSTANTIATE_TEST_SUITE_P(Hoststage, HoststageLocal,
 // A peer that accepts the connection at the socket level but never answers the hello: ep_ready
 // fails within the host's timeout, and posts fail.
 TEST_F(HoststageConnect, SilentPeerTimesOut) {
-  in_child([&] {
-    for (int dev : {kTcp, kShm}) {
-      SCOPED_TRACE(dev == kTcp ? "tcp" : "shm");
-      Listening ls(t, base_cfg(), 300);
-      // A real handle gives the format; its address is replaced by a socket nobody serves.
-      ASSERT_NO_FATAL_FAILURE(ls.start(dev));
+  for (int dev : {kTcp, kShm}) {
+    SCOPED_TRACE(dev == kTcp ? "tcp" : "shm");
+    // A real handle gives the format; its address is replaced by a socket nobody serves.
+    listening(base_cfg(), 300, dev, [&](Listening& ls) {
       int silent = -1;
       if (dev == kTcp) {
         silent = socket(AF_INET, SOCK_STREAM, 0);
@@ -402,9 +411,8 @@ TEST_F(HoststageConnect, SilentPeerTimesOut) {
       EXPECT_EQ(t->isend(ep, b, 4, nullptr, 1, &r), HMC_PLUGIN_ERR_PEER_LOST);
       t->close_ep(ep);
       close(silent);
-      ls.stop();
-    }
-  });
+    });
+  }
 }
 
 // A connector waiting in the backlog while the process is out of descriptors (accept4 fails
@@ -413,9 +421,7 @@ TEST_F(HoststageConnect, SilentPeerTimesOut) {
 // busy loop of the progress thread: 560,000 failed accept4 calls in 3 s before). Once
 // descriptors are back the connector is accepted (its garbage hello is then refused: closed).
 TEST_F(HoststageConnect, OutOfDescriptorsListenerDoesNotSpin) {
-  in_child([&] {
-    Listening ls(t, base_cfg(), 1000);
-    ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
+  listening(base_cfg(), 1000, kTcp, [&](Listening& ls) {
     ASSERT_EQ(ls.handle[12], 1);  // one address: ip at 13..16, port at 17..18 (network order)
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -456,16 +462,13 @@ TEST_F(HoststageConnect, OutOfDescriptorsListenerDoesNotSpin) {
     }
     EXPECT_TRUE(closed) << "the connector was never accepted once descriptors were back";
     close(cli);
-    ls.stop();
   });
 }
 
 // A port nobody listens on refuses; a handle of another protocol version (byte 0) or for the
 // other device is an invalid argument.
 TEST_F(HoststageConnect, RefusedAndMalformedHandles) {
-  in_child([&] {
-    Listening ls(t, base_cfg(), 2000);
-    ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
+  listening(base_cfg(), 2000, kTcp, [&](Listening& ls) {
     ASSERT_EQ(ls.close_listener(), HMC_PLUGIN_SUCCESS);
     hmc_net_ep_t* ep = nullptr;
     ASSERT_EQ(t->connect(ls.c, kTcp, ls.handle, ls.len, &ep), HMC_PLUGIN_SUCCESS);
@@ -482,7 +485,6 @@ TEST_F(HoststageConnect, RefusedAndMalformedHandles) {
     EXPECT_TRUE(ls.host.logged("protocol version"));
     EXPECT_EQ(t->connect(ls.c, 7, ls.handle, ls.len, &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(ep, nullptr);
-    ls.stop();
   });
 }
 
@@ -508,9 +510,7 @@ TEST_F(HoststageConfig, ValidSpellingsAreAccepted) {
 }
 
 TEST_F(HoststageConfig, InterfaceListGivesOneAddressEach) {
-  in_child([&] {
-    Listening ls(t, Cfg{{"HMC_HOSTSTAGE_IFNAMES", "lo,lo"}});
-    ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
+  listening(Cfg{{"HMC_HOSTSTAGE_IFNAMES", "lo,lo"}}, 5000, kTcp, [&](Listening& ls) {
     ASSERT_EQ(ls.handle[12], 2) << "one advertised address per listed interface";
     ASSERT_EQ(ls.len, 13u + 2 * 6);
     for (int i = 0; i < 2; ++i) {
@@ -521,19 +521,15 @@ TEST_F(HoststageConfig, InterfaceListGivesOneAddressEach) {
       EXPECT_EQ(ip, htonl(INADDR_LOOPBACK));
       EXPECT_NE(port, 0);
     }
-    ls.stop();
   });
 }
 
 TEST_F(HoststageConfig, ListenAnyAdvertisesAConcreteAddress) {
-  in_child([&] {
-    Listening ls(t, Cfg{{"HMC_LISTEN_HOST", "0.0.0.0"}});
-    ASSERT_NO_FATAL_FAILURE(ls.start(kTcp));
+  listening(Cfg{{"HMC_LISTEN_HOST", "0.0.0.0"}}, 5000, kTcp, [&](Listening& ls) {
     ASSERT_GE(ls.len, 19u);
     uint32_t ip = 0;
     std::memcpy(&ip, ls.handle + 13, 4);
     EXPECT_NE(ip, 0u) << "0.0.0.0 must not be advertised";
-    ls.stop();
   });
 }
 
