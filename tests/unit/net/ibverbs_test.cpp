@@ -459,6 +459,19 @@ TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
   });
 }
 
+// *limit: RLIMIT_MEMLOCK in bytes, where it is finite and from lo_mib to hi_mib MiB
+// (tests/rdma/memlock_check sets it); elsewhere the child skips, saying why.
+void memlock_limit_within(size_t lo_mib, size_t hi_mib, size_t* limit) {
+  rlimit rl{};
+  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < (lo_mib << 20) || rl.rlim_cur > (hi_mib << 20))
+    skip_child(
+        std::string("RLIMIT_MEMLOCK is not ") +
+        (lo_mib == 0 ? "low" : std::to_string(lo_mib) + " to " + std::to_string(hi_mib) + " MiB") +
+        " here (tests/rdma/memlock_check sets it)");
+  *limit = rl.rlim_cur;
+}
+
 // Registrations refused for pinned memory (RLIMIT_MEMLOCK; run by tests/rdma/memlock_check with
 // a low limit and CAP_IPC_LOCK dropped, skipped elsewhere): the test pins all but ~600 KiB of what
 // the limit allows, then moves 1 MiB by put, get and message between unregistered buffers. Each
@@ -468,10 +481,8 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
   const hmc_net_plugin_v2_t* t = nullptr;
   NET_REQUIRE_PLUGIN("ibverbs", &t);
   in_child([&] {
-    rlimit rl{};
-    ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
-    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (size_t{64} << 20))
-      skip_child("RLIMIT_MEMLOCK is not low here (tests/rdma/memlock_check sets it)");
+    size_t limit = 0;
+    ASSERT_NO_FATAL_FAILURE(memlock_limit_within(0, 64, &limit));
     constexpr size_t kLen = 1u << 20;
     const Cfg cfg = {{"HMC_IB_EAGER_LIMIT", "8K"}};
     LocalPair p(t, cfg, 0);
@@ -490,10 +501,10 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
     }
     const size_t room = 600u << 10;
     const size_t pinned = pinned_kib << 10;
-    if (rl.rlim_cur < pinned + room + 4096)
-      skip_child("RLIMIT_MEMLOCK (" + std::to_string(rl.rlim_cur) + " bytes) leaves no room " +
+    if (limit < pinned + room + 4096)
+      skip_child("RLIMIT_MEMLOCK (" + std::to_string(limit) + " bytes) leaves no room " +
                  "beside the plugin's own buffers (" + std::to_string(pinned) + " bytes pinned)");
-    const size_t filler_len = (rl.rlim_cur - pinned - room) & ~size_t{4095};
+    const size_t filler_len = (limit - pinned - room) & ~size_t{4095};
     void* filler =
         mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(filler, MAP_FAILED);
@@ -517,7 +528,7 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
         HMC_PLUGIN_SUCCESS);
     EXPECT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
     EXPECT_EQ(first_mismatch(dst.data(), kLen, 72), -1) << "get";
-    EXPECT_TRUE(p.hb.logged("RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur) + " bytes"))
+    EXPECT_TRUE(p.hb.logged("RLIMIT_MEMLOCK is " + std::to_string(limit) + " bytes"))
         << p.hb.all_logs();
     EXPECT_TRUE(p.hb.logged("bounce buffers")) << p.hb.all_logs();
 
@@ -548,11 +559,8 @@ TEST(IbverbsPlugin, RefusedSegmentsWaitForTheReader) {
   const hmc_net_plugin_v2_t* t = nullptr;
   NET_REQUIRE_PLUGIN("ibverbs", &t);
   in_child([&] {
-    rlimit rl{};
-    ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
-    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < (size_t{20} << 20) ||
-        rl.rlim_cur > (size_t{64} << 20))
-      skip_child("RLIMIT_MEMLOCK is not 20 to 64 MiB here (tests/rdma/memlock_check sets it)");
+    size_t limit = 0;
+    ASSERT_NO_FATAL_FAILURE(memlock_limit_within(20, 64, &limit));
     constexpr size_t kLen = 64u << 20;
     const Cfg cfg = {
         {"HMC_IB_EAGER_LIMIT", "8K"}, {"HMC_IB_MR_CACHE", "0"}, {"HMC_IB_CHUNK", "64K"}};
@@ -568,8 +576,8 @@ TEST(IbverbsPlugin, RefusedSegmentsWaitForTheReader) {
     // Room for one segment and the reader's pieces (16 x 64 KiB), not for two segments.
     const size_t room = (16u << 20) + (3u << 20);
     const size_t pinned = pinned_kib << 10;
-    ASSERT_GT(rl.rlim_cur, pinned + room) << "the plugin's own buffers take " << pinned;
-    const size_t filler_len = (rl.rlim_cur - pinned - room) & ~size_t{4095};
+    ASSERT_GT(limit, pinned + room) << "the plugin's own buffers take " << pinned;
+    const size_t filler_len = (limit - pinned - room) & ~size_t{4095};
     void* filler =
         mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(filler, MAP_FAILED);

@@ -362,6 +362,25 @@ void NetLocal::local(const std::function<void(LocalPair&)>& body, uint32_t timeo
   });
 }
 
+void expect_short_device_props(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* c, uint32_t abi_version,
+                               const char* name) {
+  struct Short {
+    hmc_abi_header_t hdr;
+    const char* name;
+  };
+  struct Guarded {
+    Short s;
+    uint64_t canary;
+  } g{};
+  g.s.hdr.struct_size = sizeof(Short);
+  g.s.hdr.abi_version = abi_version;
+  g.canary = 0x1122334455667788ull;
+  ASSERT_EQ(t->device_props(c, 0, reinterpret_cast<hmc_net_device_props_t*>(&g.s)),
+            HMC_PLUGIN_SUCCESS);
+  EXPECT_STREQ(g.s.name, name);
+  EXPECT_EQ(g.canary, 0x1122334455667788ull);
+}
+
 bool readable_within(int fd, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, timeout_ms) == 1;

@@ -209,6 +209,11 @@ class NetLocal : public NetTest {
 
 bool readable_within(int fd, int timeout_ms);
 
+// A caller compiled against a shorter hmc_net_device_props_t (its header, of ABI version
+// abi_version, and the name) gets device 0's name, `name`, and nothing past its struct.
+void expect_short_device_props(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* c, uint32_t abi_version,
+                               const char* name);
+
 // A setting and its value.
 using Setting = std::pair<std::string, std::string>;
 // Each setting alone makes the plugin's init fail with CONFIG, making no context, and a log
