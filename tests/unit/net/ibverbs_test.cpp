@@ -424,11 +424,40 @@ TEST(IbverbsWireFormat, OtherVersionsAreRefused) {
 }
 #endif  // HMC_TEST_IBVERBS_SELECT
 
+// *limit: RLIMIT_MEMLOCK in bytes, where it is finite and from lo_mib to hi_mib MiB
+// (tests/rdma/memlock_check sets it); elsewhere the child skips, saying why.
+void memlock_limit_within(size_t lo_mib, size_t hi_mib, size_t* limit) {
+  rlimit rl{};
+  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < (lo_mib << 20) || rl.rlim_cur > (hi_mib << 20))
+    skip_child(
+        std::string("RLIMIT_MEMLOCK is not ") +
+        (lo_mib == 0 ? "low" : std::to_string(lo_mib) + " to " + std::to_string(hi_mib) + " MiB") +
+        " here (tests/rdma/memlock_check sets it)");
+  *limit = rl.rlim_cur;
+}
+
+// The tests of the ibverbs plugin's contexts, with its table in t (skipped where the plugin was
+// not built).
+class IbverbsPlugin : public ::testing::Test {
+ protected:
+  void SetUp() override { NET_REQUIRE_PLUGIN("ibverbs", &t); }
+  // body(limit) in a child process, where RLIMIT_MEMLOCK is `limit` bytes, from lo_mib to
+  // hi_mib MiB (memlock_limit_within).
+  void with_memlock_limit(size_t lo_mib, size_t hi_mib, const std::function<void(size_t)>& body) {
+    in_child([&] {
+      size_t limit = 0;
+      ASSERT_NO_FATAL_FAILURE(memlock_limit_within(lo_mib, hi_mib, &limit));
+      body(limit);
+    });
+  }
+
+  const hmc_net_plugin_v2_t* t = nullptr;
+};
+
 // Without any RDMA device (or rdma-core), init says so and the plugin is skipped; a bad setting
 // is an error that names it. Runs everywhere.
-TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("ibverbs", &t);
+TEST_F(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
   in_child([&] {
     {
       Host h(Cfg{{"HMC_IBVERBS_LIBRARY", "libdoes-not-exist.so.1"}});
@@ -459,30 +488,13 @@ TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
   });
 }
 
-// *limit: RLIMIT_MEMLOCK in bytes, where it is finite and from lo_mib to hi_mib MiB
-// (tests/rdma/memlock_check sets it); elsewhere the child skips, saying why.
-void memlock_limit_within(size_t lo_mib, size_t hi_mib, size_t* limit) {
-  rlimit rl{};
-  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
-  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < (lo_mib << 20) || rl.rlim_cur > (hi_mib << 20))
-    skip_child(
-        std::string("RLIMIT_MEMLOCK is not ") +
-        (lo_mib == 0 ? "low" : std::to_string(lo_mib) + " to " + std::to_string(hi_mib) + " MiB") +
-        " here (tests/rdma/memlock_check sets it)");
-  *limit = rl.rlim_cur;
-}
-
 // Registrations refused for pinned memory (RLIMIT_MEMLOCK; run by tests/rdma/memlock_check with
 // a low limit and CAP_IPC_LOCK dropped, skipped elsewhere): the test pins all but ~600 KiB of what
 // the limit allows, then moves 1 MiB by put, get and message between unregistered buffers. Each
 // refusal is logged naming the limit; puts and gets go through the bounce buffers, the message
 // through the eager buffers; every byte arrives.
-TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("ibverbs", &t);
-  in_child([&] {
-    size_t limit = 0;
-    ASSERT_NO_FATAL_FAILURE(memlock_limit_within(0, 64, &limit));
+TEST_F(IbverbsPlugin, RefusedRegistrationsAreStaged) {
+  with_memlock_limit(0, 64, [&](size_t limit) {
     constexpr size_t kLen = 1u << 20;
     const Cfg cfg = {{"HMC_IB_EAGER_LIMIT", "8K"}};
     LocalPair p(t, cfg, 0);
@@ -555,12 +567,8 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
 // skipped elsewhere): the test leaves room for about one 16 MiB segment, the registration cache
 // off so that a read segment is deregistered at once. The sender waits for the reader's
 // acknowledgement, registers the next segment then, and the 64 MiB arrive byte-exact.
-TEST(IbverbsPlugin, RefusedSegmentsWaitForTheReader) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("ibverbs", &t);
-  in_child([&] {
-    size_t limit = 0;
-    ASSERT_NO_FATAL_FAILURE(memlock_limit_within(20, 64, &limit));
+TEST_F(IbverbsPlugin, RefusedSegmentsWaitForTheReader) {
+  with_memlock_limit(20, 64, [&](size_t limit) {
     constexpr size_t kLen = 64u << 20;
     const Cfg cfg = {
         {"HMC_IB_EAGER_LIMIT", "8K"}, {"HMC_IB_MR_CACHE", "0"}, {"HMC_IB_CHUNK", "64K"}};
