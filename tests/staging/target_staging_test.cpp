@@ -434,13 +434,13 @@ TEST_P(TargetStagingOverPath, NotificationsKeepPutOrderAcrossBothChannels) {
 // ---- refusals: access not granted, out of bounds; nothing lands --------------------------------
 
 // The target's memory (hip:0 or cuda:0; cuda:0 here) by the path.
-class TargetStagingRefusals : public testing::TestWithParam<std::tuple<const char*, const char*>> {
+class TargetStagingRefusals : public testing::TestWithParam<std::tuple<std::string, std::string>> {
 };
 
 TEST_P(TargetStagingRefusals, RefusedAccessLeavesTheRegionUntouchedAndTheStreamInStep) {
   const size_t size = 3 * kChunk + 17;
-  const char* child_mem = std::get<0>(GetParam());
-  const char* path = std::get<1>(GetParam());
+  const char* child_mem = std::get<0>(GetParam()).c_str();
+  const char* path = std::get<1>(GetParam()).c_str();
   run_roles(
       path, "cuda:0", child_mem,
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
@@ -506,7 +506,7 @@ TEST_P(TargetStagingRefusals, RefusedAccessLeavesTheRegionUntouchedAndTheStreamI
 
 INSTANTIATE_TEST_SUITE_P(TargetsAndPaths, TargetStagingRefusals,
                          testing::Combine(testing::Values("hip:0", "cuda:0"),
-                                          testing::ValuesIn(kHostPaths)),
+                                          testing::Values(kHostPaths[0], kHostPaths[1])),
                          [](const testing::TestParamInfo<TargetStagingRefusals::ParamType>& info) {
                            std::string mem = std::get<0>(info.param);
                            std::string path = std::get<1>(info.param);

@@ -1,6 +1,6 @@
 // Two processes moving device memory to each other through hmc: the helpers shared by the
-// staging tests on emulated runtimes (staged_transfer_test.cpp) and on real GPUs
-// (real_gpu_transfer_test.cpp).
+// staging tests on emulated runtimes (staged_transfer_test.cpp, target_staging_test.cpp) and on
+// real GPUs (real_gpu_transfer_test.cpp).
 //
 // Each test forks its peer before any context exists. The peer echoes every message back, so
 // both directions are covered: parent -> child (parent's memory to the child's) and back.
