@@ -10,22 +10,13 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <tuple>
 
 #include "two_process.h"
 
 namespace {
 
 using namespace staging_test;
-
-#define CHECK_OK(call)                                                           \
-  do {                                                                           \
-    hmc_status_t st_ = (call);                                                   \
-    if (st_ != HMC_SUCCESS) return std::string(#call) + ": " + hmc_last_error(); \
-  } while (0)
-#define CHECK_TRUE(cond, what)             \
-  do {                                     \
-    if (!(cond)) return std::string(what); \
-  } while (0)
 
 hmc_status_t put_wait(hmc_peer_t peer, const void* buf, size_t size, hmc_remote_t r, uint64_t off,
                       uint32_t flags = 0, uint64_t value = 0) {
@@ -39,45 +30,23 @@ hmc_status_t get_wait(hmc_peer_t peer, void* buf, size_t size, hmc_remote_t r, u
   hmc_status_t st = hmc_get(peer, buf, size, r, off, &q);
   return st == HMC_SUCCESS ? hmc_request_wait(q, kTimeoutMs, got) : st;
 }
-// A one-byte step message on tag (host memory both sides).
-std::string step_send(hmc_peer_t peer, uint64_t tag, uint8_t v = 1) {
-  CHECK_OK(send_wait(peer, &v, 1, tag));
-  return "";
-}
-std::string step_recv(hmc_peer_t peer, uint64_t tag, uint8_t* v = nullptr) {
-  uint8_t b = 0;
-  size_t got = 0;
-  CHECK_OK(recv_wait(peer, &b, 1, tag, &got));
-  if (v) *v = b;
-  return "";
-}
-#define STEP(expr)              \
-  do {                          \
-    std::string e_ = (expr);    \
-    if (!e_.empty()) return e_; \
-  } while (0)
-
 constexpr uint8_t kUntouched = 0x5a;
 
-// Registers `size` bytes of `mem` filled with kUntouched and sends its descriptor on tag 7.
+// Allocates `size` bytes of `mem` filled with kUntouched, registers them and sends their
+// descriptor on tag 7.
 std::string export_region(hmc_context_t ctx, hmc_peer_t peer, const char* mem, size_t size,
                           uint32_t access, void** dev, hmc_region_t* reg, uint64_t tag = 7) {
   CHECK_OK(hmc_mem_alloc(ctx, mem, size, dev));
   std::vector<uint8_t> host(size, kUntouched);
   CHECK_OK(hmc_mem_copy(ctx, *dev, host.data(), size));
-  CHECK_OK(hmc_mem_register(ctx, *dev, size, access, reg));
-  uint8_t desc[512];
-  size_t len = sizeof desc;
-  CHECK_OK(hmc_region_pack(*reg, desc, &len));
-  CHECK_OK(send_wait(peer, desc, len, tag));
-  return "";
+  return export_memory(ctx, peer, *dev, size, access, reg, tag);
 }
 
-std::string import_region(hmc_peer_t peer, hmc_remote_t* remote, uint64_t tag = 7) {
-  uint8_t desc[512];
-  size_t len = 0;
-  CHECK_OK(recv_wait(peer, desc, sizeof desc, tag, &len));
-  CHECK_OK(hmc_remote_import(peer, desc, len, remote));
+// The initiator's start: the target's region (tag 7) imported, `size` bytes of its own `mem`.
+std::string import_with_source(hmc_context_t ctx, hmc_peer_t peer, const char* mem, size_t size,
+                               hmc_remote_t* remote, void** src) {
+  STEP(import_region(peer, remote));
+  CHECK_OK(hmc_mem_alloc(ctx, mem, size, src));
   return "";
 }
 
@@ -236,59 +205,91 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+// The target's two regions in the notification scenarios, both remote-writable: `size` bytes of
+// its device memory (descriptor on tag 7) and `host_size` bytes of host memory (tag 6).
+struct TargetRegions {
+  void* dev = nullptr;
+  std::vector<uint8_t> host;
+  hmc_region_t dev_reg = nullptr, host_reg = nullptr;
+
+  std::string export_both(hmc_context_t ctx, hmc_peer_t peer, const char* mem, size_t size,
+                          size_t host_size) {
+    STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &dev, &dev_reg, 7));
+    host.assign(host_size, kUntouched);
+    return export_memory(ctx, peer, host.data(), host.size(), HMC_ACCESS_REMOTE_WRITE, &host_reg,
+                         6);
+  }
+  // Once every check held: tells the initiator (tag 8), then withdraws both regions.
+  std::string release(hmc_context_t ctx, hmc_peer_t peer) {
+    STEP(step_send(peer, 8));
+    CHECK_OK(hmc_mem_deregister(host_reg));
+    CHECK_OK(hmc_mem_deregister(dev_reg));
+    hmc_mem_free(ctx, dev);
+    return "";
+  }
+};
+
+// The initiator's handles of those regions.
+struct InitiatorRemotes {
+  hmc_remote_t dev = nullptr, host = nullptr;
+
+  std::string import_both(hmc_peer_t peer) {
+    STEP(import_region(peer, &dev, 7));
+    return import_region(peer, &host, 6);
+  }
+  // Waits for the target's word that its checks held (tag 8), then releases both handles.
+  std::string release(hmc_peer_t peer) {
+    STEP(step_recv(peer, 8));
+    hmc_remote_release(dev);
+    hmc_remote_release(host);
+    return "";
+  }
+};
+
+// Scenarios run over each host-only path: run() runs the target in the peer (hip:0) and the
+// initiator here (cuda:0).
+class TargetStagingOverPath : public testing::TestWithParam<const char*> {
+ protected:
+  void run(const Role& target, const Role& initiator, const EnvList& target_env = {},
+           bool target_killed = false) {
+    run_roles(GetParam(), "cuda:0", "hip:0", target, initiator, target_env, target_killed);
+  }
+};
+
 // ---- notification: after the data, in order with a put into host memory ------------------------
 
-TEST(TargetStagingScenarios, NotificationFollowsTheDataInOrderWithAHostRegionPut) {
+TEST_P(TargetStagingOverPath, NotificationFollowsTheDataInOrderWithAHostRegionPut) {
   const size_t size = 2 * kChunk + 99;
-  for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
-    SCOPED_TRACE(path);
-    run_roles(
-        path, "cuda:0", "hip:0",
-        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-          void* dev;
-          hmc_region_t dreg, hreg;
-          STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &dev, &dreg, 7));
-          std::vector<uint8_t> host(64, kUntouched);
-          CHECK_OK(hmc_mem_register(ctx, host.data(), host.size(), HMC_ACCESS_REMOTE_WRITE, &hreg));
-          uint8_t desc[512];
-          size_t len = sizeof desc;
-          CHECK_OK(hmc_region_pack(hreg, desc, &len));
-          CHECK_OK(send_wait(peer, desc, len, 6));
-          hmc_notification_t n;
-          CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
-          CHECK_TRUE(n.value == 1, "first notification " + std::to_string(n.value) + ", not 1");
-          long bad = check(ctx, dev, size, 3);  // the device put's bytes are all in place
-          CHECK_TRUE(bad == -1,
-                     "notified before the data: byte " + std::to_string(bad) + " differs");
-          CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
-          CHECK_TRUE(n.value == 2, "second notification " + std::to_string(n.value) + ", not 2");
-          CHECK_TRUE(host[3] == 0xc3, "the host put's byte is not in place");
-          STEP(step_send(peer, 8));
-          CHECK_OK(hmc_mem_deregister(hreg));
-          CHECK_OK(hmc_mem_deregister(dreg));
-          hmc_mem_free(ctx, dev);
-          return "";
-        },
-        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-          hmc_remote_t dr, hr;
-          STEP(import_region(peer, &dr, 7));
-          STEP(import_region(peer, &hr, 6));
-          void* src;
-          CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
-          CHECK_TRUE(fill(ctx, src, size, 3), "fill failed");
-          uint8_t b = 0xc3;
-          hmc_request_t q1, q2;
-          CHECK_OK(hmc_put(peer, src, size, dr, 0, HMC_PUT_NOTIFY, 1, &q1));
-          CHECK_OK(hmc_put(peer, &b, 1, hr, 3, HMC_PUT_NOTIFY, 2, &q2));
-          CHECK_OK(hmc_request_wait(q2, kTimeoutMs, nullptr));
-          CHECK_OK(hmc_request_wait(q1, kTimeoutMs, nullptr));
-          STEP(step_recv(peer, 8));
-          hmc_remote_release(dr);
-          hmc_remote_release(hr);
-          hmc_mem_free(ctx, src);
-          return "";
-        });
-  }
+  run(
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        TargetRegions r;
+        STEP(r.export_both(ctx, peer, mem, size, 64));
+        hmc_notification_t n;
+        CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
+        CHECK_TRUE(n.value == 1, "first notification " + std::to_string(n.value) + ", not 1");
+        long bad = check(ctx, r.dev, size, 3);  // the device put's bytes are all in place
+        CHECK_TRUE(bad == -1, "notified before the data: byte " + std::to_string(bad) + " differs");
+        CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
+        CHECK_TRUE(n.value == 2, "second notification " + std::to_string(n.value) + ", not 2");
+        CHECK_TRUE(r.host[3] == 0xc3, "the host put's byte is not in place");
+        return r.release(ctx, peer);
+      },
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        InitiatorRemotes remote;
+        STEP(remote.import_both(peer));
+        void* src;
+        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+        CHECK_TRUE(fill(ctx, src, size, 3), "fill failed");
+        uint8_t b = 0xc3;
+        hmc_request_t q1, q2;
+        CHECK_OK(hmc_put(peer, src, size, remote.dev, 0, HMC_PUT_NOTIFY, 1, &q1));
+        CHECK_OK(hmc_put(peer, &b, 1, remote.host, 3, HMC_PUT_NOTIFY, 2, &q2));
+        CHECK_OK(hmc_request_wait(q2, kTimeoutMs, nullptr));
+        CHECK_OK(hmc_request_wait(q1, kTimeoutMs, nullptr));
+        STEP(remote.release(peer));
+        hmc_mem_free(ctx, src);
+        return "";
+      });
 }
 
 // ---- transfer lists: many ranges of the peer's staged device memory in one request ------------
@@ -296,80 +297,75 @@ TEST(TargetStagingScenarios, NotificationFollowsTheDataInOrderWithAHostRegionPut
 // Blocks scattered over the peer's hip:0 region written from our cuda:0 memory by one list
 // (notified after the last byte), then read back by another list in a different order; the
 // target checks every block and that nothing between them changed.
-TEST(TargetStagingScenarios, TransferListsWriteAndReadPeerDeviceMemoryByRanges) {
+TEST_P(TargetStagingOverPath, TransferListsWriteAndReadPeerDeviceMemoryByRanges) {
   const size_t block = kChunk / 3 + 7, blocks = 9, region = 2 * block * blocks + 11;
   std::vector<hmc_xfer_desc_t> writes, reads;
   for (size_t k = 0; k < blocks; ++k)  // every other slot of the region, in shuffled order
     writes.push_back({k * block, 5 + 2 * ((k * 4) % blocks) * block, block});
   for (size_t k = 0; k < blocks; ++k)
     reads.push_back({(blocks - 1 - k) * block, writes[k].remote_offset, block});
-  for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
-    SCOPED_TRACE(path);
-    run_roles(
-        path, "cuda:0", "hip:0",
-        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-          void* dev;
-          hmc_region_t reg;
-          STEP(export_region(ctx, peer, mem, region,
-                             HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE, &dev, &reg));
-          hmc_notification_t n;
-          CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
-          CHECK_TRUE(n.value == 77, "notification " + std::to_string(n.value) + ", not 77");
-          std::vector<uint8_t> got = read_back(ctx, dev, region);
-          CHECK_TRUE(got.size() == region, "reading the region back failed");
-          std::vector<uint8_t> want(region, kUntouched);
-          for (const auto& d : writes)
-            for (size_t j = 0; j < d.size; ++j)
-              want[d.remote_offset + j] = pattern(d.local_offset + j, block * blocks, 4);
-          CHECK_TRUE(got == want, "the region after the list differs from what it wrote");
-          STEP(step_send(peer, 8));
-          STEP(step_recv(peer, 9));  // the read is done
-          CHECK_OK(hmc_mem_deregister(reg));
-          hmc_mem_free(ctx, dev);
-          return "";
-        },
-        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-          hmc_remote_t remote;
-          STEP(import_region(peer, &remote));
-          const size_t size = block * blocks;
-          void *src, *dst;
-          CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
-          CHECK_OK(hmc_mem_alloc(ctx, mem, size, &dst));
-          CHECK_TRUE(fill(ctx, src, size, 4), "fill failed");
-          hmc_region_t sreg, dreg;
-          CHECK_OK(hmc_mem_register(ctx, src, size, 0, &sreg));
-          CHECK_OK(hmc_mem_register(ctx, dst, size, 0, &dreg));
-          hmc_xfer_list_t list;
-          hmc_request_t r;
-          size_t got = 0;
-          CHECK_OK(
-              hmc_xfer_prepare(sreg, remote, HMC_XFER_WRITE, writes.data(), writes.size(), &list));
-          CHECK_OK(hmc_xfer_post(list, HMC_XFER_NOTIFY, 77, &r));
-          CHECK_OK(hmc_request_wait(r, kTimeoutMs, &got));
-          CHECK_TRUE(got == size, "the write list moved " + std::to_string(got) + " bytes");
-          CHECK_OK(hmc_xfer_release(list));
-          STEP(step_recv(peer, 8));
-          CHECK_OK(
-              hmc_xfer_prepare(dreg, remote, HMC_XFER_READ, reads.data(), reads.size(), &list));
-          CHECK_OK(hmc_xfer_post(list, 0, 0, &r));
-          CHECK_OK(hmc_request_wait(r, kTimeoutMs, &got));
-          CHECK_TRUE(got == size, "the read list moved " + std::to_string(got) + " bytes");
-          CHECK_OK(hmc_xfer_release(list));
-          // dst[reads[k].local] holds the block written from src[writes[k].local].
-          std::vector<uint8_t> seen = read_back(ctx, dst, size), want(size);
-          for (size_t k = 0; k < blocks; ++k)
-            for (size_t j = 0; j < block; ++j)
-              want[reads[k].local_offset + j] = pattern(writes[k].local_offset + j, size, 4);
-          CHECK_TRUE(seen == want, "the blocks read back differ");
-          STEP(step_send(peer, 9));
-          CHECK_OK(hmc_mem_deregister(sreg));
-          CHECK_OK(hmc_mem_deregister(dreg));
-          hmc_remote_release(remote);
-          hmc_mem_free(ctx, src);
-          hmc_mem_free(ctx, dst);
-          return "";
-        });
-  }
+  run(
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        void* dev;
+        hmc_region_t reg;
+        STEP(export_region(ctx, peer, mem, region, HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE,
+                           &dev, &reg));
+        hmc_notification_t n;
+        CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
+        CHECK_TRUE(n.value == 77, "notification " + std::to_string(n.value) + ", not 77");
+        std::vector<uint8_t> got = read_back(ctx, dev, region);
+        CHECK_TRUE(got.size() == region, "reading the region back failed");
+        std::vector<uint8_t> want(region, kUntouched);
+        for (const auto& d : writes)
+          for (size_t j = 0; j < d.size; ++j)
+            want[d.remote_offset + j] = pattern(d.local_offset + j, block * blocks, 4);
+        CHECK_TRUE(got == want, "the region after the list differs from what it wrote");
+        STEP(step_send(peer, 8));
+        STEP(step_recv(peer, 9));  // the read is done
+        CHECK_OK(hmc_mem_deregister(reg));
+        hmc_mem_free(ctx, dev);
+        return "";
+      },
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        hmc_remote_t remote;
+        STEP(import_region(peer, &remote));
+        const size_t size = block * blocks;
+        void *src, *dst;
+        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &dst));
+        CHECK_TRUE(fill(ctx, src, size, 4), "fill failed");
+        hmc_region_t sreg, dreg;
+        CHECK_OK(hmc_mem_register(ctx, src, size, 0, &sreg));
+        CHECK_OK(hmc_mem_register(ctx, dst, size, 0, &dreg));
+        hmc_xfer_list_t list;
+        hmc_request_t r;
+        size_t got = 0;
+        CHECK_OK(
+            hmc_xfer_prepare(sreg, remote, HMC_XFER_WRITE, writes.data(), writes.size(), &list));
+        CHECK_OK(hmc_xfer_post(list, HMC_XFER_NOTIFY, 77, &r));
+        CHECK_OK(hmc_request_wait(r, kTimeoutMs, &got));
+        CHECK_TRUE(got == size, "the write list moved " + std::to_string(got) + " bytes");
+        CHECK_OK(hmc_xfer_release(list));
+        STEP(step_recv(peer, 8));
+        CHECK_OK(hmc_xfer_prepare(dreg, remote, HMC_XFER_READ, reads.data(), reads.size(), &list));
+        CHECK_OK(hmc_xfer_post(list, 0, 0, &r));
+        CHECK_OK(hmc_request_wait(r, kTimeoutMs, &got));
+        CHECK_TRUE(got == size, "the read list moved " + std::to_string(got) + " bytes");
+        CHECK_OK(hmc_xfer_release(list));
+        // dst[reads[k].local] holds the block written from src[writes[k].local].
+        std::vector<uint8_t> seen = read_back(ctx, dst, size), want(size);
+        for (size_t k = 0; k < blocks; ++k)
+          for (size_t j = 0; j < block; ++j)
+            want[reads[k].local_offset + j] = pattern(writes[k].local_offset + j, size, 4);
+        CHECK_TRUE(seen == want, "the blocks read back differ");
+        STEP(step_send(peer, 9));
+        CHECK_OK(hmc_mem_deregister(sreg));
+        CHECK_OK(hmc_mem_deregister(dreg));
+        hmc_remote_release(remote);
+        hmc_mem_free(ctx, src);
+        hmc_mem_free(ctx, dst);
+        return "";
+      });
 }
 
 // Puts into host memory carry their notifications with the data where the path offers it
@@ -377,7 +373,7 @@ TEST(TargetStagingScenarios, TransferListsWriteAndReadPeerDeviceMemoryByRanges) 
 // target still sees every notification after its data and in the order of the puts: a Notify
 // waits for the carried ones before it, and the initiator carries again only once its Notify
 // messages were delivered.
-TEST(TargetStagingScenarios, NotificationsKeepPutOrderAcrossBothChannels) {
+TEST_P(TargetStagingOverPath, NotificationsKeepPutOrderAcrossBothChannels) {
   struct Put {
     bool device;  // into the staged device region, else into the host region
     size_t offset, size;
@@ -387,145 +383,136 @@ TEST(TargetStagingScenarios, NotificationsKeepPutOrderAcrossBothChannels) {
       {true, 0, 2 * kChunk + 99}, {false, 3u << 20, 5},          {false, 3u << 20 | 64, 70000},
       {true, 1u << 20, 1000},     {false, 3u << 20 | 200000, 1}, {false, 4u << 20, 0}};
   const size_t region = 5u << 20;
-  for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
-    SCOPED_TRACE(path);
-    std::string log = testing::TempDir() + "hmc-notify-order-" + std::to_string(getpid()) + ".log";
-    unlink(log.c_str());
-    run_roles(
-        path, "cuda:0", "hip:0",
-        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-          void* dev;
-          hmc_region_t dreg, hreg;
-          STEP(export_region(ctx, peer, mem, region, HMC_ACCESS_REMOTE_WRITE, &dev, &dreg, 7));
-          std::vector<uint8_t> host(region, kUntouched);
-          CHECK_OK(hmc_mem_register(ctx, host.data(), host.size(), HMC_ACCESS_REMOTE_WRITE, &hreg));
-          uint8_t desc[512];
-          size_t len = sizeof desc;
-          CHECK_OK(hmc_region_pack(hreg, desc, &len));
-          CHECK_OK(send_wait(peer, desc, len, 6));
-          for (size_t i = 0; i < puts.size(); ++i) {
-            hmc_notification_t n;
-            CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
-            CHECK_TRUE(n.value == i + 1, "notification " + std::to_string(n.value) + " came " +
-                                             std::to_string(i + 1) + "th");
-            const Put& p = puts[i];
-            const uint8_t* base = p.device ? static_cast<uint8_t*>(dev) : host.data();
-            long bad = check(ctx, base + p.offset, p.size, int(i));
-            CHECK_TRUE(bad == -1, "notification " + std::to_string(i + 1) +
-                                      " came before its data: byte " + std::to_string(bad));
-          }
-          STEP(step_send(peer, 8));
-          CHECK_OK(hmc_mem_deregister(hreg));
-          CHECK_OK(hmc_mem_deregister(dreg));
-          hmc_mem_free(ctx, dev);
-          return "";
-        },
-        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-          hmc_remote_t dr, hr;
-          STEP(import_region(peer, &dr, 7));
-          STEP(import_region(peer, &hr, 6));
-          std::vector<void*> srcs;
-          std::vector<hmc_request_t> reqs;
-          for (size_t i = 0; i < puts.size(); ++i) {
-            const Put& p = puts[i];
-            void* src;
-            CHECK_OK(
-                hmc_mem_alloc(ctx, p.device ? mem : "host", std::max<size_t>(p.size, 1), &src));
-            srcs.push_back(src);
-            CHECK_TRUE(fill(ctx, src, p.size, int(i)), "fill failed");
-            hmc_request_t q;
-            CHECK_OK(hmc_put(peer, src, p.size, p.device ? dr : hr, p.offset, HMC_PUT_NOTIFY, i + 1,
-                             &q));
-            reqs.push_back(q);
-          }
-          for (hmc_request_t q : reqs) CHECK_OK(hmc_request_wait(q, kTimeoutMs, nullptr));
-          STEP(step_recv(peer, 8));
-          hmc_remote_release(dr);
-          hmc_remote_release(hr);
-          for (void* src : srcs) hmc_mem_free(ctx, src);
-          return "";
-        },
-        {{"HMC_LOG_FILE", log.c_str()}, {"HMC_LOG_LEVEL", "info"}});
-    std::string text = read_text(log);
-    unlink(log.c_str());
-    EXPECT_NE(text.find("put notifications travel with the data"), std::string::npos)
-        << "the path did not carry notifications:\n"
-        << text;
-  }
+  std::string log = testing::TempDir() + "hmc-notify-order-" + std::to_string(getpid()) + ".log";
+  unlink(log.c_str());
+  run(
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        TargetRegions r;
+        STEP(r.export_both(ctx, peer, mem, region, region));
+        for (size_t i = 0; i < puts.size(); ++i) {
+          hmc_notification_t n;
+          CHECK_OK(hmc_notify_wait(ctx, kTimeoutMs, &n));
+          CHECK_TRUE(n.value == i + 1, "notification " + std::to_string(n.value) + " came " +
+                                           std::to_string(i + 1) + "th");
+          const Put& p = puts[i];
+          const uint8_t* base = p.device ? static_cast<uint8_t*>(r.dev) : r.host.data();
+          long bad = check(ctx, base + p.offset, p.size, int(i));
+          CHECK_TRUE(bad == -1, "notification " + std::to_string(i + 1) +
+                                    " came before its data: byte " + std::to_string(bad));
+        }
+        return r.release(ctx, peer);
+      },
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        InitiatorRemotes remote;
+        STEP(remote.import_both(peer));
+        std::vector<void*> srcs;
+        std::vector<hmc_request_t> reqs;
+        for (size_t i = 0; i < puts.size(); ++i) {
+          const Put& p = puts[i];
+          void* src;
+          CHECK_OK(hmc_mem_alloc(ctx, p.device ? mem : "host", std::max<size_t>(p.size, 1), &src));
+          srcs.push_back(src);
+          CHECK_TRUE(fill(ctx, src, p.size, int(i)), "fill failed");
+          hmc_request_t q;
+          CHECK_OK(hmc_put(peer, src, p.size, p.device ? remote.dev : remote.host, p.offset,
+                           HMC_PUT_NOTIFY, i + 1, &q));
+          reqs.push_back(q);
+        }
+        for (hmc_request_t q : reqs) CHECK_OK(hmc_request_wait(q, kTimeoutMs, nullptr));
+        STEP(remote.release(peer));
+        for (void* src : srcs) hmc_mem_free(ctx, src);
+        return "";
+      },
+      {{"HMC_LOG_FILE", log.c_str()}, {"HMC_LOG_LEVEL", "info"}});
+  std::string text = read_text(log);
+  unlink(log.c_str());
+  EXPECT_NE(text.find("put notifications travel with the data"), std::string::npos)
+      << "the path did not carry notifications:\n"
+      << text;
 }
 
 // ---- refusals: access not granted, out of bounds; nothing lands --------------------------------
 
-TEST(TargetStagingScenarios, RefusedAccessLeavesTheRegionUntouchedAndTheStreamInStep) {
+// The target's memory (hip:0 or cuda:0; cuda:0 here) by the path.
+class TargetStagingRefusals : public testing::TestWithParam<std::tuple<std::string, std::string>> {
+};
+
+TEST_P(TargetStagingRefusals, RefusedAccessLeavesTheRegionUntouchedAndTheStreamInStep) {
   const size_t size = 3 * kChunk + 17;
-  for (const char* child_mem : {"hip:0", "cuda:0"}) {
-    for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
-      SCOPED_TRACE(std::string(path) + " target " + child_mem);
-      run_roles(
-          path, "cuda:0", child_mem,
-          [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-            void *ro, *wo;
-            hmc_region_t roreg, woreg;
-            STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_READ, &ro, &roreg, 7));
-            STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &wo, &woreg, 6));
-            STEP(step_recv(peer, 8));
-            std::vector<uint8_t> a = read_back(ctx, ro, size);
-            CHECK_TRUE(a.size() == size && std::count(a.begin(), a.end(), kUntouched) == long(size),
-                       "a refused put changed the read-only region");
-            long bad = check(ctx, wo, size, 4);  // the accepted put after the refusals
-            CHECK_TRUE(bad == -1,
-                       "the put after the refusals differs at byte " + std::to_string(bad));
-            STEP(step_send(peer, 9));
-            CHECK_OK(hmc_mem_deregister(roreg));
-            CHECK_OK(hmc_mem_deregister(woreg));
-            hmc_mem_free(ctx, ro);
-            hmc_mem_free(ctx, wo);
-            return "";
-          },
-          [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-            hmc_remote_t ro, wo;
-            STEP(import_region(peer, &ro, 7));
-            STEP(import_region(peer, &wo, 6));
-            void *src, *dst;
-            CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
-            CHECK_OK(hmc_mem_alloc(ctx, mem, size, &dst));
-            CHECK_TRUE(fill(ctx, src, size, 4), "fill failed");
-            // Refused by the owner: no remote write / read granted; small and multi-piece.
-            hmc_status_t st = put_wait(peer, src, size, ro, 0);
-            CHECK_TRUE(st == HMC_ERR_REMOTE,
-                       std::string("put into a read-only region: ") + hmc_status_string(st));
-            CHECK_TRUE(std::string(hmc_last_error()).find("does not grant remote write") !=
-                           std::string::npos,
-                       std::string("refusal text: ") + hmc_last_error());
-            st = put_wait(peer, src, 10, ro, 0, HMC_PUT_NOTIFY, 5);
-            CHECK_TRUE(st == HMC_ERR_REMOTE, "small put into a read-only region");
-            size_t got = 0;
-            st = get_wait(peer, dst, size, wo, 0, &got);
-            CHECK_TRUE(st == HMC_ERR_REMOTE,
-                       std::string("get from a write-only region: ") + hmc_status_string(st));
-            // Out of bounds: refused before anything moves.
-            hmc_request_t q;
-            CHECK_TRUE(hmc_put(peer, src, size, wo, 1, 0, 0, &q) == HMC_ERR_OUT_OF_BOUNDS,
-                       "put past the region's end");
-            CHECK_TRUE(hmc_get(peer, dst, 2, wo, size - 1, &q) == HMC_ERR_OUT_OF_BOUNDS,
-                       "get past the region's end");
-            // The next transfers go through.
-            CHECK_OK(put_wait(peer, src, size, wo, 0));
-            CHECK_OK(get_wait(peer, dst, size, ro, 0, &got));
-            std::vector<uint8_t> a = read_back(ctx, dst, size);
-            CHECK_TRUE(got == size && std::count(a.begin(), a.end(), kUntouched) == long(size),
-                       "get from the read-only region");
-            STEP(step_send(peer, 8));
-            STEP(step_recv(peer, 9));
-            hmc_remote_release(ro);
-            hmc_remote_release(wo);
-            hmc_mem_free(ctx, src);
-            hmc_mem_free(ctx, dst);
-            return "";
-          });
-    }
-  }
+  const char* child_mem = std::get<0>(GetParam()).c_str();
+  const char* path = std::get<1>(GetParam()).c_str();
+  run_roles(
+      path, "cuda:0", child_mem,
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        void *ro, *wo;
+        hmc_region_t roreg, woreg;
+        STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_READ, &ro, &roreg, 7));
+        STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &wo, &woreg, 6));
+        STEP(step_recv(peer, 8));
+        std::vector<uint8_t> a = read_back(ctx, ro, size);
+        CHECK_TRUE(a.size() == size && std::count(a.begin(), a.end(), kUntouched) == long(size),
+                   "a refused put changed the read-only region");
+        long bad = check(ctx, wo, size, 4);  // the accepted put after the refusals
+        CHECK_TRUE(bad == -1, "the put after the refusals differs at byte " + std::to_string(bad));
+        STEP(step_send(peer, 9));
+        CHECK_OK(hmc_mem_deregister(roreg));
+        CHECK_OK(hmc_mem_deregister(woreg));
+        hmc_mem_free(ctx, ro);
+        hmc_mem_free(ctx, wo);
+        return "";
+      },
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        hmc_remote_t ro, wo;
+        STEP(import_region(peer, &ro, 7));
+        STEP(import_region(peer, &wo, 6));
+        void *src, *dst;
+        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &dst));
+        CHECK_TRUE(fill(ctx, src, size, 4), "fill failed");
+        // Refused by the owner: no remote write / read granted; small and multi-piece.
+        hmc_status_t st = put_wait(peer, src, size, ro, 0);
+        CHECK_TRUE(st == HMC_ERR_REMOTE,
+                   std::string("put into a read-only region: ") + hmc_status_string(st));
+        CHECK_TRUE(
+            std::string(hmc_last_error()).find("does not grant remote write") != std::string::npos,
+            std::string("refusal text: ") + hmc_last_error());
+        st = put_wait(peer, src, 10, ro, 0, HMC_PUT_NOTIFY, 5);
+        CHECK_TRUE(st == HMC_ERR_REMOTE, "small put into a read-only region");
+        size_t got = 0;
+        st = get_wait(peer, dst, size, wo, 0, &got);
+        CHECK_TRUE(st == HMC_ERR_REMOTE,
+                   std::string("get from a write-only region: ") + hmc_status_string(st));
+        // Out of bounds: refused before anything moves.
+        hmc_request_t q;
+        CHECK_TRUE(hmc_put(peer, src, size, wo, 1, 0, 0, &q) == HMC_ERR_OUT_OF_BOUNDS,
+                   "put past the region's end");
+        CHECK_TRUE(hmc_get(peer, dst, 2, wo, size - 1, &q) == HMC_ERR_OUT_OF_BOUNDS,
+                   "get past the region's end");
+        // The next transfers go through.
+        CHECK_OK(put_wait(peer, src, size, wo, 0));
+        CHECK_OK(get_wait(peer, dst, size, ro, 0, &got));
+        std::vector<uint8_t> a = read_back(ctx, dst, size);
+        CHECK_TRUE(got == size && std::count(a.begin(), a.end(), kUntouched) == long(size),
+                   "get from the read-only region");
+        STEP(step_send(peer, 8));
+        STEP(step_recv(peer, 9));
+        hmc_remote_release(ro);
+        hmc_remote_release(wo);
+        hmc_mem_free(ctx, src);
+        hmc_mem_free(ctx, dst);
+        return "";
+      });
 }
+
+INSTANTIATE_TEST_SUITE_P(TargetsAndPaths, TargetStagingRefusals,
+                         testing::Combine(testing::Values("hip:0", "cuda:0"),
+                                          testing::Values(kHostPaths[0], kHostPaths[1])),
+                         [](const testing::TestParamInfo<TargetStagingRefusals::ParamType>& info) {
+                           std::string mem = std::get<0>(info.param);
+                           std::string path = std::get<1>(info.param);
+                           return mem.substr(0, mem.find(':')) + "_" +
+                                  path.substr(path.find('/') + 1);
+                         });
 
 // ---- deregistration while staged puts run ------------------------------------------------------
 
@@ -563,9 +550,8 @@ TEST(TargetStagingScenarios, DeregistrationWaitsForStagedPutsThenRefusesLaterOne
       },
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
         hmc_remote_t remote;
-        STEP(import_region(peer, &remote));
         void* src;
-        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+        STEP(import_with_source(ctx, peer, mem, size, &remote, &src));
         hmc_request_t q[kPuts];
         for (int k = 0; k < kPuts; ++k) {
           CHECK_TRUE(fill(ctx, static_cast<uint8_t*>(src) + k * piece, piece, k), "fill failed");
@@ -601,42 +587,40 @@ TEST(TargetStagingScenarios, DeregistrationWaitsForStagedPutsThenRefusesLaterOne
 
 // ---- the target dies mid put -------------------------------------------------------------------
 
-TEST(TargetStagingScenarios, TargetKilledMidStagedPutEndsItWithPeerLost) {
+TEST_P(TargetStagingOverPath, TargetKilledMidStagedPutEndsItWithPeerLost) {
   const size_t size = 8 * 1024 * 1024 + 5;
-  for (const char* path : {"hoststage/tcp", "hoststage/shm"}) {
-    SCOPED_TRACE(path);
-    run_roles(
-        path, "cuda:0", "hip:0",
-        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-          void* dev;
-          hmc_region_t reg;
-          STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &dev, &reg));
-          STEP(step_recv(peer, 8));  // the put is posted: die while it runs (slow copies)
-          raise(SIGKILL);
-          return "not killed";
-        },
-        [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
-          hmc_remote_t remote;
-          STEP(import_region(peer, &remote));
-          void* src;
-          CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
-          hmc_request_t q;
-          CHECK_OK(hmc_put(peer, src, size, remote, 0, HMC_PUT_NOTIFY, 1, &q));
-          auto t0 = std::chrono::steady_clock::now();
-          STEP(step_send(peer, 8));
-          hmc_status_t st = hmc_request_wait(q, kTimeoutMs, nullptr);
-          double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          CHECK_TRUE(st == HMC_ERR_PEER_LOST, std::string("the put ended with ") +
-                                                  hmc_status_string(st) + ": " + hmc_last_error());
-          CHECK_TRUE(s < 5.0, "the put took " + std::to_string(s) + " s to end");
-          hmc_remote_release(remote);
-          hmc_mem_free(ctx, src);
-          return "";
-        },
-        // The target's copies run at 100 MB/s: the 8 MiB put cannot be done when it dies.
-        {{"FAKEGPU_BANDWIDTH_MBPS", "100"}}, true);
-  }
+  run(
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        void* dev;
+        hmc_region_t reg;
+        STEP(export_region(ctx, peer, mem, size, HMC_ACCESS_REMOTE_WRITE, &dev, &reg));
+        STEP(step_recv(peer, 8));  // the put is posted: die while it runs (slow copies)
+        raise(SIGKILL);
+        return "not killed";
+      },
+      [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
+        hmc_remote_t remote;
+        void* src;
+        STEP(import_with_source(ctx, peer, mem, size, &remote, &src));
+        hmc_request_t q;
+        CHECK_OK(hmc_put(peer, src, size, remote, 0, HMC_PUT_NOTIFY, 1, &q));
+        auto t0 = std::chrono::steady_clock::now();
+        STEP(step_send(peer, 8));
+        hmc_status_t st = hmc_request_wait(q, kTimeoutMs, nullptr);
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        CHECK_TRUE(st == HMC_ERR_PEER_LOST, std::string("the put ended with ") +
+                                                hmc_status_string(st) + ": " + hmc_last_error());
+        CHECK_TRUE(s < 5.0, "the put took " + std::to_string(s) + " s to end");
+        hmc_remote_release(remote);
+        hmc_mem_free(ctx, src);
+        return "";
+      },
+      // The target's copies run at 100 MB/s: the 8 MiB put cannot be done when it dies.
+      {{"FAKEGPU_BANDWIDTH_MBPS", "100"}}, true);
 }
+
+INSTANTIATE_TEST_SUITE_P(HostPaths, TargetStagingOverPath, testing::ValuesIn(kHostPaths),
+                         path_name);
 
 }  // namespace
 
@@ -651,9 +635,8 @@ TEST(TargetStagingScenarios, InitiatorKilledMidStagedPutLetsTheTargetDeregisterP
       "hoststage/tcp", "cuda:0", "hip:0",
       [&](hmc_context_t ctx, hmc_peer_t peer, const char* mem) -> std::string {
         hmc_remote_t remote;
-        STEP(import_region(peer, &remote));
         void* src;
-        CHECK_OK(hmc_mem_alloc(ctx, mem, size, &src));
+        STEP(import_with_source(ctx, peer, mem, size, &remote, &src));
         hmc_request_t q;
         CHECK_OK(hmc_put(peer, src, size, remote, 0, 0, 0, &q));
         STEP(step_send(peer, 8));  // the put is posted

@@ -1,6 +1,6 @@
 // Two processes moving device memory to each other through hmc: the helpers shared by the
-// staging tests on emulated runtimes (staged_transfer_test.cpp) and on real GPUs
-// (real_gpu_transfer_test.cpp).
+// staging tests on emulated runtimes (staged_transfer_test.cpp, target_staging_test.cpp) and on
+// real GPUs (real_gpu_transfer_test.cpp).
 //
 // Each test forks its peer before any context exists. The peer echoes every message back, so
 // both directions are covered: parent -> child (parent's memory to the child's) and back.
@@ -319,6 +319,64 @@ inline void run_roles(const char* path, const char* parent_mem, const char* chil
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "peer exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   hmc_context_destroy(ctx);
+}
+
+// ---- checks inside a role: each returns what failed ("" when it held), for the role to return
+
+#define CHECK_OK(call)                                                           \
+  do {                                                                           \
+    hmc_status_t st_ = (call);                                                   \
+    if (st_ != HMC_SUCCESS) return std::string(#call) + ": " + hmc_last_error(); \
+  } while (0)
+#define CHECK_TRUE(cond, what)             \
+  do {                                     \
+    if (!(cond)) return std::string(what); \
+  } while (0)
+#define STEP(expr)              \
+  do {                          \
+    std::string e_ = (expr);    \
+    if (!e_.empty()) return e_; \
+  } while (0)
+
+// A one-byte step message on tag (host memory both sides).
+inline std::string step_send(hmc_peer_t peer, uint64_t tag, uint8_t v = 1) {
+  CHECK_OK(send_wait(peer, &v, 1, tag));
+  return "";
+}
+inline std::string step_recv(hmc_peer_t peer, uint64_t tag, uint8_t* v = nullptr) {
+  uint8_t b = 0;
+  size_t got = 0;
+  CHECK_OK(recv_wait(peer, &b, 1, tag, &got));
+  if (v) *v = b;
+  return "";
+}
+
+// Registers `size` bytes at `mem` (memory of any kind) and sends its descriptor on tag.
+inline std::string export_memory(hmc_context_t ctx, hmc_peer_t peer, void* mem, size_t size,
+                                 uint32_t access, hmc_region_t* reg, uint64_t tag) {
+  CHECK_OK(hmc_mem_register(ctx, mem, size, access, reg));
+  uint8_t desc[512];
+  size_t len = sizeof desc;
+  CHECK_OK(hmc_region_pack(*reg, desc, &len));
+  CHECK_OK(send_wait(peer, desc, len, tag));
+  return "";
+}
+
+// Receives a region descriptor on tag and imports it.
+inline std::string import_region(hmc_peer_t peer, hmc_remote_t* remote, uint64_t tag = 7) {
+  uint8_t desc[512];
+  size_t len = 0;
+  CHECK_OK(recv_wait(peer, desc, sizeof desc, tag, &len));
+  CHECK_OK(hmc_remote_import(peer, desc, len, remote));
+  return "";
+}
+
+// The host-only paths that every scenario of the staging tests runs over, and their names in
+// the parameterised tests' names ("tcp", "shm").
+inline const char* const kHostPaths[] = {"hoststage/tcp", "hoststage/shm"};
+inline std::string path_name(const testing::TestParamInfo<const char*>& info) {
+  std::string p = info.param;
+  return p.substr(p.find('/') + 1);
 }
 
 }  // namespace staging_test

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "accept_within.h"
 #include "control/handshake.h"
 #include "control/socket.h"
 #include "util/clock.h"
@@ -27,6 +28,9 @@ using hmc::Sha256Digest;
 
 namespace {
 
+using hmc::control::test::accept_within;
+
+// A connected pair of Unix sockets; each end is named for the side it reaches.
 std::pair<Channel, Channel> channel_pair() {
   int sv[2];
   EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
@@ -51,28 +55,6 @@ struct Result {
   HelloInfo theirs;
 };
 
-// Runs both halves concurrently (acceptor on a thread) over one channel pair.
-std::pair<Result, Result> run_handshake(const std::string& initiator_token,
-                                        const std::string& acceptor_token, int timeout_ms = 5000) {
-  auto pair1 = channel_pair();
-  Channel& to_acceptor = pair1.first;
-  Channel& to_initiator = pair1.second;
-  Result init, acc;
-  const uint64_t deadline = deadline_after_ms(timeout_ms);
-  std::thread t([&, ch = &to_initiator] {
-    acc.theirs.hostname = "unset";
-    acc.status =
-        handshake_acceptor(*ch, info_of("node-b", 222, 0xB), acceptor_token, deadline, &acc.theirs);
-    acc.error = hmc::last_error();
-  });
-  init.theirs.hostname = "unset";
-  init.status = handshake_initiator(to_acceptor, info_of("node-a", 111, 0xA), initiator_token,
-                                    deadline, &init.theirs);
-  init.error = hmc::last_error();
-  t.join();
-  return {init, acc};
-}
-
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
@@ -88,6 +70,96 @@ Message expect_message(Channel& ch, MsgType type) {
   EXPECT_EQ(m.type, type) << msg_type_name(m.type);
   return m;
 }
+
+// The Error message the other side sent on ch (status HMC_ERR_INTERNAL where none came whole).
+ErrorMsg expect_error(Channel& ch) {
+  Message m = expect_message(ch, MsgType::Error);
+  ErrorMsg e;
+  e.status = HMC_ERR_INTERNAL;
+  EXPECT_TRUE(decode_error(m.payload.data(), m.payload.size(), &e));
+  return e;
+}
+
+// The payload of a Hello sent on ch.
+std::vector<uint8_t> send_hello(Channel& ch, const HelloMsg& hello) {
+  Writer w;
+  encode_hello(hello, &w);
+  send_frame(ch, MsgType::Hello, w);
+  return w.data();
+}
+
+// A connected loopback TCP pair {client, server}; invalid Fds where a step failed.
+std::pair<Fd, Fd> loopback_tcp_pair() {
+  Fd listener, client;
+  uint16_t port = 0;
+  if (listen_tcp("127.0.0.1", 0, &listener, &port) != HMC_SUCCESS ||
+      connect_tcp("127.0.0.1", port, 2000, &client) != HMC_SUCCESS)
+    return {};
+  return {std::move(client), accept_within(listener.get(), 5000)};
+}
+
+// Each test has a socket pair: the initiator's end (its peer named "acceptor-side") and the
+// acceptor's. A test runs both halves (run_handshake), or one half on a thread (start_acceptor,
+// start_initiator) or here (accept_here) while it plays the other through the public frame and
+// wire functions.
+class ControlHandshake : public testing::Test {
+ protected:
+  void TearDown() override {
+    if (side_.joinable()) side_.join();
+  }
+
+  // Both halves concurrently over the pair (the acceptor on a thread).
+  std::pair<Result, Result> run_handshake(const std::string& initiator_token,
+                                          const std::string& acceptor_token,
+                                          int timeout_ms = 5000) {
+    const uint64_t deadline = deadline_after_ms(timeout_ms);
+    start_on_thread(true, info_of("node-b", 222, 0xB), acceptor_token, deadline);
+    Result init;
+    init.theirs.hostname = "unset";
+    init.status = handshake_initiator(initiator_end, info_of("node-a", 111, 0xA), initiator_token,
+                                      deadline, &init.theirs);
+    init.error = hmc::last_error();
+    return {init, finish()};
+  }
+
+  // The real acceptor ("b") or initiator ("a") on a thread, on its end of the pair.
+  void start_acceptor(const std::string& token = "", int timeout_ms = 2000) {
+    start_on_thread(true, info_of("b", 2, 2), token, deadline_after_ms(timeout_ms));
+  }
+  void start_initiator(const std::string& token = "", int timeout_ms = 2000) {
+    start_on_thread(false, info_of("a", 1, 1), token, deadline_after_ms(timeout_ms));
+  }
+  // Waits for the half started on the thread: what it returned.
+  const Result& finish() {
+    side_.join();
+    return result_;
+  }
+
+  // The acceptor ("b", no token) run here on what the test sent already.
+  hmc_status_t accept_here(uint64_t deadline = deadline_after_ms(2000)) {
+    HelloInfo theirs;
+    return handshake_acceptor(acceptor_end, info_of("b", 2, 2), "", deadline, &theirs);
+  }
+
+  std::pair<Channel, Channel> pair_ = channel_pair();
+  Channel& initiator_end = pair_.first;
+  Channel& acceptor_end = pair_.second;
+
+ private:
+  void start_on_thread(bool acceptor, const HelloInfo& mine, const std::string& token,
+                       uint64_t deadline) {
+    result_.theirs.hostname = "unset";
+    side_ = std::thread([this, acceptor, mine, token, deadline] {
+      result_.status =
+          acceptor ? handshake_acceptor(acceptor_end, mine, token, deadline, &result_.theirs)
+                   : handshake_initiator(initiator_end, mine, token, deadline, &result_.theirs);
+      result_.error = hmc::last_error();
+    });
+  }
+
+  Result result_;
+  std::thread side_;
+};
 
 }  // namespace
 
@@ -174,7 +246,9 @@ TEST(ControlHandshakeCodec, LimitsAndRemoteStatus) {
 
 // ---- full handshakes ----
 
-TEST(ControlHandshake, NoTokenSucceedsAndExchangesInfo) {
+// ---- full handshakes ----
+
+TEST_F(ControlHandshake, NoTokenSucceedsAndExchangesInfo) {
   auto [init, acc] = run_handshake("", "");
   ASSERT_EQ(init.status, HMC_SUCCESS) << init.error;
   ASSERT_EQ(acc.status, HMC_SUCCESS) << acc.error;
@@ -189,7 +263,7 @@ TEST(ControlHandshake, NoTokenSucceedsAndExchangesInfo) {
   EXPECT_EQ(acc.theirs.protocol_version, kProtocolVersion);
 }
 
-TEST(ControlHandshake, SameTokenSucceeds) {
+TEST_F(ControlHandshake, SameTokenSucceeds) {
   auto [init, acc] = run_handshake("s3cret-token", "s3cret-token");
   ASSERT_EQ(init.status, HMC_SUCCESS) << init.error;
   ASSERT_EQ(acc.status, HMC_SUCCESS) << acc.error;
@@ -197,7 +271,7 @@ TEST(ControlHandshake, SameTokenSucceeds) {
   EXPECT_EQ(acc.theirs.pid, 111);
 }
 
-TEST(ControlHandshake, DifferentTokensFailOnBothSides) {
+TEST_F(ControlHandshake, DifferentTokensFailOnBothSides) {
   auto [init, acc] = run_handshake("token-one", "token-two");
   EXPECT_EQ(init.status, HMC_ERR_AUTH) << init.error;
   EXPECT_EQ(acc.status, HMC_ERR_AUTH) << acc.error;
@@ -208,7 +282,7 @@ TEST(ControlHandshake, DifferentTokensFailOnBothSides) {
   EXPECT_EQ(acc.theirs.hostname, "unset");
 }
 
-TEST(ControlHandshake, TokenOnlyOnInitiatorFailsOnBothSides) {
+TEST_F(ControlHandshake, TokenOnlyOnInitiatorFailsOnBothSides) {
   auto [init, acc] = run_handshake("only-here", "");
   EXPECT_EQ(init.status, HMC_ERR_AUTH) << init.error;
   EXPECT_EQ(acc.status, HMC_ERR_AUTH) << acc.error;
@@ -217,7 +291,7 @@ TEST(ControlHandshake, TokenOnlyOnInitiatorFailsOnBothSides) {
       << acc.error;
 }
 
-TEST(ControlHandshake, TokenOnlyOnAcceptorFailsOnBothSides) {
+TEST_F(ControlHandshake, TokenOnlyOnAcceptorFailsOnBothSides) {
   auto [init, acc] = run_handshake("", "only-there");
   EXPECT_EQ(init.status, HMC_ERR_AUTH) << init.error;
   EXPECT_EQ(acc.status, HMC_ERR_AUTH) << acc.error;
@@ -226,18 +300,11 @@ TEST(ControlHandshake, TokenOnlyOnAcceptorFailsOnBothSides) {
   EXPECT_TRUE(contains(acc.error, "peer did not prove HMC_AUTH_TOKEN")) << acc.error;
 }
 
-TEST(ControlHandshake, OverLoopbackTcp) {
-  Fd listener;
-  uint16_t port = 0;
-  ASSERT_EQ(listen_tcp("127.0.0.1", 0, &listener, &port), HMC_SUCCESS) << hmc::last_error();
-  Fd client;
-  ASSERT_EQ(connect_tcp("127.0.0.1", port, 2000, &client), HMC_SUCCESS) << hmc::last_error();
-  Fd server;
-  const uint64_t deadline = deadline_after_ms(5000);
-  while (accept_one(listener.get(), &server) == HMC_IN_PROGRESS)
-    ASSERT_EQ(wait_fd(listener.get(), POLLIN, deadline, nullptr), 1);
-  ASSERT_TRUE(server.valid());
+TEST_F(ControlHandshake, OverLoopbackTcp) {
+  auto [client, server] = loopback_tcp_pair();
+  ASSERT_TRUE(client.valid() && server.valid()) << hmc::last_error();
   Channel ci(std::move(client)), ca(std::move(server));
+  const uint64_t deadline = deadline_after_ms(5000);
   Result acc;
   std::thread t([&] {
     acc.status = handshake_acceptor(ca, info_of("b", 2, 2), "tok", deadline, &acc.theirs);
@@ -261,67 +328,55 @@ TEST(ControlHandshake, OverLoopbackTcp) {
 
 // ---- versions ----
 
-namespace {
-// A Hello offering only `offered`: the acceptor refuses it with HMC_ERR_VERSION, and both it
+// A Hello offering only one version: the acceptor refuses it with HMC_ERR_VERSION, and both it
 // and the peer (told in an Error) name the two versions.
-void expect_version_refused(uint16_t offered, const char* offered_text) {
-  auto pair = channel_pair();
-  Channel& test_side = pair.first;
-  Channel& acceptor_side = pair.second;
-  HelloMsg hello;
-  hello.max_version = hello.min_version = offered;
-  hello.info = info_of("other", 9, 9);
-  Writer w;
-  encode_hello(hello, &w);
-  send_frame(test_side, MsgType::Hello, w);
+struct RefusedVersion {
+  uint16_t offered;
+  const char* offered_text;
+  const char* name;
+};
 
-  HelloInfo theirs;
-  EXPECT_EQ(
-      handshake_acceptor(acceptor_side, info_of("b", 2, 2), "", deadline_after_ms(2000), &theirs),
-      HMC_ERR_VERSION);
+class ControlHandshakeVersions : public ControlHandshake,
+                                 public testing::WithParamInterface<RefusedVersion> {};
+
+TEST_P(ControlHandshakeVersions, AcceptorRefusesAHelloOfOnlyThatVersion) {
+  const RefusedVersion& v = GetParam();
+  HelloMsg hello;
+  hello.max_version = hello.min_version = v.offered;
+  hello.info = info_of("other", 9, 9);
+  send_hello(initiator_end, hello);
+  EXPECT_EQ(accept_here(), HMC_ERR_VERSION);
   const std::string err = hmc::last_error();
-  EXPECT_TRUE(contains(err, offered_text)) << err;
+  EXPECT_TRUE(contains(err, v.offered_text)) << err;
   EXPECT_TRUE(contains(err, "version 2")) << err;
-  Message m = expect_message(test_side, MsgType::Error);
-  ErrorMsg e;
-  ASSERT_TRUE(decode_error(m.payload.data(), m.payload.size(), &e));
+  ErrorMsg e = expect_error(initiator_end);
   EXPECT_EQ(e.status, HMC_ERR_VERSION);
-  EXPECT_TRUE(contains(e.text, offered_text)) << e.text;
+  EXPECT_TRUE(contains(e.text, v.offered_text)) << e.text;
   EXPECT_TRUE(contains(e.text, "version 2")) << e.text;
 }
-}  // namespace
 
-TEST(ControlHandshake, AcceptorRefusesAnUnsupportedVersion) {
-  expect_version_refused(99, "99");
-}
+// An unsupported future version, and an earlier build whose capability record this one no
+// longer reads (refused at the hello).
+INSTANTIATE_TEST_SUITE_P(Offered, ControlHandshakeVersions,
+                         testing::Values(RefusedVersion{99, "99", "Unsupported"},
+                                         RefusedVersion{1, "version 1", "Version1"}),
+                         [](const testing::TestParamInfo<RefusedVersion>& info) {
+                           return std::string(info.param.name);
+                         });
 
-// An earlier build, whose capability record this one no longer reads: refused at the hello.
-TEST(ControlHandshake, AcceptorRefusesAPeerOfVersion1) {
-  expect_version_refused(1, "version 1");
-}
-
-TEST(ControlHandshake, AcceptorRefusesAHelloWithOnlyAVersionItCannotSpeak) {
+TEST_F(ControlHandshake, AcceptorRefusesAHelloWithOnlyAVersionItCannotSpeak) {
   // A future peer whose Hello layout changed: only the leading version fields are read.
-  auto pair3 = channel_pair();
-  Channel& test_side = pair3.first;
-  Channel& acceptor_side = pair3.second;
   Writer w;
   w.u16(99);
   w.u16(50);
   w.u8(0xEE);  // not a valid v1 Hello beyond this point
-  send_frame(test_side, MsgType::Hello, w);
-  HelloInfo theirs;
-  EXPECT_EQ(
-      handshake_acceptor(acceptor_side, info_of("b", 2, 2), "", deadline_after_ms(2000), &theirs),
-      HMC_ERR_VERSION);
+  send_frame(initiator_end, MsgType::Hello, w);
+  EXPECT_EQ(accept_here(), HMC_ERR_VERSION);
   EXPECT_TRUE(contains(hmc::last_error(), "versions 50..99")) << hmc::last_error();
 }
 
-TEST(ControlHandshake, NewerPeerThatStillSpeaksThisVersionIsAccepted) {
+TEST_F(ControlHandshake, NewerPeerThatStillSpeaksThisVersionIsAccepted) {
   // Versions 1..99, with fields appended after the Hello's layout: negotiated down to this one.
-  auto pair4 = channel_pair();
-  Channel& test_side = pair4.first;
-  Channel& acceptor_side = pair4.second;
   HelloMsg hello;
   hello.max_version = 99;
   hello.min_version = 1;
@@ -329,89 +384,55 @@ TEST(ControlHandshake, NewerPeerThatStillSpeaksThisVersionIsAccepted) {
   Writer w;
   encode_hello(hello, &w);
   w.str("a field from a future version");
-  send_frame(test_side, MsgType::Hello, w);
-
-  Result acc;
-  std::thread t([&] {
-    acc.status = handshake_acceptor(acceptor_side, info_of("b", 2, 2), "", deadline_after_ms(2000),
-                                    &acc.theirs);
-    acc.error = hmc::last_error();
-  });
-  Message m = expect_message(test_side, MsgType::HelloAck);
+  send_frame(initiator_end, MsgType::Hello, w);
+  start_acceptor();
+  Message m = expect_message(initiator_end, MsgType::HelloAck);
   HelloAckMsg ack;
   ASSERT_TRUE(decode_hello_ack(m.payload.data(), m.payload.size(), &ack));
   EXPECT_EQ(ack.version, kProtocolVersion);
-  expect_message(test_side, MsgType::Welcome);
-  t.join();
+  expect_message(initiator_end, MsgType::Welcome);
+  const Result& acc = finish();
   ASSERT_EQ(acc.status, HMC_SUCCESS) << acc.error;
   EXPECT_EQ(acc.theirs.hostname, "newer");
   EXPECT_EQ(acc.theirs.protocol_version, kProtocolVersion);
 }
 
-TEST(ControlHandshake, InitiatorRefusesAVersionItDidNotOffer) {
-  auto pair5 = channel_pair();
-  Channel& initiator_side = pair5.first;
-  Channel& test_side = pair5.second;
-  Result init;
-  std::thread t([&] {
-    init.status = handshake_initiator(initiator_side, info_of("a", 1, 1), "",
-                                      deadline_after_ms(2000), &init.theirs);
-    init.error = hmc::last_error();
-  });
-  expect_message(test_side, MsgType::Hello);
+TEST_F(ControlHandshake, InitiatorRefusesAVersionItDidNotOffer) {
+  start_initiator();
+  expect_message(acceptor_end, MsgType::Hello);
   HelloAckMsg ack;
   ack.version = 99;
   ack.info = info_of("b", 2, 2);
   Writer w;
   encode_hello_ack(ack, &w);
-  send_frame(test_side, MsgType::HelloAck, w);
-  Message m = expect_message(test_side, MsgType::Error);
-  t.join();
+  send_frame(acceptor_end, MsgType::HelloAck, w);
+  ErrorMsg e = expect_error(acceptor_end);
+  const Result& init = finish();
   EXPECT_EQ(init.status, HMC_ERR_VERSION) << init.error;
   EXPECT_TRUE(contains(init.error, "99")) << init.error;
-  ErrorMsg e;
-  ASSERT_TRUE(decode_error(m.payload.data(), m.payload.size(), &e));
   EXPECT_EQ(e.status, HMC_ERR_VERSION);
 }
 
-TEST(ControlHandshake, InitiatorReportsTheAcceptorsVersionRefusal) {
-  auto pair6 = channel_pair();
-  Channel& initiator_side = pair6.first;
-  Channel& test_side = pair6.second;
-  Result init;
-  std::thread t([&] {
-    init.status = handshake_initiator(initiator_side, info_of("a", 1, 1), "",
-                                      deadline_after_ms(2000), &init.theirs);
-    init.error = hmc::last_error();
-  });
-  expect_message(test_side, MsgType::Hello);
+TEST_F(ControlHandshake, InitiatorReportsTheAcceptorsVersionRefusal) {
+  start_initiator();
+  expect_message(acceptor_end, MsgType::Hello);
   Writer w;
   encode_error(HMC_ERR_VERSION, "the accepting side speaks version 7", &w);
-  send_frame(test_side, MsgType::Error, w);
-  t.join();
+  send_frame(acceptor_end, MsgType::Error, w);
+  const Result& init = finish();
   EXPECT_EQ(init.status, HMC_ERR_VERSION);
   EXPECT_TRUE(contains(init.error, "the accepting side speaks version 7")) << init.error;
 }
 
 // ---- misbehaving peers ----
 
-TEST(ControlHandshake, ForgedAuthProofIsRefused) {
-  auto pair7 = channel_pair();
-  Channel& test_side = pair7.first;
-  Channel& acceptor_side = pair7.second;
-  Result acc;
-  std::thread t([&] {
-    acc.status = handshake_acceptor(acceptor_side, info_of("b", 2, 2), "tok",
-                                    deadline_after_ms(2000), &acc.theirs);
-    acc.error = hmc::last_error();
-  });
+TEST_F(ControlHandshake, ForgedAuthProofIsRefused) {
+  start_acceptor("tok");
   HelloMsg hello;
   hello.flags = kHelloFlagToken;
   hello.info = info_of("forger", 6, 6);
-  Writer w;
-  encode_hello(hello, &w);
-  send_frame(test_side, MsgType::Hello, w);
-  Message m = expect_message(test_side, MsgType::HelloAck);
+  send_hello(initiator_end, hello);
+  Message m = expect_message(initiator_end, MsgType::HelloAck);
   HelloAckMsg ack;
   ASSERT_TRUE(decode_hello_ack(m.payload.data(), m.payload.size(), &ack));
   EXPECT_TRUE(ack.flags & kHelloAckFlagProof);
@@ -420,37 +441,25 @@ TEST(ControlHandshake, ForgedAuthProofIsRefused) {
   auth.proof = ack.proof;
   Writer wa;
   encode_auth(auth, &wa);
-  send_frame(test_side, MsgType::Auth, wa);
-  Message err = expect_message(test_side, MsgType::Error);
-  t.join();
+  send_frame(initiator_end, MsgType::Auth, wa);
+  ErrorMsg e = expect_error(initiator_end);
+  const Result& acc = finish();
   EXPECT_EQ(acc.status, HMC_ERR_AUTH);
   EXPECT_TRUE(contains(acc.error, "did not prove HMC_AUTH_TOKEN")) << acc.error;
-  ErrorMsg e;
-  ASSERT_TRUE(decode_error(err.payload.data(), err.payload.size(), &e));
   EXPECT_EQ(e.status, HMC_ERR_AUTH);
 }
 
 // The proofs are computed here from the bytes on the wire, as handshake.h describes them: a peer
 // built from that description (or from an older hmc) interoperates.
-TEST(ControlHandshake, ProofsFollowTheDocumentedTranscript) {
-  auto pair = channel_pair();
-  Channel& test_side = pair.first;
-  Channel& acceptor_side = pair.second;
+TEST_F(ControlHandshake, ProofsFollowTheDocumentedTranscript) {
   const std::string token = "s3cret-token";
-  Result acc;
-  std::thread t([&] {
-    acc.status = handshake_acceptor(acceptor_side, info_of("b", 2, 2), token,
-                                    deadline_after_ms(2000), &acc.theirs);
-    acc.error = hmc::last_error();
-  });
+  start_acceptor(token);
   HelloMsg hello;
   hello.flags = kHelloFlagToken;
   hello.info = info_of("a", 1, 1);
   for (size_t i = 0; i < hello.nonce.size(); ++i) hello.nonce[i] = static_cast<uint8_t>(i);
-  Writer w;
-  encode_hello(hello, &w);
-  send_frame(test_side, MsgType::Hello, w);
-  Message m = expect_message(test_side, MsgType::HelloAck);
+  const std::vector<uint8_t> hello_payload = send_hello(initiator_end, hello);
+  Message m = expect_message(initiator_end, MsgType::HelloAck);
   HelloAckMsg ack;
   ASSERT_TRUE(decode_hello_ack(m.payload.data(), m.payload.size(), &ack));
 
@@ -458,7 +467,7 @@ TEST(ControlHandshake, ProofsFollowTheDocumentedTranscript) {
   std::vector<uint8_t> ack_zeroed = m.payload;
   std::fill_n(ack_zeroed.begin() + kHelloAckProofOffset, ack.proof.size(), 0);
   Sha256Digest hello_hash{}, ack_hash{};
-  EXPECT_EQ(sha256(w.data().data(), w.size(), &hello_hash), HMC_SUCCESS);
+  EXPECT_EQ(sha256(hello_payload.data(), hello_payload.size(), &hello_hash), HMC_SUCCESS);
   EXPECT_EQ(sha256(ack_zeroed.data(), ack_zeroed.size(), &ack_hash), HMC_SUCCESS);
   auto proof = [&](const std::string& label, const Nonce& first, const Nonce& second) {
     std::vector<uint8_t> msg(label.begin(), label.end());
@@ -474,107 +483,65 @@ TEST(ControlHandshake, ProofsFollowTheDocumentedTranscript) {
   auth.proof = proof("hmc-initiator", ack.nonce, hello.nonce);
   Writer wa;
   encode_auth(auth, &wa);
-  send_frame(test_side, MsgType::Auth, wa);
-  expect_message(test_side, MsgType::Welcome);
-  t.join();
+  send_frame(initiator_end, MsgType::Auth, wa);
+  expect_message(initiator_end, MsgType::Welcome);
+  const Result& acc = finish();
   EXPECT_EQ(acc.status, HMC_SUCCESS) << acc.error;
   EXPECT_EQ(acc.theirs.hostname, "a");
 }
 
-TEST(ControlHandshake, TokenNeverCrossesTheWire) {
-  auto pair8 = channel_pair();
-  Channel& test_side = pair8.first;
-  Channel& acceptor_side = pair8.second;
+TEST_F(ControlHandshake, TokenNeverCrossesTheWire) {
   const std::string token = "a-very-recognisable-token-value";
-  Result acc;
-  std::thread t([&] {
-    acc.status = handshake_acceptor(acceptor_side, info_of("b", 2, 2), token,
-                                    deadline_after_ms(1000), &acc.theirs);
-  });
+  start_acceptor(token, 1000);
   HelloMsg hello;
   hello.flags = kHelloFlagToken;
-  Writer w;
-  encode_hello(hello, &w);
-  send_frame(test_side, MsgType::Hello, w);
-  Message m = expect_message(test_side, MsgType::HelloAck);
+  send_hello(initiator_end, hello);
+  Message m = expect_message(initiator_end, MsgType::HelloAck);
   std::string bytes(m.payload.begin(), m.payload.end());
   EXPECT_FALSE(contains(bytes, token));
-  test_side = Channel(Fd());  // hang up: the acceptor sees the peer lost
-  t.join();
-  EXPECT_EQ(acc.status, HMC_ERR_PEER_LOST);
+  initiator_end = Channel(Fd());  // hang up: the acceptor sees the peer lost
+  EXPECT_EQ(finish().status, HMC_ERR_PEER_LOST);
 }
 
-TEST(ControlHandshake, GarbageIsAProtocolErrorOnBothRoles) {
-  {
-    auto pair9 = channel_pair();
-    Channel& test_side = pair9.first;
-    Channel& acceptor_side = pair9.second;
-    const std::string junk = "SSH-2.0-OpenSSH_9.0\r\n";
-    ASSERT_EQ(write(test_side.fd(), junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
-    HelloInfo theirs;
-    const uint64_t t0 = now_ns();
-    EXPECT_EQ(
-        handshake_acceptor(acceptor_side, info_of("b", 2, 2), "", t0 + 200ull * 1000000, &theirs),
-        HMC_ERR_PROTOCOL);
-    EXPECT_LT((now_ns() - t0) / 1000000, 1000u);
-    EXPECT_TRUE(contains(hmc::last_error(), "magic")) << hmc::last_error();
-  }
-  {
-    auto pair10 = channel_pair();
-    Channel& initiator_side = pair10.first;
-    Channel& test_side = pair10.second;
-    Result init;
-    std::thread t([&] {
-      init.status = handshake_initiator(initiator_side, info_of("a", 1, 1), "",
-                                        deadline_after_ms(2000), &init.theirs);
-      init.error = hmc::last_error();
-    });
-    expect_message(test_side, MsgType::Hello);
-    const std::string junk(40, '\xFF');
-    ASSERT_EQ(write(test_side.fd(), junk.data(), junk.size()), 40);
-    t.join();
-    EXPECT_EQ(init.status, HMC_ERR_PROTOCOL) << init.error;
-  }
+TEST_F(ControlHandshake, GarbageIsAProtocolErrorForTheAcceptor) {
+  const std::string junk = "SSH-2.0-OpenSSH_9.0\r\n";
+  ASSERT_EQ(write(initiator_end.fd(), junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  const uint64_t t0 = now_ns();
+  EXPECT_EQ(accept_here(t0 + 200ull * 1000000), HMC_ERR_PROTOCOL);
+  EXPECT_LT((now_ns() - t0) / 1000000, 1000u);
+  EXPECT_TRUE(contains(hmc::last_error(), "magic")) << hmc::last_error();
 }
 
-TEST(ControlHandshake, UnexpectedMessageIsAProtocolError) {
-  auto pair11 = channel_pair();
-  Channel& test_side = pair11.first;
-  Channel& acceptor_side = pair11.second;
-  send_frame(test_side, MsgType::Welcome, Writer());
-  HelloInfo theirs;
-  EXPECT_EQ(
-      handshake_acceptor(acceptor_side, info_of("b", 2, 2), "", deadline_after_ms(2000), &theirs),
-      HMC_ERR_PROTOCOL);
+TEST_F(ControlHandshake, GarbageIsAProtocolErrorForTheInitiator) {
+  start_initiator();
+  expect_message(acceptor_end, MsgType::Hello);
+  const std::string junk(40, '\xFF');
+  ASSERT_EQ(write(acceptor_end.fd(), junk.data(), junk.size()), 40);
+  const Result& init = finish();
+  EXPECT_EQ(init.status, HMC_ERR_PROTOCOL) << init.error;
+}
+
+TEST_F(ControlHandshake, UnexpectedMessageIsAProtocolError) {
+  send_frame(initiator_end, MsgType::Welcome, Writer());
+  EXPECT_EQ(accept_here(), HMC_ERR_PROTOCOL);
   EXPECT_TRUE(contains(hmc::last_error(), "expected Hello, received Welcome")) << hmc::last_error();
-  Message m = expect_message(test_side, MsgType::Error);
-  ErrorMsg e;
-  ASSERT_TRUE(decode_error(m.payload.data(), m.payload.size(), &e));
-  EXPECT_EQ(e.status, HMC_ERR_PROTOCOL);
+  EXPECT_EQ(expect_error(initiator_end).status, HMC_ERR_PROTOCOL);
 }
 
-TEST(ControlHandshake, MalformedHelloIsAProtocolError) {
-  auto pair12 = channel_pair();
-  Channel& test_side = pair12.first;
-  Channel& acceptor_side = pair12.second;
+TEST_F(ControlHandshake, MalformedHelloIsAProtocolError) {
   Writer w;
   w.u16(kProtocolVersion);
   w.u16(kProtocolVersion);
   w.u8(0);  // nonce and HelloInfo missing
-  send_frame(test_side, MsgType::Hello, w);
-  HelloInfo theirs;
-  EXPECT_EQ(
-      handshake_acceptor(acceptor_side, info_of("b", 2, 2), "", deadline_after_ms(2000), &theirs),
-      HMC_ERR_PROTOCOL);
+  send_frame(initiator_end, MsgType::Hello, w);
+  EXPECT_EQ(accept_here(), HMC_ERR_PROTOCOL);
   EXPECT_TRUE(contains(hmc::last_error(), "malformed Hello")) << hmc::last_error();
 }
 
-TEST(ControlHandshake, SilentPeerTimesOutWithinTheDeadline) {
+TEST_F(ControlHandshake, SilentPeerTimesOutWithinTheDeadline) {
   for (bool as_acceptor : {true, false}) {
-    auto pair13 = channel_pair();
-    Channel& mine = pair13.first;
-    Channel& silent = pair13.second;  // kept open, never answers
-    (void)silent;
+    auto pair = channel_pair();
+    Channel& mine = pair.first;  // the other end is kept open and never answers
     HelloInfo theirs;
     const uint64_t t0 = now_ns();
     const uint64_t deadline = t0 + 200ull * 1000000;
@@ -589,23 +556,18 @@ TEST(ControlHandshake, SilentPeerTimesOutWithinTheDeadline) {
   }
 }
 
-TEST(ControlHandshake, PeerThatHangsUpIsPeerLost) {
-  auto pair14 = channel_pair();
-  Channel& mine = pair14.first;
-  Channel& other = pair14.second;
-  other = Channel(Fd());
+TEST_F(ControlHandshake, PeerThatHangsUpIsPeerLost) {
+  acceptor_end = Channel(Fd());
   HelloInfo theirs;
-  EXPECT_EQ(handshake_initiator(mine, info_of("a", 1, 1), "", deadline_after_ms(2000), &theirs),
-            HMC_ERR_PEER_LOST);
+  EXPECT_EQ(
+      handshake_initiator(initiator_end, info_of("a", 1, 1), "", deadline_after_ms(2000), &theirs),
+      HMC_ERR_PEER_LOST);
 }
 
-TEST(ControlHandshake, OversizedInfoIsRefusedLocally) {
-  auto pair15 = channel_pair();
-  Channel& a = pair15.first;
-  (void)pair15.second;
+TEST_F(ControlHandshake, OversizedInfoIsRefusedLocally) {
   HelloInfo big = info_of("a", 1, 1);
   big.hostname = std::string(kMaxHostnameLen + 1, 'h');
   HelloInfo theirs;
-  EXPECT_EQ(handshake_initiator(a, big, "", deadline_after_ms(100), &theirs),
+  EXPECT_EQ(handshake_initiator(initiator_end, big, "", deadline_after_ms(100), &theirs),
             HMC_ERR_INVALID_ARGUMENT);
 }

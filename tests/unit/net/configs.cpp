@@ -130,4 +130,60 @@ const std::vector<NetConfig>& net_configs() {
   return configs;
 }
 
+// Settings each plugin refuses (NetSettings, contract_test.cpp): a malformed list, a number out
+// of range or with a unit it does not take, a word it does not know.
+std::vector<RefusedSettings> net_refused_settings() {
+  return {
+      {"hoststage",
+       {
+           {"HMC_HOSTSTAGE_STREAMS", "abc"},
+           {"HMC_HOSTSTAGE_STREAMS", "0"},
+           {"HMC_HOSTSTAGE_STREAMS", "65"},
+           {"HMC_HOSTSTAGE_STREAMS", "2x"},
+           {"HMC_HOSTSTAGE_SHM", "maybe"},
+           {"HMC_HOSTSTAGE_SHM_CMA", "2"},
+           {"HMC_HOSTSTAGE_EAGER_LIMIT", "-1"},
+           {"HMC_HOSTSTAGE_EAGER_LIMIT", "2M"},
+           {"HMC_HOSTSTAGE_SHM_RING", "100K"},
+           {"HMC_HOSTSTAGE_SHM_EAGER_LIMIT", "1M"},
+           {"HMC_HOSTSTAGE_CHUNK", "1"},
+           {"HMC_HOSTSTAGE_CHUNK", "4Q"},
+           {"HMC_HOSTSTAGE_SHM_CHUNK", "2G"},
+           {"HMC_HOSTSTAGE_SOCKBUF", "lots"},
+           {"HMC_HOSTSTAGE_IFNAMES", "lo,,lo"},
+           {"HMC_HOSTSTAGE_IFNAMES", "hmcnosuchif0"},
+           {"HMC_HOSTSTAGE_INJECT_ERRORS", "-1"},
+           {"HMC_HOSTSTAGE_INJECT_ERRORS", "often"},
+           {"HMC_LISTEN_HOST", "not a host name!"},
+       }},
+      {"ofi",
+       {
+           {"HMC_OFI_PROVIDER", "tcp,,shm"},
+           {"HMC_OFI_PROVIDER", "t c p"},
+           {"HMC_OFI_DOMAIN", "eth0;rm"},
+           {"HMC_OFI_HMEM", "maybe"},
+           {"HMC_OFI_PUT_COMPLETION", "now"},
+           {"HMC_OFI_MR_CACHE", "-1"},
+           {"HMC_OFI_RNDV", "push"},
+           {"HMC_OFI_EAGER_LIMIT", "2M"},
+           {"HMC_OFI_EAGER_LIMIT", "-5"},
+           {"HMC_OFI_MR_CACHE", "12x"},
+           {"HMC_OFI_MR_LOCAL", "2"},
+           {"HMC_OFI_WRITE_CHUNK", "1K"},
+           {"HMC_OFI_WRITE_CHUNK", "2G"},
+           {"HMC_OFI_WRITE_CHUNK", "big"},
+       }},
+      {"ucx",
+       {
+           {"HMC_UCX_TLS", "tcp;rm -rf"},
+           {"HMC_UCX_TLS", "tcp,,self"},
+           {"HMC_UCX_TLS", "^"},
+           {"HMC_UCX_NET_DEVICES", "lo eth0"},
+           {"HMC_UCX_WAKEUP", "maybe"},
+           {"HMC_UCX_ERROR_MODE", "sometimes"},
+       },
+       0},
+  };
+}
+
 }  // namespace net_test

@@ -87,6 +87,17 @@ inline const hmc_net_plugin_v2_t* load_plugin(const std::string& name, std::stri
 // Host services: configuration from a map, log to stderr at or below print_level, every message
 // kept for the test to search.
 
+// Tests r once: true when it has ended, its status then in *st and its length in *bytes (unless
+// null).
+inline bool request_ended(const hmc_net_plugin_v2_t* t, hmc_net_request_t* r, size_t* bytes,
+                          hmc_plugin_status_t* st) {
+  int done = 0;
+  size_t n = 0;
+  *st = t->test(r, &done, &n);
+  if (done != 0 && bytes != nullptr) *bytes = n;
+  return done != 0;
+}
+
 class Host {
  public:
   explicit Host(Cfg cfg, uint32_t timeout_ms = 5000, int print_level = HMC_LOG_WARN)
@@ -262,13 +273,8 @@ class Side {
     uint64_t deadline = deadline_after(timeout_s);
     int spins = 0;
     for (unsigned polls = 0;; ++polls) {
-      int done = 0;
-      size_t b = 0;
-      hmc_plugin_status_t st = t_->test(r, &done, &b);
-      if (done) {
-        if (bytes != nullptr) *bytes = b;
-        return st;
-      }
+      hmc_plugin_status_t st;
+      if (request_ended(t_, r, bytes, &st)) return st;
       if ((polls & 63) == 0 && mono_ns() > deadline) return HMC_PLUGIN_IN_PROGRESS;
       idle(&spins);
     }

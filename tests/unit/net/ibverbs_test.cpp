@@ -424,11 +424,40 @@ TEST(IbverbsWireFormat, OtherVersionsAreRefused) {
 }
 #endif  // HMC_TEST_IBVERBS_SELECT
 
+// *limit: RLIMIT_MEMLOCK in bytes, where it is finite and from lo_mib to hi_mib MiB
+// (tests/rdma/memlock_check sets it); elsewhere the child skips, saying why.
+void memlock_limit_within(size_t lo_mib, size_t hi_mib, size_t* limit) {
+  rlimit rl{};
+  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < (lo_mib << 20) || rl.rlim_cur > (hi_mib << 20))
+    skip_child(
+        std::string("RLIMIT_MEMLOCK is not ") +
+        (lo_mib == 0 ? "low" : std::to_string(lo_mib) + " to " + std::to_string(hi_mib) + " MiB") +
+        " here (tests/rdma/memlock_check sets it)");
+  *limit = rl.rlim_cur;
+}
+
+// The tests of the ibverbs plugin's contexts, with its table in t (skipped where the plugin was
+// not built).
+class IbverbsPlugin : public ::testing::Test {
+ protected:
+  void SetUp() override { NET_REQUIRE_PLUGIN("ibverbs", &t); }
+  // body(limit) in a child process, where RLIMIT_MEMLOCK is `limit` bytes, from lo_mib to
+  // hi_mib MiB (memlock_limit_within).
+  void with_memlock_limit(size_t lo_mib, size_t hi_mib, const std::function<void(size_t)>& body) {
+    in_child([&] {
+      size_t limit = 0;
+      ASSERT_NO_FATAL_FAILURE(memlock_limit_within(lo_mib, hi_mib, &limit));
+      body(limit);
+    });
+  }
+
+  const hmc_net_plugin_v2_t* t = nullptr;
+};
+
 // Without any RDMA device (or rdma-core), init says so and the plugin is skipped; a bad setting
 // is an error that names it. Runs everywhere.
-TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("ibverbs", &t);
+TEST_F(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
   in_child([&] {
     {
       Host h(Cfg{{"HMC_IBVERBS_LIBRARY", "libdoes-not-exist.so.1"}});
@@ -464,14 +493,8 @@ TEST(IbverbsPlugin, NoDeviceOrBadSettingsAreReported) {
 // the limit allows, then moves 1 MiB by put, get and message between unregistered buffers. Each
 // refusal is logged naming the limit; puts and gets go through the bounce buffers, the message
 // through the eager buffers; every byte arrives.
-TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("ibverbs", &t);
-  in_child([&] {
-    rlimit rl{};
-    ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
-    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (size_t{64} << 20))
-      skip_child("RLIMIT_MEMLOCK is not low here (tests/rdma/memlock_check sets it)");
+TEST_F(IbverbsPlugin, RefusedRegistrationsAreStaged) {
+  with_memlock_limit(0, 64, [&](size_t limit) {
     constexpr size_t kLen = 1u << 20;
     const Cfg cfg = {{"HMC_IB_EAGER_LIMIT", "8K"}};
     LocalPair p(t, cfg, 0);
@@ -490,10 +513,10 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
     }
     const size_t room = 600u << 10;
     const size_t pinned = pinned_kib << 10;
-    if (rl.rlim_cur < pinned + room + 4096)
-      skip_child("RLIMIT_MEMLOCK (" + std::to_string(rl.rlim_cur) + " bytes) leaves no room " +
+    if (limit < pinned + room + 4096)
+      skip_child("RLIMIT_MEMLOCK (" + std::to_string(limit) + " bytes) leaves no room " +
                  "beside the plugin's own buffers (" + std::to_string(pinned) + " bytes pinned)");
-    const size_t filler_len = (rl.rlim_cur - pinned - room) & ~size_t{4095};
+    const size_t filler_len = (limit - pinned - room) & ~size_t{4095};
     void* filler =
         mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(filler, MAP_FAILED);
@@ -517,7 +540,7 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
         HMC_PLUGIN_SUCCESS);
     EXPECT_EQ(p.wait(r), HMC_PLUGIN_SUCCESS) << p.hb.all_logs();
     EXPECT_EQ(first_mismatch(dst.data(), kLen, 72), -1) << "get";
-    EXPECT_TRUE(p.hb.logged("RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur) + " bytes"))
+    EXPECT_TRUE(p.hb.logged("RLIMIT_MEMLOCK is " + std::to_string(limit) + " bytes"))
         << p.hb.all_logs();
     EXPECT_TRUE(p.hb.logged("bounce buffers")) << p.hb.all_logs();
 
@@ -544,15 +567,8 @@ TEST(IbverbsPlugin, RefusedRegistrationsAreStaged) {
 // skipped elsewhere): the test leaves room for about one 16 MiB segment, the registration cache
 // off so that a read segment is deregistered at once. The sender waits for the reader's
 // acknowledgement, registers the next segment then, and the 64 MiB arrive byte-exact.
-TEST(IbverbsPlugin, RefusedSegmentsWaitForTheReader) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("ibverbs", &t);
-  in_child([&] {
-    rlimit rl{};
-    ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
-    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < (size_t{20} << 20) ||
-        rl.rlim_cur > (size_t{64} << 20))
-      skip_child("RLIMIT_MEMLOCK is not 20 to 64 MiB here (tests/rdma/memlock_check sets it)");
+TEST_F(IbverbsPlugin, RefusedSegmentsWaitForTheReader) {
+  with_memlock_limit(20, 64, [&](size_t limit) {
     constexpr size_t kLen = 64u << 20;
     const Cfg cfg = {
         {"HMC_IB_EAGER_LIMIT", "8K"}, {"HMC_IB_MR_CACHE", "0"}, {"HMC_IB_CHUNK", "64K"}};
@@ -568,8 +584,8 @@ TEST(IbverbsPlugin, RefusedSegmentsWaitForTheReader) {
     // Room for one segment and the reader's pieces (16 x 64 KiB), not for two segments.
     const size_t room = (16u << 20) + (3u << 20);
     const size_t pinned = pinned_kib << 10;
-    ASSERT_GT(rl.rlim_cur, pinned + room) << "the plugin's own buffers take " << pinned;
-    const size_t filler_len = (rl.rlim_cur - pinned - room) & ~size_t{4095};
+    ASSERT_GT(limit, pinned + room) << "the plugin's own buffers take " << pinned;
+    const size_t filler_len = (limit - pinned - room) & ~size_t{4095};
     void* filler =
         mmap(nullptr, filler_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(filler, MAP_FAILED);
@@ -826,13 +842,11 @@ TEST_F(IbverbsWire, VectoredChainRefusedByTheHca) {
         EXPECT_TRUE(want == region) << "the put's pieces are not where they belong";
         EXPECT_TRUE(std::all_of(dead.begin(), dead.end(), [](uint8_t b) { return b == 0; }))
             << "the refused region was written";
-        EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), live), HMC_PLUGIN_SUCCESS);
-        ASSERT_TRUE(s.signal());
+        withdraw_region(s, live);
       },
       [&](Side& s) {
-        RemoteRegion live = recv_region(s), dead = recv_region(s);
-        hmc_net_rkey_t* k_live = unpack(s, live.rkey);
-        hmc_net_rkey_t* k_dead = unpack(s, dead.rkey);
+        RemoteRegion live, dead;
+        hmc_net_rkey_t *k_live = recv_key(s, &live), *k_dead = recv_key(s, &dead);
         ASSERT_TRUE(k_live && k_dead);
         std::vector<uint8_t> src(kPieces * kPiece), back(kPieces * kPiece, 0);
         fill(src.data(), src.size(), 61);
@@ -991,8 +1005,8 @@ TEST_F(IbverbsRails, PutsAndGetsAreStriped) {
         EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
       },
       [&](Side& s) {
-        RemoteRegion rr = recv_region(s);
-        hmc_net_rkey_t* k = unpack(s, rr.rkey);
+        RemoteRegion rr;
+        hmc_net_rkey_t* k = recv_key(s, &rr);
         EXPECT_NE(k, nullptr);
         settle(s);  // the rails' confirmation
         std::vector<uint8_t> src(kLen), back(kLen, 0);

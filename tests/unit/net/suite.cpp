@@ -229,10 +229,71 @@ void LocalPair::init() {
 }
 
 void LocalPair::connect() {
+  ASSERT_NO_FATAL_FAILURE(listen());
+  ASSERT_NO_FATAL_FAILURE(connect_to_listener());
+}
+
+void LocalPair::listen() {
   ASSERT_NO_FATAL_FAILURE(init());
   ASSERT_EQ(t->listen(a, dev, handle, &handle_len, &l), HMC_PLUGIN_SUCCESS);
+}
+
+void LocalPair::expect_version_refused(size_t at) {
+  ASSERT_LT(at, handle_len);
+  std::vector<uint8_t> v(handle, handle + handle_len);
+  v[at] = 99;
+  hmc_net_ep_t* ep = nullptr;
+  EXPECT_EQ(t->connect(b, dev, v.data(), v.size(), &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ep, nullptr);
+  EXPECT_TRUE(hb.logged("protocol version"));
+}
+
+void LocalPair::connect_to_listener() {
   ASSERT_EQ(t->connect(b, dev, handle, handle_len, &eb), HMC_PLUGIN_SUCCESS);
   ASSERT_NO_FATAL_FAILURE(finish_connect());
+}
+
+void LocalPair::connect_forged(size_t at, hmc_net_ep_t** ep) {
+  ASSERT_NO_FATAL_FAILURE(listen());
+  ASSERT_LT(at, handle_len);
+  std::vector<uint8_t> forged(handle, handle + handle_len);
+  forged[at] ^= 0xff;
+  ASSERT_EQ(t->connect(b, dev, forged.data(), forged.size(), ep), HMC_PLUGIN_SUCCESS);
+}
+
+hmc_plugin_status_t LocalPair::await_refusal(hmc_net_ep_t* ep, double timeout_s) {
+  hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
+  const uint64_t deadline = deadline_after(timeout_s);
+  while (st == HMC_PLUGIN_IN_PROGRESS && mono_ns() < deadline) {
+    EXPECT_EQ(t->accept(l, &ea), HMC_PLUGIN_IN_PROGRESS);
+    st = t->ep_ready(ep);
+  }
+  return st;
+}
+
+void LocalPair::expect_one_working_connection() {
+  ASSERT_NO_FATAL_FAILURE(connect_to_listener());
+  ASSERT_NO_FATAL_FAILURE(expect_delivery(eb, ea, 100, 1, 3));
+  hmc_net_ep_t* again = nullptr;
+  EXPECT_EQ(t->accept(l, &again), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+}
+
+void LocalPair::expect_send_lost(hmc_net_ep_t* ep) {
+  hmc_net_request_t* r = nullptr;
+  uint8_t x4[4] = {};
+  EXPECT_EQ(t->isend(ep, x4, 4, nullptr, 1, &r), HMC_PLUGIN_ERR_PEER_LOST);
+}
+
+void LocalPair::expect_delivery(hmc_net_ep_t* from, hmc_net_ep_t* to, size_t size, uint64_t tag,
+                                uint64_t seed) {
+  std::vector<uint8_t> out(size), in(size);
+  fill(out.data(), size, seed);
+  hmc_net_request_t *r = nullptr, *s = nullptr;
+  ASSERT_EQ(t->irecv(to, in.data(), size, nullptr, tag, &r), HMC_PLUGIN_SUCCESS);
+  ASSERT_EQ(t->isend(from, out.data(), size, nullptr, tag, &s), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(wait(s), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(wait(r), HMC_PLUGIN_SUCCESS);
+  EXPECT_EQ(in, out);
 }
 
 void LocalPair::finish_connect() {
@@ -283,13 +344,8 @@ void LocalPair::forget(hmc_net_ep_t* e) {
 hmc_plugin_status_t LocalPair::wait(hmc_net_request_t* r, size_t* bytes, double timeout_s) {
   uint64_t deadline = deadline_after(timeout_s);
   while (mono_ns() < deadline) {
-    int done = 0;
-    size_t n = 0;
-    hmc_plugin_status_t st = t->test(r, &done, &n);
-    if (done) {
-      if (bytes != nullptr) *bytes = n;
-      return st;
-    }
+    hmc_plugin_status_t st;
+    if (request_ended(t, r, bytes, &st)) return st;
     t->progress(a);
     t->progress(b);
   }
@@ -306,9 +362,44 @@ void NetLocal::local(const std::function<void(LocalPair&)>& body, uint32_t timeo
   });
 }
 
+void expect_short_device_props(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* c, uint32_t abi_version,
+                               const char* name) {
+  struct Short {
+    hmc_abi_header_t hdr;
+    const char* name;
+  };
+  struct Guarded {
+    Short s;
+    uint64_t canary;
+  } g{};
+  g.s.hdr.struct_size = sizeof(Short);
+  g.s.hdr.abi_version = abi_version;
+  g.canary = 0x1122334455667788ull;
+  ASSERT_EQ(t->device_props(c, 0, reinterpret_cast<hmc_net_device_props_t*>(&g.s)),
+            HMC_PLUGIN_SUCCESS);
+  EXPECT_STREQ(g.s.name, name);
+  EXPECT_EQ(g.canary, 0x1122334455667788ull);
+}
+
 bool readable_within(int fd, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, timeout_ms) == 1;
+}
+
+void PrintTo(const RefusedSettings& r, std::ostream* os) {
+  *os << r.plugin << ": " << r.bad.size() << " settings";
+}
+
+void expect_settings_refused(const hmc_net_plugin_v2_t* t, const std::vector<Setting>& bad,
+                             int print_level) {
+  for (const Setting& kv : bad) {
+    SCOPED_TRACE(kv.first + "=" + kv.second);
+    Host host(Cfg{{kv.first, kv.second}}, 5000, print_level);
+    hmc_net_ctx_t* c = nullptr;
+    EXPECT_EQ(t->init(host.services(), &c), HMC_PLUGIN_ERR_CONFIG);
+    EXPECT_EQ(c, nullptr);
+    EXPECT_TRUE(host.logged(kv.first)) << "no log message names " << kv.first;
+  }
 }
 
 hmc_plugin_status_t arm_until_idle(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* c) {
@@ -378,6 +469,16 @@ RemoteRegion recv_region(Side& s) {
   EXPECT_TRUE(s.recv_value(&r.base));
   EXPECT_TRUE(s.ctl_recv(&r.rkey));
   return r;
+}
+
+hmc_net_rkey_t* recv_key(Side& s, RemoteRegion* rr) {
+  *rr = recv_region(s);
+  return unpack(s, rr->rkey);
+}
+
+void withdraw_region(Side& s, hmc_net_mr_t* mr) {
+  EXPECT_EQ(deregister_memory(s.t(), s.ctx(), s.dev(), mr), HMC_PLUGIN_SUCCESS);
+  ASSERT_TRUE(s.signal());
 }
 
 hmc_net_mr_t* reg(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* ctx, int dev, void* addr, size_t len,

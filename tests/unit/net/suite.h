@@ -161,6 +161,28 @@ struct LocalPair {
   // Accepts on l and waits for eb, progressing both contexts (some transports answer only
   // once the other side progresses).
   void finish_connect();
+  // init, then listen on a (l, handle).
+  void listen();
+  // A connect from b with byte `at` of the handle (its protocol version) set to 99 is refused
+  // with INVALID_ARGUMENT, and b's log says why.
+  void expect_version_refused(size_t at);
+  // Connects b to a's listener l (its handle), then finish_connect.
+  void connect_to_listener();
+  // init, listen on a, and connect from b with byte `at` of the handle flipped (a wrong nonce):
+  // b's endpoint in *ep.
+  void connect_forged(size_t at, hmc_net_ep_t** ep);
+  // Progresses the forged endpoint ep until it leaves IN_PROGRESS (at most timeout_s), checking
+  // that l accepts nothing meanwhile: its status then.
+  hmc_plugin_status_t await_refusal(hmc_net_ep_t* ep, double timeout_s);
+  // Sends `size` bytes of pattern seed from endpoint `from` to `to` on tag (the receive posted
+  // first) and checks that both end well and the bytes arrive whole.
+  void expect_delivery(hmc_net_ep_t* from, hmc_net_ep_t* to, size_t size, uint64_t tag,
+                       uint64_t seed);
+  // Connects b to the listener l, checks that a message crosses, and that l, having handed out
+  // its endpoint, accepts no more.
+  void expect_one_working_connection();
+  // A send posted on ep (whose peer is gone) fails with PEER_LOST.
+  void expect_send_lost(hmc_net_ep_t* ep);
   // One more connection between the same two contexts: {a's endpoint, b's endpoint}, released
   // by the destructor unless forget()-ten.
   std::pair<hmc_net_ep_t*, hmc_net_ep_t*> connect_another();
@@ -186,6 +208,27 @@ class NetLocal : public NetTest {
 };
 
 bool readable_within(int fd, int timeout_ms);
+
+// A caller compiled against a shorter hmc_net_device_props_t (its header, of ABI version
+// abi_version, and the name) gets device 0's name, `name`, and nothing past its struct.
+void expect_short_device_props(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* c, uint32_t abi_version,
+                               const char* name);
+
+// A setting and its value.
+using Setting = std::pair<std::string, std::string>;
+// Each setting alone makes the plugin's init fail with CONFIG, making no context, and a log
+// line name the setting. The host prints from print_level (HMC_LOG_ERROR - 1: nothing).
+void expect_settings_refused(const hmc_net_plugin_v2_t* t, const std::vector<Setting>& bad,
+                             int print_level = HMC_LOG_ERROR - 1);
+
+// The settings a plugin's init must refuse, each alone (configs.cpp), for NetSettings.
+struct RefusedSettings {
+  std::string plugin;
+  std::vector<Setting> bad;
+  int print_level = HMC_LOG_ERROR - 1;  // the host prints from this level
+};
+void PrintTo(const RefusedSettings& r, std::ostream* os);
+std::vector<RefusedSettings> net_refused_settings();
 // Arms until the context agrees that sleeping is safe (a few progress calls at most).
 hmc_plugin_status_t arm_until_idle(const hmc_net_plugin_v2_t* t, hmc_net_ctx_t* c);
 
@@ -205,6 +248,11 @@ struct RemoteRegion {
 };
 void send_region(Side& s, uint64_t base, const std::vector<uint8_t>& rkey);
 RemoteRegion recv_region(Side& s);
+// The peer's region (recv_region) in *rr, its key unpacked on s: the key, or nullptr (a test
+// failure) where it did not unpack.
+hmc_net_rkey_t* recv_key(Side& s, RemoteRegion* rr);
+// The owner's last step: deregisters mr and tells the peer (signal).
+void withdraw_region(Side& s, hmc_net_mr_t* mr);
 
 // Host memory registered on s's context and device (a test failure when it is refused).
 hmc_net_mr_t* reg(Side& s, void* addr, size_t len, uint32_t access, std::vector<uint8_t>* rkey);

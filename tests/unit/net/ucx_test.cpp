@@ -52,55 +52,56 @@ TEST_P(UcxPair, WideTagsMatchExactly) {
 
 INSTANTIATE_TEST_SUITE_P(Ucx, UcxPair, ::testing::ValuesIn(net_configs_of("ucx")), config_name);
 
-class UcxLocal : public NetLocal {};
-
-// Listens on a, and connects from b with a handle whose nonce (bytes 8..15) is not the
-// listener's.
-void connect_with_wrong_nonce(LocalPair& p, hmc_net_ep_t** bad) {
-  ASSERT_NO_FATAL_FAILURE(p.init());
-  ASSERT_EQ(p.t->listen(p.a, p.dev, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
-  std::vector<uint8_t> forged(p.handle, p.handle + p.handle_len);
-  forged[8] ^= 0xff;
-  ASSERT_EQ(p.t->connect(p.b, p.dev, forged.data(), forged.size(), bad), HMC_PLUGIN_SUCCESS);
-}
+class UcxLocal : public NetLocal {
+ protected:
+  // body on a pair whose b connected to a's listener with a handle whose nonce (bytes 8..15) is
+  // not the listener's: b's endpoint `bad`.
+  void local_with_wrong_nonce(const std::function<void(LocalPair&, hmc_net_ep_t* bad)>& body,
+                              uint32_t timeout_ms) {
+    local(
+        [&](LocalPair& p) {
+          hmc_net_ep_t* bad = nullptr;
+          ASSERT_NO_FATAL_FAILURE(p.connect_forged(8, &bad));
+          body(p, bad);
+        },
+        timeout_ms);
+  }
+};
 
 // A connector presenting the wrong nonce is ignored (and times out: nobody answers it), the
 // listener still accepts the right peer afterwards, and accept after the endpoint was handed
 // out is an error.
 TEST_P(UcxLocal, WrongNonceIgnoredThenRightPeerAccepted) {
-  local(
-      [&](LocalPair& p) {
+  local_with_wrong_nonce(
+      [&](LocalPair& p, hmc_net_ep_t* bad) {
         const hmc_net_plugin_v2_t* t = p.t;
-        hmc_net_ep_t* bad = nullptr;
-        ASSERT_NO_FATAL_FAILURE(connect_with_wrong_nonce(p, &bad));
-        hmc_plugin_status_t st = HMC_PLUGIN_IN_PROGRESS;
         uint64_t t0 = mono_ns();
-        while (st == HMC_PLUGIN_IN_PROGRESS && mono_ns() - t0 < 5000000000ull) {
-          EXPECT_EQ(t->accept(p.l, &p.ea), HMC_PLUGIN_IN_PROGRESS);
-          st = t->ep_ready(bad);
-        }
+        hmc_plugin_status_t st = p.await_refusal(bad, 5);
         double ms = static_cast<double>(mono_ns() - t0) / 1e6;
         EXPECT_EQ(st, HMC_PLUGIN_ERR_PEER_LOST);
         EXPECT_GE(ms, 250);
         EXPECT_LT(ms, 2000);
         EXPECT_TRUE(p.ha.logged("wrong connection nonce"));
         EXPECT_TRUE(p.hb.logged("no answer from the listener"));
-        hmc_net_request_t* r = nullptr;
-        uint8_t x4[4];
-        EXPECT_EQ(t->isend(bad, x4, 4, nullptr, 1, &r), HMC_PLUGIN_ERR_PEER_LOST);
+        p.expect_send_lost(bad);
         t->close_ep(bad);
-        ASSERT_EQ(t->connect(p.b, p.dev, p.handle, p.handle_len, &p.eb), HMC_PLUGIN_SUCCESS);
-        ASSERT_NO_FATAL_FAILURE(p.finish_connect());
-        std::vector<uint8_t> x(100), y(100);
-        fill(x.data(), 100, 3);
-        hmc_net_request_t *rr = nullptr, *ss = nullptr;
-        ASSERT_EQ(t->irecv(p.ea, y.data(), 100, nullptr, 1, &rr), HMC_PLUGIN_SUCCESS);
-        ASSERT_EQ(t->isend(p.eb, x.data(), 100, nullptr, 1, &ss), HMC_PLUGIN_SUCCESS);
-        EXPECT_EQ(p.wait(ss), HMC_PLUGIN_SUCCESS);
-        EXPECT_EQ(p.wait(rr), HMC_PLUGIN_SUCCESS);
-        EXPECT_EQ(x, y);
-        hmc_net_ep_t* again = nullptr;
-        EXPECT_EQ(t->accept(p.l, &again), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+        p.expect_one_working_connection();
+      },
+      300);
+}
+
+// A hello whose nonce is not the listener's is refused and leaves the listener waiting.
+TEST_P(UcxLocal, CarriedHelloWithTheWrongNonceIsRefused) {
+  local_with_wrong_nonce(
+      [&](LocalPair& p, hmc_net_ep_t* bad) {
+        const hmc_net_plugin_v2_t* t = p.t;
+        std::vector<uint8_t> hello(HMC_NET_HELLO_MAX);
+        size_t len = hello.size();
+        ASSERT_EQ(t->connect_hello(bad, hello.data(), &len), HMC_PLUGIN_SUCCESS);
+        EXPECT_EQ(t->accept_hello(p.l, hello.data(), len), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
+        EXPECT_TRUE(p.ha.logged("wrong connection nonce"));
+        EXPECT_EQ(t->accept(p.l, &p.ea), HMC_PLUGIN_IN_PROGRESS);
+        t->close_ep(bad);
       },
       300);
 }
@@ -140,33 +141,8 @@ TEST_P(UcxLocal, HelloCarriedOutsideUcx) {
     ASSERT_EQ(t->accept_hello(p.l, hello.data(), hello.size()), HMC_PLUGIN_SUCCESS);
     EXPECT_EQ(t->accept_hello(p.l, hello.data(), hello.size()), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     ASSERT_NO_FATAL_FAILURE(p.finish_connect());
-    std::vector<uint8_t> x(1000), y(1000);
-    fill(x.data(), x.size(), 9);
-    hmc_net_request_t *rr = nullptr, *ss = nullptr;
-    ASSERT_EQ(t->irecv(p.ea, y.data(), y.size(), nullptr, 2, &rr), HMC_PLUGIN_SUCCESS);
-    ASSERT_EQ(t->isend(p.eb, x.data(), x.size(), nullptr, 2, &ss), HMC_PLUGIN_SUCCESS);
-    EXPECT_EQ(p.wait(ss), HMC_PLUGIN_SUCCESS);
-    EXPECT_EQ(p.wait(rr), HMC_PLUGIN_SUCCESS);
-    EXPECT_EQ(x, y);
+    p.expect_delivery(p.eb, p.ea, 1000, 2, 9);
   });
-}
-
-// A hello whose nonce is not the listener's is refused and leaves the listener waiting.
-TEST_P(UcxLocal, CarriedHelloWithTheWrongNonceIsRefused) {
-  local(
-      [&](LocalPair& p) {
-        const hmc_net_plugin_v2_t* t = p.t;
-        hmc_net_ep_t* bad = nullptr;
-        ASSERT_NO_FATAL_FAILURE(connect_with_wrong_nonce(p, &bad));
-        std::vector<uint8_t> hello(HMC_NET_HELLO_MAX);
-        size_t len = hello.size();
-        ASSERT_EQ(t->connect_hello(bad, hello.data(), &len), HMC_PLUGIN_SUCCESS);
-        EXPECT_EQ(t->accept_hello(p.l, hello.data(), len), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
-        EXPECT_TRUE(p.ha.logged("wrong connection nonce"));
-        EXPECT_EQ(t->accept(p.l, &p.ea), HMC_PLUGIN_IN_PROGRESS);
-        t->close_ep(bad);
-      },
-      300);
 }
 
 // A handle of another protocol version (byte 4) is an invalid argument, and the log says why;
@@ -174,13 +150,9 @@ TEST_P(UcxLocal, CarriedHelloWithTheWrongNonceIsRefused) {
 TEST_P(UcxLocal, MalformedHandles) {
   local([&](LocalPair& p) {
     const hmc_net_plugin_v2_t* t = p.t;
-    ASSERT_NO_FATAL_FAILURE(p.init());
-    ASSERT_EQ(t->listen(p.a, p.dev, p.handle, &p.handle_len, &p.l), HMC_PLUGIN_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(p.listen());
+    p.expect_version_refused(4);
     hmc_net_ep_t* ep = nullptr;
-    std::vector<uint8_t> v(p.handle, p.handle + p.handle_len);
-    v[4] = 99;
-    EXPECT_EQ(t->connect(p.b, p.dev, v.data(), v.size(), &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
-    EXPECT_TRUE(p.hb.logged("protocol version"));
     EXPECT_EQ(t->connect(p.b, 1, p.handle, p.handle_len, &ep), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(ep, nullptr);
   });
@@ -277,18 +249,7 @@ TEST_P(UcxLocal, DevicesAndProperties) {
     EXPECT_EQ(p.max_msg_size, 0u);
     EXPECT_EQ(t->device_props(c, 1, &p), HMC_PLUGIN_ERR_INVALID_ARGUMENT);
     // A caller compiled against a shorter struct only gets the fields that fit.
-    struct Short {
-      hmc_abi_header_t hdr;
-      const char* name;
-    };
-    struct Guarded {
-      Short s;
-      uint64_t canary;
-    } g{{{static_cast<uint32_t>(sizeof(Short)), 1}, nullptr}, 0x1122334455667788ull};
-    ASSERT_EQ(t->device_props(c, 0, reinterpret_cast<hmc_net_device_props_t*>(&g.s)),
-              HMC_PLUGIN_SUCCESS);
-    EXPECT_STREQ(g.s.name, "ucx");
-    EXPECT_EQ(g.canary, 0x1122334455667788ull);
+    ASSERT_NO_FATAL_FAILURE(expect_short_device_props(t, c, 1, "ucx"));
     uint8_t buf[64];
     hmc_net_mr_t* mr = nullptr;
     std::vector<uint8_t> rkey;
@@ -308,26 +269,6 @@ INSTANTIATE_TEST_SUITE_P(Ucx, UcxLocal, ::testing::ValuesIn(net_configs_of("ucx"
 
 // ---------------------------------------------------------------------------------------------
 // Settings
-
-TEST(UcxConfig, InvalidValuesFailInitNamingTheVariable) {
-  const hmc_net_plugin_v2_t* t = nullptr;
-  NET_REQUIRE_PLUGIN("ucx", &t);
-  const std::vector<std::pair<std::string, std::string>> bad = {
-      {"HMC_UCX_TLS", "tcp;rm -rf"}, {"HMC_UCX_TLS", "tcp,,self"},
-      {"HMC_UCX_TLS", "^"},          {"HMC_UCX_NET_DEVICES", "lo eth0"},
-      {"HMC_UCX_WAKEUP", "maybe"},   {"HMC_UCX_ERROR_MODE", "sometimes"},
-  };
-  in_child([&] {
-    for (const auto& kv : bad) {
-      SCOPED_TRACE(kv.first + "=" + kv.second);
-      Host host(Cfg{{kv.first, kv.second}}, 5000, 0);
-      hmc_net_ctx_t* c = nullptr;
-      EXPECT_EQ(t->init(host.services(), &c), HMC_PLUGIN_ERR_CONFIG);
-      EXPECT_EQ(c, nullptr);
-      EXPECT_TRUE(host.logged(kv.first)) << "no log message names " << kv.first;
-    }
-  });
-}
 
 // Transports UCX does not have leave the plugin with nothing to drive: NO_DEVICE, with a reason.
 TEST(UcxConfig, UnknownTransportsMeanNoDevice) {
