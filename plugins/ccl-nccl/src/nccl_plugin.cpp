@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ccl_ctx_slots.h"
+#include "ccl_current_device.h"
 #include "ccl_resolve.h"
 #include "hmc/plugin/ccl.h"
 #include "hmc/plugin/log.hpp"
@@ -318,23 +319,7 @@ struct hmc_ccl_request {
 namespace {
 
 // Makes the communicator's context current on the calling thread for the life of the scope.
-class CurrentContext {
- public:
-  CurrentContext(const GpuApi& gpu, DeviceHandle h) : gpu_(gpu) {
-    have_saved_ = gpu_.get_current(&saved_);
-    ok_ = gpu_.set_current(h);
-  }
-  ~CurrentContext() {
-    if (have_saved_) gpu_.set_current(saved_);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  const GpuApi& gpu_;
-  DeviceHandle saved_{};
-  bool have_saved_ = false;
-  bool ok_ = false;
-};
+using CurrentContext = hmc::plugin::ccl::CurrentDevice<GpuApi, DeviceHandle>;
 
 hmc_plugin_status_t status_of(ncclResult_t r) {
   switch (r) {
