@@ -11,7 +11,8 @@
 //           program), then ncclAllReduce of 8 bytes on a stream of its own, an event recorded
 //           after it and queried until it passed: what the plugin does for one collective;
 //   hmc     an hmc communicator of the same ranks with buffers from hmc_mem_alloc on the same
-//           device, HMC_COLL_BACKEND=ccl, hmc_all_reduce and hmc_request_wait.
+//           device, HMC_COLL_BACKEND=ccl (and HMC_PROGRESS_THREAD=0 unless set: all of hmc's
+//           work on the calling thread), hmc_all_reduce and hmc_request_wait.
 // Rounds alternate the modes (which goes first too); each round is a warm-up and then timed
 // calls. Rank 0 reports each mode's time per call (min, median, p90 of every timed call), the
 // post alone (the call before the wait: wall time, and the calling thread's CPU time, which a
@@ -355,6 +356,7 @@ struct Through {
   void* send = nullptr;
   void* recv = nullptr;
   std::string backend;
+  bool progress_thread = false;
 
   void check(hmc_status_t st, const char* call) {
     if (st != HMC_SUCCESS)
@@ -364,6 +366,11 @@ struct Through {
   void start(int nranks, const std::string& rendezvous, int device) {
     // Every device-memory collective through the library, or a failure: never hmc's own paths.
     setenv("HMC_COLL_BACKEND", "ccl", 1);
+    // All of hmc's work on the calling thread, where its CPU time is counted (the progress
+    // thread would otherwise end a drained collective behind the cost figure's back), unless
+    // the environment says otherwise.
+    setenv("HMC_PROGRESS_THREAD", "0", 0);
+    progress_thread = std::string(getenv("HMC_PROGRESS_THREAD")) != "0";
     check(hmc_context_create(nullptr, &ctx), "hmc_context_create");
     hmc_comm_options_t o{};
     o.struct_size = sizeof o;
@@ -427,7 +434,7 @@ struct Through {
 // ---- measuring ---------------------------------------------------------------------------------
 
 struct Mode {
-  const char* name;
+  const char* name = "";
   std::vector<uint64_t> total_ns, post_ns, post_cpu_ns, cost_ns;
   Cpu cost_cpu;  // the process's, over the cost rounds
   std::vector<double> round_median_us;
@@ -529,14 +536,16 @@ void report(const Options& o, const Direct& direct, const Through& through, cons
     std::printf(
         "{\"tool\":\"ccl-overhead\",\"version\":\"%s\",\"ranks\":%d,\"bytes\":8,\"rounds\":%d,"
         "\"iters\":%d,\"warmup\":%d,\"direct_wait\":\"%s\",\"library\":\"%s\",\"backend\":\"%s\","
+        "\"progress_thread\":%s,"
         "\"direct\":%s,\"hmc\":%s,\"difference_us\":{\"median\":%.3f,\"paired_median\":%.3f,"
         "\"p90\":%.3f,\"post_median\":%.3f,\"post_cpu_median\":%.3f,\"cpu_per_call\":%.3f,"
         "\"cpu_median\":%.3f,\"cpu_process\":%.3f}}\n",
         hmc_version(), o.ranks, o.rounds, o.iters, o.warmup, o.yield ? "yield" : "spin",
-        direct.version.c_str(), through.backend.c_str(), mode(d).c_str(), mode(h).c_str(),
-        h.median - d.median, paired, h.p90 - d.p90, h.post_median - d.post_median,
-        h.post_cpu_median - d.post_cpu_median, (h.user + h.sys) - (d.user + d.sys),
-        h.cost_median - d.cost_median, h.cost_process - d.cost_process);
+        direct.version.c_str(), through.backend.c_str(), through.progress_thread ? "true" : "false",
+        mode(d).c_str(), mode(h).c_str(), h.median - d.median, paired, h.p90 - d.p90,
+        h.post_median - d.post_median, h.post_cpu_median - d.post_cpu_median,
+        (h.user + h.sys) - (d.user + d.sys), h.cost_median - d.cost_median,
+        h.cost_process - d.cost_process);
     return;
   }
   std::printf(
@@ -544,7 +553,8 @@ void report(const Options& o, const Direct& direct, const Through& through, cons
       "(after %d warm-up), direct waits by %s, rank 0's figures\n",
       o.ranks, o.rounds, o.iters, o.warmup,
       o.yield ? "cuEventQuery + sched_yield" : "cuEventQuery");
-  std::printf("# direct: %s; hmc: %s\n", direct.version.c_str(), through.backend.c_str());
+  std::printf("# direct: %s; hmc: %s, progress thread %s\n", direct.version.c_str(),
+              through.backend.c_str(), through.progress_thread ? "on" : "off");
   std::printf(
       "# time per call, us: min, median, p90 of post + wait; post: median of the call alone "
       "(wall, and this thread's CPU); user, sys: the process's CPU time\n");
@@ -584,7 +594,9 @@ int rank_main(int rank, const Options& o, Shared* shared, const std::string& ren
   Through through;
   through.rank = rank;
   through.start(o.ranks, rendezvous, direct.device);
-  Mode dm{"direct", {}, {}, {}, {}, 0}, hm{"hmc", {}, {}, {}, {}, 0};
+  Mode dm, hm;
+  dm.name = "direct";
+  hm.name = "hmc";
   auto direct_cost = [&] { return direct.cost_once(); };
   auto hmc_cost = [&] { return through.cost_once(direct); };
   for (int r = 0; r < o.rounds; ++r) {

@@ -37,6 +37,15 @@ uint64_t now_s() {
   return uint64_t(t.tv_sec);
 }
 
+// Everything the other end writes into fd until it closes it; fd is closed.
+std::string drain(int fd) {
+  std::string out;
+  char buf[1024];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+  close(fd);
+  return out;
+}
+
 // Runs fn in a forked process and returns what it wrote to the pipe it is given, or why the
 // process failed.
 template <typename Fn>
@@ -53,10 +62,7 @@ std::string in_child(Fn fn) {
     _exit(0);
   }
   close(fds[1]);
-  std::string out;
-  char buf[1024];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
-  close(fds[0]);
+  std::string out = drain(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
@@ -89,25 +95,25 @@ int gpus_here(std::string* why) {
   return n;
 }
 
-// A free TCP port of loopback for the rendezvous (another process could take it before rank 0
-// binds it, which the tests accept).
-int loopback_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+// The rendezvous: rank 0 hosts the store on a loopback port the kernel found free (bound, read
+// and closed: another process could take it in between, which the tests accept).
+std::string loopback_rendezvous() {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const bool got = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0 &&
+                   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  if (fd >= 0) close(fd);
+  return got ? "tcp://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) : "tcp://127.0.0.1:29500";
 }
 
 // One process per entry of mems ("cuda:<i>" or "host"), joined in one communicator, each running
 // role; returns each rank's verdict ("" for a pass).
 std::vector<std::string> run_ranks(const std::vector<std::string>& mems, const Role& role) {
   const int n = int(mems.size());
-  const std::string rdv = "tcp://127.0.0.1:" + std::to_string(loopback_port());
+  const std::string rdv = loopback_rendezvous();
   std::vector<pid_t> pids;
   std::vector<int> pipes;
   for (int i = 0; i < n; ++i) {
@@ -170,15 +176,11 @@ std::vector<std::string> run_ranks(const std::vector<std::string>& mems, const R
       }
       usleep(20000);
     }
-    char buf[4096];
-    ssize_t got = read(pipes[size_t(i)], buf, sizeof buf);
-    close(pipes[size_t(i)]);
-    if (out[size_t(i)].empty()) {
-      if (got > 0)
-        out[size_t(i)].assign(buf, size_t(got));
-      else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        out[size_t(i)] = "failed without a word (status " + std::to_string(status) + ")";
-    }
+    std::string said = drain(pipes[size_t(i)]);  // the rank has ended: its pipe is closed
+    if (!out[size_t(i)].empty()) continue;
+    out[size_t(i)] = said;
+    if (said.empty() && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
+      out[size_t(i)] = "failed without a word (status " + std::to_string(status) + ")";
   }
   return out;
 }
