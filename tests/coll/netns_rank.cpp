@@ -2,13 +2,15 @@
 // rendezvous from HMC_RANK, HMC_WORLD_SIZE and HMC_RENDEZVOUS. It runs every collective over
 // host memory (or NETNS_MEM's), checked exactly (coll_roles.h), then checks what hmc made of the
 // hosts: each rank's host as the communicator numbers them (NETNS_HOSTS, e.g. "0,0,1,1"), and
-// the path between this rank and every other, shared memory within a host and TCP across. Exit
-// status 0 when all held; otherwise what failed is on stderr.
+// the path between this rank and every other, shared memory within a host and TCP across, and
+// (NETNS_BACKEND) the backend its metrics give the all-reduces. Exit status 0 when all held;
+// otherwise what failed is on stderr.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,6 +90,23 @@ std::string check_paths(Rank& r, const std::vector<int>& hosts) {
 
 }  // namespace
 
+// NETNS_BACKEND: how the collectives ran ("hmc", "hierarchical"), as the metrics label them:
+// the context's text must count completed all-reduces of this communicator under that backend.
+std::string check_metrics(Rank& r, const char* backend) {
+  size_t len = 0;
+  if (hmc_metrics_dump(r.ctx, nullptr, &len) != HMC_SUCCESS) return "metrics: size";
+  std::string text(len + 4096, '\0');
+  len = text.size();
+  if (hmc_metrics_dump(r.ctx, text.data(), &len) != HMC_SUCCESS) return "metrics: dump";
+  text.resize(len ? len - 1 : 0);
+  std::regex line(std::string("hmc_collectives_total\\{comm=\"[0-9a-f]{16}\",collective=\"all_"
+                              "reduce\",backend=\"") +
+                  backend + "\",stage=\"completed\"\\} [1-9][0-9]*\n");
+  if (!std::regex_search(text, line))
+    return std::string("the metrics count no completed all_reduce with backend ") + backend;
+  return "";
+}
+
 int main() {
   std::vector<int> hosts = parse_hosts(getenv("NETNS_HOSTS"));
   hmc_context_t ctx;
@@ -118,6 +137,8 @@ int main() {
   }
   if (e.empty()) e = everything_role_on(r, r.mem == "host");
   if (e.empty()) e = check_paths(r, hosts);
+  const char* backend = getenv("NETNS_BACKEND");
+  if (e.empty() && backend && *backend) e = check_metrics(r, backend);
   if (hmc_comm_destroy(comm) != HMC_SUCCESS && e.empty())
     e = std::string("destroy: ") + hmc_last_error();
   hmc_context_destroy(ctx);

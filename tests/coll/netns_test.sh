@@ -30,7 +30,7 @@ export HMC_NET_CALIBRATE=0 HMC_DEVICE_COPY_CALIBRATE=0 HMC_TIMEOUT_MS=15000
 # The debug log names each collective's algorithm; one file a rank.
 LOGS=$(mktemp -d)
 export HMC_LOG_LEVEL=debug
-export HMC_WORLD_SIZE=4 NETNS_HOSTS=0,0,1,1
+export HMC_WORLD_SIZE=4 NETNS_HOSTS=0,0,1,1 NETNS_BACKEND=hmc
 
 # One host: its namespace, its hostname, its two ranks; fails when either rank fails.
 # timeout ends the whole process group, ranks included.

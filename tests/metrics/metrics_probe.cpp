@@ -181,16 +181,23 @@ int main(int argc, char** argv) {
       "3\n");
   check(std::regex_search(ta, recv_done), "a completed 3 receives from one peer");
   check(value_of(ta, "hmc_peers{state=\"live\"}") >= 1, "a has a live peer");
-  check(value_of(tb, "hmc_collectives_total{collective=\"all_reduce\",stage=\"completed\"}") == 1,
-        "b completed one all_reduce");
-  check(value_of(ta, "hmc_collective_bytes_total{collective=\"all_reduce\"}") == 1024,
+  // The all-reduce's series carry the communicator's id, the same on both ranks, and its
+  // backend (host memory: hmc's own algorithms).
+  std::regex coll_line(
+      "hmc_collectives_total\\{comm=\"([0-9a-f]{16})\",collective=\"all_reduce\","
+      "backend=\"hmc\",stage=\"completed\"\\} 1\n");
+  std::smatch ma, mb;
+  check(std::regex_search(ta, ma, coll_line), "a completed one all_reduce on hmc:\n" + ta);
+  check(std::regex_search(tb, mb, coll_line), "b completed one all_reduce on hmc");
+  const std::string comm_id = ma.size() > 1 ? ma[1].str() : "?";
+  check(mb.size() > 1 && mb[1].str() == comm_id, "both ranks name the communicator alike");
+  const std::string series = "{comm=\"" + comm_id + "\",collective=\"all_reduce\",backend=\"hmc\"";
+  check(value_of(ta, "hmc_collective_bytes_total" + series + "}") == 1024,
         "a's all_reduce was 1024 bytes");
-  check(value_of(ta, "hmc_collective_latency_seconds_count{collective=\"all_reduce\"}") == 1,
+  check(value_of(ta, "hmc_collective_latency_seconds_count" + series + "}") == 1,
         "a's latency histogram holds one all_reduce");
-  check(
-      value_of(ta,
-               "hmc_collective_latency_seconds_bucket{collective=\"all_reduce\",le=\"+Inf\"}") == 1,
-      "the +Inf bucket holds it");
+  check(value_of(ta, "hmc_collective_latency_seconds_bucket" + series + ",le=\"+Inf\"}") == 1,
+        "the +Inf bucket holds it");
   check(value_of(ta, "hmc_errors_total{code=\"HMC_ERR_INVALID_ARGUMENT\"}") >= 1,
         "the refused send is counted by code");
 

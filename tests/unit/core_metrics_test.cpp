@@ -56,21 +56,42 @@ TEST(Metrics, HistogramBucketsAreCumulative) {
 
 TEST(Metrics, CollectivesCountTheirEnds) {
   CollMetrics c;
-  c.posted(1, "all_reduce", 1024, 1000);
-  c.posted(2, "all_reduce", 1024, 1000);
+  const CollMetrics::Key ring{"00000000000000aa", "all_reduce", "hmc"};
+  c.posted(1, ring, 1024, 1000);
+  c.posted(2, ring, 1024, 1000);
   c.ended(1, HMC_SUCCESS, 3000);
   c.ended(2, HMC_ERR_PEER_LOST, 4000);
   c.ended(2, HMC_SUCCESS, 5000);  // already ended: no effect
   c.ended(9, HMC_SUCCESS, 5000);  // never posted: no effect
   auto s = c.snapshot();
   ASSERT_EQ(s.size(), 1u);
-  const auto& e = s.at("all_reduce");
+  const auto& e = s.at(ring);
   EXPECT_EQ(e.posted, 2u);
   EXPECT_EQ(e.completed, 1u);
   EXPECT_EQ(e.failed, 1u);
   EXPECT_EQ(e.bytes, 1024u);
   EXPECT_EQ(e.latency.count, 1u);
   EXPECT_NEAR(e.latency.sum_s, 2e-6, 1e-12);
+}
+
+// Each communicator and backend counts apart: the same collective on two communicators, or
+// through the vendor library and then on hmc's paths, is two series.
+TEST(Metrics, CollectivesApartByCommunicatorAndBackend) {
+  CollMetrics c;
+  const CollMetrics::Key a_hmc{"00000000000000aa", "all_reduce", "hmc"};
+  const CollMetrics::Key a_ccl{"00000000000000aa", "all_reduce", "ccl"};
+  const CollMetrics::Key b_hmc{"00000000000000bb", "all_reduce", "hmc"};
+  c.posted(1, a_hmc, 8, 0);
+  c.posted(2, a_ccl, 16, 0);
+  c.posted(3, b_hmc, 32, 0);
+  c.posted(4, b_hmc, 32, 0);
+  for (uint64_t h : {1, 2, 3, 4}) c.ended(h, HMC_SUCCESS, 10);
+  auto s = c.snapshot();
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s.at(a_hmc).bytes, 8u);
+  EXPECT_EQ(s.at(a_ccl).bytes, 16u);
+  EXPECT_EQ(s.at(b_hmc).completed, 2u);
+  EXPECT_EQ(s.at(b_hmc).bytes, 64u);
 }
 
 TEST(Metrics, TransferCountersByOperation) {

@@ -48,7 +48,8 @@ struct Communicator {
   // How this rank's latest collective runs (hmc_comm_last_backend): "hmc ring", "ccl nccl
   // (...)", "hierarchical: ..."; under Collectives' lock.
   std::string last_backend;
-  std::string broken;  // why it can no longer be used; "" while it can
+  const char* backend_kind = "";  // its first word, for the metrics: "hmc", "ccl", "hierarchical"
+  std::string broken;             // why it can no longer be used; "" while it can
   // Host buffers that RecvReduce receives into, kept from one collective to the next: a fresh
   // buffer of megabytes costs page faults and zeroing on every collective (coll/executor.h).
   std::vector<std::vector<uint8_t>> spare_buffers;

@@ -120,21 +120,25 @@ std::string Context::metrics_text() {
   }
 
   m.family("hmc_collectives_total", "counter",
-           "collectives by name and stage: posted, completed or failed (as the application saw "
-           "them end through hmc_request_test or hmc_request_wait)");
+           "collectives by communicator, name, backend and stage: posted, completed or failed "
+           "(as the application saw them end through hmc_request_test or hmc_request_wait)");
   m.family("hmc_collective_bytes_total", "counter",
            "bytes of the completed collectives (count times the datatype's size, per rank)");
   m.family("hmc_collective_latency_seconds", "histogram",
            "time from a collective's post to the end the application saw");
-  for (const auto& [name, e] : coll_metrics_.snapshot()) {
-    m.sample("hmc_collectives_total", {{"collective", name}, {"stage", "posted"}},
-             double(e.posted));
-    m.sample("hmc_collectives_total", {{"collective", name}, {"stage", "completed"}},
-             double(e.completed));
-    m.sample("hmc_collectives_total", {{"collective", name}, {"stage", "failed"}},
-             double(e.failed));
-    m.sample("hmc_collective_bytes_total", {{"collective", name}}, double(e.bytes));
-    m.histogram("hmc_collective_latency_seconds", {{"collective", name}}, e.latency);
+  for (const auto& [key, e] : coll_metrics_.snapshot()) {
+    const MetricsText::Labels labels = {
+        {"comm", key.comm}, {"collective", key.name}, {"backend", key.backend}};
+    auto with_stage = [&](const char* stage) {
+      MetricsText::Labels l = labels;
+      l.emplace_back("stage", stage);
+      return l;
+    };
+    m.sample("hmc_collectives_total", with_stage("posted"), double(e.posted));
+    m.sample("hmc_collectives_total", with_stage("completed"), double(e.completed));
+    m.sample("hmc_collectives_total", with_stage("failed"), double(e.failed));
+    m.sample("hmc_collective_bytes_total", labels, double(e.bytes));
+    m.histogram("hmc_collective_latency_seconds", labels, e.latency);
   }
 
   m.family("hmc_errors_total", "counter",

@@ -65,18 +65,17 @@ LatencyHistogram::Snapshot LatencyHistogram::snapshot() const {
   return s;
 }
 
-void CollMetrics::posted(uint64_t handle, const std::string& name, uint64_t bytes,
-                         uint64_t now_ns) {
+void CollMetrics::posted(uint64_t handle, const Key& key, uint64_t bytes, uint64_t now_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
-  in_flight_[handle] = InFlight{name, bytes, now_ns};
-  ++by_name_[name].posted;
+  ++by_key_[key].posted;
+  in_flight_[handle] = InFlight{key, bytes, now_ns};
 }
 
 void CollMetrics::ended(uint64_t handle, hmc_status_t status, uint64_t now_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = in_flight_.find(handle);
   if (it == in_flight_.end()) return;
-  Totals& t = by_name_[it->second.name];
+  Totals& t = by_key_[it->second.key];
   if (status == HMC_SUCCESS) {
     ++t.completed;
     t.bytes += it->second.bytes;
@@ -87,11 +86,11 @@ void CollMetrics::ended(uint64_t handle, hmc_status_t status, uint64_t now_ns) {
   in_flight_.erase(it);
 }
 
-std::map<std::string, CollMetrics::Entry> CollMetrics::snapshot() const {
-  std::map<std::string, Entry> out;
+std::map<CollMetrics::Key, CollMetrics::Entry> CollMetrics::snapshot() const {
+  std::map<Key, Entry> out;
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& [name, t] : by_name_) {
-    Entry& e = out[name];
+  for (const auto& [key, t] : by_key_) {
+    Entry& e = out[key];
     e.posted = t.posted;
     e.completed = t.completed;
     e.failed = t.failed;

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -66,23 +67,31 @@ class LatencyHistogram {
   uint64_t sum_ns_ = 0;
 };
 
-// Collectives by name ("all_reduce"): posted, ended, their bytes and their latency from the post
-// to the end the application saw (hmc_request_test or hmc_request_wait). Keyed by the request's
-// handle while in flight. Thread-safe.
+// Collectives by communicator, name ("all_reduce") and backend: posted, ended, their bytes and
+// their latency from the post to the end the application saw (hmc_request_test or
+// hmc_request_wait). Keyed by the request's handle while in flight. Thread-safe.
 class CollMetrics {
  public:
-  void posted(uint64_t handle, const std::string& name, uint64_t bytes, uint64_t now_ns);
+  struct Key {
+    std::string comm;     // the communicator's id, the same on every rank ("00ab...")
+    std::string name;     // "all_reduce"
+    std::string backend;  // how it ran: "hmc", "ccl", "hierarchical"
+    bool operator<(const Key& o) const {
+      return std::tie(comm, name, backend) < std::tie(o.comm, o.name, o.backend);
+    }
+  };
+  void posted(uint64_t handle, const Key& key, uint64_t bytes, uint64_t now_ns);
   // Records the end of the collective posted as `handle`, if it was; no effect otherwise.
   void ended(uint64_t handle, hmc_status_t status, uint64_t now_ns);
   struct Entry {
     uint64_t posted = 0, completed = 0, failed = 0, bytes = 0;
     LatencyHistogram::Snapshot latency;
   };
-  std::map<std::string, Entry> snapshot() const;
+  std::map<Key, Entry> snapshot() const;
 
  private:
   struct InFlight {
-    std::string name;
+    Key key;
     uint64_t bytes;
     uint64_t start_ns;
   };
@@ -92,7 +101,7 @@ class CollMetrics {
   };
   mutable std::mutex mutex_;
   std::map<uint64_t, InFlight> in_flight_;
-  std::map<std::string, Totals> by_name_;
+  std::map<Key, Totals> by_key_;
 };
 
 // Builds the exposition text: samples are grouped under their family's # HELP and # TYPE lines
