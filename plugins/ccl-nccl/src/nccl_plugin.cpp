@@ -307,7 +307,8 @@ struct hmc_ccl_comm {
   int rank = 0, nranks = 0;
   bool aborted = false;
   std::vector<GpuEvent> spare_events;
-  std::string error;  // comm_error_text
+  std::vector<hmc_ccl_request*> spare_requests;  // of collectives that ended well, for reuse
+  std::string error;                             // comm_error_text
 };
 
 struct hmc_ccl_request {
@@ -397,8 +398,11 @@ hmc_plugin_status_t finish_post(hmc_ccl_comm* c, GpuStream stream, const char* c
     gpu.event_destroy(ev);
     return gpu_failure(c, GpuApi::kEventRecordCall, r);
   }
-  auto* rq = new (std::nothrow) hmc_ccl_request;
-  if (!rq) {
+  hmc_ccl_request* rq = nullptr;
+  if (!c->spare_requests.empty()) {
+    rq = c->spare_requests.back();
+    c->spare_requests.pop_back();
+  } else if (!(rq = new (std::nothrow) hmc_ccl_request)) {
     c->spare_events.push_back(ev);
     return HMC_PLUGIN_ERR_NO_MEMORY;
   }
@@ -581,6 +585,7 @@ hmc_plugin_status_t plugin_comm_destroy(hmc_ccl_comm_t* c) {
     CurrentContext current(gpu, c->dev);
     if (!c->aborted) c->ctx->nccl.comm_destroy(c->comm);
     for (GpuEvent ev : c->spare_events) gpu.event_destroy(ev);
+    for (hmc_ccl_request* rq : c->spare_requests) delete rq;
     gpu.stream_destroy(c->stream);
   }
   delete c;
@@ -706,17 +711,18 @@ hmc_plugin_status_t plugin_test(hmc_ccl_request_t* rq, int* done) {
     *done = 1;
     return st;
   }
-  hmc_plugin_status_t st = HMC_PLUGIN_SUCCESS;
-  if (r == kGpuSuccess) {
-    c->spare_events.push_back(rq->event);
-  } else {
-    st = plugin_comm_async_error(c);
-    if (st == HMC_PLUGIN_SUCCESS) st = gpu_failure(c, GpuApi::kEventQueryCall, r);
-    c->error = std::string(rq->call) + ": " + c->error;
-    gpu.event_destroy(rq->event);
-  }
-  delete rq;
   *done = 1;
+  if (r == kGpuSuccess) {
+    // The event and the request serve the communicator's next collective.
+    c->spare_events.push_back(rq->event);
+    c->spare_requests.push_back(rq);
+    return HMC_PLUGIN_SUCCESS;
+  }
+  hmc_plugin_status_t st = plugin_comm_async_error(c);
+  if (st == HMC_PLUGIN_SUCCESS) st = gpu_failure(c, GpuApi::kEventQueryCall, r);
+  c->error = std::string(rq->call) + ": " + c->error;
+  gpu.event_destroy(rq->event);
+  delete rq;
   return st;
 }
 
