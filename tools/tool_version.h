@@ -1,5 +1,6 @@
-// --version, the same in every tool: prints "<tool> (hmc) <version>" and exits 0. The version
-// is the library's: hmc_version() for the tools that link libhmc.so (what they run with), the
+// --version for the programs of bench/ that parse their own arguments: prints "<tool> (hmc)
+// <version>" and exits 0, as the tools' CLI11 parsers do (tools/common/cli.h add_version). The
+// version is the library's: hmc_version() for those that link libhmc.so (what they run with), the
 // build's HMC_TOOLS_VERSION (the project's, which hmc_version() of that build returns) for the
 // ones that link the core statically.
 #pragma once

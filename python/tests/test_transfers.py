@@ -1,5 +1,6 @@
 """Transfers between this process and a second Python process (peer_process.py)."""
 
+import contextlib
 import os
 import time
 
@@ -23,6 +24,29 @@ def import_region(peer):
     return peer.import_remote(bytes(desc[:n]))
 
 
+def connect_to_region(ctx, target):
+    """The peer of a "region" target, and the region it offers."""
+    peer = connect(ctx, target)
+    return peer, import_region(peer)
+
+
+def let_exit(peer):
+    """Tells the peer process that the test is done with it (tag 9)."""
+    peer.send(b"x", tag=9).wait(TIMEOUT_MS)
+
+
+@contextlib.contextmanager
+def region_session(spawn):
+    """A "region" target, a context, the peer and the region it offers; when the test is done
+    with them the target is let go and must exit cleanly."""
+    target = spawn("region", REGION)
+    with hmc.Context() as ctx:
+        peer, remote = connect_to_region(ctx, target)
+        yield target, ctx, peer, remote
+        let_exit(peer)
+    assert target.finish() == 0
+
+
 def test_send_recv_numpy_byte_exact(spawn):
     echo = spawn("echo")
     with hmc.Context() as ctx:
@@ -37,15 +61,12 @@ def test_send_recv_numpy_byte_exact(spawn):
         info = peer.info()
         assert info["same_host"] and info["path"] and info["remote_address"]
         assert info["direct_transfers"] == 0 and isinstance(info["device_memory"], str)
-        peer.send(b"x", tag=9).wait(TIMEOUT_MS)
+        let_exit(peer)
     assert echo.finish() == 0
 
 
 def test_put_get_with_notification(spawn):
-    target = spawn("region", REGION)
-    with hmc.Context() as ctx:
-        peer = connect(ctx, target)
-        remote = import_region(peer)
+    with region_session(spawn) as (target, ctx, peer, remote):
         assert remote.size == REGION
         data = np.random.default_rng(2).integers(0, 256, 65536, dtype=np.uint8)
         assert peer.put(data, remote, 4096, notify=42).wait(TIMEOUT_MS) == data.nbytes
@@ -60,17 +81,12 @@ def test_put_get_with_notification(spawn):
         with pytest.raises(hmc.OutOfBoundsError) as e:
             peer.get(bytearray(16), remote, REGION - 8)
         assert e.value.status == "HMC_ERR_OUT_OF_BOUNDS"
-        peer.send(b"x", tag=9).wait(TIMEOUT_MS)
-    assert target.finish() == 0
 
 
 def test_transfer_list_reads_scattered_blocks(spawn):
-    target = spawn("region", REGION)
     block = 4096
     blocks = REGION // block
-    with hmc.Context() as ctx:
-        peer = connect(ctx, target)
-        remote = import_region(peer)
+    with region_session(spawn) as (target, ctx, peer, remote):
         local = np.zeros(REGION, np.uint8)
         region = ctx.register(local, 0)
         # Block i of the local region gets the target's block order[i], out of order, as a
@@ -107,15 +123,12 @@ def test_transfer_list_reads_scattered_blocks(spawn):
         assert e.value.status == "HMC_ERR_OUT_OF_BOUNDS" and e.value.code == -3
         assert f"descriptor {len(order) - 1}" in str(e.value)
         assert not local.any()
-        peer.send(b"x", tag=9).wait(TIMEOUT_MS)
-    assert target.finish() == 0
 
 
 def test_peer_killed_during_a_transfer_raises_peer_lost(spawn):
     target = spawn("region", REGION)
     with hmc.Context() as ctx:
-        peer = connect(ctx, target)
-        remote = import_region(peer)
+        peer, remote = connect_to_region(ctx, target)
         local = np.zeros(REGION, np.uint8)
         region = ctx.register(local, 0)
         reads = ctx.prepare(region, remote, "read",

@@ -67,6 +67,23 @@ inline std::string wait(hmc_status_t st, hmc_request_t* req, const char* what) {
   return "";
 }
 
+// An out-of-place all-reduce of `in` (elements of t) by op, both buffers in `mem`, read back into
+// *out: "" or what failed, `what` naming the call.
+template <typename T>
+inline std::string all_reduce_from(Rank& r, const std::string& mem, const std::vector<T>& in,
+                                   hmc_dtype_t t, hmc_reduce_op_t op, const char* what,
+                                   std::vector<T>* out) {
+  Buf send(r.ctx, mem, in.size() * sizeof(T)), recv(r.ctx, mem, in.size() * sizeof(T));
+  if (!send.put(in.data())) return "fill";
+  hmc_request_t req;
+  std::string e =
+      wait(hmc_all_reduce(r.comm, send.get(), recv.get(), in.size(), t, op, &req), &req, what);
+  if (!e.empty()) return e;
+  out->resize(in.size());
+  if (!recv.take(out->data())) return "read back";
+  return "";
+}
+
 inline int32_t ival(int rank, size_t i) {
   return int32_t((rank + 1) * 1000 + int(i % 997));
 }
@@ -102,16 +119,11 @@ inline std::string all_reduce_role_on(Rank& r, bool host_i64) {
     }
   }
   for (size_t count : {size_t(3), size_t(30000)}) {
-    std::vector<float> in(count), out(count);
+    std::vector<float> in(count), out;
     for (size_t i = 0; i < count; ++i) in[i] = fval(r.rank, i);
-    Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
-    if (!send.put(in.data())) return "fill";
-    hmc_request_t req;
     std::string e =
-        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_F32, HMC_OP_SUM, &req),
-             &req, "all_reduce f32");
+        all_reduce_from(r, r.mem, in, HMC_DTYPE_F32, HMC_OP_SUM, "all_reduce f32", &out);
     if (!e.empty()) return e;
-    recv.take(out.data());
     for (size_t i = 0; i < count; ++i) {
       double want = 0;
       for (int k = 0; k < r.size; ++k) want += fval(k, i);
@@ -121,17 +133,11 @@ inline std::string all_reduce_role_on(Rank& r, bool host_i64) {
   }
   for (hmc_reduce_op_t op : {HMC_OP_MIN, HMC_OP_MAX, HMC_OP_AVG}) {
     const size_t count = 11;
-    std::vector<int64_t> in(count), out(count);
+    std::vector<int64_t> in(count), out;
     for (size_t i = 0; i < count; ++i) in[i] = int64_t(r.rank * 3 + int(i)) * (i % 2 ? -1 : 1);
-    Buf send(r.ctx, host_i64 ? "host" : r.mem, count * 8),
-        recv(r.ctx, host_i64 ? "host" : r.mem, count * 8);
-    if (!send.put(in.data())) return "fill";
-    hmc_request_t req;
-    std::string e =
-        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I64, op, &req), &req,
-             "all_reduce i64");
+    std::string e = all_reduce_from(r, host_i64 ? "host" : r.mem, in, HMC_DTYPE_I64, op,
+                                    "all_reduce i64", &out);
     if (!e.empty()) return e;
-    if (!recv.take(out.data())) return "read back";
     for (size_t i = 0; i < count; ++i) {
       int64_t lo = INT64_MAX, hi = INT64_MIN, sum = 0;
       for (int k = 0; k < r.size; ++k) {
@@ -238,37 +244,48 @@ inline std::string gather_scatter_role(Rank& r) {
   return wait(hmc_barrier(r.comm, &req), &req, "barrier");
 }
 
+// One rank's all-to-all-v counts and displacements (in elements), both sides packed in rank
+// order, from count(from, to): what rank `from` sends to rank `to`.
+struct AllToAllvLayout {
+  std::vector<size_t> sc, sd, rc, rd;  // send counts, send displs, recv counts, recv displs
+  size_t st = 0, rt = 0;               // elements sent and received in all
+};
+
+inline AllToAllvLayout all_to_allv_layout(int rank, int n,
+                                          const std::function<size_t(int, int)>& count) {
+  AllToAllvLayout v;
+  for (int j = 0; j < n; ++j) {
+    v.sc.push_back(count(rank, j));
+    v.sd.push_back(v.st);
+    v.st += v.sc.back();
+    v.rc.push_back(count(j, rank));
+    v.rd.push_back(v.rt);
+    v.rt += v.rc.back();
+  }
+  return v;
+}
+
 // All-to-all-v of the MoE shape: rank r sends (r + j) % 3 elements to rank j (zero for some
 // pairs), packed, and receives packed in rank order.
 inline std::string all_to_allv_role(Rank& r) {
   int n = r.size;
   auto cnt = [](int from, int to) { return size_t((from + to) % 3) * 17; };
-  const size_t un = static_cast<size_t>(n);
-  std::vector<size_t> sc(un), sd(un), rc(un), rd(un);
-  size_t st = 0, rt = 0;
-  for (int j = 0; j < n; ++j) {
-    sc[size_t(j)] = cnt(r.rank, j);
-    sd[size_t(j)] = st;
-    st += sc[size_t(j)];
-    rc[size_t(j)] = cnt(j, r.rank);
-    rd[size_t(j)] = rt;
-    rt += rc[size_t(j)];
-  }
-  std::vector<int32_t> in(st), out(rt, -1);
+  AllToAllvLayout lay = all_to_allv_layout(r.rank, n, cnt);
+  std::vector<int32_t> in(lay.st), out(lay.rt, -1);
   for (int j = 0; j < n; ++j)
-    for (size_t i = 0; i < sc[size_t(j)]; ++i)
-      in[sd[size_t(j)] + i] = ival(r.rank, size_t(j) * 1000 + i);
-  Buf send(r.ctx, r.mem, st * 4), recv(r.ctx, r.mem, rt * 4);
+    for (size_t i = 0; i < lay.sc[size_t(j)]; ++i)
+      in[lay.sd[size_t(j)] + i] = ival(r.rank, size_t(j) * 1000 + i);
+  Buf send(r.ctx, r.mem, lay.st * 4), recv(r.ctx, r.mem, lay.rt * 4);
   send.put(in.data());
   hmc_request_t req;
-  std::string e = wait(hmc_all_to_allv(r.comm, send.get(), sc.data(), sd.data(), recv.get(),
-                                       rc.data(), rd.data(), HMC_DTYPE_I32, &req),
+  std::string e = wait(hmc_all_to_allv(r.comm, send.get(), lay.sc.data(), lay.sd.data(), recv.get(),
+                                       lay.rc.data(), lay.rd.data(), HMC_DTYPE_I32, &req),
                        &req, "all_to_allv");
   if (!e.empty()) return e;
   recv.take(out.data());
   for (int j = 0; j < n; ++j)
-    for (size_t i = 0; i < rc[size_t(j)]; ++i)
-      if (out[rd[size_t(j)] + i] != ival(j, size_t(r.rank) * 1000 + i))
+    for (size_t i = 0; i < lay.rc[size_t(j)]; ++i)
+      if (out[lay.rd[size_t(j)] + i] != ival(j, size_t(r.rank) * 1000 + i))
         return "all_to_allv from rank " + std::to_string(j) + " element " + std::to_string(i);
   return "";
 }

@@ -247,16 +247,11 @@ std::vector<std::string> mems_of(int n, const std::vector<std::string>& cycle) {
 // int64 max; reduce-scatter of int32 and float.
 std::string device_reductions_role(Rank& r) {
   for (size_t count : {size_t(5000), size_t(200003)}) {
-    std::vector<int32_t> in(count), out(count);
+    std::vector<int32_t> in(count), out;
     for (size_t i = 0; i < count; ++i) in[i] = ival(r.rank, i) * 7919;
-    Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
-    if (!send.put(in.data())) return "fill";
-    hmc_request_t req;
     std::string e =
-        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I32, HMC_OP_SUM, &req),
-             &req, "all_reduce i32");
+        all_reduce_from(r, r.mem, in, HMC_DTYPE_I32, HMC_OP_SUM, "all_reduce i32", &out);
     if (!e.empty()) return e;
-    if (!recv.take(out.data())) return "read back";
     for (size_t i = 0; i < count; ++i) {
       int32_t want = 0;
       for (int k = 0; k < r.size; ++k) want += ival(k, i) * 7919;
@@ -265,6 +260,8 @@ std::string device_reductions_role(Rank& r) {
     }
     std::vector<float> fin(count), fout(count);
     for (size_t i = 0; i < count; ++i) fin[i] = fval(r.rank, i);
+    Buf send(r.ctx, r.mem, count * 4);
+    hmc_request_t req;
     if (!send.put(fin.data())) return "fill";
     e = wait(hmc_all_reduce(r.comm, send.get(), send.get(), count, HMC_DTYPE_F32, HMC_OP_SUM, &req),
              &req, "all_reduce f32 in place");
@@ -279,16 +276,11 @@ std::string device_reductions_role(Rank& r) {
   }
   {
     const size_t count = 3001;
-    std::vector<int64_t> in(count), out(count);
+    std::vector<int64_t> in(count), out;
     for (size_t i = 0; i < count; ++i) in[i] = (int64_t(r.rank) - 2) * int64_t(i + 1) * 1000000007;
-    Buf send(r.ctx, r.mem, count * 8), recv(r.ctx, r.mem, count * 8);
-    send.put(in.data());
-    hmc_request_t req;
     std::string e =
-        wait(hmc_all_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I64, HMC_OP_MAX, &req),
-             &req, "all_reduce i64 max");
+        all_reduce_from(r, r.mem, in, HMC_DTYPE_I64, HMC_OP_MAX, "all_reduce i64 max", &out);
     if (!e.empty()) return e;
-    recv.take(out.data());
     for (size_t i = 0; i < count; ++i)
       if (out[i] != (int64_t(r.size - 1) - 2) * int64_t(i + 1) * 1000000007)
         return "all_reduce i64 max element " + std::to_string(i);
@@ -1164,42 +1156,37 @@ TEST_F(Redis, Password) {
 
 namespace {
 
-// Each rank's environment for the nccl ccl plugin over tests/fakes (the emulated NCCL over the
-// emulated CUDA driver the cuda device plugin uses), and the backend.
+// Each rank's environment for one ccl plugin over tests/fakes: the emulated NCCL, built under
+// the vendor library's name, over the emulated runtime that vendor's device plugin uses (both
+// paths below FAKEGPU_DIR), and the backend.
+std::vector<std::pair<std::string, std::string>> ccl_env(const std::string& plugin,
+                                                         const char* library,
+                                                         const std::string& runtime,
+                                                         const char* runtime_library,
+                                                         const char* backend) {
+  std::string var = "HMC_" + plugin + "_";
+  std::transform(var.begin(), var.end(), var.begin(), ::toupper);
+  return {{"HMC_CCL_PLUGINS", plugin},
+          {var + "LIBRARY", std::string(FAKEGPU_DIR) + "/" + library},
+          {var + runtime + "_LIBRARY", std::string(FAKEGPU_DIR) + "/" + runtime_library},
+          {"HMC_COLL_BACKEND", backend},
+          {"FAKENCCL_TIMEOUT_MS", "6000"}};
+}
+
 std::vector<std::pair<std::string, std::string>> nccl_env(const char* backend) {
-  return {{"HMC_CCL_PLUGINS", "nccl"},
-          {"HMC_NCCL_LIBRARY", std::string(FAKEGPU_DIR) + "/nccl/libnccl.so.2"},
-          {"HMC_NCCL_CUDA_LIBRARY", std::string(FAKEGPU_DIR) + "/cuda/libcuda.so.1"},
-          {"HMC_COLL_BACKEND", backend},
-          {"FAKENCCL_TIMEOUT_MS", "6000"}};
+  return ccl_env("nccl", "nccl/libnccl.so.2", "CUDA", "cuda/libcuda.so.1", backend);
 }
 
-// The same for the rccl ccl plugin: the emulated NCCL built as librccl.so.1 over the emulated
-// HIP runtime the hip device plugin uses.
 std::vector<std::pair<std::string, std::string>> rccl_env(const char* backend) {
-  return {{"HMC_CCL_PLUGINS", "rccl"},
-          {"HMC_RCCL_LIBRARY", std::string(FAKEGPU_DIR) + "/rccl/librccl.so.1"},
-          {"HMC_RCCL_HIP_LIBRARY", std::string(FAKEGPU_DIR) + "/hip6/libamdhip64.so.6"},
-          {"HMC_COLL_BACKEND", backend},
-          {"FAKENCCL_TIMEOUT_MS", "6000"}};
+  return ccl_env("rccl", "rccl/librccl.so.1", "HIP", "hip6/libamdhip64.so.6", backend);
 }
 
-// And for the mccl ccl plugin: the emulated NCCL built as libmccl.so (mccl* names) over the
-// emulated MUSA runtime the musa device plugin uses.
 std::vector<std::pair<std::string, std::string>> cncl_env(const char* backend) {
-  return {{"HMC_CCL_PLUGINS", "cncl"},
-          {"HMC_CNCL_LIBRARY", std::string(FAKEGPU_DIR) + "/cncl/libcncl.so"},
-          {"HMC_CNCL_CNRT_LIBRARY", std::string(FAKEGPU_DIR) + "/mlu/libcnrt.so"},
-          {"HMC_COLL_BACKEND", backend},
-          {"FAKENCCL_TIMEOUT_MS", "6000"}};
+  return ccl_env("cncl", "cncl/libcncl.so", "CNRT", "mlu/libcnrt.so", backend);
 }
 
 std::vector<std::pair<std::string, std::string>> mccl_env(const char* backend) {
-  return {{"HMC_CCL_PLUGINS", "mccl"},
-          {"HMC_MCCL_LIBRARY", std::string(FAKEGPU_DIR) + "/mccl/libmccl.so"},
-          {"HMC_MCCL_MUSA_LIBRARY", std::string(FAKEGPU_DIR) + "/musa/libmusart.so"},
-          {"HMC_COLL_BACKEND", backend},
-          {"FAKENCCL_TIMEOUT_MS", "6000"}};
+  return ccl_env("mccl", "mccl/libmccl.so", "MUSA", "musa/libmusart.so", backend);
 }
 
 // Small integers, exact in every dtype below (also f16 and bf16, also summed over 4 ranks).
@@ -1407,30 +1394,21 @@ std::string all_to_allv_and_barrier(Rank& r) {
       for (int j = 0; j < to; ++j) d += count(from, j);
       return d;
     };
-    const size_t nr = static_cast<size_t>(n);
-    std::vector<size_t> sc(nr), sd(nr), rc(nr), rd(nr);
-    size_t st = 0, rt = 0;
-    for (int j = 0; j < n; ++j) {
-      sc[size_t(j)] = count(r.rank, j);
-      sd[size_t(j)] = st;
-      st += sc[size_t(j)];
-      rc[size_t(j)] = count(j, r.rank);
-      rd[size_t(j)] = rt;
-      rt += rc[size_t(j)];
-    }
-    Buf send(r.ctx, r.mem, st * es), recv(r.ctx, r.mem, rt * es);
-    if (!send.put(values(t, r.rank, st).data())) return "fill";
+    AllToAllvLayout lay = all_to_allv_layout(r.rank, n, count);
+    Buf send(r.ctx, r.mem, lay.st * es), recv(r.ctx, r.mem, lay.rt * es);
+    if (!send.put(values(t, r.rank, lay.st).data())) return "fill";
     hmc_request_t req;
-    std::string e = wait(hmc_all_to_allv(r.comm, send.get(), sc.data(), sd.data(), recv.get(),
-                                         rc.data(), rd.data(), t, &req),
+    std::string e = wait(hmc_all_to_allv(r.comm, send.get(), lay.sc.data(), lay.sd.data(),
+                                         recv.get(), lay.rc.data(), lay.rd.data(), t, &req),
                          &req, "all_to_allv");
     if (!e.empty()) return e;
-    std::vector<uint8_t> got(rt * es), want;
+    std::vector<uint8_t> got(lay.rt * es), want;
     if (!recv.take(got.data())) return "read back";
     for (int j = 0; j < n; ++j) {
       auto v = values(t, j, displ(j, n));
       size_t from = displ(j, r.rank) * es;
-      want.insert(want.end(), v.begin() + long(from), v.begin() + long(from + rc[size_t(j)] * es));
+      want.insert(want.end(), v.begin() + long(from),
+                  v.begin() + long(from + lay.rc[size_t(j)] * es));
     }
     if (!(e = first_difference(got, want, es, "all_to_allv dtype " + std::to_string(int(t))))
              .empty())
@@ -1457,6 +1435,28 @@ std::string one_all_reduce(Rank& r, size_t count, hmc_status_t* failed = nullptr
   for (size_t i = 0; i < count; ++i)
     encode(HMC_DTYPE_I32, reduce_ref(HMC_OP_SUM, r.size, i), &want[i * 4]);
   return first_difference(got, want, 4, "all_reduce");
+}
+
+// A 1001-element all-reduce refused with HMC_ERR_NOT_SUPPORTED, its message holding every one
+// of `words`.
+std::string all_reduce_refused(Rank& r, const std::vector<std::string>& words = {}) {
+  hmc_status_t st = HMC_SUCCESS;
+  std::string e = one_all_reduce(r, 1001, &st);
+  if (st != HMC_ERR_NOT_SUPPORTED) return "expected HMC_ERR_NOT_SUPPORTED, got: " + e;
+  for (const std::string& w : words)
+    if (e.find(w) == std::string::npos) return "message: " + e;
+  return std::string();
+}
+
+// A 78-element all-reduce that fails (a failure the library was told to inject), its message
+// holding every one of `words`.
+std::string all_reduce_fails_naming(Rank& r, const std::vector<std::string>& words) {
+  hmc_status_t st = HMC_SUCCESS;
+  std::string e = one_all_reduce(r, 78, &st);
+  if (st == HMC_SUCCESS) return std::string("the all-reduce did not fail");
+  for (const std::string& w : words)
+    if (e.find(w) == std::string::npos) return "message: " + e;
+  return std::string();
 }
 
 }  // namespace
@@ -1489,13 +1489,8 @@ TEST(CclBackend, WithoutRcclHmcRunsThem) {
   expect_all_pass(run(l, [](Rank& r) { return one_all_reduce(r, 1001); }));
   l.env.back() = {"HMC_COLL_BACKEND", "ccl"};
   l.env.push_back({"HMC_RCCL_LIBRARY", "/nonexistent/librccl.so.1"});
-  expect_all_pass(run(l, [](Rank& r) {
-    hmc_status_t st = HMC_SUCCESS;
-    std::string e = one_all_reduce(r, 1001, &st);
-    if (st != HMC_ERR_NOT_SUPPORTED) return "expected HMC_ERR_NOT_SUPPORTED, got: " + e;
-    if (e.find("no ccl plugin serves a device here") == std::string::npos) return "message: " + e;
-    return std::string();
-  }));
+  expect_all_pass(run(
+      l, [](Rank& r) { return all_reduce_refused(r, {"no ccl plugin serves a device here"}); }));
 }
 
 // 2 cuda + 2 hip ranks with both plugins loaded in every process (the two emulated libraries
@@ -1515,14 +1510,7 @@ TEST(CclBackend, RcclFailureEndsTheRequest) {
   l.env = rccl_env("ccl");
   l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "1"});
   expect_all_pass(run(l, [](Rank& r) {
-    hmc_status_t st = HMC_SUCCESS;
-    std::string e = one_all_reduce(r, 78, &st);
-    if (st == HMC_SUCCESS) return std::string("the all-reduce did not fail");
-    if (e.find("rccl (") == std::string::npos || e.find("RCCL") == std::string::npos ||
-        e.find("ncclAllReduce") == std::string::npos ||
-        e.find("injected failure") == std::string::npos)
-      return "message: " + e;
-    return std::string();
+    return all_reduce_fails_naming(r, {"rccl (", "RCCL", "ncclAllReduce", "injected failure"});
   }));
 }
 
@@ -1539,14 +1527,7 @@ TEST(CclBackend, McclFailureEndsTheRequest) {
   l.env = mccl_env("ccl");
   l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "1"});
   expect_all_pass(run(l, [](Rank& r) {
-    hmc_status_t st = HMC_SUCCESS;
-    std::string e = one_all_reduce(r, 78, &st);
-    if (st == HMC_SUCCESS) return std::string("the all-reduce did not fail");
-    if (e.find("mccl (") == std::string::npos || e.find("MCCL") == std::string::npos ||
-        e.find("mcclAllReduce") == std::string::npos ||
-        e.find("injected failure") == std::string::npos)
-      return "message: " + e;
-    return std::string();
+    return all_reduce_fails_naming(r, {"mccl (", "MCCL", "mcclAllReduce", "injected failure"});
   }));
 }
 
@@ -1564,14 +1545,7 @@ TEST(CclBackend, CnclFailureEndsTheRequest) {
   l.env = cncl_env("ccl");
   l.env.push_back({"FAKENCCL_FAIL_OP_NTH", "1"});
   expect_all_pass(run(l, [](Rank& r) {
-    hmc_status_t st = HMC_SUCCESS;
-    std::string e = one_all_reduce(r, 78, &st);
-    if (st == HMC_SUCCESS) return std::string("the all-reduce did not fail");
-    if (e.find("cncl (") == std::string::npos || e.find("CNCL") == std::string::npos ||
-        e.find("cnclAllReduce") == std::string::npos ||
-        e.find("asynchronous error") == std::string::npos)
-      return "message: " + e;
-    return std::string();
+    return all_reduce_fails_naming(r, {"cncl (", "CNCL", "cnclAllReduce", "asynchronous error"});
   }));
 }
 
@@ -1600,12 +1574,7 @@ TEST(CclBackend, NcclNamesAreNotMccl) {
   l.env.push_back({"HMC_MCCL_LIBRARY", std::string(FAKEGPU_DIR) + "/nccl/libnccl.so.2"});
   expect_all_pass(run(l, [](Rank& r) { return one_all_reduce(r, 1001); }));
   l.env.push_back({"HMC_COLL_BACKEND", "ccl"});
-  expect_all_pass(run(l, [](Rank& r) {
-    hmc_status_t st = HMC_SUCCESS;
-    std::string e = one_all_reduce(r, 1001, &st);
-    if (st != HMC_ERR_NOT_SUPPORTED) return "expected HMC_ERR_NOT_SUPPORTED, got: " + e;
-    return std::string();
-  }));
+  expect_all_pass(run(l, [](Rank& r) { return all_reduce_refused(r); }));
 }
 
 // Host buffers on the same communicator stay on hmc's algorithms under auto.
@@ -1644,14 +1613,8 @@ TEST(CclBackend, WithoutTheLibraryHmcRunsThem) {
   expect_all_pass(run(l, [](Rank& r) { return one_all_reduce(r, 1001); }));
   l.env.back() = {"HMC_COLL_BACKEND", "ccl"};
   l.env.push_back({"HMC_NCCL_LIBRARY", "/nonexistent/libnccl.so.2"});
-  auto out = run(l, [](Rank& r) {
-    hmc_status_t st = HMC_SUCCESS;
-    std::string e = one_all_reduce(r, 1001, &st);
-    if (st != HMC_ERR_NOT_SUPPORTED) return "expected HMC_ERR_NOT_SUPPORTED, got: " + e;
-    if (e.find("no ccl plugin serves a device here") == std::string::npos) return "message: " + e;
-    return std::string();
-  });
-  expect_all_pass(out);
+  expect_all_pass(run(
+      l, [](Rank& r) { return all_reduce_refused(r, {"no ccl plugin serves a device here"}); }));
 }
 
 // The vendor communicator cannot be made: the communicator stays on hmc's algorithms (and says
@@ -1669,13 +1632,7 @@ TEST(CclBackend, CommCreateFailsHmcRunsThem) {
   }));
   l.env[3] = {"HMC_COLL_BACKEND", "ccl"};
   expect_all_pass(run(l, [](Rank& r) {
-    hmc_status_t st = HMC_SUCCESS;
-    std::string e = one_all_reduce(r, 1001, &st);
-    if (st != HMC_ERR_NOT_SUPPORTED) return "expected HMC_ERR_NOT_SUPPORTED, got: " + e;
-    if (e.find("the ccl plugin 'nccl' is not used") == std::string::npos ||
-        e.find("comm_create") == std::string::npos)
-      return "message: " + e;
-    return std::string();
+    return all_reduce_refused(r, {"the ccl plugin 'nccl' is not used", "comm_create"});
   }));
 }
 

@@ -79,25 +79,14 @@ class DeviceCopyTest : public ::testing::Test {
     for (const char* v : kFakeVars) unsetenv(v);
     hmc::fakes::use_fake_runtimes();
     fakegpu_reset();
-    ASSERT_EQ(cfg_.load_from_environment(), HMC_SUCCESS) << hmc::last_error();
-    hmc::plugin::LoaderOptions opts;
-    opts.search_default_dirs = false;
-    loader_ = std::make_unique<hmc::plugin::Loader>(opts);
-    ASSERT_EQ(loader_->load(cfg_), HMC_SUCCESS);
-    registry_ = std::make_unique<DeviceRegistry>();
-    for (hmc::plugin::Record* r : loader_->loaded(Kind::Device))
-      registry_->add_plugin(r->device, r->device_ctx);
+    ASSERT_NO_FATAL_FAILURE(hmc::fakes::load_device_registry(
+        cfg_, loader_, registry_, hmc::fakes::staged_copy_settings(kChunk, 4)));
     for (const Runtime& r : kRuntimes)
       ASSERT_NE(registry_->find(std::string(r.name) + ":0"), nullptr) << r.name;
-    registry_->set_copy_settings(hmc::fakes::staged_copy_settings(kChunk, 4));
   }
 
   void TearDown() override {
-    if (registry_) registry_->release_all();
-    registry_.reset();
-    loader_.reset();
-    hmc::fakes::unset_fake_runtimes();
-    unsetenv("HMC_PLUGIN_PATH");
+    hmc::fakes::release_device_registry(loader_, registry_);
     for (const char* v : kFakeVars) unsetenv(v);
     fakegpu_reset();
   }

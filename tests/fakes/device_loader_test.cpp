@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "../plugin/load_plugins.h"
 #include "device/registry.h"
 #include "fake_runtimes.h"
 #include "plugin/loader.h"
@@ -17,7 +18,6 @@ namespace {
 
 using hmc::plugin::Kind;
 using hmc::plugin::Loader;
-using hmc::plugin::LoaderOptions;
 using hmc::plugin::State;
 
 using hmc::fakes::kRuntimes;
@@ -41,14 +41,7 @@ class DeviceLoaderTest : public ::testing::Test {
     unsetenv("HMC_PLUGIN_PATH");
   }
 
-  Loader& load() {
-    EXPECT_EQ(cfg_.load_from_environment(), HMC_SUCCESS);
-    LoaderOptions opts;
-    opts.search_default_dirs = false;
-    loader_ = std::make_unique<Loader>(opts);
-    EXPECT_EQ(loader_->load(cfg_), HMC_SUCCESS);
-    return *loader_;
-  }
+  Loader& load() { return hmc::test::load_plugins(cfg_, loader_); }
 
   hmc::Config cfg_;
   std::unique_ptr<Loader> loader_;

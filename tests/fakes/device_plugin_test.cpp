@@ -725,6 +725,15 @@ INSTANTIATE_TEST_SUITE_P(Vendors, DriverLibraryTest, ::testing::Values(kVendors[
 
 // ---- vendor specifics ---------------------------------------------------------------------------
 
+// Plugin `name` loaded into h and initialised over a freshly reset emulator; fatal to the test
+// when either fails.
+void load_and_init(PluginHost& h, const char* name) {
+  fakegpu_reset();
+  std::string why;
+  ASSERT_TRUE(h.load(plugin_path(name), &why)) << why;
+  ASSERT_EQ(h.init(), HMC_PLUGIN_SUCCESS);
+}
+
 class HipVersionsTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -745,11 +754,8 @@ TEST_P(HipVersionsTest, PointersAndIpcFollowTheRuntimeVersion) {
     library = fake_path("hip6/libamdhip64.so.6");
     setenv("FAKEGPU_HIP_VERSION", "50221153", 1);
   }
-  fakegpu_reset();
   PluginHost h(std::map<std::string, std::string>{{"HMC_HIP_LIBRARY", library}});
-  std::string why;
-  ASSERT_TRUE(h.load(plugin_path("hip"), &why)) << why;
-  ASSERT_EQ(h.init(), HMC_PLUGIN_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(load_and_init(h, "hip"));
   int n = 0;
   ASSERT_EQ(h->device_count(h.ctx(), &n), HMC_PLUGIN_SUCCESS);
   ASSERT_EQ(n, 2) << h.log_text();
@@ -802,12 +808,9 @@ INSTANTIATE_TEST_SUITE_P(Flavours, HipVersionsTest,
 TEST(HipDmabuf, ExportsThroughHsaBeforeHip7) {
   clear_fake_environment();
   if (!exists(plugin_path("hip"))) GTEST_SKIP() << "the hip plugin was not built";
-  fakegpu_reset();
   PluginHost h(
       std::map<std::string, std::string>{{"HMC_HIP_LIBRARY", fake_path("hip6/libamdhip64.so.6")}});
-  std::string why;
-  ASSERT_TRUE(h.load(plugin_path("hip"), &why)) << why;
-  ASSERT_EQ(h.init(), HMC_PLUGIN_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(load_and_init(h, "hip"));
   ASSERT_TRUE(props_of(h, 0).caps & HMC_DEVICE_CAP_DMABUF) << h.log_text();
   void* d = nullptr;
   ASSERT_EQ(h->mem_alloc(h.ctx(), 0, 3 * 4096, &d), HMC_PLUGIN_SUCCESS);
@@ -836,12 +839,9 @@ TEST(HipDmabuf, ExportsThroughHsaBeforeHip7) {
 TEST(CudaContext, PrimaryContextIsUsedAndTheCallersContextRestored) {
   clear_fake_environment();
   if (!exists(plugin_path("cuda"))) GTEST_SKIP() << "the cuda plugin was not built";
-  fakegpu_reset();
   PluginHost h(
       std::map<std::string, std::string>{{"HMC_CUDA_LIBRARY", fake_path("cuda/libcuda.so.1")}});
-  std::string why;
-  ASSERT_TRUE(h.load(plugin_path("cuda"), &why)) << why;
-  ASSERT_EQ(h.init(), HMC_PLUGIN_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(load_and_init(h, "cuda"));
 
   // The application's side: the same driver library, device 1's primary context current.
   void* lib = dlopen(fake_path("cuda/libcuda.so.1").c_str(), RTLD_NOW | RTLD_NOLOAD);

@@ -3,10 +3,16 @@
 // the fake's library below FAKEGPU_DIR.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
+#include <memory>
 #include <string>
 
+#include "../plugin/load_plugins.h"
 #include "device/registry.h"
+#include "plugin/loader.h"
+#include "util/config.h"
 
 namespace hmc::fakes {
 
@@ -38,6 +44,30 @@ inline CopySettings staged_copy_settings(size_t chunk, int depth) {
   s.stage_pool_bytes = 16 * chunk;
   s.timeout_ms = 20000;
   return s;
+}
+
+// The device plugins the environment names, loaded into *loader (not from the default
+// directories), and a fresh *registry over their devices with staging `settings`: what the
+// staged-copy tests run on. Fatal to the test when loading fails.
+inline void load_device_registry(Config& cfg, std::unique_ptr<plugin::Loader>& loader,
+                                 std::unique_ptr<DeviceRegistry>& registry,
+                                 const CopySettings& settings) {
+  test::load_plugins(cfg, loader);
+  ASSERT_FALSE(testing::Test::HasFailure()) << "loading the device plugins";
+  registry = std::make_unique<DeviceRegistry>();
+  for (plugin::Record* r : loader->loaded(plugin::Kind::Device))
+    registry->add_plugin(r->device, r->device_ctx);
+  registry->set_copy_settings(settings);
+}
+
+// Undoes load_device_registry, use_fake_runtimes and HMC_PLUGIN_PATH.
+inline void release_device_registry(std::unique_ptr<plugin::Loader>& loader,
+                                    std::unique_ptr<DeviceRegistry>& registry) {
+  if (registry) registry->release_all();
+  registry.reset();
+  loader.reset();
+  unset_fake_runtimes();
+  unsetenv("HMC_PLUGIN_PATH");
 }
 
 }  // namespace hmc::fakes

@@ -51,25 +51,14 @@ class StagedReduceTest : public ::testing::Test {
     setenv("HMC_TEMPLATE_EMULATED_DEVICES", "1", 1);
     hmc::fakes::use_fake_runtimes();
     fakegpu_reset();
-    ASSERT_EQ(cfg_.load_from_environment(), HMC_SUCCESS) << hmc::last_error();
-    hmc::plugin::LoaderOptions opts;
-    opts.search_default_dirs = false;
-    loader_ = std::make_unique<hmc::plugin::Loader>(opts);
-    ASSERT_EQ(loader_->load(cfg_), HMC_SUCCESS);
-    registry_ = std::make_unique<DeviceRegistry>();
-    for (hmc::plugin::Record* r : loader_->loaded(hmc::plugin::Kind::Device))
-      registry_->add_plugin(r->device, r->device_ctx);
+    ASSERT_NO_FATAL_FAILURE(hmc::fakes::load_device_registry(
+        cfg_, loader_, registry_, hmc::fakes::staged_copy_settings(kChunk, 3)));
     for (const char* d : {"cuda:0", "hip:0", "mlu:0", "musa:0", "template:0"})
       ASSERT_NE(registry_->find(d), nullptr) << d;
-    registry_->set_copy_settings(hmc::fakes::staged_copy_settings(kChunk, 3));
   }
 
   void TearDown() override {
-    if (registry_) registry_->release_all();
-    registry_.reset();
-    loader_.reset();
-    hmc::fakes::unset_fake_runtimes();
-    unsetenv("HMC_PLUGIN_PATH");
+    hmc::fakes::release_device_registry(loader_, registry_);
     unsetenv("HMC_TEMPLATE_EMULATED_DEVICES");
     fakegpu_reset();
   }

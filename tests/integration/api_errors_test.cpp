@@ -32,26 +32,7 @@ namespace {
     EXPECT_NE(msg_, "") << #expr << " left an empty hmc_last_error()";            \
   } while (0)
 
-class ApiErrors : public testing::Test {
- protected:
-  void SetUp() override {
-    env_.apply(base_environment());
-    hmc_status_t st = ctx_.create();
-    ASSERT_EQ(st, HMC_SUCCESS) << "hmc_context_create: " << describe(st);
-  }
-  hmc_context_t ctx() const { return ctx_.get(); }
-
-  // A second context in this process connected to the first: *ours is the accepted peer in
-  // ctx(), *theirs the connected one in `other`.
-  void connect_pair(Context* other, hmc_peer_t* ours, hmc_peer_t* theirs) {
-    std::string err = connect_in_process(ctx(), other, kConnectTimeoutMs, ours, theirs);
-    ASSERT_EQ(err, "");
-  }
-
- private:
-  ScopedEnv env_;
-  Context ctx_;
-};
+using ApiErrors = ContextTest;
 
 TEST_F(ApiErrors, NullPointersAreInvalidArguments) {
   EXPECT_HMC(HMC_ERR_INVALID_ARGUMENT, hmc_context_create(nullptr, nullptr));

@@ -20,20 +20,16 @@ bool readable_within(int fd, int timeout_ms) {
   return n == 1 && (p.revents & POLLIN);
 }
 
-class EventFd : public testing::Test {
+class EventFd : public ContextTest {
  protected:
   void SetUp() override {
-    env_.apply(base_environment());
-    hmc_status_t st = ctx_.create();
-    ASSERT_EQ(st, HMC_SUCCESS) << "hmc_context_create: " << describe(st);
-    std::string err = connect_in_process(ctx_.get(), &other_, kConnectTimeoutMs, &ours_, &theirs_);
-    ASSERT_EQ(err, "");
-    ASSERT_HMC_OK(hmc_context_event_fd(ctx_.get(), &fd_));
+    ASSERT_NO_FATAL_FAILURE(ContextTest::SetUp());
+    ASSERT_NO_FATAL_FAILURE(connect_pair(&other_, &ours_, &theirs_));
+    ASSERT_HMC_OK(hmc_context_event_fd(ctx(), &fd_));
     ASSERT_GE(fd_, 0);
   }
 
-  ScopedEnv env_;
-  Context ctx_, other_;
+  Context other_;
   hmc_peer_t ours_ = nullptr, theirs_ = nullptr;
   int fd_ = -1;
 };
@@ -42,7 +38,7 @@ TEST_F(EventFd, ReadableWhenARequestEndsAndNotBefore) {
   uint64_t in = 0, out = 0x0123456789abcdefULL;
   hmc_request_t r = nullptr;
   ASSERT_HMC_OK(hmc_recv(ours_, &in, sizeof in, 3, &r));
-  ASSERT_HMC_OK(hmc_context_event_clear(ctx_.get()));
+  ASSERT_HMC_OK(hmc_context_event_clear(ctx()));
   ASSERT_EQ(hmc_request_test(r, nullptr), HMC_IN_PROGRESS);
   EXPECT_FALSE(readable_within(fd_, 100)) << "readable with the receive still waiting";
 
@@ -55,7 +51,7 @@ TEST_F(EventFd, ReadableWhenARequestEndsAndNotBefore) {
   EXPECT_EQ(in, out);
 
   // Cleared with nothing pending: quiet again.
-  ASSERT_HMC_OK(hmc_context_event_clear(ctx_.get()));
+  ASSERT_HMC_OK(hmc_context_event_clear(ctx()));
   EXPECT_FALSE(readable_within(fd_, 50));
 }
 
@@ -79,7 +75,7 @@ TEST_F(EventFd, NoEndIsMissedBetweenClearAndTest) {
     ASSERT_HMC_OK(hmc_recv(ours_, &v, sizeof v, 4, &r));
     hmc_status_t st;
     for (;;) {
-      ASSERT_HMC_OK(hmc_context_event_clear(ctx_.get()));
+      ASSERT_HMC_OK(hmc_context_event_clear(ctx()));
       st = hmc_request_test(r, nullptr);
       if (st != HMC_IN_PROGRESS) break;
       ASSERT_TRUE(readable_within(fd_, kOpTimeoutMs)) << "round " << i << ": wake-up lost";
@@ -95,8 +91,7 @@ TEST_F(EventFd, NoEndIsMissedBetweenClearAndTest) {
 TEST_F(EventFd, ANotificationMakesItReadable) {
   std::vector<uint8_t> target(4096, 0), src(4096, 0xA5);
   Region region;
-  ASSERT_HMC_OK(
-      region.register_mem(ctx_.get(), target.data(), target.size(), HMC_ACCESS_REMOTE_WRITE));
+  ASSERT_HMC_OK(region.register_mem(ctx(), target.data(), target.size(), HMC_ACCESS_REMOTE_WRITE));
   hmc_status_t st;
   std::vector<uint8_t> desc = region.pack(&st);
   ASSERT_HMC_OK(st);
@@ -104,13 +99,13 @@ TEST_F(EventFd, ANotificationMakesItReadable) {
   ASSERT_HMC_OK(rem.import(theirs_, desc));
 
   hmc_notification_t n{};
-  ASSERT_HMC_OK(hmc_context_event_clear(ctx_.get()));
-  ASSERT_EQ(hmc_notify_wait(ctx_.get(), 0, &n), HMC_ERR_TIMEOUT);
+  ASSERT_HMC_OK(hmc_context_event_clear(ctx()));
+  ASSERT_EQ(hmc_notify_wait(ctx(), 0, &n), HMC_ERR_TIMEOUT);
   hmc_request_t put = nullptr;
   ASSERT_HMC_OK(hmc_put(theirs_, src.data(), src.size(), rem.get(), 0, HMC_PUT_NOTIFY, 77, &put));
   ASSERT_HMC_OK(finish(put, kOpTimeoutMs));
   ASSERT_TRUE(readable_within(fd_, kOpTimeoutMs)) << "the notification arrived unannounced";
-  ASSERT_HMC_OK(hmc_notify_wait(ctx_.get(), 0, &n));
+  ASSERT_HMC_OK(hmc_notify_wait(ctx(), 0, &n));
   EXPECT_EQ(n.value, 77u);
   EXPECT_EQ(n.peer, ours_);
   EXPECT_EQ(target, src);

@@ -146,19 +146,38 @@ inline hmc_status_t create_context_with(const char* var, const char* value, std:
 
 // A spawned hmc-test-peer and the peer handle the test accepted from it. When the test has
 // failed, its end shows what the peer said (the peer usually knows why).
-struct Child {
+struct Child : NoCopy {
   PeerProcess proc;
   hmc_peer_t peer = nullptr;
   bool reported = false;
 
-  Child() = default;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
   ~Child() {
     if (reported || proc.pid() <= 0 || !testing::Test::HasFailure()) return;
     ExitInfo e = proc.wait(2000);
     std::cerr << "[ PEER     ] hmc-test-peer (pid " << proc.pid() << ") " << e.describe() << "\n";
   }
+};
+
+// A test with one context in this process, made over the base environment.
+class ContextTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    env_.apply(base_environment());
+    hmc_status_t st = ctx_.create();
+    ASSERT_EQ(st, HMC_SUCCESS) << "hmc_context_create: " << describe(st);
+  }
+  hmc_context_t ctx() const { return ctx_.get(); }
+
+  // A second context in this process connected to the first: *ours is the accepted peer in
+  // ctx(), *theirs the connected one in `other`.
+  void connect_pair(Context* other, hmc_peer_t* ours, hmc_peer_t* theirs) {
+    std::string err = connect_in_process(ctx(), other, kConnectTimeoutMs, ours, theirs);
+    ASSERT_EQ(err, "");
+  }
+
+ private:
+  ScopedEnv env_;
+  Context ctx_;
 };
 
 class LoopbackTest : public testing::TestWithParam<DataPath> {

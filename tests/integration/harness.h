@@ -193,15 +193,20 @@ struct EnvVar {
 };
 using EnvOverrides = std::vector<EnvVar>;
 
+// What the holders below derive from: each owns what it holds, so none is copied.
+struct NoCopy {
+  NoCopy() = default;
+  NoCopy(const NoCopy&) = delete;
+  NoCopy& operator=(const NoCopy&) = delete;
+};
+
 // Applies overrides to this process and restores the previous values when it goes out of
 // scope. Set before any hmc_context_create that must see them (the core reads the environment
 // at context creation); not for use while other threads read the environment.
-class ScopedEnv {
+class ScopedEnv : NoCopy {
  public:
   ScopedEnv() = default;
   explicit ScopedEnv(const EnvOverrides& vars) { apply(vars); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
   ~ScopedEnv() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) set(it->name, it->value);
   }
@@ -272,11 +277,8 @@ struct ExitInfo {
 // to an unlinked temporary file read back by wait(), and it gets no other descriptor of ours.
 // The destructor SIGKILLs and reaps a child still running, so a failing test never leaves one
 // behind (the peer program also asks the kernel for SIGKILL when its parent dies).
-class PeerProcess {
+class PeerProcess : NoCopy {
  public:
-  PeerProcess() = default;
-  PeerProcess(const PeerProcess&) = delete;
-  PeerProcess& operator=(const PeerProcess&) = delete;
   ~PeerProcess() {
     if (pid_ > 0 && !reaped_) {
       kill(pid_, SIGKILL);
@@ -411,11 +413,8 @@ class PeerProcess {
 // ---------------------------------------------------------------------------------------------
 // RAII over hmc handles
 
-class Context {
+class Context : NoCopy {
  public:
-  Context() = default;
-  Context(const Context&) = delete;
-  Context& operator=(const Context&) = delete;
   ~Context() { reset(); }
   // Creates the context (progress thread on, the default, unless progress_thread is 0).
   hmc_status_t create(int progress_thread = 1) {
@@ -520,11 +519,8 @@ class HostBuffer {
   hmc_context_t ctx_ = nullptr;  // set: free with hmc_mem_free
 };
 
-class Region {
+class Region : NoCopy {
  public:
-  Region() = default;
-  Region(const Region&) = delete;
-  Region& operator=(const Region&) = delete;
   ~Region() { deregister(); }
   hmc_status_t register_mem(hmc_context_t ctx, void* addr, size_t size, uint32_t access) {
     return hmc_mem_register(ctx, addr, size, access, &r_);
@@ -554,11 +550,8 @@ class Region {
   hmc_region_t r_ = nullptr;
 };
 
-class Remote {
+class Remote : NoCopy {
  public:
-  Remote() = default;
-  Remote(const Remote&) = delete;
-  Remote& operator=(const Remote&) = delete;
   ~Remote() { release(); }
   hmc_status_t import(hmc_peer_t peer, const std::vector<uint8_t>& desc) {
     return hmc_remote_import(peer, desc.data(), desc.size(), &r_);
@@ -597,16 +590,13 @@ inline hmc_status_t finish(hmc_request_t req, int timeout_ms, size_t* bytes = nu
 
 // A set of in-flight requests. Whatever is still in flight when the set goes out of scope is
 // cancelled and ended, so that buffers declared before the set outlive every request on them.
-class Requests {
+class Requests : NoCopy {
  public:
   struct Result {
     hmc_status_t status;
     size_t bytes;
     std::string error;  // describe(status) at the time it ended
   };
-  Requests() = default;
-  Requests(const Requests&) = delete;
-  Requests& operator=(const Requests&) = delete;
   ~Requests() {
     for (auto& r : reqs_)
       if (r) finish(r, 0);

@@ -158,20 +158,10 @@ void run_ordering(const Peer& p) {
     p.recv_pattern(b.data(), late[idx].size, late[idx].tag, kSeedParent + 100 + idx);
   }
   // C: the same the other way: send all, then tell the parent.
-  std::vector<HostBuffer> bufs;
-  for (size_t i = 0; i < late.size(); ++i) {
-    bufs.emplace_back(late[i].size);
-    pattern_fill(bufs[i].data(), late[i].size, kSeedChild + 100 + i);
-  }
-  Requests rq;
-  for (size_t i = 0; i < late.size(); ++i) {
-    rq.post([&](hmc_request_t* posted) {
-      return hmc_send(p.peer, bufs[i].data(), late[i].size, late[i].tag, posted);
-    });
-  }
+  OrderingLateSends sends(p.peer, kSeedChild + 100);
   p.send_ctrl(kTagCtrl + 2, late.size());
-  for (size_t i = 0; i < rq.size(); ++i) {
-    const auto& r = rq.wait(i, kOpTimeoutMs);
+  for (size_t i = 0; i < sends.rq.size(); ++i) {
+    const auto& r = sends.rq.wait(i, kOpTimeoutMs);
     check(r.status == HMC_SUCCESS, "late send " + std::to_string(i) + ": " + r.error);
   }
   p.expect_ctrl(kTagCtrl + 3, kCtrlDone);
@@ -206,31 +196,14 @@ void run_truncate(const Peer& p) {
 
 void run_concurrent(const Peer& p) {
   size_t n = p.arg_u64("count");
-  std::vector<size_t> off(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) off[i + 1] = off[i] + concurrent_size(i);
-  HostBuffer in(off[n]), out(off[n]);
-  in.prefault();
-  out.prefault();
-  for (size_t i = 0; i < n; ++i)
-    pattern_fill(out.data() + off[i], concurrent_size(i), kSeedChild + i);
-  Requests rq;
-  for (size_t i = 0; i < n; ++i) {
-    rq.post([&](hmc_request_t* posted) {
-      return hmc_recv(p.peer, in.data() + off[i], concurrent_size(i), kTagData + i, posted);
-    });
-  }
-  for (size_t i = 0; i < n; ++i) {
-    rq.post([&](hmc_request_t* posted) {
-      return hmc_send(p.peer, out.data() + off[i], concurrent_size(i), kTagReply + i, posted);
-    });
-  }
-  for (size_t i = 0; i < rq.size(); ++i) {
-    const auto& r = rq.wait(i, kOpTimeoutMs);
+  ConcurrentExchange x(p.peer, n, kTagData, kTagReply, kSeedChild);
+  for (size_t i = 0; i < x.rq.size(); ++i) {
+    const auto& r = x.rq.wait(i, kOpTimeoutMs);
     std::string what = (i < n ? "receive " : "send ") + std::to_string(i % n);
     check(r.status == HMC_SUCCESS, what + ": " + r.error);
     if (i < n) {
       check(r.bytes == concurrent_size(i), what + " got " + std::to_string(r.bytes) + " bytes");
-      check_pattern(in.data() + off[i], concurrent_size(i), kSeedParent + i, 0, what);
+      check_pattern(x.in.data() + x.off[i], concurrent_size(i), kSeedParent + i, 0, what);
     }
   }
   p.expect_ctrl(kTagCtrl, kCtrlDone);
@@ -243,16 +216,44 @@ std::vector<uint8_t> pack_region(const Region& r, const std::string& what) {
   return d;
 }
 
-void run_rma_target(const Peer& p) {
-  GuardedMem g(kRmaRegionSize, kRmaInitSeed);
-  Region r;
-  check_ok(r.register_mem(p.ctx, g.region(), kRmaRegionSize,
-                          HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE),
-           "hmc_mem_register");
-  std::vector<uint8_t> desc = pack_region(r, "the region");
-  p.send_buf(desc.data(), desc.size(), kTagDesc);
+// An initiator's import of the region whose descriptor the parent sends (kTagDesc).
+void import_parent_region(const Peer& p, Remote* rem) {
+  std::vector<uint8_t> desc;
+  std::string err;
+  if (recv_blob(p.peer, kTagDesc, &desc, kOpTimeoutMs, &err) != HMC_SUCCESS)
+    die("receiving the parent's descriptor: " + err);
+  check_ok(rem->import(p.peer, desc), "hmc_remote_import");
+}
 
-  std::vector<uint8_t> image = GuardedMem::initial_image(kRmaRegionSize, kRmaInitSeed);
+// A target's guarded region, registered for remote reads and writes, its descriptor sent to the
+// parent (kTagDesc); `image` starts as its memory before anything was written.
+struct TargetRegion {
+  GuardedMem g;
+  Region r;
+  std::vector<uint8_t> image;
+  TargetRegion(const Peer& p, size_t size, uint64_t seed)
+      : g(size, seed), image(GuardedMem::initial_image(size, seed)) {
+    check_ok(
+        r.register_mem(p.ctx, g.region(), size, HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE),
+        "hmc_mem_register");
+    std::vector<uint8_t> desc = pack_region(r, "the region");
+    p.send_buf(desc.data(), desc.size(), kTagDesc);
+  }
+  // At the parent's kCtrlDone: the memory is `image` (`when` says at what point), then the
+  // region is deregistered and the parent told.
+  void check_and_close(const Peer& p, const std::string& when) {
+    p.expect_ctrl(kTagCtrl, kCtrlDone);
+    std::string bad = bytes_check(g.mem.data(), image.data(), image.size());
+    check(bad.empty(), "region memory " + when + ": " + bad);
+    check_ok(r.deregister(), "hmc_mem_deregister");
+    p.send_ctrl(kTagCtrl + 1, kCtrlAck);
+  }
+};
+
+void run_rma_target(const Peer& p) {
+  TargetRegion t(p, kRmaRegionSize, kRmaInitSeed);
+  GuardedMem& g = t.g;
+  std::vector<uint8_t>& image = t.image;
   for (const auto& op : rma_puts()) apply_op(&image, op);
   const auto& nputs = rma_notify_puts();
   // Each notification carries one of the values, once, and its put's data is in place when it
@@ -277,21 +278,12 @@ void run_rma_target(const Peer& p) {
   hmc_status_t st = hmc_notify_wait(p.ctx, 0, &extra);
   check(st == HMC_ERR_TIMEOUT,
         "a notification nobody sent (value " + std::to_string(extra.value) + "): " + describe(st));
-  p.expect_ctrl(kTagCtrl, kCtrlDone);
-  std::string bad = bytes_check(g.mem.data(), image.data(), image.size());
-  check(bad.empty(), "region memory after the puts (region starts at offset " +
-                         std::to_string(kGuard) + "): " + bad);
-  check_ok(r.deregister(), "hmc_mem_deregister");
-  p.send_ctrl(kTagCtrl + 1, kCtrlAck);
+  t.check_and_close(p, "after the puts (region starts at offset " + std::to_string(kGuard) + ")");
 }
 
 void run_notify_initiator(const Peer& p) {
-  std::vector<uint8_t> desc;
-  std::string err;
-  if (recv_blob(p.peer, kTagDesc, &desc, kOpTimeoutMs, &err) != HMC_SUCCESS)
-    die("receiving the parent's descriptor: " + err);
   Remote rem;
-  check_ok(rem.import(p.peer, desc), "hmc_remote_import");
+  import_parent_region(p, &rem);
   uint64_t size = 0;
   check_ok(hmc_remote_size(rem.get(), &size), "hmc_remote_size");
   check(size == notify_region_size(), "hmc_remote_size is " + std::to_string(size) +
@@ -317,15 +309,9 @@ void run_notify_initiator(const Peer& p) {
 }
 
 void run_xfer_target(const Peer& p) {
-  GuardedMem g(kXferRegionSize, kXferInitSeed);
-  Region r;
-  check_ok(r.register_mem(p.ctx, g.region(), kXferRegionSize,
-                          HMC_ACCESS_REMOTE_READ | HMC_ACCESS_REMOTE_WRITE),
-           "hmc_mem_register");
-  std::vector<uint8_t> desc = pack_region(r, "the region");
-  p.send_buf(desc.data(), desc.size(), kTagDesc);
-
-  std::vector<uint8_t> image = GuardedMem::initial_image(kXferRegionSize, kXferInitSeed);
+  TargetRegion t(p, kXferRegionSize, kXferInitSeed);
+  GuardedMem& g = t.g;
+  std::vector<uint8_t>& image = t.image;
   apply_xfer_writes(&image);
   // The write list's notification: every block is in place when it is seen.
   hmc_notification_t n{};
@@ -341,11 +327,7 @@ void run_xfer_target(const Peer& p) {
   check_ok(hmc_notify_wait(p.ctx, kOpTimeoutMs, &n), "hmc_notify_wait (read list)");
   check(n.value == kXferReadNote,
         "the read list's notification has value " + std::to_string(n.value));
-  p.expect_ctrl(kTagCtrl, kCtrlDone);
-  bad = bytes_check(g.mem.data(), image.data(), image.size());
-  check(bad.empty(), "region memory after the lists: " + bad);
-  check_ok(r.deregister(), "hmc_mem_deregister");
-  p.send_ctrl(kTagCtrl + 1, kCtrlAck);
+  t.check_and_close(p, "after the lists");
 }
 
 void run_bounds_target(const Peer& p) {
@@ -381,12 +363,8 @@ void run_bounds_target(const Peer& p) {
 // Puts into the parent's region, kWithdrawDepth at a time, until the parent's deregistration
 // makes them fail; every put must end either landed (SUCCESS) or refused (REMOTE).
 void run_withdraw_initiator(const Peer& p) {
-  std::vector<uint8_t> desc;
-  std::string err;
-  if (recv_blob(p.peer, kTagDesc, &desc, kOpTimeoutMs, &err) != HMC_SUCCESS)
-    die("receiving the parent's descriptor: " + err);
   Remote rem;
-  check_ok(rem.import(p.peer, desc), "hmc_remote_import");
+  import_parent_region(p, &rem);
   const size_t size = kWithdrawRegionSize;
   std::vector<HostBuffer> bufs;
   for (int i = 0; i < kWithdrawDepth; ++i) bufs.emplace_back(size);
@@ -471,6 +449,18 @@ void kill_self(int) {
   raise(SIGKILL);
 }  // async-signal-safe
 
+// Says so, then arms a timer signal that kills this process 20 ms from now, wherever its
+// threads are, inside hmc calls too. (It replaces the alarm() backstop, moot from here on.)
+void kill_self_20ms_into(const std::string& what) {
+  fprintf(stderr, "hmc-test-peer: SIGKILL to self 20 ms into %s\n", what.c_str());
+  struct sigaction sa {};
+  sa.sa_handler = kill_self;
+  sigaction(SIGALRM, &sa, nullptr);
+  itimerval t{};
+  t.it_value.tv_usec = 20000;
+  setitimer(ITIMER_REAL, &t, nullptr);
+}
+
 [[noreturn]] void run_xfer_target_die(const Peer& p) {
   size_t size = p.arg_u64("size");
   void* mem = calloc(size, 1);  // untouched zero pages: nothing to prepare
@@ -481,13 +471,7 @@ void kill_self(int) {
   p.send_buf(desc.data(), desc.size(), kTagDesc);
   p.expect_ctrl(kTagCtrl, kCtrlGo);
   // The progress thread serves the parent's reads; a timer kills the process under them.
-  fprintf(stderr, "hmc-test-peer: SIGKILL to self 20 ms into the parent's list reads\n");
-  struct sigaction sa {};
-  sa.sa_handler = kill_self;
-  sigaction(SIGALRM, &sa, nullptr);
-  itimerval t{};
-  t.it_value.tv_usec = 20000;
-  setitimer(ITIMER_REAL, &t, nullptr);
+  kill_self_20ms_into("the parent's list reads");
   for (;;) pause();
 }
 
@@ -498,15 +482,8 @@ void kill_self(int) {
   void* buf = calloc(size, 1);
   check(buf != nullptr, "calloc of " + std::to_string(size) + " bytes");
   // Die while the transfer runs: 20 ms after posting, a fraction of what the message takes on
-  // loopback. A timer signal, so that it strikes wherever the thread is, inside hmc calls too.
-  // (It replaces the alarm() backstop, which is moot from here on.)
-  fprintf(stderr, "hmc-test-peer: SIGKILL to self 20 ms into a %zu-byte send\n", size);
-  struct sigaction sa {};
-  sa.sa_handler = kill_self;
-  sigaction(SIGALRM, &sa, nullptr);
-  itimerval t{};
-  t.it_value.tv_usec = 20000;
-  setitimer(ITIMER_REAL, &t, nullptr);
+  // loopback.
+  kill_self_20ms_into("a " + std::to_string(size) + "-byte send");
   hmc_request_t req = nullptr;
   check_ok(hmc_send(p.peer, buf, size, kTagData, &req), "hmc_send of the large message");
   hmc_status_t st = hmc_request_wait(req, kOpTimeoutMs, nullptr);

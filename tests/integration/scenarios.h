@@ -88,6 +88,24 @@ inline const std::vector<size_t>& ordering_late_recv_order() {
   static const std::vector<size_t> v{2, 4, 1, 0, 3};
   return v;
 }
+// ordering, late: one side's sends of ordering_late_messages(), all posted at once on `peer`,
+// message i carrying the pattern of seed + i; request i is message i's.
+struct OrderingLateSends {
+  OrderingLateSends(hmc_peer_t peer, uint64_t seed) {
+    const auto& late = ordering_late_messages();
+    for (size_t i = 0; i < late.size(); ++i) {
+      bufs.emplace_back(late[i].size);
+      pattern_fill(bufs[i].data(), late[i].size, seed + i);
+    }
+    for (size_t i = 0; i < late.size(); ++i) {
+      rq.post([&](hmc_request_t* posted) {
+        return hmc_send(peer, bufs[i].data(), late[i].size, late[i].tag, posted);
+      });
+    }
+  }
+  std::vector<HostBuffer> bufs;
+  Requests rq;  // after the buffers: what is still in flight ends before they are freed
+};
 
 // concurrent: the size of message i.
 inline size_t concurrent_size(size_t i) {
@@ -95,6 +113,39 @@ inline size_t concurrent_size(size_t i) {
   return table[i % (sizeof table / sizeof table[0])];
 }
 constexpr size_t kConcurrentCount = 1000;
+
+// concurrent: one side's `count` receives and `count` sends of concurrent_size(i) bytes, packed
+// one after another in `in` and `out`, all posted at once: receive i tagged recv_tag + i, then
+// send i tagged send_tag + i carrying the pattern of send_seed + i. Requests 0..count-1 are the
+// receives, count..2*count-1 the sends.
+struct ConcurrentExchange {
+  static std::vector<size_t> offsets(size_t count) {
+    std::vector<size_t> off(count + 1, 0);
+    for (size_t i = 0; i < count; ++i) off[i + 1] = off[i] + concurrent_size(i);
+    return off;
+  }
+  ConcurrentExchange(hmc_peer_t peer, size_t count, uint64_t recv_tag, uint64_t send_tag,
+                     uint64_t send_seed)
+      : off(offsets(count)), in(off[count]), out(off[count]) {
+    in.prefault();
+    out.prefault();
+    for (size_t i = 0; i < count; ++i)
+      pattern_fill(out.data() + off[i], concurrent_size(i), send_seed + i);
+    for (size_t i = 0; i < count; ++i) {
+      rq.post([&](hmc_request_t* posted) {
+        return hmc_recv(peer, in.data() + off[i], concurrent_size(i), recv_tag + i, posted);
+      });
+    }
+    for (size_t i = 0; i < count; ++i) {
+      rq.post([&](hmc_request_t* posted) {
+        return hmc_send(peer, out.data() + off[i], concurrent_size(i), send_tag + i, posted);
+      });
+    }
+  }
+  std::vector<size_t> off;  // message i at [off[i], off[i + 1])
+  HostBuffer in, out;
+  Requests rq;  // after the buffers: what is still in flight ends before they are freed
+};
 
 // send-then-close: on kCtrlGo the child sends these (tag kTagReply + i, seed kSeedChild + i)
 // and closes the peer and its context as soon as the sends complete; all must arrive. The

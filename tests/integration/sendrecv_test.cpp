@@ -63,20 +63,10 @@ TEST_P(SendRecv, ReceivesPostedBeforeAndAfterSendMatchByTag) {
 
   const auto& late = ordering_late_messages();
   {
-    std::vector<HostBuffer> bufs;
-    for (size_t i = 0; i < late.size(); ++i) {
-      bufs.emplace_back(late[i].size);
-      pattern_fill(bufs[i].data(), late[i].size, kSeedParent + 100 + i);
-    }
-    Requests rq;
-    for (size_t i = 0; i < late.size(); ++i) {
-      rq.post([&](hmc_request_t* posted) {
-        return hmc_send(c.peer, bufs[i].data(), late[i].size, late[i].tag, posted);
-      });
-    }
+    OrderingLateSends sends(c.peer, kSeedParent + 100);
     ASSERT_NO_FATAL_FAILURE(send_ctrl(c.peer, kTagCtrl + 1, late.size()));
-    for (size_t i = 0; i < rq.size(); ++i) {
-      const auto& r = rq.wait(i, kOpTimeoutMs);
+    for (size_t i = 0; i < sends.rq.size(); ++i) {
+      const auto& r = sends.rq.wait(i, kOpTimeoutMs);
       EXPECT_EQ(r.status, HMC_SUCCESS) << "send on tag " << late[i].tag << ": " << r.error;
     }
   }
@@ -156,28 +146,11 @@ TEST_P(SendRecv, ThousandConcurrentRequestsOfMixedSizes) {
   const size_t n = kConcurrentCount;
   Child c;
   ASSERT_NO_FATAL_FAILURE(start(&c, scenario::kConcurrent, {"count=" + std::to_string(n)}));
-  std::vector<size_t> off(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) off[i + 1] = off[i] + concurrent_size(i);
-  HostBuffer in(off[n]), out(off[n]);
-  in.prefault();
-  out.prefault();
-  for (size_t i = 0; i < n; ++i)
-    pattern_fill(out.data() + off[i], concurrent_size(i), kSeedParent + i);
   {
-    Requests rq;
-    for (size_t i = 0; i < n; ++i) {
-      rq.post([&](hmc_request_t* posted) {
-        return hmc_recv(c.peer, in.data() + off[i], concurrent_size(i), kTagReply + i, posted);
-      });
-    }
-    for (size_t i = 0; i < n; ++i) {
-      rq.post([&](hmc_request_t* posted) {
-        return hmc_send(c.peer, out.data() + off[i], concurrent_size(i), kTagData + i, posted);
-      });
-    }
+    ConcurrentExchange x(c.peer, n, kTagReply, kTagData, kSeedParent);
     int failures = 0;
-    for (size_t i = 0; i < rq.size() && failures < 5; ++i) {
-      const auto& r = rq.wait(i, kOpTimeoutMs);
+    for (size_t i = 0; i < x.rq.size() && failures < 5; ++i) {
+      const auto& r = x.rq.wait(i, kOpTimeoutMs);
       size_t k = i % n;
       if (r.status != HMC_SUCCESS) {
         ADD_FAILURE() << (i < n ? "receive " : "send ") << k << ": " << r.error;
@@ -185,7 +158,7 @@ TEST_P(SendRecv, ThousandConcurrentRequestsOfMixedSizes) {
         continue;
       }
       if (i >= n) continue;
-      std::string bad = pattern_check(in.data() + off[k], concurrent_size(k), kSeedChild + k);
+      std::string bad = pattern_check(x.in.data() + x.off[k], concurrent_size(k), kSeedChild + k);
       if (r.bytes != concurrent_size(k) || !bad.empty()) {
         ADD_FAILURE() << "receive " << k << ": " << r.bytes << " bytes of " << concurrent_size(k)
                       << "; " << bad;

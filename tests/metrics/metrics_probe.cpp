@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "hmc/hmc.h"
+#include "tcp_client.h"
 
 namespace {
 int failures = 0;
@@ -69,29 +70,14 @@ double value_of(const std::string& text, const std::string& series) {
 
 // GET path from host:port with a 5 s bound; returns the whole reply (head and body).
 std::string http_get(const std::string& address, const std::string& path) {
-  size_t colon = address.rfind(':');
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(uint16_t(std::stoi(address.substr(colon + 1))));
-  inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    close(fd);
-    return "";
-  }
+  int fd = hmc_metrics_test::tcp_dial(address, 5);
+  if (fd < 0) return "";
   std::string req = "GET " + path + " HTTP/1.0\r\nHost: " + address + "\r\n\r\n";
   if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != ssize_t(req.size())) {
     close(fd);
     return "";
   }
-  std::string reply;
-  char buf[4096];
-  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
-  close(fd);
-  return reply;
+  return hmc_metrics_test::read_to_end(fd);
 }
 
 void write_file(const std::string& path, const std::string& text) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "load_plugins.h"
 #include "plugin/discover.h"
 #include "plugin/select.h"
 #include "util/config.h"
@@ -75,12 +76,14 @@ class LoaderTest : public ::testing::Test {
   }
 
   Loader& load(bool default_dirs = false) {
-    EXPECT_EQ(cfg_.load_from_environment(), HMC_SUCCESS);
-    LoaderOptions opts;
-    opts.search_default_dirs = default_dirs;
-    loader_ = std::make_unique<Loader>(opts);
-    EXPECT_EQ(loader_->load(cfg_), HMC_SUCCESS);
-    return *loader_;
+    return hmc::test::load_plugins(cfg_, loader_, default_dirs);
+  }
+
+  // Loads the ordering tree (alpha, beta, gamma) with HMC_NET_PLUGINS=net_plugins.
+  Loader& load_order(const char* net_plugins) {
+    setenv("HMC_PLUGIN_PATH", kOrder.c_str(), 1);
+    setenv("HMC_NET_PLUGINS", net_plugins, 1);
+    return load();
   }
 
   const Record& record(const std::string& name) {
@@ -450,26 +453,20 @@ TEST_F(LoaderTest, ListedNamesAreTheOnlyOnesAndGiveTheOrder) {
 }
 
 TEST_F(LoaderTest, CaretExcludes) {
-  setenv("HMC_PLUGIN_PATH", kOrder.c_str(), 1);
-  setenv("HMC_NET_PLUGINS", "^beta", 1);
-  load();
+  load_order("^beta");
   EXPECT_EQ(loaded_names(Kind::Net), (std::vector<std::string>{"alpha", "gamma"}));
   EXPECT_EQ(record("beta").reason, "excluded by HMC_NET_PLUGINS");
 }
 
 TEST_F(LoaderTest, ExclusionWinsOverListing) {
-  setenv("HMC_PLUGIN_PATH", kOrder.c_str(), 1);
-  setenv("HMC_NET_PLUGINS", "alpha,beta,^alpha", 1);
-  load();
+  load_order("alpha,beta,^alpha");
   EXPECT_EQ(loaded_names(Kind::Net), (std::vector<std::string>{"beta"}));
   EXPECT_EQ(record("alpha").reason, "excluded by HMC_NET_PLUGINS");
   EXPECT_EQ(record("gamma").reason, "not listed in HMC_NET_PLUGINS");
 }
 
 TEST_F(LoaderTest, UnknownNameIsWarnedAboutWithTheNamesFound) {
-  setenv("HMC_PLUGIN_PATH", kOrder.c_str(), 1);
-  setenv("HMC_NET_PLUGINS", "gamma,alpah", 1);
-  load();
+  load_order("gamma,alpah");
   EXPECT_EQ(loaded_names(Kind::Net), (std::vector<std::string>{"gamma"}));
   std::string want =
       "WARN  HMC_NET_PLUGINS names 'alpah', but no net plugin of that name was found (found: "

@@ -8,7 +8,8 @@ set -eu
 bin=$1
 export HMC_PLUGIN_PATH=$2 HMC_NET_PLUGINS=hoststage HMC_NET_CALIBRATE=0
 fail() { echo "tools_cli: $*" >&2; exit 1; }
-for t in hmc-info hmc-perf hmc-coll-perf hmc-coll-sim hmc-plugin-check hmc-idle-peers; do
+for t in hmc-info hmc-perf hmc-coll-perf hmc-coll-sim hmc-plugin-check hmc-idle-peers hmc-soak \
+  hmc_all_reduce_perf; do
   [ -x "$bin/$t" ] || continue
   "$bin/$t" --version | grep -q "^$t (hmc) [0-9]" || fail "$t --version"
   "$bin/$t" --help >/dev/null || fail "$t --help exited $?"
@@ -50,4 +51,29 @@ out=$("$bin/hmc-coll-perf" -b 8 -e 8 -n1 -w0 --np 2 --json -c)
 echo "$out" | grep -q '"wrong":0' || fail "hmc-coll-perf -c --json: $out"
 rc=0; "$bin/hmc-coll-perf" -b 1Q 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "hmc-coll-perf -b 1Q exited $rc"
+
+# One size parser and one unit of wait bound: the same answers from every tool.
+# usage_error WANT TOOL ARG...: exit status 2 and WANT in the message.
+usage_error() {
+  want=$1
+  shift
+  [ -x "$bin/$1" ] || return 0
+  rc=0; msg=$("$bin/$@" 2>&1) || rc=$?
+  [ "$rc" = 2 ] || fail "$* exited $rc, not 2: $msg"
+  case $msg in *"$want"*) ;; *) fail "$*: no '$want' in: $msg" ;; esac
+}
+usage_error "wants milliseconds 1.." hmc-perf --loopback --timeout=1s
+usage_error "wants milliseconds 100..3600000, got '10'" hmc-plugin-check --timeout 10 net:hoststage
+usage_error "wants milliseconds 200..600000" hmc-soak --timeout 10
+usage_error "wants milliseconds 1.." hmc-idle-peers --timeout 0
+usage_error "wants a size >= 1, got '1.5'" hmc-perf --loopback --size 1.5
+usage_error "wants a size >= 1, got '0'" hmc-coll-perf -b 0 -e 8    # 0 never grew: a run without end
+usage_error "wants a size, got '4X'" hmc_all_reduce_perf -b 4X
+usage_error "wants a size >= 64, got '32'" hmc-soak --max-size 32
+usage_error "option --bind is for the server" hmc-perf --loopback --bind=0.0.0.0
+usage_error "give --size or --sizes, not both" hmc-perf --loopback --size 8 --sizes 1:8
+# hmc-perf with CLI11's forms: --opt=value, a size with a fraction that comes out whole.
+out=$("$bin/hmc-perf" --loopback --size=1.5K --iters=2 --warmup=0 --format=json --quiet --timeout=20000) ||
+  fail "hmc-perf --loopback --size=1.5K"
+echo "$out" | grep -q '"size":1536' || fail "hmc-perf --size=1.5K: $out"
 echo "tools_cli: ok"

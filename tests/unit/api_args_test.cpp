@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstddef>
 #include <cstring>
 #include <set>
 #include <string>
@@ -42,6 +43,35 @@ TEST_F(ApiArgs, NullOutputsAndHandles) {
   EXPECT_EQ(hmc_request_test(bogus, nullptr), HMC_ERR_INVALID_HANDLE);
   EXPECT_EQ(hmc_request_wait(nullptr, 0, nullptr), HMC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(hmc_peer_close(reinterpret_cast<hmc_peer_t>(&n)), HMC_ERR_INVALID_HANDLE);
+}
+
+// A struct smaller than this header's is refused by name, with the size expected: the info
+// structs and the options alike.
+TEST_F(ApiArgs, StructSizeBelowTheHeadersIsRefused) {
+  hmc_device_info_t d{};
+  d.struct_size = sizeof d - 1;
+  EXPECT_EQ(hmc_device_info(ctx, 0, &d), HMC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("info->struct_size is " + std::to_string(sizeof d - 1) +
+                       ", expected at least " + std::to_string(sizeof d)),
+            std::string::npos)
+      << err();
+  d.struct_size = sizeof d;
+  EXPECT_EQ(hmc_device_info(ctx, 0, &d), HMC_SUCCESS) << err();
+  EXPECT_EQ(d.is_host, 1);
+  hmc_net_device_info_t n{};
+  n.struct_size = offsetof(hmc_net_device_info_t, measured_bandwidth_MBps);
+  EXPECT_EQ(hmc_net_device_info(ctx, 0, &n), HMC_ERR_INVALID_ARGUMENT);
+  hmc_context_options_t o{};
+  o.struct_size = sizeof(uint32_t);
+  hmc_context_t other = nullptr;
+  EXPECT_EQ(hmc_context_create(&o, &other), HMC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("opts->struct_size is 4"), std::string::npos) << err();
+  EXPECT_EQ(other, nullptr);
+  hmc_comm_options_t c{};
+  c.struct_size = offsetof(hmc_comm_options_t, timeout_ms);
+  hmc_comm_t comm = nullptr;
+  EXPECT_EQ(hmc_comm_create(ctx, &c, &comm), HMC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(err().find("opts->struct_size"), std::string::npos) << err();
 }
 
 TEST_F(ApiArgs, MemoryAllocation) {

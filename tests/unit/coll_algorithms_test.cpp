@@ -131,6 +131,28 @@ int32_t get(const std::vector<uint8_t>& b, size_t i) {
 const int kSizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16};
 const size_t kCounts[] = {0, 1, 3, 17, 1000, 20000};
 
+// A collective of `count` int32.
+CollArgs int32_args(CollKind kind, size_t count, bool in_place = false) {
+  CollArgs a;
+  a.kind = kind;
+  a.dtype = HMC_DTYPE_I32;
+  a.count = count;
+  a.in_place = in_place;
+  return a;
+}
+
+// An in-place broadcast of 33 int32 from root over n ranks by algo: every rank ends with root's.
+void broadcast_in_place(int n, int root, Algorithm algo) {
+  CollArgs a = int32_args(CollKind::Broadcast, 33, true);
+  a.root = root;
+  std::vector<RankMem> mem(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r)
+    mem[size_t(r)].out = r == root ? ints(33, root) : std::vector<uint8_t>(132, 0);
+  ASSERT_EQ(run_all(a, {}, mem, algo), "") << "n=" << n;
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(mem[size_t(r)].out, ints(33, root)) << "n=" << n << " root " << root;
+}
+
 }  // namespace
 
 TEST(CollAlgorithms, AllReduceEveryAlgorithm) {
@@ -139,11 +161,7 @@ TEST(CollAlgorithms, AllReduceEveryAlgorithm) {
     for (int n : kSizes) {
       for (size_t count : kCounts) {
         for (bool in_place : {false, true}) {
-          CollArgs a;
-          a.kind = CollKind::AllReduce;
-          a.dtype = HMC_DTYPE_I32;
-          a.count = count;
-          a.in_place = in_place;
+          CollArgs a = int32_args(CollKind::AllReduce, count, in_place);
           std::vector<RankMem> mem(static_cast<size_t>(n));
           for (int r = 0; r < n; ++r) {
             mem[size_t(r)].in = ints(count, r);
@@ -168,11 +186,8 @@ TEST(CollAlgorithms, AllReduceEveryAlgorithm) {
 
 TEST(CollAlgorithms, AllReduceAverage) {
   for (int n : {3, 4, 6}) {
-    CollArgs a;
-    a.kind = CollKind::AllReduce;
-    a.dtype = HMC_DTYPE_I32;
+    CollArgs a = int32_args(CollKind::AllReduce, 5);
     a.op = HMC_OP_AVG;
-    a.count = 5;
     std::vector<RankMem> mem(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) {
       mem[size_t(r)].in = ints(5, r);
@@ -272,20 +287,8 @@ TEST(CollAlgorithms, AllToAllVWithZeroCounts) {
 TEST(CollAlgorithms, BroadcastEveryRootAndBarrier) {
   for (Algorithm algo : {Algorithm::Tree, Algorithm::Linear}) {
     for (int n : kSizes) {
-      for (int root = 0; root < n; ++root) {
-        CollArgs a;
-        a.kind = CollKind::Broadcast;
-        a.dtype = HMC_DTYPE_I32;
-        a.count = 33;
-        a.root = root;
-        a.in_place = true;
-        std::vector<RankMem> mem(static_cast<size_t>(n));
-        for (int r = 0; r < n; ++r)
-          mem[size_t(r)].out = r == root ? ints(33, root) : std::vector<uint8_t>(132, 0);
-        ASSERT_EQ(run_all(a, {}, mem, algo), "");
-        for (int r = 0; r < n; ++r)
-          ASSERT_EQ(mem[size_t(r)].out, ints(33, root)) << "n=" << n << " root " << root;
-      }
+      for (int root = 0; root < n; ++root)
+        ASSERT_NO_FATAL_FAILURE(broadcast_in_place(n, root, algo));
       CollArgs b;
       b.kind = CollKind::Barrier;
       std::vector<RankMem> mem(static_cast<size_t>(n));
@@ -313,10 +316,7 @@ TEST(CollAlgorithms, AllReduceHierarchicalUnevenHosts) {
     g_host_of = host_of;
     for (int n : kSizes) {
       for (size_t count : {size_t(1), size_t(40), size_t(30000)}) {
-        CollArgs a;
-        a.kind = CollKind::AllReduce;
-        a.dtype = HMC_DTYPE_I32;
-        a.count = count;
+        CollArgs a = int32_args(CollKind::AllReduce, count);
         std::vector<RankMem> mem(static_cast<size_t>(n));
         for (int r = 0; r < n; ++r) {
           mem[size_t(r)].in = ints(count, r);
@@ -343,27 +343,11 @@ TEST(CollAlgorithms, BroadcastAndAllGatherHierarchical) {
     g_host_of = host_of;
     for (int n : kSizes) {
       const size_t un = size_t(n);
-      for (int root = 0; root < n; ++root) {
-        CollArgs a;
-        a.kind = CollKind::Broadcast;
-        a.dtype = HMC_DTYPE_I32;
-        a.count = 33;
-        a.root = root;
-        a.in_place = true;
-        std::vector<RankMem> mem(un);
-        for (int r = 0; r < n; ++r)
-          mem[size_t(r)].out = r == root ? ints(33, root) : std::vector<uint8_t>(132, 0);
-        ASSERT_EQ(run_all(a, {}, mem, Algorithm::Hierarchical), "") << "n=" << n;
-        for (int r = 0; r < n; ++r)
-          ASSERT_EQ(mem[size_t(r)].out, ints(33, root)) << "n=" << n << " root " << root;
-      }
+      for (int root = 0; root < n; ++root)
+        ASSERT_NO_FATAL_FAILURE(broadcast_in_place(n, root, Algorithm::Hierarchical));
       for (size_t count : {size_t(0), size_t(5), size_t(3000)}) {
         for (bool in_place : {false, true}) {
-          CollArgs a;
-          a.kind = CollKind::AllGather;
-          a.dtype = HMC_DTYPE_I32;
-          a.count = count;
-          a.in_place = in_place;
+          CollArgs a = int32_args(CollKind::AllGather, count, in_place);
           std::vector<RankMem> mem(un);
           for (int r = 0; r < n; ++r) {
             mem[size_t(r)].in = ints(count, r);

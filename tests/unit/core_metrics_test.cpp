@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 
+#include "../metrics/tcp_client.h"
 #include "util/metrics.h"
 #include "util/metrics_http.h"
 
@@ -123,25 +124,14 @@ TEST(Metrics, AddressesParse) {
 
 namespace {
 int dial(const std::string& address) {
-  size_t colon = address.rfind(':');
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(uint16_t(std::stoi(address.substr(colon + 1))));
-  inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  int fd = hmc_metrics_test::tcp_dial(address, 10);
+  EXPECT_GE(fd, 0) << "connecting to " << address;
   return fd;
 }
 std::string get(const std::string& address, const std::string& request) {
   int fd = dial(address);
   EXPECT_EQ(send(fd, request.data(), request.size(), 0), ssize_t(request.size()));
-  std::string reply;
-  char buf[1024];
-  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
-  close(fd);
-  return reply;
+  return hmc_metrics_test::read_to_end(fd);
 }
 }  // namespace
 

@@ -101,6 +101,11 @@ std::unique_ptr<Context> hoststage_context(Env& env) {
   return ctx;
 }
 
+// Milliseconds from t0 to now.
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 TEST(Calibration, SettingsFromTheEnvironment) {
@@ -235,8 +240,7 @@ TEST(Calibration, MeasuresHoststageDevicesOverLoopbackWithinBudget) {
     auto t0 = std::chrono::steady_clock::now();
     ASSERT_EQ(path::measure_device(*d, path::kDeviceBudgetMs, &m), HMC_SUCCESS)
         << d->key() << ": " << last_error();
-    double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double ms = ms_since(t0);
     // The budget bounds every wait; one slow plugin call may overrun it a little on a busy host.
     EXPECT_LT(ms, 3.0 * path::kDeviceBudgetMs) << d->key();
     // Loopback on any machine that runs this: more than 10 MB/s, less than 10 ms one way.
@@ -337,34 +341,37 @@ int hold_cache_lock(const std::string& cache_file) {
   }
   return fd;
 }
+
+// A hoststage context, and an empty directory for its calibration cache file.
+struct CalibrationBench {
+  Env env;
+  std::unique_ptr<Context> ctx = hoststage_context(env);
+  TempDir dir;
+  std::string cache_file = dir.path() + "/calib";
+};
 }  // namespace
 
 TEST(Calibration, OffLeavesTheRecordAlone) {
-  Env env;
-  auto ctx = hoststage_context(env);
-  ASSERT_TRUE(ctx);
-  TempDir dir;
+  CalibrationBench b;
+  ASSERT_TRUE(b.ctx);
   path::reset_calibration_memory();
-  path::Capabilities caps = calibrate_hoststage(*ctx, dir.path() + "/calib", false);
+  path::Capabilities caps = calibrate_hoststage(*b.ctx, b.cache_file, false);
   ASSERT_EQ(caps.net.size(), 2u);
   for (const auto& r : caps.net) {
     EXPECT_EQ(r.measured_bandwidth_MBps, 0u);
     EXPECT_EQ(r.measured_latency_ns, 0u);
   }
-  EXPECT_EQ(access((dir.path() + "/calib").c_str(), F_OK), -1);  // nothing written
+  EXPECT_EQ(access(b.cache_file.c_str(), F_OK), -1);  // nothing written
 }
 
 TEST(Calibration, MeasuresOnceThenUsesMemoryAndCacheUntilThePluginChanges) {
-  Env env;
-  auto ctx = hoststage_context(env);
-  ASSERT_TRUE(ctx);
-  TempDir dir;
-  std::string cache_file = dir.path() + "/calib";
-  std::string so = plugin_copy(dir);
+  CalibrationBench b;
+  ASSERT_TRUE(b.ctx);
+  std::string so = plugin_copy(b.dir);
   ASSERT_FALSE(so.empty());
 
   path::reset_calibration_memory();
-  path::Capabilities first = calibrate_hoststage(*ctx, cache_file, true, so);
+  path::Capabilities first = calibrate_hoststage(*b.ctx, b.cache_file, true, so);
   ASSERT_EQ(first.net.size(), 2u);
   for (const auto& r : first.net) {
     EXPECT_GT(r.measured_bandwidth_MBps, 0u) << r.key();
@@ -373,16 +380,16 @@ TEST(Calibration, MeasuresOnceThenUsesMemoryAndCacheUntilThePluginChanges) {
   // Cached: overwrite the cached figures with sentinels; a fresh process (memory reset) reads
   // them back instead of measuring.
   std::string key_tcp = path::calibration_key("this-host", so, "hoststage", "tcp", "settings\n");
-  path::CalibrationCache cache(cache_file);
+  path::CalibrationCache cache(b.cache_file);
   path::Measurement got;
   ASSERT_TRUE(cache.lookup(key_tcp, time(nullptr), path::kCacheMaxAgeS, &got));
-  store_sentinels(cache_file, so);
+  store_sentinels(b.cache_file, so);
   // In the same process the first results are remembered: the cache is not even read.
-  path::Capabilities again = calibrate_hoststage(*ctx, cache_file, true, so);
+  path::Capabilities again = calibrate_hoststage(*b.ctx, b.cache_file, true, so);
   for (size_t i = 0; i < 2; ++i)
     EXPECT_EQ(again.net[i].measured_bandwidth_MBps, first.net[i].measured_bandwidth_MBps);
   path::reset_calibration_memory();
-  path::Capabilities cached = calibrate_hoststage(*ctx, cache_file, true, so);
+  path::Capabilities cached = calibrate_hoststage(*b.ctx, b.cache_file, true, so);
   for (const auto& r : cached.net) {
     if (r.device == "tcp") {
       EXPECT_EQ(r.measured_bandwidth_MBps, 4242u);
@@ -396,7 +403,7 @@ TEST(Calibration, MeasuresOnceThenUsesMemoryAndCacheUntilThePluginChanges) {
     out << "rebuilt";
   }
   path::reset_calibration_memory();
-  path::Capabilities fresh = calibrate_hoststage(*ctx, cache_file, true, so);
+  path::Capabilities fresh = calibrate_hoststage(*b.ctx, b.cache_file, true, so);
   for (const auto& r : fresh.net) {
     EXPECT_GT(r.measured_bandwidth_MBps, 0u);
     EXPECT_NE(r.measured_bandwidth_MBps, r.device == "tcp" ? 4242u : 5252u) << r.key();
@@ -407,25 +414,21 @@ TEST(Calibration, MeasuresOnceThenUsesMemoryAndCacheUntilThePluginChanges) {
 // Another process measuring (it holds <cache>.lock) makes this one wait, then read what that
 // one stored instead of measuring at the same time on the same cores.
 TEST(Calibration, WaitsForAnotherProcessesCalibrationAndReadsItsFigures) {
-  Env env;
-  auto ctx = hoststage_context(env);
-  ASSERT_TRUE(ctx);
-  TempDir dir;
-  std::string cache_file = dir.path() + "/calib";
-  std::string so = plugin_copy(dir);
+  CalibrationBench b;
+  ASSERT_TRUE(b.ctx);
+  std::string so = plugin_copy(b.dir);
   ASSERT_FALSE(so.empty());
-  int fd = hold_cache_lock(cache_file);
+  int fd = hold_cache_lock(b.cache_file);
   ASSERT_GE(fd, 0);
   std::thread other([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    store_sentinels(cache_file, so);
+    store_sentinels(b.cache_file, so);
     flock(fd, LOCK_UN);
   });
   path::reset_calibration_memory();
   auto t0 = std::chrono::steady_clock::now();
-  path::Capabilities caps = calibrate_hoststage(*ctx, cache_file, true, so);
-  double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  path::Capabilities caps = calibrate_hoststage(*b.ctx, b.cache_file, true, so);
+  double ms = ms_since(t0);
   other.join();
   close(fd);
   EXPECT_GE(ms, 250.0) << "it did not wait for the lock";
@@ -438,18 +441,14 @@ TEST(Calibration, WaitsForAnotherProcessesCalibrationAndReadsItsFigures) {
 // A lock never released (a process stuck mid-calibration) delays measuring by a bounded time
 // only.
 TEST(Calibration, AStuckLockHolderDelaysMeasuringBoundedly) {
-  Env env;
-  auto ctx = hoststage_context(env);
-  ASSERT_TRUE(ctx);
-  TempDir dir;
-  std::string cache_file = dir.path() + "/calib";
-  int fd = hold_cache_lock(cache_file);
+  CalibrationBench b;
+  ASSERT_TRUE(b.ctx);
+  int fd = hold_cache_lock(b.cache_file);
   ASSERT_GE(fd, 0);
   path::reset_calibration_memory();
   auto t0 = std::chrono::steady_clock::now();
-  path::Capabilities caps = calibrate_hoststage(*ctx, cache_file, true);
-  double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  path::Capabilities caps = calibrate_hoststage(*b.ctx, b.cache_file, true);
+  double ms = ms_since(t0);
   close(fd);
   EXPECT_LT(ms, 10000.0);
   for (const auto& r : caps.net) EXPECT_GT(r.measured_bandwidth_MBps, 0u) << r.key();

@@ -47,7 +47,7 @@ TEST(ToolsCollSim, ParsesNcclTestsStyleArguments) {
       {{"--cluster", "a", "-o", "allreduce"}, "--collective: wants all_reduce"},
       {{"--cluster", "a", "-d", "fp8"}, "--datatype: wants float"},
       {{"--cluster", "a", "-b", "0"}, "--minbytes: wants a size >= 1"},
-      {{"--cluster", "a", "-f", "1"}, "--stepfactor: wants a whole number >= 2"},
+      {{"--cluster", "a", "-f", "1"}, "--stepfactor: wants a factor 2..1048576, got '1'"},
       {{"--cluster", "a", "-b", "2M", "-e", "1M"}, "-b 2M is larger than -e 1M"},
       {{"--cluster", "a", "--np", "4"}, "not expected: 4 --np"},
       {{"--cluster"}, "--cluster: 1 required TEXT missing"},

@@ -20,29 +20,12 @@ namespace {
 using PerfTest = hmc::perf::Test;
 using PerfSetup = hmc::perf::Setup;
 
-bool parse(std::vector<const char*> args, Options* o, std::string* err) {
+hmc_tools::Parsed parse_as(std::vector<const char*> args, Options* o, std::string* err) {
   args.insert(args.begin(), "hmc-perf");
-  return parse_args(static_cast<int>(args.size()), args.data(), o, err);
+  return parse_args(static_cast<int>(args.size()), args.data(), o, err, "1.2.3");
 }
-
-TEST(ToolsPerfOptions, ParseSizeSuffixes) {
-  uint64_t v = 0;
-  const std::pair<const char*, uint64_t> good[] = {
-      {"4096", 4096u}, {"64K", 64u << 10}, {"4M", 4u << 20}, {"1G", 1u << 30}, {"2KiB", 2048u}};
-  for (const auto& [text, want] : good) {
-    ASSERT_TRUE(parse_size(text, &v)) << text;
-    EXPECT_EQ(v, want) << text;
-  }
-  for (const char* bad : {"", "-1", "+4", "4X", "K", "4MM", "99999999999999999999", "17179869184G"})
-    EXPECT_FALSE(parse_size(bad, &v)) << bad;
-}
-
-TEST(ToolsPerfOptions, SizeText) {
-  EXPECT_EQ(size_text(8), "8");
-  EXPECT_EQ(size_text(4096), "4K");
-  EXPECT_EQ(size_text(4u << 20), "4M");
-  EXPECT_EQ(size_text(1u << 30), "1G");
-  EXPECT_EQ(size_text(1500), "1500");
+bool parse(std::vector<const char*> args, Options* o, std::string* err) {
+  return parse_as(std::move(args), o, err) == hmc_tools::Parsed::Run;
 }
 
 TEST(ToolsPerfOptions, LoopbackDefaults) {
@@ -120,14 +103,50 @@ TEST(ToolsPerfOptions, AllValueForms) {
   EXPECT_TRUE(o.quiet);
 }
 
-TEST(ToolsPerfOptions, HelpNeedsNoMode) {
+TEST(ToolsPerfOptions, HelpAndVersionNeedNoMode) {
+  Options o;
+  std::string text;
+  EXPECT_EQ(parse_as({"--help"}, &o, &text), hmc_tools::Parsed::Help);
+  EXPECT_EQ(parse_as({"-h"}, &o, &text), hmc_tools::Parsed::Help);
+  EXPECT_EQ(parse_as({"--loopback", "--help"}, &o, &text), hmc_tools::Parsed::Help);
+  EXPECT_EQ(parse_as({"--version"}, &o, &text), hmc_tools::Parsed::Version);
+  EXPECT_EQ(text, "hmc-perf (hmc) 1.2.3");
+}
+
+// The parser's forms, as in every tool: --opt=value, --opt value, and sizes of size.h.
+TEST(ToolsPerfOptions, ValueFormsAndSizes) {
   Options o;
   std::string err;
-  ASSERT_TRUE(parse({"--help"}, &o, &err)) << err;
-  EXPECT_TRUE(o.help);
-  Options h;
-  ASSERT_TRUE(parse({"-h"}, &h, &err)) << err;
-  EXPECT_TRUE(h.help);
+  ASSERT_TRUE(parse({"--loopback", "--size=1.5K", "--timeout=250", "--window", "4"}, &o, &err))
+      << err;
+  EXPECT_EQ(o.sizes, std::vector<uint64_t>{1536});
+  EXPECT_EQ(o.timeout_ms, 250);
+  EXPECT_EQ(o.window, 4);
+  Options s;
+  ASSERT_TRUE(parse({"--loopback", "--sizes", "1KiB:4K"}, &s, &err)) << err;
+  EXPECT_EQ(s.sizes, (std::vector<uint64_t>{1024, 2048, 4096}));
+}
+
+// The server takes the options that apply to it, given to it as to a client.
+TEST(ToolsPerfOptions, ServerTakesItsOwnOptions) {
+  Options o;
+  std::string err;
+  ASSERT_TRUE(
+      parse({"--listen=4000", "--bind", "0.0.0.0", "--forever", "--net", "hoststage", "--path",
+             "hoststage/tcp", "--progress-thread", "1", "--timeout", "500", "--quiet"},
+            &o, &err))
+      << err;
+  EXPECT_EQ(o.mode, Mode::Listen);
+  EXPECT_EQ(o.listen_port, 4000);
+  EXPECT_EQ(o.bind, "0.0.0.0");
+  EXPECT_TRUE(o.forever);
+  EXPECT_EQ(o.timeout_ms, 500);
+  Options peer;
+  ASSERT_TRUE(parse({"--peer-address", "00ff", "--parent-pid", "7", "--timeout", "9"}, &peer, &err))
+      << err;
+  EXPECT_EQ(peer.mode, Mode::Peer);
+  EXPECT_EQ(peer.peer_address_hex, "00ff");
+  EXPECT_EQ(peer.parent_pid, 7);
 }
 
 struct BadArgs {
@@ -158,10 +177,13 @@ TEST(ToolsPerfOptions, RejectsBadArgumentsWithAReason) {
       {{"--loopback", "--timeout", "0"}, "--timeout"},
       {{"--loopback", "--progress-thread", "2"}, "0 or 1"},
       {{"--loopback", "--path", "hoststage"}, "PLUGIN/DEVICE"},
-      {{"--loopback", "--size"}, "needs a value"},
-      {{"--loopback", "--check=1"}, "takes no value"},
-      {{"--loopback", "--bogus"}, "unknown option"},
-      {{"--loopback", "stray"}, "unexpected argument"},
+      {{"--loopback", "--size", "1.0001K"}, "--size"},
+      {{"--loopback", "--timeout", "1s"}, "milliseconds"},
+      {{"--loopback", "--size"}, "--size"},
+      {{"--loopback", "--check=maybe"}, "--check"},
+      {{"--loopback", "--bogus"}, "not expected: --bogus"},
+      {{"--loopback", "stray"}, "not expected: stray"},
+      {{"--loopback", "--loopback"}, "only one of"},
       {{"--listen", "4000", "--size", "8"}, "for the client"},
       {{"--loopback", "--bind", "0.0.0.0"}, "for the server"},
       {{"--loopback", "--parent-pid", "1"}, "internal"},
@@ -170,7 +192,8 @@ TEST(ToolsPerfOptions, RejectsBadArgumentsWithAReason) {
   for (const auto& c : cases) {
     Options o;
     std::string err;
-    EXPECT_FALSE(parse(c.args, &o, &err)) << "accepted case saying " << c.says;
+    EXPECT_EQ(parse_as(c.args, &o, &err), hmc_tools::Parsed::Bad)
+        << "accepted case saying " << c.says;
     EXPECT_NE(err.find(c.says), std::string::npos)
         << "message '" << err << "' lacks '" << c.says << "'";
   }

@@ -2,7 +2,6 @@
 // its readers can read it (docs/tools.md#hmc-coll-perf). Ranks come from the launchers'
 // variables (mpirun, srun, torchrun) or from --np N, which starts N local ranks itself.
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -35,27 +34,6 @@ struct Options {
   std::string mem = "host";
   std::vector<std::string> mem_by_rank;
 };
-
-// Sizes take K, M, G (powers of 1024), as nccl-tests'.
-CLI::Validator size_check() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        char* end = nullptr;
-        errno = 0;
-        unsigned long long v = strtoull(text.c_str(), &end, 10);
-        std::string suf(end);
-        uint64_t m = suf.empty()                ? 1
-                     : suf == "K" || suf == "k" ? 1u << 10
-                     : suf == "M" || suf == "m" ? 1u << 20
-                     : suf == "G" || suf == "g" ? 1u << 30
-                                                : 0;
-        if (errno || end == text.c_str() || text[0] == '-' || !m || v > UINT64_MAX / m)
-          return "'" + text + "' is not a size (a number with an optional K, M or G)";
-        text = std::to_string(v * m);
-        return "";
-      },
-      "SIZE");
-}
 
 int rank_main(const Options& o) {
   using namespace coll_bench;
@@ -178,10 +156,11 @@ int main(int argc, char** argv) {
   CLI::App app("Times hmc's collectives over a range of sizes, shaped like nccl-tests.",
                "hmc-coll-perf");
   hmc_tools::add_version(app, "hmc-coll-perf", hmc_version());
+  // Sizes of tools/common/size.h (8, 64K, 128M); 0 is no size (it would never grow).
   app.add_option("-b,--minbytes", o.min_bytes, "smallest size (default 8)")
-      ->transform(size_check());
+      ->transform(hmc_tools::size_at_least(1));
   app.add_option("-e,--maxbytes", o.max_bytes, "largest size (default 32M)")
-      ->transform(size_check());
+      ->transform(hmc_tools::size_at_least(1));
   app.add_option("-f,--stepfactor", o.factor, "multiply the size by N between rows (default 2)")
       ->check(CLI::PositiveNumber);
   app.add_option("-o,--op", o.op,

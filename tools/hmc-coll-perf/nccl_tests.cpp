@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "elements.h"
 #include "hmc/hmc.h"
 #include "ranks.h"
@@ -33,22 +33,6 @@ struct Options {
   std::string mem_by_rank;
   int np = 0;
 };
-
-// nccl-tests' sizes: a number with an optional K, M or G (powers of 1024), fractions allowed.
-bool parse_size(const std::string& text, uint64_t* out) {
-  char* end = nullptr;
-  double v = strtod(text.c_str(), &end);
-  if (end == text.c_str() || v < 0) return false;
-  std::string unit(end);
-  double m = unit.empty()                 ? 1
-             : unit == "K" || unit == "k" ? 1024.0
-             : unit == "M" || unit == "m" ? 1024.0 * 1024
-             : unit == "G" || unit == "g" ? 1024.0 * 1024 * 1024
-                                          : -1;
-  if (m < 0) return false;
-  *out = uint64_t(v * m);
-  return true;
-}
 
 std::string time_text(double us) {
   char b[32];
@@ -262,13 +246,19 @@ int nccl_tests_main(Coll coll, const char* program, int argc, char** argv) {
   std::string description = std::string("hmc's ") + info(coll).name +
                             " timed with nccl-tests' options and output (docs/tools.md)";
   CLI::App app{description, std::string("hmc_") + program};
-  app.set_version_flag("--version", std::string("hmc_") + program + " (hmc) " + hmc_version());
+  hmc_tools::add_version(app, std::string("hmc_") + program, hmc_version());
   app.add_option("-t,--nthreads", o.threads, "threads per process (hmc: 1)");
   app.add_option("-g,--ngpus", o.gpus, "devices per thread (hmc: 1, a rank per process)");
-  app.add_option("-b,--minbytes", o.min_bytes, "smallest size (K, M, G)")->capture_default_str();
-  app.add_option("-e,--maxbytes", o.max_bytes, "largest size")->capture_default_str();
+  // Sizes as nccl-tests' (8, 128M) and every tool's (tools/common/size.h).
+  app.add_option("-b,--minbytes", o.min_bytes, "smallest size (K, M, G)")
+      ->capture_default_str()
+      ->check(hmc_tools::size_at_least(0));
+  app.add_option("-e,--maxbytes", o.max_bytes, "largest size")
+      ->capture_default_str()
+      ->check(hmc_tools::size_at_least(0));
   app.add_option("-i,--stepbytes", o.step_bytes, "size increment when -f is 1")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(hmc_tools::size_at_least(0));
   app.add_option("-f,--stepfactor", o.factor, "size factor between rows")->capture_default_str();
   app.add_option("-n,--iters", o.iters, "timed iterations")->capture_default_str();
   app.add_option("-m,--agg_iters", o.agg_iters, "aggregated iterations (hmc: 1)");
@@ -295,18 +285,10 @@ int nccl_tests_main(Coll coll, const char* program, int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mem-by-rank", o.mem_by_rank, "rank i's buffers on the i-th of a comma list");
   app.add_option("--np", o.np, "start N local ranks (else: the launcher's, as hmc_comm_create)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  }
-  if (!parse_size(o.min_bytes, &o.min))
-    return refuse(program, true, "bad -b '" + o.min_bytes + "'") ? 2 : 0;
-  if (!parse_size(o.max_bytes, &o.max))
-    return refuse(program, true, "bad -e '" + o.max_bytes + "'") ? 2 : 0;
-  if (!parse_size(o.step_bytes, &o.step))
-    return refuse(program, true, "bad -i '" + o.step_bytes + "'") ? 2 : 0;
+  if (int rc = hmc_tools::parse(app, argc, argv); rc >= 0) return rc;
+  hmc_tools::parse_size(o.min_bytes, &o.min);  // checked by the parser
+  hmc_tools::parse_size(o.max_bytes, &o.max);
+  hmc_tools::parse_size(o.step_bytes, &o.step);
   if (refuse(program, o.min > o.max, "-b is larger than -e") ||
       refuse(program, o.threads != 1,
              "-t " + std::to_string(o.threads) +

@@ -1,8 +1,5 @@
 #include "ranks.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,25 +10,13 @@
 #include <string>
 #include <vector>
 
-namespace coll_bench {
+#include "loopback_port.h"
 
-namespace {
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-}  // namespace
+namespace coll_bench {
 
 int run_ranks(const char* tool, int np, const std::function<int()>& rank_main) {
   if (np == 0) return rank_main();
-  std::string rdv = "tcp://127.0.0.1:" + std::to_string(free_port());
+  std::string rdv = "tcp://127.0.0.1:" + std::to_string(hmc_tools::free_loopback_port());
   std::vector<pid_t> pids;
   fflush(stdout);
   for (int r = 0; r < np; ++r) {

@@ -3,12 +3,11 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "../common/cli.h"
-#include "../hmc-perf/options.h"  // parse_size, size_text, parse_int
+#include "../common/size.h"
 #include "coll/algorithms.h"
 #include "hmc/hmc.h"
 
@@ -53,6 +52,7 @@ inline const std::vector<std::pair<const char*, hmc_reduce_op_t>>& reduce_ops() 
 
 struct Options {
   bool help = false;
+  std::string version;   // --version: the version line to print
   std::string topology;  // a file
   std::string cluster;   // a generator spec
   Collective collective = collectives()[0];
@@ -109,9 +109,12 @@ exit status: 0 success, 1 a schedule the simulator rejects, 2 bad arguments or t
 }
 
 // Parses argv into *o with CLI11 (tools/common/cli.h: --opt=value, -b8, ...). On failure returns
-// false with *err naming the bad argument. --help sets o->help (the caller prints usage()).
-inline bool parse_args(int argc, const char* const* argv, Options* o, std::string* err) {
+// false with *err naming the bad argument. --help sets o->help (the caller prints usage()),
+// --version o->version (with the line of `version`).
+inline bool parse_args(int argc, const char* const* argv, Options* o, std::string* err,
+                       const std::string& version = "") {
   CLI::App app("hmc-coll-sim", "hmc-coll-sim");
+  if (!version.empty()) hmc_tools::add_version(app, "hmc-coll-sim", version);
   auto one_of = [](auto list, auto name_of, auto take, const std::string& wants) {
     return CLI::Validator(
         [=](std::string& v) -> std::string {
@@ -124,7 +127,7 @@ inline bool parse_args(int argc, const char* const* argv, Options* o, std::strin
         },
         "NAME");
   };
-  std::string collective, datatype, redop, format, min_bytes, max_bytes;
+  std::string collective, datatype, redop, format;
   app.add_option("--topology", o->topology);
   app.add_option("--cluster", o->cluster);
   app.add_option("-o,--collective", collective)
@@ -145,80 +148,26 @@ inline bool parse_args(int argc, const char* const* argv, Options* o, std::strin
             o->op_name = r.first;
           },
           "sum, prod, min, max or avg"));
-  auto size_into = [](uint64_t* out) {
-    return CLI::Validator(
-        [out](std::string& v) -> std::string {
-          if (!perf::parse_size(v, out) || *out == 0)
-            return "wants a size >= 1 (K/M/G suffixes), got '" + v + "'";
-          return "";
-        },
-        "SIZE");
-  };
-  app.add_option("-b,--minbytes", min_bytes)->check(size_into(&o->min_bytes));
-  app.add_option("-e,--maxbytes", max_bytes)->check(size_into(&o->max_bytes));
-  app.add_option("-f,--stepfactor", o->factor)
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            int64_t n = 0;
-            return perf::parse_int(v, 2, 1 << 20, &n)
-                       ? ""
-                       : "wants a whole number >= 2, got '" + v + "'";
-          },
-          "N"));
-  app.add_option("-r,--root", o->root)
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            int64_t n = 0;
-            return perf::parse_int(v, 0, 1 << 20, &n) ? "" : "wants a rank number, got '" + v + "'";
-          },
-          "N"));
+  app.add_option("-b,--minbytes", o->min_bytes)->transform(hmc_tools::size_at_least(1));
+  app.add_option("-e,--maxbytes", o->max_bytes)->transform(hmc_tools::size_at_least(1));
+  app.add_option("-f,--stepfactor", o->factor)->check(hmc_tools::whole_in(2, 1 << 20, "a factor"));
+  app.add_option("-r,--root", o->root)->check(hmc_tools::whole_in(0, 1 << 20, "a rank number"));
   app.add_option("--algo", o->algo);
-  auto word_in = [](std::vector<std::string> words, std::function<void(const std::string&)> take,
-                    const std::string& wants) {
-    return CLI::Validator(
-        [=](std::string& v) -> std::string {
-          for (const std::string& w : words)
-            if (v == w) {
-              take(v);
-              return "";
-            }
-          return "wants " + wants + ", got '" + v + "'";
-        },
-        "NAME");
-  };
-  std::string backend, ccl_algo, ccl_groups;
-  app.add_option("--backend", backend)
-      ->check(word_in(
-          {"hmc", "ccl"}, [o](const std::string& v) { o->ccl = v == "ccl"; }, "hmc or ccl"));
-  app.add_option("--ccl-algo", ccl_algo)
-      ->check(word_in(
-          {"auto", "ring", "tree", "direct"}, [o](const std::string& v) { o->ccl_algo = v; },
-          "ring, tree, direct or auto"));
-  app.add_option("--ccl-groups", ccl_groups)
-      ->check(word_in(
-          {"vendor", "host"}, [o](const std::string& v) { o->ccl_per_host = v == "host"; },
-          "vendor or host"));
-  app.add_option("--format", format)
-      ->check(CLI::Validator(
-          [o](std::string& v) -> std::string {
-            if (v == "table")
-              o->format = Format::Table;
-            else if (v == "json")
-              o->format = Format::Json;
-            else
-              return "wants table or json, got '" + v + "'";
-            return "";
-          },
-          "table|json"));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    o->help = true;
-    return true;
-  } catch (const CLI::ParseError& e) {
-    *err = e.what();
-    return false;
+  std::string backend, ccl_groups;
+  app.add_option("--backend", backend)->check(hmc_tools::one_of({"hmc", "ccl"}));
+  app.add_option("--ccl-algo", o->ccl_algo)
+      ->check(hmc_tools::one_of({"ring", "tree", "direct", "auto"}));
+  app.add_option("--ccl-groups", ccl_groups)->check(hmc_tools::one_of({"vendor", "host"}));
+  app.add_option("--format", format)->check(hmc_tools::one_of({"table", "json"}));
+  switch (hmc_tools::parse_quietly(app, argc, argv, err)) {
+    case hmc_tools::Parsed::Help: o->help = true; return true;
+    case hmc_tools::Parsed::Version: o->version = *err; return true;
+    case hmc_tools::Parsed::Bad: return false;
+    case hmc_tools::Parsed::Run: break;
   }
+  o->ccl = backend == "ccl";
+  o->ccl_per_host = ccl_groups == "host";
+  if (format == "json") o->format = Format::Json;
   if (o->topology.empty() == o->cluster.empty()) {
     *err = "give the cluster: --topology FILE or --cluster SPEC (one of them)";
     return false;
@@ -232,8 +181,8 @@ inline bool parse_args(int argc, const char* const* argv, Options* o, std::strin
     return false;
   }
   if (o->min_bytes > o->max_bytes) {
-    *err = "-b " + perf::size_text(o->min_bytes) + " is larger than -e " +
-           perf::size_text(o->max_bytes);
+    *err = "-b " + hmc_tools::size_text(o->min_bytes) + " is larger than -e " +
+           hmc_tools::size_text(o->max_bytes);
     return false;
   }
   return true;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../hmc-perf/report.h"  // json_number
+#include "../common/json.h"
 #include "coll/ccl_schedules.h"
 #include "coll/simulate.h"
 #include "coll/topology.h"
@@ -167,14 +167,14 @@ inline std::string json_row(const Options& o, const coll::Topology& topo, const 
   j["redop"] = o.op_name;
   j["root"] = o.root;
   j["algorithm"] = r.algorithm;
-  j["time_us"] = perf::json_number(r.time_us, 3);
-  j["algbw_GBps"] = perf::json_number(r.algbw_GBps, 3);
-  j["busbw_GBps"] = perf::json_number(r.busbw_GBps, 3);
+  j["time_us"] = hmc_tools::json_number(r.time_us, 3);
+  j["algbw_GBps"] = hmc_tools::json_number(r.algbw_GBps, 3);
+  j["busbw_GBps"] = hmc_tools::json_number(r.busbw_GBps, 3);
   j["transfers"] = r.sim.transfers;
   j["bottleneck"] = hmc_tools::or_null(r.sim.bottleneck);
-  j["bottleneck_us"] = perf::json_number(r.sim.bottleneck_us, 3);
-  j["build_seconds"] = perf::json_number(r.build_seconds, 3);
-  j["sim_seconds"] = perf::json_number(r.sim_seconds, 3);
+  j["bottleneck_us"] = hmc_tools::json_number(r.sim.bottleneck_us, 3);
+  j["build_seconds"] = hmc_tools::json_number(r.build_seconds, 3);
+  j["sim_seconds"] = hmc_tools::json_number(r.sim_seconds, 3);
   return j.dump(-1, ' ', false, hmc_tools::Json::error_handler_t::replace) + "\n";
 }
 

@@ -13,6 +13,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,7 +21,6 @@
 #include "cli.h"
 #include "config_markdown.h"
 #include "json.h"
-#include "tool_version.h"
 
 namespace {
 
@@ -160,14 +160,10 @@ std::string str(const char (&a)[N]) {
 // without a name.
 std::vector<std::pair<std::string, std::string>> detail_lines(const std::string& text) {
   std::vector<std::pair<std::string, std::string>> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
     if (line.empty()) continue;
-    size_t sep = line.find(": ");
+    const size_t sep = line.find(": ");
     if (sep == std::string::npos)
       out.emplace_back("", line);
     else
@@ -210,6 +206,24 @@ std::string config_value(const Inventory& inv, const char* name) {
 // How device memory of each vendor present crosses to a peer, by where the peer is; the choice
 // is made per message by the core (docs/protocols-wire.md), and hmc_peer_info says what a peer
 // got.
+// The nets that move memory of interface iface (-1: none known) to other hosts with no bounce
+// buffer, as their properties say. A same-host-only net (HMC_NET_FLAG_SAME_HOST: hoststage/shm,
+// UCX's or libfabric's shared memory) never reaches another host, whatever memory it reads.
+std::vector<std::string> direct_to_other_hosts(const Inventory& inv, int iface) {
+  std::vector<std::string> out;
+  for (const auto& n : inv.nets) {
+    if (n.flags & HMC_NET_FLAG_SAME_HOST) continue;
+    const std::string name = str(n.plugin) + "/" + str(n.name);
+    const bool by_pointer = iface >= 0 && (n.mem_ifaces & HMC_MEM_IFACE_BIT(iface));
+    if (by_pointer || n.dmabuf) out.push_back(name + (by_pointer ? "" : " (dma-buf)"));
+#ifdef HMC_HAS_NET_RMA_MEM_IFACES
+    else if (iface >= 0 && (n.rma_mem_ifaces & HMC_MEM_IFACE_BIT(iface)))
+      out.push_back(name + " (peermem, puts and gets)");
+#endif
+  }
+  return out;
+}
+
 void print_device_paths(const Inventory& inv) {
   std::vector<std::string> vendors;
   for (const auto& d : inv.devices)
@@ -228,16 +242,7 @@ void print_device_paths(const Inventory& inv) {
     int iface = -1;
     for (const auto& d : inv.devices)
       if (str(d.plugin) == v) iface = d.mem_iface;
-    std::vector<std::string> direct;
-    for (const auto& n : inv.nets)
-      if ((iface >= 0 && (n.mem_ifaces & HMC_MEM_IFACE_BIT(iface))) || n.dmabuf)
-        direct.push_back(
-            str(n.plugin) + "/" + str(n.name) +
-            (iface >= 0 && (n.mem_ifaces & HMC_MEM_IFACE_BIT(iface)) ? "" : " (dma-buf)"));
-#ifdef HMC_HAS_NET_RMA_MEM_IFACES
-      else if (iface >= 0 && (n.rma_mem_ifaces & HMC_MEM_IFACE_BIT(iface)))
-        direct.push_back(str(n.plugin) + "/" + str(n.name) + " (peermem, puts and gets)");
-#endif
+    const std::vector<std::string> direct = direct_to_other_hosts(inv, iface);
     std::printf("  %s\n", v.c_str());
 #ifdef HMC_HAS_DEVICE_COPY_FIGURES
     for (const auto& d : inv.devices) {
@@ -403,15 +408,14 @@ void print_json(const Inventory& inv) {
                             {"reason", or_null(str(p.reason))}});
   j["devices"] = Json::array();
   for (const auto& d : inv.devices) {
-    Json o;
-    o["name"] = str(d.name);
-    o["plugin"] = str(d.plugin);
-    o["model"] = or_null(str(d.model));
-    o["pci_bus_id"] = or_null(str(d.pci_bus_id));
-    o["uuid"] = or_null(uuid_text(d.uuid));
-    o["numa_node"] = or_null(int(d.numa_node), -1);
-    o["mem_bytes"] = or_null(uint64_t(d.mem_bytes), uint64_t(0));
-    o["is_host"] = bool(d.is_host);
+    Json o = {{"name", str(d.name)},
+              {"plugin", str(d.plugin)},
+              {"model", or_null(str(d.model))},
+              {"pci_bus_id", or_null(str(d.pci_bus_id))},
+              {"uuid", or_null(uuid_text(d.uuid))},
+              {"numa_node", or_null(int(d.numa_node), -1)},
+              {"mem_bytes", or_null(uint64_t(d.mem_bytes), uint64_t(0))},
+              {"is_host", bool(d.is_host)}};
 #ifdef HMC_HAS_DEVICE_COPY_FIGURES
     o["copy_d2h_MBps"] = or_null(double(d.copy_d2h_MBps), 0.0);
     o["copy_h2d_MBps"] = or_null(double(d.copy_h2d_MBps), 0.0);

@@ -4,6 +4,7 @@
 // die_with_parent) so that they do not outlive a parent killed by a signal.
 #pragma once
 
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -23,6 +24,14 @@
 extern char** environ;
 
 namespace hmc::tools {
+
+// This program's own file, to start itself as the child (argv[0] may have come through PATH).
+inline std::string self_exe() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "/proc/self/exe";
+  return std::string(buf, static_cast<size_t>(n));
+}
 
 inline double monotonic_seconds() {
   timespec ts{};

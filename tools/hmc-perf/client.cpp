@@ -61,9 +61,15 @@ class Client {
     if (o_.op != Op::Send) remote_ = peer_.import_remote(reply.server_desc);
 
     auto info = peer_.info();
-    path_ = info.path;
-    device_ipc_ = info.device_ipc;
-    device_memory_ = info.device_memory;
+    // What every size's result shares: the run's choices and the path the peer took.
+    run_.test = o_.test;
+    run_.op = o_.op;
+    run_.path = info.path;
+    run_.device_ipc = info.device_ipc;
+    run_.device_memory = info.device_memory;
+    run_.mem = o_.mem;
+    run_.peer_mem = o_.peer_mem;
+    run_.check = o_.check;
     if (o_.format == Format::Table) {
       std::printf("# hmc-perf %s: test %s, op %s, mem %s -> peer %s, progress thread %d%s\n",
                   hmc::version().c_str(), to_string(o_.test), to_string(o_.op), o_.mem.c_str(),
@@ -110,18 +116,10 @@ class Client {
     idx_ = idx;
     ch_.send_control(MsgType::Begin, idx, "the start of size " + size_text(p.size));
     ch_.recv_control(MsgType::Ready, idx, "the server to be ready for size " + size_text(p.size));
-    Result r;
-    r.test = o_.test;
-    r.op = o_.op;
+    Result r = run_;
     r.size = p.size;
     r.iters = p.iters;
     r.window = p.window;
-    r.path = path_;
-    r.device_ipc = device_ipc_;
-    r.device_memory = device_memory_;
-    r.mem = o_.mem;
-    r.peer_mem = o_.peer_mem;
-    r.check = o_.check;
     const hmc_peer_info_t before = peer_.info();
     if (o_.test == Test::Bw) {
       double elapsed = o_.op == Op::Send ? bw_send(p) : o_.op == Op::Put ? bw_put(p) : bw_get(p);
@@ -169,7 +167,7 @@ class Client {
   // completed (which may only mean "handed to the transport").
   double bw_send(const SizePlan& p) {
     std::vector<hmc::Request> reqs(static_cast<size_t>(p.window));
-    auto post = [&](int64_t i) {
+    auto post = [&](int64_t i, bool /*last*/) {
       size_t slot = static_cast<size_t>(i % p.window);
       // Without --check every message in flight shares one buffer, as ucx_perftest does, so the
       // transport is measured rather than the cache misses of a window-sized working set.
@@ -182,25 +180,13 @@ class Client {
       for (auto& r : reqs)
         if (r) wait_for(r, o_.timeout_ms, "for a send to complete");
     };
-    for (int64_t i = 0; i < p.warmup; ++i) post(i);
-    drain();
-    ProgressLine progress(!o_.quiet, p.size, p.iters);
-    double t0 = now_s();
-    for (int64_t i = p.warmup; i < p.warmup + p.iters; ++i) {
-      post(i);
-      progress.tick(i - p.warmup + 1);
-    }
-    drain();
-    result_ = ch_.recv_control(MsgType::Result, idx_, "the server to receive everything");
-    have_result_ = true;
-    return now_s() - t0;
+    return stream(p, post, drain, "the server to receive everything");
   }
 
   double bw_put(const SizePlan& p) {
     size_t w = static_cast<size_t>(p.window);
     std::vector<hmc::Request> reqs(w), acks(w);
     std::vector<uint64_t> ack_vals(w);
-    int64_t total = p.warmup + p.iters;
     auto wait_ack = [&](size_t slot) {
       size_t n = wait_for(acks[slot], o_.timeout_ms, "for the server to check a put");
       if (n != sizeof(uint64_t)) throw RunError("malformed acknowledgement from the server");
@@ -232,18 +218,7 @@ class Client {
         acks[slot] =
             peer_.recv(&ack_vals[slot], sizeof(uint64_t), kAckTagBase + static_cast<uint64_t>(i));
     };
-    for (int64_t i = 0; i < p.warmup; ++i) post(i, i == p.warmup - 1);
-    drain();
-    ProgressLine progress(!o_.quiet, p.size, p.iters);
-    double t0 = now_s();
-    for (int64_t i = p.warmup; i < total; ++i) {
-      post(i, i == total - 1);
-      progress.tick(i - p.warmup + 1);
-    }
-    drain();
-    result_ = ch_.recv_control(MsgType::Result, idx_, "the server to see the last put");
-    have_result_ = true;
-    return now_s() - t0;
+    return stream(p, post, drain, "the server to see the last put");
   }
 
   double bw_get(const SizePlan& p) {
@@ -254,7 +229,7 @@ class Client {
       wait_for(reqs[slot], o_.timeout_ms, "for a get to complete");
       if (o_.check) check_rx(slot * p.size, p.size, seed_slot(slot), iter_of[slot]);
     };
-    auto post = [&](int64_t i) {
+    auto post = [&](int64_t i, bool /*last*/) {
       size_t slot = static_cast<size_t>(i % p.window);
       size_t off = slot * p.size;
       if (reqs[slot]) complete(slot);
@@ -266,15 +241,29 @@ class Client {
       for (size_t s = 0; s < w; ++s)
         if (reqs[s]) complete(s);
     };
-    for (int64_t i = 0; i < p.warmup; ++i) post(i);
+    return stream(p, post, drain, nullptr);
+  }
+
+  // The shape of every bw loop: the warm-up posts, then the measured ones under a progress line,
+  // each drained. post(i, last) posts iteration i (last: the phase's final one); the clock stops
+  // when the server's result comes, waiting for `server_done`, or with no server step (nullptr)
+  // when the drain ends.
+  template <typename Post, typename Drain>
+  double stream(const SizePlan& p, Post post, Drain drain, const char* server_done) {
+    const int64_t total = p.warmup + p.iters;
+    for (int64_t i = 0; i < p.warmup; ++i) post(i, i == p.warmup - 1);
     drain();
     ProgressLine progress(!o_.quiet, p.size, p.iters);
-    double t0 = now_s();
-    for (int64_t i = p.warmup; i < p.warmup + p.iters; ++i) {
-      post(i);
+    const double t0 = now_s();
+    for (int64_t i = p.warmup; i < total; ++i) {
+      post(i, i == total - 1);
       progress.tick(i - p.warmup + 1);
     }
     drain();
+    if (server_done != nullptr) {
+      result_ = ch_.recv_control(MsgType::Result, idx_, server_done);
+      have_result_ = true;
+    }
     return now_s() - t0;
   }
 
@@ -376,9 +365,7 @@ class Client {
   std::vector<SizePlan> plan_;
   Buffers tx_, rx_;
   hmc::Remote remote_;
-  std::string path_;
-  std::string device_ipc_;
-  std::string device_memory_;
+  Result run_;  // the fields every size's result shares (set once the peer's path is known)
   uint32_t idx_ = 0;
   Control result_;  // the server's Result, when a bw loop already received it to stop the clock
   bool have_result_ = false;

@@ -5,7 +5,6 @@
 // with its own context; they exit when the parent closes the pipe that is their stdin (or dies).
 #include <dirent.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -31,6 +30,7 @@ namespace {
 
 using hmc::tools::ChildProcess;
 using hmc::tools::monotonic_seconds;
+using hmc::tools::self_exe;
 
 constexpr uint64_t kPingTag = 1;
 constexpr uint64_t kPongTag = 2;
@@ -56,10 +56,8 @@ void add_options(CLI::App& app, Args* a) {
   app.add_option("--peers", a->peers, "child processes to connect")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  app.add_option("--timeout", a->timeout_ms,
-                 "bound of every wait in milliseconds (all connections, each message, exits)")
-      ->check(CLI::Range(1, INT32_MAX))
-      ->capture_default_str();
+  hmc_tools::add_timeout(app, &a->timeout_ms, 1, INT32_MAX,
+                         "bound of every wait (all connections, each message, exits)");
   app.add_flag("--json", a->json, "one JSON object on stdout instead of the table");
   // Internal: how the parent starts its children.
   app.add_option("--child", a->child_addr_hex)->group("");
@@ -122,14 +120,6 @@ int run_child(const Args& a) {
     std::fprintf(stderr, "hmc-idle-peers (child %d): %s\n", getpid(), e.what());
     return 1;
   }
-}
-
-std::string self_exe() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "/proc/self/exe";
-  buf[n] = '\0';
-  return buf;
 }
 
 double mib(long kb) {
@@ -230,14 +220,14 @@ int run_parent(const Args& a) {
     hmc_tools::Json j;
     j["peers"] = a.peers;
     j["path"] = hmc_tools::or_null(path);
-    j["rss_before_MiB"] = hmc::perf::json_number(mib(rss_before), 2);
-    j["rss_context_MiB"] = hmc::perf::json_number(mib(rss_context), 2);
-    j["rss_idle_MiB"] = hmc::perf::json_number(mib(rss_idle), 2);
-    j["rss_after_message_MiB"] = hmc::perf::json_number(mib(rss_used), 2);
-    j["hwm_MiB"] = hmc::perf::json_number(mib(hwm), 2);
+    j["rss_before_MiB"] = hmc_tools::json_number(mib(rss_before), 2);
+    j["rss_context_MiB"] = hmc_tools::json_number(mib(rss_context), 2);
+    j["rss_idle_MiB"] = hmc_tools::json_number(mib(rss_idle), 2);
+    j["rss_after_message_MiB"] = hmc_tools::json_number(mib(rss_used), 2);
+    j["hwm_MiB"] = hmc_tools::json_number(mib(hwm), 2);
     j["per_peer_idle_MiB"] = std::round(per_peer_idle * 1e4) / 1e4;  // may be negative
     j["per_peer_after_message_MiB"] = std::round(per_peer_used * 1e4) / 1e4;
-    j["rss_shmem_MiB"] = hmc::perf::json_number(mib(shm_used), 2);
+    j["rss_shmem_MiB"] = hmc_tools::json_number(mib(shm_used), 2);
     j["virtual_growth_MiB"] = std::round(mib(vm_used - vm_context) * 100) / 100;
     j["threads"] = threads_idle;
     j["fds"] = fds_idle;

@@ -2,7 +2,6 @@
 // ucx_perftest. This file: argument handling, the environment, and the three ways of getting a
 // peer (--listen, --connect, --loopback with a child process). client.cpp and server.cpp run the
 // measurement.
-#include <limits.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,7 +11,6 @@
 #include <vector>
 
 #include "session.h"
-#include "tool_version.h"
 
 namespace hmc::perf {
 namespace {
@@ -33,14 +31,6 @@ hmc::ContextOptions context_options(const Options& o) {
   return c;
 }
 
-std::string self_exe() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "/proc/self/exe";
-  buf[n] = '\0';
-  return buf;
-}
-
 // Accepts the next peer within timeout_ms (< 0: without end, for the --listen server). Connectors
 // that fail their setup (a port scanner, a client of another version, a wrong token) never come
 // out of hmc_accept: the library logs them and goes on.
@@ -59,7 +49,7 @@ hmc::Peer accept_peer(hmc::Context& ctx, int timeout_ms, hmc::tools::ChildProces
 int run_loopback(const Options& o) {
   hmc::Context ctx(context_options(o));
   auto addr = ctx.address();
-  std::vector<std::string> args = {self_exe(),
+  std::vector<std::string> args = {hmc::tools::self_exe(),
                                    "--peer-address",
                                    to_hex(addr),
                                    "--parent-pid",
@@ -131,19 +121,11 @@ int run_listen(const Options& o) {
 }  // namespace hmc::perf
 
 int main(int argc, char** argv) {
-  if (hmc_tools::version_asked(argc, argv))
-    return hmc_tools::print_version("hmc-perf", hmc_version());
   using namespace hmc::perf;
   Options o;
-  std::string err;
-  if (!parse_args(argc, argv, &o, &err)) {
-    std::fprintf(stderr, "hmc-perf: %s\n\n%s", err.c_str(), usage_text());
-    return 2;
-  }
-  if (o.help) {
-    std::fputs(usage_text(), stdout);
-    return 0;
-  }
+  std::string text;
+  const auto parsed = parse_args(argc, argv, &o, &text, hmc_version());
+  if (int rc = hmc_tools::report("hmc-perf", parsed, text, usage_text()); rc >= 0) return rc;
   // A peer that vanishes must show up as an hmc error, not kill us.
   signal(SIGPIPE, SIG_IGN);
   apply_environment(o);

@@ -1,16 +1,21 @@
 // hmc-perf command line: the options, their parsing and validation, and the per-size schedule
 // (iterations, warmup, window) derived from them. Pure code, no hmc calls, so that the unit test
-// tests/unit/tools_perf_options_test.cpp can include it.
+// tests/unit/tools_perf_test.cpp can include it.
 #pragma once
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "../common/cli.h"
+#include "../common/size.h"
+
 namespace hmc::perf {
+
+using hmc_tools::parse_size;
+using hmc_tools::size_text;
 
 enum class Mode { None, Listen, Connect, Loopback, Peer };
 enum class Test { Bw, Lat };
@@ -31,7 +36,6 @@ constexpr int64_t kMaxWindow = 1024;
 
 struct Options {
   Mode mode = Mode::None;
-  bool help = false;
   // Transport role.
   uint16_t listen_port = 0;
   std::string bind = "127.0.0.1";
@@ -56,52 +60,7 @@ struct Options {
   int timeout_ms = 10000;
   int progress_thread = 0;
   bool quiet = false;
-  // Which options were given, to reject those that do not apply to a mode.
-  std::vector<std::string> given;
 };
-
-// Parses "4096", "64K", "4M", "1G" (powers of 1024; "KiB" style accepted). False on garbage,
-// zero is accepted here (callers decide), overflow is rejected.
-inline bool parse_size(const std::string& text, uint64_t* out) {
-  if (text.empty() || text[0] == '-' || text[0] == '+') return false;
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (errno != 0 || end == text.c_str()) return false;
-  std::string suffix(end);
-  uint64_t mult = 1;
-  if (suffix.empty() || suffix == "B" || suffix == "b")
-    mult = 1;
-  else if (suffix == "K" || suffix == "k" || suffix == "KiB")
-    mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB")
-    mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB")
-    mult = 1ull << 30;
-  else
-    return false;
-  if (v > UINT64_MAX / mult) return false;
-  *out = v * mult;
-  return true;
-}
-
-// "4M" for exact multiples, else the number: for table rows and progress lines.
-inline std::string size_text(uint64_t n) {
-  if (n >= (1ull << 30) && n % (1ull << 30) == 0) return std::to_string(n >> 30) + "G";
-  if (n >= (1ull << 20) && n % (1ull << 20) == 0) return std::to_string(n >> 20) + "M";
-  if (n >= (1ull << 10) && n % (1ull << 10) == 0) return std::to_string(n >> 10) + "K";
-  return std::to_string(n);
-}
-
-inline bool parse_int(const std::string& text, int64_t lo, int64_t hi, int64_t* out) {
-  if (text.empty()) return false;
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
 
 // "A:B": A, 2A, 4A ... up to B. Both sizes >= 1, A <= B.
 inline bool parse_size_range(const std::string& text, std::vector<uint64_t>* out,
@@ -204,255 +163,139 @@ both sides:
   --timeout MS         bound of every single wait (connect, each transfer)     [10000]
   --bind ADDR          server: control-plane address to listen on          [127.0.0.1]
   --forever            server: serve clients one after the other until killed
-  --help               this text
+  -h, --help           this text
+  --version            the version
 
 exit status: 0 success, 1 transfer error or --check mismatch, 2 bad arguments
 )";
 }
 
-// Parses argv into *o. On failure returns false with *err naming the bad argument.
-inline bool parse_args(int argc, const char* const* argv, Options* o, std::string* err) {
-  auto need_value = [&](int& i, const std::string& name, std::string* value) {
-    std::string arg = argv[i];
-    auto eq = arg.find('=');
-    if (eq != std::string::npos) {
-      *value = arg.substr(eq + 1);
-      return true;
-    }
-    if (i + 1 >= argc) {
-      *err = "option " + name + " needs a value";
-      return false;
-    }
-    *value = argv[++i];
-    return true;
+// Parses argv into *o with CLI11 (tools/common/cli.h: --opt=value and --opt value, -h, --version
+// with the version line of `version`). Bad: *err names the bad argument; Version: *err is the
+// version line.
+inline hmc_tools::Parsed parse_args(int argc, const char* const* argv, Options* o, std::string* err,
+                                    const std::string& version = "") {
+  using hmc_tools::one_of;
+  using hmc_tools::whole_in;
+  CLI::App app("hmc-perf", "hmc-perf");
+  if (!version.empty()) hmc_tools::add_version(app, "hmc-perf", version);
+  // The modes; the server and the loopback child take only the options of `server_side`.
+  int64_t listen = 0;
+  uint64_t size = 0;
+  std::string test, op, format, progress_thread, sizes;
+  auto* loopback = app.add_flag("--loopback");
+  auto* listen_opt = app.add_option("--listen", listen)->check(whole_in(1, 65535, "a port"));
+  auto* connect = app.add_option("--connect", o->connect)
+                      ->check(CLI::Validator(
+                          [](std::string& v) -> std::string {
+                            const auto colon = v.rfind(':');
+                            int64_t port = 0;
+                            if (colon == std::string::npos || colon == 0 ||
+                                !hmc_tools::parse_whole(v.substr(colon + 1), 1, 65535, &port))
+                              return "wants HOST:PORT, got '" + v + "'";
+                            return "";
+                          },
+                          "HOST:PORT"));
+  auto* peer = app.add_option("--peer-address", o->peer_address_hex)
+                   ->check(CLI::Validator(
+                       [](std::string& v) -> std::string {
+                         if (v.empty() || v.size() % 2 != 0 ||
+                             v.find_first_not_of("0123456789abcdef") != std::string::npos)
+                           return "wants lowercase hex";
+                         return "";
+                       },
+                       "HEX"))
+                   ->group("");
+  auto* parent_pid = app.add_option("--parent-pid", o->parent_pid)
+                         ->check(whole_in(1, INT32_MAX, "a pid"))
+                         ->group("");
+  auto not_empty = [](const std::string& wants) {
+    return CLI::Validator(
+        [wants](std::string& v) -> std::string { return v.empty() ? "wants " + wants : ""; },
+        "TEXT");
   };
-  auto set_mode = [&](Mode m, const std::string& name) {
-    if (o->mode != Mode::None) {
-      *err = "give only one of --listen, --connect, --loopback (" + name + " repeats the choice)";
-      return false;
-    }
-    o->mode = m;
-    return true;
+  std::vector<CLI::Option*> server_side = {
+      listen_opt,
+      peer,
+      parent_pid,
+      app.get_help_ptr(),
+      app.add_option("--bind", o->bind)->check(not_empty("an address")),
+      app.add_flag("--forever", o->forever),
+      app.add_option("--net", o->net)->check(not_empty("a net plugin name")),
+      app.add_option("--path", o->path)
+          ->check(CLI::Validator(
+              [](std::string& v) -> std::string {
+                return v.find('/') == std::string::npos
+                           ? "wants PLUGIN/DEVICE, e.g. hoststage/tcp, got '" + v + "'"
+                           : "";
+              },
+              "PLUGIN/DEVICE")),
+      app.add_option("--progress-thread", progress_thread)->check(one_of({"0", "1"})),
+      hmc_tools::add_timeout(app, &o->timeout_ms, 1, INT32_MAX, "the bound of every single wait"),
+      app.add_flag("--quiet", o->quiet)};
+  app.add_option("--test", test)->check(one_of({"bw", "lat"}));
+  app.add_option("--op", op)->check(one_of({"send", "put", "get"}));
+  auto* size_opt = app.add_option("--size", size)->transform(hmc_tools::size_at_least(1));
+  auto* sizes_opt = app.add_option("--sizes", sizes);
+  app.add_option("--iters", o->iters)->check(whole_in(1, INT32_MAX, "a count"));
+  app.add_option("--warmup", o->warmup)->check(whole_in(0, INT32_MAX, "a count"));
+  app.add_option("--window", o->window)->check(whole_in(1, kMaxWindow, "a window"));
+  auto device_name = CLI::Validator(
+      [](std::string& v) -> std::string {
+        return v.empty() || v.size() >= 32 ? "wants a device name such as host or cuda:0" : "";
+      },
+      "DEV");
+  app.add_option("--mem", o->mem)->check(device_name);
+  app.add_option("--peer-mem", o->peer_mem)->check(device_name);
+  app.add_flag("--check", o->check);
+  app.add_option("--format", format)->check(one_of({"table", "json"}));
+  app.add_option("--samples", o->samples)->check(not_empty("a file name"));
+  hmc_tools::Parsed parsed = hmc_tools::parse_quietly(app, argc, argv, err);
+  if (parsed != hmc_tools::Parsed::Run) return parsed;
+  auto refuse = [err](std::string why) {
+    *err = std::move(why);
+    return hmc_tools::Parsed::Bad;
   };
-  bool size_given = false, sizes_given = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-h") arg = "--help";
-    std::string name = arg.substr(0, arg.find('='));
-    std::string v;
-    int64_t n = 0;
-    uint64_t u = 0;
-    if (name.rfind("--", 0) != 0) {
-      *err = "unexpected argument '" + arg + "'";
-      return false;
-    }
-    static const char* flags[] = {"--help", "--loopback", "--check", "--forever", "--quiet"};
-    static const char* valued[] = {
-        "--listen", "--connect", "--peer-address", "--parent-pid",      "--bind",
-        "--test",   "--op",      "--size",         "--sizes",           "--iters",
-        "--warmup", "--window",  "--mem",          "--peer-mem",        "--net",
-        "--path",   "--format",  "--timeout",      "--progress-thread", "--samples"};
-    auto in = [&](const auto& list) {
-      return std::any_of(std::begin(list), std::end(list),
-                         [&](const char* f) { return name == f; });
-    };
-    bool takes_value = in(valued);
-    if (!takes_value && !in(flags)) {
-      *err = "unknown option " + name;
-      return false;
-    }
-    o->given.push_back(name);
-    if (!takes_value && arg.find('=') != std::string::npos) {
-      *err = "option " + name + " takes no value";
-      return false;
-    }
-    if (takes_value && !need_value(i, name, &v)) return false;
-    if (name == "--help") {
-      o->help = true;
-    } else if (name == "--loopback") {
-      if (!set_mode(Mode::Loopback, name)) return false;
-    } else if (name == "--listen") {
-      if (!set_mode(Mode::Listen, name)) return false;
-      if (!parse_int(v, 1, 65535, &n)) {
-        *err = "--listen wants a port 1..65535, got '" + v + "'";
-        return false;
-      }
-      o->listen_port = static_cast<uint16_t>(n);
-    } else if (name == "--connect") {
-      if (!set_mode(Mode::Connect, name)) return false;
-      auto colon = v.rfind(':');
-      if (colon == std::string::npos || colon == 0 ||
-          !parse_int(v.substr(colon + 1), 1, 65535, &n)) {
-        *err = "--connect wants HOST:PORT, got '" + v + "'";
-        return false;
-      }
-      o->connect = v;
-    } else if (name == "--peer-address") {
-      if (!set_mode(Mode::Peer, name)) return false;
-      if (v.empty() || v.size() % 2 != 0 ||
-          v.find_first_not_of("0123456789abcdef") != std::string::npos) {
-        *err = "--peer-address wants lowercase hex";
-        return false;
-      }
-      o->peer_address_hex = v;
-    } else if (name == "--parent-pid") {
-      if (!parse_int(v, 1, INT32_MAX, &n)) {
-        *err = "--parent-pid wants a pid";
-        return false;
-      }
-      o->parent_pid = static_cast<long>(n);
-    } else if (name == "--bind") {
-      if (v.empty()) {
-        *err = "--bind wants an address";
-        return false;
-      }
-      o->bind = v;
-    } else if (name == "--forever") {
-      o->forever = true;
-    } else if (name == "--test") {
-      if (v == "bw")
-        o->test = Test::Bw;
-      else if (v == "lat")
-        o->test = Test::Lat;
-      else {
-        *err = "--test wants bw or lat, got '" + v + "'";
-        return false;
-      }
-    } else if (name == "--op") {
-      if (v == "send")
-        o->op = Op::Send;
-      else if (v == "put")
-        o->op = Op::Put;
-      else if (v == "get")
-        o->op = Op::Get;
-      else {
-        *err = "--op wants send, put or get, got '" + v + "'";
-        return false;
-      }
-    } else if (name == "--size") {
-      if (!parse_size(v, &u) || u == 0) {
-        *err = "--size wants a size >= 1 with optional K/M/G, got '" + v + "'";
-        return false;
-      }
-      o->sizes = {u};
-      size_given = true;
-    } else if (name == "--sizes") {
-      if (!parse_size_range(v, &o->sizes, err)) return false;
-      sizes_given = true;
-    } else if (name == "--iters") {
-      if (!parse_int(v, 1, INT32_MAX, &n)) {
-        *err = "--iters wants a count >= 1, got '" + v + "'";
-        return false;
-      }
-      o->iters = n;
-    } else if (name == "--warmup") {
-      if (!parse_int(v, 0, INT32_MAX, &n)) {
-        *err = "--warmup wants a count >= 0, got '" + v + "'";
-        return false;
-      }
-      o->warmup = n;
-    } else if (name == "--window") {
-      if (!parse_int(v, 1, kMaxWindow, &n)) {
-        *err = "--window wants 1.." + std::to_string(kMaxWindow) + ", got '" + v + "'";
-        return false;
-      }
-      o->window = n;
-    } else if (name == "--mem" || name == "--peer-mem") {
-      if (v.empty() || v.size() >= 32) {
-        *err = name + " wants a device name such as host or cuda:0";
-        return false;
-      }
-      (name == "--mem" ? o->mem : o->peer_mem) = v;
-    } else if (name == "--net") {
-      if (v.empty()) {
-        *err = "--net wants a net plugin name";
-        return false;
-      }
-      o->net = v;
-    } else if (name == "--path") {
-      if (v.find('/') == std::string::npos) {
-        *err = "--path wants PLUGIN/DEVICE, e.g. hoststage/tcp, got '" + v + "'";
-        return false;
-      }
-      o->path = v;
-    } else if (name == "--check") {
-      o->check = true;
-    } else if (name == "--format") {
-      if (v == "table")
-        o->format = Format::Table;
-      else if (v == "json")
-        o->format = Format::Json;
-      else {
-        *err = "--format wants table or json, got '" + v + "'";
-        return false;
-      }
-    } else if (name == "--timeout") {
-      if (!parse_int(v, 1, INT32_MAX, &n)) {
-        *err = "--timeout wants milliseconds >= 1, got '" + v + "'";
-        return false;
-      }
-      o->timeout_ms = static_cast<int>(n);
-    } else if (name == "--progress-thread") {
-      if (v != "0" && v != "1") {
-        *err = "--progress-thread wants 0 or 1, got '" + v + "'";
-        return false;
-      }
-      o->progress_thread = v == "1";
-    } else if (name == "--samples") {
-      if (v.empty()) {
-        *err = "--samples wants a file name";
-        return false;
-      }
-      o->samples = v;
-    } else if (name == "--quiet") {
-      o->quiet = true;
-    }
-  }
-  if (o->help) return true;
-  if (size_given && sizes_given) {
-    *err = "give --size or --sizes, not both";
-    return false;
-  }
+  std::vector<std::string> modes;
+  for (CLI::Option* m : {loopback, listen_opt, connect, peer})
+    for (size_t i = 0; i < m->count(); ++i) modes.push_back(m->get_name());
+  if (modes.empty()) return refuse("choose one of --loopback, --listen PORT, --connect HOST:PORT");
+  if (modes.size() > 1)
+    return refuse("give only one of --listen, --connect, --loopback (" + modes[1] +
+                  " repeats the choice)");
+  o->mode = loopback->count()     ? Mode::Loopback
+            : listen_opt->count() ? Mode::Listen
+            : connect->count()    ? Mode::Connect
+                                  : Mode::Peer;
+  o->listen_port = static_cast<uint16_t>(listen);
+  if (!test.empty()) o->test = test == "bw" ? Test::Bw : Test::Lat;
+  if (!op.empty()) o->op = op == "send" ? Op::Send : op == "put" ? Op::Put : Op::Get;
+  if (!format.empty()) o->format = format == "json" ? Format::Json : Format::Table;
+  if (!progress_thread.empty()) o->progress_thread = progress_thread == "1";
+  if (size_opt->count() && sizes_opt->count()) return refuse("give --size or --sizes, not both");
+  if (size_opt->count()) o->sizes = {size};
+  if (sizes_opt->count() && !parse_size_range(sizes, &o->sizes, err)) return hmc_tools::Parsed::Bad;
   if (o->sizes.empty()) o->sizes = {8};
-  if (o->mode == Mode::None) {
-    *err = "choose one of --loopback, --listen PORT, --connect HOST:PORT";
-    return false;
-  }
   // The server and the loopback child follow the client's test choice: refuse test options
-  // there rather than silently ignore them.
-  if (o->mode == Mode::Listen || o->mode == Mode::Peer) {
-    static const char* allowed[] = {
-        "--listen",  "--bind",         "--forever",    "--net",   "--path", "--progress-thread",
-        "--timeout", "--peer-address", "--parent-pid", "--quiet", "--help"};
-    for (const auto& g : o->given) {
-      bool ok = std::any_of(std::begin(allowed), std::end(allowed),
-                            [&](const char* a) { return g == a; });
-      if (!ok) {
-        *err = "option " + g + " is for the client: the server follows the client's choice";
-        return false;
-      }
-    }
-  } else {
-    for (const auto& g : o->given) {
-      if (g == "--bind" || g == "--forever") {
-        *err = "option " + g + " is for the server (--listen)";
-        return false;
-      }
-    }
+  // there rather than silently ignore them; and the server's options on a client.
+  const bool serving = o->mode == Mode::Listen || o->mode == Mode::Peer;
+  for (const CLI::Option* g : app.get_options()) {
+    if (g->count() == 0) continue;
+    const bool for_server =
+        std::find(server_side.begin(), server_side.end(), g) != server_side.end();
+    if (serving && !for_server)
+      return refuse("option " + g->get_name() +
+                    " is for the client: the server follows the client's choice");
+    if (!serving && (g->get_name() == "--bind" || g->get_name() == "--forever"))
+      return refuse("option " + g->get_name() + " is for the server (--listen)");
   }
-  if (o->mode != Mode::Peer && o->parent_pid != 0) {
-    *err = "--parent-pid is internal to --loopback";
-    return false;
-  }
-  if (!o->samples.empty() && o->test != Test::Lat) {
-    *err = "--samples applies to --test lat (bw measures no single message)";
-    return false;
-  }
-  if (o->test == Test::Lat && o->window > 1) {
-    *err = "--window applies to --test bw (a ping-pong has one message in flight)";
-    return false;
-  }
-  return true;
+  if (o->mode != Mode::Peer && o->parent_pid != 0)
+    return refuse("--parent-pid is internal to --loopback");
+  if (!o->samples.empty() && o->test != Test::Lat)
+    return refuse("--samples applies to --test lat (bw measures no single message)");
+  if (o->test == Test::Lat && o->window > 1)
+    return refuse("--window applies to --test bw (a ping-pong has one message in flight)");
+  return hmc_tools::Parsed::Run;
 }
 
 }  // namespace hmc::perf

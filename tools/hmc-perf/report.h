@@ -50,12 +50,7 @@ inline double percentile(std::vector<double> v, double q) {
   return v[k];
 }
 
-// v rounded to `decimals` places; null when not measured (negative) or not finite.
-inline hmc_tools::Json json_number(double v, int decimals) {
-  if (v < 0 || !std::isfinite(v)) return nullptr;
-  const double scale = std::pow(10.0, decimals);
-  return std::round(v * scale) / scale;
-}
+using hmc_tools::json_number;
 
 // One line of JSON (nlohmann-json); unknown figures and names are null.
 inline std::string to_json(const Result& r) {

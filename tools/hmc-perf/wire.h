@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "options.h"
@@ -244,31 +246,32 @@ inline bool decode(const uint8_t* p, size_t n, MsgType want, Control* c, std::st
 }
 
 // Hex of the address blob handed to the loopback child on its command line.
+constexpr std::string_view kHexDigits = "0123456789abcdef";
+
 inline std::string to_hex(const std::vector<uint8_t>& b) {
-  static const char* d = "0123456789abcdef";
   std::string s;
   s.reserve(b.size() * 2);
   for (uint8_t c : b) {
-    s.push_back(d[c >> 4]);
-    s.push_back(d[c & 15]);
+    s.push_back(kHexDigits[c >> 4]);
+    s.push_back(kHexDigits[c & 15]);
   }
   return s;
 }
 
+// The bytes of to_hex's text (upper case taken too). False, *out untouched, on an odd length or
+// a character that is not a hex digit.
 inline bool from_hex(const std::string& s, std::vector<uint8_t>* out) {
   if (s.size() % 2 != 0) return false;
-  auto nib = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
+  auto digit = [](char c) {
+    return kHexDigits.find(static_cast<char>(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c));
   };
-  out->clear();
-  for (size_t i = 0; i < s.size(); i += 2) {
-    int hi = nib(s[i]), lo = nib(s[i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out->push_back(static_cast<uint8_t>(hi << 4 | lo));
+  std::vector<uint8_t> bytes(s.size() / 2);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const size_t high = digit(s[2 * i]), low = digit(s[2 * i + 1]);
+    if (high == std::string_view::npos || low == std::string_view::npos) return false;
+    bytes[i] = static_cast<uint8_t>(high * 16 + low);
   }
+  *out = std::move(bytes);
   return true;
 }
 

@@ -17,6 +17,7 @@
 #include "coll/schedule.h"
 #include "hmc/plugin/status.hpp"
 #include "pattern.h"
+#include "props_rules.h"
 #include "rules.h"
 #include "target.h"
 #include "wait.h"
@@ -126,6 +127,14 @@ class DeviceCheck {
   void ipc(int dev, unsigned char* d1);
   void dmabuf(int dev, unsigned char* d1);
   std::string id(const char* name) const { return prefix_ + name; }
+  // Opens c on dev; when it fails, reports check as failed under rule and returns false.
+  bool open(Copier& c, int dev, const char* check, const char* rule) {
+    const char* what = "";
+    const int st = c.open(dev, &what);
+    if (st == HMC_PLUGIN_SUCCESS) return true;
+    r_.fail(id(check), rule, "%s on device %d returned %s", what, dev, status_name(st));
+    return false;
+  }
 
   const hmc_device_plugin_v1_t* t_;
   hmc_device_ctx_t* ctx_;
@@ -143,18 +152,12 @@ void DeviceCheck::run() {
   if (!devices()) return;
   contexts();
   if (count_ == 0) return;
-  if (options_.device >= count_) {
-    r_.fail("device", rule::kDeviceIndex, "--device %d: the plugin has %d device%s",
-            options_.device, count_, count_ == 1 ? "" : "s");
-  } else if (options_.device >= 0) {
-    exercise(options_.device);
-  } else {
-    for (int d = 0; d < count_; ++d) {
-      prefix_ = "dev" + std::to_string(d) + ".";
-      exercise(d);
-    }
-    prefix_.clear();
+  for (int d : chosen_devices(r_, "device", options_.device, count_)) {
+    // With every device exercised, each check's name says which.
+    if (options_.device < 0) prefix_ = "dev" + std::to_string(d) + ".";
+    exercise(d);
   }
+  prefix_.clear();
 }
 
 bool DeviceCheck::devices() {
@@ -177,14 +180,12 @@ bool DeviceCheck::devices() {
     return true;
   }
   std::string names;
+  auto info = [&](int d, hmc_device_props_t* p) { return t_->device_info(ctx_, d, p); };
+  hmc_device_props_t blank{};
+  blank.hdr = HMC_ABI_HEADER_INIT(hmc_device_props_t);
   for (int d = 0; d < count_; ++d) {
-    hmc_device_props_t p{};
-    p.hdr = HMC_ABI_HEADER_INIT(hmc_device_props_t);
-    st = t_->device_info(ctx_, d, &p);
-    if (st != HMC_PLUGIN_SUCCESS) {
-      r_.fail("device_info", rule::kDeviceInfo, "device_info(%d) returned %s", d, status_name(st));
-      return false;
-    }
+    hmc_device_props_t p = blank;
+    if (!read_props(r_, "device_info", rule::kDeviceInfo, d, &p, info)) return false;
     if (p.name == nullptr || *p.name == '\0')
       r_.fail("device_info", rule::kDeviceInfo, "device %d has no name", d);
     if ((p.caps & HMC_DEVICE_CAP_IPC) &&
@@ -201,12 +202,7 @@ bool DeviceCheck::devices() {
         names.c_str(), runtime != nullptr ? runtime : "(none given)");
 
   ExpectedErrors quiet;
-  for (int bad : {count_, -1}) {
-    hmc_device_props_t p{};
-    p.hdr = HMC_ABI_HEADER_INIT(hmc_device_props_t);
-    if (t_->device_info(ctx_, bad, &p) == HMC_PLUGIN_SUCCESS)
-      r_.fail("device_index", rule::kDeviceIndex, "device_info(%d) returned SUCCESS", bad);
-  }
+  check_indices_refused(r_, "device_info", count_, blank, info);
   void* none = nullptr;
   st = t_->mem_alloc(ctx_, count_, 4096, &none);
   if (st == HMC_PLUGIN_SUCCESS) {
@@ -216,21 +212,9 @@ bool DeviceCheck::devices() {
   }
 
   // A caller that does not know the appended copy_bandwidth_MBps.
-  constexpr size_t kShort = offsetof(hmc_device_props_t, copy_bandwidth_MBps);
-  alignas(hmc_device_props_t) unsigned char raw[sizeof(hmc_device_props_t) + 64];
-  std::memset(raw, 0xA5, sizeof raw);
-  auto* shorter = reinterpret_cast<hmc_device_props_t*>(raw);
-  shorter->hdr = {static_cast<uint32_t>(kShort), HMC_PLUGIN_ABI_VERSION};
-  st = t_->device_info(ctx_, 0, shorter);
-  size_t i = kShort;
-  while (i < sizeof raw && raw[i] == 0xA5) ++i;
-  if (st == HMC_PLUGIN_SUCCESS && i != sizeof raw)
-    r_.fail("struct_size", rule::kStructSize,
-            "device_info with hdr.struct_size %zu wrote byte %zu of the caller's struct", kShort,
-            i);
-  else
-    r_.ok("struct_size", "device_info with a %zu-byte struct %s", kShort,
-          st == HMC_PLUGIN_SUCCESS ? "wrote only what fits" : "was refused");
+  check_short_struct<hmc_device_props_t>(
+      r_, "device_info", offsetof(hmc_device_props_t, copy_bandwidth_MBps), HMC_PLUGIN_ABI_VERSION,
+      [&](hmc_device_props_t* shorter) { return info(0, shorter); });
   return true;
 }
 
@@ -319,16 +303,11 @@ void DeviceCheck::exercise(int dev) {
 void DeviceCheck::copies(int dev, unsigned char* d1, unsigned char* d2) {
   r_.step("copies");
   Copier c(t_, ctx_, wait_);
-  const char* what = "";
-  int st = c.open(dev, &what);
-  if (st != HMC_PLUGIN_SUCCESS) {
-    r_.fail(id("copy"), rule::kCopy, "%s on device %d returned %s", what, dev, status_name(st));
-    return;
-  }
+  if (!open(c, dev, "copy", rule::kCopy)) return;
   std::vector<unsigned char> src(kAlloc), back(kAlloc, 0);
   fill_pattern(src.data(), kAlloc, 21);
   // Host to device, then device to device and device to host behind one event.
-  st = c.copy(d1, src.data(), kAlloc, HMC_COPY_HOST_TO_DEVICE);
+  int st = c.copy(d1, src.data(), kAlloc, HMC_COPY_HOST_TO_DEVICE);
   if (st == HMC_PLUGIN_SUCCESS) st = c.finish();
   if (st == HMC_PLUGIN_SUCCESS) st = c.copy(d2, d1, kAlloc, HMC_COPY_DEVICE_TO_DEVICE);
   if (st == HMC_PLUGIN_SUCCESS) st = c.copy(back.data(), d2, kAlloc, HMC_COPY_DEVICE_TO_HOST);
@@ -463,12 +442,8 @@ void DeviceCheck::reductions(int dev, unsigned char* d1, unsigned char* d2) {
   }
   r_.step("reductions");
   Copier c(t_, ctx_, wait_);
-  const char* what = "";
-  int st = c.open(dev, &what);
-  if (st != HMC_PLUGIN_SUCCESS) {
-    r_.fail(id("reduce"), rule::kReduce, "%s on device %d returned %s", what, dev, status_name(st));
-    return;
-  }
+  if (!open(c, dev, "reduce", rule::kReduce)) return;
+  int st = HMC_PLUGIN_SUCCESS;
   static const char* const kTypes[] = {"f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"};
   static const char* const kOps[] = {"sum", "prod", "min", "max"};
   constexpr size_t kCount = 1001;  // odd: no kernel gets whole vectors only
@@ -659,9 +634,10 @@ void DeviceCheck::ipc(int dev, unsigned char* d1) {
             len);
     return;
   }
-  int rc = run_peer({options_.self, "--ipc-peer", target_.path, std::to_string(dev),
-                     to_hex(handle, len), std::to_string(kAlloc), "31"},
-                    wait_.limit() * 3);
+  int rc =
+      run_peer({options_.self, "--ipc-peer", target_.path, std::to_string(dev), to_hex(handle, len),
+                std::to_string(kAlloc), "31", std::to_string(wait_.limit().count())},
+               wait_.limit() * 3);
   if (rc != 0) {
     r_.fail(id("ipc"), rule::kIpc, "the peer process %s (its messages are above)",
             rc == -1   ? "did not end in time"
@@ -696,8 +672,8 @@ int peer_fail(const char* fmt, ...) {
 
 int ipc_peer(const std::vector<std::string>& args) {
   std::vector<unsigned char> handle;
-  if (args.size() != 5 || !from_hex(args[2], &handle))
-    return peer_fail("usage: --ipc-peer PLUGIN DEVICE HANDLE_HEX SIZE SEED");
+  if (args.size() != 6 || !from_hex(args[2], &handle))
+    return peer_fail("usage: --ipc-peer PLUGIN DEVICE HANDLE_HEX SIZE SEED TIMEOUT_MS");
   const int dev = std::atoi(args[1].c_str());
   const size_t size = std::strtoull(args[3].c_str(), nullptr, 10);
   const unsigned seed = static_cast<unsigned>(std::strtoul(args[4].c_str(), nullptr, 10));
@@ -714,7 +690,8 @@ int ipc_peer(const std::vector<std::string>& args) {
   void* mapped = nullptr;
   int st = t->ipc_open(ctx, dev, handle.data(), handle.size(), &mapped);
   if (st != HMC_PLUGIN_SUCCESS) return peer_fail("ipc_open returned %s", status_name(st));
-  Waiter wait(std::chrono::seconds(10));
+  // The checker's --timeout: the peer's waits end before the checker stops waiting for it.
+  Waiter wait(std::chrono::milliseconds(std::strtoll(args[5].c_str(), nullptr, 10)));
   int rc = 0;
   {
     Copier c(t, ctx, wait);

@@ -29,9 +29,10 @@ struct DeviceOptions {
 
 void check_device(const DeviceTarget& target, const DeviceOptions& options, Report& report);
 
-// The IPC peer: hmc-plugin-check --ipc-peer PLUGIN DEVICE HANDLE_HEX SIZE SEED. Loads the plugin
-// file, opens the handle on the device, checks that the memory holds the pattern of SEED, writes
-// the pattern of SEED + 1, and closes it. Exit status 0 when all of that worked; messages on
+// The IPC peer: hmc-plugin-check --ipc-peer PLUGIN DEVICE HANDLE_HEX SIZE SEED TIMEOUT_MS. Loads
+// the plugin file, opens the handle on the device, checks that the memory holds the pattern of
+// SEED, writes the pattern of SEED + 1, and closes it, each wait bounded by TIMEOUT_MS (the
+// checker's --timeout). Exit status 0 when all of that worked; messages on
 // stderr otherwise.
 int ipc_peer_main(const std::vector<std::string>& args);
 

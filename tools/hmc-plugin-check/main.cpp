@@ -54,7 +54,7 @@ int usage_error(const std::string& why) {
 struct Options {
   std::vector<Target> targets;
   int device = 0;  // -1: all
-  unsigned timeout_s = 10;
+  int timeout_ms = 10000;
   bool require_devices = false;
   bool default_dirs = true;
 };
@@ -75,8 +75,8 @@ int parse_args(int argc, char** argv, Options* o) {
             return v + ": expected a device index or 'all'";
           },
           "N|all"));
-  app.add_option("--timeout", o->timeout_s, "the longest wait of one step, in seconds (default 10)")
-      ->check(CLI::Range(1u, 3600u));
+  // At least 100 ms: a count of seconds, as this option once took, is refused, not taken as ms.
+  hmc_tools::add_timeout(app, &o->timeout_ms, 100, 3600000, "the longest wait of one step");
   app.add_flag("--require-devices", o->require_devices,
                "fail a plugin that has no device here (default: the checks that need one are "
                "skipped)");
@@ -176,7 +176,7 @@ void check_exports(const plugin::Record* rec, Report& r) {
 
 int run(const Options& o, const char* self) {
   // Per step; only a slot that never returns trips it (every wait is bounded by the timeout).
-  arm_watchdog(o.timeout_s * 10 + 30);
+  arm_watchdog(static_cast<unsigned>(o.timeout_ms / 100 + 30));
   watch_step("loading (the plugins' init)");
   auto loader = load_targets(o.targets, o.default_dirs);
   int failed_plugins = 0;
@@ -188,7 +188,7 @@ int run(const Options& o, const char* self) {
     r.step("load");
     const bool loaded = check_load(rec, t, o, r);
     check_exports(rec, r);
-    const auto timeout = std::chrono::milliseconds(o.timeout_s * 1000ull);
+    const auto timeout = std::chrono::milliseconds(o.timeout_ms);
     if (loaded && rec->kind == plugin::Kind::Net) {
       check_net({rec->net, rec->net_ctx, rec->host}, NetOptions{o.device, timeout}, r);
     } else if (loaded && rec->kind == plugin::Kind::Ccl) {

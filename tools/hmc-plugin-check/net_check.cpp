@@ -8,6 +8,7 @@
 
 #include "hmc/plugin/status.hpp"
 #include "net_loopback.h"
+#include "props_rules.h"
 #include "rules.h"
 #include "wait.h"
 
@@ -92,14 +93,7 @@ void NetCheck::run() {
   wakeup();
   r_.step("a second context");
   if (!second_context()) return;
-  if (options_.device >= count_) {
-    r_.fail("loopback", rule::kDeviceIndex, "--device %d: the plugin has %d device%s",
-            options_.device, count_, count_ == 1 ? "" : "s");
-  } else if (options_.device >= 0) {
-    loopback(options_.device);
-  } else {
-    for (int d = 0; d < count_; ++d) loopback(d);
-  }
+  for (int d : chosen_devices(r_, "loopback", options_.device, count_)) loopback(d);
   r_.step("finalize of the second context");
   int st = t_->finalize(client_);
   client_ = nullptr;
@@ -121,14 +115,12 @@ bool NetCheck::devices() {
   }
   std::string names;
   bool good = true;
+  auto props = [&](int d, hmc_net_device_props_t* p) { return t_->device_props(server_, d, p); };
+  hmc_net_device_props_t blank{};
+  blank.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
   for (int d = 0; d < count_; ++d) {
-    hmc_net_device_props_t p{};
-    p.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
-    st = t_->device_props(server_, d, &p);
-    if (st != HMC_PLUGIN_SUCCESS) {
-      r_.fail("device_props", rule::kNetProps, "device_props(%d) returned %s", d, status_name(st));
-      return false;
-    }
+    hmc_net_device_props_t p = blank;
+    if (!read_props(r_, "device_props", rule::kNetProps, d, &p, props)) return false;
     std::string name = p.name != nullptr ? p.name : "";
     names += (names.empty() ? "" : ", ") + (name.empty() ? "(unnamed)" : name);
     if (name.empty()) {
@@ -168,34 +160,12 @@ bool NetCheck::devices() {
 
   // Out of range.
   ExpectedErrors quiet;
-  for (int bad : {count_, -1}) {
-    hmc_net_device_props_t p{};
-    p.hdr = HMC_NET_ABI_HEADER_INIT(hmc_net_device_props_t);
-    st = t_->device_props(server_, bad, &p);
-    if (st == HMC_PLUGIN_SUCCESS) {
-      r_.fail("device_index", rule::kDeviceIndex, "device_props(%d) returned SUCCESS", bad);
-      good = false;
-    }
-  }
+  check_indices_refused(r_, "device_props", count_, blank, props);
 
   // A caller that knows fewer fields: nothing past its struct_size may change.
-  constexpr size_t kShort = offsetof(hmc_net_device_props_t, mem_ifaces);
-  alignas(hmc_net_device_props_t) unsigned char raw[sizeof(hmc_net_device_props_t) + 64];
-  std::memset(raw, 0xA5, sizeof raw);
-  auto* shorter = reinterpret_cast<hmc_net_device_props_t*>(raw);
-  shorter->hdr = {static_cast<uint32_t>(kShort), HMC_NET_ABI_VERSION};
-  st = t_->device_props(server_, 0, shorter);
-  size_t i = kShort;
-  while (i < sizeof raw && raw[i] == 0xA5) ++i;
-  if (st == HMC_PLUGIN_SUCCESS && i != sizeof raw) {
-    r_.fail("struct_size", rule::kStructSize,
-            "device_props with hdr.struct_size %zu wrote byte %zu of the caller's struct", kShort,
-            i);
-    good = false;
-  } else {
-    r_.ok("struct_size", "device_props with a %zu-byte struct %s", kShort,
-          st == HMC_PLUGIN_SUCCESS ? "wrote only what fits" : "was refused");
-  }
+  check_short_struct<hmc_net_device_props_t>(
+      r_, "device_props", offsetof(hmc_net_device_props_t, mem_ifaces), HMC_NET_ABI_VERSION,
+      [&](hmc_net_device_props_t* shorter) { return props(0, shorter); });
   return true;
 }
 

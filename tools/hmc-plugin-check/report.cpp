@@ -17,10 +17,13 @@ char g_step[160] = "starting";
 unsigned g_watchdog_s = 0;
 int g_log_level = HMC_LOG_WARN;
 
-void print_line(const char* tag, const std::string& id, const char* fmt, va_list ap) {
+// One check's line, and the rule it breaks when there is one (rule: nullptr for none).
+void print_line(const char* tag, const std::string& id, const char* rule, const char* fmt,
+                va_list ap) {
   char what[1024];
   std::vsnprintf(what, sizeof what, fmt, ap);
   std::printf("  %-5s %s: %s\n", tag, id.c_str(), what);
+  if (rule != nullptr) std::printf("        rule: %s\n", rule);
 }
 
 void on_alarm(int) {
@@ -46,35 +49,29 @@ void watch_step(const char* what) {
 void Report::ok(const std::string& id, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  print_line("ok", id, fmt, ap);
+  print_line("ok", id, nullptr, fmt, ap), ++passed_;
   va_end(ap);
-  ++passed_;
 }
 
 void Report::fail(const std::string& id, const char* rule, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  print_line("FAIL", id, fmt, ap);
+  print_line("FAIL", id, rule, fmt, ap), ++failed_;
   va_end(ap);
-  std::printf("        rule: %s\n", rule);
-  ++failed_;
 }
 
 void Report::warn(const std::string& id, const char* rule, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  print_line("warn", id, fmt, ap);
+  print_line("warn", id, rule, fmt, ap), ++warned_;
   va_end(ap);
-  std::printf("        rule: %s\n", rule);
-  ++warned_;
 }
 
 void Report::skip(const std::string& id, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  print_line("skip", id, fmt, ap);
+  print_line("skip", id, nullptr, fmt, ap), ++skipped_;
   va_end(ap);
-  ++skipped_;
 }
 
 void set_log_level(int level) {

@@ -17,7 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -34,10 +33,11 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "hmc/hmc.h"
 #include "lines.h"
+#include "loopback_port.h"
 #include "pattern.h"
-#include "tool_version.h"
 #include "worker.h"
 
 using nlohmann::json;
@@ -52,8 +52,7 @@ struct Options {
   int np = 4;
   double duration = 30;
   uint64_t seed = 0;
-  std::string max_size = "64M";
-  size_t max_bytes = 64u << 20;
+  uint64_t max_bytes = 64u << 20;
   std::vector<std::string> faults;
   double fault_every = 6;
   int timeout_ms = 2000;
@@ -130,34 +129,6 @@ struct Netns {
     return sh("ip -n " + ns[0] + " link set " + veth[0] + (on ? " up" : " down")) == 0;
   }
 };
-
-bool parse_size(const std::string& s, size_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = strtoull(s.c_str(), &end, 10);
-  if (errno || end == s.c_str() || s[0] == '-') return false;
-  std::string suf(end);
-  uint64_t m = suf.empty()                ? 1
-               : suf == "K" || suf == "k" ? 1u << 10
-               : suf == "M" || suf == "m" ? 1u << 20
-               : suf == "G" || suf == "g" ? 1u << 30
-                                          : 0;
-  if (!m || v == 0) return false;
-  *out = size_t(v * m);
-  return true;
-}
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 volatile sig_atomic_t g_signalled = 0;  // SIGINT or SIGTERM: clean up and go
 void on_signal(int sig) {
@@ -546,10 +517,11 @@ void Launcher::manage_epoch(int64_t now) {
   ep_.deadline_ns = now + int64_t(o_.epoch_seconds * 1e9) + 6 * hang_ns + 30000000000LL;
   std::string redis_host = netns_.up ? netns_.addr[0] : "127.0.0.1";
   std::string store_host = netns_.up ? netns_.addr[side_[members[0]]] : "127.0.0.1";
-  std::string rdv = o_.rendezvous == "redis"
-                        ? "redis://" + redis_host + ":" + std::to_string(redis_port_) + "/soak-" +
-                              std::to_string(o_.seed) + "-" + std::to_string(ep_.number)
-                        : "tcp://" + store_host + ":" + std::to_string(free_port());
+  std::string rdv =
+      o_.rendezvous == "redis"
+          ? "redis://" + redis_host + ":" + std::to_string(redis_port_) + "/soak-" +
+                std::to_string(o_.seed) + "-" + std::to_string(ep_.number)
+          : "tcp://" + store_host + ":" + std::to_string(hmc_tools::free_loopback_port());
   json cmd = {{"type", "epoch"},
               {"epoch", ep_.number},
               {"seed", soak::mix(o_.seed, ep_.number)},
@@ -568,7 +540,7 @@ void Launcher::manage_epoch(int64_t now) {
 }
 
 bool Launcher::start_redis() {
-  if (!redis_port_) redis_port_ = free_port();
+  if (!redis_port_) redis_port_ = hmc_tools::free_loopback_port();
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
@@ -1092,8 +1064,6 @@ json Launcher::summary(double elapsed, int* failures) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (hmc_tools::version_asked(argc, argv))
-    return hmc_tools::print_version("hmc-soak", hmc_version());
   Options o;
   CLI::App app{
       "hmc-soak: N worker processes run every kind of hmc traffic at once (tagged send/recv, "
@@ -1104,12 +1074,14 @@ int main(int argc, char** argv) {
       "0 when nothing was corrupted, lost or hung and every bound held, 1 otherwise, 2 for bad "
       "options.",
       "hmc-soak"};
-  app.add_flag("--version", "print the version and exit");
+  hmc_tools::add_version(app, "hmc-soak", hmc_version());
   app.add_option("--np", o.np, "worker processes (default 4)")->check(CLI::Range(1, 64));
   app.add_option("--duration", o.duration, "seconds of traffic (default 30)")
       ->check(CLI::Range(1.0, 86400.0));
   app.add_option("--seed", o.seed, "the run's seed (default: from the clock; printed)");
-  app.add_option("--max-size", o.max_size, "largest payload; K, M, G suffixes (default 64M)");
+  app.add_option("--max-size", o.max_bytes,
+                 "largest payload, 64 bytes or more; K, M, G suffixes (default 64M)")
+      ->transform(hmc_tools::size_at_least(64));
   app.add_option("--faults", o.faults,
                  "faults to inject, comma-separated: kill, stop, fdlimit, memlock, redis, plugin, "
                  "veth (netem: skipped, saying why)")
@@ -1119,8 +1091,8 @@ int main(int argc, char** argv) {
   app.add_option("--fault-every", o.fault_every,
                  "mean seconds between faults, at random from the seed (default 6)")
       ->check(CLI::Range(0.5, 3600.0));
-  app.add_option("--timeout-ms", o.timeout_ms, "HMC_TIMEOUT_MS of the workers (default 2000)")
-      ->check(CLI::Range(200, 600000));
+  hmc_tools::add_timeout(app, &o.timeout_ms, 200, 600000,
+                         "the workers' bound of a single wait (their HMC_TIMEOUT_MS)");
   app.add_option("--epoch-seconds", o.epoch_seconds,
                  "seconds of one communicator's traffic before it is destroyed and another made "
                  "(default 3)")
@@ -1156,21 +1128,7 @@ int main(int argc, char** argv) {
   app.add_option("--inject-corruption", o.inject_corruption,
                  "flip a byte of every N-th payload before it is checked: a test of hmc-soak "
                  "itself, which must then fail");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  }
-  if (!parse_size(o.max_size, &o.max_bytes)) {
-    fprintf(stderr, "hmc-soak: --max-size %s: expected a size such as 4096, 64K, 64M\n",
-            o.max_size.c_str());
-    return 2;
-  }
-  if (o.max_bytes < 64) {
-    fprintf(stderr, "hmc-soak: --max-size must be at least 64 bytes\n");
-    return 2;
-  }
+  if (int rc = hmc_tools::parse(app, argc, argv); rc >= 0) return rc;
   for (auto& f : o.faults) {
     if (f == "redis") o.rendezvous = "redis";
     if (f == "veth") o.netns = true;

@@ -84,6 +84,18 @@ std::vector<unsigned char> unhex(const std::string& s) {
   return out;
 }
 
+// One one-sided transfer's shape: where, how much, on which memory, notified or not.
+struct RmaParams {
+  size_t size, off;
+  bool dev, notify;
+  uint64_t value;
+};
+
+struct RmaPair {
+  int ahead, behind;
+  RmaParams mine, theirs;
+};
+
 class Worker {
  public:
   explicit Worker(const WorkerSetup& s) : s_(s), cmds_(s.cmd_fd) {}
@@ -138,6 +150,10 @@ class Worker {
 
   bool step_sendrecv(uint64_t s, Rng& r);
   bool step_put(uint64_t s, Rng& r);
+  RmaParams rma_params(uint64_t s, int w, uint64_t salt, bool owner_has_dev) const;
+  // The workers k ahead (whose region this one acts on: mine) and k behind (which acts on this
+  // one's: theirs) for one-sided step s, k drawn from r.
+  RmaPair rma_pair(uint64_t s, Rng& r, uint64_t salt) const;
   bool step_get(uint64_t s, Rng& r);
   bool step_xfer(uint64_t s, Rng& r);
   bool step_collective(uint64_t s, Rng& r, hmc_comm_t comm, int rank,
@@ -635,28 +651,32 @@ bool Worker::notify_expect(int from, uint64_t value) {
 }
 
 // The one-sided steps: rank r acts on (r + k) % n, so every region has one writer or reader.
-struct RmaParams {
-  size_t size, off;
-  bool dev, notify;
-  uint64_t value;
-};
+// Worker w's draw for one-sided step s (salt: the step kind's), the same on every worker.
+RmaParams Worker::rma_params(uint64_t s, int w, uint64_t salt, bool owner_has_dev) const {
+  Rng q(mix(ep_.seed, s, uint64_t(w), salt));
+  RmaParams p{};
+  p.size = q.size(max_);
+  p.off = size_t(q.below(max_ - p.size + 1));
+  p.dev = q.chance(50) && owner_has_dev;
+  p.notify = q.chance(50);
+  p.value = ((ep_.number & 0xffffffff) << 32) | (s & 0xffffffff);
+  return p;
+}
+
+RmaPair Worker::rma_pair(uint64_t s, Rng& r, uint64_t salt) const {
+  const int n = ep_.n, me = ep_.rank;
+  const int k = 1 + int(r.below(uint64_t(n - 1)));
+  RmaPair p;
+  p.ahead = (me + k) % n;
+  p.behind = (me - k + n) % n;
+  p.mine = rma_params(s, me, salt, ep_.remote_d[size_t(p.ahead)] != nullptr);
+  p.theirs = rma_params(s, p.behind, salt, rma_d_.p != nullptr);
+  return p;
+}
 
 bool Worker::step_put(uint64_t s, Rng& r) {
-  int n = ep_.n, me = ep_.rank;
-  int k = 1 + int(r.below(uint64_t(n - 1)));
-  int tgt = (me + k) % n, src = (me - k + n) % n;
-  auto params = [&](int w, bool target_has_dev) {
-    Rng q(mix(ep_.seed, s, uint64_t(w), 3));
-    RmaParams p{};
-    p.size = q.size(max_);
-    p.off = size_t(q.below(max_ - p.size + 1));
-    p.dev = q.chance(50) && target_has_dev;
-    p.notify = q.chance(50);
-    p.value = ((ep_.number & 0xffffffff) << 32) | (s & 0xffffffff);
-    return p;
-  };
-  RmaParams out = params(me, ep_.remote_d[size_t(tgt)] != nullptr);
-  RmaParams in = params(src, rma_d_.p != nullptr);
+  const int me = ep_.rank;
+  const auto [tgt, src, out, in] = rma_pair(s, r, 3);
   Rng mine(mix(ep_.seed, s, uint64_t(me), 4));
   Buf sb = pick(mine, hsend_, dsend_);
   put_pattern(sb, 0, key(s, uint64_t(me)), out.off, out.size);
@@ -679,19 +699,8 @@ bool Worker::step_put(uint64_t s, Rng& r) {
 }
 
 bool Worker::step_get(uint64_t s, Rng& r) {
-  int n = ep_.n, me = ep_.rank;
-  int k = 1 + int(r.below(uint64_t(n - 1)));
-  int owner = (me + k) % n, reader = (me - k + n) % n;
-  auto params = [&](int w, bool owner_has_dev) {
-    Rng q(mix(ep_.seed, s, uint64_t(w), 5));
-    RmaParams p{};
-    p.size = q.size(max_);
-    p.off = size_t(q.below(max_ - p.size + 1));
-    p.dev = q.chance(50) && owner_has_dev;
-    return p;
-  };
-  RmaParams mine = params(me, ep_.remote_d[size_t(owner)] != nullptr);
-  RmaParams theirs = params(reader, rma_d_.p != nullptr);
+  const int me = ep_.rank;
+  const auto [owner, reader, mine, theirs] = rma_pair(s, r, 5);
   put_pattern(theirs.dev ? rma_d_ : rma_h_, theirs.off, key(s, uint64_t(me)), theirs.off,
               theirs.size);
   if (!barrier(ep_.comm)) return false;

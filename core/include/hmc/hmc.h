@@ -13,6 +13,9 @@
  *  - Tags: user tags are 64-bit values below HMC_TAG_MAX; the values above are reserved.
  *  - Text in the fixed-size char fields of the info structs is NUL-terminated; a text longer
  *    than its field is cut at a character boundary and ends with "..." to say so.
+ *  - Structs passed in or filled start with struct_size: set it to sizeof the struct. A smaller
+ *    one is HMC_ERR_INVALID_ARGUMENT; a later version that appends fields fills and reads only
+ *    what struct_size covers, so programs built against this header keep working.
  */
 #ifndef HMC_HMC_H
 #define HMC_HMC_H
@@ -131,7 +134,7 @@ typedef struct hmc_device_info {
   uint64_t mem_bytes;
   uint32_t caps;   /* HMC_DEVICE_CAP_* of sdk/include/hmc/plugin/device.h */
   int32_t is_host; /* 1 for host memory */
-  /* Appended (HMC_HAS_DEVICE_COPY_FIGURES): copy rates in MB/s, 0 when unknown: device to pinned
+  /* (HMC_HAS_DEVICE_COPY_FIGURES) Copy rates in MB/s, 0 when unknown: device to pinned
    * host memory, pinned host memory to device, device to device. Declared by the plugin, or
    * measured on the plugin's first device at the first connect or accept (or by
    * hmc_device_calibrate); copy_basis says which ("declared", "measured", "measured on cuda:0",
@@ -143,7 +146,7 @@ typedef struct hmc_device_info {
   uint64_t copy_d2d_MBps;
   char copy_basis[96];
   char copy_ways[256];
-  /* Appended (HMC_HAS_NET_MEM_IFACES): the interface of the device's memory (hmc_mem_iface_t of
+  /* (HMC_HAS_NET_MEM_IFACES) The interface of the device's memory (hmc_mem_iface_t of
    * hmc/plugin/common.h; 0, host, for host memory), -1 when its plugin declares none. */
   int32_t mem_iface;
 } hmc_device_info_t;
@@ -169,7 +172,7 @@ typedef struct hmc_net_device_info {
   uint32_t flags;     /* HMC_NET_FLAG_* */
   uint32_t max_inflight;
   uint64_t max_msg_size;
-  /* Appended (HMC_HAS_NET_CALIBRATION): calibration of devices that declare no bandwidth or
+  /* (HMC_HAS_NET_CALIBRATION) Calibration of devices that declare no bandwidth or
    * latency. The figures were measured on this host over loopback (0: not measured); path choice
    * uses them for peers on this host and as a bound for others. calibration says what became of
    * it: "declared", "measured", "cached in <file>", "not measured yet", "off
@@ -177,25 +180,25 @@ typedef struct hmc_net_device_info {
   uint64_t measured_bandwidth_MBps;
   uint32_t measured_latency_ns;
   char calibration[192];
-  /* Appended (HMC_HAS_NET_MEM_IFACES): the memory interfaces (hmc_mem_iface_t of
+  /* (HMC_HAS_NET_MEM_IFACES) The memory interfaces (hmc_mem_iface_t of
    * hmc/plugin/common.h, as bits 1 << iface) the device reads and writes natively, whether it
    * registers device memory from dma-bufs (dmabuf), and which NIC and port it is (0: unknown). */
   uint64_t mem_ifaces;
   uint32_t dmabuf;
   uint32_t nic_port;
   uint64_t nic_guid;
-  /* Appended (HMC_HAS_NET_FABRIC): the network the device is on, which a peer's device of the
+  /* (HMC_HAS_NET_FABRIC) The network the device is on, which a peer's device of the
    * same plugin pairs with whatever its name ("roce-v2", "ib:<subnet prefix>"); "": only a
    * device of the same name. */
   char fabric[64];
-  /* Appended (HMC_HAS_NET_DETAILS): the plugin's description of the device for people, not used
+  /* (HMC_HAS_NET_DETAILS) The plugin's description of the device for people, not used
    * by hmc: its link and transport ("InfiniBand", "Ethernet (RoCE v2)"; "" when the plugin does
    * not say), and further properties as lines "name: value" separated by '\n' (the port, its
    * addresses with the one in use marked, link rate, MTU, memory registration; "" when none;
    * cut at the last whole line that fits). */
   char link_layer[64];
   char details[2048];
-  /* Appended (HMC_HAS_NET_RMA_MEM_IFACES): the memory interfaces whose device memory the device
+  /* (HMC_HAS_NET_RMA_MEM_IFACES) The memory interfaces whose device memory the device
    * registers by pointer for one-sided operations only (legacy GPUDirect, nvidia_peermem): puts
    * and gets of such memory in a registered region go direct, messages of it are staged. */
   uint64_t rma_mem_ifaces;
@@ -328,8 +331,7 @@ typedef struct hmc_peer_info {
   int32_t remote_pid;
   double est_bandwidth_MBps;
   double est_latency_us;
-  int32_t alive; /* 0 once the peer was lost */
-  /* Appended later: filled only when struct_size covers them. */
+  int32_t alive;                   /* 0 once the peer was lost */
   char device_ipc[64];             /* device plugins whose memory crosses to this peer by device IPC
                                       (same host, other process, both sides IPC-capable), comma-separated:
                                       "cuda"; "" when none */
@@ -340,7 +342,7 @@ typedef struct hmc_peer_info {
                                       straight out of the sender's bounce buffers (same host) */
   char remote_address[64]; /* where the peer was dialled or came from: "tcp 192.0.2.7:40112",
                               "unix @name" (dialled), "unix pid 4242" (accepted) */
-  /* Appended (HMC_HAS_PEER_DEVICE_DIRECT): device memory in registered regions
+  /* (HMC_HAS_PEER_DEVICE_DIRECT) Device memory in registered regions
    * (hmc_mem_register) over this path. device_memory says, per device plugin of this side,
    * "direct" (the path's net device registers it, by dma-buf or natively: the NIC reads and
    * writes the device's memory) or "staged" (through pinned bounce buffers) and why, then what

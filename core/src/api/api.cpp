@@ -266,9 +266,7 @@ HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_in
   HMC_TRY
   CHECK_HANDLE(ctx, Context);
   CHECK_NOT_NULL(info);
-  // Callers built before the copy figures were appended pass the shorter struct.
-  hmc_status_t st =
-      check_struct(info->struct_size, offsetof(hmc_device_info_t, copy_d2h_MBps), __func__, "info");
+  hmc_status_t st = check_struct(info->struct_size, sizeof(hmc_device_info_t), __func__, "info");
   if (st != HMC_SUCCESS) return st;
   const auto& devs = ctx_of(ctx)->devices().devices();
   if (index < 0 || static_cast<size_t>(index) >= devs.size())
@@ -283,17 +281,14 @@ HMC_API hmc_status_t hmc_device_info(hmc_context_t ctx, int index, hmc_device_in
   info->mem_bytes = d.mem_bytes;
   info->caps = d.caps;
   info->is_host = d.is_host() ? 1 : 0;
-  if (info->struct_size >= offsetof(hmc_device_info_t, copy_ways) + sizeof info->copy_ways) {
-    CopyFigures f = ctx_of(ctx)->copy_figures_of(d);
-    info->copy_d2h_MBps = f.d2h_MBps;
-    info->copy_h2d_MBps = f.h2d_MBps;
-    info->copy_d2d_MBps = f.d2d_MBps;
-    copy_str(info->copy_basis, f.basis);
-    copy_str(info->copy_ways,
-             d.is_host() || f.basis.empty() ? "" : same_host_ways(ctx_of(ctx)->connector(), d));
-  }
-  if (info->struct_size >= offsetof(hmc_device_info_t, mem_iface) + sizeof info->mem_iface)
-    info->mem_iface = d.mem_iface;
+  CopyFigures f = ctx_of(ctx)->copy_figures_of(d);
+  info->copy_d2h_MBps = f.d2h_MBps;
+  info->copy_h2d_MBps = f.h2d_MBps;
+  info->copy_d2d_MBps = f.d2d_MBps;
+  copy_str(info->copy_basis, f.basis);
+  copy_str(info->copy_ways,
+           d.is_host() || f.basis.empty() ? "" : same_host_ways(ctx_of(ctx)->connector(), d));
+  info->mem_iface = d.mem_iface;
   return HMC_SUCCESS;
   HMC_CATCH
 }
@@ -320,10 +315,8 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index,
   HMC_TRY
   CHECK_HANDLE(ctx, Context);
   CHECK_NOT_NULL(info);
-  // Callers built before the calibration fields were appended pass the shorter struct.
   hmc_status_t st =
-      check_struct(info->struct_size, offsetof(hmc_net_device_info_t, measured_bandwidth_MBps),
-                   __func__, "info");
+      check_struct(info->struct_size, sizeof(hmc_net_device_info_t), __func__, "info");
   if (st != HMC_SUCCESS) return st;
   auto devs = ctx_of(ctx)->net_devices();
   if (index < 0 || static_cast<size_t>(index) >= devs.size())
@@ -336,44 +329,34 @@ HMC_API hmc_status_t hmc_net_device_info(hmc_context_t ctx, int index,
   info->bandwidth_MBps = d.props.bandwidth_MBps;
   info->latency_ns = d.props.latency_ns;
   info->mem_kinds = static_cast<uint32_t>(d.props.mem_ifaces);
-  if (info->struct_size >= offsetof(hmc_net_device_info_t, nic_guid) + sizeof info->nic_guid) {
-    info->mem_ifaces = d.props.mem_ifaces;
-    info->dmabuf = (d.props.flags & HMC_NET_FLAG_DMABUF) != 0;
-    info->nic_port = d.props.nic_port;
-    info->nic_guid = d.props.nic_guid;
+  info->mem_ifaces = d.props.mem_ifaces;
+  info->dmabuf = (d.props.flags & HMC_NET_FLAG_DMABUF) != 0;
+  info->nic_port = d.props.nic_port;
+  info->nic_guid = d.props.nic_guid;
+  copy_str(info->fabric, d.props.fabric ? d.props.fabric : "");
+  copy_str(info->link_layer, d.props.link_layer ? d.props.link_layer : "");
+  std::string details = d.props.details ? d.props.details : "";
+  // A line cut in the middle would read as a wrong value: keep whole lines only.
+  if (details.size() >= sizeof info->details) {
+    size_t end = details.rfind('\n', sizeof info->details - 1);
+    details.resize(end == std::string::npos ? 0 : end);
   }
-  if (info->struct_size >= offsetof(hmc_net_device_info_t, fabric) + sizeof info->fabric)
-    copy_str(info->fabric, d.props.fabric ? d.props.fabric : "");
-  if (info->struct_size >= offsetof(hmc_net_device_info_t, details) + sizeof info->details) {
-    copy_str(info->link_layer, d.props.link_layer ? d.props.link_layer : "");
-    std::string details = d.props.details ? d.props.details : "";
-    // A line cut in the middle would read as a wrong value: keep whole lines only.
-    if (details.size() >= sizeof info->details) {
-      size_t end = details.rfind('\n', sizeof info->details - 1);
-      details.resize(end == std::string::npos ? 0 : end);
-    }
-    copy_str(info->details, details);
-  }
-  if (info->struct_size >=
-      offsetof(hmc_net_device_info_t, rma_mem_ifaces) + sizeof info->rma_mem_ifaces)
-    info->rma_mem_ifaces = rma_mem_ifaces(d);
+  copy_str(info->details, details);
+  info->rma_mem_ifaces = rma_mem_ifaces(d);
   info->flags = d.props.flags;
   info->max_inflight = d.props.max_inflight;
   info->max_msg_size = d.props.max_msg_size;
-  if (info->struct_size >=
-      offsetof(hmc_net_device_info_t, calibration) + sizeof info->calibration) {
-    std::vector<path::CalibrationOutcome> outcomes;
-    path::Capabilities caps =
-        local_capabilities(ctx_of(ctx)->connector(), path::CalibrationMode::LookupOnly, &outcomes);
-    info->measured_bandwidth_MBps = 0;
-    info->measured_latency_ns = 0;
-    copy_str(info->calibration, "");
-    for (size_t i = 0; i < caps.net.size(); ++i) {
-      if (caps.net[i].key() != d.key()) continue;
-      info->measured_bandwidth_MBps = caps.net[i].measured_bandwidth_MBps;
-      info->measured_latency_ns = caps.net[i].measured_latency_ns;
-      copy_str(info->calibration, outcomes[i].state);
-    }
+  std::vector<path::CalibrationOutcome> outcomes;
+  path::Capabilities caps =
+      local_capabilities(ctx_of(ctx)->connector(), path::CalibrationMode::LookupOnly, &outcomes);
+  info->measured_bandwidth_MBps = 0;
+  info->measured_latency_ns = 0;
+  copy_str(info->calibration, "");
+  for (size_t i = 0; i < caps.net.size(); ++i) {
+    if (caps.net[i].key() != d.key()) continue;
+    info->measured_bandwidth_MBps = caps.net[i].measured_bandwidth_MBps;
+    info->measured_latency_ns = caps.net[i].measured_latency_ns;
+    copy_str(info->calibration, outcomes[i].state);
   }
   return HMC_SUCCESS;
   HMC_CATCH
@@ -648,8 +631,7 @@ HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info) {
   HMC_TRY
   CHECK_HANDLE(peer, Peer);
   CHECK_NOT_NULL(info);
-  hmc_status_t st =
-      check_struct(info->struct_size, offsetof(hmc_peer_info_t, device_ipc), __func__, "info");
+  hmc_status_t st = check_struct(info->struct_size, sizeof(hmc_peer_info_t), __func__, "info");
   if (st != HMC_SUCCESS) return st;
   Peer* p = peer_of(peer);
   copy_str(info->path, p->choice.key());
@@ -660,29 +642,24 @@ HMC_API hmc_status_t hmc_peer_info(hmc_peer_t peer, hmc_peer_info_t* info) {
   info->est_bandwidth_MBps = p->choice.bandwidth_MBps;
   info->est_latency_us = p->choice.latency_us;
   info->alive = p->lost ? 0 : 1;
-  if (info->struct_size >= offsetof(hmc_peer_info_t, shared_staged_messages) + sizeof(uint64_t)) {
-    std::string ipc;
-    if (!p->framing.ipc_refused)
-      for (const auto& name : p->framing.ipc_plugins) ipc += (ipc.empty() ? "" : ",") + name;
-    copy_str(info->device_ipc, ipc);
-    info->ipc_messages = p->framing.ipc_messages.load(std::memory_order_relaxed);
-    info->staged_transfers = p->framing.staged_transfers.load(std::memory_order_relaxed);
-    info->shared_staged_messages = p->framing.shared_messages.load(std::memory_order_relaxed);
-  }
-  if (info->struct_size >= offsetof(hmc_peer_info_t, remote_address) + sizeof info->remote_address)
-    copy_str(info->remote_address, p->address);
-  if (info->struct_size >= offsetof(hmc_peer_info_t, device_memory) + sizeof info->device_memory) {
-    info->direct_transfers = p->framing.direct_transfers.load(std::memory_order_relaxed);
-    const path::NetRecord* peer_nd = nullptr;
-    const std::string& peer_device =
-        p->choice.peer_device.empty() ? p->choice.device : p->choice.peer_device;
-    for (const auto& r : p->remote.net)
-      if (r.plugin == p->choice.plugin && r.device == peer_device) peer_nd = &r;
-    copy_str(info->device_memory,
-             describe_device_memory(p->net_device, peer_nd, p->remote.device_count,
-                                    p->ctx->devices().devices(),
-                                    p->ctx->config().get_bool("HMC_NET_DMABUF")));
-  }
+  std::string ipc;
+  if (!p->framing.ipc_refused)
+    for (const auto& name : p->framing.ipc_plugins) ipc += (ipc.empty() ? "" : ",") + name;
+  copy_str(info->device_ipc, ipc);
+  info->ipc_messages = p->framing.ipc_messages.load(std::memory_order_relaxed);
+  info->staged_transfers = p->framing.staged_transfers.load(std::memory_order_relaxed);
+  info->shared_staged_messages = p->framing.shared_messages.load(std::memory_order_relaxed);
+  copy_str(info->remote_address, p->address);
+  info->direct_transfers = p->framing.direct_transfers.load(std::memory_order_relaxed);
+  const path::NetRecord* peer_nd = nullptr;
+  const std::string& peer_device =
+      p->choice.peer_device.empty() ? p->choice.device : p->choice.peer_device;
+  for (const auto& r : p->remote.net)
+    if (r.plugin == p->choice.plugin && r.device == peer_device) peer_nd = &r;
+  copy_str(info->device_memory,
+           describe_device_memory(p->net_device, peer_nd, p->remote.device_count,
+                                  p->ctx->devices().devices(),
+                                  p->ctx->config().get_bool("HMC_NET_DMABUF")));
   return HMC_SUCCESS;
   HMC_CATCH
 }

@@ -131,21 +131,20 @@ hmc_status_t resolve_join(const Config& config, const hmc_comm_options_t* opts,
                           int default_timeout_ms, JoinSettings* out) {
   JoinSettings j;
   j.timeout_ms = default_timeout_ms;
-  auto has = [&](size_t end) { return opts && opts->struct_size >= end; };
-  if (opts && opts->struct_size < sizeof(uint32_t))
-    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_comm_create: opts->struct_size is {}",
-                opts->struct_size);
-  if (has(offsetof(hmc_comm_options_t, rank) + sizeof(int32_t)) && opts->rank >= 0) {
+  if (opts && opts->struct_size < sizeof(hmc_comm_options_t))
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "hmc_comm_create: opts->struct_size is {}, expected at least {}", opts->struct_size,
+                sizeof(hmc_comm_options_t));
+  if (opts && opts->rank >= 0) {
     j.rank = opts->rank;
     j.rank_from = "the options";
   }
-  if (has(offsetof(hmc_comm_options_t, size) + sizeof(int32_t)) && opts->size > 0) {
+  if (opts && opts->size > 0) {
     j.size = opts->size;
     j.size_from = "the options";
   }
-  if (has(offsetof(hmc_comm_options_t, rendezvous) + sizeof(char*)) && opts->rendezvous)
-    j.rendezvous = opts->rendezvous;
-  if (has(offsetof(hmc_comm_options_t, timeout_ms) + sizeof(int32_t)) && opts->timeout_ms != -1) {
+  if (opts && opts->rendezvous) j.rendezvous = opts->rendezvous;
+  if (opts && opts->timeout_ms != -1) {
     if (opts->timeout_ms < 0)
       return fail(HMC_ERR_INVALID_ARGUMENT,
                   "hmc_comm_create: timeout {} ms is invalid (-1 for "

@@ -91,17 +91,13 @@ hmc_status_t Context::init(const hmc_context_options_t* opts) {
   if (port > 65535)
     return fail(HMC_ERR_CONFIG, "HMC_LISTEN_PORT={} is not a port (0..65535)", port);
   if (opts) {
-    if (opts->struct_size < sizeof(uint32_t))
-      return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_context_create: opts->struct_size is {}",
-                  opts->struct_size);
-    auto has = [&](size_t end) { return opts->struct_size >= end; };
-    if (has(offsetof(hmc_context_options_t, progress_thread) + sizeof(int32_t)) &&
-        opts->progress_thread >= 0)
-      use_progress_thread_ = opts->progress_thread != 0;
-    if (has(offsetof(hmc_context_options_t, listen_host) + sizeof(char*)) && opts->listen_host)
-      host = opts->listen_host;
-    if (has(offsetof(hmc_context_options_t, listen_port) + sizeof(uint16_t)) && opts->listen_port)
-      port = opts->listen_port;
+    if (opts->struct_size < sizeof(hmc_context_options_t))
+      return fail(HMC_ERR_INVALID_ARGUMENT,
+                  "hmc_context_create: opts->struct_size is {}, expected at least {}",
+                  opts->struct_size, sizeof(hmc_context_options_t));
+    if (opts->progress_thread >= 0) use_progress_thread_ = opts->progress_thread != 0;
+    if (opts->listen_host) host = opts->listen_host;
+    if (opts->listen_port) port = opts->listen_port;
   }
   if (random_bytes(&id_, sizeof id_) != HMC_SUCCESS) return HMC_ERR_SYSTEM;
 

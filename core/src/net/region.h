@@ -86,8 +86,8 @@ struct Remote {
   uint32_t access = 0;
   hmc_net_rkey_t* rkey = nullptr;  // released under peer->net->mutex()
 
-  // The owner's id of the region; 0 for a descriptor from an owner that does not track imports
-  // (built before the region messages): such a Remote is never withdrawn.
+  // The owner's id of the region (every region descriptor carries it): the withdrawal messages
+  // name the region by it.
   uint64_t region_id = 0;
   // Set (under peer->net->mutex()) once the owner withdrew the region: hmc_put/hmc_get on it
   // are refused from then on.

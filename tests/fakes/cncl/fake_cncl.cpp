@@ -73,12 +73,33 @@ bool to_nccl(cncl::cnclReduceOp_t op, ncclRedOp_t* out) {
   return true;
 }
 
+// An all-reduce or a reduce-scatter (the same arguments) through the engine's `reduction`.
+template <typename NcclReduction>
+cnclResult_t reduce_by(NcclReduction reduction, const void* send, void* recv, size_t count,
+                       cncl::cnclDataType_t t, cncl::cnclReduceOp_t op, cncl::cnclComm_t comm,
+                       cncl::cnrtQueue_t queue) {
+  ncclDataType_t nt;
+  ncclRedOp_t no;
+  if (!to_nccl(t, &nt) || !to_nccl(op, &no)) return cncl::CNCL_RET_ERR_UNSUPPORTED;
+  return to_cncl(reduction(send, recv, count, nt, no, inner(comm), stream_of(queue)));
+}
+
+// call(t in the engine's terms) as CNCL's status; unsupported for a type the engine lacks.
+template <typename Call>
+cnclResult_t with_nccl_type(cncl::cnclDataType_t t, Call call) {
+  ncclDataType_t nt;
+  if (!to_nccl(t, &nt)) return cncl::CNCL_RET_ERR_UNSUPPORTED;
+  return to_cncl(call(nt));
+}
+
 }  // namespace
+
+// What the emulated library exports (everything else is hidden).
+#define CNCL_EXPORT __attribute__((visibility("default")))
 
 extern "C" {
 
-__attribute__((visibility("default"))) cnclResult_t cnclGetLibVersion(int* major, int* minor,
-                                                                      int* patch) {
+CNCL_EXPORT cnclResult_t cnclGetLibVersion(int* major, int* minor, int* patch) {
   if (!major || !minor || !patch) return cncl::CNCL_RET_ERR_ARGUMENTS;
   *major = 1, *minor = 25, *patch = 0;
   if (const char* v = std::getenv("FAKECNCL_VERSION"); v && *v)
@@ -86,7 +107,7 @@ __attribute__((visibility("default"))) cnclResult_t cnclGetLibVersion(int* major
   return cncl::CNCL_RET_SUCCESS;
 }
 
-__attribute__((visibility("default"))) const char* cnclGetErrorStr(cnclResult_t r) {
+CNCL_EXPORT const char* cnclGetErrorStr(cnclResult_t r) {
   switch (r) {
     case cncl::CNCL_RET_SUCCESS: return "CNCL success";
     case cncl::CNCL_RET_ERR_INTERNAL: return "CNCL internal error";
@@ -101,7 +122,7 @@ __attribute__((visibility("default"))) const char* cnclGetErrorStr(cnclResult_t 
   }
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclGetCliqueId(cncl::cnclCliqueId_t id) {
+CNCL_EXPORT cnclResult_t cnclGetCliqueId(cncl::cnclCliqueId_t id) {
   if (!id) return cncl::CNCL_RET_ERR_ARGUMENTS;
   static_assert(sizeof(ncclUniqueId) <= sizeof id->data);
   ncclUniqueId uid;
@@ -111,9 +132,9 @@ __attribute__((visibility("default"))) cnclResult_t cnclGetCliqueId(cncl::cnclCl
   return cncl::CNCL_RET_SUCCESS;
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclInitComms(
-    cncl::cnclComm_t* comms, int num_comm, const int* dev_list, const int* rank_list, int nrank,
-    const cncl::cnclCliqueId_t clique_id) {
+CNCL_EXPORT cnclResult_t cnclInitComms(cncl::cnclComm_t* comms, int num_comm, const int* dev_list,
+                                       const int* rank_list, int nrank,
+                                       const cncl::cnclCliqueId_t clique_id) {
   if (!comms || !dev_list || !rank_list || !clique_id) return cncl::CNCL_RET_ERR_NULL_POINTER;
   if (num_comm != 1) return cncl::CNCL_RET_ERR_UNSUPPORTED;
   if (emu().check_device(dev_list[0]) != Err::Ok) return cncl::CNCL_RET_ERR_ARGUMENTS;
@@ -126,8 +147,7 @@ __attribute__((visibility("default"))) cnclResult_t cnclInitComms(
   return cncl::CNCL_RET_SUCCESS;
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclDestroyComms(cncl::cnclComm_t* comms,
-                                                                     int num_comm) {
+CNCL_EXPORT cnclResult_t cnclDestroyComms(cncl::cnclComm_t* comms, int num_comm) {
   if (!comms || num_comm < 0) return cncl::CNCL_RET_ERR_ARGUMENTS;
   cnclResult_t result = cncl::CNCL_RET_SUCCESS;
   for (int i = 0; i < num_comm; ++i)
@@ -135,79 +155,66 @@ __attribute__((visibility("default"))) cnclResult_t cnclDestroyComms(cncl::cnclC
   return result;
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclAbortComm(cncl::cnclComm_t comm) {
+CNCL_EXPORT cnclResult_t cnclAbortComm(cncl::cnclComm_t comm) {
   return to_cncl(ncclCommAbort(inner(comm)));
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclGetCommAsyncError(
-    const cncl::cnclComm_t comm) {
+CNCL_EXPORT cnclResult_t cnclGetCommAsyncError(const cncl::cnclComm_t comm) {
   ncclResult_t err = ncclSuccess;
   if (ncclResult_t r = ncclCommGetAsyncError(inner(comm), &err); r != ncclSuccess)
     return to_cncl(r);
   return err == ncclSuccess ? cncl::CNCL_RET_SUCCESS : cncl::CNCL_RET_ASYNC_ERROR;
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclAllReduce(
-    const void* send, void* recv, size_t count, cncl::cnclDataType_t t, cncl::cnclReduceOp_t op,
-    cncl::cnclComm_t comm, cncl::cnrtQueue_t queue) {
-  ncclDataType_t nt;
-  ncclRedOp_t no;
-  if (!to_nccl(t, &nt) || !to_nccl(op, &no)) return cncl::CNCL_RET_ERR_UNSUPPORTED;
-  return to_cncl(ncclAllReduce(send, recv, count, nt, no, inner(comm), stream_of(queue)));
+CNCL_EXPORT cnclResult_t cnclAllReduce(const void* send, void* recv, size_t count,
+                                       cncl::cnclDataType_t t, cncl::cnclReduceOp_t op,
+                                       cncl::cnclComm_t comm, cncl::cnrtQueue_t queue) {
+  return reduce_by(ncclAllReduce, send, recv, count, t, op, comm, queue);
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclAllGather(const void* send, void* recv,
-                                                                  size_t count,
-                                                                  cncl::cnclDataType_t t,
-                                                                  cncl::cnclComm_t comm,
-                                                                  cncl::cnrtQueue_t queue) {
-  ncclDataType_t nt;
-  if (!to_nccl(t, &nt)) return cncl::CNCL_RET_ERR_UNSUPPORTED;
-  return to_cncl(ncclAllGather(send, recv, count, nt, inner(comm), stream_of(queue)));
+CNCL_EXPORT cnclResult_t cnclAllGather(const void* send, void* recv, size_t count,
+                                       cncl::cnclDataType_t t, cncl::cnclComm_t comm,
+                                       cncl::cnrtQueue_t queue) {
+  return with_nccl_type(t, [&](ncclDataType_t nt) {
+    return ncclAllGather(send, recv, count, nt, inner(comm), stream_of(queue));
+  });
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclReduceScatter(
-    const void* send, void* recv, size_t count, cncl::cnclDataType_t t, cncl::cnclReduceOp_t op,
-    cncl::cnclComm_t comm, cncl::cnrtQueue_t queue) {
-  ncclDataType_t nt;
-  ncclRedOp_t no;
-  if (!to_nccl(t, &nt) || !to_nccl(op, &no)) return cncl::CNCL_RET_ERR_UNSUPPORTED;
-  return to_cncl(ncclReduceScatter(send, recv, count, nt, no, inner(comm), stream_of(queue)));
+CNCL_EXPORT cnclResult_t cnclReduceScatter(const void* send, void* recv, size_t count,
+                                           cncl::cnclDataType_t t, cncl::cnclReduceOp_t op,
+                                           cncl::cnclComm_t comm, cncl::cnrtQueue_t queue) {
+  return reduce_by(ncclReduceScatter, send, recv, count, t, op, comm, queue);
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclBroadcast(const void* send, void* recv,
-                                                                  size_t count,
-                                                                  cncl::cnclDataType_t t, int root,
-                                                                  cncl::cnclComm_t comm,
-                                                                  cncl::cnrtQueue_t queue) {
-  ncclDataType_t nt;
-  if (!to_nccl(t, &nt)) return cncl::CNCL_RET_ERR_UNSUPPORTED;
-  return to_cncl(ncclBroadcast(send, recv, count, nt, root, inner(comm), stream_of(queue)));
+CNCL_EXPORT cnclResult_t cnclBroadcast(const void* send, void* recv, size_t count,
+                                       cncl::cnclDataType_t t, int root, cncl::cnclComm_t comm,
+                                       cncl::cnrtQueue_t queue) {
+  return with_nccl_type(t, [&](ncclDataType_t nt) {
+    return ncclBroadcast(send, recv, count, nt, root, inner(comm), stream_of(queue));
+  });
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclSend(void* buf, const size_t count,
-                                                             cncl::cnclDataType_t t, const int peer,
-                                                             const cncl::cnclComm_t comm,
-                                                             cncl::cnrtQueue_t queue) {
-  ncclDataType_t nt;
-  if (!to_nccl(t, &nt)) return cncl::CNCL_RET_ERR_UNSUPPORTED;
-  return to_cncl(ncclSend(buf, count, nt, peer, inner(comm), stream_of(queue)));
+CNCL_EXPORT cnclResult_t cnclSend(void* buf, const size_t count, cncl::cnclDataType_t t,
+                                  const int peer, const cncl::cnclComm_t comm,
+                                  cncl::cnrtQueue_t queue) {
+  return with_nccl_type(t, [&](ncclDataType_t nt) {
+    return ncclSend(buf, count, nt, peer, inner(comm), stream_of(queue));
+  });
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclRecv(void* buf, const size_t count,
-                                                             cncl::cnclDataType_t t, const int peer,
-                                                             const cncl::cnclComm_t comm,
-                                                             cncl::cnrtQueue_t queue) {
-  ncclDataType_t nt;
-  if (!to_nccl(t, &nt)) return cncl::CNCL_RET_ERR_UNSUPPORTED;
-  return to_cncl(ncclRecv(buf, count, nt, peer, inner(comm), stream_of(queue)));
+CNCL_EXPORT cnclResult_t cnclRecv(void* buf, const size_t count, cncl::cnclDataType_t t,
+                                  const int peer, const cncl::cnclComm_t comm,
+                                  cncl::cnrtQueue_t queue) {
+  return with_nccl_type(t, [&](ncclDataType_t nt) {
+    return ncclRecv(buf, count, nt, peer, inner(comm), stream_of(queue));
+  });
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclGroupStart() {
+CNCL_EXPORT cnclResult_t cnclGroupStart() {
   return to_cncl(ncclGroupStart());
 }
 
-__attribute__((visibility("default"))) cnclResult_t cnclGroupEnd() {
+CNCL_EXPORT cnclResult_t cnclGroupEnd() {
   return to_cncl(ncclGroupEnd());
 }
 

@@ -247,10 +247,7 @@ class EmulatorImpl {
       used_[static_cast<size_t>(dev)] -= r->mapped;
       return Err::OutOfMemory;
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    regions_[r->base] = r;
-    *ptr = reinterpret_cast<void*>(r->base);
-    return Err::Ok;
+    return publish(r, ptr);
   }
 
   Err free(const void* ptr) {
@@ -647,10 +644,7 @@ class EmulatorImpl {
     r->dev = dev;
     r->imported = true;
     if (!map_region(*r)) return Err::OutOfMemory;
-    std::lock_guard<std::mutex> lock(mutex_);
-    regions_[r->base] = r;
-    *ptr = reinterpret_cast<void*>(r->base);
-    return Err::Ok;
+    return publish(r, ptr);
   }
 
   Err ipc_close(const void* ptr) {
@@ -679,6 +673,14 @@ class EmulatorImpl {
   bool lost() const { return lost_; }
 
  private:
+  // Makes the mapped region r findable by its base, which *ptr receives.
+  Err publish(const std::shared_ptr<Region>& r, void** ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    regions_[r->base] = r;
+    *ptr = reinterpret_cast<void*>(r->base);
+    return Err::Ok;
+  }
+
   const std::string vendor_;
   std::string upper_;
   mutable std::mutex mutex_;  // guards everything below but the atomics

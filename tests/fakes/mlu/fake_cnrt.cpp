@@ -51,6 +51,13 @@ fakegpu::Event* as_notifier(cnrtNotifier_t n) {
   return reinterpret_cast<fakegpu::Event*>(n);
 }
 
+// What a create call made, as CNRT's handle in *out when e is Ok; e as CNRT's status.
+template <typename Handle, typename Object>
+cnrtRet_t created(Err e, Object* const* made, Handle* out) {
+  if (e == Err::Ok) *out = reinterpret_cast<Handle>(*made);
+  return to_cnrt(e);
+}
+
 }  // namespace
 
 extern "C" {
@@ -137,9 +144,7 @@ cnrtRet_t cnrtMemcpy(void* dst, void* src, size_t bytes, cnrtMemTransDir_t dir) 
 
 cnrtRet_t cnrtQueueCreate(cnrtQueue_t* queue) {
   fakegpu::Stream* s = nullptr;
-  Err e = emu().stream_create(t_device, &s);
-  if (e == Err::Ok) *queue = reinterpret_cast<cnrtQueue_t>(s);
-  return to_cnrt(e);
+  return created(emu().stream_create(t_device, &s), &s, queue);
 }
 
 cnrtRet_t cnrtQueueDestroy(cnrtQueue_t queue) {
@@ -154,9 +159,7 @@ cnrtRet_t cnrtQueueQuery(cnrtQueue_t queue) {
 
 cnrtRet_t cnrtNotifierCreate(cnrtNotifier_t* notifier) {
   fakegpu::Event* e = nullptr;
-  Err err = emu().event_create(t_device, &e);
-  if (err == Err::Ok) *notifier = reinterpret_cast<cnrtNotifier_t>(e);
-  return to_cnrt(err);
+  return created(emu().event_create(t_device, &e), &e, notifier);
 }
 
 cnrtRet_t cnrtNotifierDestroy(cnrtNotifier_t n) {

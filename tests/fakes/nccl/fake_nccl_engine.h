@@ -105,6 +105,15 @@ bool valid_op(ncclRedOp_t op) {
 
 // ---- element arithmetic ------------------------------------------------------------------------
 
+// The bits of v read as a To (of the same size).
+template <typename To, typename From>
+To bits_as(From v) {
+  static_assert(sizeof(To) == sizeof(From));
+  To out;
+  std::memcpy(&out, &v, sizeof out);
+  return out;
+}
+
 float half_to_float(uint16_t h) {
   uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
   if (exp == 0) {
@@ -123,14 +132,11 @@ float half_to_float(uint16_t h) {
   } else {
     bits = sign | (exp + 127 - 15) << 23 | man << 13;
   }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return bits_as<float>(bits);
 }
 
 uint16_t float_to_half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  uint32_t x = bits_as<uint32_t>(f);
   uint16_t sign = uint16_t((x >> 16) & 0x8000);
   uint32_t exp = (x >> 23) & 0xff, man = x & 0x7fffff;
   if (exp == 0xff) return uint16_t(sign | 0x7c00 | (man ? 0x200 : 0));
@@ -150,15 +156,11 @@ uint16_t float_to_half(float f) {
 }
 
 float bf16_to_float(uint16_t b) {
-  uint32_t x = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
+  return bits_as<float>(uint32_t(b) << 16);
 }
 
 uint16_t float_to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  uint32_t x = bits_as<uint32_t>(f);
   if ((x & 0x7fffffff) > 0x7f800000) return uint16_t((x >> 16) | 0x40);  // NaN stays NaN
   x += 0x7fff + ((x >> 16) & 1);
   return uint16_t(x >> 16);
@@ -439,6 +441,11 @@ struct Part {
 enum class Kind { AllReduce, AllGather, ReduceScatter, Broadcast, SendRecv };
 
 struct Work {
+  Work() = default;
+  // A collective's work: `k` over `n` elements of t, from s into r.
+  Work(Kind k, const void* s, void* r, size_t n, ncclDataType_t t)
+      : kind(k), send(s), recv(r), count(n), dtype(t) {}
+
   Kind kind = Kind::AllReduce;
   const void* send = nullptr;
   void* recv = nullptr;
@@ -881,36 +888,21 @@ FAKENCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t c) {
 FAKENCCL_EXPORT ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count,
                                            ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                                            cudaStream_t stream) {
-  Work w;
-  w.kind = Kind::AllReduce;
-  w.send = send;
-  w.recv = recv;
-  w.count = count;
-  w.dtype = t;
+  Work w(Kind::AllReduce, send, recv, count, t);
   w.op = op;
   return collective(c, stream, std::move(w), count, count, true);
 }
 
 FAKENCCL_EXPORT ncclResult_t ncclAllGather(const void* send, void* recv, size_t count,
                                            ncclDataType_t t, ncclComm_t c, cudaStream_t stream) {
-  Work w;
-  w.kind = Kind::AllGather;
-  w.send = send;
-  w.recv = recv;
-  w.count = count;
-  w.dtype = t;
+  Work w(Kind::AllGather, send, recv, count, t);
   return collective(c, stream, std::move(w), count, c ? count * size_t(c->nranks) : 0, false);
 }
 
 FAKENCCL_EXPORT ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count,
                                                ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                                                cudaStream_t stream) {
-  Work w;
-  w.kind = Kind::ReduceScatter;
-  w.send = send;
-  w.recv = recv;
-  w.count = count;
-  w.dtype = t;
+  Work w(Kind::ReduceScatter, send, recv, count, t);
   w.op = op;
   return collective(c, stream, std::move(w), c ? count * size_t(c->nranks) : 0, count, true);
 }
@@ -920,12 +912,7 @@ FAKENCCL_EXPORT ncclResult_t ncclBroadcast(const void* send, void* recv, size_t 
                                            cudaStream_t stream) {
   if (c && (root < 0 || root >= c->nranks))
     return refuse(c, ncclInvalidArgument, FAKENCCL_WORD ": root outside the communicator");
-  Work w;
-  w.kind = Kind::Broadcast;
-  w.send = send;
-  w.recv = recv;
-  w.count = count;
-  w.dtype = t;
+  Work w(Kind::Broadcast, send, recv, count, t);
   w.root = root;
   return collective(c, stream, std::move(w), count, count, false);
 }

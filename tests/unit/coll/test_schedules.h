@@ -56,10 +56,16 @@ inline Schedule ring_all_gather_rank(int n, uint64_t block, int r) {
   return out;
 }
 
-inline std::vector<Schedule> ring_all_gather(int n, uint64_t block) {
+// Every rank's schedule of one builder, in rank order.
+inline std::vector<Schedule> every_rank(int n, uint64_t block,
+                                        Schedule (*rank_schedule)(int, uint64_t, int)) {
   std::vector<Schedule> out;
-  for (int r = 0; r < n; ++r) out.push_back(ring_all_gather_rank(n, block, r));
+  for (int r = 0; r < n; ++r) out.push_back(rank_schedule(n, block, r));
   return out;
+}
+
+inline std::vector<Schedule> ring_all_gather(int n, uint64_t block) {
+  return every_rank(n, block, ring_all_gather_rank);
 }
 
 // Pairwise all-to-all of `block` bytes per peer: in step k (1..n-1) rank r sends to r+k and
@@ -77,9 +83,7 @@ inline Schedule pairwise_all_to_all_rank(int n, uint64_t block, int r) {
 }
 
 inline std::vector<Schedule> pairwise_all_to_all(int n, uint64_t block) {
-  std::vector<Schedule> out;
-  for (int r = 0; r < n; ++r) out.push_back(pairwise_all_to_all_rank(n, block, r));
-  return out;
+  return every_rank(n, block, pairwise_all_to_all_rank);
 }
 
 // The two builders behind make_schedule's signature, for the command line's tests: ring for
