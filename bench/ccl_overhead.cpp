@@ -18,14 +18,11 @@
 // post alone (the call before the wait: wall time, and the calling thread's CPU time, which a
 // preemption does not inflate), the process's user and system CPU time per call (getrusage),
 // and the differences hmc - direct.
-#include <arpa/inet.h>
 #include <dlfcn.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +30,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +39,8 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
+#include "common/loopback_port.h"
 #include "hmc/hmc.h"
 #include "nccl_api.h"
 #include "tool_version.h"
@@ -522,30 +522,46 @@ void report(const Options& o, const Direct& direct, const Through& through, cons
   Figures d = figures_of(dm), h = figures_of(hm);
   double paired = paired_difference(dm, hm);
   if (o.json) {
-    auto mode = [](const Figures& f) {
-      char b[600];
-      std::snprintf(b, sizeof b,
-                    "{\"min_us\":%.3f,\"median_us\":%.3f,\"p90_us\":%.3f,\"post_median_us\":%.3f,"
-                    "\"post_cpu_median_us\":%.3f,\"user_us_per_call\":%.3f,"
-                    "\"sys_us_per_call\":%.3f,\"cpu\":{\"min_us\":%.3f,\"median_us\":%.3f,"
-                    "\"p90_us\":%.3f,\"process_us\":%.3f}}",
-                    f.min, f.median, f.p90, f.post_median, f.post_cpu_median, f.user, f.sys,
-                    f.cost_min, f.cost_median, f.cost_p90, f.cost_process);
-      return std::string(b);
+    using hmc_tools::Json;
+    auto us = [](double v) { return std::round(v * 1000) / 1000; };  // to the nanosecond
+    auto mode = [&](const Figures& f) {
+      Json m;
+      m["min_us"] = us(f.min);
+      m["median_us"] = us(f.median);
+      m["p90_us"] = us(f.p90);
+      m["post_median_us"] = us(f.post_median);
+      m["post_cpu_median_us"] = us(f.post_cpu_median);
+      m["user_us_per_call"] = us(f.user);
+      m["sys_us_per_call"] = us(f.sys);
+      m["cpu"] = {{"min_us", us(f.cost_min)},
+                  {"median_us", us(f.cost_median)},
+                  {"p90_us", us(f.cost_p90)},
+                  {"process_us", us(f.cost_process)}};
+      return m;
     };
-    std::printf(
-        "{\"tool\":\"ccl-overhead\",\"version\":\"%s\",\"ranks\":%d,\"bytes\":8,\"rounds\":%d,"
-        "\"iters\":%d,\"warmup\":%d,\"direct_wait\":\"%s\",\"library\":\"%s\",\"backend\":\"%s\","
-        "\"progress_thread\":%s,"
-        "\"direct\":%s,\"hmc\":%s,\"difference_us\":{\"median\":%.3f,\"paired_median\":%.3f,"
-        "\"p90\":%.3f,\"post_median\":%.3f,\"post_cpu_median\":%.3f,\"cpu_per_call\":%.3f,"
-        "\"cpu_median\":%.3f,\"cpu_process\":%.3f}}\n",
-        hmc_version(), o.ranks, o.rounds, o.iters, o.warmup, o.yield ? "yield" : "spin",
-        direct.version.c_str(), through.backend.c_str(), through.progress_thread ? "true" : "false",
-        mode(d).c_str(), mode(h).c_str(), h.median - d.median, paired, h.p90 - d.p90,
-        h.post_median - d.post_median, h.post_cpu_median - d.post_cpu_median,
-        (h.user + h.sys) - (d.user + d.sys), h.cost_median - d.cost_median,
-        h.cost_process - d.cost_process);
+    Json j;
+    j["tool"] = "ccl-overhead";
+    j["version"] = hmc_version();
+    j["ranks"] = o.ranks;
+    j["bytes"] = 8;
+    j["rounds"] = o.rounds;
+    j["iters"] = o.iters;
+    j["warmup"] = o.warmup;
+    j["direct_wait"] = o.yield ? "yield" : "spin";
+    j["library"] = direct.version;
+    j["backend"] = through.backend;
+    j["progress_thread"] = through.progress_thread;
+    j["direct"] = mode(d);
+    j["hmc"] = mode(h);
+    j["difference_us"] = {{"median", us(h.median - d.median)},
+                          {"paired_median", us(paired)},
+                          {"p90", us(h.p90 - d.p90)},
+                          {"post_median", us(h.post_median - d.post_median)},
+                          {"post_cpu_median", us(h.post_cpu_median - d.post_cpu_median)},
+                          {"cpu_per_call", us((h.user + h.sys) - (d.user + d.sys))},
+                          {"cpu_median", us(h.cost_median - d.cost_median)},
+                          {"cpu_process", us(h.cost_process - d.cost_process)}};
+    std::printf("%s\n", j.dump().c_str());
     return;
   }
   std::printf(
@@ -620,23 +636,6 @@ int rank_main(int rank, const Options& o, Shared* shared, const std::string& ren
   return 0;
 }
 
-// A free TCP port of loopback for the rendezvous (another process could take it before rank 0
-// binds it, which a benchmark accepts).
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
 bool parse_int(const char* s, int lo, int hi, int* out) {
   char* end = nullptr;
   long v = std::strtol(s, &end, 10);
@@ -709,8 +708,8 @@ int main(int argc, char** argv) {
   if (hmc_tools::version_asked(argc, argv)) return hmc_tools::print_version("ccl-overhead");
   Options o;
   if (int p = parse(argc, argv, &o); p != 0) return p == 1 ? 0 : 2;
-  int port = free_port();
-  if (port < 0) {
+  const int port = hmc_tools::free_loopback_port();
+  if (port == 0) {
     std::fprintf(stderr, "ccl-overhead: no free TCP port on loopback: %s\n", strerror(errno));
     return 1;
   }
