@@ -50,10 +50,13 @@ void CclComm::abort() {
   plugin_.table->comm_abort(comm_);
 }
 
-std::string CclComm::describe() const {
-  return plugin_.library.empty() ? plugin_.name
-                                 : fmt::format("{} ({})", plugin_.name, plugin_.library);
-}
+CclComm::CclComm(const CclPlugin& plugin, hmc_ccl_comm_t* comm, int device)
+    : plugin_(plugin),
+      comm_(comm),
+      device_(device),
+      description_(plugin.library.empty() ? plugin.name
+                                          : fmt::format("{} ({})", plugin.name, plugin.library)),
+      backend_("ccl " + description_) {}
 
 std::string ccl_error_text(const CclComm& ccl, int st) {
   const char* text = ccl.plugin().table->comm_error_text(ccl.get());
@@ -112,16 +115,21 @@ hmc_status_t ccl_post(CclComm& ccl, const Communicator& comm, const CollArgs& ar
 }
 
 CclRun::CclRun(Transfers& transfers, std::shared_ptr<Communicator> comm, CclComm& ccl,
-               hmc_ccl_request_t* creq, Request* req, std::string what, uint64_t bytes,
+               hmc_ccl_request_t* creq, Request* req, const char* what, uint64_t bytes,
                int timeout_ms)
     : transfers_(transfers),
       comm_(std::move(comm)),
       ccl_(ccl),
       creq_(creq),
       req_(req),
-      what_(std::move(what)),
+      what_(what),
       bytes_(bytes),
       deadline_ns_(deadline_after_ms(timeout_ms)) {}
+
+std::string CclRun::what() const {
+  return fmt::format("{} ({} bytes out, {}, rank {} of {})", what_, bytes_, ccl_.describe(),
+                     comm_->rank, comm_->size);
+}
 
 bool CclRun::advance() {
   if (ended_) return false;
@@ -135,14 +143,14 @@ bool CclRun::advance() {
       if (peer && peer->lost.load(std::memory_order_acquire)) {
         abort(HMC_ERR_PEER_LOST,
               fmt::format("{}: rank {} (pid {}) was lost; the vendor communicator is aborted",
-                          what_, r, comm_->members[r].pid));
+                          what(), r, comm_->members[r].pid));
         return true;
       }
     }
     if (st == HMC_PLUGIN_SUCCESS && now_ns() < deadline_ns_) return false;
     // The request stays the plugin's: aborting ends it, and the communicator goes with it.
     abort(HMC_ERR_TIMEOUT,
-          fmt::format("{}: the library did not finish it within the timeout", what_));
+          fmt::format("{}: the library did not finish it within the timeout", what()));
     return true;
   }
   creq_ = nullptr;
@@ -150,7 +158,7 @@ bool CclRun::advance() {
     end(HMC_SUCCESS, "");
     return true;
   }
-  std::string why = fmt::format("{}: {}", what_, ccl_error_text(ccl_, st));
+  std::string why = fmt::format("{}: {}", what(), ccl_error_text(ccl_, st));
   abort(ccl_status(st), why);
   return true;
 }

@@ -38,8 +38,7 @@ struct CclPlugin {
 // One rank's vendor communicator; destroyed with the hmc communicator.
 class CclComm {
  public:
-  CclComm(const CclPlugin& plugin, hmc_ccl_comm_t* comm, int device)
-      : plugin_(plugin), comm_(comm), device_(device) {}
+  CclComm(const CclPlugin& plugin, hmc_ccl_comm_t* comm, int device);
   ~CclComm();
   CclComm(const CclComm&) = delete;
   CclComm& operator=(const CclComm&) = delete;
@@ -49,13 +48,16 @@ class CclComm {
   // Makes every rank leave the library (a rank lost, a timeout, a failure); idempotent.
   void abort();
   // "nccl (libnccl.so.2, NCCL 2.28.9)"
-  std::string describe() const;
+  const std::string& describe() const { return description_; }
+  // What hmc_comm_last_backend says of a collective in it: "ccl " + describe().
+  const std::string& backend() const { return backend_; }
 
  private:
   const CclPlugin& plugin_;
   hmc_ccl_comm_t* comm_;
   int device_;
   bool aborted_ = false;
+  std::string description_, backend_;  // made once: every collective names them
 };
 
 // Where a communicator stands with the vendor library.
@@ -91,14 +93,16 @@ struct CclEligible {
 // communicator.
 class CclRun {
  public:
+  // what: the call ("hmc_all_reduce"); the run's full name is made only when a message needs it.
   CclRun(Transfers& transfers, std::shared_ptr<Communicator> comm, CclComm& ccl,
-         hmc_ccl_request_t* creq, Request* req, std::string what, uint64_t bytes, int timeout_ms);
+         hmc_ccl_request_t* creq, Request* req, const char* what, uint64_t bytes, int timeout_ms);
   bool advance();  // true when it ended in this call
   bool ended() const { return ended_; }
   Communicator& comm() { return *comm_; }
-  // Whether req is the request this run ends, and what it is called in messages.
+  // Whether req is the request this run ends, and what it is called in messages
+  // ("hmc_all_reduce (8 bytes out, nccl (...), rank 0 of 2)").
   bool ends(const Request* req) const { return req_ == req; }
-  const std::string& what() const { return what_; }
+  std::string what() const;
   void abort(hmc_status_t status, const std::string& why);
 
  private:

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ccl_ctx_slots.h"
+#include "ccl_current_device.h"
 #include "ccl_resolve.h"
 #include "cncl_api.h"
 #include "hmc/plugin/ccl.h"
@@ -72,6 +73,9 @@ struct CnrtApi {
     resolve(L, "cnrtPlaceNotifier", &place_notifier, missing);
     resolve(L, "cnrtQueryNotifier", &query_notifier, missing);
   }
+  // For CurrentDevice: the calling thread's device.
+  bool get_current(int* device) const { return get_device(device) == cnrtSuccess; }
+  bool set_current(int device) const { return set_device(device) == cnrtSuccess; }
 };
 
 struct CnclApi {
@@ -141,25 +145,7 @@ struct hmc_ccl_request {
 namespace {
 
 // Makes `device` current on the calling thread for the life of the scope.
-class DeviceScope {
- public:
-  DeviceScope(const CnrtApi& rt, int device) : rt_(rt) {
-    restore_ = rt_.get_device(&saved_) == cnrtSuccess && saved_ != device;
-    ok_ = rt_.set_device(device) == cnrtSuccess;
-  }
-  ~DeviceScope() {
-    if (restore_) rt_.set_device(saved_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-  bool ok() const { return ok_; }
-
- private:
-  const CnrtApi& rt_;
-  int saved_ = 0;
-  bool restore_ = false;
-  bool ok_ = false;
-};
+using DeviceScope = hmc::plugin::ccl::CurrentDevice<CnrtApi, int>;
 
 // CNCL's results come in classes (the low nibble) with details above it.
 hmc_plugin_status_t status_of(cnclResult_t r) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ccl_ctx_slots.h"
+#include "ccl_current_device.h"
 #include "ccl_resolve.h"
 #include "hmc/plugin/ccl.h"
 #include "hmc/plugin/log.hpp"
@@ -306,7 +307,8 @@ struct hmc_ccl_comm {
   int rank = 0, nranks = 0;
   bool aborted = false;
   std::vector<GpuEvent> spare_events;
-  std::string error;  // comm_error_text
+  std::vector<hmc_ccl_request*> spare_requests;  // of collectives that ended well, for reuse
+  std::string error;                             // comm_error_text
 };
 
 struct hmc_ccl_request {
@@ -318,23 +320,7 @@ struct hmc_ccl_request {
 namespace {
 
 // Makes the communicator's context current on the calling thread for the life of the scope.
-class CurrentContext {
- public:
-  CurrentContext(const GpuApi& gpu, DeviceHandle h) : gpu_(gpu) {
-    have_saved_ = gpu_.get_current(&saved_);
-    ok_ = gpu_.set_current(h);
-  }
-  ~CurrentContext() {
-    if (have_saved_) gpu_.set_current(saved_);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  const GpuApi& gpu_;
-  DeviceHandle saved_{};
-  bool have_saved_ = false;
-  bool ok_ = false;
-};
+using CurrentContext = hmc::plugin::ccl::CurrentDevice<GpuApi, DeviceHandle>;
 
 hmc_plugin_status_t status_of(ncclResult_t r) {
   switch (r) {
@@ -412,8 +398,11 @@ hmc_plugin_status_t finish_post(hmc_ccl_comm* c, GpuStream stream, const char* c
     gpu.event_destroy(ev);
     return gpu_failure(c, GpuApi::kEventRecordCall, r);
   }
-  auto* rq = new (std::nothrow) hmc_ccl_request;
-  if (!rq) {
+  hmc_ccl_request* rq = nullptr;
+  if (!c->spare_requests.empty()) {
+    rq = c->spare_requests.back();
+    c->spare_requests.pop_back();
+  } else if (!(rq = new (std::nothrow) hmc_ccl_request)) {
     c->spare_events.push_back(ev);
     return HMC_PLUGIN_ERR_NO_MEMORY;
   }
@@ -596,6 +585,7 @@ hmc_plugin_status_t plugin_comm_destroy(hmc_ccl_comm_t* c) {
     CurrentContext current(gpu, c->dev);
     if (!c->aborted) c->ctx->nccl.comm_destroy(c->comm);
     for (GpuEvent ev : c->spare_events) gpu.event_destroy(ev);
+    for (hmc_ccl_request* rq : c->spare_requests) delete rq;
     gpu.stream_destroy(c->stream);
   }
   delete c;
@@ -721,17 +711,18 @@ hmc_plugin_status_t plugin_test(hmc_ccl_request_t* rq, int* done) {
     *done = 1;
     return st;
   }
-  hmc_plugin_status_t st = HMC_PLUGIN_SUCCESS;
-  if (r == kGpuSuccess) {
-    c->spare_events.push_back(rq->event);
-  } else {
-    st = plugin_comm_async_error(c);
-    if (st == HMC_PLUGIN_SUCCESS) st = gpu_failure(c, GpuApi::kEventQueryCall, r);
-    c->error = std::string(rq->call) + ": " + c->error;
-    gpu.event_destroy(rq->event);
-  }
-  delete rq;
   *done = 1;
+  if (r == kGpuSuccess) {
+    // The event and the request serve the communicator's next collective.
+    c->spare_events.push_back(rq->event);
+    c->spare_requests.push_back(rq);
+    return HMC_PLUGIN_SUCCESS;
+  }
+  hmc_plugin_status_t st = plugin_comm_async_error(c);
+  if (st == HMC_PLUGIN_SUCCESS) st = gpu_failure(c, GpuApi::kEventQueryCall, r);
+  c->error = std::string(rq->call) + ": " + c->error;
+  gpu.event_destroy(rq->event);
+  delete rq;
   return st;
 }
 
