@@ -57,7 +57,7 @@ TEST(Metrics, HistogramBucketsAreCumulative) {
 
 TEST(Metrics, CollectivesCountTheirEnds) {
   CollMetrics c;
-  const CollMetrics::Key ring{"00000000000000aa", "all_reduce", "hmc"};
+  const CollMetrics::Key ring{0xaa, "all_reduce", "hmc"};
   c.posted(1, ring, 1024, 1000);
   c.posted(2, ring, 1024, 1000);
   c.ended(1, HMC_SUCCESS, 3000);
@@ -79,9 +79,9 @@ TEST(Metrics, CollectivesCountTheirEnds) {
 // through the vendor library and then on hmc's paths, is two series.
 TEST(Metrics, CollectivesApartByCommunicatorAndBackend) {
   CollMetrics c;
-  const CollMetrics::Key a_hmc{"00000000000000aa", "all_reduce", "hmc"};
-  const CollMetrics::Key a_ccl{"00000000000000aa", "all_reduce", "ccl"};
-  const CollMetrics::Key b_hmc{"00000000000000bb", "all_reduce", "hmc"};
+  const CollMetrics::Key a_hmc{0xaa, "all_reduce", "hmc"};
+  const CollMetrics::Key a_ccl{0xaa, "all_reduce", "ccl"};
+  const CollMetrics::Key b_hmc{0xbb, "all_reduce", "hmc"};
   c.posted(1, a_hmc, 8, 0);
   c.posted(2, a_ccl, 16, 0);
   c.posted(3, b_hmc, 32, 0);

@@ -168,10 +168,9 @@ hmc_status_t post_coll(hmc_comm_t comm, const coll::CollArgs& args, const void* 
   uint64_t elements = args.count;
   for (uint64_t n : args.send_counts) elements += n;
   const char* name = strncmp(func, "hmc_", 4) == 0 ? func + 4 : func;
-  c->owner->coll_metrics().posted(
-      reinterpret_cast<uintptr_t>(*req),
-      {fmt::format("{:016x}", c->id), name, c->owner->collectives().last_backend_kind(c)},
-      elements * coll::dtype_size(args.dtype), now_ns());
+  c->owner->coll_metrics().posted(reinterpret_cast<uintptr_t>(*req),
+                                  {c->id, name, c->backend_kind.load(std::memory_order_relaxed)},
+                                  elements * coll::dtype_size(args.dtype), now_ns());
   return st;
 }
 

@@ -482,7 +482,7 @@ bool Collectives::post_hier(const std::shared_ptr<Communicator>& comm, const Col
   uint32_t seq = comm->next_seq;
   comm->next_seq += plan.slots;
   comm->last_backend = "hierarchical: " + h.summary;
-  comm->backend_kind = "hierarchical";
+  comm->backend_kind.store("hierarchical", std::memory_order_relaxed);
   // Its parts end by the plugins' own progress (the library's, hmc's paths'): a wait services
   // the control plane on its interval, not on every turn (as for hmc's own collectives).
   Request* req = RequestTable::acquire(s_.owner);
@@ -637,12 +637,6 @@ std::string Collectives::last_backend(Communicator* c) {
   return comm ? comm->last_backend : std::string();
 }
 
-const char* Collectives::last_backend_kind(Communicator* c) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::shared_ptr<Communicator> comm = find(c);
-  return comm ? comm->backend_kind : "";
-}
-
 hmc_status_t Collectives::post_ccl(const std::shared_ptr<Communicator>& comm, const CollArgs& args,
                                    const void* input, void* output, uint64_t output_elements,
                                    const char* what, Request** out) {
@@ -657,7 +651,7 @@ hmc_status_t Collectives::post_ccl(const std::shared_ptr<Communicator>& comm, co
   if (st != HMC_SUCCESS) return st;
   ++comm->next_seq;  // the hmc tags stay in step with ranks that count every collective
   if (comm->last_backend != ccl.backend()) comm->last_backend = ccl.backend();
-  comm->backend_kind = "ccl";
+  comm->backend_kind.store("ccl", std::memory_order_relaxed);
   // It ends by the plugin's test, which the progress pass drives: a wait services the control
   // plane on its interval (a lost rank is seen there), not with a system call per peer per turn.
   Request* req = RequestTable::acquire(s_.owner);
@@ -713,7 +707,7 @@ hmc_status_t Collectives::post_hmc(Communicator* c, const CollArgs& args, const 
   {
     std::lock_guard<std::mutex> lock(mutex_);
     comm->last_backend = "hmc " + exec_algorithm;
-    comm->backend_kind = "hmc";
+    comm->backend_kind.store("hmc", std::memory_order_relaxed);
     ++comm->running;
     exec->advance();  // the first step goes out now, not at the next pass
     if (!exec->ended()) {

@@ -50,8 +50,6 @@ class Collectives final : public PassClient {
                     uint64_t output_elements, const char* what, Request** out);
   // How this rank's latest collective on comm runs ("" before the first; hmc_comm_last_backend).
   std::string last_backend(Communicator* comm);
-  // Its first word ("hmc", "ccl", "hierarchical"; "" before the first), a static string.
-  const char* last_backend_kind(Communicator* comm);
 
   // hmc_request_cancel of a collective: it ends at once with HMC_ERR_CANCELLED. Its ranks'
   // connections are dropped first, so that no message of it can land in its buffers once this

@@ -2,6 +2,7 @@
 // and device vendors: the group's shape) and the peers this rank has connected to so far.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,8 +49,10 @@ struct Communicator {
   // How this rank's latest collective runs (hmc_comm_last_backend): "hmc ring", "ccl nccl
   // (...)", "hierarchical: ..."; under Collectives' lock.
   std::string last_backend;
-  const char* backend_kind = "";  // its first word, for the metrics: "hmc", "ccl", "hierarchical"
-  std::string broken;             // why it can no longer be used; "" while it can
+  // Its first word, a static string, for the metrics: "hmc", "ccl", "hierarchical" ("" before
+  // the first). Written under Collectives' lock, read without it by the metrics of the post.
+  std::atomic<const char*> backend_kind{""};
+  std::string broken;  // why it can no longer be used; "" while it can
   // Host buffers that RecvReduce receives into, kept from one collective to the next: a fresh
   // buffer of megabytes costs page faults and zeroing on every collective (coll/executor.h).
   std::vector<std::vector<uint8_t>> spare_buffers;

@@ -127,8 +127,9 @@ std::string Context::metrics_text() {
   m.family("hmc_collective_latency_seconds", "histogram",
            "time from a collective's post to the end the application saw");
   for (const auto& [key, e] : coll_metrics_.snapshot()) {
-    const MetricsText::Labels labels = {
-        {"comm", key.comm}, {"collective", key.name}, {"backend", key.backend}};
+    const MetricsText::Labels labels = {{"comm", fmt::format("{:016x}", key.comm)},
+                                        {"collective", key.name},
+                                        {"backend", key.backend}};
     auto with_stage = [&](const char* stage) {
       MetricsText::Labels l = labels;
       l.emplace_back("stage", stage);

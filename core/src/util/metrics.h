@@ -6,10 +6,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -72,12 +72,16 @@ class LatencyHistogram {
 // hmc_request_wait). Keyed by the request's handle while in flight. Thread-safe.
 class CollMetrics {
  public:
+  // Posted on the hot path of every collective: no allocation. name and backend point to
+  // static strings.
   struct Key {
-    std::string comm;     // the communicator's id, the same on every rank ("00ab...")
-    std::string name;     // "all_reduce"
-    std::string backend;  // how it ran: "hmc", "ccl", "hierarchical"
+    uint64_t comm = 0;         // the communicator's id, the same on every rank
+    const char* name = "";     // "all_reduce"
+    const char* backend = "";  // how it ran: "hmc", "ccl", "hierarchical"
     bool operator<(const Key& o) const {
-      return std::tie(comm, name, backend) < std::tie(o.comm, o.name, o.backend);
+      if (comm != o.comm) return comm < o.comm;
+      if (int c = std::strcmp(name, o.name)) return c < 0;
+      return std::strcmp(backend, o.backend) < 0;
     }
   };
   void posted(uint64_t handle, const Key& key, uint64_t bytes, uint64_t now_ns);
