@@ -96,30 +96,49 @@ def test_warnings_and_debug_lines_keep_their_level(records, monkeypatch):
     assert handshake is not None and handshake.levelno == logging.DEBUG
 
 
+# hmc's threads log while the interpreter exits: the contexts are never closed, their progress
+# and control threads see the last peers close, and the contexts end during finalization. The
+# threads that connect stop at exit before hmc's own atexit hooks run (a daemon thread left
+# inside hmc_connect would race the C libraries' exit handlers, libcrypto's among them); one
+# daemon thread is still waiting in hmc (accept slices) when the interpreter goes.
 EXIT_SCRIPT = textwrap.dedent("""
-    import logging, sys, threading, hmc
+    import atexit, logging, sys, threading, time, hmc
     logging.basicConfig(stream=sys.stdout, level=1, format="%(levelname)s %(name)s %(message)s")
     hmc.route_logging_to_python()
-    a, b = hmc.Context(), hmc.Context()
+    a, b, c = hmc.Context(), hmc.Context(), hmc.Context()
+    stop = threading.Event()
 
-    def connecting():  # handshakes, logging at debug level on both sides, until the exit
-        while True:
+    def connecting():  # handshakes, logged at debug level on both sides
+        while not stop.is_set():
             a.connect(b.address(), 10000).close()
 
     def accepting():
-        while True:
-            b.accept(10000).close()
+        while not stop.is_set():
+            try:
+                b.accept(200).close()
+            except hmc.TimeoutError:
+                pass
 
-    threading.Thread(target=connecting, daemon=True).start()
-    threading.Thread(target=accepting, daemon=True).start()
-    import time
+    def waiting():  # still inside hmc at exit
+        c.accept(60000)
+
+    workers = [threading.Thread(target=f, daemon=True) for f in (connecting, accepting)]
+    for w in workers:
+        w.start()
+    threading.Thread(target=waiting, daemon=True).start()
+
+    def stop_workers():  # registered after hmc's hooks: runs before them
+        stop.set()
+        for w in workers:
+            w.join(10)
+
+    atexit.register(stop_workers)
     time.sleep(0.3)
     print("exiting", flush=True)
-    # no close: the contexts, their progress threads and the two threads end with the interpreter
 """)
 
 
-@pytest.mark.parametrize("run", range(3))
+@pytest.mark.parametrize("run", range(5))
 def test_exit_while_hmc_threads_log(run):
     env = dict(os.environ, HMC_LOG_LEVEL="debug")
     p = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], env=env, capture_output=True,
