@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dlpack_abi.h"
 #include "errors.h"
 #include "objects.h"
 
@@ -33,44 +34,9 @@ std::string take_python_error() {
   return text;
 }
 
-// DLPack's C ABI (v0.x), which tensors of numpy (1.22+), torch, cupy and jax export through a
-// capsule named "dltensor", as `__dlpack__()` returns it.
-namespace dl {
-struct Device {
-  int32_t type;
-  int32_t id;
-};
-struct DataType {
-  uint8_t code;
-  uint8_t bits;
-  uint16_t lanes;
-};
-struct Tensor {
-  void* data;
-  Device device;
-  int32_t ndim;
-  DataType dtype;
-  int64_t* shape;
-  int64_t* strides;  // in elements; NULL: compact row-major
-  uint64_t byte_offset;
-};
-struct ManagedTensor {
-  Tensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(ManagedTensor*);
-};
-// The device types whose memory hmc reaches by its address: host memory (plain and pinned),
-// CUDA (plain and managed) and ROCm memory, which the device plugins recognise.
-bool reachable(int32_t type) {
-  enum { kCPU = 1, kCUDA = 2, kCUDAHost = 3, kROCM = 10, kROCMHost = 11, kCUDAManaged = 13 };
-  return type == kCPU || type == kCUDA || type == kCUDAHost || type == kROCM || type == kROCMHost ||
-         type == kCUDAManaged;
-}
-}  // namespace dl
-
 // The tensor of a DLPack capsule: its address and size, when it is contiguous and reachable.
 void describe_dlpack(py::handle capsule, const char* call, void** ptr, size_t* size) {
-  auto* m = static_cast<dl::ManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  auto* m = static_cast<dl::ManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), dl::kCapsuleName));
   if (!m) {
     take_python_error();
     fail(HMC_ERR_INVALID_ARGUMENT, call, "the DLPack capsule was already consumed");
@@ -141,7 +107,7 @@ std::unique_ptr<Pinned> Pinned::from(py::handle obj, bool writable, const char* 
   // DLPack: a capsule, or an object that makes one (a torch tensor). The capsule, held, keeps
   // the tensor alive; it is not consumed, so its producer frees it as usual.
   py::object capsule;
-  if (PyCapsule_IsValid(obj.ptr(), "dltensor")) {
+  if (PyCapsule_IsValid(obj.ptr(), dl::kCapsuleName)) {
     capsule = py::reinterpret_borrow<py::object>(obj);
   } else if (py::hasattr(obj, "__dlpack__")) {
     try {
@@ -149,7 +115,7 @@ std::unique_ptr<Pinned> Pinned::from(py::handle obj, bool writable, const char* 
     } catch (py::error_already_set& e) {
       fail(HMC_ERR_INVALID_ARGUMENT, call, std::string("__dlpack__() failed: ") + e.what());
     }
-    if (!PyCapsule_IsValid(capsule.ptr(), "dltensor"))
+    if (!PyCapsule_IsValid(capsule.ptr(), dl::kCapsuleName))
       fail(HMC_ERR_INVALID_ARGUMENT, call, "__dlpack__() did not return a DLPack capsule");
   }
   if (capsule) {

@@ -61,12 +61,13 @@ constexpr DtypeName kDtypes[] = {
 };
 
 // The datatype: named ("float32", ... or a numpy dtype, whose str() is the name), else read from
-// the buffer's format (numpy arrays, typed memoryviews). bfloat16 has no buffer format: name it.
+// the buffer's format (numpy arrays, typed memoryviews). bfloat16 has no buffer format, an
+// hmc.Memory (bytes, whatever it holds) none either: name it.
 DtypeName resolve_dtype(py::handle dtype, py::handle buf, const char* call) {
   std::string name;
   if (!dtype.is_none()) {
     name = py::str(dtype);
-  } else if (PyObject_CheckBuffer(buf.ptr())) {
+  } else if (PyObject_CheckBuffer(buf.ptr()) && !py::isinstance<Memory>(buf)) {
     py::buffer_info info = py::reinterpret_borrow<py::buffer>(buf).request();
     std::string f = info.format;
     if (!f.empty() && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f = f.substr(1);

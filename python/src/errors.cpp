@@ -36,6 +36,17 @@ void fail(hmc_status_t status, const char* call, const std::string& detail) {
   throw Failure{status, std::move(m)};
 }
 
+void set_python_error(const Failure& f) {
+  auto it = g_by_status.find(f.status);
+  PyObject* cls = it == g_by_status.end() ? g_error : it->second;
+  py::object text = py::reinterpret_steal<py::object>(
+      PyUnicode_DecodeUTF8(f.message.data(), static_cast<Py_ssize_t>(f.message.size()), "replace"));
+  py::object exc = py::reinterpret_borrow<py::object>(cls)(text);
+  exc.attr("status") = py::str(hmc_status_string(f.status));
+  exc.attr("code") = py::int_(static_cast<int>(f.status));
+  PyErr_SetObject(cls, exc.ptr());
+}
+
 void bind_errors(py::module_& m) {
   g_error = PyErr_NewExceptionWithDoc(
       "hmc.Error",
@@ -76,14 +87,7 @@ void bind_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Failure& f) {
-      auto it = g_by_status.find(f.status);
-      PyObject* cls = it == g_by_status.end() ? g_error : it->second;
-      py::object text = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
-          f.message.data(), static_cast<Py_ssize_t>(f.message.size()), "replace"));
-      py::object exc = py::reinterpret_borrow<py::object>(cls)(text);
-      exc.attr("status") = py::str(hmc_status_string(f.status));
-      exc.attr("code") = py::int_(static_cast<int>(f.status));
-      PyErr_SetObject(cls, exc.ptr());
+      set_python_error(f);
     }
   });
 }

@@ -25,6 +25,9 @@ inline void check(hmc_status_t status, const char* call) {
   if (status != HMC_SUCCESS) fail_call(status, call);
 }
 
+// Sets the Python error of f (hmc.Error or its subclass), for C slots that cannot throw.
+void set_python_error(const Failure& f);
+
 // Creates hmc.Error and its subclasses in module m and registers the translator of Failure.
 void bind_errors(pybind11::module_& m);
 

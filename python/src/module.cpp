@@ -82,6 +82,18 @@ Notification notify_wait(const std::shared_ptr<Core>& self, int timeout_ms) {
   return Notification{peer, n.value};
 }
 
+// Whether the named device is host memory (hmc_device_info's is_host).
+bool is_host_device(hmc_context_t c, const std::string& name) {
+  int n = 0;
+  if (hmc_device_count(c, &n) != HMC_SUCCESS) return false;
+  for (int i = 0; i < n; ++i) {
+    hmc_device_info_t d{};
+    d.struct_size = sizeof d;
+    if (hmc_device_info(c, i, &d) == HMC_SUCCESS && name == d.name) return d.is_host != 0;
+  }
+  return false;
+}
+
 std::shared_ptr<Memory> alloc(const std::shared_ptr<Core>& self, const std::string& device,
                               size_t size) {
   hmc_context_t c = self->handle("hmc_mem_alloc");
@@ -90,6 +102,7 @@ std::shared_ptr<Memory> alloc(const std::shared_ptr<Core>& self, const std::stri
   m->core = self;
   m->size = size;
   m->device = device;
+  m->host = is_host_device(c, device);
   return m;
 }
 
@@ -250,6 +263,7 @@ std::shared_ptr<Request> post(py::object self, std::optional<uint64_t> notify) {
 // reader leaves the event descriptor before the descriptor closes) and then ends them with what
 // their requests say once closed, so an await never outlives its context.
 void close_context(const std::shared_ptr<Core>& self) {
+  self->check_no_exports("hmc_context_destroy");
   py::dict modules = py::module_::import("sys").attr("modules");
   py::object aio = modules.contains("hmc.aio") ? py::object(modules["hmc.aio"]) : py::none();
   py::object ctx = py::cast(self);
@@ -308,20 +322,25 @@ PYBIND11_MODULE(_hmc, m) {
       });
 
   py::class_<Memory, std::shared_ptr<Memory>> memory(
-      m, "Memory",
+      m, "Memory", py::buffer_protocol(),
       "Memory from Context.alloc on a device (\"host\", \"cuda:0\"). Pass it as a buffer to any\n"
-      "call; Python cannot read device memory itself: use Context.copy.");
+      "call. Host memory has the buffer protocol (memoryview(mem), numpy.frombuffer(mem));\n"
+      "host, CUDA and HIP memory export DLPack (numpy.from_dlpack, torch.from_dlpack). Python\n"
+      "cannot read device memory itself: use Context.copy.");
   memory
       .def_property_readonly("ptr",
                              [](const Memory& x) { return reinterpret_cast<uintptr_t>(x.ptr); })
       .def_readonly("size", &Memory::size)
       .def_readonly("device", &Memory::device)
-      .def("free", &Memory::free, "Frees it now (refused while a request or region uses it).")
+      .def("free", &Memory::free,
+           "Frees it now (refused while a request or region uses it, or a buffer view or\n"
+           "DLPack tensor of it is alive).")
       .def("__repr__", [](const Memory& x) {
         return "hmc.Memory(device='" + x.device + "', ptr=" + hex(x.ptr) +
                ", size=" + std::to_string(x.size) + ")";
       });
   bind_context_manager(memory, &Memory::free);
+  bind_memory_protocols(memory);
 
   py::class_<Request, std::shared_ptr<Request>>(
       m, "Request",
@@ -544,4 +563,8 @@ PYBIND11_MODULE(_hmc, m) {
   context.def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](const std::shared_ptr<Core>& self, py::args) { close_context(self); });
   bind_comm(m);
+  bind_log_forwarding(m);
+  m.def("_at_exit", &at_exit,
+        "Interpreter exit: threads coming back from hmc wait for the end instead of taking the "
+        "GIL (registered with atexit by the package).");
 }

@@ -1,7 +1,10 @@
 #include "objects.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "errors.h"
 
@@ -10,14 +13,18 @@ namespace py = pybind11;
 namespace hmcpy {
 namespace {
 
+bool finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
 // Whether this thread may give the GIL up now: it holds it, and the interpreter is not being
 // finalized (objects destroyed then are destroyed without releasing it).
 bool can_release_gil() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return PyGILState_Check() && !Py_IsFinalizing();
-#else
-  return PyGILState_Check() && !_Py_IsFinalizing();
-#endif
+  return PyGILState_Check() && !finalizing();
 }
 
 // Runs fn without the GIL when that is allowed (destructors may run while it cannot be given up).
@@ -29,6 +36,20 @@ void without_gil(Fn fn) {
   } else {
     fn();
   }
+}
+
+// A thread coming back from a Blocking scope once the interpreter is finalizing (a daemon
+// thread waiting in hmc at exit) would be ended by Python with pthread_exit while it takes the
+// GIL, inside a destructor, which aborts the process. Such threads wait for the exit instead,
+// holding nothing of hmc's (as Python 3.14 makes them do itself). at_exit(), from atexit, says
+// the exit began while Python still runs, and lets threads that were already taking the GIL
+// have it before finalization starts: `exiting` and `reacquiring` are read crosswise (both
+// sequentially consistent), so each such thread either sees the exit or is waited for.
+std::atomic<bool> g_exiting{false};
+std::atomic<int> g_reacquiring{0};
+
+[[noreturn]] void park_until_exit() {
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 [[noreturn]] void fail_closed(const char* call, const char* what) {
@@ -92,8 +113,17 @@ hmc_context_t Core::handle(const char* call) const {
   return ctx;
 }
 
+void Core::check_no_exports(const char* call) const {
+  if (exported > 0)
+    fail(HMC_ERR_INVALID_ARGUMENT, call,
+         std::to_string(exported) +
+             " buffer view(s) or DLPack tensor(s) of its hmc.Memory are alive (memoryview, "
+             "numpy array, torch tensor); drop them first, as closing frees the memory");
+}
+
 void Core::close() {
   if (closed) return;
+  check_no_exports("hmc_context_destroy");
   closed = true;
   hmc_context_t c = std::exchange(ctx, nullptr);
   hmc_status_t st = HMC_SUCCESS;
@@ -121,7 +151,23 @@ Blocking::~Blocking() {
     --core_.blocking;
   }
   core_.idle.notify_all();
+  if (!released_) return;
+  ++g_reacquiring;
+  if (g_exiting || finalizing()) {
+    --g_reacquiring;
+    park_until_exit();
+  }
   released_.reset();
+  --g_reacquiring;
+}
+
+void at_exit() {
+  g_exiting = true;
+  if (g_reacquiring == 0) return;
+  py::gil_scoped_release released;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (g_reacquiring > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 // --- Memory ---------------------------------------------------------------------------------
@@ -136,6 +182,11 @@ void Memory::free() {
     fail(HMC_ERR_INVALID_ARGUMENT, "hmc_mem_free",
          "the memory is used by " + std::to_string(pins) +
              " pending request(s) or region(s); end them first");
+  if (exports > 0)
+    fail(HMC_ERR_INVALID_ARGUMENT, "hmc_mem_free",
+         "the memory is exported to " + std::to_string(exports) +
+             " buffer view(s) or DLPack tensor(s) (memoryview, numpy array, torch tensor); drop "
+             "them first");
   hmc_context_t c = core->handle("hmc_mem_free");
   check(hmc_mem_free(c, ptr), "hmc_mem_free");
   ptr = nullptr;

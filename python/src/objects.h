@@ -37,8 +37,10 @@ struct Core {
 
   // The handle, or a failure naming `call` once the context was closed.
   hmc_context_t handle(const char* call) const;
-  // Destroys the context once no Blocking scope runs on it; idempotent.
+  // Destroys the context once no Blocking scope runs on it; idempotent. Refused while a buffer
+  // of its memory is exported (the destruction frees every allocation).
   void close();
+  void check_no_exports(const char* call) const;
 
   hmc_context_t ctx = nullptr;
   bool closed = false;
@@ -47,6 +49,7 @@ struct Core {
   std::mutex mutex;
   std::condition_variable idle;
   int blocking = 0;
+  int exported = 0;  // buffer views and DLPack tensors of its Memory objects alive now
   // The Peers connected or accepted, to name the sender of a notification.
   std::unordered_map<hmc_peer_t, std::weak_ptr<Peer>> peers;
 };
@@ -63,6 +66,10 @@ class Blocking {
   Core& core_;
   std::optional<pybind11::gil_scoped_release> released_;
 };
+
+// Called at interpreter exit (atexit, hmc/__init__.py): threads that end a Blocking scope from
+// then on wait for the process to end rather than take the GIL (which would abort them).
+void at_exit();
 
 // Refuses a timeout below -1, as the C API does, before anything is posted or waited.
 void check_timeout(int timeout_ms, const char* call);
@@ -81,11 +88,18 @@ struct Memory {
   void* ptr = nullptr;
   size_t size = 0;
   std::string device;
-  int pins = 0;  // Pinned objects (requests, regions, copies) using it now
+  bool host = false;  // host memory: Python may read and write it (the buffer protocol)
+  int pins = 0;       // Pinned objects (requests, regions, copies) using it now
+  int exports = 0;    // buffer views and DLPack tensors over it alive now (memory_protocols.cpp)
 
   ~Memory();
   void free();
 };
+
+// The buffer protocol (host memory) and DLPack's __dlpack__/__dlpack_device__ of hmc.Memory.
+// Either export holds the Memory object and counts in `exports`, which free() and the context's
+// close() refuse while it is not 0, so no export outlives the allocation.
+void bind_memory_protocols(pybind11::class_<Memory, std::shared_ptr<Memory>>& memory);
 
 // A connected peer (hmc.Peer).
 struct Peer : std::enable_shared_from_this<Peer> {
@@ -174,6 +188,8 @@ std::vector<hmc_xfer_desc_t> parse_descriptors(pybind11::handle descs);
 hmc_xfer_op_t parse_op(pybind11::handle op);
 // hmc.Communicator and its collectives (comm.cpp).
 void bind_comm(pybind11::module_& m);
+// _route_logging, behind hmc.route_logging_to_python (log_forward.cpp).
+void bind_log_forwarding(pybind11::module_& m);
 
 std::shared_ptr<TransferList> prepare_list(pybind11::object region, pybind11::object remote,
                                            pybind11::handle op, pybind11::handle descs);

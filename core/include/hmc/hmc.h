@@ -630,6 +630,22 @@ HMC_API hmc_status_t hmc_all_reduce_on_stream(hmc_comm_t comm, const void* send,
                                               size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
                                               void* stream, hmc_request_t* req);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Log handler                                                                                */
+
+/* Receives hmc's log lines instead of HMC_LOG_FILE (or standard error): level is 1 error,
+ * 2 warn, 3 info, 4 debug or 5 trace (HMC_LOG_ERROR.. of hmc/plugin/common.h), line the message
+ * without the file's "[hmc <time> <pid>] <LEVEL>" prefix and without a newline, valid only
+ * during the call. Only lines that HMC_LOG_LEVEL lets through arrive. It is called from any
+ * thread of hmc or of the application, several at a time, often with hmc's locks held: it must
+ * be thread-safe, return quickly, and call no hmc function. */
+typedef void (*hmc_log_handler_t)(int level, const char* line, void* user);
+/* Sets the process-wide log handler (it outlives contexts); NULL restores the default
+ * destination. When it returns, no call of the previous handler is running and none will start,
+ * so its user data may be freed. Must not be called from a handler. Always HMC_SUCCESS. */
+#define HMC_HAS_LOG_HANDLER 1
+HMC_API hmc_status_t hmc_log_set_handler(hmc_log_handler_t handler, void* user);
+
 #ifdef __cplusplus
 }
 #endif

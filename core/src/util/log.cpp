@@ -1,5 +1,6 @@
 #include "util/log.h"
 
+#include <hmc/hmc.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -8,12 +9,18 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <shared_mutex>
 
 namespace hmc::log {
 namespace {
 std::atomic<int> g_level{HMC_LOG_WARN};
 std::mutex g_mutex;
 FILE* g_file = nullptr;  // nullptr: stderr
+// The application's handler (hmc_log_set_handler). Lines hold the lock shared while they call
+// it, so that setting another one waits for the calls of the previous one to end.
+std::shared_mutex g_handler_mutex;
+hmc_log_handler_t g_handler = nullptr;
+void* g_handler_user = nullptr;
 
 const char* level_name(int level) {
   switch (level) {
@@ -63,7 +70,20 @@ bool enabled(int level) {
   return level <= g_level.load(std::memory_order_relaxed);
 }
 
+void set_handler(hmc_log_handler_t handler, void* user) {
+  std::unique_lock<std::shared_mutex> lock(g_handler_mutex);
+  g_handler = handler;
+  g_handler_user = user;
+}
+
 void write(int level, const std::string& message) {
+  {
+    std::shared_lock<std::shared_mutex> lock(g_handler_mutex);
+    if (g_handler) {
+      g_handler(level, message.c_str(), g_handler_user);
+      return;
+    }
+  }
   struct timeval tv;
   gettimeofday(&tv, nullptr);
   struct tm tm;
@@ -76,3 +96,8 @@ void write(int level, const std::string& message) {
 }
 
 }  // namespace hmc::log
+
+HMC_API hmc_status_t hmc_log_set_handler(hmc_log_handler_t handler, void* user) {
+  hmc::log::set_handler(handler, user);
+  return HMC_SUCCESS;
+}

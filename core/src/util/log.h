@@ -16,6 +16,8 @@ bool parse_level(const std::string& text, int* level);
 bool configure(int level, const std::string& file, std::string* err);
 
 bool enabled(int level);
+// Hands the line to the application's handler (hmc_log_set_handler), or writes it with its
+// prefix to the destination.
 void write(int level, const std::string& message);
 
 template <typename... Args>
