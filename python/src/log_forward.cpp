@@ -69,14 +69,6 @@ void handler(int level, const char* line, void* user) {
   f->wake.notify_one();
 }
 
-bool finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
-}
-
 // Hands a batch to the logger; the GIL is held. A failing logging handler is reported as
 // unraisable and does not stop the forwarding.
 void deliver(Forwarder& f, std::deque<std::pair<int, std::string>>& batch, size_t dropped) {

@@ -21,14 +21,6 @@ using namespace py::literals;
 namespace hmcpy {
 namespace {
 
-bool finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
-}
-
 // Refuses an export of memory that is gone: freed, or freed with its context.
 void check_live(const Memory& m, const char* call) {
   if (!m.ptr) fail(HMC_ERR_INVALID_HANDLE, call, "the hmc.Memory was freed");

@@ -13,14 +13,6 @@ namespace py = pybind11;
 namespace hmcpy {
 namespace {
 
-bool finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
-}
-
 // Whether this thread may give the GIL up now: it holds it, and the interpreter is not being
 // finalized (objects destroyed then are destroyed without releasing it).
 bool can_release_gil() {

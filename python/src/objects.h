@@ -26,6 +26,15 @@
 
 namespace hmcpy {
 
+// Whether the interpreter is being finalized (its name moved in Python 3.13).
+inline bool finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
 struct Peer;
 
 // The context (hmc.Context).
