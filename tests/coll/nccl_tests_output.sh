@@ -68,7 +68,20 @@ parse "$work/long.out"
 # Under Open MPI's launcher: ranks from OMPI_COMM_WORLD_*, HMC_RANK=-1 (its documented default:
 # the launcher's) set explicitly, the rendezvous passed with -x.
 if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  # A free port below the ephemeral range: mpirun's daemons listen on ephemeral ports, and one
+  # taken from that range could be theirs by the time rank 0 binds it.
+  port=$(python3 -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for p in random.sample(range(max(1024, low - 8192), low), 64):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); print(p); break
+    except OSError:
+        pass
+    finally:
+        s.close()
+')
   asroot=""
   [ "$(id -u)" = 0 ] && asroot=--allow-run-as-root
   # shellcheck disable=SC2086

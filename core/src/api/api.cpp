@@ -14,6 +14,7 @@
 #include "util/clock.h"
 #include "util/handles.h"
 #include "util/hot.h"
+#include "util/log.h"
 #include "util/status.h"
 #include "util/text.h"
 #include "xfer/xfer_list.h"
@@ -844,6 +845,13 @@ HMC_API hmc_status_t hmc_request_cancel(hmc_request_t req) {
   CHECK_REQUEST(req, r);
   if (r->op == Op::Coll) return ctx_of_request(r)->collectives().cancel(r);
   return ctx_of_request(r)->transfers().cancel(r);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_log_set_handler(hmc_log_handler_t handler, void* user) {
+  HMC_TRY
+  log::set_handler(handler, user);
+  return HMC_SUCCESS;
   HMC_CATCH
 }
 

@@ -650,7 +650,7 @@ hmc_status_t Collectives::post_ccl(const std::shared_ptr<Communicator>& comm, co
   hmc_status_t st = ccl_post(ccl, *comm, args, input, output, what, &creq);
   if (st != HMC_SUCCESS) return st;
   ++comm->next_seq;  // the hmc tags stay in step with ranks that count every collective
-  if (comm->last_backend != ccl.backend()) comm->last_backend = ccl.backend();
+  comm->last_backend = ccl.backend();  // same length each time: no allocation
   comm->backend_kind.store("ccl", std::memory_order_relaxed);
   // It ends by the plugin's test, which the progress pass drives: a wait services the control
   // plane on its interval (a lost rank is seen there), not with a system call per peer per turn.

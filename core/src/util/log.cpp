@@ -1,6 +1,5 @@
 #include "util/log.h"
 
-#include <hmc/hmc.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -96,8 +95,3 @@ void write(int level, const std::string& message) {
 }
 
 }  // namespace hmc::log
-
-HMC_API hmc_status_t hmc_log_set_handler(hmc_log_handler_t handler, void* user) {
-  hmc::log::set_handler(handler, user);
-  return HMC_SUCCESS;
-}

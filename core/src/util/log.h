@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "hmc/hmc.h"
 #include "hmc/plugin/common.h"
 
 namespace hmc::log {
@@ -16,6 +17,9 @@ bool parse_level(const std::string& text, int* level);
 bool configure(int level, const std::string& file, std::string* err);
 
 bool enabled(int level);
+// The application's handler of every line written (hmc_log_set_handler); nullptr: the
+// destination configure() chose. Waits for running calls of the previous handler.
+void set_handler(hmc_log_handler_t handler, void* user);
 // Hands the line to the application's handler (hmc_log_set_handler), or writes it with its
 // prefix to the destination.
 void write(int level, const std::string& message);
