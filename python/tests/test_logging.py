@@ -99,7 +99,7 @@ def test_warnings_and_debug_lines_keep_their_level(records, monkeypatch):
 # hmc's threads log while the interpreter exits: the contexts are never closed, their progress
 # and control threads see the last peers close, and the contexts end during finalization. The
 # threads that connect stop at exit before hmc's own atexit hooks run (a daemon thread left
-# inside hmc_connect would race the C libraries' exit handlers, libcrypto's among them); one
+# inside hmc_connect would race the C libraries' exit handlers); one
 # daemon thread is still waiting in hmc (accept slices) when the interpreter goes.
 EXIT_SCRIPT = textwrap.dedent("""
     import atexit, logging, sys, threading, time, hmc

@@ -120,6 +120,32 @@ TEST(ProcessState, AMisspelledLibrarySignalsIsRefused) {
 // The child's way of leaving: exit() from main, with work in flight.
 enum class Leave { ExitFromMain, ExitFromAnotherThread, ReturnWithSignal };
 
+// Runs in a forked child: one thread connects to a context of this process and closes the peer,
+// over and over (each connect hashing the hello and proving HMC_AUTH_TOKEN), another accepts
+// and closes; main exits `after_us` in, so that the exit handlers of the libraries hmc links run
+// while a handshake computes its digests. Exit code 42 says exit() ran to its end.
+[[noreturn]] void child_exiting_while_connecting(int after_us) {
+  Context a, b;
+  if (a.create() != HMC_SUCCESS || b.create() != HMC_SUCCESS) _exit(10);
+  uint8_t addr[HMC_ADDRESS_MAX];
+  size_t len = sizeof addr;
+  if (hmc_address(a.get(), addr, &len) != HMC_SUCCESS) _exit(11);
+  std::thread([&] {
+    for (;;) {
+      hmc_peer_t p = nullptr;
+      if (hmc_connect(b.get(), addr, len, kConnectTimeoutMs, &p) == HMC_SUCCESS) hmc_peer_close(p);
+    }
+  }).detach();
+  std::thread([&] {
+    for (;;) {
+      hmc_peer_t p = nullptr;
+      if (hmc_accept(a.get(), kConnectTimeoutMs, &p) == HMC_SUCCESS) hmc_peer_close(p);
+    }
+  }).detach();
+  usleep(after_us);
+  exit(42);
+}
+
 // Runs in a forked child: two contexts connected, a receive posted that nothing will match, a
 // send in flight, the progress threads running; then leaves. Exit code 42 says it got that far.
 [[noreturn]] void child_with_live_contexts(Leave how) {
@@ -148,10 +174,12 @@ enum class Leave { ExitFromMain, ExitFromAnotherThread, ReturnWithSignal };
   _exit(14);
 }
 
-void expect_clean_exit(Leave how, int want_code, int want_signal) {
+// Forks a child running `child` and expects it to exit with want_code or die of want_signal.
+template <typename Child>
+void expect_child_ends(Child child, int want_code, int want_signal) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
-  if (pid == 0) child_with_live_contexts(how);
+  if (pid == 0) child();
   // Bounded: a child that hangs in its exit handlers is killed and reported as hung.
   int status = 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -172,6 +200,10 @@ void expect_clean_exit(Leave how, int want_code, int want_signal) {
   }
 }
 
+void expect_clean_exit(Leave how, int want_code, int want_signal) {
+  expect_child_ends([how] { child_with_live_contexts(how); }, want_code, want_signal);
+}
+
 TEST(ProcessState, ExitWithLiveContextsAndPostedReceivesIsClean) {
   ScopedEnv env;
   env.apply(base_environment());
@@ -185,6 +217,18 @@ TEST(ProcessState, AnUnhandledSignalKillsWithThatSignal) {
   ScopedEnv env;
   env.apply(base_environment());
   expect_clean_exit(Leave::ReturnWithSignal, 0, SIGSEGV);
+}
+
+// exit() while threads are inside hmc_connect and hmc_accept, handshakes with a token running:
+// nothing of hmc's digests depends on state a library's exit handler tears down, so every exit
+// ends with its own status. Twenty exits at staggered points of the connect loop.
+TEST(ProcessState, ExitWhileHandshakesRunIsClean) {
+  ScopedEnv env;
+  EnvOverrides vars = base_environment();
+  vars.push_back({"HMC_AUTH_TOKEN", "exit-while-connecting"});
+  env.apply(vars);
+  for (int i = 0; i < 20; ++i)
+    expect_child_ends([i] { child_exiting_while_connecting(20000 + 7000 * i); }, 42, 0);
 }
 
 }  // namespace

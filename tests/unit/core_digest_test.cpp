@@ -3,11 +3,9 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
-#include <climits>
 #include <string>
 
 #include "util/digest.h"
-#include "util/status.h"
 
 using namespace hmc;
 
@@ -18,12 +16,12 @@ std::string hex(const Sha256Digest& d) {
 }
 std::string sha_hex(const std::string& s) {
   Sha256Digest d;
-  EXPECT_EQ(sha256(s.data(), s.size(), &d), HMC_SUCCESS);
+  sha256(s.data(), s.size(), &d);
   return hex(d);
 }
 std::string hmac_hex(const std::string& key, const std::string& msg) {
   Sha256Digest d;
-  EXPECT_EQ(hmac_sha256(key.data(), key.size(), msg.data(), msg.size(), &d), HMC_SUCCESS);
+  hmac_sha256(key.data(), key.size(), msg.data(), msg.size(), &d);
   return hex(d);
 }
 
@@ -71,19 +69,10 @@ TEST(CoreDigest, EmptyInputsEvenAsNullPointers) {
   const std::string empty_hmac = "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad";
   EXPECT_EQ(hmac_hex("", ""), empty_hmac);
   Sha256Digest d;
-  ASSERT_EQ(hmac_sha256(nullptr, 0, nullptr, 0, &d), HMC_SUCCESS) << last_error();
+  hmac_sha256(nullptr, 0, nullptr, 0, &d);
   EXPECT_EQ(hex(d), empty_hmac);
-  ASSERT_EQ(sha256(nullptr, 0, &d), HMC_SUCCESS) << last_error();
+  sha256(nullptr, 0, &d);
   EXPECT_EQ(hex(d), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-}
-
-TEST(CoreDigest, HmacRefusesKeysOverLibcryptoLimitWithoutReadingThem) {
-  Sha256Digest d;
-  d.fill(0x11);
-  const uint8_t key = 0;
-  EXPECT_EQ(hmac_sha256(&key, size_t{INT_MAX} + 1, "m", 1, &d), HMC_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(last_error().find("HMAC-SHA256"), std::string::npos) << last_error();
-  EXPECT_EQ(hex(d), std::string(64, '1'));  // outputs are set only on success
 }
 
 TEST(CoreDigest, ConstantTimeEqual) {

@@ -42,23 +42,23 @@ hmc_status_t refuse(Channel& ch, uint64_t deadline_ns, hmc_status_t status,
   return set_error(status, std::move(local));
 }
 
-hmc_status_t transcript_hash_ack(const std::vector<uint8_t>& ack_payload, Sha256Digest* out) {
+void transcript_hash_ack(const std::vector<uint8_t>& ack_payload, Sha256Digest* out) {
   std::vector<uint8_t> copy = ack_payload;
   if (copy.size() >= kHelloAckProofOffset + 32)
     std::fill(copy.begin() + kHelloAckProofOffset, copy.begin() + kHelloAckProofOffset + 32, 0);
-  return sha256(copy.data(), copy.size(), out);
+  sha256(copy.data(), copy.size(), out);
 }
 
-hmc_status_t make_proof(const std::string& token, const char* label, const Nonce& first,
-                        const Nonce& second, const Sha256Digest& hello_hash,
-                        const Sha256Digest& ack_hash, Sha256Digest* out) {
+void make_proof(const std::string& token, const char* label, const Nonce& first,
+                const Nonce& second, const Sha256Digest& hello_hash, const Sha256Digest& ack_hash,
+                Sha256Digest* out) {
   Writer m;
   m.bytes(label, strlen(label));
   m.bytes(first.data(), first.size());
   m.bytes(second.data(), second.size());
   m.bytes(hello_hash.data(), hello_hash.size());
   m.bytes(ack_hash.data(), ack_hash.size());
-  return hmac_sha256(token.data(), token.size(), m.data().data(), m.size(), out);
+  hmac_sha256(token.data(), token.size(), m.data().data(), m.size(), out);
 }
 
 hmc_status_t check_info(const char* side, const HelloInfo& mine) {
@@ -297,11 +297,9 @@ hmc_status_t handshake_initiator(Channel& ch, const HelloInfo& mine, const std::
                                 "none set)",
                                 peer));
     Sha256Digest hello_hash, ack_hash, expected;
-    if ((st = sha256(hello_bytes.data().data(), hello_bytes.size(), &hello_hash)) != HMC_SUCCESS ||
-        (st = transcript_hash_ack(m.payload, &ack_hash)) != HMC_SUCCESS ||
-        (st = make_proof(token, kAcceptorLabel, hello.nonce, ack.nonce, hello_hash, ack_hash,
-                         &expected)) != HMC_SUCCESS)
-      return fail(st, "handshake with {} (checking the peer's proof): {}", peer, last_error());
+    sha256(hello_bytes.data().data(), hello_bytes.size(), &hello_hash);
+    transcript_hash_ack(m.payload, &ack_hash);
+    make_proof(token, kAcceptorLabel, hello.nonce, ack.nonce, hello_hash, ack_hash, &expected);
     if (!constant_time_equal(expected.data(), ack.proof.data(), expected.size()))
       return refuse(ch, deadline_ns, HMC_ERR_AUTH,
                     "the connecting side rejected this side's HMC_AUTH_TOKEN proof: the tokens "
@@ -310,9 +308,7 @@ hmc_status_t handshake_initiator(Channel& ch, const HelloInfo& mine, const std::
                                 "does not match: the tokens differ)",
                                 peer));
     AuthMsg auth;
-    if ((st = make_proof(token, kInitiatorLabel, ack.nonce, hello.nonce, hello_hash, ack_hash,
-                         &auth.proof)) != HMC_SUCCESS)
-      return fail(st, "handshake with {} (proving the token): {}", peer, last_error());
+    make_proof(token, kInitiatorLabel, ack.nonce, hello.nonce, hello_hash, ack_hash, &auth.proof);
     Writer w;
     encode_auth(auth, &w);
     if ((st = ch.send_wait(MsgType::Auth, w, deadline_ns)) != HMC_SUCCESS)
@@ -454,11 +450,10 @@ hmc_status_t AcceptorHandshake::on_hello(Channel& ch, const Message& m) {
   Writer ack_bytes;
   encode_hello_ack(ack_, &ack_bytes);  // proof zeroed: the form the transcript hashes
   if (have_token) {
-    if ((st = sha256(m.payload.data(), m.payload.size(), &hello_hash_)) != HMC_SUCCESS ||
-        (st = sha256(ack_bytes.data().data(), ack_bytes.size(), &ack_hash_)) != HMC_SUCCESS ||
-        (st = make_proof(token_, kAcceptorLabel, hello_.nonce, ack_.nonce, hello_hash_, ack_hash_,
-                         &ack_.proof)) != HMC_SUCCESS)
-      return fail(st, "handshake with {} (proving the token): {}", peer, last_error());
+    sha256(m.payload.data(), m.payload.size(), &hello_hash_);
+    sha256(ack_bytes.data().data(), ack_bytes.size(), &ack_hash_);
+    make_proof(token_, kAcceptorLabel, hello_.nonce, ack_.nonce, hello_hash_, ack_hash_,
+               &ack_.proof);
     ack_bytes.clear();
     encode_hello_ack(ack_, &ack_bytes);
   }
@@ -476,11 +471,7 @@ hmc_status_t AcceptorHandshake::on_auth(Channel& ch, const Message& m) {
   if (!decode_auth(m.payload.data(), m.payload.size(), &auth))
     return malformed_now(ch, MsgType::Auth);
   Sha256Digest expected;
-  hmc_status_t st = make_proof(token_, kInitiatorLabel, ack_.nonce, hello_.nonce, hello_hash_,
-                               ack_hash_, &expected);
-  if (st != HMC_SUCCESS)
-    return fail(st, "handshake with {} (checking the peer's proof): {}", peer_label(ch),
-                last_error());
+  make_proof(token_, kInitiatorLabel, ack_.nonce, hello_.nonce, hello_hash_, ack_hash_, &expected);
   if (!constant_time_equal(expected.data(), auth.proof.data(), expected.size()))
     return refuse_now(ch, HMC_ERR_AUTH,
                       "the accepting side rejected this side's HMC_AUTH_TOKEN proof: the tokens "
