@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """torch.distributed's operations (all_reduce, all_to_all_single, reduce, broadcast,
-all_gather, gather, scatter; --ops picks) on CPU tensors, the backend "hmc" against "gloo" in
+all_gather, gather, scatter; --ops picks) and a DistributedDataParallel training step ("ddp":
+four 1024 x 1024 linear layers, 16 MiB of gradients, a batch of 16) on CPU tensors, one
+torch thread per process, the backend "hmc" against "gloo" in
 the same run: starts --np processes itself, each timing both backends on the
 same tensors, and prints the medians of rank 0 and the ratio (gloo time / hmc time: above 1,
 hmc is faster).
@@ -28,16 +30,46 @@ def parse_size(text):
     return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
 
 
+DDP_BYTES = 4 * (1024 * 1024 + 1024) * 4  # the ddp model's parameters (and gradients)
+
+
+def ddp_step_time(reps):
+    """The median time of a training step (forward, backward with DDP's gradient all-reduce,
+    optimizer step) of a model wrapped in DistributedDataParallel on the default group."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(1)
+    model = DDP(nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(4)]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 1024), torch.randn(16, 1024)
+    times = []
+    for i in range(reps + 2):
+        dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        if i >= 2:
+            times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
 def rank_main(args):
     import torch
     import torch.distributed as dist
     import hmc.torch  # noqa: F401
 
+    torch.set_num_threads(1)  # the processes share the cores: one intra-op thread each
     rank = int(os.environ["RANK"])
     results = {}
     for backend in ("gloo", "hmc"):
         os.environ["MASTER_PORT"] = os.environ[f"PORT_{backend.upper()}"]
         dist.init_process_group(backend)
+        if "ddp" in args.ops:
+            results[(backend, "ddp", DDP_BYTES)] = ddp_step_time(args.reps)
         for size in args.sizes:
             x = torch.ones(size // 4, dtype=torch.float32)
             y = torch.empty_like(x)
@@ -54,6 +86,8 @@ def rank_main(args):
                 "scatter": lambda: dist.scatter(part, parts if rank == 0 else None, 0),
             }
             for name in args.ops:
+                if name == "ddp":
+                    continue
                 op = ops[name]
                 times = []
                 for i in range(args.reps + 2):
@@ -68,8 +102,10 @@ def rank_main(args):
         print(f"# torch.distributed, {args.np} processes, CPU float32 tensors, median of "
               f"{args.reps} runs (us)")
         print(f"# {'op':<12} {'size':>10} {'gloo':>10} {'hmc':>10} {'gloo/hmc':>9}")
-        for size in args.sizes:
+        for size in args.sizes + [DDP_BYTES]:
             for name in args.ops:
+                if (name == "ddp") != (size == DDP_BYTES):
+                    continue
                 g, h = results[("gloo", name, size)], results[("hmc", name, size)]
                 print(f"  {name:<12} {size:>10} {g * 1e6:>10.1f} {h * 1e6:>10.1f} {g / h:>9.2f}")
     return 0
@@ -82,7 +118,7 @@ def main():
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--ops", default="all_reduce,all_to_all",
                    help="comma-separated: all_reduce, all_to_all, reduce, broadcast, all_gather, "
-                        "gather, scatter")
+                        "gather, scatter, ddp")
     p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     args.sizes = [parse_size(s) for s in args.sizes.split(",")]

@@ -314,7 +314,7 @@ class _StagingPool:
     def give(self, bufs):
         with self._lock:
             for b in bufs:
-                b = b.view(torch.uint8)
+                b = b.reshape(-1).view(torch.uint8)  # the flat bytes, whatever view it was used as
                 if self._held + b.numel() > self._limit:
                     self._free.clear()  # the newest sizes win
                     self._held = 0
