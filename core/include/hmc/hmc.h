@@ -422,6 +422,9 @@ HMC_API hmc_status_t hmc_xfer_prepare(hmc_region_t local, hmc_remote_t remote, h
 HMC_API hmc_status_t hmc_xfer_post(hmc_xfer_list_t list, uint32_t flags, uint64_t notify_value,
                                    hmc_request_t* req);
 
+/* Frees the list. Posts still running keep what they need. */
+HMC_API hmc_status_t hmc_xfer_release(hmc_xfer_list_t list);
+
 /* Notifications that carry bytes (a request id, a key) with the value. The bytes always travel
  * on the control plane, after the data and in the initiator's posting order with its other
  * notifications (value-only ones the path carries with the data included). */
@@ -449,8 +452,6 @@ HMC_API hmc_status_t hmc_xfer_post_notify(hmc_xfer_list_t list, const hmc_notify
  * for hmc_put_notify; HMC_ERR_PEER_LOST (at once) for a peer lost or closed by the other side. */
 HMC_API hmc_status_t hmc_notify_send(hmc_peer_t peer, const hmc_notify_msg_t* notify,
                                      hmc_request_t* req);
-/* Frees the list. Posts still running keep what they need. */
-HMC_API hmc_status_t hmc_xfer_release(hmc_xfer_list_t list);
 
 typedef struct hmc_notification {
   hmc_peer_t peer;
