@@ -62,15 +62,20 @@ std::shared_ptr<Peer> accept(const std::shared_ptr<Core>& self, int timeout_ms) 
 struct Notification {
   py::object peer;  // the Peer that sent it, or None when its Python object is gone
   uint64_t value;
+  py::bytes data;  // the bytes it carries, b"" when none
 };
 
 Notification notify_wait(const std::shared_ptr<Core>& self, int timeout_ms) {
-  const char* call = "hmc_notify_wait";
+  const char* call = "hmc_notify_wait_msg";
   check_timeout(timeout_ms, call);
   hmc_context_t c = self->handle(call);
   hmc_notification_t n{};
-  hmc_status_t st = wait_sliced(*self, timeout_ms, call,
-                                [&](int slice) { return hmc_notify_wait(c, slice, &n); });
+  // Room for the most a notification carries: it never comes back truncated.
+  std::string buf(HMC_NOTIFY_MAX_BYTES, '\0');
+  size_t size = 0;
+  hmc_status_t st = wait_sliced(*self, timeout_ms, call, [&](int slice) {
+    return hmc_notify_wait_msg(c, slice, &n, &buf[0], buf.size(), &size);
+  });
   if (st == HMC_ERR_TIMEOUT)
     fail(st, call,
          "no notification arrived within " + std::to_string(resolved(*self, timeout_ms)) + " ms");
@@ -79,7 +84,7 @@ Notification notify_wait(const std::shared_ptr<Core>& self, int timeout_ms) {
   auto it = self->peers.find(n.peer);
   if (it != self->peers.end())
     if (auto p = it->second.lock()) peer = py::cast(p);
-  return Notification{peer, n.value};
+  return Notification{peer, n.value, py::bytes(buf.data(), size)};
 }
 
 // Whether the named device is host memory (hmc_device_info's is_host).
@@ -187,16 +192,96 @@ RemoteRegion& remote_of(py::handle remote, const char* call) {
   return remote.cast<RemoteRegion&>();
 }
 
+// A notification as Python gives it: an int (the value), bytes-like (value 0 with those bytes)
+// or a tuple (int, bytes-like). None: no notification.
+struct NotifyArg {
+  bool on = false;
+  bool with_bytes = false;  // given bytes: it goes by the calls of hmc_notify_msg_t
+  uint64_t value = 0;
+  std::string bytes;
+  hmc_notify_msg_t msg() const { return {value, bytes.data(), bytes.size()}; }
+};
+
+bool bytes_like(py::handle h) {
+  return PyBytes_Check(h.ptr()) || PyByteArray_Check(h.ptr()) || PyMemoryView_Check(h.ptr());
+}
+
+// The bytes of a bytes-like object (a memoryview must be contiguous).
+std::string bytes_of(py::handle h) {
+  auto b = py::reinterpret_steal<py::object>(PyBytes_FromObject(h.ptr()));
+  if (!b) throw py::error_already_set();
+  return std::string(py::cast<py::bytes>(b));
+}
+
+// where: the argument as the TypeError names it, e.g. "Peer.put(): argument 'notify'".
+uint64_t notify_value_of(py::handle h, const std::string& where, const char* call) {
+  if (!PyLong_Check(h.ptr()))
+    throw py::type_error(where + " must be int, not " +
+                         std::string(py::str(h.get_type().attr("__name__"))));
+  unsigned long long v = PyLong_AsUnsignedLongLong(h.ptr());
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    fail(HMC_ERR_INVALID_ARGUMENT, call,
+         "the notification value must be in [0, 2**64), not " + std::string(py::str(h)));
+  }
+  return v;
+}
+
+NotifyArg notify_of(py::handle h, const char* method, const char* call) {
+  NotifyArg a;
+  if (h.is_none()) return a;
+  const std::string where = std::string(method) + "(): argument 'notify'";
+  a.on = true;
+  if (PyLong_Check(h.ptr())) {
+    a.value = notify_value_of(h, where, call);
+  } else if (bytes_like(h)) {
+    a.with_bytes = true;
+    a.bytes = bytes_of(h);
+  } else if (PyTuple_Check(h.ptr()) && PyTuple_GET_SIZE(h.ptr()) == 2 &&
+             PyLong_Check(PyTuple_GET_ITEM(h.ptr(), 0)) &&
+             bytes_like(PyTuple_GET_ITEM(h.ptr(), 1))) {
+    a.with_bytes = true;
+    a.value = notify_value_of(PyTuple_GET_ITEM(h.ptr(), 0), where, call);
+    a.bytes = bytes_of(PyTuple_GET_ITEM(h.ptr(), 1));
+  } else {
+    throw py::type_error(where + " must be int, bytes or (int, bytes), not " +
+                         std::string(py::str(h.get_type().attr("__name__"))));
+  }
+  return a;
+}
+
 std::shared_ptr<Request> put(const std::shared_ptr<Peer>& self, py::handle buf, py::handle remote,
-                             uint64_t offset, std::optional<uint64_t> notify) {
-  const char* call = "hmc_put";
+                             uint64_t offset, py::handle notify_obj) {
+  NotifyArg notify = notify_of(notify_obj, "Peer.put", "hmc_put");
+  const char* call = notify.with_bytes ? "hmc_put_notify" : "hmc_put";
   auto b = Pinned::from(buf, false, call);
   hmc_remote_t rh = remote_of(remote, call).handle(call);
   hmc_request_t r = nullptr;
-  check(hmc_put(self->handle(call), b->ptr(), b->size(), rh, offset, notify ? HMC_PUT_NOTIFY : 0,
-                notify.value_or(0), &r),
-        call);
+  if (notify.with_bytes) {
+    const hmc_notify_msg_t n = notify.msg();
+    check(hmc_put_notify(self->handle(call), b->ptr(), b->size(), rh, offset, &n, &r), call);
+  } else {
+    check(hmc_put(self->handle(call), b->ptr(), b->size(), rh, offset,
+                  notify.on ? HMC_PUT_NOTIFY : 0, notify.value, &r),
+          call);
+  }
   return posted(self, r, std::move(b), call);
+}
+
+// Peer.notify: a notification without data (hmc_notify_send).
+std::shared_ptr<Request> notify_send(const std::shared_ptr<Peer>& self, py::handle value,
+                                     py::handle data) {
+  const char* call = "hmc_notify_send";
+  NotifyArg a;
+  a.value = notify_value_of(value, "Peer.notify(): argument 'value'", call);
+  if (!bytes_like(data))
+    throw py::type_error("Peer.notify(): argument 'data' must be bytes, not " +
+                         std::string(py::str(data.get_type().attr("__name__"))));
+  a.bytes = bytes_of(data);
+  const hmc_notify_msg_t n = a.msg();
+  hmc_request_t r = nullptr;
+  check(hmc_notify_send(self->handle(call), &n, &r), call);
+  return posted(self, r, nullptr, call);
 }
 
 std::shared_ptr<Request> get(const std::shared_ptr<Peer>& self, py::handle buf, py::handle remote,
@@ -249,12 +334,18 @@ std::shared_ptr<TransferList> prepare(py::object region, py::object remote, py::
   return prepare_list(std::move(region), std::move(remote), op, descs);
 }
 
-std::shared_ptr<Request> post(py::object self, std::optional<uint64_t> notify) {
-  const char* call = "hmc_xfer_post";
+std::shared_ptr<Request> post(py::object self, py::handle notify_obj) {
+  NotifyArg notify = notify_of(notify_obj, "TransferList.post", "hmc_xfer_post");
+  const char* call = notify.with_bytes ? "hmc_xfer_post_notify" : "hmc_xfer_post";
   auto& list = self.cast<TransferList&>();
   hmc_request_t r = nullptr;
-  check(hmc_xfer_post(list.handle(call), notify ? HMC_XFER_NOTIFY : 0, notify.value_or(0), &r),
-        call);
+  if (notify.with_bytes) {
+    const hmc_notify_msg_t n = notify.msg();
+    check(hmc_xfer_post_notify(list.handle(call), &n, &r), call);
+  } else {
+    check(hmc_xfer_post(list.handle(call), notify.on ? HMC_XFER_NOTIFY : 0, notify.value, &r),
+          call);
+  }
   // The list holds its region, whose memory the post reads or writes.
   return std::make_shared<Request>(list.core, list.peer, r, nullptr, std::move(self), call);
 }
@@ -313,12 +404,15 @@ PYBIND11_MODULE(_hmc, m) {
   m.attr("ACCESS_REMOTE_WRITE") = HMC_ACCESS_REMOTE_WRITE;
   m.attr("ADDRESS_MAX") = HMC_ADDRESS_MAX;
   m.attr("TAG_MAX") = HMC_TAG_MAX;
+  m.attr("NOTIFY_MAX_BYTES") = HMC_NOTIFY_MAX_BYTES;
 
   py::class_<Notification>(m, "Notification", "A notification from a peer's put or transfer list.")
       .def_readonly("peer", &Notification::peer, "The Peer that sent it (None if it was dropped).")
       .def_readonly("value", &Notification::value, "The value it carries.")
+      .def_readonly("data", &Notification::data, "The bytes it carries (b\"\" when none).")
       .def("__repr__", [](const Notification& n) {
-        return "hmc.Notification(value=" + std::to_string(n.value) + ")";
+        return "hmc.Notification(value=" + std::to_string(n.value) +
+               ", data=" + std::string(py::repr(n.data)) + ")";
       });
 
   py::class_<Memory, std::shared_ptr<Memory>> memory(
@@ -413,8 +507,8 @@ PYBIND11_MODULE(_hmc, m) {
       "Ranges between a Region and a RemoteRegion (Context.prepare or Peer.prepare), checked\n"
       "and merged once, posted as one request as often as wanted.");
   list.def("post", &post, "notify"_a = py::none(),
-           "Posts the whole list; with notify, the target receives that value through\n"
-           "notify_wait after the last byte.")
+           "Posts the whole list; with notify (an int, bytes, or (int, bytes)), the target\n"
+           "receives that value and bytes through notify_wait after the last byte.")
       .def("release", &TransferList::release, "Frees the list; running posts keep what they need.")
       .def_readonly("count", &TransferList::count, "The number of descriptors given.")
       .def_readonly("total", &TransferList::total, "The bytes one post moves.")
@@ -427,8 +521,13 @@ PYBIND11_MODULE(_hmc, m) {
       .def("recv", &recv, "buf"_a, "tag"_a = 0,
            "Receives the next message of the tag into buf (writable).")
       .def("put", &put, "buf"_a, "remote"_a, "offset"_a = 0, "notify"_a = py::none(),
-           "Writes buf into the remote region at offset; with notify, the target receives that\n"
-           "value through notify_wait once the data is in place.")
+           "Writes buf into the remote region at offset; with notify (an int, bytes, or\n"
+           "(int, bytes)), the target receives that value and bytes through notify_wait once\n"
+           "the data is in place.")
+      .def("notify", &notify_send, "value"_a = 0, "data"_a = py::bytes(),
+           "Sends a notification without data: the target receives it through notify_wait\n"
+           "after those of the earlier notifying puts and lists. The request ends once it is\n"
+           "sent.")
       .def("get", &get, "buf"_a, "remote"_a, "offset"_a = 0,
            "Reads len(buf) bytes of the remote region at offset into buf (writable).")
       .def("import_remote", &import_remote, "desc"_a,

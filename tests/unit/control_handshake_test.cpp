@@ -348,18 +348,19 @@ TEST_P(ControlHandshakeVersions, AcceptorRefusesAHelloOfOnlyThatVersion) {
   EXPECT_EQ(accept_here(), HMC_ERR_VERSION);
   const std::string err = hmc::last_error();
   EXPECT_TRUE(contains(err, v.offered_text)) << err;
-  EXPECT_TRUE(contains(err, "version 2")) << err;
+  EXPECT_TRUE(contains(err, "version 3")) << err;
   ErrorMsg e = expect_error(initiator_end);
   EXPECT_EQ(e.status, HMC_ERR_VERSION);
   EXPECT_TRUE(contains(e.text, v.offered_text)) << e.text;
-  EXPECT_TRUE(contains(e.text, "version 2")) << e.text;
+  EXPECT_TRUE(contains(e.text, "version 3")) << e.text;
 }
 
-// An unsupported future version, and an earlier build whose capability record this one no
-// longer reads (refused at the hello).
+// An unsupported future version, and earlier builds whose messages this one no longer reads
+// (1: the capability record, 2: Notify; refused at the hello).
 INSTANTIATE_TEST_SUITE_P(Offered, ControlHandshakeVersions,
                          testing::Values(RefusedVersion{99, "99", "Unsupported"},
-                                         RefusedVersion{1, "version 1", "Version1"}),
+                                         RefusedVersion{1, "version 1", "Version1"},
+                                         RefusedVersion{2, "version 2", "Version2"}),
                          [](const testing::TestParamInfo<RefusedVersion>& info) {
                            return std::string(info.param.name);
                          });

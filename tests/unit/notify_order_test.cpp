@@ -1,64 +1,74 @@
 // Put notifications carried by the net plugin and sent on the control plane, ordered as the
-// initiator's puts (peer/notify_order.h), and the Notify message's appended count.
+// initiator's puts (peer/notify_order.h), with the bytes of those that carry some, and the
+// Notify message's fields.
 #include "peer/notify_order.h"
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "control/wire.h"
+#include "hmc/hmc.h"
 #include "peer/messages.h"
 
 namespace hmc {
 namespace {
 
 using Values = std::vector<uint64_t>;
+using Notes = std::vector<Note>;
+
+Values values(const Notes& notes) {
+  Values v;
+  for (const Note& n : notes) v.push_back(n.value);
+  return v;
+}
 
 TEST(NotifyReceiver, CarriedOnlyGoStraightThrough) {
   NotifyReceiver r;
-  Values out;
+  Notes out;
   r.carried(1, &out);
   r.carried(2, &out);
-  EXPECT_EQ(out, (Values{1, 2}));
+  EXPECT_EQ(values(out), (Values{1, 2}));
   EXPECT_EQ(r.control_delivered(), 0u);
 }
 
 TEST(NotifyReceiver, ANotifyWaitsForTheCarriedOnesBeforeIt) {
   NotifyReceiver r;
-  Values out;
+  Notes out;
   // Puts 1 and 2 carried, put 3 on the control plane; its Notify arrives first.
-  r.control(3, 2, &out);
+  r.control({3, {}}, 2, &out);
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(r.held(), 1u);
   r.carried(1, &out);
-  EXPECT_EQ(out, (Values{1}));
+  EXPECT_EQ(values(out), (Values{1}));
   r.carried(2, &out);
-  EXPECT_EQ(out, (Values{1, 2, 3}));
+  EXPECT_EQ(values(out), (Values{1, 2, 3}));
   EXPECT_EQ(r.control_delivered(), 1u);
   EXPECT_EQ(r.held(), 0u);
 }
 
 TEST(NotifyReceiver, NotifiesInARowReleaseTogetherInOrder) {
   NotifyReceiver r;
-  Values out;
-  r.control(2, 1, &out);
-  r.control(3, 1, &out);
+  Notes out;
+  r.control({2, {}}, 1, &out);
+  r.control({3, {}}, 1, &out);
   EXPECT_TRUE(out.empty());
   r.carried(1, &out);
-  EXPECT_EQ(out, (Values{1, 2, 3}));
+  EXPECT_EQ(values(out), (Values{1, 2, 3}));
   EXPECT_EQ(r.control_delivered(), 2u);
   // A Notify that follows no more carried ones than arrived goes at once.
-  r.control(4, 1, &out);
-  EXPECT_EQ(out, (Values{1, 2, 3, 4}));
+  r.control({4, {}}, 1, &out);
+  EXPECT_EQ(values(out), (Values{1, 2, 3, 4}));
 }
 
 TEST(NotifyReceiver, DrainGivesWhatIsHeldInOrder) {
   NotifyReceiver r;
-  Values out;
-  r.control(5, 3, &out);
-  r.control(6, 3, &out);
+  Notes out;
+  r.control({5, {}}, 3, &out);
+  r.control({6, {}}, 3, &out);
   r.drain(&out);
-  EXPECT_EQ(out, (Values{5, 6}));
+  EXPECT_EQ(values(out), (Values{5, 6}));
   EXPECT_EQ(r.held(), 0u);
 }
 
@@ -78,25 +88,62 @@ TEST(NotifySender, CarriesOnlyWhenEveryNotifyWasDelivered) {
   EXPECT_TRUE(s.may_carry(true));
 }
 
-TEST(NotifyMessages, CountRoundTripsAndIsZeroFromAnOlderPeer) {
+TEST(NotifyMessages, EveryFieldRoundTripsAndIsRequired) {
   control::Writer w;
-  msg::encode_notify({0xfeed, 7}, &w);
+  msg::encode_notify({0xfeed, 7, "request-7"}, &w);
   msg::Notify back;
   ASSERT_TRUE(msg::decode_notify(w.data().data(), w.size(), &back));
   EXPECT_EQ(back.value, 0xfeedu);
   EXPECT_EQ(back.carried_before, 7u);
-  // An older peer's Notify is the value alone.
-  ASSERT_TRUE(msg::decode_notify(w.data().data(), 8, &back));
-  EXPECT_EQ(back.value, 0xfeedu);
-  EXPECT_EQ(back.carried_before, 0u);
-  EXPECT_FALSE(msg::decode_notify(w.data().data(), 12, &back)) << "a count cut short";
-  EXPECT_FALSE(msg::decode_notify(w.data().data(), 4, &back));
+  EXPECT_EQ(back.bytes, "request-7");
+  // value, count, then the u32 length and the bytes: every cut is refused.
+  ASSERT_EQ(w.size(), 8u + 8u + 4u + 9u);
+  for (size_t n = 0; n < w.size(); ++n)
+    EXPECT_FALSE(msg::decode_notify(w.data().data(), n, &back)) << "cut at " << n;
+  control::Writer none;
+  msg::encode_notify({1, 0, ""}, &none);
+  ASSERT_TRUE(msg::decode_notify(none.data().data(), none.size(), &back));
+  EXPECT_EQ(back.bytes, "");
   control::Writer a;
   msg::encode_notify_ack(3, &a);
   uint64_t delivered = 0;
   ASSERT_TRUE(msg::decode_notify_ack(a.data().data(), a.size(), &delivered));
   EXPECT_EQ(delivered, 3u);
   EXPECT_FALSE(msg::decode_notify_ack(a.data().data(), 7, &delivered));
+}
+
+TEST(NotifyMessages, MoreBytesThanTheMostAreMalformed) {
+  control::Writer most;
+  msg::encode_notify({1, 0, std::string(HMC_NOTIFY_MAX_BYTES, 'm')}, &most);
+  msg::Notify back;
+  ASSERT_TRUE(msg::decode_notify(most.data().data(), most.size(), &back));
+  EXPECT_EQ(back.bytes.size(), HMC_NOTIFY_MAX_BYTES);
+  control::Writer over;
+  msg::encode_notify({1, 0, std::string(HMC_NOTIFY_MAX_BYTES + 1, 'm')}, &over);
+  EXPECT_FALSE(msg::decode_notify(over.data().data(), over.size(), &back));
+}
+
+// Carried value-only notifications and Notify messages with bytes, interleaved as the
+// initiator posted them (1 carried, 2 with bytes, 3 carried, 4 with bytes, 5 carried), with the
+// Notify messages arriving before the carried ones they follow: released in posting order,
+// each with its bytes.
+TEST(NotifyReceiver, BytesOfNotifyMessagesStayWithThemInOrder) {
+  NotifyReceiver r;
+  Notes out;
+  r.control({2, "two"}, 1, &out);
+  r.control({4, "four"}, 2, &out);
+  EXPECT_TRUE(out.empty());
+  r.carried(1, &out);
+  ASSERT_EQ(values(out), (Values{1, 2}));
+  EXPECT_EQ(out[1].bytes, "two");
+  r.carried(3, &out);
+  r.carried(5, &out);
+  ASSERT_EQ(values(out), (Values{1, 2, 3, 4, 5}));
+  EXPECT_EQ(out[0].bytes, "");
+  EXPECT_EQ(out[2].bytes, "");
+  EXPECT_EQ(out[3].bytes, "four");
+  EXPECT_EQ(out[4].bytes, "");
+  EXPECT_EQ(r.control_delivered(), 2u);
 }
 
 }  // namespace

@@ -421,15 +421,53 @@ HMC_API hmc_status_t hmc_xfer_prepare(hmc_region_t local, hmc_remote_t remote, h
 #define HMC_XFER_NOTIFY HMC_PUT_NOTIFY
 HMC_API hmc_status_t hmc_xfer_post(hmc_xfer_list_t list, uint32_t flags, uint64_t notify_value,
                                    hmc_request_t* req);
+
 /* Frees the list. Posts still running keep what they need. */
 HMC_API hmc_status_t hmc_xfer_release(hmc_xfer_list_t list);
+
+/* Notifications that carry bytes (a request id, a key) with the value. The bytes always travel
+ * on the control plane, after the data and in the initiator's posting order with its other
+ * notifications (value-only ones the path carries with the data included). */
+#define HMC_NOTIFY_MAX_BYTES 4096u /* the most bytes one notification carries */
+typedef struct hmc_notify_msg {
+  uint64_t value;    /* as notify_value */
+  const void* bytes; /* copied during the call; may be NULL when size is 0 */
+  size_t size;       /* at most HMC_NOTIFY_MAX_BYTES, else HMC_ERR_INVALID_ARGUMENT */
+} hmc_notify_msg_t;
+#define HMC_HAS_NOTIFY_BYTES 1
+/* hmc_put with HMC_PUT_NOTIFY whose notification also carries notify's bytes. notify is read
+ * during the call only. HMC_ERR_INVALID_ARGUMENT for a NULL notify, more than
+ * HMC_NOTIFY_MAX_BYTES, or NULL bytes with a size; otherwise as hmc_put. */
+HMC_API hmc_status_t hmc_put_notify(hmc_peer_t peer, const void* buf, size_t size,
+                                    hmc_remote_t remote, uint64_t remote_offset,
+                                    const hmc_notify_msg_t* notify, hmc_request_t* req);
+/* hmc_xfer_post with HMC_XFER_NOTIFY whose notification also carries notify's bytes; the
+ * arguments are checked as for hmc_put_notify. */
+HMC_API hmc_status_t hmc_xfer_post_notify(hmc_xfer_list_t list, const hmc_notify_msg_t* notify,
+                                          hmc_request_t* req);
+/* A notification without data: the target receives it through hmc_notify_wait after every
+ * notification of this initiator's earlier notifying puts and lists (in posting order, whether
+ * or not those have landed yet: it waits for them). The request ends once it is sent
+ * (HMC_ERR_PEER_LOST if the peer is lost first); its *bytes is 0. The arguments are checked as
+ * for hmc_put_notify; HMC_ERR_PEER_LOST (at once) for a peer lost or closed by the other side. */
+HMC_API hmc_status_t hmc_notify_send(hmc_peer_t peer, const hmc_notify_msg_t* notify,
+                                     hmc_request_t* req);
 
 typedef struct hmc_notification {
   hmc_peer_t peer;
   uint64_t value;
 } hmc_notification_t;
-/* Takes the oldest notification delivered to this context; waits up to timeout_ms. */
+/* Takes the oldest notification delivered to this context; waits up to timeout_ms
+ * (HMC_ERR_TIMEOUT when none came). It is hmc_notify_wait_msg with no buffer: a notification
+ * that carries bytes is not taken, it returns HMC_ERR_TRUNCATED and the notification stays
+ * queued (take it with hmc_notify_wait_msg), so that no bytes are lost silently. */
 HMC_API hmc_status_t hmc_notify_wait(hmc_context_t ctx, int timeout_ms, hmc_notification_t* out);
+/* As hmc_notify_wait, and copies the oldest notification's bytes into buf (capacity bytes; buf
+ * may be NULL when capacity is 0), *size (not NULL) their number (0 for a value-only
+ * notification). When they do not fit: HMC_ERR_TRUNCATED, *size the number needed, *out
+ * untouched and the notification stays queued. A buffer of HMC_NOTIFY_MAX_BYTES always fits. */
+HMC_API hmc_status_t hmc_notify_wait_msg(hmc_context_t ctx, int timeout_ms, hmc_notification_t* out,
+                                         void* buf, size_t capacity, size_t* size);
 
 /* Requests. test and wait return HMC_IN_PROGRESS / HMC_ERR_TIMEOUT while the request runs
  * (the handle stays valid); any other status is final and releases the request. *bytes (may be

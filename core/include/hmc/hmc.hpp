@@ -273,6 +273,13 @@ class XferList {
     detail::check(hmc_xfer_post(list_, flags, notify_value, &r), "hmc_xfer_post");
     return Request(r);
   }
+  // The same with a notification that carries bytes too (at most HMC_NOTIFY_MAX_BYTES).
+  Request post_notify(uint64_t notify_value, const void* bytes, size_t size) {
+    hmc_request_t r = nullptr;
+    const hmc_notify_msg_t n{notify_value, bytes, size};
+    detail::check(hmc_xfer_post_notify(list_, &n, &r), "hmc_xfer_post_notify");
+    return Request(r);
+  }
 
  private:
   hmc_xfer_list_t list_ = nullptr;
@@ -326,6 +333,22 @@ class Peer {
     hmc_request_t r = nullptr;
     detail::check(hmc_put(peer_, buf, size, remote.get(), remote_offset, flags, notify_value, &r),
                   "hmc_put");
+    return Request(r);
+  }
+  // A put whose notification carries bytes too (at most HMC_NOTIFY_MAX_BYTES).
+  Request put_notify(const void* buf, size_t size, const Remote& remote, uint64_t remote_offset,
+                     uint64_t notify_value, const void* bytes, size_t bytes_size) {
+    hmc_request_t r = nullptr;
+    const hmc_notify_msg_t n{notify_value, bytes, bytes_size};
+    detail::check(hmc_put_notify(peer_, buf, size, remote.get(), remote_offset, &n, &r),
+                  "hmc_put_notify");
+    return Request(r);
+  }
+  // A notification without data, after those of the earlier notifying puts and lists.
+  Request notify(uint64_t value, const void* bytes = nullptr, size_t size = 0) {
+    hmc_request_t r = nullptr;
+    const hmc_notify_msg_t n{value, bytes, size};
+    detail::check(hmc_notify_send(peer_, &n, &r), "hmc_notify_send");
     return Request(r);
   }
   Request get(void* buf, size_t size, const Remote& remote, uint64_t remote_offset) {
@@ -504,10 +527,21 @@ class Context {
     return Region(r);
   }
 
-  // The oldest put notification; throws Error(HMC_ERR_TIMEOUT) when none came in time.
+  // The oldest put notification; throws Error(HMC_ERR_TIMEOUT) when none came in time, and
+  // Error(HMC_ERR_TRUNCATED) for one that carries bytes (take it with notify_wait_msg).
   hmc_notification_t notify_wait(int timeout_ms = -1) {
     hmc_notification_t n{};
     detail::check(hmc_notify_wait(ctx_, timeout_ms, &n), "hmc_notify_wait");
+    return n;
+  }
+  // The oldest notification and the bytes it carries (*bytes; empty for a value-only one).
+  hmc_notification_t notify_wait_msg(std::string* bytes, int timeout_ms = -1) {
+    hmc_notification_t n{};
+    bytes->resize(HMC_NOTIFY_MAX_BYTES);
+    size_t size = 0;
+    detail::check(hmc_notify_wait_msg(ctx_, timeout_ms, &n, &(*bytes)[0], bytes->size(), &size),
+                  "hmc_notify_wait_msg");
+    bytes->resize(size);
     return n;
   }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <string_view>
 #include <type_traits>
 
 #include "coll/reduce.h"
@@ -707,6 +708,55 @@ HMC_HOT HMC_API hmc_status_t hmc_recv(hmc_peer_t peer, void* buf, size_t size, u
   HMC_CATCH
 }
 
+namespace {
+// The bytes of a notification (hmc_put_notify, hmc_xfer_post_notify, hmc_notify_send), checked.
+hmc_status_t notify_bytes(const hmc_notify_msg_t& n, const char* what, std::string_view* bytes) {
+  if (n.size > HMC_NOTIFY_MAX_BYTES)
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "{}: the notification carries {} bytes, more than HMC_NOTIFY_MAX_BYTES ({})", what,
+                n.size, HMC_NOTIFY_MAX_BYTES);
+  if (n.size && !n.bytes)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: notify->bytes is NULL with notify->size {}", what,
+                n.size);
+  *bytes = std::string_view(static_cast<const char*>(n.bytes), n.size);
+  return HMC_SUCCESS;
+}
+
+// hmc_put and hmc_put_notify, once their handles were checked.
+hmc_status_t post_put(hmc_peer_t peer, const void* buf, size_t size, hmc_remote_t remote,
+                      uint64_t remote_offset, uint32_t flags, uint64_t notify_value,
+                      std::string_view bytes, hmc_request_t* req, const char* what) {
+  hmc_status_t st = check_buffer(buf, size, what);
+  if (st != HMC_SUCCESS) return st;
+  Remote* rm = remote_of(remote);
+  if (rm->peer.get() != peer_of(peer))
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: the remote handle was imported for another peer",
+                what);
+  Request* r = nullptr;
+  st = rm->peer->ctx->transfers().post_put(rm, buf, size, remote_offset, flags, notify_value, &r,
+                                           bytes);
+  if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
+  return st;
+}
+
+// hmc_xfer_post and hmc_xfer_post_notify, once the list's handle was checked.
+hmc_status_t post_list(hmc_xfer_list_t list, uint32_t flags, uint64_t notify_value,
+                       std::string_view bytes, hmc_request_t* req, const char* what) {
+  const XferList& l = *reinterpret_cast<XferList*>(list);
+  // The regions may have gone since the list was made: look before touching them.
+  if (!Handles::valid(l.local, HandleKind::Region))
+    return fail(HMC_ERR_INVALID_HANDLE,
+                "{}: the list's local region was deregistered; prepare a new list", what);
+  if (!Handles::valid(l.remote, HandleKind::Remote))
+    return fail(HMC_ERR_INVALID_HANDLE,
+                "{}: the list's remote region was released; prepare a new list", what);
+  Request* r = nullptr;
+  hmc_status_t st = l.remote->peer->ctx->transfers().post_list(l, flags, notify_value, &r, bytes);
+  if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
+  return st;
+}
+}  // namespace
+
 HMC_API hmc_status_t hmc_put(hmc_peer_t peer, const void* buf, size_t size, hmc_remote_t remote,
                              uint64_t remote_offset, uint32_t flags, uint64_t notify_value,
                              hmc_request_t* req) {
@@ -714,19 +764,26 @@ HMC_API hmc_status_t hmc_put(hmc_peer_t peer, const void* buf, size_t size, hmc_
   CHECK_HANDLE(peer, Peer);
   CHECK_HANDLE(remote, Remote);
   CHECK_NOT_NULL(req);
-  hmc_status_t st = check_buffer(buf, size, __func__);
-  if (st != HMC_SUCCESS) return st;
   if (flags & ~HMC_PUT_NOTIFY)
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_put: unknown flag bits {:#x}",
                 flags & ~HMC_PUT_NOTIFY);
-  Remote* rm = remote_of(remote);
-  if (rm->peer.get() != peer_of(peer))
-    return fail(HMC_ERR_INVALID_ARGUMENT,
-                "hmc_put: the remote handle was imported for another peer");
-  Request* r = nullptr;
-  st = rm->peer->ctx->transfers().post_put(rm, buf, size, remote_offset, flags, notify_value, &r);
-  if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
-  return st;
+  return post_put(peer, buf, size, remote, remote_offset, flags, notify_value, {}, req, __func__);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_put_notify(hmc_peer_t peer, const void* buf, size_t size,
+                                    hmc_remote_t remote, uint64_t remote_offset,
+                                    const hmc_notify_msg_t* notify, hmc_request_t* req) {
+  HMC_TRY
+  CHECK_HANDLE(peer, Peer);
+  CHECK_HANDLE(remote, Remote);
+  CHECK_NOT_NULL(notify);
+  CHECK_NOT_NULL(req);
+  std::string_view bytes;
+  hmc_status_t st = notify_bytes(*notify, __func__, &bytes);
+  if (st != HMC_SUCCESS) return st;
+  return post_put(peer, buf, size, remote, remote_offset, HMC_PUT_NOTIFY, notify->value, bytes, req,
+                  __func__);
   HMC_CATCH
 }
 
@@ -784,16 +841,35 @@ HMC_API hmc_status_t hmc_xfer_post(hmc_xfer_list_t list, uint32_t flags, uint64_
   if (flags & ~HMC_XFER_NOTIFY)
     return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_xfer_post: unknown flag bits {:#x}",
                 flags & ~HMC_XFER_NOTIFY);
-  const XferList& l = *reinterpret_cast<XferList*>(list);
-  // The regions may have gone since the list was made: look before touching them.
-  if (!Handles::valid(l.local, HandleKind::Region))
-    return fail(HMC_ERR_INVALID_HANDLE,
-                "hmc_xfer_post: the list's local region was deregistered; prepare a new list");
-  if (!Handles::valid(l.remote, HandleKind::Remote))
-    return fail(HMC_ERR_INVALID_HANDLE,
-                "hmc_xfer_post: the list's remote region was released; prepare a new list");
+  return post_list(list, flags, notify_value, {}, req, __func__);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_xfer_post_notify(hmc_xfer_list_t list, const hmc_notify_msg_t* notify,
+                                          hmc_request_t* req) {
+  HMC_TRY
+  CHECK_HANDLE(list, XferList);
+  CHECK_NOT_NULL(notify);
+  CHECK_NOT_NULL(req);
+  std::string_view bytes;
+  hmc_status_t st = notify_bytes(*notify, __func__, &bytes);
+  if (st != HMC_SUCCESS) return st;
+  return post_list(list, HMC_XFER_NOTIFY, notify->value, bytes, req, __func__);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_notify_send(hmc_peer_t peer, const hmc_notify_msg_t* notify,
+                                     hmc_request_t* req) {
+  HMC_TRY
+  CHECK_HANDLE(peer, Peer);
+  CHECK_NOT_NULL(notify);
+  CHECK_NOT_NULL(req);
+  std::string_view bytes;
+  hmc_status_t st = notify_bytes(*notify, __func__, &bytes);
+  if (st != HMC_SUCCESS) return st;
+  Peer* p = peer_of(peer);
   Request* r = nullptr;
-  hmc_status_t st = l.remote->peer->ctx->transfers().post_list(l, flags, notify_value, &r);
+  st = p->ctx->transfers().post_notify(p, notify->value, bytes, &r);
   if (st == HMC_SUCCESS) *req = RequestTable::handle(r);
   return st;
   HMC_CATCH
@@ -813,7 +889,22 @@ HMC_API hmc_status_t hmc_notify_wait(hmc_context_t ctx, int timeout_ms, hmc_noti
   CHECK_HANDLE(ctx, Context);
   CHECK_NOT_NULL(out);
   CHECK_TIMEOUT(timeout_ms);
-  return ctx_of(ctx)->transfers().notify_wait(timeout_ms, out);
+  size_t size = 0;
+  return ctx_of(ctx)->transfers().notify_wait(timeout_ms, out, nullptr, 0, &size, __func__);
+  HMC_CATCH
+}
+
+HMC_API hmc_status_t hmc_notify_wait_msg(hmc_context_t ctx, int timeout_ms, hmc_notification_t* out,
+                                         void* buf, size_t capacity, size_t* size) {
+  HMC_TRY
+  CHECK_HANDLE(ctx, Context);
+  CHECK_NOT_NULL(out);
+  CHECK_NOT_NULL(size);
+  CHECK_TIMEOUT(timeout_ms);
+  if (capacity && !buf)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "hmc_notify_wait_msg: buf is NULL with capacity {}",
+                capacity);
+  return ctx_of(ctx)->transfers().notify_wait(timeout_ms, out, buf, capacity, size, __func__);
   HMC_CATCH
 }
 

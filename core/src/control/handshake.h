@@ -37,10 +37,11 @@
 
 namespace hmc::control {
 
-// 2: the capability record of version 2, every field required (peer/messages.h). Peers of
-// version 1 (earlier builds, whose records carried optional trailers) are refused at the hello.
-constexpr uint16_t kProtocolVersion = 2;     // newest protocol this build speaks
-constexpr uint16_t kMinProtocolVersion = 2;  // oldest protocol this build still speaks
+// 2: the capability record of version 2, every field required (peer/messages.h).
+// 3: Notify carries bytes (hmc_put_notify, hmc_notify_send), every field required. Peers of
+// versions 1 and 2 (whose Notify is the value and count alone) are refused at the hello.
+constexpr uint16_t kProtocolVersion = 3;     // newest protocol this build speaks
+constexpr uint16_t kMinProtocolVersion = 3;  // oldest protocol this build still speaks
 constexpr size_t kNonceSize = 32;
 constexpr size_t kMaxHostIdLen = 1024;
 constexpr size_t kMaxHostnameLen = 256;

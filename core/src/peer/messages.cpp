@@ -155,13 +155,14 @@ bool decode_net_ready(const uint8_t* p, size_t n, NetReady* m) {
 void encode_notify(const Notify& m, control::Writer* w) {
   w->u64(m.value);
   w->u64(m.carried_before);
+  w->str(m.bytes);
 }
 bool decode_notify(const uint8_t* p, size_t n, Notify* m) {
   control::Reader r(p, n);
   Notify x;
-  if (!r.u64(&x.value)) return false;
-  if (r.remaining() > 0 && !r.u64(&x.carried_before)) return false;
-  *m = x;
+  if (!r.u64(&x.value) || !r.u64(&x.carried_before) || !r.str(&x.bytes, HMC_NOTIFY_MAX_BYTES))
+    return false;
+  *m = std::move(x);
   return true;
 }
 

@@ -63,12 +63,13 @@ struct NetReady {
 void encode_net_ready(const NetReady& m, control::Writer* w);
 bool decode_net_ready(const uint8_t* p, size_t n, NetReady* m);
 
-// Notify: the value of a put with HMC_PUT_NOTIFY, sent after the data is in place, and how many
-// notifications the initiator's net plugin carried to this target before it (appended in
-// protocol 1 by peers offering kFeatureCarriedNotify; 0 when absent).
+// Notify: the value of a put with HMC_PUT_NOTIFY, sent after the data is in place (or of
+// hmc_notify_send), how many notifications the initiator's net plugin carried to this target
+// before it, and the bytes it carries (at most HMC_NOTIFY_MAX_BYTES). Every field is required.
 struct Notify {
   uint64_t value = 0;
   uint64_t carried_before = 0;
+  std::string bytes;
 };
 void encode_notify(const Notify& m, control::Writer* w);
 bool decode_notify(const uint8_t* p, size_t n, Notify* m);

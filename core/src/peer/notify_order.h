@@ -1,5 +1,6 @@
 // Put notifications in the order of the puts, when some travel with the data (net plugins
-// offering iput_notify) and the others on the control plane (Notify messages).
+// offering iput_notify) and the others on the control plane (Notify messages: those of puts the
+// path does not carry, every one that carries bytes, and those without data, hmc_notify_send).
 //
 // The two channels race, so each side keeps counts:
 //  - a Notify message says how many carried notifications the initiator's puts had landed
@@ -14,10 +15,18 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace hmc {
+
+// A notification as the target delivers it: the value and the bytes it carries (empty for a
+// value-only one, and always for one the net plugin carried).
+struct Note {
+  uint64_t value = 0;
+  std::string bytes;
+};
 
 // The initiator's side, per peer (guarded by the peer's net mutex, except acked()).
 class NotifySender {
@@ -55,21 +64,21 @@ class NotifySender {
 class NotifyReceiver {
  public:
   // A notification the net plugin carried: appends what may be delivered now, in order.
-  void carried(uint64_t value, std::vector<uint64_t>* out);
+  void carried(uint64_t value, std::vector<Note>* out);
   // A Notify message that followed carried_before carried notifications.
-  void control(uint64_t value, uint64_t carried_before, std::vector<uint64_t>* out);
+  void control(Note note, uint64_t carried_before, std::vector<Note>* out);
   // The peer is gone: whatever is held, in order (the carried ones it waits for never come).
-  void drain(std::vector<uint64_t>* out);
+  void drain(std::vector<Note>* out);
   // Notify messages delivered so far (what NotifyAck says).
   uint64_t control_delivered() const { return control_delivered_; }
   size_t held() const { return held_.size(); }
 
  private:
-  void release(std::vector<uint64_t>* out);
+  void release(std::vector<Note>* out);
 
   uint64_t carried_ = 0;
   uint64_t control_delivered_ = 0;
-  std::deque<std::pair<uint64_t, uint64_t>> held_;  // (value, carried_before), in arrival order
+  std::deque<std::pair<Note, uint64_t>> held_;  // (note, carried_before), in arrival order
 };
 
 }  // namespace hmc

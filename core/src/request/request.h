@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "hmc/hmc.h"
 #include "hmc/plugin/net.h"
@@ -56,6 +57,7 @@ struct alignas(64) Request {
   std::unique_ptr<FramedTransfer> framed;
   Context* owner = nullptr;  // owned by RequestTable
   uint64_t notify_value = 0;
+  std::string notify_bytes;  // what the notification carries with the value (hmc_put_notify)
   std::atomic<uint32_t> next_free{0};  // free list: index + 1 of the next free slot, 0 = end
   std::string error;                   // message for hmc_last_error when status is an error
 };
@@ -68,7 +70,8 @@ class RequestTable {
   static Request* acquire(Context* ctx);
   // The same, with what every transfer sets.
   static Request* acquire(Context* ctx, Op op, Peer* peer, size_t size, uint64_t tag = 0,
-                          bool notify = false, uint64_t notify_value = 0);
+                          bool notify = false, uint64_t notify_value = 0,
+                          std::string_view notify_bytes = {});
   // Ends the request's life: its handle goes stale, its slot is reused later.
   static void release(Request* req);
   // Releases every live request of ctx (at context destruction).

@@ -1,7 +1,8 @@
 // Put notifications at the target: those a net plugin carried with the data (notify_poll) and
-// those sent on the control plane (Notify), delivered to hmc_notify_wait in the initiator's put
-// order (peer/notify_order.h says how the two channels are ordered); and, at the initiator, the
-// NotifyAck that says how many Notify messages the target delivered.
+// those sent on the control plane (Notify, with the bytes a notification carries), delivered to
+// hmc_notify_wait in the initiator's put order (peer/notify_order.h says how the two channels are
+// ordered); and, at the initiator, the NotifyAck that says how many Notify messages the target
+// delivered.
 #include <vector>
 
 #include "peer/dispatch.h"
@@ -38,7 +39,7 @@ void Transfers::poll_carried_notifications_locked(Peer& peer) {
   uint64_t value = 0;
   while (peer.ep && t->notify_poll(peer.ep, &value) == HMC_PLUGIN_SUCCESS) {
     uint64_t acked = notifications_.deliver(
-        peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) { r.carried(value, out); });
+        peer, [&](NotifyReceiver& r, std::vector<Note>* out) { r.carried(value, out); });
     if (acked) {
       std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
       send_notify_ack_ctrl_locked(peer, acked);
@@ -49,8 +50,8 @@ void Transfers::poll_carried_notifications_locked(Peer& peer) {
 std::string Transfers::on_notify_ctrl_locked(Peer& peer, const uint8_t* p, size_t n) {
   msg::Notify m;
   if (!msg::decode_notify(p, n, &m)) return "malformed notification";
-  uint64_t acked = notifications_.deliver(peer, [&](NotifyReceiver& r, std::vector<uint64_t>* out) {
-    r.control(m.value, m.carried_before, out);
+  uint64_t acked = notifications_.deliver(peer, [&](NotifyReceiver& r, std::vector<Note>* out) {
+    r.control({m.value, std::move(m.bytes)}, m.carried_before, out);
   });
   send_notify_ack_ctrl_locked(peer, acked);
   return "";
@@ -64,7 +65,7 @@ std::string Transfers::on_notify_ack(Peer& peer, const uint8_t* p, size_t n) {
 }
 
 void Transfers::drain_held_notifications(Peer& peer) {
-  notifications_.deliver(peer, [](NotifyReceiver& r, std::vector<uint64_t>* out) { r.drain(out); });
+  notifications_.deliver(peer, [](NotifyReceiver& r, std::vector<Note>* out) { r.drain(out); });
 }
 
 }  // namespace hmc

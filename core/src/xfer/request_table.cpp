@@ -48,6 +48,7 @@ HMC_HOT void reset(Request* r) {
   r->tag = 0;
   r->notify = false;
   r->notify_value = 0;
+  r->notify_bytes.clear();
   r->landed = false;
   r->carried = false;
   r->net = nullptr;
@@ -129,7 +130,8 @@ HMC_HOT Request* RequestTable::acquire(Context* ctx) {
 }
 
 HMC_HOT Request* RequestTable::acquire(Context* ctx, Op op, Peer* peer, size_t size, uint64_t tag,
-                                       bool notify, uint64_t notify_value) {
+                                       bool notify, uint64_t notify_value,
+                                       std::string_view notify_bytes) {
   Request* r = acquire(ctx);
   r->op = op;
   r->peer = peer;
@@ -137,6 +139,7 @@ HMC_HOT Request* RequestTable::acquire(Context* ctx, Op op, Peer* peer, size_t s
   r->tag = tag;
   r->notify = notify;
   r->notify_value = notify_value;
+  if (!notify_bytes.empty()) r->notify_bytes.assign(notify_bytes.data(), notify_bytes.size());
   return r;
 }
 

@@ -42,14 +42,16 @@ void TargetStaging::add_handlers(ControlDispatch& dispatch) {
 }
 
 hmc_status_t TargetStaging::post(Remote* remote, void* buf, size_t size, uint64_t offset, Op op,
-                                 bool notify, uint64_t notify_value, Request** out) {
+                                 bool notify, uint64_t notify_value, std::string_view notify_bytes,
+                                 Request** out) {
   const RmaSpan one{0, remote->base + offset, size};
-  return post_ranges(remote, buf, size, &one, 1, size, op, notify, notify_value, out);
+  return post_ranges(remote, buf, size, &one, 1, size, op, notify, notify_value, notify_bytes, out);
 }
 
 hmc_status_t TargetStaging::post_ranges(Remote* remote, void* local, size_t local_size,
                                         const RmaSpan* spans, size_t count, size_t total, Op op,
-                                        bool notify, uint64_t notify_value, Request** out) {
+                                        bool notify, uint64_t notify_value,
+                                        std::string_view notify_bytes, Request** out) {
   const std::shared_ptr<Peer> peer = remote->peer;
   const char* what = op_name(op);
   if (!peer->framing.on())
@@ -98,7 +100,8 @@ hmc_status_t TargetStaging::post_ranges(Remote* remote, void* local, size_t loca
   Request* user = nullptr;
   bool live = false;
   if (st == HMC_SUCCESS) {
-    user = RequestTable::acquire(owner_, op, peer.get(), total, 0, notify, notify_value);
+    user =
+        RequestTable::acquire(owner_, op, peer.get(), total, 0, notify, notify_value, notify_bytes);
     user->control_driven = true;
     std::lock_guard<std::mutex> lock(peer->net->mutex());
     live = !peer->lost && peer->ep;

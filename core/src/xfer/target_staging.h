@@ -58,13 +58,13 @@ class TargetStaging {
   // fresh internal tag, the application's request (ended by advance), and the StagedPut/StagedGet
   // message.
   hmc_status_t post(Remote* remote, void* buf, size_t size, uint64_t offset, Op op, bool notify,
-                    uint64_t notify_value, Request** out);
+                    uint64_t notify_value, std::string_view notify_bytes, Request** out);
   // The same for a transfer list (xfer/xfer_list.h): one ask and internal transfer per range of
   // `spans` (offsets into the local region [local, local + local_size)), and one application
   // request of `total` bytes that ends when the last range did, or with the first failure.
   hmc_status_t post_ranges(Remote* remote, void* local, size_t local_size, const RmaSpan* spans,
                            size_t count, size_t total, Op op, bool notify, uint64_t notify_value,
-                           Request** out);
+                           std::string_view notify_bytes, Request** out);
   // Serves the asks received, ends the application's requests whose transfer ended, answers
   // StagedDone for the owner's transfers that ended, releases internal requests (progress
   // pass: progress_mutex() held, no other lock). Returns true when something happened.

@@ -163,9 +163,10 @@ bool Transfers::framed_sends_waiting(Peer& peer, uint64_t tag) {
 // place in the per-tag order is the order of the posts.
 hmc_status_t Transfers::post_framed(const std::shared_ptr<Peer>& peer,
                                     std::unique_ptr<FramedTransfer> f, Op op, size_t size,
-                                    uint64_t tag, Request** out, bool notify,
-                                    uint64_t notify_value) {
-  Request* req = RequestTable::acquire(owner_, op, peer.get(), size, tag, notify, notify_value);
+                                    uint64_t tag, Request** out, bool notify, uint64_t notify_value,
+                                    std::string_view notify_bytes) {
+  Request* req =
+      RequestTable::acquire(owner_, op, peer.get(), size, tag, notify, notify_value, notify_bytes);
   req->framed = std::move(f);
   {
     std::lock_guard<std::mutex> lock(peer->net->mutex());
@@ -325,7 +326,8 @@ hmc_status_t check_remote_range(const Remote& remote, uint64_t offset, size_t si
 }  // namespace
 
 hmc_status_t Transfers::post_rma(Op op, Remote* remote, void* buf, size_t size, uint64_t offset,
-                                 bool notify, uint64_t notify_value, Request** out) {
+                                 bool notify, uint64_t notify_value, std::string_view notify_bytes,
+                                 Request** out) {
   const auto& peer = remote->peer;
   const char* what = op_name(op);
   const bool put = op == Op::Put;
@@ -338,27 +340,29 @@ hmc_status_t Transfers::post_rma(Op op, Remote* remote, void* buf, size_t size, 
   uint64_t addr = remote->base + offset;
   switch (plan.route) {
     case Route::TargetStaged:
-      return staging_->post(remote, buf, size, offset, op, notify, notify_value, out);
+      return staging_->post(remote, buf, size, offset, op, notify, notify_value, notify_bytes, out);
     case Route::Pieced: {
       const auto chunk = peer->framing.chunk;
       return post_tracked_rma(remote,
                               put ? PiecedRma::put(buf, size, addr, remote->rkey, chunk)
                                   : PiecedRma::get(buf, size, addr, remote->rkey, chunk),
-                              op, size, out, notify, notify_value);
+                              op, size, out, notify, notify_value, notify_bytes);
     }
     default: break;
   }
-  Request* req = RequestTable::acquire(owner_, op, peer.get(), size, 0, notify, notify_value);
+  Request* req =
+      RequestTable::acquire(owner_, op, peer.get(), size, 0, notify, notify_value, notify_bytes);
   hmc_net_mr_t* mr = plan.mr;
   st = post_common(req, [&](NetPlugin& net, hmc_net_ep_t* ep, hmc_net_request_t** nr) {
     if (!remote->rkey) return HMC_PLUGIN_ERR_PEER_LOST;
     // Checked and recorded under the net mutex, where a withdrawal marks and looks.
     if (remote->dead.load(std::memory_order_relaxed)) return HMC_PLUGIN_ERR_REMOTE;
-    // A put's notification travels with the data where the plugin carries it and that keeps
-    // the order of notifications (peer/notify_order.h).
-    req->carried = req->notify && peer->notify_sender.may_carry(std::none_of(
-                                      peer->notify_queue.begin(), peer->notify_queue.end(),
-                                      [](const Request* q) { return !q->carried; }));
+    // A put's notification travels with the data where the plugin carries it (a value alone)
+    // and that keeps the order of notifications (peer/notify_order.h).
+    req->carried = req->notify && req->notify_bytes.empty() &&
+                   peer->notify_sender.may_carry(
+                       std::none_of(peer->notify_queue.begin(), peer->notify_queue.end(),
+                                    [](const Request* q) { return !q->carried; }));
     hmc_plugin_status_t ps =
         !put ? net.table()->iget(ep, buf, size, mr, addr, remote->rkey, nr)
         : req->carried
@@ -424,7 +428,7 @@ hmc_status_t Transfers::route_list(const XferList& list, RoutePlan* plan) {
 }
 
 hmc_status_t Transfers::post_list(const XferList& list, uint32_t flags, uint64_t notify_value,
-                                  Request** out) {
+                                  Request** out, std::string_view notify_bytes) {
   Remote* remote = list.remote;
   const auto& peer = remote->peer;
   const char* what = list.put ? "put" : "get";
@@ -439,25 +443,26 @@ hmc_status_t Transfers::post_list(const XferList& list, uint32_t flags, uint64_t
   switch (plan.route) {
     case Route::TargetStaged:
       return staging_->post_ranges(remote, list.local->addr, list.local->size, list.spans->data(),
-                                   list.spans->size(), total, op, notify, notify_value, out);
+                                   list.spans->size(), total, op, notify, notify_value,
+                                   notify_bytes, out);
     case Route::Vectored:
       return post_tracked_rma(remote,
                               PiecedRma::vectored(list.put, list.vec, list.total, remote->rkey), op,
-                              total, out, notify, notify_value);
+                              total, out, notify, notify_value, notify_bytes);
     default: break;
   }
   auto f =
       PiecedRma::list(list.put, list.local->addr, list.spans, list.total, remote->rkey,
                       peer->framing.on() ? peer->framing.chunk : list.total, plan.staged, plan.mr);
-  return post_tracked_rma(remote, std::move(f), op, total, out, notify, notify_value);
+  return post_tracked_rma(remote, std::move(f), op, total, out, notify, notify_value, notify_bytes);
 }
 
 hmc_status_t Transfers::post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
                                          size_t size, Request** out, bool notify,
-                                         uint64_t notify_value) {
+                                         uint64_t notify_value, std::string_view notify_bytes) {
   const auto& peer = remote->peer;
   if (!remote->region_id)
-    return post_framed(peer, std::move(f), op, size, 0, out, notify, notify_value);
+    return post_framed(peer, std::move(f), op, size, 0, out, notify, notify_value, notify_bytes);
   // posting before dead is read, dead set before posting is read (settle_withdrawals): one of
   // the two sees the other (sequentially consistent atomics).
   remote->posting.fetch_add(1);
@@ -465,7 +470,7 @@ hmc_status_t Transfers::post_tracked_rma(Remote* remote, std::unique_ptr<FramedT
   if (remote->dead.load()) {
     st = refuse_withdrawn(*remote, op_name(op));
   } else {
-    st = post_framed(peer, std::move(f), op, size, 0, out, notify, notify_value);
+    st = post_framed(peer, std::move(f), op, size, 0, out, notify, notify_value, notify_bytes);
     if (st == HMC_SUCCESS) {
       std::lock_guard<std::mutex> lock(peer->net->mutex());
       track_remote_request_locked(remote, RequestTable::handle(*out));
@@ -473,6 +478,29 @@ hmc_status_t Transfers::post_tracked_rma(Remote* remote, std::unique_ptr<FramedT
   }
   remote->posting.fetch_sub(1);
   return st;
+}
+
+hmc_status_t Transfers::post_notify(Peer* peer, uint64_t value, std::string_view bytes,
+                                    Request** out) {
+  hmc_status_t st = check_peer(*peer, "notify_send");
+  if (st != HMC_SUCCESS) return st;
+  Request* req = RequestTable::acquire(owner_, Op::Put, peer, 0, 0, true, value, bytes);
+  std::lock_guard<std::mutex> lock(peer->net->mutex());
+  if (peer->lost || !peer->ep) {
+    std::string reason = peer->lost_reason;
+    RequestTable::release(req);
+    return fail(peer->closed ? HMC_ERR_INVALID_HANDLE : HMC_ERR_PEER_LOST,
+                "hmc_notify_send: peer {} is {}", peer->name,
+                peer->closed ? "closed" : "lost (" + reason + ")");
+  }
+  // Not in `pending` (it has no transfer of its own), but counted there until it is sent;
+  // landed at once, it goes when the notifying requests before it went.
+  req->landed = true;
+  peer->notify_queue.push_back(req);
+  peer->add_pending_locked(1);
+  *out = req;
+  flush_notifications_locked(*peer);
+  return HMC_SUCCESS;
 }
 
 namespace {
@@ -597,22 +625,38 @@ hmc_status_t Transfers::cancel(Request* req) {
   return fail(from_plugin_status(ps), "hmc_request_cancel: {}", plugin_status_string(ps));
 }
 
-hmc_status_t Transfers::notify_wait(int timeout_ms, hmc_notification_t* out) {
-  auto take = [&] { return notifications_.take(out); };
-  if (take()) return HMC_SUCCESS;
-  // Notifications arrive on the control plane: service it on every turn.
-  polling_.last_control_ns = 0;
-  bool got = poll_until(
-      [&] {
-        if (take()) return true;
-        polling_.last_control_ns = 0;
-        return false;
-      },
-      timeout_ms);
-  if (!got)
-    return fail(HMC_ERR_TIMEOUT, "hmc_notify_wait: no notification within {} ms",
-                resolve_timeout(timeout_ms));
-  return HMC_SUCCESS;
+hmc_status_t Transfers::notify_wait(int timeout_ms, hmc_notification_t* out, void* buf,
+                                    size_t capacity, size_t* size, const char* what) {
+  using Take = NotificationQueue::Take;
+  Take got = notifications_.take(out, buf, capacity, size);
+  if (got == Take::None) {
+    // Notifications arrive on the control plane: service it on every turn.
+    polling_.last_control_ns = 0;
+    poll_until(
+        [&] {
+          got = notifications_.take(out, buf, capacity, size);
+          if (got != Take::None) return true;
+          polling_.last_control_ns = 0;
+          return false;
+        },
+        timeout_ms);
+  }
+  switch (got) {
+    case Take::Taken: return HMC_SUCCESS;
+    case Take::Truncated:
+      if (capacity == 0)
+        return fail(HMC_ERR_TRUNCATED,
+                    "{}: the oldest notification carries {} bytes; take it with "
+                    "hmc_notify_wait_msg (it stays queued)",
+                    what, *size);
+      return fail(HMC_ERR_TRUNCATED,
+                  "{}: the oldest notification carries {} bytes, more than the {}-byte buffer "
+                  "(it stays queued)",
+                  what, *size, capacity);
+    case Take::None: break;
+  }
+  return fail(HMC_ERR_TIMEOUT, "{}: no notification within {} ms", what,
+              resolve_timeout(timeout_ms));
 }
 
 // --- request completion -------------------------------------------------------------------
@@ -640,16 +684,17 @@ void Transfers::flush_notifications_locked(Peer& peer) {
     {
       std::lock_guard<std::mutex> lock(peer.ctrl_mutex);
       control::Writer w;
-      msg::encode_notify({req->notify_value, peer.notify_sender.control_sending()}, &w);
+      msg::encode_notify(
+          {req->notify_value, peer.notify_sender.control_sending(), req->notify_bytes}, &w);
       st = peer.ctrl ? peer.ctrl->send(control::MsgType::Notify, w) : HMC_ERR_PEER_LOST;
     }
     if (st == HMC_SUCCESS)
       complete_locked(req, HMC_SUCCESS, "");
     else
-      complete_locked(req, HMC_ERR_PEER_LOST,
-                      fmt::format("hmc_put to {}: the data landed but the notification could not "
-                                  "be sent: {}",
-                                  peer.name, last_error()));
+      complete_locked(
+          req, HMC_ERR_PEER_LOST,
+          fmt::format("hmc_{} to {}: the notification could not be sent{}: {}", op_name(req->op),
+                      peer.name, req->size ? " (the data landed)" : "", last_error()));
   }
 }
 

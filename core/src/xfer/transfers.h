@@ -10,10 +10,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "device/registry.h"
@@ -83,18 +85,22 @@ struct Polling {
 // Put notifications delivered at the target, waiting for hmc_notify_wait.
 class NotificationQueue {
  public:
+  // What take found: nothing, a notification (taken), or one whose bytes do not fit (left).
+  enum class Take { None, Taken, Truncated };
+
   explicit NotificationQueue(EventSignal& events) : events_(events) {}
   // Applies fn to the peer's receiver (peer/notify_order.h) and queues what it releases; returns
   // the Notify messages delivered so far when fn released one of them, else 0.
   template <typename Fn>
   uint64_t deliver(Peer& peer, Fn fn) {
-    std::vector<uint64_t> out;
+    std::vector<Note> out;
     uint64_t acked = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       uint64_t before = peer.notify_receiver.control_delivered();
       fn(peer.notify_receiver, &out);
-      for (uint64_t v : out) queue_.push_back({reinterpret_cast<hmc_peer_t>(&peer), v});
+      for (Note& n : out)
+        queue_.push_back({reinterpret_cast<hmc_peer_t>(&peer), n.value, std::move(n.bytes)});
       if (peer.notify_receiver.control_delivered() != before)
         acked = peer.notify_receiver.control_delivered();
     }
@@ -104,20 +110,30 @@ class NotificationQueue {
     }
     return acked;
   }
-  // Takes the oldest notification; false when there is none.
-  bool take(hmc_notification_t* out) {
+  // Takes the oldest notification, its bytes copied into buf (capacity bytes) and their number
+  // in *size; leaves it queued, with *size the number needed, when they do not fit.
+  Take take(hmc_notification_t* out, void* buf, size_t capacity, size_t* size) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (queue_.empty()) return false;
-    *out = queue_.front();
+    if (queue_.empty()) return Take::None;
+    Queued& q = queue_.front();
+    *size = q.bytes.size();
+    if (q.bytes.size() > capacity) return Take::Truncated;
+    if (!q.bytes.empty()) std::memcpy(buf, q.bytes.data(), q.bytes.size());
+    *out = {q.peer, q.value};
     queue_.pop_front();
-    return true;
+    return Take::Taken;
   }
 
  private:
+  struct Queued {
+    hmc_peer_t peer;
+    uint64_t value;
+    std::string bytes;  // empty for a value-only notification (no allocation)
+  };
   EventSignal& events_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<hmc_notification_t> queue_;
+  std::deque<Queued> queue_;
 };
 
 class Transfers {
@@ -147,25 +163,32 @@ class Transfers {
   hmc_status_t post_recv(Peer* peer, void* buf, size_t size, uint64_t tag, Request** out) {
     return post_message(Op::Recv, peer, buf, size, tag, out);
   }
+  // notify_bytes: what the notification carries with its value (hmc_put_notify).
   hmc_status_t post_put(Remote* remote, const void* buf, size_t size, uint64_t offset,
-                        uint32_t flags, uint64_t notify_value, Request** out) {
+                        uint32_t flags, uint64_t notify_value, Request** out,
+                        std::string_view notify_bytes = {}) {
     return post_rma(Op::Put, remote, const_cast<void*>(buf), size, offset, flags & HMC_PUT_NOTIFY,
-                    notify_value, out);
+                    notify_value, notify_bytes, out);
   }
   hmc_status_t post_get(Remote* remote, void* buf, size_t size, uint64_t offset, Request** out) {
-    return post_rma(Op::Get, remote, buf, size, offset, false, 0, out);
+    return post_rma(Op::Get, remote, buf, size, offset, false, 0, {}, out);
   }
+  // A notification without data (hmc_notify_send): queued behind the peer's earlier notifying
+  // requests as one that landed at once, it is sent by the same flush as theirs.
+  hmc_status_t post_notify(Peer* peer, uint64_t value, std::string_view bytes, Request** out);
   // Makes list.vec when the list's path offers vectored puts/gets and reaches its local region
   // without staging (hmc_xfer_prepare, before the list is shared).
   void vectorize_list(XferList& list);
   // Posts a transfer list (xfer/xfer_list.h) as one request.
-  hmc_status_t post_list(const XferList& list, uint32_t flags, uint64_t notify_value,
-                         Request** out);
+  hmc_status_t post_list(const XferList& list, uint32_t flags, uint64_t notify_value, Request** out,
+                         std::string_view notify_bytes = {});
   // Final status releases the request (deletes it); HMC_IN_PROGRESS / HMC_ERR_TIMEOUT keep it.
   hmc_status_t test(Request* req, size_t* bytes);
   hmc_status_t wait(Request* req, int timeout_ms, size_t* bytes);
   hmc_status_t cancel(Request* req);
-  hmc_status_t notify_wait(int timeout_ms, hmc_notification_t* out);
+  // The oldest notification and its bytes (hmc_notify_wait_msg; what: the API call's name).
+  hmc_status_t notify_wait(int timeout_ms, hmc_notification_t* out, void* buf, size_t capacity,
+                           size_t* size, const char* what);
 
   // Framed transfers (framed/framed_transfer.h). Where buf lives for this pair; *staged: through
   // bounce buffers.
@@ -180,7 +203,7 @@ class Transfers {
                                                    const MemoryLocation& loc);
   hmc_status_t post_framed(const std::shared_ptr<Peer>& peer, std::unique_ptr<FramedTransfer> f,
                            Op op, size_t size, uint64_t tag, Request** out, bool notify = false,
-                           uint64_t notify_value = 0);
+                           uint64_t notify_value = 0, std::string_view notify_bytes = {});
 
   // --- request completion (net mutex held unless said otherwise) ----------------------------
   // Tests just this request's net operation (the fast path of a wait; no lock held): up to
@@ -243,7 +266,7 @@ class Transfers {
   // buf is read (Send, Put) or written (Recv, Get).
   hmc_status_t post_message(Op op, Peer* peer, void* buf, size_t size, uint64_t tag, Request** out);
   hmc_status_t post_rma(Op op, Remote* remote, void* buf, size_t size, uint64_t offset, bool notify,
-                        uint64_t notify_value, Request** out);
+                        uint64_t notify_value, std::string_view notify_bytes, Request** out);
   // How a transfer list's path reaches its local region: the region's own registration on the
   // path, by pointer (mr null), or through bounces (*staged).
   hmc_status_t list_access(const Peer& peer, Region* local, bool* staged, hmc_net_mr_t** mr);
@@ -251,7 +274,7 @@ class Transfers {
   // framed transfer records its request after posting: remote->posting covers the gap).
   hmc_status_t post_tracked_rma(Remote* remote, std::unique_ptr<FramedTransfer> f, Op op,
                                 size_t size, Request** out, bool notify = false,
-                                uint64_t notify_value = 0);
+                                uint64_t notify_value = 0, std::string_view notify_bytes = {});
   template <typename PostFn>
   hmc_status_t post_common(Request* req, PostFn post);
   // Spins on progress until pred() holds or timeout_ms (resolve_timeout) passes.

@@ -261,7 +261,7 @@ std::vector<Seed> seeds() {
   msg::encode_caps(caps, &w_caps);
   msg::encode_net_handle(nh, &w_nh);
   msg::encode_net_ready({HMC_ERR_NO_PATH, "no common path"}, &w_ready);
-  msg::encode_notify({0xfeedull, 2}, &w_notify);
+  msg::encode_notify({0xfeedull, 2, "request-7"}, &w_notify);
   msg::encode_bye(std::string("context destroyed"), &w_bye);
   seeds.push_back({"stream-setup",
                    concat({frame_of(MsgType::Caps, w_caps), frame_of(MsgType::NetHandle, w_nh),
@@ -270,6 +270,7 @@ std::vector<Seed> seeds() {
   seeds.push_back({"select-caps", selector_input(MsgType::Caps, w_caps)});
   seeds.push_back({"select-net-handle", selector_input(MsgType::NetHandle, w_nh)});
   seeds.push_back({"select-net-ready", selector_input(MsgType::NetReady, w_ready)});
+  seeds.push_back({"select-notify", selector_input(MsgType::Notify, w_notify)});
 
   // Region withdrawal (regions/regions.cpp).
   msg::RegionRequest rq{7, info.context_id, 3, 0x7f0000001000ull, 65573, 6};
