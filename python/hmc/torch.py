@@ -295,20 +295,22 @@ class _StagingPool:
     succeeded (after a failure hmc may still write into it); at most `limit` bytes are kept."""
 
     def __init__(self, limit=256 << 20):
-        self._free = {}  # bytes -> [uint8 tensor]
+        self._free = {}  # (device, bytes) -> [uint8 tensor]
         self._held = 0
         self._limit = limit
         self._lock = threading.Lock()
 
-    def take(self, nbytes, dtype=torch.uint8):
-        """A 1-D tensor of dtype over nbytes of staging (nbytes a multiple of its size)."""
+    def take(self, nbytes, dtype=torch.uint8, device="cpu"):
+        """A 1-D tensor of dtype over nbytes of staging on device (nbytes a multiple of the
+        dtype's size)."""
+        device = torch.device(device)
         with self._lock:
-            free = self._free.get(nbytes)
+            free = self._free.get((device, nbytes))
             buf = free.pop() if free else None
             if buf is not None:
                 self._held -= nbytes
         if buf is None:
-            buf = torch.empty(nbytes, dtype=torch.uint8)
+            buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
         return buf.view(dtype)
 
     def give(self, bufs):
@@ -319,7 +321,7 @@ class _StagingPool:
                     self._free.clear()  # the newest sizes win
                     self._held = 0
                 if b.numel() <= self._limit:
-                    self._free.setdefault(b.numel(), []).append(b)
+                    self._free.setdefault((b.device, b.numel()), []).append(b)
                     self._held += b.numel()
 
 
@@ -423,7 +425,8 @@ class ProcessGroupHmc(dist.ProcessGroup):
             parts = [p.view(torch.uint8) for p in parts]
             dtype = torch.uint8
         n = sum(p.numel() for p in parts)
-        flat = self._staging.take(n * torch.empty(0, dtype=dtype).element_size(), dtype)
+        device = parts[0].device if parts else "cpu"
+        flat = self._staging.take(n * torch.empty(0, dtype=dtype).element_size(), dtype, device)
         if parts:
             torch.cat(parts, out=flat)
         return flat
@@ -523,7 +526,8 @@ class ProcessGroupHmc(dist.ProcessGroup):
         staged = []
         target = t
         if self.rank() != root:
-            target = self._staging.take(t.numel() * t.element_size(), t.dtype).view(t.shape)
+            target = self._staging.take(t.numel() * t.element_size(), t.dtype, t.device)
+            target = target.view(t.shape)
             target.copy_(t)
             staged = [target]
         buf, dtype = _reducible(target, "reduce", op)
@@ -553,7 +557,8 @@ class ProcessGroupHmc(dist.ProcessGroup):
         outputs, t = output_lists[0], _check(inputs[0], "all_gather")
         if len(outputs) != self.size():
             raise ValueError(f"all_gather: {len(outputs)} output tensors for {self.size()} ranks")
-        staging = self._staging.take(self.size() * t.numel() * t.element_size(), t.dtype)
+        staging = self._staging.take(self.size() * t.numel() * t.element_size(), t.dtype,
+                                     t.device)
         staging = staging.view((self.size(),) + tuple(t.shape))
         req = self._comm.all_gather(_bytes(t, "all_gather"), _bytes(staging, "all_gather"),
                                     dtype="uint8")
@@ -573,7 +578,7 @@ class ProcessGroupHmc(dist.ProcessGroup):
             raise ValueError(f"all_gather_coalesced: {len(output_lists)} output lists for {n} "
                              "ranks")
         flat = self._flat(inputs, "all_gather_coalesced")
-        staging = self._staging.take(n * flat.numel())
+        staging = self._staging.take(n * flat.numel(), device=flat.device)
         req = self._comm.all_gather(_bytes(flat, "all_gather_coalesced"),
                                     _bytes(staging, "all_gather_coalesced"), dtype="uint8")
 
@@ -680,7 +685,7 @@ class ProcessGroupHmc(dist.ProcessGroup):
         flat_in = self._flat(inputs, "all_to_all")
         counts_in = [x.numel() * x.element_size() for x in inputs]
         counts_out = [x.numel() * x.element_size() for x in outputs]
-        flat_out = self._staging.take(sum(counts_out))
+        flat_out = self._staging.take(sum(counts_out), device=flat_in.device)
         sd = [sum(counts_in[:i]) for i in range(n)]
         rd = [sum(counts_out[:i]) for i in range(n)]
         req = self._comm.all_to_allv(_bytes(flat_in, "all_to_all"), counts_in, sd,
