@@ -515,25 +515,15 @@ class ProcessGroupHmc(dist.ProcessGroup):
                           list(tensors), split_out, staged=[flat])
 
     def reduce(self, tensors, opts=None):
-        """An all-reduce into a copy on the other ranks: the root's tensor holds the result,
-        the others' stay as they were."""
+        """hmc's reduce: the root's tensor holds the result, the others' stay as they were."""
         self._usable("reduce")
         op = _op(opts, "reduce")
         root = getattr(opts, "rootRank", 0)
         self._check_rank(root, "reduce")
         t = tensors[0]
-        _reducible(t, "reduce", op)
-        staged = []
-        target = t
-        if self.rank() != root:
-            target = self._staging.take(t.numel() * t.element_size(), t.dtype, t.device)
-            target = target.view(t.shape)
-            target.copy_(t)
-            staged = [target]
-        buf, dtype = _reducible(target, "reduce", op)
-        req = self._comm.all_reduce(buf, op=_OPS[op], dtype=dtype)
-        return self._wrap(f"reduce (ReduceOp.{op}, root {root})", [req], [t, target], [t],
-                          staged=staged)
+        buf, dtype = _reducible(t, "reduce", op)
+        req = self._comm.reduce(buf, op=_OPS[op], root=root, dtype=dtype)
+        return self._wrap(f"reduce (ReduceOp.{op}, root {root})", [req], [t], [t])
 
     def broadcast(self, tensors, opts=None):
         self._usable("broadcast")

@@ -286,6 +286,42 @@ void bind_comm(py::module_& m) {
           "send"_a, "recv"_a = py::none(), "op"_a = "sum", "dtype"_a = py::none(), "stream"_a = 0,
           "recv = the reduction of every rank's send (recv None: in place, into send).")
       .def(
+          "reduce",
+          [](const Communicator& c, py::handle send, py::handle recv, const std::string& op,
+             int root, py::handle dtype, uintptr_t stream) {
+            const char* call = "hmc_reduce";
+            DtypeName d = resolve_dtype(dtype, send, call);
+            hmc_reduce_op_t o = resolve_op(op, call);
+            std::unique_ptr<Pinned> s, rv;
+            const void* send_ptr;
+            void* recv_ptr = nullptr;
+            if (c.rank() == root && recv.is_none()) {  // in place
+              rv = Pinned::from(send, true, call);
+              send_ptr = recv_ptr = rv->ptr();
+            } else {
+              s = Pinned::from(send, false, call);
+              send_ptr = s->ptr();
+              if (!recv.is_none()) {
+                rv = Pinned::from(recv, true, call);
+                recv_ptr = rv->ptr();
+                if (rv->size() != s->size())
+                  fail(HMC_ERR_INVALID_ARGUMENT, call, "send and recv differ in size");
+              }
+            }
+            size_t n = elements(s ? *s : *rv, d, call, "send");
+            hmc_request_t r = nullptr;
+            check(stream ? hmc_reduce_on_stream(c.handle(call), send_ptr, recv_ptr, n, d.dtype, o,
+                                                root, as_stream(stream), &r)
+                         : hmc_reduce(c.handle(call), send_ptr, recv_ptr, n, d.dtype, o, root, &r),
+                  call);
+            return make_request(c, r, std::move(rv), std::move(s), call);
+          },
+          "send"_a, "recv"_a = py::none(), "op"_a = "sum", "root"_a = 0, "dtype"_a = py::none(),
+          "stream"_a = 0,
+          "root's recv = the reduction of every rank's send. recv is the root's only: None there\n"
+          "reduces in place, into send; the other ranks' send stays as it was and their recv\n"
+          "(None or not) is never written.")
+      .def(
           "all_gather",
           [](const Communicator& c, py::handle send, py::handle recv, py::handle dtype,
              uintptr_t stream) {

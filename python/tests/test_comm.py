@@ -34,6 +34,20 @@ RANK_MAIN = textwrap.dedent(
     comm.all_reduce(f).wait(T)
     assert (f == float(sum(range(n)))).all()
 
+    # reduce to the last rank: into recv there; in place there (recv None); the others' send
+    # unchanged, their recv (given or None) never written.
+    root = n - 1
+    got = np.full(1000, -1, dtype=np.int32)
+    comm.reduce(x, got if r == root or r % 2 else None, root=root).wait(T)
+    assert (x == np.arange(1000, dtype=np.int32) * (r + 1)).all()
+    if r == root:
+        assert (got == np.arange(1000, dtype=np.int32) * sum(range(1, n + 1))).all(), got[:4]
+    else:
+        assert (got == -1).all()
+    y = np.full(300, float(r + 1), dtype=np.float64)
+    comm.reduce(y, op="max", root=root).wait(T)
+    assert (y == (float(n) if r == root else float(r + 1))).all(), y[:4]
+
     # Bitwise, exact on integers (each rank sets bit r, clears bit 8 + r); refused on floats.
     import functools, operator
     mine = np.array([1 << r, ~(1 << (8 + r)), (r + 1) * 0x1010101], dtype=np.int64)

@@ -174,6 +174,96 @@ inline std::string reduce_scatter_i32(Rank& r, size_t count, const char* what) {
   return "";
 }
 
+// Reduce to the first and to the last rank: int32 sums exact, out of place and in place on the
+// root, for counts from 0 to past the ring's threshold; float sums and int64 max and average. A
+// non-root rank passes NULL for recv, or a buffer that must stay untouched, alternately; every
+// rank's send must stay as it was (except the in-place root's).
+inline std::string reduce_role(Rank& r) {
+  int n = r.size;
+  int turn = 0;
+  for (int root : {0, n - 1}) {
+    for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(40001)}) {
+      for (bool in_place : {false, true}) {
+        const bool at_root = r.rank == root;
+        std::vector<int32_t> in(count), out(count, -7);
+        for (size_t i = 0; i < count; ++i) in[i] = ival(r.rank, i);
+        Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
+        if (!send.put(in.data()) || !recv.put(out.data())) return "fill";
+        const bool null_recv = !at_root && (turn++ % 2 == 0);
+        void* dst = at_root && in_place ? send.get() : null_recv ? nullptr : recv.get();
+        hmc_request_t req;
+        std::string what = "reduce i32 to rank " + std::to_string(root) + " count " +
+                           std::to_string(count) + (in_place ? " in place" : "");
+        std::string e =
+            wait(hmc_reduce(r.comm, send.get(), dst, count, HMC_DTYPE_I32, HMC_OP_SUM, root, &req),
+                 &req, what.c_str());
+        if (!e.empty()) return e;
+        std::vector<int32_t> sent(count), got(count);
+        if (!send.take(sent.data()) || !recv.take(got.data())) return "read back";
+        const std::vector<int32_t>& result = at_root && in_place ? sent : got;
+        for (size_t i = 0; i < count; ++i) {
+          int32_t want = 0;
+          for (int k = 0; k < n; ++k) want += ival(k, i);
+          if (at_root && result[i] != want)
+            return what + ": element " + std::to_string(i) + ": " + std::to_string(result[i]) +
+                   " != " + std::to_string(want);
+          if (!at_root && got[i] != -7)
+            return what + ": a non-root rank's recv was written at element " + std::to_string(i);
+          if (!(at_root && in_place) && sent[i] != in[i])
+            return what + ": send changed at element " + std::to_string(i);
+        }
+      }
+    }
+  }
+  {
+    const size_t count = 30000;
+    const int root = n / 2;
+    std::vector<float> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = fval(r.rank, i);
+    Buf send(r.ctx, r.mem, count * 4), recv(r.ctx, r.mem, count * 4);
+    if (!send.put(in.data())) return "fill";
+    hmc_request_t req;
+    std::string e = wait(
+        hmc_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_F32, HMC_OP_SUM, root, &req),
+        &req, "reduce f32");
+    if (!e.empty()) return e;
+    if (r.rank == root) {
+      if (!recv.take(out.data())) return "read back";
+      for (size_t i = 0; i < count; ++i) {
+        double want = 0;
+        for (int k = 0; k < n; ++k) want += fval(k, i);
+        if (std::fabs(out[i] - want) > 1e-5 * std::fabs(want) + 1e-6)
+          return "reduce f32 element " + std::to_string(i) + " off";
+      }
+    }
+  }
+  for (hmc_reduce_op_t op : {HMC_OP_MAX, HMC_OP_AVG}) {
+    const size_t count = 5003;
+    std::vector<int64_t> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = int64_t(r.rank * 3 + int(i)) * (i % 2 ? -1 : 1);
+    Buf send(r.ctx, r.mem, count * 8), recv(r.ctx, r.mem, count * 8);
+    if (!send.put(in.data())) return "fill";
+    hmc_request_t req;
+    std::string e =
+        wait(hmc_reduce(r.comm, send.get(), recv.get(), count, HMC_DTYPE_I64, op, 0, &req), &req,
+             "reduce i64");
+    if (!e.empty()) return e;
+    if (r.rank != 0) continue;
+    if (!recv.take(out.data())) return "read back";
+    for (size_t i = 0; i < count; ++i) {
+      int64_t hi = INT64_MIN, sum = 0;
+      for (int k = 0; k < n; ++k) {
+        int64_t v = int64_t(k * 3 + int(i)) * (i % 2 ? -1 : 1);
+        hi = std::max(hi, v);
+        sum += v;
+      }
+      if (out[i] != (op == HMC_OP_MAX ? hi : sum / n))
+        return "reduce i64 op " + std::to_string(int(op)) + " element " + std::to_string(i);
+    }
+  }
+  return "";
+}
+
 inline std::string gather_scatter_role(Rank& r) {
   int n = r.size;
   for (size_t count : {size_t(1), size_t(13), size_t(5000)}) {
@@ -301,8 +391,11 @@ inline std::string everything_role_on(Rank& r, bool host_i64) {
   return e;
 }
 
+// With a reduce, which runs on hmc's algorithms whatever the memory (the ccl plugin ABI has none).
 inline std::string everything_role(Rank& r) {
-  return everything_role_on(r, true);
+  std::string e = everything_role_on(r, true);
+  if (e.empty()) e = reduce_role(r);
+  return e;
 }
 
 }  // namespace coll_roles

@@ -393,6 +393,19 @@ static std::string pieces_role(Rank& r) {
   return "";
 }
 
+// Every form of the reduce, forced, with 4 ranks (the ring's and the direct form's blocks) and
+// 3 (a tree with a rank that only sends, blocks of unequal sizes).
+TEST(Coll, ReduceEveryForm) {
+  for (int n : {3, 4}) {
+    for (const char* algo : {"tree", "direct", "ring"}) {
+      Launch l{mems_of(n, {"host"})};
+      l.env = {{"HMC_COLL_ALGO", algo}};
+      SCOPED_TRACE(std::string(algo) + " " + std::to_string(n) + " ranks");
+      expect_all_pass(run(l, reduce_role));
+    }
+  }
+}
+
 TEST(Coll, ForcedAlgorithmsReduceAsMessagesArrive) {
   for (const char* algo : {"recursive_doubling", "direct", "ring"}) {
     Launch l{mems_of(4, {"host"})};
@@ -640,6 +653,15 @@ TEST(Coll, ArgumentErrors) {
       e = expect(hmc_broadcast(r.comm, a, 8, HMC_DTYPE_I32, 1, &req), HMC_ERR_INVALID_ARGUMENT,
                  "root");
     if (e.empty())
+      e = expect(hmc_reduce(r.comm, a, b, 8, HMC_DTYPE_I32, HMC_OP_SUM, -1, &req),
+                 HMC_ERR_INVALID_ARGUMENT, "reduce root");
+    if (e.empty())
+      e = expect(hmc_reduce(r.comm, a, nullptr, 8, HMC_DTYPE_I32, HMC_OP_SUM, 0, &req),
+                 HMC_ERR_INVALID_ARGUMENT, "reduce without recv on the root");
+    if (e.empty())
+      e = expect(hmc_reduce(r.comm, a, a + 2, 4, HMC_DTYPE_I32, HMC_OP_SUM, 0, &req),
+                 HMC_ERR_INVALID_ARGUMENT, "reduce overlap");
+    if (e.empty())
       e = expect(
           hmc_all_to_allv(r.comm, a, nullptr, nullptr, b, nullptr, nullptr, HMC_DTYPE_I32, &req),
           HMC_ERR_INVALID_ARGUMENT, "NULL counts");
@@ -676,7 +698,7 @@ TEST(Coll, ArgumentErrors) {
   }));
 }
 
-// The C++ wrapper: a split and an all-reduce through hmc::Comm (RAII, exceptions).
+// The C++ wrapper: a split, an all-reduce and a reduce through hmc::Comm (RAII, exceptions).
 TEST(Coll, CxxWrapper) {
   expect_all_pass(run({mems_of(3, {"host"})}, [](Rank& r) -> std::string {
     try {
@@ -688,6 +710,9 @@ TEST(Coll, CxxWrapper) {
         pair.all_reduce(&v, &sum, 1, HMC_DTYPE_I32, HMC_OP_SUM).wait();
         if (sum != 3 || pair.size() != 2) e = "sum " + std::to_string(sum);
       }
+      int32_t mine = r.rank + 1, total = 0;
+      world.reduce(&mine, r.rank == 2 ? &total : nullptr, 1, HMC_DTYPE_I32, HMC_OP_SUM, 2).wait();
+      if (e.empty() && r.rank == 2 && total != 6) e = "reduce gave " + std::to_string(total);
       world.barrier().wait();
       r.comm = nullptr;  // the wrapper destroys it
       return e;

@@ -184,6 +184,43 @@ TEST(CollAlgorithms, AllReduceEveryAlgorithm) {
   }
 }
 
+// Every form of the reduce, every root position: the root ends with the sum; the other ranks
+// have no Output at all (a schedule that touched it would be out of bounds) and keep their Input.
+TEST(CollAlgorithms, ReduceEveryFormAndRoot) {
+  for (Algorithm algo : {Algorithm::Auto, Algorithm::Tree, Algorithm::Ring, Algorithm::Direct}) {
+    for (int n : kSizes) {
+      for (size_t count : kCounts) {
+        for (int root : {0, n / 2, n - 1}) {
+          for (bool in_place : {false, true}) {
+            CollArgs a = int32_args(CollKind::Reduce, count, in_place);
+            a.root = root;
+            std::vector<CollArgs> per_rank(size_t(n), a);
+            std::vector<RankMem> mem(static_cast<size_t>(n));
+            for (int r = 0; r < n; ++r) {
+              per_rank[size_t(r)].in_place = in_place && r == root;
+              mem[size_t(r)].in = ints(count, r);
+              if (r == root)
+                mem[size_t(r)].out =
+                    in_place ? mem[size_t(r)].in : std::vector<uint8_t>(count * 4, 0xee);
+            }
+            std::string where = std::string(algorithm_name(algo)) + " n=" + std::to_string(n) +
+                                " count=" + std::to_string(count) + " root " +
+                                std::to_string(root) + (in_place ? " in place" : "");
+            ASSERT_EQ(run_all(a, per_rank, mem, algo), "") << where;
+            for (size_t i = 0; i < count; ++i) {
+              int32_t want = 0;
+              for (int k = 0; k < n; ++k) want += val(k, i);
+              ASSERT_EQ(get(mem[size_t(root)].out, i), want) << where << " i=" << i;
+            }
+            for (int r = 0; r < n; ++r)
+              if (r != root) ASSERT_EQ(mem[size_t(r)].in, ints(count, r)) << where << " rank " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CollAlgorithms, AllReduceAverage) {
   for (int n : {3, 4, 6}) {
     CollArgs a = int32_args(CollKind::AllReduce, 5);

@@ -11,7 +11,8 @@ const std::vector<CollInfo>& collectives() {
                                           {Coll::AllToAll, "all_to_all", false, false},
                                           {Coll::AllToAllv, "all_to_allv", false, false},
                                           {Coll::ReduceScatter, "reduce_scatter", true, false},
-                                          {Coll::Broadcast, "broadcast", false, true}};
+                                          {Coll::Broadcast, "broadcast", false, true},
+                                          {Coll::Reduce, "reduce", true, true}};
   return v;
 }
 
@@ -30,14 +31,15 @@ const CollInfo* find_coll(const std::string& name) {
 double bus_factor(Coll c, int n) {
   switch (c) {
     case Coll::AllReduce: return 2.0 * (n - 1) / n;
-    case Coll::Broadcast: return 1.0;
+    case Coll::Broadcast:
+    case Coll::Reduce: return 1.0;
     default: return double(n - 1) / n;
   }
 }
 
 namespace {
 bool in_blocks(Coll c) {
-  return c != Coll::AllReduce && c != Coll::Broadcast;
+  return c != Coll::AllReduce && c != Coll::Broadcast && c != Coll::Reduce;
 }
 }  // namespace
 
@@ -129,6 +131,7 @@ hmc_status_t Run::post(hmc_request_t* req) {
         if (st != HMC_SUCCESS) return st;
       }
       return hmc_broadcast(comm_, recv_, n, t, c_.root, req);
+    case Coll::Reduce: return hmc_reduce(comm_, send, recv_, n, t, c_.op, c_.root, req);
   }
   return HMC_ERR_INVALID_ARGUMENT;
 }
@@ -180,7 +183,8 @@ hmc_status_t Run::fill() {
 double Run::expected(uint64_t i) const {
   uint64_t n = std::max<uint64_t>(s_.count, 1);
   switch (c_.coll) {
-    case Coll::AllReduce: return reduced(c_.op, n_, i);
+    case Coll::AllReduce:
+    case Coll::Reduce: return reduced(c_.op, n_, i);
     case Coll::ReduceScatter: return reduced(c_.op, n_, uint64_t(rank_) * s_.count + i);
     case Coll::AllGather: return input(HMC_OP_SUM, int(i / n), i % n);
     case Coll::Broadcast: return input(HMC_OP_SUM, c_.root, i);
@@ -192,7 +196,8 @@ double Run::expected(uint64_t i) const {
 
 hmc_status_t Run::count_wrong(int64_t* wrong) {
   size_t es = c_.dtype.size;
-  uint64_t elems = s_.recv_elems;
+  // A reduce's result is the root's alone (the others' recv is not written), as nccl-tests checks.
+  uint64_t elems = c_.coll == Coll::Reduce && rank_ != c_.root ? 0 : s_.recv_elems;
   const uint8_t* result = static_cast<const uint8_t*>(recv_);
   if (c_.in_place && c_.coll == Coll::ReduceScatter) result += uint64_t(rank_) * s_.count * es;
   std::vector<uint8_t> h(elems * es + 1);

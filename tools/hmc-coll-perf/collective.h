@@ -12,7 +12,7 @@
 
 namespace coll_bench {
 
-enum class Coll { AllReduce, AllGather, AllToAll, AllToAllv, ReduceScatter, Broadcast };
+enum class Coll { AllReduce, AllGather, AllToAll, AllToAllv, ReduceScatter, Broadcast, Reduce };
 
 struct CollInfo {
   Coll coll;
@@ -25,12 +25,12 @@ const CollInfo& info(Coll c);
 const CollInfo* find_coll(const std::string& name);
 
 // busbw = algbw x this, on n ranks: 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
-// reduce-scatter and all-to-all(v), 1 for broadcast (nccl-tests' definitions).
+// reduce-scatter and all-to-all(v), 1 for broadcast and reduce (nccl-tests' definitions).
 double bus_factor(Coll c, int n);
 
 // One size of a collective on n ranks. `bytes` (nccl-tests' size) is a rank's largest buffer,
-// rounded down to whole blocks: the vector of an all-reduce or broadcast, the gathered output of
-// an all-gather, the input of a reduce-scatter, the send buffer of an all-to-all.
+// rounded down to whole blocks: the vector of an all-reduce, reduce or broadcast, the gathered
+// output of an all-gather, the input of a reduce-scatter, the send buffer of an all-to-all.
 struct Shape {
   uint64_t count = 0;       // the collective's count argument (per block where there are n)
   uint64_t send_elems = 0;  // a rank's send buffer, out of place

@@ -22,8 +22,9 @@ namespace {
 const char* kFooter =
     "HMC_COLL_ALGO forces an algorithm (docs/collectives.md).\n"
     "time: the slowest rank's average per iteration; algbw = size / time; busbw = algbw x\n"
-    "2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, all_to_all(v)), 1 (broadcast),\n"
-    "as nccl-tests define them. size is the largest buffer of a rank (nccl-tests' convention).\n"
+    "2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, all_to_all(v)), 1 (broadcast,\n"
+    "reduce), as nccl-tests define them. size is the largest buffer of a rank (nccl-tests' "
+    "convention).\n"
     "exit status: 0 success, 1 an hmc error or a wrong result, 2 bad arguments";
 
 struct Options {
@@ -139,7 +140,7 @@ int rank_main(const Options& o) {
         if (wrong >= 0) snprintf(w, sizeof w, "%lld", (long long)wrong);
         printf(" %11llu %12llu %8s %6s %6s %10.2f %8.3f %8.3f %7s\n", (unsigned long long)bytes,
                (unsigned long long)shape.count, o.dtype.c_str(), red,
-               c.coll == Coll::Broadcast ? "0" : "-1", slowest, algbw, algbw * factor, w);
+               info(c.coll).rooted ? "0" : "-1", slowest, algbw, algbw * factor, w);
       }
       fflush(stdout);
     }
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("-o,--op", o.op,
                  "all_reduce (default), all_gather, all_to_all, all_to_allv, reduce_scatter, "
-                 "broadcast")
+                 "broadcast, reduce")
       ->check(CLI::Validator(
           [](std::string& v) { return find_coll(v) ? "" : "unknown operation '" + v + "'"; },
           "NAME"));

@@ -270,7 +270,7 @@ int nccl_tests_main(Coll coll, const char* program, int argc, char** argv) {
   app.add_option("-d,--datatype", o.dtype,
                  "float, double, half, bfloat16, int8, uint8, int32, int64 or all")
       ->capture_default_str();
-  app.add_option("-r,--root", o.root, "root of a broadcast")->capture_default_str();
+  app.add_option("-r,--root", o.root, "root of a broadcast or reduce")->capture_default_str();
   app.add_option("-z,--blocking", o.blocking, "0/1: 1 adds a barrier after each collective");
   app.add_option("-y,--stream_null", o.stream_null, "0/1 (no effect: hmc has no streams)");
   app.add_option("-T,--timeout", o.timeout_s, "seconds any one wait may take (0: HMC_TIMEOUT_MS)");

@@ -35,9 +35,13 @@ struct Collective {
 };
 inline const std::vector<Collective>& collectives() {
   static const std::vector<Collective> list = {
-      {"all_reduce", coll::CollKind::AllReduce},         {"all_gather", coll::CollKind::AllGather},
-      {"reduce_scatter", coll::CollKind::ReduceScatter}, {"all_to_all", coll::CollKind::AllToAll},
-      {"all_to_allv", coll::CollKind::AllToAllV},        {"broadcast", coll::CollKind::Broadcast},
+      {"all_reduce", coll::CollKind::AllReduce},
+      {"all_gather", coll::CollKind::AllGather},
+      {"reduce_scatter", coll::CollKind::ReduceScatter},
+      {"all_to_all", coll::CollKind::AllToAll},
+      {"all_to_allv", coll::CollKind::AllToAllV},
+      {"broadcast", coll::CollKind::Broadcast},
+      {"reduce", coll::CollKind::Reduce},
   };
   return list;
 }
@@ -81,13 +85,13 @@ names for the collective, algbw = size / time, busbw = algbw x the collective's 
   --cluster SPEC        a regular cluster, e.g.
                         hosts=128,gpus_per_host=8,vendors=cuda:4+hip:4,nic_gbps=400
   -o, --collective NAME all_reduce|all_gather|reduce_scatter|all_to_all|all_to_allv|
-                        broadcast                                          [all_reduce]
+                        broadcast|reduce                                   [all_reduce]
   -b, --minbytes SIZE   smallest size, K/M/G suffixes (powers of 1024)            [8]
   -e, --maxbytes SIZE   largest size                                           [128M]
   -f, --stepfactor N    multiply the size by N from one row to the next           [2]
   -d, --datatype NAME   float|double|half|bfloat16|int8|uint8|int32|int64      [float]
   --redop NAME          sum|prod|min|max|avg                                     [sum]
-  -r, --root N          broadcast's root                                          [0]
+  -r, --root N          broadcast's and reduce's root                             [0]
   --algo NAME           the algorithm (HMC_COLL_ALGO's names), auto: by size and shape
                                                                                 [auto]
   --backend hmc|ccl     hmc: hmc's own algorithms on its paths; ccl: the vendor libraries
@@ -134,7 +138,8 @@ inline bool parse_args(int argc, const char* const* argv, Options* o, std::strin
       ->check(one_of(
           collectives, [](const Collective& c) { return std::string(c.name); },
           [o](const Collective& c) { o->collective = c; },
-          "all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv or broadcast"));
+          "all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv, broadcast or "
+          "reduce"));
   app.add_option("-d,--datatype", datatype)
       ->check(one_of(
           datatypes, [](const Datatype& d) { return std::string(d.name); },

@@ -43,7 +43,8 @@ struct Row {
 // peer for all-to-all) for the collectives that split the buffer among ranks. At least 1.
 inline uint64_t count_for(coll::CollKind kind, uint64_t size, size_t elem, int n) {
   uint64_t per = elem;
-  if (kind != coll::CollKind::AllReduce && kind != coll::CollKind::Broadcast)
+  if (kind != coll::CollKind::AllReduce && kind != coll::CollKind::Broadcast &&
+      kind != coll::CollKind::Reduce)
     per *= static_cast<uint64_t>(n);
   return size / per ? size / per : 1;
 }

@@ -628,6 +628,13 @@ HMC_API hmc_status_t hmc_reduce_scatter(hmc_comm_t comm, const void* send, void*
 /* recv (count) = the reduction over every rank's send (count). In place: send == recv. */
 HMC_API hmc_status_t hmc_all_reduce(hmc_comm_t comm, const void* send, void* recv, size_t count,
                                     hmc_dtype_t dtype, hmc_reduce_op_t op, hmc_request_t* req);
+/* (HMC_HAS_REDUCE) root's recv (count) = the reduction over every rank's send (count). recv is
+ * read on root only: other ranks may pass NULL, and their recv is never written. In place on
+ * root: send == recv. */
+HMC_API hmc_status_t hmc_reduce(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                hmc_dtype_t dtype, hmc_reduce_op_t op, int root,
+                                hmc_request_t* req);
+#define HMC_HAS_REDUCE 1
 
 /* Stream-ordered collectives: the same as above, given the application's stream of the vendor
  * runtime the buffers belong to (a CUstream/cudaStream_t, hipStream_t, cnrtQueue_t or
@@ -667,6 +674,9 @@ HMC_API hmc_status_t hmc_reduce_scatter_on_stream(hmc_comm_t comm, const void* s
 HMC_API hmc_status_t hmc_all_reduce_on_stream(hmc_comm_t comm, const void* send, void* recv,
                                               size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
                                               void* stream, hmc_request_t* req);
+HMC_API hmc_status_t hmc_reduce_on_stream(hmc_comm_t comm, const void* send, void* recv,
+                                          size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
+                                          int root, void* stream, hmc_request_t* req);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Log handler                                                                                */

@@ -704,6 +704,19 @@ class Comm {
         [&](hmc_request_t* r) { return hmc_all_reduce(comm_, send, recv, count, dtype, op, r); },
         "hmc_all_reduce");
   }
+  // recv is read on root only (nullptr elsewhere is fine).
+  Request reduce(const void* send, void* recv, size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
+                 int root, void* stream = nullptr) {
+    if (stream)
+      return post(
+          [&](hmc_request_t* r) {
+            return hmc_reduce_on_stream(comm_, send, recv, count, dtype, op, root, stream, r);
+          },
+          "hmc_reduce_on_stream");
+    return post(
+        [&](hmc_request_t* r) { return hmc_reduce(comm_, send, recv, count, dtype, op, root, r); },
+        "hmc_reduce");
+  }
 
  private:
   template <typename Fn>

@@ -1257,6 +1257,38 @@ hmc_status_t all_reduce_on(hmc_comm_t comm, const void* send, void* recv, size_t
   HMC_CATCH
 }
 
+hmc_status_t reduce_on(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                       hmc_dtype_t dtype, hmc_reduce_op_t op, int root, void* stream,
+                       const char* fn, hmc_request_t* req) {
+  HMC_TRY
+  CHECK_COLL(comm, req);
+  uint64_t bytes;
+  hmc_status_t st;
+  if ((st = coll_bytes(count, dtype, 1, fn, &bytes)) != HMC_SUCCESS) return st;
+  if ((st = check_op(dtype, op, fn)) != HMC_SUCCESS) return st;
+  if (root < 0 || root >= c->size)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: root {} is outside 0..{}", fn, root, c->size - 1);
+  if ((st = check_buffer(send, bytes, fn)) != HMC_SUCCESS) return st;
+  const bool at_root = c->rank == root;
+  if (at_root && (st = check_buffer(recv, bytes, fn)) != HMC_SUCCESS) return st;
+  coll::CollArgs args;
+  args.kind = coll::CollKind::Reduce;
+  args.dtype = dtype;
+  args.op = op;
+  args.count = count;
+  args.root = root;
+  args.in_place = at_root && send == recv;
+  if (at_root && !args.in_place && overlap(send, bytes, recv, bytes))
+    return fail(HMC_ERR_INVALID_ARGUMENT,
+                "{}: send and recv overlap but are not the same buffer "
+                "(the in-place form)",
+                fn);
+  args.stream = stream;
+  // Only the root's recv is written: the others' is not the collective's to touch.
+  return post_coll(comm, args, send, at_root ? recv : nullptr, at_root ? count : 0, fn, req);
+  HMC_CATCH
+}
+
 }  // namespace
 
 extern "C" {
@@ -1340,6 +1372,18 @@ HMC_API hmc_status_t hmc_all_reduce_on_stream(hmc_comm_t comm, const void* send,
                                               size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
                                               void* stream, hmc_request_t* req) {
   return all_reduce_on(comm, send, recv, count, dtype, op, stream, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_reduce(hmc_comm_t comm, const void* send, void* recv, size_t count,
+                                hmc_dtype_t dtype, hmc_reduce_op_t op, int root,
+                                hmc_request_t* req) {
+  return reduce_on(comm, send, recv, count, dtype, op, root, nullptr, __func__, req);
+}
+
+HMC_API hmc_status_t hmc_reduce_on_stream(hmc_comm_t comm, const void* send, void* recv,
+                                          size_t count, hmc_dtype_t dtype, hmc_reduce_op_t op,
+                                          int root, void* stream, hmc_request_t* req) {
+  return reduce_on(comm, send, recv, count, dtype, op, root, stream, __func__, req);
 }
 
 }  // extern "C"

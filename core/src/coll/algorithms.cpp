@@ -337,6 +337,93 @@ Schedule all_reduce_doubling(const CollArgs& a, const GroupShape& g, int r) {
   return s;
 }
 
+// Reduce to the root. The root reduces into Output; the other ranks reduce into Scratch (their
+// Output is not theirs to write, and may be null) and leave their Input as it was.
+//   tree: a binomial tree over ranks renumbered so that the root is 0; in step k a rank whose
+//     bit k is set sends its partial vector to the rank 2^k below and is done, the others reduce
+//     what the rank 2^k above sends. log2(n) steps of the whole vector: for small vectors.
+//   direct: a direct reduce-scatter (every rank reduces its block from every other, one step),
+//     then every rank sends its block to the root: an all-reduce's first half and a gather.
+//   ring: the ring reduce-scatter, then the same gather.
+// Each block is reduced in a fixed order, so the result does not depend on arrival order.
+Schedule reduce_to_root(const CollArgs& a, const GroupShape& g, int r, Algorithm algo) {
+  Schedule s;
+  size_t es = dtype_size(a.dtype);
+  uint64_t bytes = a.count * es;
+  int n = g.size;
+  bool root = r == a.root;
+  Buffer work = root ? Buffer::Output : Buffer::Scratch;
+  s.divide_by_size = root && a.op == HMC_OP_AVG;
+  if (algo == Algorithm::Tree || a.count < uint64_t(n)) {
+    s.algorithm = "tree";
+    if (!root) s.scratch_bytes = bytes;
+    next_step(s);
+    if (!root || !a.in_place) add(s, copy(Buffer::Input, 0, work, 0, bytes));
+    int v = mod(r - a.root, n);
+    bool sent = false;
+    for (int mask = 1; mask < n; mask <<= 1) {
+      next_step(s);
+      if (sent) continue;
+      if (v & mask) {
+        add(s, send(mod(v - mask + a.root, n), work, 0, bytes));
+        sent = true;
+      } else if (v + mask < n) {
+        add(s, recv(mod(v + mask + a.root, n), work, 0, bytes, true));
+      }
+    }
+    return s;
+  }
+  auto at = [&](int i, uint64_t* off, uint64_t* len) {
+    block(a.count, n, i, off, len);
+    *off *= es;
+    *len *= es;
+  };
+  uint64_t mo, ml, off, len;
+  at(r, &mo, &ml);
+  if (algo == Algorithm::Direct) {
+    s.algorithm = "direct";
+    // A non-root rank needs room for its own block only.
+    uint64_t base = root ? mo : 0;
+    if (!root) s.scratch_bytes = ml;
+    next_step(s);
+    if (!root || !a.in_place) add(s, copy(Buffer::Input, mo, work, base, ml));
+    next_step(s);
+    for (int k = 1; k < n; ++k) {
+      int to = mod(r + k, n);
+      at(to, &off, &len);
+      add(s, send(to, Buffer::Input, off, len));
+      add(s, recv(mod(r - k, n), work, base, ml, true));
+    }
+    next_step(s);
+    if (!root) {
+      add(s, send(a.root, work, base, ml));
+    } else {
+      for (int k = 1; k < n; ++k) {
+        int from = mod(r + k, n);
+        at(from, &off, &len);
+        add(s, recv(from, Buffer::Output, off, len));
+      }
+    }
+    return s;
+  }
+  s.algorithm = "ring";
+  if (!root) s.scratch_bytes = bytes;
+  next_step(s);
+  if (!root || !a.in_place) add(s, copy(Buffer::Input, 0, work, 0, bytes));
+  ring_reduce_scatter(s, work, n, r, at);
+  next_step(s);
+  if (!root) {
+    add(s, send(a.root, work, mo, ml));
+  } else {
+    for (int k = 1; k < n; ++k) {
+      int from = mod(r + k, n);
+      at(from, &off, &len);
+      add(s, recv(from, Buffer::Output, off, len));
+    }
+  }
+  return s;
+}
+
 Schedule all_reduce_flat(const CollArgs& a, const GroupShape& g, int r, Algorithm algo) {
   if (algo == Algorithm::Direct) return all_reduce_direct(a, g, r);
   bool ring = algo == Algorithm::Ring;
@@ -581,6 +668,19 @@ Schedule make_schedule(const CollArgs& args, const GroupShape& shape, int rank, 
     case CollKind::AllToAll:
     case CollKind::AllToAllV: return all_to_all(args, shape, rank, direct);
     case CollKind::ReduceScatter: return reduce_scatter(args, shape, rank, direct);
+    case CollKind::Reduce: {
+      // As the all-reduce chooses: direct within such a host from 16 KiB, else the ring above
+      // 64 KiB, the tree below.
+      uint64_t bytes = args.count * dtype_size(args.dtype);
+      Algorithm form = algo;
+      if (form != Algorithm::Tree && form != Algorithm::Ring && form != Algorithm::Direct) {
+        if (direct && bytes >= kDirectAllReduceMinBytes)
+          form = Algorithm::Direct;
+        else
+          form = bytes > kSmallAllReduceBytes ? Algorithm::Ring : Algorithm::Tree;
+      }
+      return reduce_to_root(args, shape, rank, form);
+    }
     case CollKind::AllReduce: {
       // Across hosts with several ranks on some, the hierarchy unless an algorithm is forced.
       bool spans = hosts.size() > 1 && hosts.size() < size_t(shape.size);

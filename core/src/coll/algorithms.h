@@ -19,13 +19,14 @@ enum class CollKind : uint8_t {
   AllToAll,
   AllToAllV,
   ReduceScatter,
-  AllReduce
+  AllReduce,
+  Reduce
 };
 
 // One rank's arguments. Counts are in elements of dtype. For AllToAllV the four vectors have
 // `size` entries each (this rank's view); otherwise `count` is per rank (AllGather, AllToAll,
 // ReduceScatter: the block each rank contributes or receives) or in all (Broadcast,
-// AllReduce).
+// AllReduce, Reduce).
 struct CollArgs {
   CollKind kind = CollKind::Barrier;
   hmc_dtype_t dtype = HMC_DTYPE_U8;

@@ -107,6 +107,7 @@ hmc_status_t ccl_post(CclComm& ccl, const Communicator& comm, const CollArgs& ar
       st = t->send_recv(c, parts.data(), parts.size(), dtype, args.stream, creq);
       break;
     }
+    case CollKind::Reduce:  // not in the plugin ABI: ccl_eligible keeps it on hmc's algorithms
     case CollKind::Barrier: break;
   }
   if (st == HMC_PLUGIN_SUCCESS) return HMC_SUCCESS;

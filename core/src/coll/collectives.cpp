@@ -213,7 +213,8 @@ CclEligible Collectives::ccl_eligible(const Communicator& comm, const CollArgs& 
   bool reduces = false;
   switch (args.kind) {
     case CollKind::AllReduce:
-    case CollKind::ReduceScatter: reduces = true; break;
+    case CollKind::ReduceScatter:
+    case CollKind::Reduce: reduces = true; break;
     case CollKind::AllGather:
     case CollKind::Broadcast:
     case CollKind::AllToAll:
@@ -233,6 +234,10 @@ CclEligible Collectives::ccl_eligible(const Communicator& comm, const CollArgs& 
   if (in.device && out.device && in.device->is_host() && out.device->is_host()) {
     e.hmc_only = true;
     e.why = "this rank's buffers are host memory";
+    return e;
+  }
+  if (args.kind == CollKind::Reduce) {
+    e.why = "the ccl plugin ABI has no reduce";
     return e;
   }
   if (s_.ccl.empty()) {
@@ -374,7 +379,9 @@ bool Collectives::post_hier(const std::shared_ptr<Communicator>& comm, const Col
   const auto& vendors = comm->shape.vendor_of_rank;
   bool mixed = false;
   for (const std::string& v : vendors) mixed |= v != vendors[0];
-  if (!mixed || comm->size < 2) return false;
+  // A reduce runs on the flat algorithms: the hierarchy has no reduce (its groups' libraries
+  // have none through the ccl plugin ABI).
+  if (!mixed || comm->size < 2 || args.kind == CollKind::Reduce) return false;
   HierState& h = *comm->hier;
   // The first collective with data sets the groups up; one without data (a barrier, a count of
   // 0: the same on every rank) waits for it on hmc's flat algorithms.

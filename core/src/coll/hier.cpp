@@ -422,6 +422,7 @@ HierPlan Planner::plan(const void* in, void* out, void* scratch) {
       plan_.slots = 3;
       barrier();
       break;
+    case CollKind::Reduce: break;  // Collectives::post_hier runs a reduce on the flat algorithms
   }
   return std::move(plan_);
 }
@@ -486,6 +487,7 @@ int post_library(CclComm& ccl, const HierPart& p, void* stream, const char** cal
     case CollKind::AllToAllV:
       *call = "send_recv";
       return t->send_recv(c, p.p2p.data(), p.p2p.size(), dtype, stream, creq);
+    case CollKind::Reduce:  // never planned (below)
     case CollKind::Barrier: break;
   }
   *call = "?";

@@ -620,7 +620,8 @@ uint64_t algbw_bytes(CollKind kind, uint64_t count, size_t elem, int n) {
   switch (kind) {
     case CollKind::Barrier: return 0;
     case CollKind::Broadcast:
-    case CollKind::AllReduce: return count * elem;
+    case CollKind::AllReduce:
+    case CollKind::Reduce: return count * elem;
     case CollKind::AllGather:
     case CollKind::ReduceScatter:
     case CollKind::AllToAll:
@@ -633,7 +634,8 @@ double busbw_factor(CollKind kind, int n) {
   if (n <= 0) return 0;
   switch (kind) {
     case CollKind::Barrier: return 0;
-    case CollKind::Broadcast: return 1;
+    case CollKind::Broadcast:
+    case CollKind::Reduce: return 1;
     case CollKind::AllReduce: return 2.0 * (n - 1) / n;
     case CollKind::AllGather:
     case CollKind::ReduceScatter:
