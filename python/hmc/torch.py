@@ -7,8 +7,8 @@
 The group joins an hmc.Communicator, whose rendezvous address rank 0 publishes through the c10d
 store torch passes in; collectives run on hmc's collectives, send/recv on hmc peers. Tensors
 must be contiguous; any device hmc reaches (CPU here; CUDA and ROCm tensors by their pointers).
-Operations hmc has no collective for are composed: reduce is an all-reduce, gather and scatter
-are point-to-point with the root, the coalesced forms run one operation per tensor.
+Operations hmc has no collective for are composed: gather and scatter are point-to-point with
+the root, the coalesced forms one operation on the tensors laid end to end.
 
 Timeouts: the timeout given to init_process_group/new_group bounds every operation of the
 group and its connection set-up; an operation that outlives it raises GroupTimeoutError (a
@@ -17,6 +17,7 @@ every later call raises GroupBrokenError. Written for torch 1.13 (a Python Proce
 torch 2.x registers backends with ``devices=`` and wraps them in c10d::Backend (docs/python.md).
 """
 
+import atexit
 import collections
 import datetime
 import os
@@ -66,6 +67,22 @@ class GroupBrokenError(RuntimeError):
 
 _context = None
 _context_lock = threading.Lock()
+_unclean = False  # an operation of some group failed: its requests may still hold tensors
+
+
+@atexit.register
+def _close_at_exit():
+    """Closes the shared context as the interpreter exits, so that the other ranks hear this one
+    leave (at info level) rather than see its connections drop ("peer lost" warnings). Not when
+    an operation failed (its context keeps what its requests may still write into) or a thread
+    still waits in hmc: an exit never waits for either."""
+    ctx = _context
+    if ctx is None or _unclean:
+        return
+    try:
+        ctx._close_if_idle()
+    except Exception:  # noqa: BLE001: the exit goes on whatever the context says
+        pass
 
 
 def _shared_context():
@@ -446,6 +463,8 @@ class ProcessGroupHmc(dist.ProcessGroup):
             self._ended.append(w)
 
     def _break(self, w, error):
+        global _unclean
+        _unclean = True
         with self._lock:
             self._running.pop(id(w), None)
             self._kept.append(w)

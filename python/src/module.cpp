@@ -368,6 +368,17 @@ void close_context(const std::shared_ptr<Core>& self) {
   if (!aio.is_none()) aio.attr("_closed")(ctx);
 }
 
+// Closes the context unless a thread waits in hmc on it or a buffer of its memory is exported
+// (closing would wait for the one and is refused for the other): false then, and it stays open.
+bool close_context_if_idle(const std::shared_ptr<Core>& self) {
+  {
+    std::lock_guard<std::mutex> lock(self->mutex);
+    if (self->closed || self->blocking > 0 || self->exported > 0) return false;
+  }
+  close_context(self);
+  return true;
+}
+
 template <typename T>
 void bind_context_manager(py::class_<T, std::shared_ptr<T>>& c, void (T::*end)()) {
   c.def("__enter__", [](py::object self) {
@@ -649,6 +660,9 @@ PYBIND11_MODULE(_hmc, m) {
           "Drives progress once (only needed with progress_thread=False).")
       .def("close", &close_context,
            "Destroys the context now: its peers close, their requests end, its regions go.")
+      .def("_close_if_idle", &close_context_if_idle,
+           "close() unless a thread waits in hmc on the context or its memory is exported "
+           "(then False, and it stays open): for an exit that must not wait.")
       .def_property_readonly("closed", [](const Core& c) { return c.closed; })
       .def_property_readonly(
           "timeout_ms", [](const Core& c) { return c.default_timeout_ms; },

@@ -78,7 +78,8 @@ def free_port():
 
 def run_ranks(argv, ranks, rank_env, timeout=120):
     """Runs `ranks` processes of argv, rank r with rank_env(r) added to the environment, and
-    checks that each exits 0 printing "rank r ok"; the others are killed when one hangs."""
+    checks that each exits 0 printing "rank r ok"; the others are killed when one hangs.
+    Returns each rank's output (stdout and stderr)."""
     procs = [subprocess.Popen(argv, env=dict(os.environ, **rank_env(r)), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
              for r in range(ranks)]
@@ -94,3 +95,4 @@ def run_ranks(argv, ranks, rank_env, timeout=120):
     for r, (code, out) in enumerate(results):
         assert code == 0, f"rank {r} failed:\n{out}"
         assert f"rank {r} ok" in out
+    return [out for _, out in results]
