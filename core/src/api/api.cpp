@@ -155,6 +155,13 @@ hmc_status_t check_op(hmc_dtype_t dtype, hmc_reduce_op_t op, const char* func) {
   return HMC_SUCCESS;
 }
 
+// A root that is a rank of a communicator of `size` ranks.
+hmc_status_t check_root(int root, int size, const char* func) {
+  if (root < 0 || root >= size)
+    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: root {} is outside 0..{}", func, root, size - 1);
+  return HMC_SUCCESS;
+}
+
 bool overlap(const void* a, uint64_t alen, const void* b, uint64_t blen) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return alen && blen && x < y + blen && y < x + alen;
@@ -1098,8 +1105,7 @@ hmc_status_t broadcast_on(hmc_comm_t comm, void* buf, size_t count, hmc_dtype_t 
   hmc_status_t st;
   if ((st = coll_bytes(count, dtype, 1, fn, &bytes)) != HMC_SUCCESS) return st;
   if ((st = check_buffer(buf, bytes, fn)) != HMC_SUCCESS) return st;
-  if (root < 0 || root >= c->size)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: root {} is outside 0..{}", fn, root, c->size - 1);
+  if ((st = check_root(root, c->size, fn)) != HMC_SUCCESS) return st;
   coll::CollArgs args;
   args.kind = coll::CollKind::Broadcast;
   args.dtype = dtype;
@@ -1266,8 +1272,7 @@ hmc_status_t reduce_on(hmc_comm_t comm, const void* send, void* recv, size_t cou
   hmc_status_t st;
   if ((st = coll_bytes(count, dtype, 1, fn, &bytes)) != HMC_SUCCESS) return st;
   if ((st = check_op(dtype, op, fn)) != HMC_SUCCESS) return st;
-  if (root < 0 || root >= c->size)
-    return fail(HMC_ERR_INVALID_ARGUMENT, "{}: root {} is outside 0..{}", fn, root, c->size - 1);
+  if ((st = check_root(root, c->size, fn)) != HMC_SUCCESS) return st;
   if ((st = check_buffer(send, bytes, fn)) != HMC_SUCCESS) return st;
   const bool at_root = c->rank == root;
   if (at_root && (st = check_buffer(recv, bytes, fn)) != HMC_SUCCESS) return st;

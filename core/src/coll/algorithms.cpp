@@ -380,6 +380,20 @@ Schedule reduce_to_root(const CollArgs& a, const GroupShape& g, int r, Algorithm
   };
   uint64_t mo, ml, off, len;
   at(r, &mo, &ml);
+  // The last step: every other rank sends its reduced block (at `from` in its work buffer) to
+  // the root, which receives each into its place in Output.
+  auto gather = [&](uint64_t from) {
+    next_step(s);
+    if (!root) {
+      add(s, send(a.root, work, from, ml));
+      return;
+    }
+    for (int k = 1; k < n; ++k) {
+      int p = mod(r + k, n);
+      at(p, &off, &len);
+      add(s, recv(p, Buffer::Output, off, len));
+    }
+  };
   if (algo == Algorithm::Direct) {
     s.algorithm = "direct";
     // A non-root rank needs room for its own block only.
@@ -394,16 +408,7 @@ Schedule reduce_to_root(const CollArgs& a, const GroupShape& g, int r, Algorithm
       add(s, send(to, Buffer::Input, off, len));
       add(s, recv(mod(r - k, n), work, base, ml, true));
     }
-    next_step(s);
-    if (!root) {
-      add(s, send(a.root, work, base, ml));
-    } else {
-      for (int k = 1; k < n; ++k) {
-        int from = mod(r + k, n);
-        at(from, &off, &len);
-        add(s, recv(from, Buffer::Output, off, len));
-      }
-    }
+    gather(base);
     return s;
   }
   s.algorithm = "ring";
@@ -411,16 +416,7 @@ Schedule reduce_to_root(const CollArgs& a, const GroupShape& g, int r, Algorithm
   next_step(s);
   if (!root || !a.in_place) add(s, copy(Buffer::Input, 0, work, 0, bytes));
   ring_reduce_scatter(s, work, n, r, at);
-  next_step(s);
-  if (!root) {
-    add(s, send(a.root, work, mo, ml));
-  } else {
-    for (int k = 1; k < n; ++k) {
-      int from = mod(r + k, n);
-      at(from, &off, &len);
-      add(s, recv(from, Buffer::Output, off, len));
-    }
-  }
+  gather(mo);
   return s;
 }
 
