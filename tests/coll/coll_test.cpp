@@ -1591,6 +1591,48 @@ TEST(CclBackend, CnclRefusesTheAverage) {
   }));
 }
 
+// A reduce, which the ccl plugin ABI lacks: on device memory it runs on hmc's algorithms under
+// auto (checked at the root, rank 1), and a forced ccl refuses it on every rank alike (the
+// others pass no recv); on host memory it runs even when ccl is forced.
+TEST(CclBackend, ReduceRunsOnHmc) {
+  auto role = [](bool forced) {
+    return [forced](Rank& r) -> std::string {
+      for (const std::string& mem : {r.mem, std::string("host")}) {
+        const size_t count = 3001;
+        Buf send(r.ctx, mem, count * 4), recv(r.ctx, mem, count * 4);
+        if (!send.put(values(HMC_DTYPE_I32, r.rank, count).data())) return "fill";
+        hmc_request_t req;
+        hmc_status_t st = hmc_reduce(r.comm, send.get(), r.rank == 1 ? recv.get() : nullptr, count,
+                                     HMC_DTYPE_I32, HMC_OP_SUM, 1, &req);
+        if (st == HMC_SUCCESS) st = hmc_request_wait(req, 20000, nullptr);
+        if (forced && mem != "host") {
+          if (st != HMC_ERR_NOT_SUPPORTED) return "forced ccl: " + describe(st);
+          if (std::string(hmc_last_error()).find("no reduce") == std::string::npos)
+            return "message: " + describe(st);
+          continue;
+        }
+        if (st != HMC_SUCCESS) return mem + ": reduce: " + describe(st);
+        char used[256];
+        hmc_comm_last_backend(r.comm, used, sizeof used);
+        if (std::string(used).rfind("hmc ", 0) != 0) return mem + ": ran on '" + used + "'";
+        if (r.rank != 1) continue;
+        std::vector<uint8_t> got(count * 4), want(count * 4);
+        if (!recv.take(got.data())) return "read back";
+        for (size_t i = 0; i < count; ++i)
+          encode(HMC_DTYPE_I32, reduce_ref(HMC_OP_SUM, r.size, i), &want[i * 4]);
+        std::string e = first_difference(got, want, 4, "reduce");
+        if (!e.empty()) return mem + ": " + e;
+      }
+      return std::string();
+    };
+  };
+  Launch l{mems_of(3, {"cuda:0", "cuda:1"})};
+  l.env = nccl_env("auto");
+  expect_all_pass(run(l, role(false)));
+  l.env = nccl_env("ccl");
+  expect_all_pass(run(l, role(true)));
+}
+
 // A library that exports NCCL's names, not MCCL's, is not taken for MCCL: the plugin serves
 // nothing, says what is missing, and hmc runs the musa ranks' collectives.
 TEST(CclBackend, NcclNamesAreNotMccl) {
