@@ -213,8 +213,7 @@ CclEligible Collectives::ccl_eligible(const Communicator& comm, const CollArgs& 
   bool reduces = false;
   switch (args.kind) {
     case CollKind::AllReduce:
-    case CollKind::ReduceScatter:
-    case CollKind::Reduce: reduces = true; break;
+    case CollKind::ReduceScatter: reduces = true; break;
     case CollKind::AllGather:
     case CollKind::Broadcast:
     case CollKind::AllToAll:
@@ -223,14 +222,14 @@ CclEligible Collectives::ccl_eligible(const Communicator& comm, const CollArgs& 
       e.hmc_only = true;
       e.why = "a barrier has no vendor-library call";
       return e;
-  }
-  if (args.kind == CollKind::Reduce) {
-    // Not in the ccl plugin ABI. Decided on the input, which every rank has (the output is the
-    // root's alone), so that the ranks agree: host memory stays on hmc's algorithms even when
-    // ccl is forced, device memory is what a forced ccl refuses.
-    e.hmc_only = !input || args.count == 0 || services_.host_memory(input);
-    e.why = e.hmc_only ? "this rank's buffers are host memory" : "the ccl plugin ABI has no reduce";
-    return e;
+    case CollKind::Reduce:
+      // Not in the ccl plugin ABI. Decided on the input, which every rank has (the output is
+      // the root's alone), so that the ranks agree: host memory stays on hmc's algorithms even
+      // when ccl is forced, device memory is what a forced ccl refuses.
+      e.hmc_only = !input || args.count == 0 || services_.host_memory(input);
+      e.why =
+          e.hmc_only ? "this rank's buffers are host memory" : "the ccl plugin ABI has no reduce";
+      return e;
   }
   if (!input || !output || (args.kind != CollKind::AllToAllV && args.count == 0)) {
     e.hmc_only = true;
