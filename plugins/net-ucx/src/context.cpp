@@ -465,6 +465,7 @@ UX_HOT void Context::finish(Request* r, hmc_plugin_status_t st) {
 
 UX_HOT void Context::complete(Request* r) {
   if (r->orphan) {
+    if (r->kind != ReqKind::kControl) --data_orphans_;
     pool_.put(r);
     return;
   }
@@ -498,10 +499,12 @@ UX_HOT void Context::release(Request* r) {
     r->counted = false;
     --unreported_;
   }
-  if (r->outstanding > 0)
+  if (r->outstanding > 0) {
     r->orphan = true;
-  else
+    if (r->kind != ReqKind::kControl) ++data_orphans_;
+  } else {
     pool_.put(r);
+  }
 }
 
 void Context::abandon(Request* r) {

@@ -90,6 +90,30 @@ class Context {
   void release(Request* r);
   // Nobody will test r (close_ep, finalize, a control message no longer wanted).
   void abandon(Request* r);
+  // After a forced close, before the core hands the buffers of the endpoint's requests back to
+  // the application: runs UCX until `held()` turns false (UCX called back every operation
+  // still moving bytes of theirs), or until every closing endpoint is gone and nothing more
+  // arrives (no transport is left to deliver their bytes: UCX never calls some of them back),
+  // or kCloseBudgetNs passed (logged: false). Not from inside a UCX callback.
+  template <class Held>
+  bool settle(Held held) {
+    const uint64_t deadline = now_ns() + kCloseBudgetNs;
+    while (held()) {
+      const bool moved = ucp_worker_progress(worker_) != 0;
+      reap_closing();
+      if (closing_.empty() && !moved) return true;
+      if (now_ns() >= deadline) {
+        UX_WARN(log_,
+                "UCX still holds operations of a closed endpoint after %llu ms: their "
+                "buffers may yet be read or written",
+                static_cast<unsigned long long>(kCloseBudgetNs / 1000000));
+        return false;
+      }
+    }
+    return true;
+  }
+  // Requests abandoned (close_ep) while UCX held them, not yet called back.
+  size_t data_orphans() const { return data_orphans_; }
   // Accounts for one UCX post of r: its return value `s` (NULL: done at once, an error pointer:
   // failed, else pending). Returns the error status when the post failed, else UCS_OK.
   ucs_status_t absorb(Request* r, void* s);
@@ -128,6 +152,9 @@ class Context {
   std::unordered_set<MemRegion*>& mrs() { return mrs_; }
   std::unordered_set<RemoteKey*>& rkeys() { return rkeys_; }
 
+  // How long a close waits for UCX to let go of what it still holds.
+  static constexpr uint64_t kCloseBudgetNs = 1000ull * 1000000;
+
   const Log& log() const { return log_; }
   uint64_t now_ns() const { return host_->now_ns(host_->host_ctx); }
   uint64_t timeout_ns() const { return static_cast<uint64_t>(host_->timeout_ms) * 1000000ull; }
@@ -149,10 +176,11 @@ class Context {
   void service_lingering(bool force_all);
   void reap_closing();
 
+  size_t data_orphans_ = 0;  // abandoned send/recv/put/get requests UCX still holds
+
   static constexpr int kMaxSkips = 16;
   static constexpr uint64_t kPeriodicNs = 50ull * 1000000;
   static constexpr uint64_t kLingerNs = 200ull * 1000000;
-  static constexpr uint64_t kCloseBudgetNs = 1000ull * 1000000;
 
   const hmc_host_services_t* host_;
   // What every progress pass reads, together (a test's poll touches these lines and no others

@@ -114,6 +114,10 @@ Endpoint::~Endpoint() {
   drop_control(&welcome_);
   drop_control(&bye_);
   // Pending requests become orphans; UCX's cancellations (below, and the forced close) free them.
+  // Until it has, UCX may still move bytes of theirs (a get's reply already on the wire): with
+  // any pending, the endpoint closes at once, without lingering for the bye, and we wait for
+  // UCX to let go of their buffers, which the core hands back to the application.
+  const bool busy = pending_ != nullptr;
   std::vector<void*> recvs;
   for (Request* r = pending_; r != nullptr; r = r->next)
     if (r->kind == ReqKind::kRecv && r->ucx != nullptr) recvs.push_back(r->ucx);
@@ -121,7 +125,7 @@ Endpoint::~Endpoint() {
   for (void* u : recvs) ucp_request_cancel(ctx_.worker(), u);
   release_ucx_rkeys();
   if (uep_ != nullptr) {
-    if (bye != nullptr && !bye->done) {
+    if (bye != nullptr && !bye->done && !busy) {
       ctx_.linger(uep_, bye);  // closed once the bye is out, or after a short while
     } else {
       if (bye != nullptr) ctx_.abandon(bye);
@@ -131,6 +135,7 @@ Endpoint::~Endpoint() {
   } else if (bye != nullptr) {
     ctx_.abandon(bye);
   }
+  if (busy) ctx_.settle([this] { return ctx_.data_orphans() > 0; });
   ctx_.free_id(rx_id_);
 }
 
@@ -283,8 +288,10 @@ void Endpoint::fail(const std::string& reason) {
     ctx_.close_ucp_ep(uep_);  // UCX cancels the sends and one-sided operations still queued
     uep_ = nullptr;
   }
-  // What UCX has not ended yet (a matched rendezvous receive) ends now; UCX's late callback
-  // finds it ended (or orphaned) and only recycles it.
+  // A request must not end while UCX may still move its bytes (the core would hand its buffer
+  // back): UCX calls back each one it cancels. What it never calls back ends now; the late
+  // callback, if any, finds it ended (or orphaned) and only recycles it.
+  ctx_.settle([this] { return pending_ != nullptr; });
   while (pending_ != nullptr) ctx_.finish(pending_, HMC_PLUGIN_ERR_PEER_LOST);
 }
 
